@@ -1,0 +1,3 @@
+from gpu_audit.cli.app import run
+
+run()

@@ -1,0 +1,103 @@
+"""The ``gpu-audit`` command: one typer app, one thin module per command.
+
+Exit codes follow the monitoring-plugin convention (see DESIGN): 0 OK, 1 WARNING, 2 CRITICAL,
+3 UNKNOWN, 130 interrupted. Click's own usage errors (exit 2) are remapped to 3 so that a typo
+is never mistaken for an unfit machine. Our errors print one line; ``-v`` adds the traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+
+import click
+import typer
+
+from gpu_audit import __version__
+from gpu_audit.errors import GpuAuditError
+
+EXIT_OK, EXIT_WARNING, EXIT_CRITICAL, EXIT_UNKNOWN, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+app = typer.Typer(
+    name="gpu-audit",
+    help="Is this GPU machine fit for a long PyTorch run, and why did the last one die?",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+_state = {"verbose": 0}
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"gpu-audit {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    verbose: int = typer.Option(
+        0, "--verbose", "-v", count=True, help="Show tracebacks and debug detail."
+    ),
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    _state["verbose"] = verbose
+
+
+def verbose() -> int:
+    return _state["verbose"]
+
+
+def _register_commands() -> None:
+    # Each module registers its command(s) on ``app``; heavy imports stay inside the commands.
+    from gpu_audit.cli import rules, scan  # noqa: F401
+
+
+def err(message: str) -> None:
+    """A message for the user on stderr (data goes to stdout)."""
+    print(f"gpu-audit: {message}", file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: run the app and map every outcome onto the documented exit codes."""
+    _register_commands()
+    args = sys.argv[1:] if argv is None else argv
+    try:
+        result = app(args=args, prog_name="gpu-audit", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except click.exceptions.Abort:
+        err("interrupted")
+        return EXIT_INTERRUPTED
+    except KeyboardInterrupt:
+        err("interrupted")
+        return EXIT_INTERRUPTED
+    except click.ClickException as exc:
+        exc.show(file=sys.stderr)
+        return EXIT_UNKNOWN
+    except GpuAuditError as exc:
+        if _state["verbose"]:
+            traceback.print_exc()
+        err(str(exc))
+        return exc.exit_code
+    except BrokenPipeError:
+        # `gpu-audit scan --json | head`: the reader left; not our failure.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_OK
+    except Exception as exc:
+        if _state["verbose"]:
+            traceback.print_exc()
+        err(f"internal error: {type(exc).__name__}: {exc}")
+        err("this is a bug in gpu-audit; run again with -v and report the traceback")
+        return EXIT_UNKNOWN
+    return result if isinstance(result, int) else EXIT_OK
+
+
+def run() -> None:
+    sys.exit(main())

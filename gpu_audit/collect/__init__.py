@@ -1,0 +1,48 @@
+"""Collectors: the only code that touches NVML, /proc, psutil, the environment or torch.
+
+Each returns plain dataclasses from :mod:`gpu_audit.model` plus probe errors; none raises on a
+missing field, a lost GPU or a vanished process.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+
+from gpu_audit import __version__
+from gpu_audit.backends import annotate_duplicates
+from gpu_audit.model import Snapshot
+
+
+def utc_now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def collect_snapshot(*, timeout_s: float = 5.0, pid: int | None = None) -> Snapshot:
+    """One full scan of this machine. Never raises for a missing driver, GPU or process.
+
+    ``timeout_s`` bounds the NVML part (a hung driver call is reported, not waited on);
+    ``pid`` reads the allocator settings from that process's environment instead of ours.
+    """
+    from gpu_audit.collect.host import read_host
+    from gpu_audit.collect.nvml import read_nvml
+    from gpu_audit.collect.processes import read_processes
+    from gpu_audit.collect.software import read_allocator_config
+
+    started = time.perf_counter()
+    host, host_errors = read_host()
+    reading = read_nvml(timeout_s=timeout_s)
+    processes, process_errors = read_processes(reading.processes, host.container)
+    allocator, allocator_errors = read_allocator_config(pid)
+    return Snapshot(
+        host=host,
+        nvml=reading.status,
+        driver=reading.driver,
+        gpus=reading.gpus,
+        processes=annotate_duplicates(processes),
+        allocator=allocator,
+        probe_errors=[*host_errors, *reading.probe_errors, *process_errors, *allocator_errors],
+        generated_at=utc_now(),
+        tool_version=__version__,
+        scan_duration_s=round(time.perf_counter() - started, 4),
+    )

@@ -1,0 +1,275 @@
+"""Plain data: what the collectors return, what the rules read, what the renderers show.
+
+Every class here is a frozen dataclass of JSON-friendly fields. Units are in the field names
+(``*_bytes``, ``*_pct``, ``*_c``, ``*_w``, ``*_mhz``, ``*_s``); ``None`` means unknown or not
+supported, never zero. :mod:`gpu_audit.serial` turns these into JSON and back, so a saved scan
+can be re-judged (``scan --from FILE``) and tests can feed rules without any I/O.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class Severity(enum.Enum):
+    """How bad a finding is; ordered, so thresholds can compare."""
+
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
+    CRITICAL = "critical"
+
+    @property
+    def rank(self) -> int:
+        return _SEVERITY_ORDER.index(self)
+
+    def __lt__(self, other: Severity) -> bool:
+        return self.rank < other.rank
+
+    def __le__(self, other: Severity) -> bool:
+        return self.rank <= other.rank
+
+    def __gt__(self, other: Severity) -> bool:
+        return self.rank > other.rank
+
+    def __ge__(self, other: Severity) -> bool:
+        return self.rank >= other.rank
+
+    @classmethod
+    def parse(cls, text: str) -> Severity:
+        try:
+            return cls(text.strip().lower())
+        except ValueError:
+            names = ", ".join(s.value for s in cls)
+            raise ValueError(f"unknown severity {text!r} (expected one of: {names})") from None
+
+
+_SEVERITY_ORDER = [Severity.INFO, Severity.WARNING, Severity.ERROR, Severity.CRITICAL]
+
+
+@dataclass(frozen=True)
+class ProbeError:
+    """A measurement that could not be taken; the scan goes on without it."""
+
+    source: str  # "nvml", "host", "process", "torch", ...
+    subject: str  # "gpu:0", "pid:123", "host", "driver"
+    message: str
+    call: str | None = None  # the function that failed, e.g. "nvmlDeviceGetPowerUsage"
+
+
+@dataclass(frozen=True)
+class Host:
+    hostname: str
+    os: str
+    kernel: str | None
+    wsl: bool
+    container: str | None  # "docker", "podman", "kubernetes", "lxc", "containerd", ... or None
+    cpu_count: int | None
+    memory_total_bytes: int | None
+    memory_available_bytes: int | None
+    swap_total_bytes: int | None
+    swap_used_bytes: int | None
+    swap_in_bytes: int | None = None  # cumulative since boot
+    swap_out_bytes: int | None = None
+    python_version: str | None = None
+    boot_time: str | None = None  # ISO 8601, UTC
+    nvidia_pci_devices: int | None = None  # NVIDIA display/3D controllers seen on the PCI bus
+
+
+@dataclass(frozen=True)
+class Driver:
+    driver_version: str | None
+    nvml_version: str | None
+    cuda_driver_version: str | None  # "12.4": the newest CUDA runtime this driver supports
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """One device as NVML sees it. Any field may be ``None`` (not supported or not readable)."""
+
+    index: int
+    uuid: str | None = None
+    name: str | None = None
+    pci_bus_id: str | None = None
+    serial: str | None = None
+    brand: str | None = None
+    architecture: str | None = None
+    compute_capability: str | None = None  # "8.6"
+    memory_total_bytes: int | None = None
+    memory_used_bytes: int | None = None
+    memory_free_bytes: int | None = None
+    memory_reserved_bytes: int | None = None  # driver/firmware reservation (memory info v2)
+    bar1_total_bytes: int | None = None
+    bar1_used_bytes: int | None = None
+    utilization_pct: int | None = None
+    memory_utilization_pct: int | None = None
+    temperature_c: int | None = None
+    temperature_slowdown_c: int | None = None
+    temperature_shutdown_c: int | None = None
+    temperature_max_operating_c: int | None = None
+    fan_speed_pct: int | None = None
+    power_draw_w: float | None = None
+    power_limit_w: float | None = None
+    power_default_limit_w: float | None = None
+    sm_clock_mhz: int | None = None
+    memory_clock_mhz: int | None = None
+    sm_clock_max_mhz: int | None = None
+    memory_clock_max_mhz: int | None = None
+    performance_state: int | None = None  # 0 (P0, max) .. 15
+    throttle_reasons: list[str] | None = None  # active clock-event reason names
+    throttle_reasons_mask: int | None = None
+    persistence_mode: bool | None = None
+    compute_mode: str | None = (
+        None  # "default", "exclusive_thread", "prohibited", "exclusive_process"
+    )
+    mig_mode: bool | None = None
+    ecc_mode: bool | None = None
+    ecc_errors_corrected_volatile: int | None = None
+    ecc_errors_uncorrected_volatile: int | None = None
+    ecc_errors_corrected_aggregate: int | None = None
+    ecc_errors_uncorrected_aggregate: int | None = None
+    retired_pages_sbe: int | None = None
+    retired_pages_dbe: int | None = None
+    retired_pages_pending: bool | None = None
+    remapped_rows_correctable: int | None = None
+    remapped_rows_uncorrectable: int | None = None
+    remapped_rows_pending: bool | None = None
+    remapped_rows_failure: bool | None = None
+    pcie_gen_current: int | None = None
+    pcie_gen_max: int | None = None
+    pcie_width_current: int | None = None
+    pcie_width_max: int | None = None
+    display_active: bool | None = None
+    lost: bool = False  # NVML answered "GPU is lost" (fallen off the bus)
+
+
+@dataclass(frozen=True)
+class AllocatorSample:
+    """One reading of a process's allocator counters, kept so rules can see a trend."""
+
+    at: str  # ISO 8601, UTC
+    num_alloc_retries: int | None
+    num_ooms: int | None
+    step: int | None = None
+
+
+@dataclass(frozen=True)
+class ProcessAllocatorState:
+    """A process's own PyTorch allocator on one device, as published by ``gpu_audit.monitor``.
+
+    NVML sees only what a process holds; these figures say how much of it PyTorch is using
+    (allocated) and how much it keeps cached (reserved). Fragmentation follows the reference's
+    definitions: ``fragmentation_pct`` = (reserved - allocated) / reserved, the quantity
+    PyTorch's OOM message calls "reserved but unallocated"; ``split_fragmentation_pct`` =
+    inactive_split / reserved, the part that cannot be released (0 with expandable segments).
+    """
+
+    cuda_device: int  # the device ordinal inside that process (its CUDA_VISIBLE_DEVICES view)
+    published_at: str  # ISO 8601, UTC
+    age_s: float | None = None  # how old the publication was when the scan read it
+    interval_s: float | None = None
+    torch_version: str | None = None
+    backend: str | None = None  # "native" or "cudaMallocAsync"
+    settings: str | None = None  # the allocator configuration string in force
+    expandable_segments: bool | None = None
+    max_split_size_bytes: int | None = None  # None: unlimited or unknown
+    allocated_bytes: int | None = None
+    allocated_peak_bytes: int | None = None
+    reserved_bytes: int | None = None
+    reserved_peak_bytes: int | None = None
+    active_bytes: int | None = None
+    active_peak_bytes: int | None = None
+    inactive_split_bytes: int | None = None
+    inactive_split_peak_bytes: int | None = None
+    requested_bytes: int | None = None
+    segments: int | None = None
+    reserved_unallocated_bytes: int | None = None
+    fragmentation_pct: float | None = None
+    split_fragmentation_pct: float | None = None
+    num_alloc_retries: int | None = None
+    num_ooms: int | None = None
+    step: int | None = None
+    history: list[AllocatorSample] = field(default_factory=list)  # oldest first
+    oom_snapshots: list[str] = field(default_factory=list)  # files written on OOM
+
+
+@dataclass(frozen=True)
+class GpuProcess:
+    """A process NVML reports on a GPU, joined with what the OS says about its PID."""
+
+    pid: int
+    gpu_index: int
+    gpu_uuid: str | None
+    used_memory_bytes: int | None
+    type: str  # "compute", "graphics" or "compute+graphics"
+    name: str | None = None
+    user: str | None = None
+    cmdline: list[str] | None = None  # redacted
+    status: str | None = None  # psutil status: "running", "sleeping", "zombie", "disk-sleep", ...
+    start_time: str | None = None  # ISO 8601, UTC
+    ppid: int | None = None
+    parent_cmdline: list[str] | None = None  # redacted
+    rss_bytes: int | None = None
+    container: str | None = None  # container id or runtime label from the cgroup path
+    cgroup: str | None = None
+    listen_ports: list[int] | None = None
+    dist_rank: int | None = None  # LOCAL_RANK/RANK from its environment, where readable
+    visible: bool = True  # False: the PID is not in this PID namespace (exited, or another one)
+    note: str | None = None  # why some fields are missing
+    duplicate_group: int | None = None  # set by the duplicate-backend analysis
+    allocator: ProcessAllocatorState | None = None  # from gpu_audit.monitor, if published
+
+
+@dataclass(frozen=True)
+class AllocatorConfig:
+    """PyTorch allocator settings as the environment carries them, and the torch they meet."""
+
+    source: str  # "env" (this process) or "pid:N"
+    pytorch_cuda_alloc_conf: str | None
+    pytorch_alloc_conf: str | None
+    torch_version: str | None  # from package metadata, torch not imported
+    torch_cuda_version: str | None = None  # from the local version label, "12.4" for +cu124
+    torch_variant: str | None = None  # "cuda", "rocm", "cpu", "xpu" or None (unknown/absent)
+    environment: dict[str, str] = field(default_factory=dict)  # other relevant vars, redacted
+
+
+@dataclass(frozen=True)
+class NvmlStatus:
+    """Whether NVML answered, and if not, why."""
+
+    available: bool
+    cause: str | None = None  # "library-not-found", "driver-not-loaded", "version-mismatch", ...
+    message: str | None = None
+    library_path: str | None = None
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Everything one scan saw. Findings are derived from it, never stored inside it."""
+
+    host: Host
+    nvml: NvmlStatus
+    driver: Driver | None
+    gpus: list[Gpu]
+    processes: list[GpuProcess]
+    allocator: AllocatorConfig | None
+    probe_errors: list[ProbeError]
+    generated_at: str
+    tool_version: str
+    scan_duration_s: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A verdict about the machine. ``id`` and default ``severity`` come from the rule registry."""
+
+    subject: str  # "host", "gpu:N", "pid:N", "env"
+    title: str
+    detail: str
+    remedy: str
+    evidence: dict[str, Any] = field(default_factory=dict)
+    id: str = ""
+    severity: Severity | None = None

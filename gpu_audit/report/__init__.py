@@ -1,0 +1,1 @@
+"""Renderers: turn results into terminal, JSON, markdown or JUnit text. They never collect."""

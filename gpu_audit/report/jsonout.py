@@ -1,0 +1,64 @@
+"""The scan JSON document (schema ``gpu-audit.scan/1``) and reading one back for ``--from``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from gpu_audit.errors import InputError
+from gpu_audit.model import Finding, Severity, Snapshot
+from gpu_audit.rules import worst
+from gpu_audit.serial import from_jsonable, to_jsonable
+
+SCAN_SCHEMA = "gpu-audit.scan/1"
+
+
+def scan_document(snapshot: Snapshot, findings: list[Finding], exit_code: int) -> dict[str, Any]:
+    data = to_jsonable(snapshot)
+    counts = {s.value: sum(1 for f in findings if f.severity == s) for s in Severity}
+    top = worst(findings)
+    return {
+        "schema": SCAN_SCHEMA,
+        "tool_version": data.pop("tool_version"),
+        "generated_at": data.pop("generated_at"),
+        **data,
+        "findings": to_jsonable(findings),
+        "summary": {
+            "worst_severity": top.value if top else None,
+            "counts": counts,
+            "exit_code": exit_code,
+        },
+    }
+
+
+def load_scan_document(path: Path) -> Snapshot:
+    """The snapshot inside a saved ``scan --json`` document (its findings are recomputed)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot read: {exc}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(
+            f"{path}: not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
+        ) from None
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: not a gpu-audit scan document (expected a JSON object)")
+    schema = data.get("schema")
+    if not isinstance(schema, str) or not schema.startswith("gpu-audit.scan/"):
+        raise InputError(
+            f"{path}: not a gpu-audit scan document (schema is {schema!r}, "
+            f"expected {SCAN_SCHEMA!r}); save one with `gpu-audit scan --json > FILE`"
+        )
+    if schema != SCAN_SCHEMA:
+        raise InputError(
+            f"{path}: schema {schema!r} is not supported by this gpu-audit (reads {SCAN_SCHEMA!r})"
+        )
+    try:
+        return from_jsonable(Snapshot, data)
+    except InputError as exc:
+        raise InputError(f"{path}: {exc}") from None

@@ -1,0 +1,62 @@
+"""The scan as a markdown report (``reports/scan-<UTC timestamp>-<host>.md``)."""
+
+from __future__ import annotations
+
+from gpu_audit.backends import instance_port
+from gpu_audit.model import Finding, Snapshot
+from gpu_audit.report import tables
+
+
+def md_escape(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def md_table(headers: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(md_escape(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def findings_markdown(findings: list[Finding]) -> str:
+    if not findings:
+        return "No findings: nothing stands in the way of a run.\n"
+    parts = []
+    for f in findings:
+        severity = f.severity.value if f.severity else "info"
+        parts.append(
+            f"### {severity.upper()} `{f.id}` ({f.subject}): {f.title}\n\n{f.detail}\n\n"
+            f"**Fix:**\n\n```\n{f.remedy}\n```\n"
+        )
+    return "\n".join(parts)
+
+
+def render_scan_markdown(snap: Snapshot, findings: list[Finding], exit_code: int) -> str:
+    out = [
+        f"# gpu-audit scan: {snap.host.hostname}",
+        "",
+        f"Generated {snap.generated_at} by gpu-audit {snap.tool_version}; "
+        f"{tables.finding_counts(findings)}; exit code {exit_code}.",
+        "",
+    ]
+    out += [md_table(["", ""], [[k, v] for k, v in tables.host_lines(snap)]), ""]
+    out += ["## GPUs", ""]
+    if snap.gpus:
+        out += [md_table(tables.GPU_HEADERS, [tables.gpu_row(g) for g in snap.gpus]), ""]
+    else:
+        reason = snap.nvml.message or snap.nvml.cause or "none found"
+        out += [f"No GPU could be read: {reason}", ""]
+    out += ["## GPU processes", ""]
+    if snap.processes:
+        rows = [tables.process_row(p, instance_port(p), width=200) for p in snap.processes]
+        out += [md_table(tables.PROCESS_HEADERS, rows), ""]
+    else:
+        out += ["None.", ""]
+    out += ["## Findings", "", findings_markdown(findings)]
+    if snap.probe_errors:
+        out += ["## Measurements that could not be taken", ""]
+        out += [
+            f"- `{e.subject}` {e.source}: {e.message}" + (f" (`{e.call}`)" if e.call else "")
+            for e in snap.probe_errors
+        ]
+        out.append("")
+    return "\n".join(out)

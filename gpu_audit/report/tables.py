@@ -1,0 +1,150 @@
+"""Rows of text shared by the terminal and markdown renderers, so both show the same facts."""
+
+from __future__ import annotations
+
+from gpu_audit.model import Finding, Gpu, GpuProcess, Snapshot
+from gpu_audit.units import fmt_bytes, fmt_mib, pct
+
+NA = "n/a"
+
+GPU_HEADERS = [
+    "GPU",
+    "Name",
+    "Memory used / total",
+    "Free",
+    "Util",
+    "Temp",
+    "Power",
+    "PCIe",
+    "State",
+]
+PROCESS_HEADERS = [
+    "GPU",
+    "PID",
+    "User",
+    "Name",
+    "VRAM",
+    "Started (UTC)",
+    "Port",
+    "Dup",
+    "Command / note",
+]
+
+
+def _num(value: float | int | None, unit: str, fmt: str = "{:g}") -> str:
+    return NA if value is None else fmt.format(value) + unit
+
+
+def gpu_state(gpu: Gpu) -> str:
+    flags = []
+    if gpu.lost:
+        return "LOST"
+    if gpu.performance_state is not None:
+        flags.append(f"P{gpu.performance_state}")
+    if gpu.persistence_mode is False:
+        flags.append("persistence off")
+    if gpu.mig_mode:
+        flags.append("MIG")
+    if gpu.ecc_mode is not None:
+        flags.append("ECC on" if gpu.ecc_mode else "ECC off")
+    active = [r for r in gpu.throttle_reasons or [] if r not in ("gpu_idle",)]
+    if active:
+        flags.append("throttle: " + ",".join(active))
+    return " ".join(flags) or NA
+
+
+def gpu_row(gpu: Gpu) -> list[str]:
+    free_pct = pct(gpu.memory_free_bytes, gpu.memory_total_bytes)
+    pcie = NA
+    if gpu.pcie_gen_current is not None:
+        pcie = (
+            f"gen{gpu.pcie_gen_current}/{gpu.pcie_gen_max or '?'} "
+            f"x{gpu.pcie_width_current or '?'}/{gpu.pcie_width_max or '?'}"
+        )
+    power = NA
+    if gpu.power_draw_w is not None:
+        power = f"{gpu.power_draw_w:.0f}" + (
+            f"/{gpu.power_limit_w:.0f} W" if gpu.power_limit_w else " W"
+        )
+    return [
+        str(gpu.index),
+        gpu.name or NA,
+        f"{fmt_mib(gpu.memory_used_bytes)} / {fmt_mib(gpu.memory_total_bytes)}",
+        f"{fmt_mib(gpu.memory_free_bytes)} ({free_pct:g}%)" if free_pct is not None else NA,
+        _num(gpu.utilization_pct, "%"),
+        _num(gpu.temperature_c, " C"),
+        power,
+        pcie,
+        gpu_state(gpu),
+    ]
+
+
+def _command(p: GpuProcess, width: int) -> str:
+    text = " ".join(p.cmdline) if p.cmdline else (p.name or "")
+    if p.note:
+        text = f"{text} [{p.note}]" if text else p.note
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def process_row(p: GpuProcess, port: int | None, width: int = 80) -> list[str]:
+    return [
+        str(p.gpu_index),
+        str(p.pid),
+        p.user or NA,
+        p.name or NA,
+        fmt_mib(p.used_memory_bytes),
+        (p.start_time or NA).replace("T", " ").replace("Z", ""),
+        str(port) if port is not None else "",
+        f"#{p.duplicate_group}" if p.duplicate_group else "",
+        _command(p, width),
+    ]
+
+
+def host_lines(snap: Snapshot) -> list[tuple[str, str]]:
+    h = snap.host
+    where = [h.os, h.kernel or ""]
+    if h.wsl:
+        where.append("(WSL2)")
+    if h.container:
+        where.append(f"(container: {h.container})")
+    lines = [
+        ("Host", f"{h.hostname}: {' '.join(w for w in where if w)}"),
+        ("CPUs", str(h.cpu_count) if h.cpu_count else NA),
+        (
+            "RAM",
+            f"{fmt_bytes(h.memory_available_bytes)} available of {fmt_bytes(h.memory_total_bytes)}",
+        ),
+        ("Swap", f"{fmt_bytes(h.swap_used_bytes)} used of {fmt_bytes(h.swap_total_bytes)}"),
+    ]
+    if snap.driver:
+        d = snap.driver
+        lines.append(
+            (
+                "Driver",
+                f"{d.driver_version or NA} (NVML {d.nvml_version or NA}, "
+                f"CUDA {d.cuda_driver_version or NA})",
+            )
+        )
+    elif not snap.nvml.available:
+        lines.append(("Driver", f"NVML unavailable: {snap.nvml.cause or 'unknown'}"))
+    a = snap.allocator
+    if a:
+        torch = a.torch_version or "not installed"
+        lines.append(("torch", torch))
+        for name, value in (
+            ("PYTORCH_CUDA_ALLOC_CONF", a.pytorch_cuda_alloc_conf),
+            ("PYTORCH_ALLOC_CONF", a.pytorch_alloc_conf),
+        ):
+            if value is not None:
+                lines.append((name, repr(value)))
+    return lines
+
+
+def finding_counts(findings: list[Finding]) -> str:
+    if not findings:
+        return "no findings"
+    counts: dict[str, int] = {}
+    for f in findings:
+        key = f.severity.value if f.severity else "info"
+        counts[key] = counts.get(key, 0) + 1
+    return ", ".join(f"{n} {k}" for k, n in counts.items())

@@ -1,0 +1,82 @@
+"""Host memory: swap and available RAM."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from gpu_audit.config import Policy
+from gpu_audit.model import Finding, Severity, Snapshot
+from gpu_audit.rules import rule
+from gpu_audit.units import GIB, fmt_bytes, pct
+
+
+@rule("swap-pressure", severity=Severity.WARNING)
+def swap_pressure(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
+    """Swap in use above the policy limit (2 GiB by default).
+
+    A training job whose host memory spills to swap slows by orders of magnitude (data loaders,
+    pinned-memory staging and checkpoint writes all touch host memory) and is a step away from the
+    kernel's OOM killer. Swap used by other programs still tells you memory is short before the
+    run has even started. Configure with `max_swap_used_gib`.
+    """
+    host = snap.host
+    used = host.swap_used_bytes
+    if used is None or used <= policy.max_swap_used_bytes:
+        return
+    yield Finding(
+        subject="host",
+        title=f"Swap in use: {fmt_bytes(used)}",
+        detail=(
+            f"{fmt_bytes(used)} of {fmt_bytes(host.swap_total_bytes)} swap is in use "
+            f"(limit {policy.max_swap_used_gib:g} GiB); "
+            f"{fmt_bytes(host.memory_available_bytes)} RAM is available."
+        ),
+        remedy=(
+            "Find what holds memory with `ps -eo pid,user,rss,comm --sort=-rss | head` and stop "
+            "it; reduce DataLoader `num_workers`/`prefetch_factor`. To empty swap once RAM is "
+            "free: `sudo swapoff -a && sudo swapon -a`."
+        ),
+        evidence={
+            "swap_used_bytes": used,
+            "swap_total_bytes": host.swap_total_bytes,
+            "limit_bytes": policy.max_swap_used_bytes,
+            "swap_in_bytes": host.swap_in_bytes,
+            "swap_out_bytes": host.swap_out_bytes,
+            "memory_available_bytes": host.memory_available_bytes,
+        },
+    )
+
+
+@rule("low-host-memory", severity=Severity.WARNING)
+def low_host_memory(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
+    """Available host RAM below the policy share of the total (10% by default).
+
+    PyTorch jobs need host memory beside GPU memory: the data pipeline, pinned staging buffers,
+    the CUDA context's host side, checkpoints being saved. With little left the job swaps or the
+    kernel's OOM killer ends it (`Killed`, exit 137) with no Python traceback. Configure with
+    `min_host_available_pct`.
+    """
+    host = snap.host
+    available_pct = pct(host.memory_available_bytes, host.memory_total_bytes)
+    if available_pct is None or available_pct >= policy.min_host_available_pct:
+        return
+    severity = Severity.ERROR if (host.memory_available_bytes or 0) < GIB // 2 else None
+    yield Finding(
+        subject="host",
+        title=f"Low host memory: {fmt_bytes(host.memory_available_bytes)} available",
+        detail=(
+            f"{fmt_bytes(host.memory_available_bytes)} of {fmt_bytes(host.memory_total_bytes)} "
+            f"RAM is available ({available_pct:g}%, minimum {policy.min_host_available_pct:g}%)."
+        ),
+        remedy=(
+            "List the largest processes with `ps -eo pid,user,rss,comm --sort=-rss | head` and "
+            "stop the ones you do not need before starting the run."
+        ),
+        evidence={
+            "memory_available_bytes": host.memory_available_bytes,
+            "memory_total_bytes": host.memory_total_bytes,
+            "available_pct": available_pct,
+            "min_available_pct": policy.min_host_available_pct,
+        },
+        severity=severity,
+    )

@@ -1,0 +1,171 @@
+"""Who holds device memory: duplicate servers, memory nobody accounts for, dead holders."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterator
+
+from gpu_audit.backends import duplicate_groups, instance_port
+from gpu_audit.config import Policy
+from gpu_audit.model import Finding, GpuProcess, Severity, Snapshot
+from gpu_audit.rules import rule
+from gpu_audit.units import fmt_bytes
+
+
+def _vram_by_pid(processes: list[GpuProcess]) -> dict[int, int]:
+    """Device memory per PID summed over GPUs (a process may use several)."""
+    total: dict[int, int] = defaultdict(int)
+    for p in processes:
+        total[p.pid] += p.used_memory_bytes or 0
+    return total
+
+
+@rule("duplicate-backend", severity=Severity.WARNING)
+def duplicate_backend(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
+    """Several GPU processes are copies of the same server.
+
+    A `uvicorn app:app` started again on `--port 8080` and `--port 3001` after the first one on
+    8000 (or gunicorn, celery workers, jupyter kernels and the like) loads its model onto the GPU
+    once per copy. Copies are the same program and arguments once ports, pids, bind addresses and
+    similar per-instance values are set aside. The ranks of one distributed job (told apart by
+    `--local-rank`/`LOCAL_RANK`, or started by torchrun, DeepSpeed, accelerate or mpirun) and the
+    workers of one server master are a single job and are not flagged. Evidence lists every copy
+    with its pid, port, VRAM and start time, and the memory freed by keeping only the oldest. The
+    remedy names exact pids: check them before you stop anything.
+    """
+    vram = _vram_by_pid(snap.processes)
+    for group in duplicate_groups(snap.processes):
+        keep, extra = group[0], group[1:]
+        reclaimable = sum(vram[p.pid] for p in extra)
+        members = [
+            {
+                "pid": p.pid,
+                "port": instance_port(p),
+                "used_memory_bytes": vram[p.pid],
+                "start_time": p.start_time,
+                "gpu_index": p.gpu_index,
+                "user": p.user,
+            }
+            for p in group
+        ]
+        program = " ".join((keep.cmdline or [keep.name or "?"])[:4])
+        pids = " ".join(str(p.pid) for p in extra)
+        ports = ", ".join(str(m["port"]) for m in members if m["port"] is not None)
+        yield Finding(
+            subject=f"pid:{keep.pid}",
+            title=f"{len(group)} copies of the same server hold GPU memory",
+            detail=(
+                f"{len(group)} processes run `{program}`"
+                + (f" on ports {ports}" if ports else "")
+                + f"; together they hold {fmt_bytes(sum(vram[p.pid] for p in group))}. "
+                f"Keeping only the oldest (pid {keep.pid}) frees {fmt_bytes(reclaimable)}."
+            ),
+            remedy=(
+                f"ps -o pid,lstart,args -p {' '.join(str(p.pid) for p in group)}  "
+                f"# confirm which copies are stale, then: kill {pids}"
+            ),
+            evidence={
+                "members": members,
+                "reclaimable_bytes": reclaimable,
+                "keep_pid": keep.pid,
+                "stop_pids": [p.pid for p in extra],
+            },
+        )
+
+
+@rule("unattributed-vram", severity=Severity.WARNING)
+def unattributed_vram(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
+    """Device memory in use that no visible process accounts for.
+
+    NVML's used memory minus the memory of every process it lists, beyond a per-GPU allowance
+    for the driver and contexts (`unattributed_vram_allowance_mib`, 512 MiB by default; memory the
+    driver reports as reserved is added to it). Typical causes: a killed job whose memory was
+    never released (a defunct context or a process stuck in uninterruptible sleep), a process in
+    another container whose PID this one cannot see, or a driver that does not report per-process
+    memory (then the GPU is skipped rather than guessed).
+    """
+    by_gpu: dict[int, list[GpuProcess]] = defaultdict(list)
+    for p in snap.processes:
+        by_gpu[p.gpu_index].append(p)
+    for gpu in snap.gpus:
+        if gpu.memory_used_bytes is None:
+            continue
+        members = by_gpu.get(gpu.index, [])
+        if any(p.used_memory_bytes is None for p in members):
+            continue  # per-process memory not reported (WDDM, MIG, old drivers): cannot judge
+        accounted = sum(p.used_memory_bytes or 0 for p in members)
+        allowance = policy.unattributed_vram_allowance_bytes + (gpu.memory_reserved_bytes or 0)
+        unattributed = gpu.memory_used_bytes - accounted
+        if unattributed <= allowance:
+            continue
+        yield Finding(
+            subject=f"gpu:{gpu.index}",
+            title=f"GPU {gpu.index}: {fmt_bytes(unattributed)} in use by no visible process",
+            detail=(
+                f"{fmt_bytes(gpu.memory_used_bytes)} used, {fmt_bytes(accounted)} of it by the "
+                f"{len(members)} listed process(es); {fmt_bytes(unattributed)} is unaccounted "
+                f"for (allowance {fmt_bytes(allowance)})."
+            ),
+            remedy=(
+                f"Look for processes NVML cannot attribute: `sudo fuser -v /dev/nvidia{gpu.index}`"
+                " (stuck or defunct jobs), or containers sharing this GPU (`docker ps`). If "
+                "nothing holds it, the memory belongs to a dead context: "
+                f"`sudo nvidia-smi --gpu-reset -i {gpu.index}` when the GPU is idle, or reboot."
+            ),
+            evidence={
+                "memory_used_bytes": gpu.memory_used_bytes,
+                "accounted_bytes": accounted,
+                "unattributed_bytes": unattributed,
+                "allowance_bytes": allowance,
+                "process_count": len(members),
+            },
+        )
+
+
+@rule("gpu-process-gone", severity=Severity.WARNING)
+def gpu_process_gone(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
+    """NVML reports a process that no longer runs but still holds device memory.
+
+    The PID is listed on the GPU, yet the operating system has no such process (it exited and
+    its context was not torn down) or only a zombie is left whose parent never reaped it. The
+    memory stays held until the context goes away. Inside a container NVML lists host PIDs that
+    the container cannot see: those are reported as not visible, not as gone.
+    """
+    in_container = snap.host.container is not None
+    for p in snap.processes:
+        gone = not p.visible and not in_container
+        zombie = p.status == "zombie"
+        if not (gone or zombie):
+            continue
+        if zombie:
+            detail = (
+                f"PID {p.pid} is a zombie holding {fmt_bytes(p.used_memory_bytes)} on GPU "
+                f"{p.gpu_index}; its parent {p.ppid} has not reaped it."
+            )
+            remedy = (
+                f"ps -o pid,args -p {p.ppid}  # then restart or stop the parent; "
+                "the memory is released when the zombie is reaped"
+            )
+        else:
+            detail = (
+                f"NVML lists PID {p.pid} on GPU {p.gpu_index} with "
+                f"{fmt_bytes(p.used_memory_bytes)}, but no such process exists."
+            )
+            remedy = (
+                f"sudo fuser -v /dev/nvidia{p.gpu_index}  # find what still holds the device; "
+                f"if nothing does: sudo nvidia-smi --gpu-reset -i {p.gpu_index}"
+            )
+        yield Finding(
+            subject=f"pid:{p.pid}",
+            title=f"GPU {p.gpu_index}: memory held by {'a zombie' if zombie else 'a dead'} "
+            f"process {p.pid}",
+            detail=detail,
+            remedy=remedy,
+            evidence={
+                "pid": p.pid,
+                "gpu_index": p.gpu_index,
+                "used_memory_bytes": p.used_memory_bytes,
+                "status": p.status or "gone",
+                "ppid": p.ppid,
+            },
+        )

@@ -1,0 +1,50 @@
+"""Suite-wide set-up: the repository on sys.path, and the `gpu` marker's skip rule."""
+
+from __future__ import annotations
+
+import functools
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+
+@functools.cache
+def cuda_available() -> bool:
+    """A real CUDA device, checked in a child process so this one never initialises CUDA."""
+    probe = "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"
+    try:
+        return (
+            subprocess.run(
+                [sys.executable, "-c", probe], timeout=120, capture_output=True
+            ).returncode
+            == 0
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    gpu_items = [item for item in items if "gpu" in item.keywords]
+    if gpu_items and not cuda_available():
+        skip = pytest.mark.skip(reason="needs a real NVIDIA GPU with CUDA")
+        for item in gpu_items:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def cli_env(tmp_path: Path) -> dict[str, str]:
+    """Environment for running ``python -m gpu_audit`` in a subprocess from the source tree."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
+    env.pop("PYTORCH_ALLOC_CONF", None)
+    env["NO_COLOR"] = "1"
+    env["COLUMNS"] = "200"
+    return env

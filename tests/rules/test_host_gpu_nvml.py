@@ -1,0 +1,85 @@
+from __future__ import annotations
+
+import dataclasses
+
+from gpu_audit.config import Policy
+from gpu_audit.model import NvmlStatus, Severity
+from gpu_audit.rules import evaluate, exit_code
+from gpu_audit.rules.gpu import low_free_vram
+from gpu_audit.rules.host import low_host_memory, swap_pressure
+from gpu_audit.rules.nvml import nvml_unavailable
+from tests import builders as b
+
+
+def test_swap_above_limit_is_reported_with_numbers():
+    snap = b.with_host(b.snapshot(), swap_used_bytes=3 * b.GIB)
+    (finding,) = list(swap_pressure(snap, Policy()))
+    assert finding.evidence["swap_used_bytes"] == 3 * b.GIB
+    assert finding.evidence["limit_bytes"] == 2 * b.GIB
+
+
+def test_swap_at_or_below_limit_or_unknown_is_quiet():
+    assert list(swap_pressure(b.with_host(b.snapshot(), swap_used_bytes=2 * b.GIB), Policy())) == []
+    assert list(swap_pressure(b.with_host(b.snapshot(), swap_used_bytes=None), Policy())) == []
+    assert (
+        list(
+            swap_pressure(
+                b.with_host(b.snapshot(), swap_used_bytes=3 * b.GIB), Policy(max_swap_used_gib=4)
+            )
+        )
+        == []
+    )
+
+
+def test_low_host_memory_threshold_and_severity():
+    snap = b.with_host(
+        b.snapshot(), memory_total_bytes=16 * b.GIB, memory_available_bytes=1 * b.GIB
+    )
+    (finding,) = list(low_host_memory(snap, Policy()))
+    assert finding.severity is None  # the rule's default (warning)
+    assert finding.evidence["available_pct"] == 6.2
+    tiny = b.with_host(snap, memory_available_bytes=256 * b.MIB)
+    assert next(low_host_memory(tiny, Policy())).severity == Severity.ERROR
+    fine = b.with_host(snap, memory_available_bytes=8 * b.GIB)
+    assert list(low_host_memory(fine, Policy())) == []
+
+
+def test_low_free_vram_lists_holders_largest_first():
+    procs = [b.process(1, 1000), b.process(2, 70000)]
+    snap = b.snapshot(gpus=[b.gpu(0, used=75 * b.GIB)], processes=procs)
+    (finding,) = list(low_free_vram(snap, Policy()))
+    assert [h["pid"] for h in finding.evidence["holders"]] == [2, 1]
+    assert finding.evidence["free_pct"] == 6.2
+    roomy = b.snapshot(gpus=[b.gpu(0, used=10 * b.GIB)])
+    assert list(low_free_vram(roomy, Policy())) == []
+
+
+def test_nvml_unavailable_causes_and_no_hardware_case():
+    broken = b.snapshot(
+        gpus=[], nvml=NvmlStatus(False, "version-mismatch", "Driver/library version mismatch")
+    )
+    (finding,) = list(nvml_unavailable(broken, Policy()))
+    assert finding.severity is None and "reboot" in finding.remedy
+    assert finding.evidence["cause"] == "version-mismatch"
+    no_gpu = b.with_host(
+        b.snapshot(gpus=[], nvml=NvmlStatus(False, "library-not-found")), nvidia_pci_devices=0
+    )
+    (finding,) = list(nvml_unavailable(no_gpu, Policy()))
+    assert finding.severity == Severity.WARNING
+    assert finding.title == "No NVIDIA GPU on this host"
+    assert list(nvml_unavailable(b.snapshot(), Policy())) == []
+
+
+def test_exit_codes_follow_the_monitoring_plugin_convention():
+    healthy = b.snapshot()
+    assert evaluate(healthy, Policy()) == []
+    assert exit_code([], Severity.ERROR) == 0
+    findings = evaluate(b.gtx1650_three_uvicorn(), Policy())
+    assert exit_code(findings, Severity.ERROR) == 1
+    assert exit_code(findings, Severity.WARNING) == 2
+    broken = evaluate(b.snapshot(gpus=[], nvml=NvmlStatus(False, "driver-not-loaded")), Policy())
+    assert exit_code(broken, Severity.ERROR) == 2
+    assert exit_code(broken, Severity.CRITICAL) == 1
+    info_only = [dataclasses.replace(f, severity=Severity.INFO) for f in findings]
+    assert exit_code(info_only, Severity.ERROR) == 0
+    assert exit_code(info_only, Severity.INFO) == 2
