@@ -32,6 +32,9 @@ class Policy:
     unattributed_vram_allowance_mib: float = 512.0
     alloc_fragmentation_pct: float = 50.0
     temperature_margin_c: float = 5.0
+    busy_utilization_pct: float = 20.0  # a GPU this busy should run its PCIe link at full speed
+    small_gpu_gib: float = 8.0  # at or below this, allocator advice is given unasked
+    xid_recent_hours: float = 24.0  # application-caused Xids older than this are only noted
     fail_on: str = "error"
     ignore: list[str] = field(default_factory=list)
     source: str | None = field(default=None, metadata={"internal": True})
@@ -66,11 +69,19 @@ def find_config_file(start: Path | None = None) -> Path | None:
         if own.is_file():
             return own
         pyproject = folder / "pyproject.toml"
-        if pyproject.is_file() and re.search(
-            r"^\s*\[tool\.gpu-audit[\].]", pyproject.read_text(errors="replace"), re.M
-        ):
+        if pyproject.is_file() and _has_our_table(pyproject):
             return pyproject
     return None
+
+
+def _has_our_table(pyproject: Path) -> bool:
+    try:
+        data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        # A broken pyproject.toml that mentions us is still ours: read_table reports the error.
+        text = pyproject.read_text(errors="replace") if pyproject.is_file() else ""
+        return "gpu-audit" in text
+    return isinstance(data.get("tool", {}).get("gpu-audit"), dict)
 
 
 def read_table(path: Path, table: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -92,19 +103,43 @@ def read_table(path: Path, table: tuple[str, ...] = ()) -> dict[str, Any]:
     return data
 
 
-def key_line(path: Path, key: str) -> int | None:
-    """The first line number where ``key =`` appears, for error messages (tomllib gives none)."""
+def _header(line: str) -> str | None:
+    """``[ tool . "gpu-audit" . check ]`` -> ``tool.gpu-audit.check``; ``None`` if no header."""
+    match = re.match(r"^\s*\[\s*([^\[\]]+?)\s*\]\s*(#.*)?$", line)
+    if not match:
+        return None
+    return ".".join(part.strip().strip("\"'") for part in match[1].split("."))
+
+
+def table_path(path: Path, table: tuple[str, ...] = ()) -> str:
+    """The dotted name of our table in ``path`` (``tool.gpu-audit`` in a pyproject.toml)."""
+    base = ("tool", "gpu-audit") if path.name == "pyproject.toml" else ()
+    return ".".join((*base, *table))
+
+
+def key_line(path: Path, key: str, table: tuple[str, ...] = ()) -> int | None:
+    """The line where ``key =`` is set inside our table, for messages (tomllib gives none)."""
     try:
         lines = path.read_text(errors="replace").splitlines()
     except OSError:
         return None
+    wanted = table_path(path, table)
     pattern = re.compile(rf"^\s*[\"']?{re.escape(key)}[\"']?\s*=")
-    return next((n for n, line in enumerate(lines, 1) if pattern.match(line)), None)
+    current = ""
+    for number, line in enumerate(lines, 1):
+        header = _header(line)
+        if header is not None:
+            current = header
+        elif current == wanted and pattern.match(line):
+            return number
+    return None
 
 
-def check_value(path: Path, key: str, value: Any, expected: type, known: list[str]) -> Any:
+def check_value(
+    path: Path, key: str, value: Any, expected: type, known: list[str], table: tuple[str, ...] = ()
+) -> Any:
     """Validate one key's type; returns the value converted (ints accepted for floats)."""
-    where = f"{path}:{key_line(path, key) or '?'}"
+    where = f"{path}:{key_line(path, key, table) or '?'}"
     if expected is float and isinstance(value, int) and not isinstance(value, bool):
         value = float(value)
     ok = isinstance(value, expected) and not (expected in (int, float) and isinstance(value, bool))
@@ -122,8 +157,10 @@ def check_value(path: Path, key: str, value: Any, expected: type, known: list[st
     return value
 
 
-def unknown_key_error(path: Path, key: str, known: list[str]) -> ConfigError:
-    where = f"{path}:{key_line(path, key) or '?'}"
+def unknown_key_error(
+    path: Path, key: str, known: list[str], table: tuple[str, ...] = ()
+) -> ConfigError:
+    where = f"{path}:{key_line(path, key, table) or '?'}"
     close = difflib.get_close_matches(key, known, n=1)
     hint = (
         f" (did you mean {close[0]!r}?)" if close else f" (known keys: {', '.join(sorted(known))})"

@@ -57,6 +57,7 @@ class ProbeError:
     subject: str  # "gpu:0", "pid:123", "host", "driver"
     message: str
     call: str | None = None  # the function that failed, e.g. "nvmlDeviceGetPowerUsage"
+    timed_out: bool = False  # the call never returned within the scan's timeout (a hung driver)
 
 
 @dataclass(frozen=True)
@@ -246,6 +247,62 @@ class NvmlStatus:
 
 
 @dataclass(frozen=True)
+class TorchDevice:
+    """One CUDA device as the installed torch sees it (indices follow CUDA_VISIBLE_DEVICES)."""
+
+    index: int
+    name: str | None = None
+    compute_capability: str | None = None  # "8.6"
+    total_memory_bytes: int | None = None
+    uuid: str | None = None  # "GPU-..." as NVML spells it, where torch exposes it
+
+
+@dataclass(frozen=True)
+class TorchProbe:
+    """What ``scan --torch`` learnt by importing torch in a child process."""
+
+    python: str  # the interpreter that ran the probe
+    torch_version: str | None = None  # torch.__version__; None when the import failed
+    cuda_version: str | None = None  # torch.version.cuda ("12.4"); None for CPU/ROCm builds
+    hip_version: str | None = None
+    cudnn_version: int | None = None
+    cuda_available: bool | None = None
+    device_count: int | None = None
+    arch_list: list[str] | None = None  # torch.cuda.get_arch_list(): ["sm_80", "compute_90", ...]
+    devices: list[TorchDevice] = field(default_factory=list)
+    allocator_backend: str | None = None  # "native" or "cudaMallocAsync"
+    allocator_settings: str | None = None  # the configuration string torch parsed
+    allocator_error: str | None = None  # torch's own complaint about the configuration string
+    import_error: str | None = None  # ``import torch`` raised: "ImportError: libcudnn.so.9: ..."
+    error: str | None = None  # the probe itself failed: timed out, crashed, no output
+    warnings: list[str] = field(default_factory=list)  # torch's warnings during the probe
+    duration_s: float | None = None
+
+
+@dataclass(frozen=True)
+class XidEvent:
+    """One ``NVRM: Xid`` line from the kernel log: the driver reporting a GPU error."""
+
+    xid: int
+    pci_bus_id: str | None  # as the log prints it, "0000:3b:00"
+    message: str  # the text after the code, redacted
+    pid: int | None = None
+    process_name: str | None = None
+    uptime_s: float | None = None  # seconds since boot, from the log's timestamp
+    time: str | None = None  # ISO 8601, UTC (approximate: derived from the uptime)
+
+
+@dataclass(frozen=True)
+class KernelLog:
+    """Where the scan looked for Xid events and what it found (this boot only)."""
+
+    source: str | None  # "kmsg", "dmesg", "journal"; None when no source was readable
+    readable: bool
+    xid_events: list[XidEvent] = field(default_factory=list)
+    truncated: bool = False  # more events than kept; the newest are kept
+
+
+@dataclass(frozen=True)
 class Snapshot:
     """Everything one scan saw. Findings are derived from it, never stored inside it."""
 
@@ -260,6 +317,8 @@ class Snapshot:
     tool_version: str
     scan_duration_s: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    torch_probe: TorchProbe | None = None  # only with ``scan --torch``
+    kernel_log: KernelLog | None = None  # None: not looked at (not Linux, or an old saved scan)
 
 
 @dataclass(frozen=True)

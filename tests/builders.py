@@ -49,6 +49,23 @@ def gpu(index: int = 0, total: int = 80 * GIB, used: int = 300 * MIB, **override
         memory_free_bytes=total - used,
         utilization_pct=0,
         temperature_c=35,
+        # A healthy data-centre card that reports every health reading.
+        temperature_slowdown_c=87,
+        ecc_mode=True,
+        ecc_errors_uncorrected_volatile=0,
+        ecc_errors_uncorrected_aggregate=0,
+        remapped_rows_pending=False,
+        remapped_rows_failure=False,
+        remapped_rows_uncorrectable=0,
+        throttle_reasons=[],
+        throttle_reasons_mask=0,
+        pcie_gen_current=5,
+        pcie_gen_max=5,
+        pcie_width_current=16,
+        pcie_width_max=16,
+        persistence_mode=True,
+        compute_mode="default",
+        mig_mode=False,
     )
     base.update(overrides)
     return Gpu(**base)

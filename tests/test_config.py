@@ -62,3 +62,13 @@ def test_unreadable_file_is_a_config_error(tmp_path):
         load_policy(folder)
     with pytest.raises(ConfigError, match="cannot read"):
         load_policy(tmp_path / "missing.toml")
+
+
+def test_line_numbers_point_into_our_table_not_a_namesake_elsewhere(tmp_path):
+    path = tmp_path / "pyproject.toml"
+    path.write_text(
+        '[tool.other]\nignore = 1\n\n[ tool . "gpu-audit" ]\nignore = "swap-pressure"\n'
+    )
+    assert find_config_file(tmp_path) == path
+    with pytest.raises(ConfigError, match=r"pyproject.toml:5: key 'ignore' must be a list"):
+        load_policy(path)

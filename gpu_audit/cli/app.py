@@ -7,6 +7,7 @@ is never mistaken for an unfit machine. Our errors print one line; ``-v`` adds t
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 import traceback
@@ -53,9 +54,33 @@ def verbose() -> int:
     return _state["verbose"]
 
 
-def _register_commands() -> None:
-    # Each module registers its command(s) on ``app``; heavy imports stay inside the commands.
-    from gpu_audit.cli import rules, scan  # noqa: F401
+# Command name -> the module that registers it on ``app`` (one thin module per command).
+COMMANDS = {
+    "scan": "scan",
+    "check": "check",
+    "validate": "validate",
+    "explain": "explain",
+    "rules": "rules",
+    "snapshot": "snapshot",
+}
+
+
+def _invoked_command(args: list[str]) -> str | None:
+    """The command named on the command line, skipping the root options before it."""
+    for arg in args:
+        if arg == "--":
+            return None
+        if not arg.startswith("-"):
+            return arg if arg in COMMANDS else None
+    return None
+
+
+def _register_commands(args: list[str]) -> None:
+    """Import the invoked command's module only, so a scan never pays for validate's imports;
+    everything when no known command is named (``--help`` lists them all)."""
+    invoked = _invoked_command(args)
+    for name in [invoked] if invoked else list(COMMANDS):
+        importlib.import_module(f"gpu_audit.cli.{COMMANDS[name]}")
 
 
 def err(message: str) -> None:
@@ -65,9 +90,9 @@ def err(message: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the app and map every outcome onto the documented exit codes."""
-    _register_commands()
     args = sys.argv[1:] if argv is None else argv
     try:
+        _register_commands(args)
         result = app(args=args, prog_name="gpu-audit", standalone_mode=False)
     except click.exceptions.Exit as exc:
         return exc.exit_code

@@ -2,24 +2,16 @@
 
 from __future__ import annotations
 
-import re
 import sys
 from pathlib import Path
 
 import typer
 
-from gpu_audit.cli.app import app, err, verbose
+from gpu_audit.cli.app import app, verbose
 from gpu_audit.errors import UsageError
 from gpu_audit.model import Severity
 
 SEVERITIES = ", ".join(s.value for s in Severity)
-
-
-def report_stem(command: str, generated_at: str, hostname: str) -> str:
-    """``scan-20261122T101500Z-myhost``: sortable, one per run, safe as a file name."""
-    stamp = re.sub(r"[-:]", "", generated_at)
-    host = re.sub(r"[^A-Za-z0-9._-]+", "_", hostname) or "host"
-    return f"{command}-{stamp}-{host}"
 
 
 @app.command()
@@ -31,7 +23,7 @@ def scan(
         None,
         "--out",
         metavar="DIR",
-        help="Folder for the markdown report and its JSON twin [default: reports].",
+        help="Folder for the markdown report and its JSON twin (default: reports).",
     ),
     no_report: bool = typer.Option(False, "--no-report", help="Do not write the report files."),
     from_file: Path | None = typer.Option(
@@ -44,7 +36,7 @@ def scan(
         None,
         "--fail-on",
         metavar="SEVERITY",
-        help=f"Exit 2 at or above this severity ({SEVERITIES}) [default: error].",
+        help=f"Exit 2 at or above this severity ({SEVERITIES}) (default: error).",
     ),
     config: Path | None = typer.Option(
         None,
@@ -54,6 +46,11 @@ def scan(
     ),
     pid: int | None = typer.Option(
         None, "--pid", help="Read allocator settings from this process's environment."
+    ),
+    torch_check: bool = typer.Option(
+        False,
+        "--torch",
+        help="Also import torch in a child process: CUDA build, kernels for each GPU, allocator.",
     ),
     timeout: float = typer.Option(
         5.0,
@@ -68,7 +65,7 @@ def scan(
     from gpu_audit.config import load_policy
     from gpu_audit.report.jsonout import load_scan_document, scan_document
     from gpu_audit.rules import evaluate, exit_code
-    from gpu_audit.serial import dumps, write_atomic
+    from gpu_audit.serial import dumps
 
     policy = load_policy(config)
     try:
@@ -81,6 +78,10 @@ def scan(
     snapshot = (
         load_scan_document(from_file) if from_file else collect_snapshot(timeout_s=timeout, pid=pid)
     )
+    if torch_check and from_file is None:
+        from gpu_audit.collect.torch_probe import attach_torch_probe
+
+        snapshot = attach_torch_probe(snapshot)
     findings = evaluate(snapshot, policy)
     code = exit_code(findings, threshold)
     document = scan_document(snapshot, findings, code)
@@ -93,18 +94,9 @@ def scan(
         render_scan(snapshot, findings, code, verbose=bool(verbose()))
 
     if not no_report:
+        from gpu_audit.report.files import write_report
         from gpu_audit.report.markdown import render_scan_markdown
 
-        folder = out or Path("reports")
-        stem = report_stem("scan", snapshot.generated_at, snapshot.host.hostname)
-        try:
-            write_atomic(folder / f"{stem}.json", dumps(document) + "\n")
-            md = write_atomic(folder / f"{stem}.md", render_scan_markdown(snapshot, findings, code))
-        except OSError as exc:
-            message = f"cannot write the report to {folder}: {exc.strerror or exc}"
-            if out is not None:
-                raise UsageError(message + " (pass a writable --out DIR)") from None
-            err(message + "; pass --out DIR or --no-report")
-        else:
-            print(f"report: {md}", file=sys.stderr)
+        markdown = render_scan_markdown(snapshot, findings, code)
+        write_report("scan", snapshot.generated_at, snapshot.host.hostname, document, markdown, out)
     raise typer.Exit(code)

@@ -25,6 +25,8 @@ def collect_snapshot(*, timeout_s: float = 5.0, pid: int | None = None) -> Snaps
     ``pid`` reads the allocator settings from that process's environment instead of ours.
     """
     from gpu_audit.collect.host import read_host
+    from gpu_audit.collect.kernel_log import read_kernel_log
+    from gpu_audit.collect.monitor_files import attach_allocator_states, read_publications
     from gpu_audit.collect.nvml import read_nvml
     from gpu_audit.collect.processes import read_processes
     from gpu_audit.collect.software import read_allocator_config
@@ -33,7 +35,12 @@ def collect_snapshot(*, timeout_s: float = 5.0, pid: int | None = None) -> Snaps
     host, host_errors = read_host()
     reading = read_nvml(timeout_s=timeout_s)
     processes, process_errors = read_processes(reading.processes, host.container)
+    # What processes running gpu_audit.monitor publish about their own allocator.
+    published = read_publications()
+    processes = attach_allocator_states(processes, reading.gpus, published)
     allocator, allocator_errors = read_allocator_config(pid)
+    # Xid lines come from the NVIDIA driver: without one there is nothing to look for.
+    kernel_log, kernel_errors = read_kernel_log() if reading.status.available else (None, [])
     return Snapshot(
         host=host,
         nvml=reading.status,
@@ -41,7 +48,15 @@ def collect_snapshot(*, timeout_s: float = 5.0, pid: int | None = None) -> Snaps
         gpus=reading.gpus,
         processes=annotate_duplicates(processes),
         allocator=allocator,
-        probe_errors=[*host_errors, *reading.probe_errors, *process_errors, *allocator_errors],
+        probe_errors=[
+            *host_errors,
+            *reading.probe_errors,
+            *process_errors,
+            *allocator_errors,
+            *published.probe_errors(),
+            *kernel_errors,
+        ],
+        kernel_log=kernel_log,
         generated_at=utc_now(),
         tool_version=__version__,
         scan_duration_s=round(time.perf_counter() - started, 4),

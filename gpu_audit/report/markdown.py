@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gpu_audit.backends import instance_port
 from gpu_audit.model import Finding, Snapshot
-from gpu_audit.report import tables
+from gpu_audit.report import allocator_table, tables
 
 
 def md_escape(text: str) -> str:
@@ -49,6 +49,12 @@ def render_scan_markdown(snap: Snapshot, findings: list[Finding], exit_code: int
     if snap.processes:
         rows = [tables.process_row(p, instance_port(p), width=200) for p in snap.processes]
         out += [md_table(tables.PROCESS_HEADERS, rows), ""]
+        if allocator_table.publishing(snap):
+            alloc_rows = [allocator_table.allocator_row(p)
+                          for p in allocator_table.publishing(snap)]
+            out += [f"### {allocator_table.ALLOCATOR_TITLE}", "",
+                    md_table(allocator_table.ALLOCATOR_HEADERS, alloc_rows), "",
+                    allocator_table.ALLOCATOR_NOTE, ""]
     else:
         out += ["None.", ""]
     out += ["## Findings", "", findings_markdown(findings)]

@@ -17,7 +17,7 @@ from rich.table import Table
 
 from gpu_audit.backends import instance_port
 from gpu_audit.model import Finding, Severity, Snapshot
-from gpu_audit.report import tables
+from gpu_audit.report import allocator_table, tables
 
 SEVERITY_STYLE = {
     Severity.CRITICAL: "bold white on red",
@@ -85,6 +85,12 @@ def render_scan(
             style = "yellow" if p.duplicate_group else None
             procs.add_row(*(escape(c) for c in row), style=style)
         console.print(procs)
+        if allocator_table.publishing(snap):
+            alloc = _table(allocator_table.ALLOCATOR_HEADERS, allocator_table.ALLOCATOR_TITLE)
+            for p in allocator_table.publishing(snap):
+                alloc.add_row(*(escape(c) for c in allocator_table.allocator_row(p)))
+            console.print(alloc)
+            console.print(f"[dim]{escape(allocator_table.ALLOCATOR_NOTE)}[/]\n")
     elif snap.nvml.available:
         console.print("No process is using a GPU.\n")
     render_findings(console, findings)

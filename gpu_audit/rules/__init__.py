@@ -26,6 +26,11 @@ RULE_MODULES = (
     "gpu_audit.rules.host",
     "gpu_audit.rules.gpu",
     "gpu_audit.rules.processes",
+    "gpu_audit.rules.allocator_live",
+    "gpu_audit.rules.allocator",
+    "gpu_audit.rules.environment",
+    "gpu_audit.rules.software",
+    "gpu_audit.rules.health",
 )
 
 _ID = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")

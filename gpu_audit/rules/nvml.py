@@ -36,6 +36,45 @@ _REMEDIES = {
 }
 
 
+@rule("nvml-hung", severity=Severity.ERROR)
+def nvml_hung(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
+    """The NVIDIA driver did not answer a query within the scan's timeout.
+
+    A healthy driver answers every NVML query in milliseconds. One that hangs on a GPU usually
+    means the GPU or the driver is in trouble (an Xid error, a GPU falling off the bus, a
+    driver deadlock), and `nvidia-smi` and CUDA programs on that GPU are likely to hang too.
+    gpu-audit stops waiting after `--timeout` seconds, reports what it had, and says which call
+    hung. A hang while initialising NVML is reported by `nvml-unavailable` (cause `timeout`).
+    """
+    hung: dict[str, list[str]] = {}
+    for error in snap.probe_errors:
+        if error.source == "nvml" and error.timed_out:
+            hung.setdefault(error.subject, []).append(error.call or "NVML")
+    if not snap.nvml.available:
+        return  # nvml-unavailable already says the driver hung
+    for subject, calls in sorted(hung.items()):
+        target = subject.replace("gpu:", "GPU ") if subject.startswith("gpu:") else "the driver"
+        reset = (
+            f" If it persists: `sudo nvidia-smi --gpu-reset -i {subject[4:]}` with no "
+            "process on it, or reboot."
+            if subject.startswith("gpu:")
+            else " Reboot if it persists."
+        )
+        yield Finding(
+            subject=subject,
+            title=f"{target}: the driver did not answer {', '.join(calls)}",
+            detail=(
+                f"NVML call(s) {', '.join(calls)} on {target} did not return within the "
+                "scan's timeout; the readings they give are missing."
+            ),
+            remedy=(
+                "Check the kernel log for Xid errors (`sudo dmesg -T | grep -i xid`) and "
+                "whether `timeout 30 nvidia-smi` also hangs." + reset
+            ),
+            evidence={"calls": calls, "subject": subject},
+        )
+
+
 @rule("nvml-unavailable", severity=Severity.ERROR)
 def nvml_unavailable(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
     """NVML, the NVIDIA driver's management library, could not be used.

@@ -112,7 +112,9 @@ def test_a_hung_driver_call_is_bounded_and_reported(fake_nvml, cli_env, tmp_path
     assert any(
         "did not return" in e["message"] and e["subject"] == "gpu:1" for e in doc["probe_errors"]
     )
-    assert code in (1, 2)
+    (hung,) = by_id(doc)["nvml-hung"]
+    assert hung["subject"] == "gpu:1"
+    assert code == 2
 
 
 def test_terminal_view_under_the_fake_shows_tables(fake_nvml, cli_env, tmp_path):

@@ -83,3 +83,18 @@ def test_exit_codes_follow_the_monitoring_plugin_convention():
     info_only = [dataclasses.replace(f, severity=Severity.INFO) for f in findings]
     assert exit_code(info_only, Severity.ERROR) == 0
     assert exit_code(info_only, Severity.INFO) == 2
+
+
+def test_a_hung_nvml_call_is_an_error_naming_the_call_and_gpu():
+    from gpu_audit.model import ProbeError
+    from gpu_audit.rules.nvml import nvml_hung
+
+    hung = ProbeError("nvml", "gpu:1", "NVML call nvmlDeviceGetFieldValues did not return within "
+                      "1 s", "nvmlDeviceGetFieldValues", timed_out=True)
+    slow_but_fine = ProbeError("nvml", "gpu:0", "no permission", "nvmlDeviceGetSerial")
+    snap = b.snapshot(gpus=[b.gpu(0), b.gpu(1)], probe_errors=[hung, slow_but_fine])
+    (finding,) = list(nvml_hung(snap, Policy()))
+    assert finding.subject == "gpu:1"
+    assert finding.evidence["calls"] == ["nvmlDeviceGetFieldValues"]
+    assert "--gpu-reset -i 1" in finding.remedy
+    assert list(nvml_hung(b.snapshot(probe_errors=[slow_but_fine]), Policy())) == []

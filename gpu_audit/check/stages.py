@@ -1,0 +1,165 @@
+"""The live stages of ``check --stages imports,smoke``: run through ``gpu-audit validate``'s runner.
+
+Each stage runs in a worker process of its own (torch is never imported here): ``imports``
+imports torch and the workload, initialises CUDA and round-trips a small tensor; ``smoke`` runs
+three cycles. The workload and its settings are those ``gpu-audit validate`` would use
+(``[tool.gpu-audit.validate]``), so "the runner is fit" means "this project's work runs here".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from gpu_audit.check.results import StageOutcome
+from gpu_audit.redact import redact_text
+
+# What to do about a failed stage, by the validate runner's failure kind (when the log's
+# classification offers no remedy of its own).
+_REMEDIES = {
+    "import": "Install the project's dependencies in this environment; for torch, use the "
+              "command pytorch.org/get-started gives for this driver's CUDA version.",
+    "workload": "The workload does not follow the protocol `gpu-audit validate` expects: see "
+                "the reason above and `gpu-audit validate --help`.",
+    "cuda": "Run `nvidia-smi` and `python -c 'import torch; print(torch.cuda.is_available())'`: "
+            "check the driver, the torch build (CPU-only builds have no CUDA) and "
+            "CUDA_VISIBLE_DEVICES.",
+    "oom": "The GPU ran out of memory in a short run: free the memory other processes hold "
+           "(see free-vram) or run the job on a larger GPU.",
+    "hang": "CUDA work hung: check `sudo dmesg | grep -i xid` for driver errors; the GPU may "
+            "need a reset (`sudo nvidia-smi -r`) or the machine a reboot.",
+    "crash": "The stage's worker died: read its log; `sudo dmesg | tail` shows kernel kills "
+             "(OOM killer) and driver errors.",
+    "gate": "A quality gate of the validation plan failed: see the reason above.",
+    "error": "The workload raised an error: read the stage's log.",
+}
+TAIL_LINES = 12
+
+
+def validation_device(min_gpus: int, require_torch_cuda: bool, configured: str | None) -> str:
+    """Where the stages run: CUDA whenever the policy needs a GPU (so a silent fall-back to the
+    CPU cannot pass for working CUDA), otherwise wherever ``validate`` would run."""
+    if min_gpus >= 1 or require_torch_cuda:
+        if configured and configured.startswith("cuda:"):
+            return configured
+        return "cuda"
+    return configured or "auto"
+
+
+def _stage_summary(stage: dict[str, Any], doc: dict[str, Any]) -> str:
+    if stage["status"] == "passed":
+        where = stage.get("device") or "?"
+        name = doc.get("device", {}).get("name")
+        on = f"{where} ({name})" if name and where.startswith("cuda") else where
+        if stage["name"] == "imports":
+            version = doc.get("torch", {}).get("version")
+            torch = f"torch {version}" if version else "torch"
+            return f"{torch} imported; {on} initialised; a tensor round-tripped"
+        summary = stage.get("summary") or {}
+        median = summary.get("median_cycle_s")
+        speed = f", median {median * 1000:.0f} ms per cycle" if median is not None else ""
+        return f"{stage['cycles_done']}/{stage['cycles_planned']} cycles on {on}{speed}"
+    if stage["status"] == "skipped":
+        return stage.get("reason") or "not run: an earlier stage failed"
+    failure = stage.get("failure") or "failed"
+    return redact_text(f"{failure}: {stage.get('reason') or 'the stage failed'}")
+
+
+def _stage_status(stage: dict[str, Any]) -> str:
+    status = stage["status"]
+    if status == "failed" and stage.get("failure") == "internal":
+        return "error"  # gpu-audit's own worker broke: the runner is not shown unfit
+    if status in ("passed", "failed", "skipped"):
+        return status
+    return "error"
+
+
+def outcomes_from_document(doc: dict[str, Any], names: list[str],
+                           run_dir: str | None = None) -> list[StageOutcome]:
+    """A ``gpu-audit.validate/1`` document as one outcome per requested stage (first variant:
+    check runs the stages under one allocator configuration)."""
+    variants = doc.get("variants") or []
+    stages = {s["name"]: s for s in (variants[0]["stages"] if variants else [])}
+    outcomes = []
+    for name in names:
+        stage = stages.get(name)
+        if stage is None:
+            outcomes.append(StageOutcome(name, "error", "the validation run has no result for "
+                                                        "this stage"))
+            continue
+        worker = stage.get("worker") or {}
+        explanation = worker.get("explanation") or []
+        tail = worker.get("stderr_tail")
+        evidence: dict[str, Any] = {
+            "failure": stage.get("failure"),
+            "reason": redact_text(stage["reason"]) if stage.get("reason") else None,
+            "cycles_done": stage.get("cycles_done"),
+            "cycles_planned": stage.get("cycles_planned"),
+            "attempts": stage.get("attempts"),
+            "torch_version": doc.get("torch", {}).get("version"),
+            "device_fallback_reason": doc.get("device", {}).get("fallback_reason"),
+        }
+        if stage.get("summary"):
+            evidence["median_cycle_s"] = stage["summary"].get("median_cycle_s")
+        if explanation:
+            evidence["explanation"] = [{k: e.get(k) for k in ("cls", "title", "explanation")}
+                                       for e in explanation]
+        if tail:
+            evidence["log_tail"] = redact_text("\n".join(tail.splitlines()[-TAIL_LINES:]))
+        if run_dir:
+            evidence["run_dir"] = run_dir
+            evidence["log"] = worker.get("log")
+        status = _stage_status(stage)
+        remedy = None
+        if status == "failed":
+            remedy = next((e["remedy"] for e in explanation if e.get("remedy")), None) or \
+                _REMEDIES.get(stage.get("failure") or "", _REMEDIES["error"])
+        elif status == "error":
+            remedy = ("gpu-audit could not run this stage: run `gpu-audit -v validate --stage "
+                      f"{name}` and report the traceback.")
+        outcomes.append(StageOutcome(
+            name=name, status=status, summary=_stage_summary(stage, doc),
+            duration_s=stage.get("duration_s"), device=stage.get("device"),
+            evidence={k: v for k, v in evidence.items() if v is not None}, remedy=remedy))
+    return outcomes
+
+
+@contextlib.contextmanager
+def _run_folder(out_dir: Path | None) -> Iterator[Path]:
+    if out_dir is not None:
+        yield out_dir
+        return
+    with tempfile.TemporaryDirectory(prefix="gpu-audit-check-") as tmp:
+        yield Path(tmp)
+
+
+def run_stages(names: list[str], *, min_gpus: int, require_torch_cuda: bool,
+               out_dir: Path | None = None,
+               note: Callable[[str], None] | None = None) -> list[StageOutcome]:
+    """Run the stages with ``gpu-audit validate``'s runner; one outcome per stage.
+
+    ``out_dir`` keeps the run folder (``runs/<run-id>/`` with each stage's log); ``None`` runs
+    in a temporary folder. A bad ``[tool.gpu-audit.validate]`` raises gpu-audit's own errors
+    (exit 3); Ctrl-C raises :class:`KeyboardInterrupt` (exit 130).
+    """
+    from gpu_audit.config import find_config_file, load_policy
+    from gpu_audit.validate import build_plan, run_validation
+    from gpu_audit.validate.plan import ValidateOptions, read_validate_config
+
+    path = find_config_file()
+    values = read_validate_config(path) if path is not None else {}
+    if "," in str(values.get("max_split_size_mb") or ""):
+        # A comparison of allocator settings is validate's job; check runs one configuration.
+        values.pop("max_split_size_mb")
+    values["stages"] = list(names)
+    values["device"] = validation_device(min_gpus, require_torch_cuda, values.get("device"))
+    plan = build_plan(ValidateOptions(**values), load_policy(path, search=False))
+    with _run_folder(out_dir) as folder:
+        result = run_validation(plan, out_dir=folder, progress="auto", plots=False, note=note)
+        if result.exit_code == 130:
+            raise KeyboardInterrupt
+        kept = str(result.run.path) if out_dir is not None else None
+        return outcomes_from_document(result.document, names, kept)

@@ -1,0 +1,65 @@
+"""The checklist as a person (or a CI log) reads it.
+
+The first line is the monitoring-plugin status line (``CHECK CRITICAL: ... | perfdata``), so the
+same output works in a Nagios or Slurm health check; then one line per check with its evidence,
+and the fix under every warning and failure. Colour only on a terminal and never with NO_COLOR.
+"""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from gpu_audit.check.results import CheckReport, CheckStatus, verdict_line
+
+STATUS_STYLE = {
+    CheckStatus.PASS: "green",
+    CheckStatus.WARN: "yellow",
+    CheckStatus.FAIL: "bold red",
+    CheckStatus.SKIP: "dim",
+    CheckStatus.UNKNOWN: "magenta",
+}
+
+
+def checklist_table(report: CheckReport, verbose: bool = False) -> Table:
+    """One row per check (status, id, subject, outcome) and a ``fix:`` row under each problem;
+    long text wraps inside its column so the log stays readable."""
+    table = Table(box=None, show_header=False, pad_edge=False, padding=(0, 1, 0, 0))
+    table.add_column("status", no_wrap=True, min_width=7)
+    table.add_column("check", no_wrap=True)
+    table.add_column("subject", no_wrap=True)
+    table.add_column("result", overflow="fold")
+    for result in report.results:
+        style = STATUS_STYLE[result.status]
+        quiet = result.status is CheckStatus.SKIP and not verbose
+        table.add_row(f"[{style}]{result.status.value.upper()}[/]", escape(result.id),
+                      escape(result.subject),
+                      f"[dim]{escape(result.summary)}[/]" if quiet else escape(result.summary))
+        if result.remedy and result.status is not CheckStatus.PASS:
+            table.add_row("", "", "", f"[dim]fix:[/] {escape(result.remedy)}")
+    return table
+
+
+def render_check(report: CheckReport, console: Console | None = None,
+                 verbose: bool = False) -> None:
+    if console is None:
+        from gpu_audit.report.terminal import make_console
+
+        console = make_console()
+    # The status line is printed without markup so monitoring wrappers read it verbatim.
+    console.print(verdict_line(report), markup=False, highlight=False, soft_wrap=True)
+    console.print()
+    console.print(checklist_table(report, verbose))
+    console.print()
+    counts = report.counts()
+    tally = ", ".join(f"{counts[s.value]} {s.value}" for s in CheckStatus if counts[s.value])
+    source = report.policy.source or "built-in defaults"
+    console.print(f"[dim]policy: {escape(source)}[/]")
+    if report.snapshot.probe_errors:
+        console.print(f"[dim]{len(report.snapshot.probe_errors)} measurement(s) could not be "
+                      "taken" + (":" if verbose else " (-v lists them)") + "[/]")
+        if verbose:
+            for error in report.snapshot.probe_errors:
+                console.print(f"[dim]  {escape(error.subject)}: {escape(error.message)}[/]")
+    console.print(f"{tally}; exit code {report.exit_code} ({report.verdict.name})")

@@ -1,0 +1,177 @@
+"""``gpu-audit check``: is this runner fit for the job? Scan, judge by policy, report for CI."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import typer
+
+from gpu_audit.cli.app import app, err, verbose
+from gpu_audit.errors import UsageError
+from gpu_audit.model import Severity
+
+SEVERITIES = ", ".join(s.value for s in Severity)
+EXIT_CODES_HELP = ("Exit codes: 0 OK, 1 WARNING, 2 CRITICAL (the runner is unfit), "
+                   "3 UNKNOWN (bad policy or flags, or gpu-audit could not judge).")
+
+
+def parse_stages(text: str | None) -> list[str] | None:
+    """``"imports,smoke"`` -> ``["imports", "smoke"]``, in the order the stages run."""
+    from gpu_audit.check.policy import STAGES
+
+    if text is None:
+        return None
+    names = [part.strip() for part in text.split(",") if part.strip()]
+    unknown = [name for name in names if name not in STAGES]
+    if unknown:
+        raise UsageError(f"--stages: unknown stage {unknown[0]!r} (check can run: "
+                         f"{', '.join(STAGES)}; the longer ones belong to `gpu-audit validate`)")
+    if not names:
+        raise UsageError("--stages: name at least one stage, e.g. --stages imports,smoke")
+    return [stage for stage in STAGES if stage in names]
+
+
+def current_user() -> str | None:
+    """The user running check, as process owners are reported (psutil's username)."""
+    import psutil
+
+    try:
+        return psutil.Process().username()
+    except (psutil.Error, KeyError, OSError):
+        return None
+
+
+@app.command(epilog=EXIT_CODES_HELP)
+def check(
+    policy_file: Path | None = typer.Option(
+        None, "--policy", metavar="FILE",
+        help="Policy TOML with keys at top level (default: the check table of the nearest "
+             "gpu-audit.toml or pyproject.toml)."),
+    junit: Path | None = typer.Option(None, "--junit", metavar="FILE",
+                                      help="Write a JUnit XML report (one test case per check)."),
+    json_out: bool = typer.Option(False, "--json",
+                                  help="Print the result as JSON (schema gpu-audit.check/1)."),
+    stages: str | None = typer.Option(
+        None, "--stages", metavar="LIST",
+        help="Also run these validation stages after the static checks: imports,smoke."),
+    from_file: Path | None = typer.Option(
+        None, "--from", metavar="FILE",
+        help="Judge a saved `scan --json` or `check --json` document instead of this machine."),
+    fail_on: str | None = typer.Option(
+        None, "--fail-on", metavar="SEVERITY",
+        help=f"Scan findings at or above this severity fail: {SEVERITIES} (default: the "
+             "policy's fail_on, error)."),
+    user: str | None = typer.Option(
+        None, "--user", metavar="NAME",
+        help="Count GPU processes of NAME as own processes (default: the user running "
+             "check)."),
+    out: Path | None = typer.Option(None, "--out", metavar="DIR",
+                                    help="Folder for the markdown report and its JSON twin "
+                                         "(default: reports)."),
+    no_report: bool = typer.Option(False, "--no-report", help="Do not write the report files."),
+    no_annotations: bool = typer.Option(
+        False, "--no-annotations",
+        help="Under GitHub Actions, do not emit ::error/::warning annotations."),
+    timeout: float = typer.Option(5.0, "--timeout", min=0.1, metavar="SECONDS",
+                                  help="Longest wait for the NVIDIA driver before reporting it "
+                                       "hung."),
+) -> None:
+    """The CI pre-run checklist: scan this runner and judge it against a policy.
+
+    Each check passes, warns or fails with its evidence.
+    With GITHUB_STEP_SUMMARY set, the markdown summary is appended to that file.
+    Under GitHub Actions, failures and warnings also become workflow annotations.
+    """
+    import dataclasses
+
+    from gpu_audit.check.engine import judge, known_ids
+    from gpu_audit.check.policy import load_check_policy
+    from gpu_audit.config import load_policy
+
+    started = time.perf_counter()
+    stage_names = parse_stages(stages)
+    policy = load_check_policy(policy_file, known_ids=known_ids())
+    if fail_on is not None:
+        try:
+            threshold = Severity.parse(fail_on)
+        except ValueError as exc:
+            raise UsageError(f"--fail-on: {exc}") from None
+        policy = dataclasses.replace(policy, fail_on=threshold.value,
+                                     warn_on=min(threshold, policy.warn_on_severity).value)
+    stage_names = stage_names if stage_names is not None else list(policy.stages)
+    if from_file is not None and stage_names:
+        raise UsageError("--from judges a saved document; validation stages need this machine "
+                         "(drop --stages, or `stages` from the policy)")
+    base_policy = load_policy()
+
+    recorded_user = None
+    if from_file is not None:
+        from gpu_audit.check.saved import load_snapshot
+
+        snapshot, recorded_user = load_snapshot(from_file)
+    else:
+        from gpu_audit.collect import collect_snapshot
+
+        snapshot = collect_snapshot(timeout_s=timeout)
+    outcomes = []
+    if stage_names:
+        from gpu_audit.check.stages import run_stages
+
+        outcomes = run_stages(stage_names, min_gpus=policy.min_gpus,
+                              require_torch_cuda=policy.require_torch_cuda,
+                              out_dir=None if no_report else (out or Path("reports")),
+                              note=err)
+    report = judge(snapshot, policy, base_policy=base_policy,
+                   user=user or recorded_user or current_user(), stages=outcomes,
+                   duration_s=round(time.perf_counter() - started, 3))
+    _emit(report, json_out=json_out, junit=junit, out=out, no_report=no_report,
+          annotate=not no_annotations)
+    raise typer.Exit(report.exit_code)
+
+
+def _emit(report, *, json_out: bool, junit: Path | None, out: Path | None, no_report: bool,
+          annotate: bool) -> None:
+    """Every output of one run: stdout, the JUnit file, GitHub's summary and annotations,
+    the report files."""
+    from gpu_audit.check.document import check_document
+    from gpu_audit.report import github
+    from gpu_audit.serial import dumps, write_atomic
+
+    document = check_document(report)
+    if json_out:
+        sys.stdout.write(dumps(document) + "\n")
+    else:
+        from gpu_audit.check.terminal import render_check
+
+        render_check(report, verbose=bool(verbose()))
+    sys.stdout.flush()
+
+    if github.in_github_actions() and annotate:
+        # The runner reads workflow commands from stderr as well as stdout; stderr keeps stdout
+        # pure data (JSON, or the checklist whose first line monitoring wrappers parse).
+        for line in github.annotations(report):
+            print(line, file=sys.stderr)
+    summary_path = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary_path:
+        try:
+            github.append_step_summary(Path(summary_path), github.step_summary(report))
+        except OSError as exc:
+            err(f"cannot append to GITHUB_STEP_SUMMARY ({summary_path}): {exc.strerror or exc}")
+
+    if not no_report:
+        from gpu_audit.report.files import write_report
+
+        write_report("check", report.generated_at, report.hostname, document,
+                     github.render_check_markdown(report), out)
+
+    if junit is not None:
+        from gpu_audit.report.junit import render_junit
+
+        try:
+            write_atomic(junit, render_junit(report))
+        except OSError as exc:
+            raise UsageError(f"--junit: cannot write {junit}: {exc.strerror or exc}") from None
+        print(f"junit: {junit}", file=sys.stderr)

@@ -1,0 +1,65 @@
+"""``gpu-audit explain LOGFILE...``: why did the GPU job die?"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from gpu_audit.cli.app import app, err
+from gpu_audit.errors import UsageError
+
+_HELP = (
+    "Read logs, find known GPU failure signatures, and explain them root cause first.\n\n"
+    "Recognises CUDA and host out-of-memory (with its numbers: fragmentation, too big, or other "
+    "processes), the NVML assert that hides an OOM, NVML and driver mismatches, allocator "
+    "configuration errors, cuBLAS/cuDNN failures, illegal memory accesses, device-side asserts, "
+    "Xid and other GPU hardware errors, NCCL timeouts and errors, and the host OOM killer.\n\n"
+    "Exit 0 when no GPU failure was found, 1 when one was, 3 when a log cannot be read."
+)
+
+
+@app.command(help=_HELP)
+def explain(
+    logfiles: list[str] = typer.Argument(
+        ..., metavar="LOGFILE...", help="Logs to read: files, '-' for stdin; gzip, bzip2 and xz "
+        "logs are decompressed. Give every rank's log (and dmesg) at once to see the cause "
+        "across ranks."),
+    json_out: bool = typer.Option(False, "--json", help="Print the incidents as JSON "
+                                  "(schema gpu-audit.explain/1)."),
+    fail_on: str = typer.Option("error", "--fail-on", metavar="SEVERITY",
+                                help="Lowest incident severity that counts as a GPU failure for "
+                                "the exit code: info, warning, error or critical."),
+    torch_version: str | None = typer.Option(
+        None, "--torch-version", metavar="VERSION", help="Write remedies for this torch version "
+        "(the allocator variable's name changed in 2.10) instead of the one installed here."),
+) -> None:
+    """Explain why a GPU job died (see ``_HELP``)."""
+    from gpu_audit import __version__
+    from gpu_audit.collect import utc_now
+    from gpu_audit.explain import DETECT, explain_sources
+    from gpu_audit.explain.render import render_terminal, to_document
+    from gpu_audit.model import Severity
+
+    try:
+        threshold = Severity.parse(fail_on)
+    except ValueError as exc:
+        raise UsageError(f"--fail-on: {exc}") from None
+    if logfiles.count("-") > 1:
+        raise UsageError("'-' (stdin) can be given only once")
+    if "-" in logfiles and sys.stdin.isatty():
+        err("reading the log from the terminal; paste it and end with Ctrl-D "
+            "(or pipe it: `gpu-audit explain - < train.log`)")
+    result = explain_sources(logfiles, torch_version=torch_version or DETECT)
+    if json_out:
+        from gpu_audit.serial import dumps
+
+        document = to_document(result, tool_version=__version__, generated_at=utc_now(),
+                               fail_on=threshold)
+        sys.stdout.write(dumps(document) + "\n")
+    else:
+        from gpu_audit.report.terminal import make_console
+
+        render_terminal(result, make_console(), fail_on=threshold)
+    failed = any(incident.severity >= threshold for incident in result.incidents)
+    raise typer.Exit(1 if failed else 0)

@@ -1,0 +1,156 @@
+"""``gpu-audit rules [ID]``: every finding id, its severity and its documentation.
+
+The text comes from the rules' docstrings, the same text ``--markdown`` renders into
+``docs/rules.md`` (``gpu-audit rules --markdown > docs/rules.md`` regenerates the page).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import difflib
+import inspect
+import sys
+from typing import TYPE_CHECKING
+
+import typer
+
+from gpu_audit import __version__
+from gpu_audit.cli.app import app
+from gpu_audit.errors import UsageError
+
+if TYPE_CHECKING:
+    from gpu_audit.rules import Rule
+
+# Section titles for the rule modules, in RULE_MODULES order; others use their docstring.
+SECTION_TITLES = {
+    "gpu_audit.rules.nvml": "NVML and the driver",
+    "gpu_audit.rules.host": "Host",
+    "gpu_audit.rules.gpu": "GPU memory",
+    "gpu_audit.rules.processes": "GPU processes",
+    "gpu_audit.rules.allocator_live": "Running PyTorch processes",
+    "gpu_audit.rules.allocator": "Allocator configuration",
+    "gpu_audit.rules.environment": "Environment variables",
+    "gpu_audit.rules.software": "Software compatibility",
+    "gpu_audit.rules.health": "Hardware health",
+}
+
+PAGE_INTRO = """\
+# Finding reference
+
+Every finding `gpu-audit scan` and `gpu-audit check` can report: its id, its default severity
+and what it means. A rule may raise or lower the severity of one finding where its text says so.
+Ignore an id with `ignore = ["id", ...]` under `[tool.gpu-audit]`; `--fail-on SEVERITY` sets the
+severity that fails the run.
+
+This page is generated from the rules' docstrings by `gpu-audit rules --markdown`; edit the
+docstrings, not this page. `gpu-audit rules ID` prints one entry in a terminal.
+"""
+
+
+def section_of(rule_obj: Rule) -> str:
+    module = rule_obj.func.__module__
+    if module in SECTION_TITLES:
+        return SECTION_TITLES[module]
+    doc = inspect.getdoc(sys.modules.get(module)) or module
+    return doc.split("\n", 1)[0].rstrip(".")
+
+
+def grouped(rules: dict[str, Rule]) -> list[tuple[str, list[Rule]]]:
+    """(section title, rules sorted by id), sections in registry order."""
+    from gpu_audit.rules import RULE_MODULES
+
+    order = {m: i for i, m in enumerate(RULE_MODULES)}
+    sections: dict[str, list[Rule]] = {}
+    for rule_obj in sorted(rules.values(),
+                           key=lambda r: (order.get(r.func.__module__, len(order)), r.id)):
+        sections.setdefault(section_of(rule_obj), []).append(rule_obj)
+    return list(sections.items())
+
+
+def _body(rule_obj: Rule) -> str:
+    """The docstring after its summary line."""
+    return rule_obj.doc.partition("\n")[2].strip()
+
+
+def render_markdown(rules: dict[str, Rule]) -> str:
+    """The reference page: an index table, then one entry per rule, grouped by section."""
+    lines = [PAGE_INTRO, "| id | severity | summary |", "|---|---|---|"]
+    sections = grouped(rules)
+    for _, members in sections:
+        for r in members:
+            summary = r.summary.replace("|", "\\|")
+            lines.append(f"| [`{r.id}`](#{r.id}) | {r.severity.value} | {summary} |")
+    for title, members in sections:
+        lines += ["", f"## {title}"]
+        for r in members:
+            lines += ["", f"### `{r.id}`", "", f"**Severity:** {r.severity.value}", "",
+                      r.summary]
+            if body := _body(r):
+                lines += ["", body]
+    return "\n".join(lines) + "\n"
+
+
+def render_list(rules: dict[str, Rule]) -> str:
+    width = max((len(r.id) for r in rules.values()), default=10) + 2
+    lines = [f"{'ID':<{width}}{'SEVERITY':<10}SUMMARY"]
+    for _, members in grouped(rules):
+        for r in members:
+            lines.append(f"{r.id:<{width}}{r.severity.value:<10}{r.summary}")
+    return "\n".join(lines) + "\n"
+
+
+def render_one(rule_obj: Rule) -> str:
+    head = f"{rule_obj.id} ({rule_obj.severity.value}) - {section_of(rule_obj)}"
+    return f"{head}\n\n{rule_obj.doc}\n"
+
+
+def rules_document(rules: dict[str, Rule]) -> dict[str, object]:
+    stamp = dt.datetime.now(dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return {
+        "schema": "gpu-audit.rules/1",
+        "tool_version": __version__,
+        "generated_at": stamp,
+        "rules": [
+            {"id": r.id, "severity": r.severity.value, "section": title, "summary": r.summary,
+             "doc": r.doc}
+            for title, members in grouped(rules) for r in members
+        ],
+    }
+
+
+def find_rule(rules: dict[str, Rule], rule_id: str) -> Rule:
+    """The rule named ``rule_id``, or a :class:`UsageError` that suggests the closest id."""
+    if rule_id in rules:
+        return rules[rule_id]
+    close = difflib.get_close_matches(rule_id.lower(), list(rules), n=1, cutoff=0.5)
+    hint = (f" (did you mean {close[0]!r}?)" if close
+            else "; `gpu-audit rules` lists them all")
+    raise UsageError(f"no finding id {rule_id!r}{hint}")
+
+
+@app.command("rules")
+def rules_command(
+    rule_id: str | None = typer.Argument(None, metavar="[ID]", help="Show this rule in full."),
+    json_out: bool = typer.Option(False, "--json", help="Print as JSON (gpu-audit.rules/1)."),
+    markdown: bool = typer.Option(
+        False, "--markdown", help="Print the reference page (docs/rules.md) as Markdown."
+    ),
+) -> None:
+    """List every finding id with its severity and meaning, or show one in full."""
+    from gpu_audit.rules import all_rules
+    from gpu_audit.serial import dumps
+
+    if json_out and markdown:
+        raise UsageError("--json and --markdown cannot be combined")
+    rules = all_rules()
+    if rule_id is not None:
+        rules = {rule_id: find_rule(rules, rule_id)}
+    if json_out:
+        sys.stdout.write(dumps(rules_document(rules)) + "\n")
+    elif markdown:
+        sys.stdout.write(render_markdown(rules))
+    elif rule_id is not None:
+        sys.stdout.write(render_one(rules[rule_id]))
+    else:
+        sys.stdout.write(render_list(rules))
+    raise typer.Exit(0)

@@ -1,0 +1,86 @@
+"""``gpu-audit snapshot FILE``: summarise a PyTorch memory snapshot offline."""
+
+from __future__ import annotations
+
+import socket
+import sys
+from pathlib import Path
+
+import typer
+
+from gpu_audit.cli.app import app, err
+from gpu_audit.errors import UsageError
+
+
+@app.command()
+def snapshot(
+    file: Path = typer.Argument(..., metavar="FILE", help="A snapshot pickle "
+                                "(torch.cuda.memory._dump_snapshot, or written on OOM by "
+                                "gpu_audit.monitor)."),
+    json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON "
+                                  "(schema gpu-audit.snapshot/1)."),
+    out: Path | None = typer.Option(None, "--out", metavar="DIR", help="Folder for the markdown "
+                                    "report, its JSON twin and the plot (default: reports)."),
+    no_report: bool = typer.Option(False, "--no-report", help="Do not write report files or "
+                                   "the plot."),
+    top: int = typer.Option(10, "--top", min=1, max=1000, metavar="N",
+                            help="How many of the biggest allocations and sites to list."),
+) -> None:
+    """Summarise a PyTorch memory snapshot: segments, free blocks, fragmentation, the biggest
+    allocations and where they were made, and memory over the recorded history (a PNG plot).
+
+    Only plain data is unpickled, so a snapshot from someone else cannot run code.
+
+    Exit 0 when summarised, 3 when the file cannot be read.
+    """
+    from gpu_audit.collect import utc_now
+    from gpu_audit.serial import dumps, write_atomic
+    from gpu_audit.snapshot import load_snapshot, summarize
+    from gpu_audit.snapshot.render import render_markdown, snapshot_document
+
+    summary = summarize(load_snapshot(file), top=top)
+    generated_at = utc_now()
+    source = {"path": str(file), "size_bytes": file.stat().st_size}
+    plot_name = None
+    written = []
+    if not no_report:
+        from gpu_audit.report.files import report_stem
+        from gpu_audit.snapshot.plot import PlotUnavailable, has_history, plot_history
+
+        folder = out or Path("reports")
+        stem = report_stem("snapshot", generated_at, socket.gethostname())
+        try:
+            if has_history(summary):
+                try:
+                    png = plot_history(summary, folder / f"{stem}.png", title=file.name)
+                except PlotUnavailable as exc:
+                    err(str(exc))
+                else:
+                    plot_name = png.name if png else None
+                    written.append(png)
+            document = snapshot_document(summary, generated_at=generated_at, source=source,
+                                         plot=plot_name)
+            written.append(write_atomic(folder / f"{stem}.json", dumps(document) + "\n"))
+            markdown = render_markdown(summary, title=f"Memory snapshot {file.name}",
+                                       generated_at=generated_at, source=str(file),
+                                       plot=plot_name)
+            written.append(write_atomic(folder / f"{stem}.md", markdown))
+        except OSError as exc:
+            message = f"cannot write the report to {folder}: {exc.strerror or exc}"
+            if out is not None:
+                raise UsageError(message + " (pass a writable --out DIR)") from None
+            err(message + "; pass --out DIR or --no-report")
+
+    if json_out:
+        document = snapshot_document(summary, generated_at=generated_at, source=source,
+                                     plot=plot_name)
+        sys.stdout.write(dumps(document) + "\n")
+    else:
+        from gpu_audit.report.terminal import make_console
+        from gpu_audit.snapshot.render import render_terminal
+
+        render_terminal(summary, make_console(), source=str(file))
+    for path in written:
+        if path is not None:
+            print(f"wrote {path}", file=sys.stderr)
+    raise typer.Exit(0)

@@ -1,0 +1,266 @@
+"""From candidate lines to incidents: match, deduplicate, attach continuations, order by cause.
+
+Memory stays bounded whatever the log's size: an incident keeps its first, most detailed and
+latest occurrence, at most :data:`MAX_LOCATIONS` locations and :data:`MAX_RANKS` ranks, and
+counts the rest.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from gpu_audit.explain.advice import AdviceContext, advise
+from gpu_audit.explain.scanner import Candidate
+from gpu_audit.explain.signatures import SIGNATURES, Signature
+from gpu_audit.model import Severity
+from gpu_audit.redact import redact_text
+
+MAX_LOCATIONS = 50
+MAX_RANKS = 1024
+MAX_SOURCES = 64
+EXCERPT_CHARS = 300
+_RECENT_PER_CLASS = 16
+
+# Rank prefixes written by torchrun/torchelastic, PyTorch's own logging and vLLM workers.
+_RANK = re.compile(
+    r"\[(?:rank|Rank|RANK)[ :=]?(\d+)\]|\[PG (?:ID \d+ PG GUID \S+ )?Rank (\d+)\]|"
+    r"\brank=(\d+)\b|^\[default(\d+)\]:"
+)
+
+
+@dataclass(frozen=True)
+class Location:
+    source: str
+    line: int
+
+
+@dataclass(frozen=True)
+class Incident:
+    """One failure found in the log(s): a class, what it means, what to do, where it was seen."""
+
+    cls: str  # one of signatures.CLASSES; "class" in JSON
+    signature: str  # the message shape that matched, e.g. "cuda-oom/caching-allocator"
+    title: str
+    severity: Severity
+    role: str  # root-cause | consequence | related | context
+    explanation: str
+    remedy: str
+    line_numbers: list[int]  # the first MAX_LOCATIONS occurrences, in reading order
+    excerpt: str
+    numbers: dict[str, Any]
+    count: int  # occurrences (continuation lines are not counted)
+    diagnosis: str | None = None
+    locations: list[Location] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)
+    ranks: list[int] = field(default_factory=list)
+    tier: float = 1.0
+
+    @property
+    def is_failure(self) -> bool:
+        return self.severity >= Severity.ERROR
+
+
+@dataclass
+class _Occurrence:
+    source_index: int
+    line: int
+    text: str
+    match_start: int
+    numbers: dict[str, Any]
+    rank: int | None
+    signature: Signature
+
+    @property
+    def detail(self) -> int:
+        return sum(1 for value in self.numbers.values() if value is not None)
+
+
+@dataclass
+class _Group:
+    key: tuple[Any, ...]
+    order: tuple[int, int]  # (source index, line) of the first occurrence
+    first: _Occurrence
+    primary: _Occurrence
+    latest: _Occurrence
+    count: int = 0
+    locations: list[tuple[int, int]] = field(default_factory=list)
+    extra_locations: int = 0
+    ranks: set[int] = field(default_factory=set)
+    source_indexes: set[int] = field(default_factory=set)
+
+    def note(self, occ: _Occurrence) -> None:
+        if len(self.locations) < MAX_LOCATIONS:
+            self.locations.append((occ.source_index, occ.line))
+        else:
+            self.extra_locations += 1
+        if occ.rank is not None and len(self.ranks) < MAX_RANKS:
+            self.ranks.add(occ.rank)
+        if len(self.source_indexes) < MAX_SOURCES:
+            self.source_indexes.add(occ.source_index)
+
+    def refresh_primary(self, occ: _Occurrence) -> None:
+        if occ is not self.primary and occ.detail > self.primary.detail:
+            self.primary = occ
+
+
+def _rank(text: str) -> int | None:
+    match = _RANK.search(text)
+    if match is None:
+        return None
+    return int(next(group for group in match.groups() if group is not None))
+
+
+_NEEDLES = tuple(sorted({needle for sig in SIGNATURES for needle in sig.needles}))
+_SIGNATURE_NEEDLES = tuple((sig, frozenset(sig.needles)) for sig in SIGNATURES)
+
+
+def match_signature(text: str) -> tuple[Signature, re.Match[str]] | None:
+    """The first signature whose needle and regex match ``text``."""
+    present = {needle for needle in _NEEDLES if needle in text}
+    if not present:
+        return None
+    for sig, needles in _SIGNATURE_NEEDLES:
+        if needles.isdisjoint(present):
+            continue
+        match = sig.regex.search(text)
+        if match is not None:
+            return sig, match
+    return None
+
+
+class Classifier:
+    """Accumulates candidates from one or more sources; :meth:`incidents` orders them."""
+
+    def __init__(self, torch_version: str | None = None) -> None:
+        self._ctx = AdviceContext(torch_version)
+        self._groups: dict[tuple[Any, ...], _Group] = {}
+        self._recent: dict[str, deque[tuple[_Group, _Occurrence]]] = {}
+        self.sources: list[str] = []
+
+    def add_source(self, name: str) -> int:
+        self.sources.append(name)
+        return len(self.sources) - 1
+
+    def feed(self, source_index: int, candidate: Candidate) -> None:
+        found = match_signature(candidate.text)
+        if found is None:
+            return
+        sig, match = found
+        numbers = sig.extract(match, candidate.text) if sig.extract else {}
+        occ = _Occurrence(source_index, candidate.line, candidate.text, match.start(), numbers,
+                          _rank(candidate.text), sig)
+        if sig.attach and self._attach(occ):
+            return
+        if sig.attach == "only":
+            return
+        key = _group_key(sig, numbers)
+        group = self._groups.get(key)
+        if group is None:
+            group = _Group(key, (source_index, candidate.line), occ, occ, occ)
+            self._groups[key] = group
+        group.count += 1
+        group.latest = occ
+        group.note(occ)
+        group.refresh_primary(occ)
+        self._recent.setdefault(sig.cls, deque(maxlen=_RECENT_PER_CLASS)).append((group, occ))
+
+    def _attach(self, occ: _Occurrence) -> bool:
+        """Merge a continuation line's numbers into the occurrence it continues."""
+        sig = occ.signature
+        best: tuple[_Group, _Occurrence] | None = None
+        for group, target in reversed(self._recent.get(sig.cls, ())):
+            if target.source_index != occ.source_index:
+                continue
+            if not 0 <= occ.line - target.line <= sig.window:
+                continue
+            if sig.group and group.key[1] != sig.group:
+                continue
+            if occ.rank is None or target.rank is None or occ.rank == target.rank:
+                best = (group, target)
+                break
+        if best is None:
+            return False
+        group, target = best
+        for key, value in occ.numbers.items():
+            if key == "processes":
+                seen = {p["pid"] for p in target.numbers.get("processes", [])}
+                target.numbers.setdefault("processes", []).extend(
+                    p for p in value if p["pid"] not in seen)
+            elif target.numbers.get(key) is None:
+                target.numbers[key] = value
+        group.note(occ)
+        group.refresh_primary(target)
+        return True
+
+    def incidents(self) -> list[Incident]:
+        """Every incident, root cause first."""
+        built = [self._build(group) for group in self._groups.values()]
+        built.sort(key=lambda item: (item[0].severity < Severity.ERROR, item[0].tier, item[1]))
+        incidents = [incident for incident, _order in built]
+        return _with_roles(incidents)
+
+    def _build(self, group: _Group) -> tuple[Incident, tuple[int, int]]:
+        occ = group.primary
+        numbers = dict(occ.numbers)
+        if len(group.ranks) > 1:
+            numbers["_ranks"] = sorted(group.ranks)  # for the text only
+        advice = advise(occ.signature, numbers, self._ctx)
+        locations = [Location(self.sources[s], line) for s, line in group.locations]
+        incident = Incident(
+            cls=occ.signature.cls,
+            signature=occ.signature.id,
+            title=advice.title,
+            severity=advice.severity,
+            role="",
+            explanation=advice.explanation,
+            remedy=advice.remedy,
+            line_numbers=[loc.line for loc in locations],
+            excerpt=_excerpt(occ),
+            numbers={k: v for k, v in advice.numbers.items() if not k.startswith("_")},
+            count=group.count,
+            diagnosis=advice.diagnosis,
+            locations=locations,
+            sources=[self.sources[i] for i in sorted(group.source_indexes)],
+            ranks=sorted(group.ranks),
+            tier=advice.tier,
+        )
+        return incident, group.order
+
+
+def _group_key(sig: Signature, numbers: dict[str, Any]) -> tuple[Any, ...]:
+    if sig.key_field == "xid":
+        xid = numbers.get("xid")
+        # Xid 79 and "GPU has fallen off the bus" are the same event seen by two printers.
+        return (sig.cls, "off-the-bus") if xid == 79 else (sig.cls, "xid", xid)
+    key: tuple[Any, ...] = (sig.cls, sig.group or sig.id)
+    if sig.key_field:
+        key += (numbers.get(sig.key_field),)
+    return key
+
+
+def _excerpt(occ: _Occurrence) -> str:
+    text = occ.text
+    if len(text) > EXCERPT_CHARS:
+        start = max(0, min(occ.match_start - 60, len(text) - EXCERPT_CHARS))
+        text = ("…" if start else "") + text[start:start + EXCERPT_CHARS] + "…"
+    return redact_text(text)
+
+
+def _with_roles(incidents: list[Incident]) -> list[Incident]:
+    """Root cause, its consequences (later in the causal chain), related failures, context."""
+    root = next((i for i in incidents if i.is_failure), None)
+    out = []
+    for incident in incidents:
+        if not incident.is_failure:
+            role = "context"
+        elif incident is root:
+            role = "root-cause"
+        elif root is not None and incident.tier > root.tier:
+            role = "consequence"
+        else:
+            role = "related"
+        out.append(replace(incident, role=role))
+    return out

@@ -1,0 +1,114 @@
+"""Scanning one large plain log file on several cores.
+
+The file is cut into ranges of :data:`RANGE_BYTES` that start and end at line boundaries. Each
+worker process runs the same :class:`~gpu_audit.explain.scanner.BlockScanner` over its range
+and returns its candidate lines (numbered within the range) and its newline count; the parent
+renumbers them and classifies them in file order, so the result is identical to a sequential
+scan. At most two ranges per worker are in flight, so memory stays bounded.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from collections.abc import Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+
+from gpu_audit.explain.scanner import BLOCK_SIZE, BlockScanner, Candidate
+
+PARALLEL_MIN_BYTES = 64 << 20  # below this, starting workers costs more than it saves
+RANGE_BYTES = 16 << 20
+_BOUNDARY_PROBE = 64 << 10
+
+
+def default_workers() -> int:
+    return max(1, min(os.cpu_count() or 1, 8))
+
+
+def _next_line_start(handle, offset: int, size: int) -> int:  # type: ignore[no-untyped-def]
+    """The first line start at or after ``offset`` (``size`` at the end of the file).
+
+    A line without a newline for a whole range is cut where it is; its pieces keep the same
+    line number because no newline lies between them.
+    """
+    if offset >= size:
+        return size
+    handle.seek(offset - 1)
+    if handle.read(1) == b"\n":
+        return offset
+    probe = offset
+    while probe < min(size, offset + RANGE_BYTES):
+        chunk = handle.read(_BOUNDARY_PROBE)
+        if not chunk:
+            break
+        newline = chunk.find(b"\n")
+        if newline != -1:
+            return probe + newline + 1
+        probe += len(chunk)
+    return min(size, offset + RANGE_BYTES)
+
+
+def _ranges(path: str, size: int) -> Iterator[tuple[int, int]]:
+    with open(path, "rb") as handle:
+        start = 0
+        while start < size:
+            end = _next_line_start(handle, start + RANGE_BYTES, size)
+            yield start, end
+            start = end
+
+
+def scan_range(path: str, start: int, end: int) -> tuple[list[tuple[int, str]], int, int]:
+    """Candidates (line within the range, text), newline count and bytes of one range."""
+    scanner = BlockScanner()
+    found: list[tuple[int, str]] = []
+    with open(path, "rb") as handle:
+        handle.seek(start)
+        remaining = end - start
+        while remaining > 0:
+            chunk = handle.read(min(BLOCK_SIZE, remaining))
+            if not chunk:
+                break
+            remaining -= len(chunk)
+            found.extend((c.line, c.text) for c in scanner.feed(chunk))
+    found.extend((c.line, c.text) for c in scanner.finish())
+    return found, scanner.lines, scanner.bytes
+
+
+class ParallelScan:
+    """Candidates of a large file in order; ``lines`` and ``bytes`` are set when exhausted."""
+
+    def __init__(self, path: str, workers: int) -> None:
+        self.path = path
+        self.workers = workers
+        self.lines = 0
+        self.bytes = 0
+        self._ends_with_newline = True
+
+    def __iter__(self) -> Iterator[Candidate]:
+        size = os.path.getsize(self.path)
+        pending: deque[Future[tuple[list[tuple[int, str]], int, int]]] = deque()
+        ranges = _ranges(self.path, size)
+        with ProcessPoolExecutor(max_workers=self.workers) as pool:
+            for start, end in ranges:
+                pending.append(pool.submit(scan_range, self.path, start, end))
+                if len(pending) >= 2 * self.workers:
+                    yield from self._collect(pending.popleft().result())
+            while pending:
+                yield from self._collect(pending.popleft().result())
+        if size:
+            with open(self.path, "rb") as handle:
+                handle.seek(size - 1)
+                self._ends_with_newline = handle.read(1) == b"\n"
+
+    def _collect(self, result: tuple[list[tuple[int, str]], int, int]) -> Iterator[Candidate]:
+        found, newlines, nbytes = result
+        for line, text in found:
+            yield Candidate(self.lines + line, text)
+        self.lines += newlines
+        self.bytes += nbytes
+
+    @property
+    def line_count(self) -> int:
+        if not self.bytes:
+            return 0
+        return self.lines + (0 if self._ends_with_newline else 1)

@@ -1,0 +1,158 @@
+"""Explain results as a JSON document (``gpu-audit.explain/1``) and as terminal text.
+
+Renderers only format: they never read logs. Log text is printed as plain ``Text`` (never as
+rich markup), so brackets in a log line such as ``[rank0]:`` cannot be taken for styles.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpu_audit.explain import SCHEMA, ExplainResult, Incident
+from gpu_audit.explain.units import format_size
+from gpu_audit.model import Severity
+
+_ROLE_LABEL = {
+    "root-cause": "ROOT CAUSE",
+    "consequence": "CONSEQUENCE",
+    "related": "ALSO FAILED",
+    "context": "CONTEXT",
+}
+_ROLE_STYLE = {"root-cause": "bold red", "consequence": "yellow", "related": "red",
+               "context": "dim"}
+_MAX_SHOWN_LOCATIONS = 6
+_TEXT_ONLY = {"hint", "detail"}  # already part of the explanation
+
+
+def incident_to_json(incident: Incident) -> dict[str, Any]:
+    return {
+        "class": incident.cls,
+        "signature": incident.signature,
+        "title": incident.title,
+        "severity": incident.severity.value,
+        "role": incident.role,
+        "diagnosis": incident.diagnosis,
+        "count": incident.count,
+        "line_numbers": list(incident.line_numbers),
+        "locations": [{"source": loc.source, "line": loc.line} for loc in incident.locations],
+        "sources": list(incident.sources),
+        "ranks": list(incident.ranks),
+        "excerpt": incident.excerpt,
+        "numbers": incident.numbers,
+        "explanation": incident.explanation,
+        "remedy": incident.remedy,
+    }
+
+
+def to_document(result: ExplainResult, *, tool_version: str, generated_at: str,
+                fail_on: Severity = Severity.ERROR) -> dict[str, Any]:
+    root = next((i for i in result.incidents if i.role == "root-cause"), None)
+    return {
+        "schema": SCHEMA,
+        "tool_version": tool_version,
+        "generated_at": generated_at,
+        "inputs": [
+            {"source": s.source, "bytes": s.bytes, "lines": s.lines, "compression": s.compression}
+            for s in result.inputs
+        ],
+        "torch_version": result.torch_version,
+        "fail_on": fail_on.value,
+        "gpu_failure": any(i.severity >= fail_on for i in result.incidents),
+        "root_cause_class": root.cls if root else None,
+        "scan_duration_s": result.elapsed_s,
+        "incidents": [incident_to_json(i) for i in result.incidents],
+    }
+
+
+def format_number(key: str, value: Any) -> str | None:
+    """A number from an incident as a reader wants it; None to leave it out."""
+    if value is None or isinstance(value, (dict, bool)):
+        return None
+    if isinstance(value, list):
+        if value and isinstance(value[0], dict):
+            return None
+        return ", ".join(str(v) for v in value) or None
+    if key.endswith("_bytes") and isinstance(value, int):
+        return format_size(value)
+    if key.endswith("_pct"):
+        return f"{value}%"
+    if key.endswith("_ms"):
+        return f"{value} ms"
+    if key.endswith("_s"):
+        return f"{value} s"
+    return str(value)
+
+
+def _label(key: str) -> str:
+    for suffix in ("_bytes", "_pct", "_ms", "_s"):
+        if key.endswith(suffix):
+            key = key[: -len(suffix)]
+            break
+    return key.replace("_", " ")
+
+
+def _where(incident: Incident, single_source: bool) -> str:
+    shown = incident.locations[:_MAX_SHOWN_LOCATIONS]
+    if single_source:
+        places = ", ".join(str(loc.line) for loc in shown)
+        text = f"line{'s' if len(incident.locations) > 1 else ''} {places}"
+    else:
+        text = ", ".join(f"{loc.source}:{loc.line}" for loc in shown)
+    hidden = len(incident.locations) - len(shown)
+    if hidden > 0:
+        text += f" (+{hidden} more)"
+    if incident.count > 1:
+        text += f"; seen {incident.count} times"
+    if incident.ranks:
+        ranks = ", ".join(str(r) for r in incident.ranks[:16])
+        more = "…" if len(incident.ranks) > 16 else ""
+        text += f"; rank{'s' if len(incident.ranks) > 1 else ''} {ranks}{more}"
+    return text
+
+
+def render_terminal(result: ExplainResult, console: Any, *, fail_on: Severity) -> None:
+    """The explanation for a person: root cause first, each with numbers and a remedy."""
+    from rich.text import Text
+
+    names = ", ".join(s.source for s in result.inputs) or "<text>"
+    lines = sum(s.lines for s in result.inputs)
+    size = format_size(sum(s.bytes for s in result.inputs))
+    failures = [i for i in result.incidents if i.severity >= fail_on]
+    console.print(Text(f"gpu-audit explain: {names} ({lines:,} lines, {size})", style="bold"),
+                  soft_wrap=True)
+    if not result.incidents:
+        console.print("No known GPU failure signature found.")
+        console.print(Text(
+            "If the job still died, the cause is outside GPU, driver, NCCL and host-memory "
+            "failures: read the last Python traceback in the log.", style="dim"))
+        return
+    single = len(result.inputs) <= 1
+    for number, incident in enumerate(result.incidents, 1):
+        console.print()
+        header = Text(f"{number}. ")
+        header.append(_ROLE_LABEL.get(incident.role, incident.role.upper()),
+                      style=_ROLE_STYLE.get(incident.role, ""))
+        header.append(f"  {incident.title}", style="bold")
+        header.append(f"  [{incident.severity.value}, {incident.cls}]", style="dim")
+        console.print(header, soft_wrap=True)
+        console.print(Text("   " + _where(incident, single), style="cyan"), soft_wrap=True)
+        console.print(Text("   > " + incident.excerpt, style="dim"), soft_wrap=True)
+        shown = [(k, format_number(k, v)) for k, v in incident.numbers.items()
+                 if k not in _TEXT_ONLY]
+        shown = [(k, v) for k, v in shown if v is not None]
+        if shown:
+            console.print(Text("   " + " · ".join(f"{_label(k)} {v}" for k, v in shown)),
+                          soft_wrap=True)
+        console.print(Text("   Why: ", style="bold").append(Text(incident.explanation,
+                                                                  style="")), soft_wrap=True)
+        console.print(Text("   Fix:", style="bold"))
+        for line in incident.remedy.splitlines():
+            console.print(Text("     " + line, style="green"), soft_wrap=True)
+    console.print()
+    if failures:
+        root = failures[0]
+        console.print(Text(f"Root cause: {root.title} ({root.cls}). Fix it first; the incidents "
+                           "after it are usually its echoes.", style="bold"), soft_wrap=True)
+    else:
+        console.print(Text(f"Nothing at or above '{fail_on.value}': no GPU failure by this "
+                           "threshold.", style="bold"), soft_wrap=True)

@@ -1,0 +1,215 @@
+"""What running PyTorch processes say about their own allocator (published by gpu_audit.monitor)."""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Iterator
+
+from gpu_audit.config import Policy
+from gpu_audit.model import Finding, GpuProcess, ProcessAllocatorState, Severity, Snapshot
+from gpu_audit.monitor.metrics import parse_alloc_conf, split_alloc_conf
+from gpu_audit.monitor.publication import parse_iso
+from gpu_audit.rules import rule
+from gpu_audit.units import fmt_bytes
+
+MIB = 1024**2
+# Below this much reserved-but-unallocated memory a high percentage is noise (a small process
+# with one cached 20 MiB segment is "90% fragmented" and harmless).
+MIN_SLACK_BYTES = 256 * MIB
+# When less than this share of the slack sits inside split segments, the rest is whole free
+# segments, which the allocator itself releases before it would raise an OOM.
+TRAPPED_SHARE_WORTH_A_WARNING = 0.25
+
+
+def torch_release(version: str | None) -> tuple[int, int] | None:
+    """``2.5.1+cu124`` -> (2, 5); ``None`` when unknown or unreadable."""
+    match = re.match(r"^(\d+)\.(\d+)", version or "")
+    return (int(match[1]), int(match[2])) if match else None
+
+
+def with_setting(settings: str | None, key: str, value: str) -> str:
+    """``settings`` with ``key`` set to ``value``, other keys kept in their order."""
+    items = [i for i in split_alloc_conf(settings or "") if i.partition(":")[0].strip() != key]
+    return ",".join([*items, f"{key}:{value}"])
+
+
+def env_assignment(conf: str, torch_version: str | None) -> str:
+    """The variable(s) that carry ``conf`` to the allocator of this torch release.
+
+    Up to 2.8 only PYTORCH_CUDA_ALLOC_CONF is read. 2.9 warns that name is deprecated while its
+    CUDA allocator still reads only it; 2.10+ reads PYTORCH_ALLOC_CONF. Setting both to the same
+    string works on every release and silences the warning.
+    """
+    release = torch_release(torch_version)
+    if release is not None and release < (2, 9):
+        return f"PYTORCH_CUDA_ALLOC_CONF={conf}"
+    return f"PYTORCH_CUDA_ALLOC_CONF={conf} PYTORCH_ALLOC_CONF={conf}"
+
+
+def _expandable_supported(torch_version: str | None) -> bool:
+    release = torch_release(torch_version)
+    return release is None or release >= (2, 1)  # 2.0 rejects the key as unknown
+
+
+def _restart_remedy(a: ProcessAllocatorState) -> str:
+    """Restart with the setting that addresses split-segment fragmentation on this torch."""
+    if _expandable_supported(a.torch_version):
+        conf = with_setting(a.settings, "expandable_segments", "True")
+        why = ("expandable segments grow one segment per stream instead of carving many, so "
+               "freed memory stays reusable")
+    else:
+        conf = with_setting(a.settings, "max_split_size_mb", "512")
+        why = ("torch < 2.1 has no expandable segments; max_split_size_mb keeps blocks above "
+               "the limit whole (any value above 20 works)")
+    variables = env_assignment(conf, a.torch_version)
+    return f"Restart the job with `{variables}` in its environment: {why}."
+
+
+def _where(p: GpuProcess, a: ProcessAllocatorState) -> str:
+    return f"pid {p.pid} on GPU {p.gpu_index}" + (
+        f" (cuda:{a.cuda_device} inside the process)" if a.cuda_device != p.gpu_index else "")
+
+
+def _evidence(p: GpuProcess, a: ProcessAllocatorState) -> dict:
+    return {
+        "pid": p.pid,
+        "gpu_index": p.gpu_index,
+        "cuda_device": a.cuda_device,
+        "nvml_used_memory_bytes": p.used_memory_bytes,
+        "allocated_bytes": a.allocated_bytes,
+        "reserved_bytes": a.reserved_bytes,
+        "reserved_unallocated_bytes": a.reserved_unallocated_bytes,
+        "inactive_split_bytes": a.inactive_split_bytes,
+        "fragmentation_pct": a.fragmentation_pct,
+        "split_fragmentation_pct": a.split_fragmentation_pct,
+        "num_alloc_retries": a.num_alloc_retries,
+        "num_ooms": a.num_ooms,
+        "torch_version": a.torch_version,
+        "allocator_settings": a.settings,
+        "expandable_segments": a.expandable_segments,
+        "published_at": a.published_at,
+        "age_s": a.age_s,
+    }
+
+
+@rule("allocator-fragmentation", severity=Severity.WARNING)
+def allocator_fragmentation(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
+    """A PyTorch process keeps much more memory reserved than its tensors use.
+
+    Only a process that runs `gpu_audit.monitor` can say this: NVML sees what the process holds,
+    never how much of it PyTorch is using. Fragmentation here is the share of reserved memory
+    that is not allocated ("reserved by PyTorch but unallocated" in PyTorch's OOM message), and
+    the finding appears when it passes `alloc_fragmentation_pct` (default 50) and the slack is
+    at least 256 MiB. When the slack is trapped in split segments (`inactive_split_bytes`),
+    nothing releases it and the next large request can fail although the total looks free: the
+    remedy is expandable segments (torch 2.1+) or `max_split_size_mb` (older), with the variable
+    names that release reads. When it is mostly whole free segments, the allocator releases
+    them itself before an OOM, so the finding is informational: other processes cannot use that
+    memory until `torch.cuda.empty_cache()`. Processes using the cudaMallocAsync backend are
+    skipped: its statistics do not describe fragmentation.
+    """
+    threshold = policy.alloc_fragmentation_pct
+    for p in snap.processes:
+        a = p.allocator
+        if a is None or a.backend == "cudaMallocAsync":
+            continue
+        frag, slack = a.fragmentation_pct, a.reserved_unallocated_bytes
+        if frag is None or slack is None or frag <= threshold or slack < MIN_SLACK_BYTES:
+            continue
+        trapped = a.inactive_split_bytes
+        numbers = (f"PyTorch reserves {fmt_bytes(a.reserved_bytes)} but tensors use "
+                   f"{fmt_bytes(a.allocated_bytes)}: {fmt_bytes(slack)} ({frag:g}%) is reserved "
+                   f"but unallocated (threshold {threshold:g}%)")
+        stale = f" Published {a.age_s:g} s before this scan." if (a.age_s or 0) > 60 else ""
+        if a.expandable_segments:
+            yield Finding(
+                subject=f"pid:{p.pid}",
+                title=f"{_where(p, a)}: {frag:g}% of reserved memory is unallocated "
+                      "despite expandable segments",
+                detail=(f"{numbers}. With expandable segments the slack is mapped free pages, "
+                        f"which only empty_cache() or an allocation retry unmaps.{stale}"),
+                remedy=("Call torch.cuda.empty_cache() after the phases that peak (evaluation, "
+                        "checkpointing), and find what peaks: "
+                        "gpu_audit.monitor.start(snapshot_on_oom=True), then "
+                        "gpu-audit snapshot <the oom-*.pickle it writes>"),
+                evidence=_evidence(p, a) | {"threshold_pct": threshold},
+            )
+        elif trapped is not None and trapped < TRAPPED_SHARE_WORTH_A_WARNING * slack:
+            yield Finding(
+                subject=f"pid:{p.pid}",
+                title=f"{_where(p, a)}: {fmt_bytes(slack)} of cached memory is held but unused",
+                detail=(f"{numbers}. Only {fmt_bytes(trapped)} of it sits in split segments; the "
+                        "rest is whole free segments that the allocator releases before it "
+                        f"would fail, but no other process can use them meanwhile.{stale}"),
+                remedy=("Call torch.cuda.empty_cache() after the phases that peak if other "
+                        "processes need this GPU"),
+                evidence=_evidence(p, a) | {"threshold_pct": threshold},
+                severity=Severity.INFO,
+            )
+        else:
+            known = f"{fmt_bytes(trapped)} of it" if trapped is not None else "Part of it"
+            yield Finding(
+                subject=f"pid:{p.pid}",
+                title=f"{_where(p, a)}: {frag:g}% of reserved memory is fragmented",
+                detail=(f"{numbers}. {known} is trapped in split segments, which cannot be "
+                        "released while any block in them is in use: a large request can fail "
+                        f"with plenty of memory nominally free.{stale}"),
+                remedy=_restart_remedy(a),
+                evidence=_evidence(p, a) | {"threshold_pct": threshold},
+            )
+
+
+def _increase(values: list[int | None]) -> int | None:
+    """The total rise of a counter over samples (a reset to zero does not count as a fall)."""
+    known = [v for v in values if v is not None]
+    if len(known) < 2:
+        return None
+    return sum(max(b - a, 0) for a, b in itertools.pairwise(known))
+
+
+@rule("allocator-oom-retries", severity=Severity.WARNING)
+def allocator_oom_retries(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
+    """A PyTorch process keeps running out of cached memory and retrying.
+
+    `num_alloc_retries` counts allocations that found nothing in the cache and nothing from the
+    driver, so the allocator freed every unused cached segment, synchronised all streams and
+    asked again. Each one stalls the process, and the next one that fails is an out-of-memory
+    error. The finding appears when the counter rose during the recent history a process
+    running `gpu_audit.monitor` publishes (about two minutes at the default interval); it is an
+    error when out-of-memory errors were raised in that window too.
+    """
+    for p in snap.processes:
+        a = p.allocator
+        if a is None or len(a.history) < 2:
+            continue
+        retries = _increase([s.num_alloc_retries for s in a.history])
+        if not retries:
+            continue
+        ooms = _increase([s.num_ooms for s in a.history]) or 0
+        first, last = parse_iso(a.history[0].at), parse_iso(a.history[-1].at)
+        window_s = round((last - first).total_seconds(), 1) if first and last else None
+        steps = _increase([s.step for s in a.history])
+        per = f" over {window_s:g} s" if window_s is not None else ""
+        if steps:
+            per += f" ({steps} steps)"
+        remedy = ("Lower the batch size or sequence length, or free memory other processes hold "
+                  f"on GPU {p.gpu_index}.")
+        if a.backend != "cudaMallocAsync" and not a.expandable_segments:
+            conf = parse_alloc_conf(a.settings)
+            if "expandable_segments" not in conf and _expandable_supported(a.torch_version):
+                remedy += " " + _restart_remedy(a)
+        oom_text = f" and {ooms} out-of-memory error(s) were raised" if ooms else ""
+        yield Finding(
+            subject=f"pid:{p.pid}",
+            title=f"{_where(p, a)}: {retries} allocation retr{'y' if retries == 1 else 'ies'}"
+                  f"{per}",
+            detail=(f"The allocator had to flush its cache and retry {retries} time(s){per}"
+                    f"{oom_text}; it holds {fmt_bytes(a.reserved_bytes)} reserved, "
+                    f"{fmt_bytes(a.allocated_bytes)} allocated. The process runs at the edge "
+                    "of device memory."),
+            remedy=remedy,
+            evidence=_evidence(p, a) | {"new_alloc_retries": retries, "new_ooms": ooms,
+                                        "window_s": window_s, "window_steps": steps},
+            severity=Severity.ERROR if ooms else None,
+        )

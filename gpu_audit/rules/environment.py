@@ -1,0 +1,274 @@
+"""Environment variables that silently change how a PyTorch job runs, or do nothing at all.
+
+They are read from the scanned environment (this shell, or ``scan --pid``'s process) as the
+snapshot keeps it: ``CUDA_*``, ``PYTORCH_*``, ``TORCH_*``, ``NVTX_*``, ``LD_PRELOAD``, redacted.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from gpu_audit.config import Policy
+from gpu_audit.model import Finding, Gpu, Severity, Snapshot
+from gpu_audit.rules import rule
+
+
+def _env(snap: Snapshot) -> dict[str, str]:
+    return dict(snap.allocator.environment) if snap.allocator is not None else {}
+
+
+def _gpu_count(snap: Snapshot) -> int | None:
+    """GPUs on the host: NVML's list, or the PCI bus count when NVML did not answer."""
+    if snap.gpus:
+        return len(snap.gpus)
+    if snap.nvml.available:
+        return 0
+    return snap.host.nvidia_pci_devices
+
+
+@rule("pytorch-no-nvml", severity=Severity.WARNING)
+def pytorch_no_nvml(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
+    """`PYTORCH_NO_NVML` is set, but PyTorch has no such variable.
+
+    It is passed around as a cure for `NVML_SUCCESS == DriverAPI::get()->nvmlInit_v2_() INTERNAL
+    ASSERT FAILED at ...CUDACachingAllocator.cpp`; PyTorch never reads it. That assert is an
+    out-of-memory error whose report failed because NVML could not start: the real causes are
+    running out of GPU memory, and an NVML library that does not match the kernel driver
+    (typically after a driver upgrade without a reboot). Remove the variable so nobody relies on
+    it, fix the mismatch (`nvidia-smi` fails the same way when it exists), and treat the crash as
+    an out-of-memory.
+    """
+    env = _env(snap)
+    if "PYTORCH_NO_NVML" not in env:
+        return
+    yield Finding(
+        subject="env",
+        title="PYTORCH_NO_NVML does nothing: PyTorch has no such variable",
+        detail=(f"PYTORCH_NO_NVML={env['PYTORCH_NO_NVML']!r} is set. PyTorch never reads it; the "
+                "NVML assert it is meant to avoid is an out-of-memory error whose report failed "
+                "because NVML could not initialise (a driver/library mismatch after an upgrade "
+                "is the usual cause; a reboot fixes it)."),
+        remedy="unset PYTORCH_NO_NVML  # then check that `nvidia-smi` runs cleanly",
+        evidence={"PYTORCH_NO_NVML": env["PYTORCH_NO_NVML"]},
+    )
+
+
+@rule("caching-allocator-disabled", severity=Severity.WARNING)
+def caching_allocator_disabled(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
+    """`PYTORCH_NO_CUDA_MEMORY_CACHING` is set: every allocation goes to cudaMalloc.
+
+    PyTorch checks only whether the variable exists, so `PYTORCH_NO_CUDA_MEMORY_CACHING=0` turns
+    caching off too (pytorch/pytorch#145661). Without the cache every tensor allocation and free
+    synchronises with the driver, which slows training severalfold, and `memory_stats()` and the
+    allocator settings stop meaning anything. Useful for memory debugging only.
+    """
+    env = _env(snap)
+    if "PYTORCH_NO_CUDA_MEMORY_CACHING" not in env:
+        return
+    value = env["PYTORCH_NO_CUDA_MEMORY_CACHING"]
+    zero = " (0 included: torch only checks that the variable exists)" if value.strip() in (
+        "0", "", "false", "False") else ""
+    yield Finding(
+        subject="env",
+        title="PYTORCH_NO_CUDA_MEMORY_CACHING disables PyTorch's caching allocator",
+        detail=(f"PYTORCH_NO_CUDA_MEMORY_CACHING={value!r} turns the cache off{zero}: every "
+                "allocation and free calls the driver, which slows a run severalfold."),
+        remedy="unset PYTORCH_NO_CUDA_MEMORY_CACHING",
+        evidence={"PYTORCH_NO_CUDA_MEMORY_CACHING": value},
+    )
+
+
+@rule("launch-blocking", severity=Severity.WARNING)
+def launch_blocking(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
+    """`CUDA_LAUNCH_BLOCKING=1`: every kernel launch waits for the kernel to finish.
+
+    Meant for debugging (an error then points at the right line), it serialises the CPU and the
+    GPU and typically costs a large share of throughput. Forgotten in a shell profile or a job
+    script, it makes a long run much longer.
+    """
+    value = _env(snap).get("CUDA_LAUNCH_BLOCKING")
+    if value is None or value.strip() != "1":
+        return
+    yield Finding(
+        subject="env",
+        title="CUDA_LAUNCH_BLOCKING=1 serialises every kernel launch",
+        detail=("Each kernel launch blocks the CPU until the GPU has finished it, so nothing "
+                "overlaps: a debugging setting that slows training substantially."),
+        remedy="unset CUDA_LAUNCH_BLOCKING",
+        evidence={"CUDA_LAUNCH_BLOCKING": value},
+    )
+
+
+@dataclass(frozen=True)
+class Visible:
+    """How CUDA reads ``CUDA_VISIBLE_DEVICES`` against the GPUs present."""
+
+    visible: list[int]  # indices (NVML numbering for UUIDs, CUDA's for integers)
+    dropped: list[str]  # entries CUDA will not use, from the first bad one on
+    reason: str | None  # why the list stops early, or is empty
+    by_uuid: bool
+    checkable: bool = True
+
+
+def interpret_visible_devices(value: str, gpus: list[Gpu], count: int) -> Visible:
+    """CUDA's reading of the variable: the list stops at the first entry that names no device.
+
+    Integers are read like C's ``strtoul`` (``1gpu`` is 1); a negative number or a non-number
+    ends the list; an index at or above the device count ends it too; a repeated device empties
+    it. ``GPU-`` entries may be unique prefixes of a UUID. MIG UUIDs cannot be checked here.
+    """
+    entries = [e.strip() for e in value.split(",")]
+    if value.strip() == "":
+        return Visible([], [], "the variable is empty, which hides every GPU", False)
+    if entries[0].startswith("MIG-"):
+        return Visible([], [], None, True, checkable=False)
+    by_uuid = entries[0].startswith("GPU-")
+    visible: list[int] = []
+    uuids = [g.uuid or "" for g in gpus]
+    for position, entry in enumerate(entries):
+        if by_uuid:
+            matches = [i for i, u in enumerate(uuids) if entry.startswith("GPU-") and
+                       u.lower().startswith(entry.lower())]
+            index = matches[0] if len(matches) == 1 else None
+            problem = ("names no GPU on this host" if not matches else
+                       "matches more than one GPU") if index is None else None
+        else:
+            match = re.match(r"[+-]?\d+", entry)
+            index = int(match[0]) if match else None
+            problem = None
+            if index is None:
+                problem = "is not a device index"
+            elif index < 0:
+                problem, index = "is negative, which hides every GPU from there on", None
+            elif index >= count:
+                problem, index = f"is beyond the {count} GPU(s) present", None
+        if index is None:
+            return Visible(visible, entries[position:], f"{entry!r} {problem}", by_uuid)
+        if index in visible:
+            return Visible([], entries, f"{entry!r} is listed twice, which makes CUDA see no GPU "
+                           "at all", by_uuid)
+        visible.append(index)
+    return Visible(visible, [], None, by_uuid)
+
+
+@rule("visible-devices-missing", severity=Severity.ERROR)
+def visible_devices_missing(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
+    """`CUDA_VISIBLE_DEVICES` names GPUs that do not exist, or hides every GPU.
+
+    CUDA reads the list up to the first entry that names no device and silently drops the rest;
+    a repeated device, an empty value or `-1` leaves the job with no GPU at all, and torch then
+    reports `torch.cuda.is_available() == False` or "no CUDA GPUs are available". Checked
+    against the GPUs NVML lists: indices must be below their count, `GPU-` entries must match
+    exactly one UUID (a unique prefix is enough). MIG instance UUIDs are not checked.
+    """
+    value = _env(snap).get("CUDA_VISIBLE_DEVICES")
+    count = _gpu_count(snap)
+    if value is None or not count:
+        return
+    seen = interpret_visible_devices(value, snap.gpus, count)
+    if not seen.checkable or seen.reason is None:
+        return
+    valid = ",".join(str(i) for i in seen.visible) or ",".join(str(i) for i in range(count))
+    yield Finding(
+        subject="env",
+        title=(f"CUDA_VISIBLE_DEVICES={value!r} leaves {len(seen.visible)} of {count} GPU(s) "
+               "visible"),
+        detail=(f"{seen.reason}. CUDA will use {len(seen.visible)} GPU(s)"
+                + (f" and ignore {', '.join(seen.dropped)}" if seen.dropped else "") + "."),
+        remedy=f"export CUDA_VISIBLE_DEVICES={valid}",
+        evidence={"CUDA_VISIBLE_DEVICES": value, "gpu_count": count,
+                  "visible": seen.visible, "ignored_entries": seen.dropped},
+    )
+
+
+@rule("device-order-mismatch", severity=Severity.WARNING)
+def device_order_mismatch(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
+    """`CUDA_VISIBLE_DEVICES` picks GPUs by index on a multi-GPU host without PCI ordering.
+
+    CUDA numbers devices fastest first unless `CUDA_DEVICE_ORDER=PCI_BUS_ID`, while
+    `nvidia-smi`, NVML and this scan number them by PCI bus. On a host with different GPU models
+    `CUDA_VISIBLE_DEVICES=1` may then select another card than the `nvidia-smi` GPU 1 you looked
+    at (warning); with identical models the orders usually agree, but nothing guarantees it
+    (info). UUIDs in `CUDA_VISIBLE_DEVICES` are never ambiguous.
+    """
+    env = _env(snap)
+    value = env.get("CUDA_VISIBLE_DEVICES")
+    count = _gpu_count(snap)
+    if value is None or not value.strip() or count is None or count < 2:
+        return
+    if value.strip().startswith(("GPU-", "MIG-")):
+        return
+    if env.get("CUDA_DEVICE_ORDER", "").strip() == "PCI_BUS_ID":
+        return
+    models = sorted({g.name or "?" for g in snap.gpus})
+    mixed = len(models) > 1
+    yield Finding(
+        subject="env",
+        title="CUDA device indices may not match nvidia-smi's (no CUDA_DEVICE_ORDER=PCI_BUS_ID)",
+        detail=(f"CUDA_VISIBLE_DEVICES={value!r} selects by index, and CUDA orders devices "
+                f"fastest first while nvidia-smi orders them by PCI bus"
+                + (f"; this host mixes {', '.join(models)}, so the orders differ."
+                   if mixed else "; with identical GPUs they usually agree, but not always.")),
+        remedy="export CUDA_DEVICE_ORDER=PCI_BUS_ID",
+        evidence={"CUDA_VISIBLE_DEVICES": value,
+                  "CUDA_DEVICE_ORDER": env.get("CUDA_DEVICE_ORDER"), "gpu_count": count,
+                  "models": models},
+        severity=None if mixed else Severity.INFO,
+    )
+
+
+# name -> what it does while set
+_INJECTION = {
+    "CUDA_INJECTION64_PATH": "loads a profiler's injection library (Nsight Systems/Compute, "
+                             "CUPTI tools) into every CUDA process",
+    "NVTX_INJECTION64_PATH": "loads an NVTX tool library into every process that uses NVTX",
+    "CUDA_DEVICE_WAITS_ON_EXCEPTION": "makes a GPU exception wait for a debugger instead of "
+                                      "failing: the job hangs",
+    "CUDA_ENABLE_COREDUMP_ON_EXCEPTION": "writes a GPU core dump on any device exception",
+    "CUDA_ENABLE_CPU_COREDUMP_ON_EXCEPTION": "writes a CPU core dump on any device exception",
+    "CUDA_ENABLE_USER_TRIGGERED_COREDUMP": "arms user-triggered GPU core dumps",
+    "TORCH_COMPILE_DEBUG": "makes torch.compile write debug traces for every compiled graph",
+}
+_OFF_VALUES = ("", "0", "false", "no", "off")
+_PROFILER_LIBS = re.compile(r"(cupti|nvperf|ToolsInjection|nsys|ncu|compute-sanitizer|"
+                            r"sanitizer-public|libnvtx3interop|libinjection)", re.I)
+
+
+@rule("profiler-injection", severity=Severity.WARNING)
+def profiler_injection(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
+    """Profiler or debugger hooks are left set in the environment.
+
+    `CUDA_INJECTION64_PATH` and `NVTX_INJECTION64_PATH` load a tool's library into every CUDA
+    process (Nsight Systems and Nsight Compute set them); `CUDA_DEVICE_WAITS_ON_EXCEPTION=1`
+    makes a GPU fault wait for a debugger, so the job hangs instead of failing;
+    `CUDA_ENABLE_COREDUMP_ON_EXCEPTION=1` writes multi-gigabyte core dumps; `TORCH_COMPILE_DEBUG=1`
+    traces every compiled graph to disk; an `LD_PRELOAD` of a profiler library (CUPTI, Nsight,
+    compute-sanitizer) instruments every call. Each slows or stalls a long run.
+    """
+    env = _env(snap)
+    found: dict[str, str] = {}
+    for name, effect in _INJECTION.items():
+        value = env.get(name)
+        # A path counts when non-empty; a switch when not set to an "off" value.
+        is_path = name.endswith("_PATH")
+        if value is not None and (value.strip() if is_path else
+                                  value.strip().lower() not in _OFF_VALUES):
+            found[name] = effect
+    preload = env.get("LD_PRELOAD", "")
+    profiler_libs = [lib for lib in re.split(r"[\s:]+", preload) if lib and
+                     _PROFILER_LIBS.search(lib.rsplit("/", 1)[-1])]
+    if profiler_libs:
+        found["LD_PRELOAD"] = f"preloads {', '.join(profiler_libs)} into every process"
+    if not found:
+        return
+    listing = "; ".join(f"{name} {effect}" for name, effect in found.items())
+    unset = " ".join(found)
+    yield Finding(
+        subject="env",
+        title=f"profiler/debugger hooks left set: {', '.join(found)}",
+        detail=f"{listing}.",
+        remedy=f"unset {unset}",
+        evidence={name: env.get(name) for name in found},
+    )

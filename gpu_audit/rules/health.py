@@ -1,0 +1,530 @@
+"""Hardware health verdicts from NVML readings and the kernel log.
+
+A reading the GPU does not support is ``None`` in the snapshot: the rules skip it, and
+``health-unsupported`` says which checks could not be made, so "not supported" is never read as
+"healthy". GPUs NVML reported as lost are left to the NVML rules.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from gpu_audit.config import Policy
+from gpu_audit.model import Finding, Gpu, Severity, Snapshot, XidEvent
+from gpu_audit.rules import rule
+
+
+def _live(snap: Snapshot) -> list[Gpu]:
+    return [g for g in snap.gpus if not g.lost]
+
+
+def _label(gpu: Gpu) -> str:
+    return f"GPU {gpu.index}" + (f" ({gpu.name})" if gpu.name else "")
+
+
+def _reset_remedy(gpu: Gpu) -> str:
+    return (f"Drain GPU {gpu.index}, then reset it: `sudo nvidia-smi -r -i {gpu.index}` with no "
+            "process on it (or reboot); if it recurs, run `dcgmi diag -r 3` and contact your "
+            "vendor")
+
+
+@rule("ecc-uncorrectable", severity=Severity.CRITICAL)
+def ecc_uncorrectable(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
+    """The GPU has had uncorrectable (double-bit) ECC memory errors.
+
+    An uncorrectable error corrupts data in flight and kills the process that touched it (Xid
+    48/94/95). Volatile counts are since the driver last loaded: the memory is failing now
+    (critical; the affected pages or rows are retired or remapped at the next GPU reset).
+    Aggregate counts cover the card's lifetime: a history to watch (warning), unless the
+    volatile count is also non-zero. Consumer GPUs without ECC report "not supported".
+    """
+    for gpu in _live(snap):
+        volatile = gpu.ecc_errors_uncorrected_volatile
+        aggregate = gpu.ecc_errors_uncorrected_aggregate
+        evidence = {"uncorrected_volatile": volatile, "uncorrected_aggregate": aggregate,
+                    "corrected_volatile": gpu.ecc_errors_corrected_volatile,
+                    "corrected_aggregate": gpu.ecc_errors_corrected_aggregate}
+        if volatile:
+            yield Finding(
+                subject=f"gpu:{gpu.index}",
+                title=f"{_label(gpu)}: {volatile} uncorrectable ECC error(s) since the driver "
+                      "loaded",
+                detail=("Uncorrectable memory errors since the driver loaded: the memory is "
+                        "failing now, and any job on this GPU can crash or compute on corrupted "
+                        "data."),
+                remedy=_reset_remedy(gpu),
+                evidence=evidence,
+            )
+        elif aggregate:
+            yield Finding(
+                subject=f"gpu:{gpu.index}",
+                title=f"{_label(gpu)}: {aggregate} uncorrectable ECC error(s) in its lifetime",
+                detail=("None since the driver loaded, so the bad memory has probably been "
+                        "retired or remapped; watch for new ones."),
+                remedy=(f"nvidia-smi -q -d ECC,PAGE_RETIREMENT,ROW_REMAPPER -i {gpu.index}  "
+                        "# check the repairs took; replace the GPU if the count grows"),
+                evidence=evidence,
+                severity=Severity.WARNING,
+            )
+
+
+@rule("memory-repair-pending", severity=Severity.ERROR)
+def memory_repair_pending(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
+    """Retired pages or remapped rows are waiting for a GPU reset to take effect.
+
+    After a memory error the driver marks the bad page (older GPUs: page retirement) or row
+    (A100 and newer: row remapping) for repair, but the repair only applies when the GPU is
+    reset. Until then the faulty memory stays in use and the next job may hit it again.
+    """
+    for gpu in _live(snap):
+        pending = []
+        if gpu.retired_pages_pending:
+            pending.append("page retirement")
+        if gpu.remapped_rows_pending:
+            pending.append("row remapping")
+        if not pending:
+            continue
+        yield Finding(
+            subject=f"gpu:{gpu.index}",
+            title=f"{_label(gpu)}: {' and '.join(pending)} pending a GPU reset",
+            detail=("The driver has marked faulty memory for repair, but it takes effect only "
+                    "after a GPU reset; until then jobs keep using it."),
+            remedy=_reset_remedy(gpu),
+            evidence={"retired_pages_pending": gpu.retired_pages_pending,
+                      "retired_pages_sbe": gpu.retired_pages_sbe,
+                      "retired_pages_dbe": gpu.retired_pages_dbe,
+                      "remapped_rows_pending": gpu.remapped_rows_pending,
+                      "remapped_rows_correctable": gpu.remapped_rows_correctable,
+                      "remapped_rows_uncorrectable": gpu.remapped_rows_uncorrectable},
+        )
+
+
+@rule("row-remap-failure", severity=Severity.CRITICAL)
+def row_remap_failure(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
+    """A memory row could not be remapped: the GPU has run out of spare rows.
+
+    Row remapping (A100 and newer) replaces failing memory rows with spares. When it fails, the
+    faulty memory can no longer be repaired in place; NVIDIA's guidance is to take the GPU out of
+    service and return it.
+    """
+    for gpu in _live(snap):
+        if not gpu.remapped_rows_failure:
+            continue
+        yield Finding(
+            subject=f"gpu:{gpu.index}",
+            title=f"{_label(gpu)}: row remapping failed",
+            detail=("The GPU could not remap a failing memory row; the error will recur and the "
+                    "card needs replacing."),
+            remedy=(f"Take GPU {gpu.index} out of service (e.g. drain the node) and contact your "
+                    "vendor with `nvidia-bug-report.sh` output"),
+            evidence={"remapped_rows_failure": True,
+                      "remapped_rows_uncorrectable": gpu.remapped_rows_uncorrectable,
+                      "remapped_rows_correctable": gpu.remapped_rows_correctable},
+        )
+
+
+_HW_SLOWDOWN = {
+    "hw_slowdown": "hardware slowdown (the board's protection signal: power supply or "
+                   "temperature)",
+    "hw_thermal_slowdown": "hardware thermal slowdown (the GPU is too hot)",
+    "hw_power_brake_slowdown": "power brake (the system asked the GPU to cut power)",
+}
+
+
+@rule("hw-slowdown", severity=Severity.ERROR)
+def hw_slowdown(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
+    """The GPU's hardware protection is cutting its clocks right now.
+
+    Hardware slowdown halves the clocks or worse when the board signals a problem: too hot
+    (failed fan, blocked airflow, hot aisle), a power supply that cannot deliver, or an external
+    power-brake signal. A run on this GPU is slow and, in multi-GPU jobs, drags every other rank
+    down to its pace.
+    """
+    for gpu in _live(snap):
+        active = [r for r in gpu.throttle_reasons or [] if r in _HW_SLOWDOWN]
+        if not active:
+            continue
+        yield Finding(
+            subject=f"gpu:{gpu.index}",
+            title=f"{_label(gpu)}: {', '.join(active)} active",
+            detail="; ".join(_HW_SLOWDOWN[r] for r in active) + (
+                f". Temperature {gpu.temperature_c} C, power {gpu.power_draw_w} W, SM clock "
+                f"{gpu.sm_clock_mhz} of {gpu.sm_clock_max_mhz} MHz."),
+            remedy=(f"Check cooling and power: `nvidia-smi -q -d PERFORMANCE,TEMPERATURE,POWER -i "
+                    f"{gpu.index}`; fix airflow or the PSU before a long run"),
+            evidence={"throttle_reasons": gpu.throttle_reasons,
+                      "throttle_reasons_mask": gpu.throttle_reasons_mask,
+                      "temperature_c": gpu.temperature_c, "power_draw_w": gpu.power_draw_w,
+                      "sm_clock_mhz": gpu.sm_clock_mhz, "sm_clock_max_mhz": gpu.sm_clock_max_mhz},
+        )
+
+
+@rule("thermal-slowdown", severity=Severity.WARNING)
+def thermal_slowdown(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
+    """The driver is lowering the GPU's clocks because it is running hot.
+
+    Software thermal slowdown keeps the GPU below its temperature target by lowering clocks. It
+    is not a fault, but throughput drops for as long as it lasts; over a long run it usually
+    means poor airflow or a high ambient temperature.
+    """
+    for gpu in _live(snap):
+        if "sw_thermal_slowdown" not in (gpu.throttle_reasons or []):
+            continue
+        yield Finding(
+            subject=f"gpu:{gpu.index}",
+            title=f"{_label(gpu)}: thermal slowdown at {gpu.temperature_c} C",
+            detail=(f"The driver is reducing clocks to hold the temperature down "
+                    f"({gpu.temperature_c} C; slowdown threshold {gpu.temperature_slowdown_c} C; "
+                    f"SM clock {gpu.sm_clock_mhz} of {gpu.sm_clock_max_mhz} MHz)."),
+            remedy="Improve airflow (fans, case, rack blanking) or lower the room temperature",
+            evidence={"throttle_reasons": gpu.throttle_reasons,
+                      "temperature_c": gpu.temperature_c,
+                      "temperature_slowdown_c": gpu.temperature_slowdown_c,
+                      "sm_clock_mhz": gpu.sm_clock_mhz, "sm_clock_max_mhz": gpu.sm_clock_max_mhz},
+        )
+
+
+@rule("power-capped", severity=Severity.INFO)
+def power_capped(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
+    """The GPU is holding its clocks down to stay within its power limit.
+
+    Normal under heavy load: a busy GPU runs at its power limit. Worth knowing when the limit has
+    been lowered below the board's default (`nvidia-smi -pl`), which costs throughput for the
+    whole run.
+    """
+    for gpu in _live(snap):
+        if "sw_power_cap" not in (gpu.throttle_reasons or []):
+            continue
+        lowered = (gpu.power_limit_w is not None and gpu.power_default_limit_w is not None
+                   and gpu.power_limit_w < gpu.power_default_limit_w)
+        limit = (f"{gpu.power_limit_w:g} W" if gpu.power_limit_w is not None
+                 else "not supported")
+        detail = (f"Drawing {gpu.power_draw_w} W against a limit of {limit}"
+                  + (f", lowered from the default {gpu.power_default_limit_w:g} W." if lowered
+                     else "."))
+        yield Finding(
+            subject=f"gpu:{gpu.index}",
+            title=f"{_label(gpu)}: running at its power limit ({limit})",
+            detail=detail,
+            remedy=(f"sudo nvidia-smi -i {gpu.index} -pl {gpu.power_default_limit_w:g}  "
+                    "# restore the default limit" if lowered
+                    else "Nothing to do unless throughput matters more than power draw"),
+            evidence={"power_draw_w": gpu.power_draw_w, "power_limit_w": gpu.power_limit_w,
+                      "power_default_limit_w": gpu.power_default_limit_w,
+                      "throttle_reasons": gpu.throttle_reasons},
+        )
+
+
+@rule("temperature-near-slowdown", severity=Severity.WARNING)
+def temperature_near_slowdown(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
+    """The GPU is within `temperature_margin_c` (5 C by default) of its slowdown temperature.
+
+    Above the slowdown threshold the hardware cuts clocks sharply. A GPU this close before the
+    run starts will cross it under load. At or above the threshold the finding is an error.
+    """
+    for gpu in _live(snap):
+        temp, limit = gpu.temperature_c, gpu.temperature_slowdown_c
+        if temp is None or limit is None or temp < limit - policy.temperature_margin_c:
+            continue
+        over = temp >= limit
+        yield Finding(
+            subject=f"gpu:{gpu.index}",
+            title=(f"{_label(gpu)}: {temp} C, " + ("at or above" if over else "close to")
+                   + f" its slowdown temperature ({limit} C)"),
+            detail=(f"{limit - temp} C of margin left (policy: {policy.temperature_margin_c:g} "
+                    "C)." if not over else "The hardware slows the GPU down at this "
+                    "temperature."),
+            remedy="Improve cooling before a long run; check fans with `nvidia-smi -q -d "
+                   f"TEMPERATURE -i {gpu.index}`",
+            evidence={"temperature_c": temp, "temperature_slowdown_c": limit,
+                      "margin_c": limit - temp,
+                      "temperature_margin_c": policy.temperature_margin_c},
+            severity=Severity.ERROR if over else None,
+        )
+
+
+@rule("pcie-link-degraded", severity=Severity.WARNING)
+def pcie_link_degraded(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
+    """A busy GPU's PCIe link runs below its maximum generation or width.
+
+    An idle GPU lowers its link speed on purpose to save power, so the check applies only while
+    the GPU is at least `busy_utilization_pct` (20% by default) busy. A busy GPU on a slower or
+    narrower link than it supports points at a riser, a slot wired for fewer lanes, a BIOS
+    setting, or a link that trained down on a bad connection; host-to-device copies and
+    multi-GPU traffic slow accordingly.
+    """
+    for gpu in _live(snap):
+        util = gpu.utilization_pct
+        if util is None or util < policy.busy_utilization_pct:
+            continue
+        gen_low = (gpu.pcie_gen_current is not None and gpu.pcie_gen_max is not None
+                   and gpu.pcie_gen_current < gpu.pcie_gen_max)
+        width_low = (gpu.pcie_width_current is not None and gpu.pcie_width_max is not None
+                     and gpu.pcie_width_current < gpu.pcie_width_max)
+        if not (gen_low or width_low):
+            continue
+        now = f"Gen{gpu.pcie_gen_current} x{gpu.pcie_width_current}"
+        best = f"Gen{gpu.pcie_gen_max} x{gpu.pcie_width_max}"
+        yield Finding(
+            subject=f"gpu:{gpu.index}",
+            title=f"{_label(gpu)}: PCIe link at {now}, capable of {best}, while {util}% busy",
+            detail=("The link runs below its maximum "
+                    + ("generation and width" if gen_low and width_low
+                       else "generation" if gen_low else "width")
+                    + f" although the GPU is {util}% busy, so it is not a power-saving state."),
+            remedy=(f"Reseat the card or riser, check the slot's lanes and BIOS PCIe settings; "
+                    f"`nvidia-smi -q -d PCIE -i {gpu.index}` shows the link and its replay "
+                    "counter"),
+            evidence={"pcie_gen_current": gpu.pcie_gen_current, "pcie_gen_max": gpu.pcie_gen_max,
+                      "pcie_width_current": gpu.pcie_width_current,
+                      "pcie_width_max": gpu.pcie_width_max, "utilization_pct": util,
+                      "busy_utilization_pct": policy.busy_utilization_pct},
+        )
+
+
+@rule("persistence-mode-off", severity=Severity.INFO)
+def persistence_mode_off(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
+    """Persistence mode is off (Linux): each job start pays for the driver to initialise the GPU.
+
+    Without persistence the driver tears the GPU state down whenever no process holds it, so
+    every new CUDA process (each job, each `nvidia-smi`) waits seconds for re-initialisation,
+    and settings such as application clocks are lost in between. NVIDIA recommends the
+    persistence daemon on compute servers.
+    """
+    if snap.host.os != "Linux":
+        return
+    off = [g for g in _live(snap) if g.persistence_mode is False]
+    if not off:
+        return
+    indices = ",".join(str(g.index) for g in off)
+    yield Finding(
+        subject="host" if len(off) > 1 else f"gpu:{off[0].index}",
+        title=f"persistence mode is off on GPU {indices}",
+        detail=("Each CUDA start re-initialises these GPUs, adding seconds to every job and "
+                "every nvidia-smi call."),
+        remedy="sudo systemctl enable --now nvidia-persistenced  # or: sudo nvidia-smi -pm 1",
+        evidence={"gpus": [g.index for g in off]},
+    )
+
+
+@rule("compute-mode-restricted", severity=Severity.WARNING)
+def compute_mode_restricted(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
+    """The GPU's compute mode stops a second process from using it, or any process at all.
+
+    In "exclusive process" mode only one process may hold a CUDA context: a second one (a
+    DataLoader worker touching CUDA, an evaluation script, a second rank, gpu-audit's own
+    validation) fails with "all CUDA-capable devices are busy or unavailable". That is an error
+    when a compute process already holds the GPU. "Prohibited" mode admits no process at all.
+    """
+    for gpu in _live(snap):
+        mode = gpu.compute_mode
+        if mode not in ("exclusive_process", "exclusive_thread", "prohibited"):
+            continue
+        holders = [p.pid for p in snap.processes
+                   if p.gpu_index == gpu.index and "compute" in p.type]
+        if mode == "prohibited":
+            severity, why = Severity.ERROR, "no process can create a CUDA context on it"
+        elif holders:
+            severity = Severity.ERROR
+            why = (f"process(es) {', '.join(map(str, holders))} already hold it, so a new job "
+                   "cannot start there")
+        else:
+            severity, why = None, "only one process at a time can use it"
+        yield Finding(
+            subject=f"gpu:{gpu.index}",
+            title=f"{_label(gpu)}: compute mode {mode.replace('_', ' ')}",
+            detail=f"In this mode {why}.",
+            remedy=f"sudo nvidia-smi -i {gpu.index} -c DEFAULT  # if exclusive use is not wanted",
+            evidence={"compute_mode": mode, "compute_processes": holders},
+            severity=severity,
+        )
+
+
+@rule("mig-enabled", severity=Severity.INFO)
+def mig_enabled(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
+    """MIG is enabled: jobs get a slice of the GPU, not the whole card.
+
+    With Multi-Instance GPU on, a process sees one MIG instance (its memory and compute slice)
+    and cannot spread over several; per-process memory readings from NVML are restricted, which
+    is one known cause of PyTorch's NVML assert on out-of-memory. Fine when intended; a surprise
+    when a run was sized for the full GPU.
+    """
+    for gpu in _live(snap):
+        if gpu.mig_mode is not True:
+            continue
+        yield Finding(
+            subject=f"gpu:{gpu.index}",
+            title=f"{_label(gpu)}: MIG mode is enabled",
+            detail=("Processes get MIG instances, not the full GPU; size the run for one "
+                    "instance and address it by its MIG UUID (`nvidia-smi -L`)."),
+            remedy=(f"sudo nvidia-smi -i {gpu.index} -mig 0  # if the full GPU is wanted (needs "
+                    "a GPU reset and no running jobs)"),
+            evidence={"mig_mode": True},
+        )
+
+
+@dataclass(frozen=True)
+class XidInfo:
+    meaning: str
+    cause: str  # "application", "hardware", "driver", "informational"
+    severity: Severity
+
+
+# NVIDIA's Xid catalog (docs.nvidia.com/deploy/xid-errors), the codes seen on compute GPUs.
+XID_CATALOG: dict[int, XidInfo] = {
+    8: XidInfo("GPU stopped processing (channel idle timeout)", "driver", Severity.WARNING),
+    13: XidInfo("graphics engine exception: usually an illegal instruction or out-of-bounds "
+                "access in a kernel", "application", Severity.WARNING),
+    31: XidInfo("GPU memory page fault: usually an illegal memory access by the application",
+                "application", Severity.WARNING),
+    32: XidInfo("invalid or corrupted push buffer stream (PCIe or driver problem)", "hardware",
+                Severity.ERROR),
+    38: XidInfo("driver firmware error", "driver", Severity.ERROR),
+    43: XidInfo("GPU stopped processing after an application error", "application",
+                Severity.WARNING),
+    45: XidInfo("preemptive cleanup of a channel after an earlier error or a killed process",
+                "informational", Severity.INFO),
+    48: XidInfo("double-bit (uncorrectable) ECC error", "hardware", Severity.CRITICAL),
+    61: XidInfo("internal micro-controller breakpoint/warning", "driver", Severity.ERROR),
+    62: XidInfo("internal micro-controller halt", "hardware", Severity.CRITICAL),
+    63: XidInfo("ECC page retirement or row remapping recorded: reset the GPU to apply it",
+                "hardware", Severity.WARNING),
+    64: XidInfo("ECC page retirement or row remapping failed", "hardware", Severity.CRITICAL),
+    69: XidInfo("graphics engine class error", "application", Severity.WARNING),
+    74: XidInfo("NVLink error", "hardware", Severity.ERROR),
+    79: XidInfo("GPU has fallen off the bus", "hardware", Severity.CRITICAL),
+    92: XidInfo("high single-bit ECC error rate", "hardware", Severity.WARNING),
+    94: XidInfo("contained ECC error: only the affected application was stopped", "hardware",
+                Severity.ERROR),
+    95: XidInfo("uncontained ECC error: every application on the GPU was affected", "hardware",
+                Severity.CRITICAL),
+    109: XidInfo("context switch timeout", "application", Severity.WARNING),
+    119: XidInfo("GSP RPC timeout (GPU firmware did not answer)", "driver", Severity.ERROR),
+    120: XidInfo("GSP firmware error", "driver", Severity.ERROR),
+    140: XidInfo("unrecovered ECC error", "hardware", Severity.CRITICAL),
+    154: XidInfo("GPU recovery action changed: the GPU needs a reset or the node a reboot",
+                 "driver", Severity.ERROR),
+}
+_UNKNOWN_XID = XidInfo("not in gpu-audit's catalog; see NVIDIA's Xid catalog", "unknown",
+                       Severity.WARNING)
+
+
+def _bus_key(bus_id: str | None) -> tuple[int, int, int] | None:
+    """(domain, bus, device) from ``00000000:3B:00.0`` (NVML) or ``0000:3b:00`` (kernel log)."""
+    match = re.fullmatch(r"([0-9a-fA-F]+):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})(?:\.[0-7])?",
+                         (bus_id or "").strip())
+    return (int(match[1], 16), int(match[2], 16), int(match[3], 16)) if match else None
+
+
+def _age_h(event: XidEvent, now: str) -> float | None:
+    if event.time is None:
+        return None
+    try:
+        seen = dt.datetime.fromisoformat(event.time.replace("Z", "+00:00"))
+        scanned = dt.datetime.fromisoformat(now.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return (scanned - seen).total_seconds() / 3600
+
+
+@rule("xid-events", severity=Severity.ERROR)
+def xid_events(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
+    """The NVIDIA driver logged Xid errors for a GPU since boot.
+
+    Xid codes are the driver's record of GPU faults, from application bugs (13, 31, 43: an
+    illegal memory access in a kernel) to failing hardware (48 and 94/95 memory errors, 79 "fallen
+    off the bus", 64 failed memory repair, 74 NVLink). The finding groups a GPU's events, gives
+    each code's meaning, and takes its severity from the worst code; application-caused codes
+    older than `xid_recent_hours` (24 by default) are only noted. The kernel log must be readable
+    (root, the adm or systemd-journal group, or `kernel.dmesg_restrict=0`); otherwise the scan
+    records that the check was not made.
+    """
+    log = snap.kernel_log
+    if log is None or not log.xid_events:
+        return
+    # Group by device: a GPU NVML lists, or (fallen off the bus, NVML down) its PCI address.
+    groups: dict[tuple[str, str], list[XidEvent]] = {}
+    keys = {_bus_key(g.pci_bus_id): g for g in snap.gpus}
+    for event in log.xid_events:
+        gpu = keys.get(_bus_key(event.pci_bus_id))
+        if gpu is not None:
+            group = (f"gpu:{gpu.index}", _label(gpu))
+        else:
+            group = ("host", f"GPU at PCI {event.pci_bus_id}")
+        groups.setdefault(group, []).append(event)
+    for (subject, label), events in groups.items():
+        worst = Severity.INFO
+        counts: dict[int, int] = {}
+        for event in events:
+            info = XID_CATALOG.get(event.xid, _UNKNOWN_XID)
+            severity = info.severity
+            age = _age_h(event, snap.generated_at)
+            if info.cause == "application" and age is not None and age > policy.xid_recent_hours:
+                severity = Severity.INFO
+            worst = max(worst, severity)
+            counts[event.xid] = counts.get(event.xid, 0) + 1
+        meanings = "; ".join(
+            f"Xid {xid} x{n}: {XID_CATALOG.get(xid, _UNKNOWN_XID).meaning}"
+            for xid, n in sorted(counts.items()))
+        last = events[-1]
+        hardware = any(XID_CATALOG.get(x, _UNKNOWN_XID).cause in ("hardware", "driver")
+                       for x in counts)
+        remedy = ("Drain the GPU and run `dcgmi diag -r 3` (or `nvidia-smi -q`) on it; reset it "
+                  "or reboot, and contact your vendor if hardware Xids recur" if hardware else
+                  "Application faults: run the failing job with CUDA_LAUNCH_BLOCKING=1 or "
+                  "compute-sanitizer to find the kernel; suspect the GPU only if they recur "
+                  "across unrelated jobs")
+        yield Finding(
+            subject=subject,
+            title=f"{label}: {len(events)} Xid event(s) since boot: "
+                  + ", ".join(str(x) for x in sorted(counts)),
+            detail=(f"{meanings}. Last: Xid {last.xid}"
+                    + (f" at {last.time}" if last.time else "")
+                    + (f" (pid {last.pid}, {last.process_name})" if last.pid else "")
+                    + f": {last.message}"),
+            remedy=remedy,
+            evidence={"pci_bus_id": last.pci_bus_id,
+                      "counts": {str(k): v for k, v in sorted(counts.items())},
+                      "last_time": last.time, "last_message": last.message,
+                      "source": log.source, "truncated": log.truncated,
+                      "xid_recent_hours": policy.xid_recent_hours},
+            severity=worst,
+        )
+
+
+@rule("health-unsupported", severity=Severity.INFO)
+def health_unsupported(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
+    """Health checks this GPU cannot answer ("not supported"), so they were not made.
+
+    Consumer and older GPUs do not report every reading: GeForce cards have no ECC, only data
+    center parts retire pages or remap rows, and some boards hide clock-event reasons or
+    temperature thresholds. The other checks skip what is missing; this finding lists it, so
+    that a missing reading is never mistaken for a healthy one.
+    """
+    if not snap.nvml.available:
+        return
+    for gpu in _live(snap):
+        missing = []
+        if gpu.ecc_mode is None and gpu.ecc_errors_uncorrected_volatile is None:
+            missing.append("ECC error counts")
+        if gpu.retired_pages_pending is None and gpu.remapped_rows_pending is None:
+            missing.append("memory repair (page retirement, row remapping)")
+        if gpu.throttle_reasons is None:
+            missing.append("clock-event (throttle) reasons")
+        if gpu.temperature_c is None or gpu.temperature_slowdown_c is None:
+            missing.append("temperature against its slowdown threshold")
+        if gpu.pcie_gen_current is None or gpu.pcie_width_current is None:
+            missing.append("PCIe link state")
+        if not missing:
+            continue
+        yield Finding(
+            subject=f"gpu:{gpu.index}",
+            title=f"{_label(gpu)}: not supported: {', '.join(missing)}",
+            detail=("This GPU (or its driver) does not report these readings, so their checks "
+                    "were not made."),
+            remedy="Nothing to fix; on consumer GPUs these readings do not exist",
+            evidence={"not_supported": missing},
+        )

@@ -1,0 +1,280 @@
+"""Software compatibility: torch's CUDA build against the driver and the GPUs.
+
+Without ``scan --torch`` these rules use package metadata only (the ``+cu124`` label, or the
+``nvidia-cuda-runtime`` wheel beside an unlabelled Linux build). With it, they use what the
+installed torch reports about itself: ``torch.version.cuda``, ``torch.cuda.get_arch_list()`` and
+each device's compute capability.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from gpu_audit.config import Policy
+from gpu_audit.model import Finding, Severity, Snapshot, TorchDevice
+from gpu_audit.rules import rule
+
+# CUDA builds published on download.pytorch.org, newest last (which exist varies by release).
+_PUBLISHED_CUDA_TAGS = ("11.8", "12.1", "12.4", "12.6", "12.8", "12.9", "13.0")
+_INDEX_URL = "https://download.pytorch.org/whl"
+# Jetson/integrated parts: their binaries run on that exact part only (CUDA docs).
+_INTEGRATED = {53, 62, 72, 87, 101}
+
+
+def _cuda(version: str | None) -> tuple[int, int] | None:
+    match = re.match(r"(\d+)\.(\d+)", version or "")
+    return (int(match[1]), int(match[2])) if match else None
+
+
+def _torch_cuda(snap: Snapshot) -> tuple[str | None, str]:
+    """(torch's CUDA version, where that came from)."""
+    probe = snap.torch_probe
+    if probe is not None and probe.torch_version is not None:
+        return probe.cuda_version, "torch.version.cuda"
+    alloc = snap.allocator
+    if alloc is not None and alloc.torch_cuda_version:
+        return alloc.torch_cuda_version, "package metadata"
+    return None, ""
+
+
+def _torch_version(snap: Snapshot) -> str | None:
+    probe = snap.torch_probe
+    if probe is not None and probe.torch_version:
+        return probe.torch_version
+    return snap.allocator.torch_version if snap.allocator is not None else None
+
+
+def _base_version(version: str) -> str:
+    return version.partition("+")[0]
+
+
+def build_for_driver(driver_cuda: tuple[int, int]) -> str | None:
+    """The newest published CUDA build tag (``cu124``) that this driver can run."""
+    fitting = [t for t in _PUBLISHED_CUDA_TAGS if (_cuda(t) or (99, 0)) <= driver_cuda]
+    return "cu" + fitting[-1].replace(".", "") if fitting else None
+
+
+def _install_hint(torch_version: str | None, tag: str | None) -> str:
+    pin = f"torch=={_base_version(torch_version)}" if torch_version else "torch"
+    if tag is None:
+        return ("install a CUDA build of torch that this driver supports, as shown at "
+                "https://pytorch.org/get-started/locally/")
+    return (f"pip install --force-reinstall '{pin}' --index-url {_INDEX_URL}/{tag}  "
+            f"# check at https://pytorch.org/get-started/locally/ that {tag} exists for it")
+
+
+@rule("driver-too-old", severity=Severity.ERROR)
+def driver_too_old(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
+    """torch was built for a newer CUDA than the NVIDIA driver supports.
+
+    The driver reports the newest CUDA version it supports (`nvidia-smi` shows it top right).
+    A torch built for a newer major version (a `+cu130` build on a CUDA 12 driver) cannot use
+    the GPU at all: `torch.cuda.is_available()` is False with "The NVIDIA driver on your system is
+    too old". Within one major version CUDA's minor-version compatibility usually lets it run,
+    but features that need the newer driver (PTX compiled at run time, some APIs) fail, so that
+    case is a warning. The remedy is a torch build for the driver's CUDA, or a newer driver.
+    """
+    if snap.driver is None:
+        return
+    driver = _cuda(snap.driver.cuda_driver_version)
+    torch_cuda_text, source = _torch_cuda(snap)
+    needed = _cuda(torch_cuda_text)
+    if driver is None or needed is None or needed <= driver:
+        return
+    version = _torch_version(snap)
+    major = needed[0] > driver[0]
+    tag = build_for_driver(driver)
+    evidence = {"torch_version": version, "torch_cuda_version": torch_cuda_text,
+                "torch_cuda_source": source,
+                "driver_version": snap.driver.driver_version,
+                "driver_cuda_version": snap.driver.cuda_driver_version}
+    if major:
+        detail = (f"torch {version} is built for CUDA {torch_cuda_text} ({source}); driver "
+                  f"{snap.driver.driver_version} supports CUDA up to "
+                  f"{snap.driver.cuda_driver_version}. torch cannot use the GPU with this "
+                  "driver: CUDA initialisation fails with \"driver too old\".")
+    else:
+        detail = (f"torch {version} is built for CUDA {torch_cuda_text} ({source}); driver "
+                  f"{snap.driver.driver_version} supports CUDA up to "
+                  f"{snap.driver.cuda_driver_version}. It runs under CUDA's minor-version "
+                  "compatibility, but anything that needs the newer driver (run-time PTX "
+                  "compilation, newer APIs) fails.")
+    yield Finding(
+        subject="host",
+        title=(f"torch needs CUDA {torch_cuda_text}; the driver supports "
+               f"{snap.driver.cuda_driver_version}"),
+        detail=detail,
+        remedy=(f"Upgrade the NVIDIA driver, or {_install_hint(version, tag)}"),
+        evidence=evidence,
+        severity=None if major else Severity.WARNING,
+    )
+
+
+def _gpu_host(snap: Snapshot) -> int:
+    if snap.gpus:
+        return len(snap.gpus)
+    return snap.host.nvidia_pci_devices or 0
+
+
+@rule("torch-cpu-only", severity=Severity.ERROR)
+def torch_cpu_only(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
+    """The installed torch is a CPU-only build on a machine with NVIDIA GPUs.
+
+    A CPU build (`+cpu`, or the default wheel from PyPI on Windows and macOS) cannot use the GPU:
+    `torch.cuda.is_available()` is False and `.cuda()` raises "Torch not compiled with CUDA
+    enabled". A job may also quietly fall back to the CPU and run a hundred times slower. It
+    usually happens when a plain `pip install` (or a dependency's) replaced the CUDA build.
+    """
+    gpus = _gpu_host(snap)
+    version = _torch_version(snap)
+    if not gpus or version is None:
+        return
+    probe = snap.torch_probe
+    if probe is not None and probe.torch_version is not None:
+        cpu_only = probe.cuda_version is None and probe.hip_version is None
+        source = "torch.version.cuda is None"
+    else:
+        variant = snap.allocator.torch_variant if snap.allocator is not None else None
+        cpu_only = variant == "cpu"
+        source = f"package version {version}"
+    if not cpu_only:
+        return
+    driver = _cuda(snap.driver.cuda_driver_version) if snap.driver else None
+    tag = build_for_driver(driver) if driver else None
+    yield Finding(
+        subject="host",
+        title=f"torch {version} is a CPU-only build on a host with {gpus} NVIDIA GPU(s)",
+        detail=(f"{source}: this torch cannot use the GPUs; torch.cuda.is_available() is "
+                "False and a job either fails or runs on the CPU."),
+        remedy=_install_hint(version, tag),
+        evidence={"torch_version": version, "gpu_count": gpus, "source": source,
+                  "driver_cuda_version": snap.driver.cuda_driver_version if snap.driver else None},
+    )
+
+
+def _cc(text: str | None) -> int | None:
+    match = re.fullmatch(r"(\d+)\.(\d+)", (text or "").strip())
+    return int(match[1]) * 10 + int(match[2]) if match else None
+
+
+def _arch(entry: str) -> tuple[str, int, str] | None:
+    """``sm_90a`` -> ("sm", 90, "a"); ``compute_80`` -> ("compute", 80, "")."""
+    match = re.fullmatch(r"(sm|compute)_(\d+)([af]?)", entry.strip())
+    return (match[1], int(match[2]), match[3]) if match else None
+
+
+def runs_on(entry: str, device_cc: int) -> bool:
+    """Whether code built as ``entry`` (from the arch list) runs on a device of ``device_cc``.
+
+    NVIDIA's rules: binary code (``sm_XY``) runs on the same major version at the same or a
+    higher minor, except that integrated (Jetson) binaries run only on their own part and
+    architecture-specific ``a`` binaries only on exactly that version; ``f`` (family) binaries
+    run on later minors of the family. PTX (``compute_XY``) is compiled by the driver for any
+    newer device.
+    """
+    parsed = _arch(entry)
+    if parsed is None:
+        return False
+    kind, code_cc, suffix = parsed
+    if kind == "compute":
+        return device_cc >= code_cc
+    if suffix == "a" or code_cc in _INTEGRATED or device_cc in _INTEGRATED:
+        return device_cc == code_cc
+    return device_cc // 10 == code_cc // 10 and device_cc >= code_cc
+
+
+def _gpu_for(snap: Snapshot, device: TorchDevice) -> int:
+    """NVML's index for a torch device: by UUID, else the same index (the probe runs PCI order)."""
+    for gpu in snap.gpus:
+        if device.uuid and gpu.uuid and gpu.uuid.lower() == device.uuid.lower():
+            return gpu.index
+    return device.index
+
+
+@rule("no-kernel-image", severity=Severity.ERROR)
+def no_kernel_image(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
+    """The installed torch ships no kernels for this GPU's architecture (`scan --torch`).
+
+    Each torch build carries machine code for a list of architectures
+    (`torch.cuda.get_arch_list()`) and sometimes PTX the driver can compile for newer ones. A
+    GPU outside that list fails at its first kernel with "CUDA error: no kernel image is
+    available for execution on the device": old GPUs (Maxwell, Pascal) after builds dropped
+    them, or a brand-new GPU on an older build. Needs `scan --torch`, which imports torch in a
+    child process to read the list.
+    """
+    probe = snap.torch_probe
+    if probe is None or not probe.arch_list or not probe.devices:
+        return
+    for device in probe.devices:
+        device_cc = _cc(device.compute_capability)
+        if device_cc is None or any(runs_on(a, device_cc) for a in probe.arch_list):
+            continue
+        index = _gpu_for(snap, device)
+        name = device.name or f"GPU {index}"
+        sm = f"sm_{device_cc}"
+        yield Finding(
+            subject=f"gpu:{index}",
+            title=f"torch {probe.torch_version} has no kernels for {name} ({sm})",
+            detail=(f"{name} has compute capability {device.compute_capability}; torch "
+                    f"{probe.torch_version} (CUDA {probe.cuda_version}) ships "
+                    f"{' '.join(probe.arch_list)}. Every kernel launch fails with \"no kernel "
+                    "image is available for execution on the device\"."),
+            remedy=("Install a torch build whose architecture list includes "
+                    f"{sm}: older GPUs need an older CUDA build (e.g. cu126 for sm_50-sm_61), "
+                    "new ones a newer CUDA build; see https://pytorch.org/get-started/locally/"),
+            evidence={"compute_capability": device.compute_capability,
+                      "arch_list": probe.arch_list, "torch_version": probe.torch_version,
+                      "torch_cuda_version": probe.cuda_version, "device_name": device.name},
+        )
+
+
+@rule("torch-cuda-unavailable", severity=Severity.ERROR)
+def torch_cuda_unavailable(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
+    """torch is built with CUDA but cannot use the GPUs this host has (`scan --torch`).
+
+    `torch.cuda.is_available()` returned False in a fresh process although NVML lists GPUs: a
+    driver too old for the build, a driver/library mismatch after an upgrade (reboot), missing
+    `/dev/nvidia*` device files in a container, or a broken CUDA runtime. The warnings torch
+    printed while trying are in the evidence. (The probe sees every GPU:
+    `CUDA_VISIBLE_DEVICES` is judged separately.)
+    """
+    probe = snap.torch_probe
+    if probe is None or probe.torch_version is None or probe.cuda_version is None:
+        return
+    if probe.cuda_available is not False or not snap.gpus:
+        return
+    said = [w for w in probe.warnings if "CUDA" in w or "driver" in w.lower()]
+    yield Finding(
+        subject="host",
+        title=f"torch {probe.torch_version} cannot use CUDA on this host",
+        detail=(f"torch.cuda.is_available() is False with {len(snap.gpus)} GPU(s) present"
+                + (f"; torch said: {said[0]}" if said else "") + "."),
+        remedy=("Run `nvidia-smi`: if it fails, reboot after the driver upgrade (or reload the "
+                "nvidia kernel modules); in a container, start it with the GPUs passed through "
+                "(`--gpus all`)."),
+        evidence={"torch_version": probe.torch_version, "torch_cuda_version": probe.cuda_version,
+                  "gpu_count": len(snap.gpus), "torch_warnings": probe.warnings[:5]},
+    )
+
+
+@rule("torch-import-failed", severity=Severity.ERROR)
+def torch_import_failed(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
+    """`import torch` fails in this environment (`scan --torch`).
+
+    Typical causes: a CUDA library that the wheel needs is missing or shadowed
+    (`libcudnn.so.9: cannot open shared object file`, an `LD_LIBRARY_PATH` pointing at another
+    CUDA), a half-finished upgrade, or a NumPy built against another ABI. Every job in this
+    environment would die at its first line.
+    """
+    probe = snap.torch_probe
+    if probe is None or probe.import_error is None:
+        return
+    yield Finding(
+        subject="host",
+        title=f"import torch fails: {probe.import_error.splitlines()[0][:160]}",
+        detail=f"In {probe.python}, `import torch` raised {probe.import_error!r}.",
+        remedy=(f"{probe.python} -c 'import torch'  # reproduces it; reinstall torch from "
+                "https://pytorch.org/get-started/locally/ or fix LD_LIBRARY_PATH"),
+        evidence={"python": probe.python, "import_error": probe.import_error},
+    )

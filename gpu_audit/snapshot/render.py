@@ -1,0 +1,188 @@
+"""A memory-snapshot summary as JSON (``gpu-audit.snapshot/1``), markdown and terminal text."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from gpu_audit import __version__
+from gpu_audit.snapshot.summary import DeviceSummary, SnapshotSummary
+from gpu_audit.units import fmt_bytes
+
+SCHEMA = "gpu-audit.snapshot/1"
+NA = "n/a"
+
+
+def snapshot_document(summary: SnapshotSummary, *, generated_at: str, source: dict[str, Any],
+                      plot: str | None = None) -> dict[str, Any]:
+    """The JSON document; the timeline is cut to at most 500 points (peaks kept)."""
+    devices = []
+    for device in summary.devices:
+        entry = dataclasses.asdict(device)
+        if device.trace is not None:
+            small = device.trace.timeline.downsampled()
+            entry["trace"]["timeline"] = dataclasses.asdict(small)
+        devices.append(entry)
+    return {
+        "schema": SCHEMA,
+        "tool_version": __version__,
+        "generated_at": generated_at,
+        "source": source,
+        "format": summary.format,
+        "allocator_settings": summary.allocator_settings,
+        "devices": devices,
+        "notes": summary.notes,
+        "plot": plot,
+    }
+
+
+def _pct(value: float | None) -> str:
+    return NA if value is None else f"{value:g}%"
+
+
+def expandable_free(d: DeviceSummary) -> int:
+    return d.free_bytes - d.inactive_split_bytes - d.whole_free_segment_bytes
+
+
+def device_overview(d: DeviceSummary) -> list[tuple[str, str]]:
+    """Label/value lines shared by markdown and terminal output."""
+    expandable = f" ({d.expandable_segments} expandable)" if d.expandable_segments else ""
+    lines = [
+        ("Segments", f"{d.segments}{expandable}"),
+        ("Reserved", fmt_bytes(d.reserved_bytes)),
+        ("Allocated", f"{fmt_bytes(d.allocated_bytes)} (requested {fmt_bytes(d.requested_bytes)})"),
+        ("Reserved but unallocated", f"{fmt_bytes(d.reserved_unallocated_bytes)} "
+                                     f"({_pct(d.fragmentation_pct)} of reserved)"),
+        ("  trapped in split segments", f"{fmt_bytes(d.inactive_split_bytes)} "
+                                        f"({_pct(d.split_fragmentation_pct)} of reserved; "
+                                        f"{_pct(d.trapped_pct)} of the slack)"),
+        ("  whole free segments", f"{fmt_bytes(d.whole_free_segment_bytes)} "
+                                  "(empty_cache() would release these)"),
+    ]
+    if d.expandable_segments:
+        lines.append(("  in expandable segments", f"{fmt_bytes(expandable_free(d))} free "
+                                                  "(never split; empty_cache() unmaps it)"))
+    lines += [
+        ("  freed, awaiting streams", fmt_bytes(d.pending_free_bytes)),
+        ("Rounding waste", f"{fmt_bytes(d.free_internal_bytes)} ({_pct(d.rounding_waste_pct)} "
+                           "of allocated)"),
+        ("Largest free block", fmt_bytes(d.largest_free_block_bytes)),
+    ]
+    t = d.trace
+    if t is not None:
+        span = f"{t.span_s:g} s" if t.span_s is not None else "unknown span"
+        lines.append(("History", f"{t.events} events over {span}"
+                                 + (f" from {t.first_at}" if t.first_at else "")))
+        lines.append(("Peak in history", f"allocated {fmt_bytes(t.peak_allocated_bytes)}, "
+                                         f"reserved {fmt_bytes(t.peak_reserved_bytes)}"))
+        for oom in t.ooms:
+            free = fmt_bytes(oom.device_free_bytes)
+            lines.append(("Out of memory", f"at {oom.at or 'unknown time'}: request of "
+                                           f"{fmt_bytes(oom.request_bytes)} with {free} free "
+                                           "on the device"))
+    return lines
+
+
+POOL_HEADERS = ["Pool", "Stream", "Segments", "Reserved", "Allocated", "Free", "Free blocks",
+                "Largest free", "External frag."]
+ALLOC_HEADERS = ["Size", "Requested", "Pool", "Allocated at", "Stack (innermost first)"]
+SITE_HEADERS = ["Allocation site", "Live allocations", "Bytes"]
+
+
+def pool_rows(d: DeviceSummary) -> list[list[str]]:
+    return [
+        [p.pool + (" (expandable)" if p.expandable else ""), str(p.stream), str(p.segments),
+         fmt_bytes(p.reserved_bytes), fmt_bytes(p.allocated_bytes), fmt_bytes(p.free_bytes),
+         str(p.free_blocks), fmt_bytes(p.largest_free_block_bytes),
+         _pct(p.external_fragmentation_pct)]
+        for p in d.pools
+    ]
+
+
+def allocation_rows(d: DeviceSummary, stack: int = 3) -> list[list[str]]:
+    return [
+        [fmt_bytes(a.size_bytes), fmt_bytes(a.requested_bytes), a.pool, a.site or NA,
+         " < ".join(a.frames[:stack]) or NA]
+        for a in d.largest_allocations
+    ]
+
+
+def site_rows(d: DeviceSummary) -> list[list[str]]:
+    return [[s.site, str(s.allocations), fmt_bytes(s.bytes)] for s in d.sites]
+
+
+def _md_escape(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _md_table(headers: list[str], rows: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(_md_escape(c) for c in row) + " |" for row in rows]
+    return lines
+
+
+def render_markdown(summary: SnapshotSummary, *, title: str, generated_at: str,
+                    source: str | None = None, plot: str | None = None,
+                    preface: list[str] | None = None) -> str:
+    out = [f"# {title}", "", f"Generated {generated_at} by gpu-audit {__version__}"
+           + (f" from `{source}`." if source else "."), ""]
+    out += preface or []
+    if summary.allocator_settings:
+        conf = summary.allocator_settings.get("PYTORCH_CUDA_ALLOC_CONF")
+        out += [f"Allocator settings in force: `{conf or '(defaults)'}`", ""]
+    for note in summary.notes:
+        out += [f"> {note}", ""]
+    if plot:
+        out += [f"![memory over the recorded history]({plot})", ""]
+    for d in summary.devices:
+        out += [f"## Device {d.device}", ""]
+        out += [*_md_table(["", ""], [[k, v] for k, v in device_overview(d)]), ""]
+        if d.pools:
+            out += ["### Pools", "", *_md_table(POOL_HEADERS, pool_rows(d)), ""]
+        if d.largest_allocations:
+            out += ["### Biggest live allocations", ""]
+            out += [*_md_table(ALLOC_HEADERS, allocation_rows(d)), ""]
+        if d.sites:
+            out += ["### Where live memory was allocated", ""]
+            out += [*_md_table(SITE_HEADERS, site_rows(d)), ""]
+        if d.trace and d.trace.actions:
+            counts = ", ".join(f"{k} {v}" for k, v in d.trace.actions.items())
+            out += [f"History events: {counts}.", ""]
+    if not summary.devices:
+        out += ["The snapshot holds no device memory.", ""]
+    return "\n".join(out)
+
+
+def render_terminal(summary: SnapshotSummary, console: Any, *, source: str) -> None:
+    """The summary on a rich console (tables; plain text when piped)."""
+    from rich import box
+    from rich.markup import escape
+    from rich.table import Table
+
+    def table(headers: list[str], rows: list[list[str]], title: str) -> Table:
+        t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+        for h in headers:
+            t.add_column(h, overflow="fold")
+        for row in rows:
+            t.add_row(*(escape(c) for c in row))
+        return t
+
+    console.print(f"[bold]Memory snapshot[/] {escape(source)} ({summary.format})")
+    if summary.allocator_settings:
+        conf = summary.allocator_settings.get("PYTORCH_CUDA_ALLOC_CONF")
+        console.print(f"Allocator settings: {escape(repr(conf or '(defaults)'))}")
+    for note in summary.notes:
+        console.print(f"[dim]note: {escape(note)}[/]")
+    for d in summary.devices:
+        console.print(f"\n[bold]Device {d.device}[/]")
+        for label, value in device_overview(d):
+            console.print(f"  {escape(label + ':'):<30} {escape(value)}")
+        if d.pools:
+            console.print(table(POOL_HEADERS, pool_rows(d), "Pools"))
+        if d.largest_allocations:
+            console.print(table(ALLOC_HEADERS, allocation_rows(d, stack=2),
+                                "Biggest live allocations"))
+        if d.sites:
+            console.print(table(SITE_HEADERS, site_rows(d), "Where live memory was allocated"))
+    if not summary.devices:
+        console.print("The snapshot holds no device memory.")

@@ -1,0 +1,264 @@
+"""Gates and summaries over a stage's per-cycle records: pure functions, no I/O.
+
+Default gates (what users asked for): every planned cycle completed, no unrecovered OOM,
+fragmentation under the policy's ``alloc_fragmentation_pct`` (50%), swap used under
+``max_swap_used_gib`` (2 GiB). ``--require`` adds gates on the workload's own metrics or on any
+telemetry field: ``phi>0.3`` (every cycle), ``mean(phi)>0.3``, ``classical:min(phi)>=0.3``,
+``reserved_peak_bytes<6GiB``.
+
+Fragmentation is the non-releasable kind: inactive-split bytes over reserved bytes at the end of
+a cycle. The cache slack ((reserved - allocated) / reserved) is reported too, but it counts cache
+that ``empty_cache`` could return and reads near 100% for any loop that frees its tensors at the
+end of a cycle, so it would make a useless gate.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gpu_audit.errors import UsageError
+from gpu_audit.units import fmt_bytes, parse_size
+
+_OPS = {
+    ">=": lambda a, b: a >= b,
+    "<=": lambda a, b: a <= b,
+    "==": lambda a, b: a == b,
+    "!=": lambda a, b: a != b,
+    ">": lambda a, b: a > b,
+    "<": lambda a, b: a < b,
+}
+AGGREGATES = ("mean", "median", "min", "max", "first", "last")
+_REQUIRE = re.compile(
+    r"^\s*(?:(?P<stage>[a-z][a-z-]*)\s*:\s*)?"
+    r"(?:(?P<agg>[a-z]+)\(\s*(?P<inner>[A-Za-z_][\w.]*)\s*\)|(?P<name>[A-Za-z_][\w.]*))"
+    r"\s*(?P<op>>=|<=|==|!=|>|<)\s*(?P<limit>[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?\s*[A-Za-z]*)\s*$"
+)
+DRIFT_WARMUP_FRACTION = 0.1
+DRIFT_MIN_POINTS = 10
+DRIFT_MIN_R2 = 0.5
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """A ``--require`` gate: ``[stage:][agg(]metric[)] op limit``."""
+
+    text: str
+    metric: str
+    op: str
+    limit: float
+    aggregate: str | None = None  # None: every cycle must satisfy it
+    stage: str | None = None  # None: every stage with cycles
+
+
+@dataclass(frozen=True)
+class GateResult:
+    name: str
+    passed: bool | None  # None: does not apply here (no CUDA figures on the CPU, ...)
+    detail: str
+    value: float | None = None
+    limit: float | None = None
+
+
+@dataclass(frozen=True)
+class Drift:
+    """A least-squares line through a per-cycle series, after the warm-up cycles."""
+
+    slope_per_cycle: float
+    r2: float
+    points: int
+
+
+@dataclass(frozen=True)
+class LegSummary:
+    cycles_done: int
+    median_cycle_s: float | None
+    p95_cycle_s: float | None
+    max_cycle_s: float | None
+    total_cycle_s: float
+    peak_allocated_bytes: int | None
+    peak_reserved_bytes: int | None
+    worst_fragmentation_pct: float | None
+    worst_cache_slack_pct: float | None
+    alloc_retries: int | None
+    ooms: int | None
+    oom_retries: int
+    min_batch_scale: float
+    max_swap_used_bytes: int | None
+    max_rss_bytes: int | None
+    reserved_drift: Drift | None
+    rss_drift: Drift | None
+
+
+def parse_requirement(text: str, stage_names: Sequence[str] = ()) -> Requirement:
+    """Parse one ``--require`` expression; raises :class:`UsageError` with the expected form."""
+    match = _REQUIRE.match(text)
+    if not match:
+        raise UsageError(f"--require {text!r}: expected METRIC OP NUMBER, e.g. 'phi>0.3', "
+                         f"'mean(phi)>=0.5' or 'classical:min(phi)>0.3' (OP: > >= < <= == !=)")
+    aggregate = match["agg"]
+    if aggregate is not None and aggregate not in AGGREGATES:
+        raise UsageError(f"--require {text!r}: unknown aggregate {aggregate!r} "
+                         f"(use one of: {', '.join(AGGREGATES)})")
+    stage = match["stage"]
+    if stage is not None and stage_names and stage not in stage_names:
+        raise UsageError(f"--require {text!r}: unknown stage {stage!r} "
+                         f"(stages: {', '.join(stage_names)})")
+    limit_text = match["limit"].replace(" ", "")
+    number = re.match(r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?", limit_text)
+    assert number is not None  # the pattern above guarantees a number
+    if number.end() < len(limit_text):
+        try:
+            limit = float(parse_size(limit_text))
+        except ValueError:
+            raise UsageError(f"--require {text!r}: {limit_text!r} is neither a number nor a "
+                             "size like 6GiB") from None
+    else:
+        limit = float(limit_text)
+    return Requirement(text=text.strip(), metric=match["inner"] or match["name"], op=match["op"],
+                       limit=limit, aggregate=aggregate, stage=stage)
+
+
+def metric_value(record: dict[str, Any], name: str) -> float | None:
+    """A workload metric, or else a telemetry field, of one cycle record."""
+    metrics = record.get("metrics") or {}
+    value = metrics.get(name, record.get(name))
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, (int, float)) and not (isinstance(value, float) and math.isnan(value)):
+        return float(value)
+    return None
+
+
+def check_requirement(req: Requirement, records: Sequence[dict[str, Any]]) -> GateResult:
+    values = [(r.get("cycle"), metric_value(r, req.metric)) for r in records]
+    present = [(cycle, v) for cycle, v in values if v is not None]
+    name = f"require {req.text}"
+    if not present:
+        return GateResult(name, False, f"no cycle reported a numeric {req.metric!r}",
+                          None, req.limit)
+    compare = _OPS[req.op]
+    if req.aggregate is None:
+        failing = [(cycle, v) for cycle, v in present if not compare(v, req.limit)]
+        if failing:
+            cycle, value = failing[0]
+            return GateResult(name, False, f"{len(failing)} of {len(present)} cycles fail it; "
+                              f"first: cycle {cycle} with {req.metric}={value:g}", value, req.limit)
+        worst = min(v for _, v in present) if req.op in (">", ">=") else max(
+            v for _, v in present)
+        return GateResult(name, True, f"all {len(present)} cycles meet it", worst, req.limit)
+    numbers = [v for _, v in present]
+    value = {
+        "mean": statistics.fmean, "median": statistics.median, "min": min, "max": max,
+        "first": lambda xs: xs[0], "last": lambda xs: xs[-1],
+    }[req.aggregate](numbers)
+    verdict = compare(value, req.limit)
+    return GateResult(name, verdict, f"{req.aggregate}({req.metric}) = {value:g} over "
+                      f"{len(numbers)} cycles", value, req.limit)
+
+
+def summarize(records: Sequence[dict[str, Any]]) -> LegSummary:
+    times = sorted(r["cycle_s"] for r in records if isinstance(r.get("cycle_s"), (int, float)))
+    return LegSummary(
+        cycles_done=len(records),
+        median_cycle_s=statistics.median(times) if times else None,
+        p95_cycle_s=_percentile(times, 95) if times else None,
+        max_cycle_s=times[-1] if times else None,
+        total_cycle_s=sum(times),
+        peak_allocated_bytes=_max_of(records, "allocated_peak_bytes"),
+        peak_reserved_bytes=_max_of(records, "reserved_peak_bytes"),
+        worst_fragmentation_pct=_max_of(records, "fragmentation_pct"),
+        worst_cache_slack_pct=_max_of(records, "cache_slack_pct"),
+        alloc_retries=_sum_of(records, "alloc_retries"),
+        ooms=_sum_of(records, "ooms"),
+        oom_retries=sum(len(r.get("oom_retries") or []) for r in records),
+        min_batch_scale=min((r.get("batch_scale") or 1.0 for r in records), default=1.0),
+        max_swap_used_bytes=_max_of(records, "swap_used_bytes"),
+        max_rss_bytes=_max_of(records, "rss_bytes"),
+        reserved_drift=drift(records, "reserved_bytes"),
+        rss_drift=drift(records, "rss_bytes"),
+    )
+
+
+def drift(records: Sequence[dict[str, Any]], field_name: str) -> Drift | None:
+    """Slope (per cycle) and R² of ``field_name`` after the first 10% of cycles."""
+    points = [(r["cycle"], r[field_name]) for r in records
+              if isinstance(r.get(field_name), (int, float)) and isinstance(r.get("cycle"), int)]
+    points = points[int(len(points) * DRIFT_WARMUP_FRACTION):]
+    if len(points) < DRIFT_MIN_POINTS:
+        return None
+    xs = [float(x) for x, _ in points]
+    ys = [float(y) for _, y in points]
+    mean_x, mean_y = statistics.fmean(xs), statistics.fmean(ys)
+    sxx = sum((x - mean_x) ** 2 for x in xs)
+    if sxx == 0:
+        return None
+    sxy = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True))
+    slope = sxy / sxx
+    syy = sum((y - mean_y) ** 2 for y in ys)
+    r2 = 1.0 if syy == 0 else (sxy * sxy) / (sxx * syy)
+    return Drift(slope_per_cycle=slope, r2=r2, points=len(points))
+
+
+def is_leak_suspect(found: Drift | None, horizon_cycles: int, budget_bytes: int | None) -> bool:
+    """A steady rise (R² >= 0.5) that, kept up over ``horizon_cycles``, would take 2% of the
+    memory budget (at least 64 MiB; 256 MiB when the budget is unknown)."""
+    if found is None or found.slope_per_cycle <= 0 or found.r2 < DRIFT_MIN_R2:
+        return False
+    threshold = max(64 * 1024**2, 0.02 * budget_bytes) if budget_bytes else 256 * 1024**2
+    return found.slope_per_cycle * horizon_cycles >= threshold
+
+
+def default_gates(records: Sequence[dict[str, Any]], summary: LegSummary, *, planned: int,
+                  completed: bool, unrecovered_oom: str | None, max_fragmentation_pct: float,
+                  max_swap_used_bytes: int) -> list[GateResult]:
+    gates = [
+        GateResult("cycles-complete", completed and summary.cycles_done >= planned,
+                   f"{summary.cycles_done} of {planned} cycles completed",
+                   summary.cycles_done, planned),
+        GateResult("no-unrecovered-oom", unrecovered_oom is None,
+                   unrecovered_oom or (f"{summary.oom_retries} OOM(s) recovered by retrying"
+                                       if summary.oom_retries else "no out-of-memory error")),
+    ]
+    frag = summary.worst_fragmentation_pct
+    if frag is None:
+        gates.append(GateResult("fragmentation", None,
+                                "no CUDA allocator figures (the stage ran on the CPU)",
+                                None, max_fragmentation_pct))
+    else:
+        gates.append(GateResult("fragmentation", frag < max_fragmentation_pct,
+                                f"worst inactive-split share of reserved memory {frag:.1f}% "
+                                f"(limit {max_fragmentation_pct:g}%)",
+                                frag, max_fragmentation_pct))
+    swap = summary.max_swap_used_bytes
+    if swap is None:
+        gates.append(GateResult("swap", None, "swap use unknown", None, max_swap_used_bytes))
+    else:
+        gates.append(GateResult("swap", swap < max_swap_used_bytes,
+                                f"highest swap use {fmt_bytes(swap)} "
+                                f"(limit {fmt_bytes(max_swap_used_bytes)})",
+                                swap, max_swap_used_bytes))
+    return gates
+
+
+def requirement_applies(req: Requirement, stage: str) -> bool:
+    return req.stage is None or req.stage == stage
+
+
+def _percentile(sorted_values: Sequence[float], pct: float) -> float:
+    index = max(0, math.ceil(pct / 100 * len(sorted_values)) - 1)
+    return sorted_values[index]
+
+
+def _max_of(records: Sequence[dict[str, Any]], key: str) -> Any:
+    values = [r[key] for r in records if isinstance(r.get(key), (int, float))]
+    return max(values) if values else None
+
+
+def _sum_of(records: Sequence[dict[str, Any]], key: str) -> int | None:
+    values = [r[key] for r in records if isinstance(r.get(key), int)]
+    return sum(values) if values else None

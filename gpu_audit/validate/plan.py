@@ -1,0 +1,431 @@
+"""The stage plan: flags and ``[tool.gpu-audit.validate]`` in, a checked :class:`Plan` out.
+
+Stages run in order, each gating the next (DESIGN): ``imports``, ``smoke`` (3 cycles),
+``classical`` (50, quantum off), ``quantum-lite`` (50, capped simulator), ``full`` (500).
+``--cycles N`` sets the final stage's length (earlier stages never run longer than it);
+``--disable-quantum`` drops the quantum stages and runs ``full`` classically; ``--quantum-lite``
+makes the quantum stages lite. A stage identical to an earlier one (same length, same quantum
+mode) is dropped, so ``--disable-quantum --cycles 50`` runs imports, smoke, then one 50-cycle
+classical stage. A comma list of ``--max-split-size-mb`` values repeats the plan per value.
+
+Everything a worker could trip over later is checked here first, so bad values exit 3 before any
+worker starts.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import math
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpu_audit.config import Policy, check_value, key_line, read_table, unknown_key_error
+from gpu_audit.errors import ConfigError, UsageError
+from gpu_audit.units import parse_size
+from gpu_audit.validate.allocconf import (
+    AllocConf,
+    max_split_minimum,
+    parse_alloc_conf,
+    with_max_split,
+)
+from gpu_audit.validate.gates import parse_requirement
+
+STAGE_NAMES = ("imports", "smoke", "classical", "quantum-lite", "full")
+QUANTUM_MODES = ("off", "lite", "full")
+DEFAULT_WORKLOAD = "gpu_audit.validate.workloads.reference:ReferenceWorkload"
+DEFAULT_CYCLES = 500
+SMOKE_CYCLES = 3
+GATE_CYCLES = 50
+_DEVICE = re.compile(r"^(auto|cpu|cuda|cuda:\d+)$")
+_WORKLOAD_MODULE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
+ALLOC_ENV_VARS = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")
+TABLE = ("validate",)  # [tool.gpu-audit.validate], or [validate] in gpu-audit.toml
+
+
+@dataclass(frozen=True)
+class StageSpec:
+    name: str
+    cycles: int  # 0 for imports
+    quantum: str  # "off", "lite" or "full"
+
+    @property
+    def description(self) -> str:
+        if self.name == "imports":
+            return "imports, CUDA initialisation, a small allocation round trip"
+        mode = {"off": "quantum off", "lite": "quantum lite", "full": "quantum full"}[self.quantum]
+        return f"{self.cycles} cycle{'s' if self.cycles != 1 else ''}, {mode}"
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One allocator configuration the plan runs under."""
+
+    label: str  # "default", "max-split-128", "max-split-none"
+    alloc_conf: str | None  # the string set as PYTORCH_CUDA_ALLOC_CONF and PYTORCH_ALLOC_CONF
+    max_split_size_mb: int | None = None
+    expected_settings: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Plan:
+    stages: list[StageSpec]
+    variants: list[Variant]
+    workload: str
+    workload_paths: list[str]  # folders the worker puts on sys.path (cwd, config folder)
+    device: str  # as asked: auto, cpu, cuda, cuda:N
+    emulate_memory_bytes: int | None
+    max_retries: int
+    retry_backoff_s: float
+    checkpoint_every_pct: float
+    requires: list[str]
+    max_fragmentation_pct: float
+    max_swap_used_bytes: int
+    hang_factor: float
+    hang_min_s: float
+    hang_max_s: float
+    startup_timeout_s: float
+    seed: int
+    final_cycles: int
+    torch_version: str | None
+    notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def leg_keys(self) -> list[str]:
+        return [leg_key(v.label, s.name) for v in self.variants for s in self.stages]
+
+    def stage(self, name: str) -> StageSpec:
+        return next(s for s in self.stages if s.name == name)
+
+    def variant(self, label: str) -> Variant:
+        return next(v for v in self.variants if v.label == label)
+
+
+def leg_key(variant: str, stage: str) -> str:
+    return f"{variant}/{stage}"
+
+
+def split_leg(key: str) -> tuple[str, str]:
+    variant, _, stage = key.partition("/")
+    return variant, stage
+
+
+@dataclass
+class ValidateOptions:
+    """What the user asked for, flags merged over the configuration file."""
+
+    stages: list[str] | None = None
+    cycles: int = DEFAULT_CYCLES
+    disable_quantum: bool = False
+    quantum_lite: bool = False
+    max_split_size_mb: str | None = None  # "128" or "64,128,none"
+    alloc_conf: str | None = None
+    device: str = "auto"
+    emulate_memory: str | None = None
+    workload: str | None = None
+    max_retries: int = 3
+    retry_backoff_s: float = 0.5
+    checkpoint_every: str = "10"
+    requires: list[str] = field(default_factory=list)
+    hang_factor: float = 10.0
+    hang_min_s: float = 60.0
+    hang_max_s: float = 3600.0
+    startup_timeout_s: float = 900.0
+    seed: int = 0
+    config_dir: str | None = None  # folder of the configuration file, for module workloads
+
+
+# [tool.gpu-audit.validate] key -> (option name, type for check_value)
+CONFIG_KEYS: dict[str, tuple[str, type]] = {
+    "stages": ("stages", list),
+    "cycles": ("cycles", int),
+    "disable_quantum": ("disable_quantum", bool),
+    "quantum_lite": ("quantum_lite", bool),
+    "max_split_size_mb": ("max_split_size_mb", str),  # int or list of ints, read specially
+    "alloc_conf": ("alloc_conf", str),
+    "device": ("device", str),
+    "emulate_memory": ("emulate_memory", str),
+    "workload": ("workload", str),
+    "max_retries": ("max_retries", int),
+    "retry_backoff_s": ("retry_backoff_s", float),
+    "checkpoint_every_pct": ("checkpoint_every", float),
+    "require": ("requires", list),
+    "hang_factor": ("hang_factor", float),
+    "hang_min_s": ("hang_min_s", float),
+    "hang_max_s": ("hang_max_s", float),
+    "startup_timeout_s": ("startup_timeout_s", float),
+    "seed": ("seed", int),
+}
+
+
+def read_validate_config(path: Path) -> dict[str, Any]:
+    """``[tool.gpu-audit.validate]`` (or ``[validate]`` in gpu-audit.toml) as option values."""
+    table = read_table(path, TABLE)
+    known = list(CONFIG_KEYS)
+    values: dict[str, Any] = {}
+    for key, value in table.items():
+        if key not in CONFIG_KEYS:
+            raise unknown_key_error(path, key, known, TABLE)
+        option, expected = CONFIG_KEYS[key]
+        if key == "max_split_size_mb":
+            values[option] = _config_max_split(path, value)
+        elif key == "emulate_memory" and isinstance(value, int) and not isinstance(value, bool):
+            values[option] = str(value)
+        else:
+            values[option] = check_value(path, key, value, expected, known, TABLE)
+    if "checkpoint_every" in values:
+        values["checkpoint_every"] = str(values["checkpoint_every"])
+    values["config_dir"] = str(path.parent.resolve())
+    return values
+
+
+def _config_max_split(path: Path, value: Any) -> str:
+    items = value if isinstance(value, list) else [value]
+    if not items or not all(isinstance(v, int) and not isinstance(v, bool) for v in items):
+        raise ConfigError(f"{path}:{key_line(path, 'max_split_size_mb', TABLE) or '?'}: key "
+                          f"'max_split_size_mb' must be an integer or a list of integers, "
+                          f"got {value!r}")
+    return ",".join(str(v) for v in items)
+
+
+def installed_torch_version() -> str | None:
+    try:
+        return importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def build_plan(options: ValidateOptions, policy: Policy | None = None, *,
+               environ: dict[str, str] | None = None, cwd: Path | None = None) -> Plan:
+    """Check every option and build the plan; raises :class:`UsageError` on the first problem."""
+    policy = policy or Policy()
+    env = os.environ if environ is None else environ
+    here = (cwd or Path.cwd()).resolve()
+    torch_version = installed_torch_version()
+    notes: list[str] = []
+    warnings: list[str] = []
+
+    _check_ranges(options)
+    device = options.device.strip().lower()
+    if not _DEVICE.match(device):
+        raise UsageError(f"--device {options.device!r}: expected auto, cpu, cuda or cuda:N")
+    emulate = None
+    if options.emulate_memory is not None:
+        try:
+            emulate = parse_size(options.emulate_memory)
+        except ValueError as exc:
+            raise UsageError(f"--emulate-memory: {exc}") from None
+        if emulate <= 0:
+            raise UsageError("--emulate-memory must be above 0")
+        if device == "cpu":
+            warnings.append("--emulate-memory caps GPU memory; it does nothing with --device cpu")
+    every = _checkpoint_pct(options.checkpoint_every)
+
+    stages = plan_stages(options.cycles, disable_quantum=options.disable_quantum,
+                         quantum_lite=options.quantum_lite, selected=options.stages, notes=notes)
+    stage_names = [s.name for s in stages]
+    for text in options.requires:
+        req = parse_requirement(text, STAGE_NAMES)
+        if req.stage is not None and req.stage not in stage_names:
+            warnings.append(f"--require {text!r} names stage {req.stage!r}, which this plan "
+                            "does not run")
+
+    variants = plan_variants(options, torch_version, env, memory_fraction_set=emulate is not None,
+                             warnings=warnings, notes=notes)
+    workload, paths = _workload(options, here)
+    return Plan(
+        stages=stages,
+        variants=variants,
+        workload=workload,
+        workload_paths=paths,
+        device=device,
+        emulate_memory_bytes=emulate,
+        max_retries=options.max_retries,
+        retry_backoff_s=options.retry_backoff_s,
+        checkpoint_every_pct=every,
+        requires=[r.strip() for r in options.requires],
+        max_fragmentation_pct=policy.alloc_fragmentation_pct,
+        max_swap_used_bytes=policy.max_swap_used_bytes,
+        hang_factor=options.hang_factor,
+        hang_min_s=options.hang_min_s,
+        hang_max_s=options.hang_max_s,
+        startup_timeout_s=options.startup_timeout_s,
+        seed=options.seed,
+        final_cycles=options.cycles,
+        torch_version=torch_version,
+        notes=notes,
+        warnings=warnings,
+    )
+
+
+def plan_stages(cycles: int, *, disable_quantum: bool, quantum_lite: bool,
+                selected: list[str] | None = None, notes: list[str] | None = None
+                ) -> list[StageSpec]:
+    """The stages, in order, as DESIGN defines them."""
+    notes = notes if notes is not None else []
+    final_mode = "off" if disable_quantum else ("lite" if quantum_lite else "full")
+    stages = [
+        StageSpec("imports", 0, "off"),
+        StageSpec("smoke", min(SMOKE_CYCLES, cycles), "off" if disable_quantum else "lite"),
+        StageSpec("classical", min(GATE_CYCLES, cycles), "off"),
+    ]
+    if not disable_quantum:
+        stages.append(StageSpec("quantum-lite", min(GATE_CYCLES, cycles), "lite"))
+    stages.append(StageSpec("full", cycles, final_mode))
+
+    if selected:
+        wanted = _selected_stages(selected, disable_quantum)
+        stages = [s for s in stages if s.name in wanted]
+    kept: list[StageSpec] = []
+    for stage in stages:
+        twin = next((k for k in kept if k.cycles == stage.cycles and k.quantum == stage.quantum
+                     and k.name != "imports"), None)
+        if twin is not None:
+            notes.append(f"stage {stage.name} would repeat stage {twin.name} ({stage.description})"
+                         "; it runs once")
+            continue
+        kept.append(stage)
+    return kept
+
+
+def _selected_stages(selected: list[str], disable_quantum: bool) -> set[str]:
+    wanted: set[str] = set()
+    for item in selected:
+        for name in (part.strip() for part in item.split(",")):
+            if not name:
+                continue
+            if name not in STAGE_NAMES:
+                raise UsageError(f"--stage {name!r}: unknown stage (stages: "
+                                 f"{', '.join(STAGE_NAMES)})")
+            if name == "quantum-lite" and disable_quantum:
+                raise UsageError("--stage quantum-lite and --disable-quantum contradict each "
+                                 "other")
+            wanted.add(name)
+    if not wanted:
+        raise UsageError("--stage: no stage named")
+    return wanted
+
+
+def plan_variants(options: ValidateOptions, torch_version: str | None, env: Any, *,
+                  memory_fraction_set: bool, warnings: list[str], notes: list[str]
+                  ) -> list[Variant]:
+    base = _base_conf(options, torch_version, env, memory_fraction_set, notes)
+    if base is not None:
+        warnings.extend(base.warnings)
+    if options.max_split_size_mb is None:
+        return [Variant("default", base.text if base else None,
+                        expected_settings=base.expected_settings() if base else {})]
+    values = _max_split_values(options.max_split_size_mb, torch_version)
+    variants = []
+    for value in values:
+        conf = with_max_split(base, value, torch_version=torch_version,
+                              memory_fraction_set=memory_fraction_set)
+        label = f"max-split-{value if value is not None else 'none'}"
+        variants.append(Variant(label, conf.text if conf else None, value,
+                                conf.expected_settings() if conf else {}))
+    return variants
+
+
+def _base_conf(options: ValidateOptions, torch_version: str | None, env: Any,
+               memory_fraction_set: bool, notes: list[str]) -> AllocConf | None:
+    if options.alloc_conf is not None:
+        if not options.alloc_conf.strip():
+            return None
+        return parse_alloc_conf(options.alloc_conf, torch_version=torch_version,
+                                memory_fraction_set=memory_fraction_set)
+    inherited = {name: env[name] for name in ALLOC_ENV_VARS if env.get(name)}
+    if not inherited:
+        return None
+    if len(set(inherited.values())) > 1:
+        raise UsageError(
+            "PYTORCH_CUDA_ALLOC_CONF and PYTORCH_ALLOC_CONF are both set and differ "
+            f"({inherited['PYTORCH_CUDA_ALLOC_CONF']!r} vs {inherited['PYTORCH_ALLOC_CONF']!r}); "
+            "which one torch reads depends on its version. Set one of them, or pass --alloc-conf"
+        )
+    name, text = next(iter(inherited.items()))
+    notes.append(f"allocator settings taken from {name} in the environment: {text}")
+    return parse_alloc_conf(text, torch_version=torch_version, flag=name,
+                            memory_fraction_set=memory_fraction_set)
+
+
+def _max_split_values(text: str, torch_version: str | None) -> list[int | None]:
+    lowest = max_split_minimum(torch_version)
+    values: list[int | None] = []
+    for part in (p.strip().lower() for p in text.split(",")):
+        if part in ("none", "default", "unlimited"):
+            value = None
+        elif re.fullmatch(r"\d+", part):
+            value = int(part)
+            if value < lowest:
+                where = f"torch {torch_version}" if torch_version else "every torch version"
+                raise UsageError(f"--max-split-size-mb {value} is below the minimum for {where}: "
+                                 f"use {lowest} or more (21 works on every version)")
+        else:
+            raise UsageError(f"--max-split-size-mb {part!r}: expected whole MiB values, "
+                             "comma-separated (e.g. 64,128,256; 'none' for the default)")
+        if value in values:
+            raise UsageError(f"--max-split-size-mb lists {part} twice")
+        values.append(value)
+    if not values:
+        raise UsageError("--max-split-size-mb: no value given")
+    return values
+
+
+def _checkpoint_pct(text: str) -> float:
+    raw = str(text).strip().rstrip("%").strip()
+    try:
+        value = float(raw)
+    except ValueError:
+        raise UsageError(f"--checkpoint-every {text!r}: expected a percentage of a stage, "
+                         "e.g. 10 or 10%") from None
+    if not 0 < value <= 100:
+        raise UsageError(f"--checkpoint-every {text!r}: must lie in (0, 100]")
+    return value
+
+
+def checkpoint_interval(cycles: int, pct: float) -> int:
+    """Cycles between checkpoints: ``pct`` percent of the stage, at least one cycle."""
+    return max(1, math.ceil(cycles * pct / 100))
+
+
+def _check_ranges(options: ValidateOptions) -> None:
+    if options.cycles < 1:
+        raise UsageError(f"--cycles {options.cycles}: must be at least 1")
+    if options.max_retries < 0 or options.max_retries > 20:
+        raise UsageError(f"--max-retries {options.max_retries}: must lie between 0 and 20")
+    if options.retry_backoff_s < 0:
+        raise UsageError("--retry-backoff must be 0 or more seconds")
+    if options.hang_factor < 1:
+        raise UsageError("--hang-factor must be at least 1")
+    if options.hang_min_s <= 0 or options.hang_max_s < options.hang_min_s:
+        raise UsageError("--hang-min must be above 0 and --hang-max at least --hang-min")
+    if options.startup_timeout_s <= 0:
+        raise UsageError("--startup-timeout must be above 0")
+    if options.disable_quantum and options.quantum_lite:
+        raise UsageError("--disable-quantum and --quantum-lite contradict each other")
+
+
+def _workload(options: ValidateOptions, here: Path) -> tuple[str, list[str]]:
+    paths = [str(here)]
+    if options.config_dir and options.config_dir not in paths:
+        paths.append(options.config_dir)
+    spec = (options.workload or "").strip()
+    if not spec:
+        return DEFAULT_WORKLOAD, paths
+    target, sep, attr = spec.rpartition(":")
+    if sep and target.endswith(".py"):
+        given = Path(target).expanduser()
+        candidates = [given] if given.is_absolute() else [here / given]
+        if options.config_dir and not given.is_absolute():
+            candidates.append(Path(options.config_dir) / given)
+        path = next((p for p in candidates if p.is_file()), None)
+        if path is None:
+            raise UsageError(f"--workload {spec!r}: no such file {target}")
+        if not re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*", attr):
+            raise UsageError(f"--workload {spec!r}: {attr!r} is not an attribute name")
+        return f"{path.resolve()}:{attr}", paths
+    if not _WORKLOAD_MODULE.match(spec):
+        raise UsageError(f"--workload {spec!r}: expected package.module:Attr or path/file.py:Attr")
+    return spec, paths

@@ -1,0 +1,417 @@
+"""The validation report: a JSON document (``gpu-audit.validate/1``), its markdown twin, plots.
+
+Renderers only: everything comes from the run folder's plan, state and cycle log. matplotlib is
+imported inside :func:`write_plots` alone (Agg backend), and a missing matplotlib only skips the
+plots.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from gpu_audit import __version__
+from gpu_audit.serial import dumps, to_jsonable, write_atomic
+from gpu_audit.units import fmt_bytes
+from gpu_audit.validate.allocconf import export_line
+from gpu_audit.validate.findings import leg_gates_for_state, validate_findings
+from gpu_audit.validate.gates import summarize
+from gpu_audit.validate.plan import Plan, leg_key
+from gpu_audit.validate.state import RunDir, RunState, completed_cycles, utc_now
+
+SCHEMA = "gpu-audit.validate/1"
+EXIT_MEANING = {0: "OK: every stage passed", 2: "CRITICAL: a stage failed",
+                3: "UNKNOWN: could not judge", 130: "interrupted: resume with --resume"}
+
+
+def build_document(run: RunDir, plan: Plan, state: RunState,
+                   records: dict[str, list[dict[str, Any]]], *,
+                   host_memory_bytes: int | None = None) -> dict[str, Any]:
+    findings = validate_findings(plan, state, records, host_memory_bytes=host_memory_bytes)
+    variants = [_variant_doc(plan, state, records, variant) for variant in plan.variants]
+    comparison, recommendation = (compare_variants(plan, variants, state)
+                                  if len(plan.variants) > 1 else (None, None))
+    first_ready = next((leg.ready for leg in state.legs.values() if leg.ready), {})
+    return {
+        "schema": SCHEMA,
+        "tool_version": __version__,
+        "generated_at": utc_now(),
+        "run": {
+            "id": state.run_id,
+            "dir": str(run.path),
+            "status": state.status,
+            "exit_code": state.exit_code,
+            "started_at": state.started_at,
+            "finished_at": state.finished_at,
+            "resumes": state.resumes,
+            "hostname": state.hostname,
+        },
+        "device": to_jsonable(state.device) | {
+            "name": first_ready.get("device_name") or state.device.name,
+            "total_memory_bytes": first_ready.get("total_memory_bytes")
+            or state.device.total_memory_bytes,
+            "emulated_memory_bytes": plan.emulate_memory_bytes,
+        },
+        "torch": {"version": first_ready.get("torch_version") or plan.torch_version,
+                  "cuda": first_ready.get("torch_cuda")},
+        "workload": plan.workload,
+        "plan": {
+            "stages": [{"name": s.name, "cycles": s.cycles, "quantum": s.quantum}
+                       for s in plan.stages],
+            "final_cycles": plan.final_cycles,
+            "max_retries": plan.max_retries,
+            "checkpoint_every_pct": plan.checkpoint_every_pct,
+            "requires": plan.requires,
+            "gates": {"max_fragmentation_pct": plan.max_fragmentation_pct,
+                      "max_swap_used_bytes": plan.max_swap_used_bytes},
+            "hang": {"factor": plan.hang_factor, "min_s": plan.hang_min_s,
+                     "max_s": plan.hang_max_s, "startup_s": plan.startup_timeout_s},
+            "notes": plan.notes,
+            "warnings": plan.warnings,
+        },
+        "variants": variants,
+        "comparison": comparison,
+        "recommendation": recommendation,
+        "findings": to_jsonable(findings),
+        "files": {"cycles": str(run.cycles_path), "state": str(run.state_path),
+                  "report_md": str(run.path / "report.md"),
+                  "report_json": str(run.path / "report.json"), "plots": []},
+    }
+
+
+def _variant_doc(plan: Plan, state: RunState, records: dict[str, list[dict[str, Any]]],
+                 variant: Any) -> dict[str, Any]:
+    stages = []
+    in_effect: dict[str, Any] | None = None
+    backend = None
+    env: dict[str, Any] = {}
+    on_cpu = False
+    for stage in plan.stages:
+        key = leg_key(variant.label, stage.name)
+        leg = state.legs.get(key)
+        if leg is None:
+            continue
+        done = completed_cycles(records.get(key, []))
+        summary = summarize(done) if done else None
+        ready = leg.ready or {}
+        if ready.get("allocator_settings") and in_effect is None:
+            in_effect = ready["allocator_settings"]
+            backend = ready.get("allocator_backend")
+        if ready.get("alloc_env") and not env:
+            env = ready["alloc_env"]
+        on_cpu = on_cpu or ready.get("device") == "cpu"
+        gates = leg_gates_for_state(plan, key, leg, records.get(key, [])) if stage.cycles else []
+        stages.append({
+            "name": stage.name,
+            "quantum": stage.quantum,
+            "cycles_planned": stage.cycles,
+            "cycles_done": len(done),
+            "status": leg.status,
+            "failure": leg.failure,
+            "reason": leg.reason,
+            "attempts": leg.attempts,
+            "duration_s": leg.duration_s,
+            "device": ready.get("device"),
+            "summary": to_jsonable(summary) if summary else None,
+            "gates": [to_jsonable(g) for g in gates],
+            "worker": {"pid": leg.worker_pid, "exit_code": leg.exit_code, "signal": leg.signal,
+                       "log": str(Path(state_log_hint(state, key))),
+                       "stderr_tail": leg.stderr_tail if leg.status == "failed" else None,
+                       "explanation": leg.explanation, "failure_detail": leg.failure_detail},
+        })
+    note = None
+    if on_cpu:
+        note = "the run used the CPU: PyTorch's CUDA allocator settings do not apply"
+    elif variant.alloc_conf and in_effect is None:
+        note = "the allocator did not report its settings (torch too old, or no stage reached CUDA)"
+    return {
+        "label": variant.label,
+        "alloc_conf": variant.alloc_conf,
+        "max_split_size_mb": variant.max_split_size_mb,
+        "allocator": {"requested": variant.alloc_conf, "env": env, "in_effect": in_effect,
+                      "backend": backend, "applies": not on_cpu, "note": note},
+        "passed": all(s["status"] == "passed" for s in stages),
+        "stages": stages,
+    }
+
+
+def state_log_hint(state: RunState, key: str) -> str:
+    return f"logs/{key.replace('/', '.')}.log"
+
+
+def compare_variants(plan: Plan, variants: list[dict[str, Any]], state: RunState
+                     ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    rows = []
+    for variant in variants:
+        stages = variant["stages"]
+        summaries = [s["summary"] for s in stages if s["summary"]]
+        failed = next((s for s in stages if s["status"] != "passed"), None)
+        deepest = summaries[-1] if summaries else None
+        rows.append({
+            "label": variant["label"],
+            "max_split_size_mb": variant["max_split_size_mb"],
+            "alloc_conf": variant["alloc_conf"],
+            "passed": variant["passed"],
+            "status": "passed" if variant["passed"] else
+            f"{failed['status']} at {failed['name']}" if failed else "not run",
+            "peak_reserved_bytes": _max(summaries, "peak_reserved_bytes"),
+            "worst_fragmentation_pct": _max(summaries, "worst_fragmentation_pct"),
+            "alloc_retries": _sum(summaries, "alloc_retries"),
+            "ooms": _sum(summaries, "ooms"),
+            "oom_retries": sum(s.get("oom_retries") or 0 for s in summaries),
+            "unrecovered_oom": any(s["failure"] == "oom" for s in stages),
+            "median_cycle_s": deepest.get("median_cycle_s") if deepest else None,
+        })
+    return rows, recommend(rows, on_cpu=not any(v["allocator"]["applies"] for v in variants),
+                           torch_version=plan.torch_version)
+
+
+def recommend(rows: list[dict[str, Any]], *, on_cpu: bool = False,
+              torch_version: str | None = None) -> dict[str, Any]:
+    """The value to use: among variants that passed, fewest OOMs and retries, then least
+    fragmentation (in 5-point steps, finer differences are noise), then fastest."""
+    passed = [r for r in rows if r["passed"]]
+    if not passed:
+        return {"label": None, "alloc_conf": None,
+                "text": "No value passed every stage, so max_split_size_mb alone does not fix "
+                        "this run: see the findings (a smaller batch, or expandable_segments)."}
+
+    def score(row: dict[str, Any]) -> tuple[Any, ...]:
+        frag = row["worst_fragmentation_pct"]
+        return (row["oom_retries"], row["alloc_retries"] or 0,
+                int((frag or 0) // 5), row["median_cycle_s"] or 0.0)
+
+    best = min(passed, key=score)
+    facts = (f"passed every stage with {best['oom_retries']} OOM retries and "
+             f"{best['alloc_retries'] or 0} allocator cache flushes, worst fragmentation "
+             f"{_pct(best['worst_fragmentation_pct'])}, median cycle "
+             f"{fmt_seconds(best['median_cycle_s'])}")
+    if best["alloc_conf"]:
+        text = (f"{best['label']} {facts}. For the real run: "
+                f"`{export_line(best['alloc_conf'], torch_version)}`")
+    else:
+        text = f"the default allocator settings {facts}: leave max_split_size_mb unset"
+    if on_cpu:
+        text += (". Caution: this ran on the CPU, where these settings do nothing; compare on "
+                 "the GPU.")
+    return {"label": best["label"], "alloc_conf": best["alloc_conf"], "text": text}
+
+
+def render_markdown(doc: dict[str, Any]) -> str:
+    run = doc["run"]
+    code = run["exit_code"]
+    lines = [f"# gpu-audit validate: {run['status'].upper()}", ""]
+    lines.append(f"Run `{run['id']}` on {run['hostname'] or 'this host'}, "
+                 f"{doc['device'].get('resolved') or 'device unknown'}"
+                 + (f" ({doc['device']['name']})" if doc["device"].get("name") else "")
+                 + f", torch {doc['torch'].get('version') or 'not found'}. "
+                 f"Exit code {code}: {EXIT_MEANING.get(code, 'running')}.")
+    lines += ["", f"- Workload: `{doc['workload']}`",
+              f"- Started {run['started_at']}, finished {run['finished_at'] or '-'}"
+              + (f", resumed {run['resumes']} time(s)" if run["resumes"] else ""),
+              f"- Device asked: `{doc['device']['requested']}`"
+              + (f"; fell back to the CPU: {doc['device']['fallback_reason']}"
+                 if doc["device"].get("fallback_reason") else "")]
+    if doc["device"].get("emulated_memory_bytes"):
+        lines.append(f"- GPU memory capped at {fmt_bytes(doc['device']['emulated_memory_bytes'])}"
+                     " (--emulate-memory; the CUDA context is not counted in the cap)")
+    for note in doc["plan"]["notes"] + doc["plan"]["warnings"]:
+        lines.append(f"- Note: {note}")
+    if doc["recommendation"]:
+        lines += ["", "## Recommendation", "", doc["recommendation"]["text"]]
+    if doc["comparison"]:
+        lines += ["", "## Allocator settings compared", "",
+                  "| variant | result | peak reserved | worst fragmentation | alloc retries | "
+                  "OOMs (retries) | median cycle |", "|---|---|---|---|---|---|---|"]
+        for row in doc["comparison"]:
+            ooms = row["ooms"] if row["ooms"] is not None else "n/a"
+            retries = row["alloc_retries"] if row["alloc_retries"] is not None else "n/a"
+            lines.append(f"| `{row['label']}` | {row['status']} | "
+                         f"{fmt_bytes(row['peak_reserved_bytes'])} | "
+                         f"{_pct(row['worst_fragmentation_pct'])} | {retries} | "
+                         f"{ooms} ({row['oom_retries']}) | {fmt_seconds(row['median_cycle_s'])} |")
+    for variant in doc["variants"]:
+        lines += _variant_markdown(variant, len(doc["variants"]) > 1)
+    lines += ["", "## Findings", ""]
+    if not doc["findings"]:
+        lines.append("None.")
+    for finding in doc["findings"]:
+        lines += [f"### {finding['severity'].upper()} `{finding['id']}` ({finding['subject']}): "
+                  f"{finding['title']}", "", finding["detail"]]
+        if finding["remedy"]:
+            lines += ["", f"Fix: {finding['remedy']}"]
+        lines.append("")
+    plots = doc["files"].get("plots") or []
+    if plots:
+        lines += ["## Plots", ""]
+        lines += [f"![{Path(p).stem}]({Path(p).name})" for p in plots]
+    elif doc["files"].get("plots_note"):
+        lines += ["## Plots", "", doc["files"]["plots_note"]]
+    lines += ["", "## Files", "", f"- per-cycle log: `{doc['files']['cycles']}`",
+              f"- run state: `{doc['files']['state']}`", f"- JSON twin: "
+              f"`{doc['files']['report_json']}`", ""]
+    return "\n".join(lines)
+
+
+def _variant_markdown(variant: dict[str, Any], several: bool) -> list[str]:
+    title = f"Stages: `{variant['label']}`" if several else "Stages"
+    allocator = variant["allocator"]
+    lines = ["", f"## {title}", ""]
+    env = allocator.get("env") or {}
+    requested = allocator["requested"]
+    lines.append(f"Allocator settings asked: `{requested}` (as PYTORCH_CUDA_ALLOC_CONF and "
+                 f"PYTORCH_ALLOC_CONF)" if requested else
+                 "Allocator settings asked: none (PyTorch defaults; both variables unset)")
+    if env:
+        lines.append("")
+        lines.append("Worker environment: " + ", ".join(f"`{k}={v}`" if v is not None else
+                                                        f"`{k}` unset" for k, v in env.items()))
+    if allocator.get("in_effect"):
+        settings = allocator["in_effect"]
+        shown = {k: settings[k] for k in ("max_split_size", "expandable_segments",
+                                          "garbage_collection_threshold",
+                                          "PYTORCH_CUDA_ALLOC_CONF") if k in settings}
+        lines += ["", "In effect (torch.cuda.memory._snapshot()[\"allocator_settings\"]): "
+                  + ", ".join(f"`{k}={v}`" for k, v in shown.items())
+                  + (f"; backend `{allocator['backend']}`" if allocator.get("backend") else "")]
+    if allocator.get("note"):
+        lines += ["", f"Note: {allocator['note']}."]
+    lines += ["", "| stage | cycles | result | median cycle | peak reserved | worst frag. | "
+                  "OOM retries | peak RSS | reason |", "|---|---|---|---|---|---|---|---|---|"]
+    for stage in variant["stages"]:
+        summary = stage["summary"] or {}
+        cycles = (f"{stage['cycles_done']}/{stage['cycles_planned']}" if stage["cycles_planned"]
+                  else "-")
+        lines.append(
+            f"| {stage['name']} ({stage['quantum']}) | {cycles} | **{stage['status']}** | "
+            f"{fmt_seconds(summary.get('median_cycle_s'))} | "
+            f"{fmt_bytes(summary.get('peak_reserved_bytes'))} | "
+            f"{_pct(summary.get('worst_fragmentation_pct'))} | "
+            f"{summary.get('oom_retries', 0) if summary else '-'} | "
+            f"{fmt_bytes(summary.get('max_rss_bytes'))} | "
+            f"{(stage['reason'] or '').replace('|', '/')} |")
+    gated = [s for s in variant["stages"] if s["gates"]]
+    if gated:
+        lines += ["", "Gates:", ""]
+        for stage in gated:
+            verdicts = "; ".join(
+                f"{g['name']} {'pass' if g['passed'] else 'n/a' if g['passed'] is None else 'FAIL'}"
+                f" ({g['detail']})" for g in stage["gates"])
+            lines.append(f"- {stage['name']}: {verdicts}")
+    return lines
+
+
+def write_plots(doc: dict[str, Any], records: dict[str, list[dict[str, Any]]], folder: Path,
+                plan: Plan) -> tuple[list[str], str | None]:
+    """PNG plots per variant: memory per cycle, fragmentation per cycle. Returns (paths, note)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return [], "Plots skipped: matplotlib is not installed (`pip install matplotlib`)."
+    written: list[str] = []
+    for variant in plan.variants:
+        series = []
+        boundaries = []
+        for stage in plan.stages:
+            done = completed_cycles(records.get(leg_key(variant.label, stage.name), []))
+            if done:
+                boundaries.append((len(series), stage.name))
+                series.extend(done)
+        if not series:
+            continue
+        xs = list(range(len(series)))
+        cuda = any(r.get("reserved_bytes") is not None for r in series)
+        figure, axis = plt.subplots(figsize=(9, 4))
+        if cuda:
+            for name, label in (("allocated_bytes", "allocated"), ("reserved_bytes", "reserved"),
+                                ("reserved_peak_bytes", "reserved (peak in cycle)")):
+                axis.plot(xs, [_gib(r.get(name)) for r in series], label=label, linewidth=1)
+            axis.set_ylabel("GiB")
+            axis.set_title(f"GPU memory per cycle ({variant.label})")
+        else:
+            axis.plot(xs, [_gib(r.get("rss_bytes")) for r in series], label="host RSS")
+            axis.set_ylabel("GiB")
+            axis.set_title(f"Host memory per cycle ({variant.label}; CPU run)")
+        _stage_marks(axis, boundaries)
+        axis.set_xlabel("cycle (all stages in order)")
+        axis.legend(loc="best", fontsize="small")
+        figure.tight_layout()
+        path = folder / f"memory-{variant.label}.png"
+        written.append(_save(figure, path, plt))
+        if cuda:
+            figure, axis = plt.subplots(figsize=(9, 3.5))
+            axis.plot(xs, [r.get("fragmentation_pct") for r in series],
+                      label="inactive split / reserved")
+            axis.plot(xs, [r.get("cache_slack_pct") for r in series],
+                      label="(reserved - allocated) / reserved", linewidth=0.8)
+            axis.axhline(plan.max_fragmentation_pct, color="red", linestyle=":", linewidth=1,
+                         label="gate")
+            _stage_marks(axis, boundaries)
+            axis.set_ylim(0, 100)
+            axis.set_ylabel("%")
+            axis.set_xlabel("cycle (all stages in order)")
+            axis.set_title(f"Fragmentation per cycle ({variant.label})")
+            axis.legend(loc="best", fontsize="small")
+            figure.tight_layout()
+            written.append(_save(figure, folder / f"fragmentation-{variant.label}.png", plt))
+    return written, None if written else "No cycles ran, so there is nothing to plot."
+
+
+def write_report(run: RunDir, plan: Plan, state: RunState,
+                 records: dict[str, list[dict[str, Any]]], *, plots: bool = True,
+                 host_memory_bytes: int | None = None) -> dict[str, Any]:
+    doc = build_document(run, plan, state, records, host_memory_bytes=host_memory_bytes)
+    if plots:
+        paths, note = write_plots(doc, records, run.path, plan)
+        doc["files"]["plots"] = paths
+        if note:
+            doc["files"]["plots_note"] = note
+    write_atomic(run.path / "report.json", dumps(doc) + "\n")
+    write_atomic(run.path / "report.md", render_markdown(doc))
+    return doc
+
+
+def _save(figure: Any, path: Path, plt: Any) -> str:
+    import io
+
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=110)
+    plt.close(figure)
+    write_atomic(path, buffer.getvalue())
+    return str(path)
+
+
+def _stage_marks(axis: Any, boundaries: list[tuple[int, str]]) -> None:
+    for x, name in boundaries:
+        axis.axvline(x, color="grey", linestyle="--", linewidth=0.6)
+        axis.annotate(name, (x, 1), xycoords=("data", "axes fraction"), fontsize="x-small",
+                      rotation=90, va="top", ha="right", color="grey")
+
+
+def _gib(value: Any) -> float | None:
+    return value / 1024**3 if isinstance(value, (int, float)) else None
+
+
+def _max(rows: list[dict[str, Any]], key: str) -> Any:
+    values = [r[key] for r in rows if r.get(key) is not None]
+    return max(values) if values else None
+
+
+def _sum(rows: list[dict[str, Any]], key: str) -> Any:
+    values = [r[key] for r in rows if r.get(key) is not None]
+    return sum(values) if values else None
+
+
+def _pct(value: Any) -> str:
+    return f"{value:.1f}%" if isinstance(value, (int, float)) else "n/a"
+
+
+def fmt_seconds(value: Any) -> str:
+    if not isinstance(value, (int, float)):
+        return "n/a"
+    if value < 0.001:
+        return f"{value * 1e6:.0f} µs"
+    return f"{value * 1000:.1f} ms" if value < 1 else f"{value:.2f} s"

@@ -1,0 +1,102 @@
+"""Per-cycle measurements inside the stage worker: allocator, device and host memory.
+
+CUDA figures come from ``torch.cuda.memory_stats`` (current values at the end of the cycle, peaks
+over the cycle after ``reset_peak_memory_stats``) and ``mem_get_info``; on the CPU they are
+``None``. Host RSS is read every cycle; swap, which moves slowly and costs ~0.1 ms to read, at
+most every half second (each record carries the latest reading).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import psutil
+
+SWAP_SAMPLE_INTERVAL_S = 0.5
+
+CUDA_FIELDS = (
+    "allocated_bytes", "allocated_peak_bytes", "reserved_bytes", "reserved_peak_bytes",
+    "active_bytes", "active_peak_bytes", "inactive_split_bytes", "inactive_split_peak_bytes",
+    "fragmentation_pct", "cache_slack_pct", "alloc_retries", "ooms", "device_free_bytes",
+    "device_used_bytes",
+)
+
+
+class Telemetry:
+    def __init__(self, device: str, torch: Any | None = None) -> None:
+        self.device = device
+        self.cuda = device.startswith("cuda") and torch is not None
+        self.torch = torch
+        self.process = psutil.Process()
+        self._swap_at = 0.0
+        self._swap_used: int | None = None
+        self._retries_seen = 0
+        self._ooms_seen = 0
+        if self.cuda:
+            stats = torch.cuda.memory_stats(device)
+            self._retries_seen = stats.get("num_alloc_retries", 0)
+            self._ooms_seen = stats.get("num_ooms", 0)
+
+    def start_cycle(self) -> None:
+        if self.cuda:
+            self.torch.cuda.reset_peak_memory_stats(self.device)
+
+    def finish_cycle(self) -> None:
+        """Wait for the cycle's kernels, so its wall time and memory figures are its own."""
+        if self.cuda:
+            self.torch.cuda.synchronize(self.device)
+
+    def sample(self) -> dict[str, Any]:
+        record: dict[str, Any] = dict.fromkeys(CUDA_FIELDS)
+        if self.cuda:
+            record.update(self._cuda_sample())
+        record["rss_bytes"] = self.process.memory_info().rss
+        record["swap_used_bytes"] = self._swap()
+        return record
+
+    def _cuda_sample(self) -> dict[str, Any]:
+        cuda = self.torch.cuda
+        stats = cuda.memory_stats(self.device)
+        free, total = cuda.mem_get_info(self.device)
+        allocated = stats.get("allocated_bytes.all.current", 0)
+        reserved = stats.get("reserved_bytes.all.current", 0)
+        inactive_split = stats.get("inactive_split_bytes.all.current", 0)
+        retries = stats.get("num_alloc_retries", 0)
+        ooms = stats.get("num_ooms", 0)
+        sample = {
+            "allocated_bytes": allocated,
+            "allocated_peak_bytes": stats.get("allocated_bytes.all.peak", allocated),
+            "reserved_bytes": reserved,
+            "reserved_peak_bytes": stats.get("reserved_bytes.all.peak", reserved),
+            "active_bytes": stats.get("active_bytes.all.current", 0),
+            "active_peak_bytes": stats.get("active_bytes.all.peak", 0),
+            "inactive_split_bytes": inactive_split,
+            "inactive_split_peak_bytes": stats.get("inactive_split_bytes.all.peak", 0),
+            "fragmentation_pct": round(100.0 * inactive_split / reserved, 2) if reserved else 0.0,
+            "cache_slack_pct": (round(100.0 * (reserved - allocated) / reserved, 2)
+                                if reserved else 0.0),
+            "alloc_retries": retries - self._retries_seen,
+            "ooms": ooms - self._ooms_seen,
+            "device_free_bytes": free,
+            "device_used_bytes": total - free,
+        }
+        self._retries_seen, self._ooms_seen = retries, ooms
+        return sample
+
+    def _swap(self) -> int | None:
+        now = time.monotonic()
+        if now - self._swap_at >= SWAP_SAMPLE_INTERVAL_S:
+            self._swap_at = now
+            try:
+                self._swap_used = psutil.swap_memory().used
+            except (OSError, RuntimeError):
+                self._swap_used = None
+        return self._swap_used
+
+
+def host_memory_available() -> int | None:
+    try:
+        return psutil.virtual_memory().available
+    except (OSError, RuntimeError):
+        return None

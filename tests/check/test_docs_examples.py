@@ -1,0 +1,56 @@
+"""The README section and the CI examples say what the code does, and the examples are valid."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from gpu_audit.check.checks import all_checks
+from gpu_audit.check.engine import known_ids
+from gpu_audit.check.policy import load_check_policy, policy_keys
+
+yaml = pytest.importorskip("yaml", reason="PyYAML reads the CI examples")
+
+REPO = Path(__file__).resolve().parents[2]
+DOC = REPO / "docs" / "check.md"
+
+
+def test_every_check_and_policy_key_is_documented():
+    text = DOC.read_text()
+    for check_id in all_checks():
+        assert f"`{check_id}`" in text, check_id
+    for key in policy_keys():
+        assert f"`{key}`" in text or f"\n{key} = " in text, key
+
+
+def test_the_documented_policy_is_a_valid_policy(tmp_path):
+    (block,) = re.findall(r"```toml\n(.*?)```", DOC.read_text(), re.S)
+    (tmp_path / "pyproject.toml").write_text(block)
+    policy = load_check_policy(search_from=tmp_path, known_ids=known_ids())
+    documented = set(re.findall(r"^(\w+) = ", block, re.M))
+    assert documented == set(policy_keys())  # the example shows every key
+    assert policy.gpu_name == "A10G|L4"
+
+
+def test_github_workflow_checks_the_runner_first_and_always_uploads_the_report():
+    workflow = yaml.safe_load((REPO / "examples" / "github-actions.yml").read_text())
+    (job,) = workflow["jobs"].values()
+    assert "self-hosted" in job["runs-on"]
+    runs = [step.get("run", "") for step in job["steps"]]
+    first_work = next(i for i, run in enumerate(runs) if run and "pip install" not in run)
+    assert runs[first_work].startswith("gpu-audit check --junit ")
+    assert "|| [ $? -eq 1 ]" in runs[first_work]
+    upload = next(s for s in job["steps"] if s.get("uses", "").startswith(
+        "actions/upload-artifact"))
+    assert upload["if"] == "always()" and upload["with"]["path"] == "reports/"
+
+
+def test_gitlab_job_checks_the_runner_first_and_reports_junit():
+    pipeline = yaml.safe_load((REPO / "examples" / "gitlab-ci.yml").read_text())
+    train = pipeline["train"]
+    assert train["script"][0].startswith("gpu-audit check --junit gpu-audit.xml")
+    assert train["artifacts"]["when"] == "always"
+    assert "gpu-audit.xml" in train["artifacts"]["reports"]["junit"]
+    assert pipeline["runner-health"]["allow_failure"] == {"exit_codes": [1]}

@@ -1,0 +1,77 @@
+"""``gpu-audit rules [ID]`` as a user runs it, and the generated reference page."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from gpu_audit.cli.rules import render_markdown
+from gpu_audit.rules import all_rules
+
+REPO = Path(__file__).resolve().parents[2]
+DOCS_PAGE = REPO / "docs" / "rules.md"
+
+
+def rules_cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "gpu_audit", "rules", *args], env=env,
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_list_shows_every_id_with_its_severity(cli_env):
+    result = rules_cli([], cli_env)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == ["ID", "SEVERITY", "SUMMARY"]
+    listed = {line.split()[0]: line.split()[1] for line in lines[1:]}
+    assert listed == {rule_id: r.severity.value for rule_id, r in all_rules().items()}
+    assert listed["alloc-conf-invalid"] == "error"
+    assert listed["ecc-uncorrectable"] == "critical"
+
+
+def test_one_id_prints_its_whole_documentation(cli_env):
+    result = rules_cli(["alloc-conf-ignored"], cli_env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("alloc-conf-ignored (warning) - Allocator configuration")
+    assert "pytorch/pytorch#183387" in result.stdout
+
+
+def test_unknown_id_is_a_usage_error_with_a_suggestion(cli_env):
+    result = rules_cli(["alloc-conf-ignord"], cli_env)
+    assert result.returncode == 3
+    assert "did you mean 'alloc-conf-ignored'" in result.stderr
+    assert result.stdout == "" and "Traceback" not in result.stderr
+
+
+def test_json_document(cli_env):
+    result = rules_cli(["--json"], cli_env)
+    doc = json.loads(result.stdout)
+    assert doc["schema"] == "gpu-audit.rules/1" and doc["generated_at"].endswith("Z")
+    ids = [r["id"] for r in doc["rules"]]
+    assert sorted(ids) == sorted(all_rules())
+    one = json.loads(rules_cli(["xid-events", "--json"], cli_env).stdout)
+    (rule,) = one["rules"]
+    assert rule["severity"] == "error" and rule["section"] == "Hardware health"
+    assert rule["doc"].startswith(rule["summary"])
+
+
+def test_every_rule_is_documented():
+    for rule_id, rule_obj in all_rules().items():
+        assert rule_obj.summary.endswith((".", ")", '"')), rule_id
+        body = rule_obj.doc.partition("\n")[2].strip()
+        assert len(body) > 80, f"{rule_id} needs an explanation below its summary line"
+
+
+def test_committed_reference_page_is_up_to_date():
+    expected = render_markdown(all_rules())
+    assert DOCS_PAGE.read_text() == expected, (
+        "docs/rules.md is stale: run `gpu-audit rules --markdown > docs/rules.md`")
+
+
+def test_markdown_flag_prints_the_page(cli_env):
+    result = rules_cli(["--markdown"], cli_env)
+    assert result.returncode == 0
+    assert result.stdout == render_markdown(all_rules())
+    assert "### `row-remap-failure`" in result.stdout
+    assert rules_cli(["--markdown", "--json"], cli_env).returncode == 3

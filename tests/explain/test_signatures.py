@@ -1,0 +1,321 @@
+"""Every failure class, in the message formats PyTorch, CUDA, NCCL, cuBLAS, the driver and
+Linux have printed over the years; and logs that only look alarming, which must stay quiet."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpu_audit.explain import CLASSES, classify_text
+from gpu_audit.explain.signatures import SIGNATURES
+from gpu_audit.model import Severity
+from tests.explain.helpers import FIXTURES, fixture_incidents
+
+# fixture log -> the incidents it must yield, root cause first: (class, signature)
+FIXTURE_INCIDENTS = {
+    "a100_fragmented_oom_torch23.log": [("cuda-oom", "cuda-oom/caching-allocator")],
+    "gtx1650_oom_too_big_torch113.log": [("cuda-oom", "cuda-oom/caching-allocator")],
+    "k80_oom_torch10_cached.log": [("cuda-oom", "cuda-oom/caching-allocator")],
+    "gtx1650_three_uvicorn_oom.log": [("cuda-oom", "cuda-oom/caching-allocator")],
+    "oom_memory_fraction_torch20.log": [("cuda-oom", "cuda-oom/caching-allocator")],
+    "oom_unified_allocator_newest.log": [("cuda-oom", "cuda-oom/caching-allocator")],
+    "oom_message_wrapped_by_logger.log": [("cuda-oom", "cuda-oom/caching-allocator")],
+    "qodo_encoder_nvml_assert.log": [("nvml-assert-oom", "nvml-assert-oom/caching-allocator")],
+    "nvidia_smi_driver_library_mismatch.log": [
+        ("nvml-unavailable", "nvml-unavailable/init-failed")],
+    "container_without_driver_libraries.log": [
+        ("nvml-unavailable", "nvml-unavailable/container-cli")],
+    "dmesg_nvrm_api_mismatch.log": [("nvml-unavailable", "nvml-unavailable/nvrm-api-mismatch")],
+    "torch29_deprecated_alloc_conf_healthy.log": [
+        ("alloc-conf", "alloc-conf/deprecated-variable")],
+    "torch201_expandable_segments_unknown.log": [
+        ("alloc-conf", "alloc-conf/unrecognized-option")],
+    "torch210_unknown_alloc_key.log": [("alloc-conf", "alloc-conf/unrecognized-option")],
+    "torch29_max_split_too_small.log": [("alloc-conf", "alloc-conf/value-too-small")],
+    "wsl2_expandable_segments_unsupported.log": [
+        ("alloc-conf", "alloc-conf/expandable-unsupported")],
+    "cublas_handle_alloc_failed.log": [("cublas-failure", "cublas-failure/cublas-status")],
+    "cudnn_not_initialized.log": [("cublas-failure", "cublas-failure/cudnn-status")],
+    "thc_cublas_runtime_error_torch04.log": [
+        ("cublas-failure", "cublas-failure/legacy-runtime-error")],
+    "rtx5090_torch26_cu124_no_kernel_image.log": [
+        ("driver-mismatch", "driver-mismatch/arch-not-compiled")],
+    "old_driver_cu121_wheel.log": [("driver-mismatch", "driver-mismatch/driver-too-old")],
+    "geforce_cuda_compat_error_804.log": [("driver-mismatch", "driver-mismatch/cuda-init")],
+    "hgx_fabric_manager_down_802.log": [("driver-mismatch", "driver-mismatch/cuda-init")],
+    "k80_gpu_too_old_torch2.log": [("driver-mismatch", "driver-mismatch/gpu-too-old")],
+    "ddp8_rank3_illegal_access_nccl_timeouts.log": [
+        ("illegal-memory-access", "illegal-memory-access/illegal-address"),
+        ("nccl", "nccl/watchdog-timeout"),
+        ("nccl", "nccl/operations-failed")],
+    "llama_embedding_index_device_assert.log": [
+        ("device-assert", "device-assert/kernel-assertion"),
+        ("cublas-failure", "cublas-failure/cublas-status")],
+    "torch04_nll_loss_assert.log": [("device-assert", "device-assert/kernel-assertion")],
+    "dmesg_xid79_fallen_off_bus.log": [("gpu-hardware", "gpu-hardware/xid")],
+    "dmesg_xid48_dbe_xid45.log": [("gpu-hardware", "gpu-hardware/xid")] * 3,
+    "dmesg_xid31_mmu_fault_2012_format.log": [("gpu-hardware", "gpu-hardware/xid")] * 2,
+    "dmesg_xid119_gsp_xid154.log": [("gpu-hardware", "gpu-hardware/xid")] * 2,
+    "uncorrectable_ecc_cuda_error.log": [("gpu-hardware", "gpu-hardware/uncorrectable-ecc")],
+    "nvidia_smi_gpu_is_lost.log": [("gpu-hardware", "gpu-hardware/fallen-off-bus")],
+    "unspecified_launch_failure_torch17.log": [("gpu-hardware", "gpu-hardware/launch-failure")],
+    "nccl_unhandled_system_error_shm.log": [("nccl", "nccl/error")],
+    "nccl_torch17_caught_timeout.log": [("nccl", "nccl/watchdog-timeout"),
+                                        ("nccl", "nccl/operations-failed")],
+    "nccl_torch113_timeout_seqnum.log": [("nccl", "nccl/watchdog-timeout")],
+    "nccl_ib_completion_error.log": [("nccl", "nccl/network")],
+    "ddp_duplicate_gpu.log": [("nccl", "nccl/duplicate-gpu"), ("nccl", "nccl/error")],
+    "rendezvous_store_timeout.log": [("nccl", "nccl/store-timeout")],
+    "dmesg_oom_killer_kernel5.log": [("host-oom", "host-oom/kernel-oom-killer")],
+    "dmesg_oom_killer_kernel3.log": [("host-oom", "host-oom/kernel-oom-killer")],
+    "slurm_dataloader_killed_oom.log": [("host-oom", "host-oom/dataloader-killed"),
+                                        ("host-oom", "host-oom/shared-memory"),
+                                        ("host-oom", "host-oom/slurm-oom-kill")],
+    "docker_default_shm_bus_error.log": [("host-oom", "host-oom/dataloader-killed")],
+    "torchrun_worker_sigkill.log": [("host-oom", "host-oom/sigkill")],
+    "k8s_pod_oomkilled.log": [("host-oom", "host-oom/kubernetes-oomkilled")],
+    "healthy_run_with_alarming_lines.log": [],
+}
+
+
+@pytest.mark.parametrize("name", sorted(FIXTURE_INCIDENTS))
+def test_fixture_log_yields_its_incidents_root_cause_first(name: str) -> None:
+    found = [(i.cls, i.signature) for i in fixture_incidents(name)]
+    assert found == FIXTURE_INCIDENTS[name]
+
+
+def test_every_fixture_log_is_covered_and_every_class_has_one() -> None:
+    assert {p.name for p in FIXTURES.glob("*.log")} == set(FIXTURE_INCIDENTS)
+    seen = {cls for expected in FIXTURE_INCIDENTS.values() for cls, _ in expected}
+    assert seen == set(CLASSES)
+
+
+# One line each, in the formats of different releases: (log text, class, signature).
+SINGLE_LINES = [
+    # CUDA out of memory, THC era to the unified allocator
+    ("RuntimeError: cuda runtime error (2) : out of memory at "
+     "/pytorch/aten/src/THC/generic/THCStorage.cu:58", "cuda-oom", "cuda-oom/cuda-error"),
+    ("RuntimeError: CUDA error: out of memory", "cuda-oom", "cuda-oom/cuda-error"),
+    ("node2:4410:4462 [1] include/alloc.h:48 NCCL WARN Cuda failure 'out of memory'",
+     "cuda-oom", "cuda-oom/cuda-error"),
+    ("cupy_backends.cuda.api.driver.CUDADriverError: CUDA_ERROR_OUT_OF_MEMORY: out of memory",
+     "cuda-oom", "cuda-oom/cuda-error"),
+    ("torch.OutOfMemoryError: HIP out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
+     "capacity of 63.98 GiB of which 1.20 GiB is free.", "cuda-oom", "cuda-oom/caching-allocator"),
+    ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate more than 1EB memory.",
+     "cuda-oom", "cuda-oom/caching-allocator"),
+    # NVML
+    ('NVML_SUCCESS == r INTERNAL ASSERT FAILED at "../c10/cuda/CUDACachingAllocator.cpp":838, '
+     "please report a bug to PyTorch.", "nvml-assert-oom", "nvml-assert-oom/caching-allocator"),
+    ('RuntimeError: NVML_SUCCESS == DriverAPI::get()->nvmlInit_v2_() INTERNAL ASSERT FAILED at '
+     '"/pytorch/c10/cuda/PeerToPeerAccess.cpp":131, please report a bug to PyTorch.',
+     "nvml-unavailable", "nvml-unavailable/nvml-assert"),
+    ("/usr/lib/python3/dist-packages/torch/cuda/__init__.py:654: UserWarning: Can't initialize "
+     "NVML", "nvml-unavailable", "nvml-unavailable/torch-warning"),
+    ("pynvml.NVMLError_LibraryNotFound: NVML Shared Library Not Found", "nvml-unavailable",
+     "nvml-unavailable/pynvml"),
+    ("pynvml.nvml.NVMLError_LibRmVersionMismatch: RM has detected an NVML/RM version mismatch.",
+     "nvml-unavailable", "nvml-unavailable/pynvml"),
+    ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure "
+     "that the latest NVIDIA driver is installed and running.", "nvml-unavailable",
+     "nvml-unavailable/nvidia-smi-no-driver"),
+    ("Failed to initialize NVML: Unknown Error", "nvml-unavailable",
+     "nvml-unavailable/init-failed"),
+    ("nvidia-container-cli: initialization error: nvml error: driver/library version mismatch: "
+     "unknown", "nvml-unavailable", "nvml-unavailable/container-cli"),
+    # allocator configuration
+    ("RuntimeError: Error parsing CachingAllocator settings, expected :", "alloc-conf",
+     "alloc-conf/malformed"),
+    ("RuntimeError: garbage_collect_threshold too small, set it 0.0~1.0", "alloc-conf",
+     "alloc-conf/malformed"),
+    ("RuntimeError: For roundups, the divisions has to be power of 2", "alloc-conf",
+     "alloc-conf/malformed"),
+    ("RuntimeError: Unknown allocator backend, options are native and cudaMallocAsync",
+     "alloc-conf", "alloc-conf/backend"),
+    ("[W CUDAAllocatorConfig.cpp:29] Warning: backend:cudaMallocAsync ignores "
+     "max_split_size_mb,roundup_power2_divisions, and garbage_collect_threshold. (function "
+     "parseArgs)", "alloc-conf", "alloc-conf/ignored-options"),
+    ("ValueError: CachingAllocator option max_non_split_rounding_mb too small, must be >= 20",
+     "alloc-conf", "alloc-conf/value-too-small"),
+    # cuBLAS, cuDNN and the other CUDA libraries
+    ("RuntimeError: CUDA error: CUBLAS_STATUS_NOT_SUPPORTED when calling "
+     "`cublasGemmStridedBatchedExFix(handle, opa, opb, m, n, k)`", "cublas-failure",
+     "cublas-failure/cublas-status"),
+    ("RuntimeError: cuDNN error: CUDNN_STATUS_EXECUTION_FAILED", "cublas-failure",
+     "cublas-failure/cudnn-status"),
+    ("RuntimeError: Unable to find a valid cuDNN algorithm to run convolution",
+     "cublas-failure", "cublas-failure/cudnn-no-engine"),
+    ("RuntimeError: GET was unable to find an engine to execute this computation",
+     "cublas-failure", "cublas-failure/cudnn-no-engine"),
+    ("RuntimeError: cusolver error: CUSOLVER_STATUS_ALLOC_FAILED, when calling "
+     "`cusolverDnCreate(handle)`", "cublas-failure", "cublas-failure/cublas-status"),
+    ("RuntimeError: cublasLt ran into an error!", "cublas-failure", "cublas-failure/cublaslt"),
+    # driver, runtime and architecture
+    ("RuntimeError: cuda runtime error (35) : CUDA driver version is insufficient for CUDA "
+     "runtime version at /pytorch/aten/src/THC/THCGeneral.cpp:74", "driver-mismatch",
+     "driver-mismatch/insufficient-driver"),
+    ("UserWarning: CUDA initialization: CUDA driver version is insufficient for CUDA runtime "
+     "version (Triggered internally at ../c10/cuda/CUDAFunctions.cpp:108.)", "driver-mismatch",
+     "driver-mismatch/insufficient-driver"),
+    ("RuntimeError: cuda runtime error (48) : no kernel image is available for execution on the "
+     "device at /pytorch/aten/src/THC/generic/THCTensorMath.cu:35", "driver-mismatch",
+     "driver-mismatch/no-kernel-image"),
+    ("RuntimeError: Found no NVIDIA driver on your system. Please check that you have an NVIDIA "
+     "GPU and installed a driver from http://www.nvidia.com/Download/index.aspx",
+     "driver-mismatch", "driver-mismatch/no-driver"),
+    ("RuntimeError: CUDA error: the provided PTX was compiled with an unsupported toolchain.",
+     "driver-mismatch", "driver-mismatch/unsupported-ptx"),
+    ("RuntimeError: No CUDA GPUs are available", "driver-mismatch", "driver-mismatch/cuda-init"),
+    # kernel faults
+    ("RuntimeError: cuda runtime error (77) : an illegal memory access was encountered at "
+     "/pytorch/aten/src/THC/THCCachingHostAllocator.cpp:265", "illegal-memory-access",
+     "illegal-memory-access/illegal-address"),
+    ("jaxlib.xla_extension.XlaRuntimeError: INTERNAL: Failed to execute XLA Runtime executable: "
+     "CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered",
+     "illegal-memory-access", "illegal-memory-access/illegal-address"),
+    ("RuntimeError: Triton Error [CUDA]: an illegal memory access was encountered",
+     "illegal-memory-access", "illegal-memory-access/illegal-address"),
+    ("node1:812:930 [2] NCCL WARN Cuda failure 'an illegal memory access was encountered'",
+     "illegal-memory-access", "illegal-memory-access/illegal-address"),
+    ("RuntimeError: CUDA error: misaligned address", "illegal-memory-access",
+     "illegal-memory-access/misaligned-address"),
+    ("RuntimeError: CUDA error: an illegal instruction was encountered",
+     "illegal-memory-access", "illegal-memory-access/illegal-instruction"),
+    ("/pytorch/aten/src/ATen/native/cuda/Loss.cu:92: operator(): block: [33,0,0], thread: "
+     "[31,0,0] Assertion `input_val >= zero && input_val <= one` failed.", "device-assert",
+     "device-assert/kernel-assertion"),
+    ("RuntimeError: CUDA error: device-side assert triggered", "device-assert",
+     "device-assert/triggered"),
+    # GPU hardware
+    ("gpu-health: node07 GPU 3 reported XID 79 at 02:41", "gpu-hardware",
+     "gpu-hardware/xid-mention"),
+    ("RuntimeError: CUDA error: an uncorrectable NVLink error was detected during the execution",
+     "gpu-hardware", "gpu-hardware/nvlink-uncorrectable"),
+    ("[  30.112100] NVRM: RmInitAdapter failed! (0x26:0xffff:1401)", "gpu-hardware",
+     "gpu-hardware/rm-init-failed"),
+    ("RuntimeError: CUDA error: the launch timed out and was terminated", "gpu-hardware",
+     "gpu-hardware/launch-timeout"),
+    ("RuntimeError: CUDA error: unknown error", "gpu-hardware", "gpu-hardware/unknown-error"),
+    ("pynvml.NVMLError_GpuIsLost: GPU is lost", "gpu-hardware", "gpu-hardware/fallen-off-bus"),
+    ("RuntimeError: cuda runtime error (4) : unspecified launch failure at "
+     "/pytorch/aten/src/THC/generic/THCStorage.c:36", "gpu-hardware",
+     "gpu-hardware/launch-failure"),
+    # NCCL and other collectives, PyTorch 1.x to today
+    ("RuntimeError: NCCL error in: /pytorch/torch/lib/c10d/ProcessGroupNCCL.cpp:514, unhandled "
+     "system error, NCCL version 2.4.8", "nccl", "nccl/error"),
+    ("RuntimeError: NCCL error in: /opt/conda/conda-bld/pytorch_1614378083779/work/torch/lib/c10d/"
+     "ProcessGroupNCCL.cpp:825, unhandled cuda error, NCCL version 2.7.8", "nccl", "nccl/error"),
+    ("torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/"
+     "NCCLUtils.hpp:219, remote process exited or there was a network error, NCCL version "
+     "2.19.3", "nccl", "nccl/error"),
+    ("[rank0]:[E1122 03:00:00.000000 ProcessGroupNCCL.cpp:1316] [PG ID 0 PG GUID 0(default_pg) "
+     "Rank 0] Heartbeat monitor timed out! Process will be terminated after dumping debug info. "
+     "workMetaList_.size()=1", "nccl", "nccl/heartbeat"),
+    ("[E ProcessGroupNCCL.cpp:1150] ProcessGroupNCCL's watchdog got stuck for 480 seconds "
+     "without making progress in monitoring enqueued collectives.", "nccl", "nccl/heartbeat"),
+    ("RuntimeError: NCCL communicator was aborted on rank 3. Original reason for failure was: "
+     "NCCL error: unhandled system error, NCCL version 2.14.3", "nccl",
+     "nccl/communicator-aborted"),
+    ("RuntimeError: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:84] Timed out "
+     "waiting 1800000ms for recv operation to complete", "nccl", "nccl/gloo-timeout"),
+    ("RuntimeError: [/opt/conda/third_party/gloo/gloo/transport/tcp/pair.cc:598] Connection "
+     "closed by peer [10.1.1.2]:62581", "nccl", "nccl/gloo-peer-closed"),
+    ("torch.distributed.DistBackendError: [1] is setting up NCCL communicator and retrieving "
+     "ncclUniqueId from [0] via c10d key-value store by key '0', but store->get('0') got error: "
+     "Connection reset by peer", "nccl", "nccl/unique-id-fetch"),
+    ("RuntimeError: ProcessGroupNCCL is only supported with GPUs, no GPUs found!", "nccl",
+     "nccl/no-gpus"),
+    ("THCudaCheck FAIL file=/pytorch/aten/src/THC/THCCachingAllocator.cpp line=510 error=30 : "
+     "unknown error", "gpu-hardware", "gpu-hardware/unknown-error"),
+    ("[   12.8842] NVRM: installed in this system is not supported by the NVIDIA 460.91.03 "
+     "driver release.", "driver-mismatch", "driver-mismatch/gpu-not-supported-by-driver"),
+    ("THCudaCheck FAIL file=/pytorch/aten/src/THC/generic/THCStorage.cu line=58 error=2 : out of "
+     "memory", "cuda-oom", "cuda-oom/cuda-error"),
+    ("RuntimeError: NCCL Error 2: unhandled system error", "nccl", "nccl/error"),
+    ("RuntimeError: NCCL error in: /pytorch/torch/lib/c10d/ProcessGroupNCCL.cpp:290, unhandled "
+     "cuda error", "nccl", "nccl/error"),
+    # host memory
+    ("[ 214.100021] Out of memory: kill process 3310 (python) score 861 or a child", "host-oom",
+     "host-oom/kernel-oom-killer"),
+    ("[ 301.772100] Memory cgroup out of memory: Killed process 5512 (python3) "
+     "total-vm:30000000kB, anon-rss:20000000kB, file-rss:0kB, shmem-rss:0kB", "host-oom",
+     "host-oom/kernel-oom-killer"),
+    ("RuntimeError: [enforce fail at alloc_cpu.cpp:114] data. DefaultCPUAllocator: not enough "
+     "memory: you tried to allocate 3355443200 bytes.", "host-oom", "host-oom/cpu-allocator"),
+    ("numpy.core._exceptions._ArrayMemoryError: Unable to allocate 3.20 GiB for an array with "
+     "shape (1000, 1000, 430) and data type float64", "host-oom", "host-oom/numpy"),
+    ("MemoryError", "host-oom", "host-oom/memory-error"),
+    ("srun: error: node17: task 3: Out Of Memory", "host-oom", "host-oom/slurm-oom-kill"),
+    ("./train.sh: line 12: 48211 Killed                  python train.py --epochs 10",
+     "host-oom", "host-oom/shell-killed"),
+    ("Killed", "host-oom", "host-oom/shell-killed"),
+    ("RuntimeError: DataLoader worker (pid(s) 1234, 1235) exited unexpectedly", "host-oom",
+     "host-oom/dataloader-killed"),
+    ("RuntimeError: unable to write to file </torch_18692_1954506449>: No space left on device "
+     "(28)", "host-oom", "host-oom/shared-memory"),
+]
+
+
+@pytest.mark.parametrize(("line", "cls", "signature"), SINGLE_LINES,
+                         ids=[s for _, _, s in SINGLE_LINES])
+def test_single_line_formats(line: str, cls: str, signature: str) -> None:
+    incidents = classify_text(line, torch_version="2.3.1")
+    assert [(i.cls, i.signature) for i in incidents] == [(cls, signature)]
+    assert incidents[0].line_numbers == [1]
+    assert incidents[0].excerpt
+
+
+def test_every_signature_that_opens_an_incident_is_exercised() -> None:
+    exercised = {s for _, _, s in SINGLE_LINES}
+    exercised |= {sig for expected in FIXTURE_INCIDENTS.values() for _, sig in expected}
+    # Continuation signatures only add numbers; their tests are in test_oom_numbers and
+    # test_ordering. Folded ones appear under the incident they merge into.
+    folded = {"gpu-hardware/fallen-off-bus", "host-oom/killed-process",
+              "driver-mismatch/no-kernel-image", "nccl/network", "nccl/shm-segment",
+              "nccl/cuda-failure", "nccl/operations-failed"}
+    openers = {s.id for s in SIGNATURES if s.attach != "only"}
+    assert openers - exercised - folded == set()
+
+
+QUIET_LINES = [
+    "    except MemoryError:",
+    "    # a negative stride here used to cause an illegal memory access in the kernel",
+    "    check_alignment(t)  # misaligned address otherwise",
+    "except torch.cuda.OutOfMemoryError as exc:  # retry with a smaller batch",
+    "KeyError: 'labels'",
+    "ValueError: too many values to unpack (expected 2)",
+    "node01:4101:4188 [0] NCCL INFO comm 0x55d3c0 rank 0 nranks 8 cudaDev 0 - Init COMPLETE",
+    "node01:4101:4101 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>",
+    "Xidian University dataset loaded (XID-2019 split)",
+    "Killed two birds with one stone",
+    "CUDA kernel errors might be asynchronously reported at some other API call, so the "
+    "stacktrace below might be incorrect.",
+    "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.",
+    "export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
+    "Token indices sequence length is longer than the specified maximum sequence length for "
+    "this model (600 > 512). Running this sequence through the model will result in indexing "
+    "errors",
+    "UserWarning: TensorFloat32 tensor cores for float32 matrix multiplication available but "
+    "not enabled. Consider setting `torch.set_float32_matmul_precision('high')` for better "
+    "performance.",
+    "You are using a CUDA device ('NVIDIA A100-SXM4-80GB') that has Tensor Cores.",
+    "[W reducer.cpp:1346] Warning: find_unused_parameters=True was specified in DDP constructor",
+    "triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 98304, "
+    "Hardware limit: 65536.",
+    "RuntimeError: DataLoader worker (pid 2831817) is killed by signal: Segmentation fault.",
+]
+
+
+@pytest.mark.parametrize("line", QUIET_LINES)
+def test_lines_that_only_look_alarming_yield_no_gpu_finding(line: str) -> None:
+    assert classify_text(line, torch_version=None) == []
+
+
+def test_healthy_log_has_no_incident_at_all() -> None:
+    assert fixture_incidents("healthy_run_with_alarming_lines.log") == []
+
+
+def test_warnings_do_not_count_as_failures() -> None:
+    (deprecated,) = fixture_incidents("torch29_deprecated_alloc_conf_healthy.log")
+    assert deprecated.severity is Severity.WARNING
+    assert deprecated.role == "context"
+    assert not deprecated.is_failure

@@ -1,0 +1,69 @@
+"""The published figures and fragmentation metrics, from recorded memory_stats() dictionaries."""
+
+from __future__ import annotations
+
+from gpu_audit.monitor import metrics
+from tests.monitor.recorded import GIB, MIB, fragmented_training_stats, memory_stats
+
+
+def test_counters_come_from_the_reference_key_names():
+    stats = fragmented_training_stats(retries=3, ooms=1)
+    counters = metrics.counters_from_stats(stats)
+    assert counters["allocated_bytes"] == 45 * GIB
+    assert counters["reserved_bytes"] == 70 * GIB
+    assert counters["reserved_peak_bytes"] == 72 * GIB
+    assert counters["allocated_peak_bytes"] == 62 * GIB
+    assert counters["inactive_split_bytes"] == 20 * GIB
+    assert counters["requested_bytes"] == 45 * GIB - 300 * MIB
+    assert counters["allocations"] == 2400  # the count family is "allocation", not "allocated"
+    assert counters["segments"] == 180
+    assert (counters["num_alloc_retries"], counters["num_ooms"]) == (3, 1)
+
+
+def test_a_key_the_running_torch_lacks_is_unknown_not_zero():
+    stats = memory_stats(allocated=GIB, reserved=2 * GIB)
+    del stats["requested_bytes.all.current"]
+    stats["num_ooms"] = "n/a"  # a value of the wrong type is just as unknown
+    counters = metrics.counters_from_stats(stats)
+    assert counters["requested_bytes"] is None
+    assert counters["num_ooms"] is None
+
+
+def test_fragmentation_follows_the_reference_definitions():
+    frag = metrics.fragmentation(allocated=45 * GIB, reserved=70 * GIB,
+                                 inactive_split=20 * GIB, requested=45 * GIB - 450 * MIB)
+    assert frag["reserved_unallocated_bytes"] == 25 * GIB
+    assert frag["fragmentation_pct"] == round(100 * 25 / 70, 1)  # cache slack
+    assert frag["split_fragmentation_pct"] == round(100 * 20 / 70, 1)  # non-releasable
+    assert frag["trapped_pct"] == 80.0  # 20 of the 25 GiB slack
+    assert frag["rounding_waste_pct"] == round(100 * (450 * MIB) / (45 * GIB), 1)
+
+
+def test_fragmentation_is_undefined_for_an_empty_allocator():
+    frag = metrics.fragmentation(allocated=0, reserved=0, inactive_split=0, requested=0)
+    assert frag["reserved_unallocated_bytes"] == 0
+    assert frag["fragmentation_pct"] is None
+    assert frag["trapped_pct"] is None
+    assert frag["rounding_waste_pct"] is None
+
+
+def test_allocator_strings_split_at_top_level_commas_only():
+    conf = ("max_split_size_mb:128,roundup_power2_divisions:[256:1,512:2,>:4],"
+            "expandable_segments:True")
+    assert metrics.parse_alloc_conf(conf) == {
+        "max_split_size_mb": "128",
+        "roundup_power2_divisions": "[256:1,512:2,>:4]",
+        "expandable_segments": "True",
+    }
+    assert metrics.parse_alloc_conf("") == {}
+    assert metrics.expandable_segments(metrics.parse_alloc_conf("expandable_segments:True"))
+    # Booleans are case-sensitive in PyTorch: "true" is not True.
+    assert not metrics.expandable_segments(metrics.parse_alloc_conf("expandable_segments:true"))
+
+
+def test_max_split_size_prefers_the_live_setting_and_reads_minus_one_as_unlimited():
+    stats = memory_stats(allocated=GIB, reserved=GIB, max_split_size=-1)
+    assert metrics.max_split_size_bytes({}, stats) is None
+    assert metrics.max_split_size_bytes({"max_split_size_mb": "512"}, stats) == 512 * MIB
+    frozen = memory_stats(allocated=GIB, reserved=GIB, max_split_size=256 * MIB)
+    assert metrics.max_split_size_bytes({}, frozen) == 256 * MIB
