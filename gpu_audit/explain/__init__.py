@@ -79,8 +79,9 @@ def _encode(lines: Iterable[str]) -> Iterator[bytes]:
         yield b"".join(batch)
 
 
-def _consume(classifier: Classifier, name: str, chunks: Iterable[bytes]) -> InputStats:
-    index = classifier.add_source(name)
+def _consume(classifier: Classifier, name: str, chunks: Iterable[bytes],
+             index: int | None = None) -> InputStats:
+    index = classifier.add_source(name) if index is None else index
     scanner = BlockScanner()
     for chunk in chunks:
         for candidate in scanner.feed(chunk):
@@ -136,14 +137,21 @@ def explain_sources(names: Sequence[str], *, torch_version: Any = DETECT,
 
 
 def _consume_parallel(classifier: Classifier, name: str, workers: int) -> InputStats:
+    from concurrent.futures.process import BrokenProcessPool
+
     from gpu_audit.errors import InputError
     from gpu_audit.explain.parallel import ParallelScan
+    from gpu_audit.explain.sources import open_log, read_chunks
 
     index = classifier.add_source(name)
     scan = ParallelScan(name, workers)
     try:
         for candidate in scan:
             classifier.feed(index, candidate)
-    except OSError as exc:
-        raise InputError(f"{name}: read failed ({exc.strerror or exc})") from None
-    return InputStats(name, scan.bytes, scan.line_count)
+        return InputStats(name, scan.bytes, scan.line_count)
+    except (OSError, NotImplementedError, BrokenProcessPool) as exc:
+        if scan.collected:
+            raise InputError(f"{name}: read failed ({exc})") from None
+    # No worker processes here (a sandbox without POSIX semaphores, say): read it in this one.
+    stream, kind = open_log(name)
+    return _consume(classifier, name, read_chunks(name, stream, kind), index)

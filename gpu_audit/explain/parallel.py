@@ -82,6 +82,7 @@ class ParallelScan:
         self.workers = workers
         self.lines = 0
         self.bytes = 0
+        self.collected = False  # True once a range's results were handed out
         self._ends_with_newline = True
 
     def __iter__(self) -> Iterator[Candidate]:
@@ -102,6 +103,7 @@ class ParallelScan:
 
     def _collect(self, result: tuple[list[tuple[int, str]], int, int]) -> Iterator[Candidate]:
         found, newlines, nbytes = result
+        self.collected = True
         for line, text in found:
             yield Candidate(self.lines + line, text)
         self.lines += newlines

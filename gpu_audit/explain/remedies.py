@@ -1,42 +1,36 @@
 """Which allocator variable a given torch reads, and remedy lines a user can paste.
 
-PyTorch renamed the caching allocator's variable: up to 2.9.x the CUDA allocator reads only
-``PYTORCH_CUDA_ALLOC_CONF`` (2.9 already warns that this name is deprecated, yet ignores the
-new one for CUDA); from 2.10 ``PYTORCH_ALLOC_CONF`` is read. When the version is unknown (torch
-not installed here, or an unreadable version string) both names are given, set to the same
-string, which works everywhere. These functions are pure so that other parts of gpu-audit
-(the allocator checks, validate) can share them.
+The rules live in :mod:`gpu_audit.allocconf` (one source of truth for scan, explain and
+validate): up to 2.8 only ``PYTORCH_CUDA_ALLOC_CONF`` reaches the CUDA allocator; from 2.9 on,
+and when the version is unknown, both names are set to the same string, which every release
+reads the same way (2.9 reads only the old name, 2.10 and 2.11 prefer the new one, later
+releases the old one again). These functions are pure.
 """
 
 from __future__ import annotations
 
-import re
+from gpu_audit.allocconf import CUDA_VAR, NEW_VAR, export_line, torch_minor
 
-LEGACY_VAR = "PYTORCH_CUDA_ALLOC_CONF"
-UNIFIED_VAR = "PYTORCH_ALLOC_CONF"
-
-_VERSION = re.compile(r"^\s*v?(\d+)\.(\d+)")
+LEGACY_VAR = CUDA_VAR
+UNIFIED_VAR = NEW_VAR
 
 
 def torch_release(version: str | None) -> tuple[int, int] | None:
     """(major, minor) from a torch version string such as ``2.9.1+cu128`` or ``2.10.0a0+git1``."""
-    if not version:
-        return None
-    match = _VERSION.match(version)
-    return (int(match[1]), int(match[2])) if match else None
+    return torch_minor(version)
 
 
 def alloc_conf_variables(torch_version: str | None) -> tuple[str, ...]:
-    """The variable(s) that make the allocator setting take effect for ``torch_version``."""
+    """The variable(s) to set so the allocator setting takes effect for ``torch_version``."""
     release = torch_release(torch_version)
-    if release is None:
-        return (LEGACY_VAR, UNIFIED_VAR)
-    return (UNIFIED_VAR,) if release >= (2, 10) else (LEGACY_VAR,)
+    if release is not None and release < (2, 9):
+        return (LEGACY_VAR,)
+    return (UNIFIED_VAR, LEGACY_VAR)
 
 
 def alloc_conf_export(setting: str, torch_version: str | None) -> str:
-    """A shell line setting the allocator option, e.g. ``export PYTORCH_ALLOC_CONF=...``."""
-    return "export " + " ".join(f"{var}={setting}" for var in alloc_conf_variables(torch_version))
+    """A shell line setting the allocator option, e.g. ``export PYTORCH_ALLOC_CONF=... ...``."""
+    return export_line(setting, torch_release(torch_version))
 
 
 def supports_expandable_segments(torch_version: str | None) -> bool | None:
@@ -59,6 +53,9 @@ def fragmentation_remedy(torch_version: str | None) -> str:
 
 def installed_torch_version() -> str | None:
     """torch's version from package metadata; torch itself is never imported."""
-    from gpu_audit.collect.software import torch_version
+    import importlib.metadata
 
-    return torch_version()
+    try:
+        return importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        return None

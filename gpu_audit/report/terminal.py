@@ -52,14 +52,18 @@ def render_findings(console: Console, findings: list[Finding]) -> None:
         console.print("[green]No findings: nothing stands in the way of a run.[/]")
         return
     console.print("[bold]Findings[/]")
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(width=8, no_wrap=True)
+    grid.add_column(overflow="fold")
     for f in findings:
         severity = f.severity or Severity.INFO
-        console.print(
-            f"[{SEVERITY_STYLE[severity]}]{severity.value.upper():8}[/] "
-            f"[bold]{escape(f.id)}[/] ({escape(f.subject)}): {escape(f.title)}"
+        text = (
+            f"[bold]{escape(f.id)}[/] ({escape(f.subject)}): {escape(f.title)}\n"
+            f"{escape(f.detail)}\n[dim]fix:[/] {escape(f.remedy)}"
         )
-        console.print(f"         {escape(f.detail)}")
-        console.print(f"         [dim]fix:[/] {escape(f.remedy)}")
+        grid.add_row(f"[{SEVERITY_STYLE[severity]}]{severity.value.upper()}[/]", text)
+        grid.add_row("", "")
+    console.print(grid)
 
 
 def render_scan(

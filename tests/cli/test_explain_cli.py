@@ -29,7 +29,7 @@ def test_fragmented_oom_is_explained_with_numbers_and_the_variable_to_set(cli_en
     assert "ROOT CAUSE" in out and "CUDA out of memory: fragmentation" in out
     assert "line 12" in out
     assert "reserved unallocated 18.02 GiB" in out
-    assert "export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" in out
+    assert "export PYTORCH_CUDA_ALLOC_CONF='expandable_segments:True'" in out
     assert "\x1b[" not in out  # NO_COLOR and not a terminal: plain text
     assert done.stderr == b""
 

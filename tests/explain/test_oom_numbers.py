@@ -132,16 +132,17 @@ def test_nvml_assert_is_explained_as_an_oom() -> None:
 
 # --- which variable the fragmentation remedy names ----------------------------------------------
 
+BOTH_EXPANDABLE = ["export PYTORCH_ALLOC_CONF='expandable_segments:True' "
+                   "PYTORCH_CUDA_ALLOC_CONF='expandable_segments:True'"]
+
+
 @pytest.mark.parametrize(("torch_version", "present", "absent"), [
-    ("2.3.1+cu121", ["export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"],
+    ("2.3.1+cu121", ["export PYTORCH_CUDA_ALLOC_CONF='expandable_segments:True'"],
      ["PYTORCH_ALLOC_CONF="]),
-    ("2.9.1+cu128", ["export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"],
-     ["PYTORCH_ALLOC_CONF="]),
-    ("2.10.0", ["export PYTORCH_ALLOC_CONF=expandable_segments:True"],
-     ["PYTORCH_CUDA_ALLOC_CONF="]),
-    (None, ["PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
-            "PYTORCH_ALLOC_CONF=expandable_segments:True"], []),
-    ("2.0.1", ["PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:128"], ["expandable_segments:True"]),
+    ("2.9.1+cu128", BOTH_EXPANDABLE, []),
+    ("2.10.0", BOTH_EXPANDABLE, []),
+    (None, BOTH_EXPANDABLE, []),
+    ("2.0.1", ["PYTORCH_CUDA_ALLOC_CONF='max_split_size_mb:128'"], ["expandable_segments:True"]),
 ])
 def test_fragmentation_remedy_names_the_variable_this_torch_reads(
         torch_version: str | None, present: list[str], absent: list[str]) -> None:

@@ -14,29 +14,31 @@ from gpu_audit.explain.remedies import (
 )
 from gpu_audit.explain.xid import XID_TABLE, xid_info
 from gpu_audit.model import Severity
-from tests.explain.helpers import fixture_incidents
+from tests.explain.helpers import FIXTURES, fixture_incidents
+
+BOTH = ("PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF")
 
 
 @pytest.mark.parametrize(("version", "variables"), [
     ("1.13.1+cu117", ("PYTORCH_CUDA_ALLOC_CONF",)),
     ("2.8.0", ("PYTORCH_CUDA_ALLOC_CONF",)),
-    ("2.9.1+cu128", ("PYTORCH_CUDA_ALLOC_CONF",)),  # warns, yet its CUDA allocator reads only this
-    ("2.10.0", ("PYTORCH_ALLOC_CONF",)),
-    ("2.10.0a0+gitc0ffee", ("PYTORCH_ALLOC_CONF",)),
-    ("2.13.0+cpu", ("PYTORCH_ALLOC_CONF",)),
-    (None, ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")),
-    ("not-a-version", ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")),
+    ("2.9.1+cu128", BOTH),  # 2.9 reads only the old name for CUDA; setting both is safe
+    ("2.10.0", BOTH),  # 2.10 and 2.11 prefer the new name
+    ("2.10.0a0+gitc0ffee", BOTH),
+    ("2.13.0+cpu", BOTH),  # the old name wins again: the new one alone would be overridden
+    (None, BOTH),
+    ("not-a-version", BOTH),
 ])
-def test_variable_the_installed_torch_reads(version: str | None, variables: tuple) -> None:
+def test_variables_that_reach_the_allocator(version: str | None, variables: tuple) -> None:
     assert alloc_conf_variables(version) == variables
 
 
 def test_export_lines() -> None:
     assert alloc_conf_export("expandable_segments:True", "2.4.0") == (
-        "export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True")
+        "export PYTORCH_CUDA_ALLOC_CONF='expandable_segments:True'")
     assert alloc_conf_export("expandable_segments:True", None) == (
-        "export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
-        "PYTORCH_ALLOC_CONF=expandable_segments:True")
+        "export PYTORCH_ALLOC_CONF='expandable_segments:True' "
+        "PYTORCH_CUDA_ALLOC_CONF='expandable_segments:True'")
 
 
 def test_versions_and_expandable_segments() -> None:
@@ -92,7 +94,8 @@ def test_alloc_conf_advice() -> None:
     (old,) = fixture_incidents("torch201_expandable_segments_unknown.log")
     assert "2.1 or newer" in old.explanation
     (small,) = fixture_incidents("torch29_max_split_too_small.log", torch_version="2.9.0")
-    assert "export PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:128" in small.remedy
+    assert ("export PYTORCH_ALLOC_CONF='max_split_size_mb:128' "
+            "PYTORCH_CUDA_ALLOC_CONF='max_split_size_mb:128'") in small.remedy
     (deprecated,) = fixture_incidents("torch29_deprecated_alloc_conf_healthy.log")
     assert 'export PYTORCH_ALLOC_CONF="$PYTORCH_CUDA_ALLOC_CONF"' in deprecated.remedy
 
@@ -131,3 +134,21 @@ def test_nccl_shared_memory_failure_names_dev_shm() -> None:
     assert nccl.numbers["kind_detail"] == "SystemError"
     assert nccl.numbers["shm_size_bytes"] == 9637888
     assert "/dev/shm" in nccl.explanation and "--ipc=host" in nccl.remedy
+
+
+def test_by_default_remedies_are_for_the_torch_installed_here() -> None:
+    import importlib.metadata
+
+    from gpu_audit.explain.remedies import installed_torch_version
+
+    try:
+        installed = importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        installed = None
+    assert installed_torch_version() == installed
+    (default,) = classify_text((FIXTURES / "a100_fragmented_oom_torch23.log").read_text())
+    expected = alloc_conf_export("expandable_segments:True", installed)
+    assert expected in default.remedy
+    (old_torch,) = fixture_incidents("a100_fragmented_oom_torch23.log", torch_version="2.4.0")
+    if installed is not None and torch_release(installed) >= (2, 9):
+        assert default.remedy != old_torch.remedy  # both names here, the old one alone there

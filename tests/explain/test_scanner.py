@@ -201,6 +201,23 @@ def test_parallel_scan_gives_the_same_result_as_one_process(tmp_path: Path,
     assert sequential.incidents[0].count > 3
 
 
+def test_without_worker_processes_the_file_is_read_in_this_one(tmp_path: Path,
+                                                                monkeypatch) -> None:
+    path = tmp_path / "big.log"
+    synthetic_log(path, 3_000)
+    expected = explain_sources([str(path)], torch_version=None, workers=1)
+
+    class NoPool:
+        def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+            raise NotImplementedError("no POSIX semaphores in this sandbox")
+
+    monkeypatch.setattr(parallel, "PARALLEL_MIN_BYTES", 1)
+    monkeypatch.setattr(parallel, "ProcessPoolExecutor", NoPool)
+    fallback = explain_sources([str(path)], torch_version=None, workers=4)
+    assert _summary(fallback) == _summary(expected)
+    assert fallback.inputs == expected.inputs
+
+
 def test_memory_stays_bounded_on_a_large_stream() -> None:
     block = ("step 1234 loss 0.1234 lr 1e-4 tokens/s 12345 " * 2 + "\n").encode() * 20_000
     total = 0
