@@ -10,6 +10,7 @@ accelerate or mpirun) and the workers of one server master are a single job, not
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import re
 from collections import defaultdict
@@ -17,23 +18,54 @@ from dataclasses import dataclass
 
 from gpu_audit.model import GpuProcess
 
-_PYTHON = re.compile(r"^(python|pypy)(\d+(\.\d+)?)?$")
 # Interpreter options that take a value (python -X dev -W ignore script.py)
 _PYTHON_OPTS_WITH_VALUE = {"-X", "-W", "-Q"}
-# Options whose value differs per instance by design.
-_PER_INSTANCE_OPTS = re.compile(
-    r"^-{1,2}(port|p|bind|b|uds|fd|pid|pidfile|pid-file|worker-id|worker_id|"
-    r"f|connection-file|connection_file|KernelApp\.connection_file|name|n|hostname|"
-    r"log-file|log_file|logfile|access-logfile|error-logfile|socket|listen)$"
-)
-_RANK_OPTS = re.compile(r"^-{1,2}(local[-_]rank|rank|node[-_]rank)(=.*)?$")
-_LAUNCHERS = re.compile(
-    r"(torchrun|torch\.distributed\.(run|launch)|deepspeed|accelerate(\.commands)?[ /]launch|"
-    r"accelerate$|mpirun|mpiexec|srun|horovodrun|colossalai|lightning)"
-)
-_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.I)
-_HOST_PORT = re.compile(r"^(?P<host>[\w.\-\[\]:]*):(?P<port>\d{2,5})$")
-_PORT_OPT_VALUE = re.compile(r"^-{1,2}(port|p)=(\d{2,5})$")
+
+# The patterns are compiled on first use (about 2 ms together): a machine without GPU processes
+# has no command lines to compare.
+
+
+@functools.cache
+def _python() -> re.Pattern[str]:
+    return re.compile(r"^(python|pypy)(\d+(\.\d+)?)?$")
+
+
+@functools.cache
+def _per_instance_opts() -> re.Pattern[str]:
+    """Options whose value differs per instance by design."""
+    return re.compile(
+        r"^-{1,2}(port|p|bind|b|uds|fd|pid|pidfile|pid-file|worker-id|worker_id|"
+        r"f|connection-file|connection_file|KernelApp\.connection_file|name|n|hostname|"
+        r"log-file|log_file|logfile|access-logfile|error-logfile|socket|listen)$"
+    )
+
+
+@functools.cache
+def _rank_opts() -> re.Pattern[str]:
+    return re.compile(r"^-{1,2}(local[-_]rank|rank|node[-_]rank)(=.*)?$")
+
+
+@functools.cache
+def _launchers() -> re.Pattern[str]:
+    return re.compile(
+        r"(torchrun|torch\.distributed\.(run|launch)|deepspeed|accelerate(\.commands)?[ /]launch|"
+        r"accelerate$|mpirun|mpiexec|srun|horovodrun|colossalai|lightning)"
+    )
+
+
+@functools.cache
+def _uuid() -> re.Pattern[str]:
+    return re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.I)
+
+
+@functools.cache
+def _host_port() -> re.Pattern[str]:
+    return re.compile(r"^(?P<host>[\w.\-\[\]:]*):(?P<port>\d{2,5})$")
+
+
+@functools.cache
+def _port_opt_value() -> re.Pattern[str]:
+    return re.compile(r"^-{1,2}(port|p)=(\d{2,5})$")
 
 
 @dataclass(frozen=True)
@@ -50,7 +82,7 @@ def split_program(argv: list[str]) -> Program:
         return Program("", ())
     head = os.path.basename(argv[0])
     i = 1
-    if _PYTHON.match(head):
+    if _python().match(head):
         while i < len(argv) and argv[i].startswith("-") and argv[i] not in ("-m", "-c"):
             i += 2 if argv[i] in _PYTHON_OPTS_WITH_VALUE else 1
         if i < len(argv) and argv[i] == "-m" and i + 1 < len(argv):
@@ -73,14 +105,14 @@ def normalise_args(args: tuple[str, ...]) -> tuple[str, ...]:
             skip_next = False
             continue
         name, sep, _ = arg.partition("=")
-        if _PER_INSTANCE_OPTS.match(name):
+        if _per_instance_opts().match(name):
             out.append(f"{name}=*" if sep else name)
             skip_next = not sep
             continue
-        if _HOST_PORT.match(arg):
-            out.append(_HOST_PORT.sub(r"\g<host>:*", arg))
+        if _host_port().match(arg):
+            out.append(_host_port().sub(r"\g<host>:*", arg))
             continue
-        out.append(_UUID.sub("*", arg))
+        out.append(_uuid().sub("*", arg))
     return tuple(out)
 
 
@@ -90,12 +122,12 @@ def instance_port(process: GpuProcess) -> int | None:
         return process.listen_ports[0]
     argv = process.cmdline or []
     for i, arg in enumerate(argv):
-        if match := _PORT_OPT_VALUE.match(arg):
+        if match := _port_opt_value().match(arg):
             return int(match[2])
         if arg in ("--port", "-p") and i + 1 < len(argv) and argv[i + 1].isdigit():
             return int(argv[i + 1])
         bound = argv[i + 1] if arg in ("--bind", "-b") and i + 1 < len(argv) else ""
-        if match := _HOST_PORT.match(bound):
+        if match := _host_port().match(bound):
             return int(match["port"])
     return None
 
@@ -104,10 +136,10 @@ def is_distributed_rank(process: GpuProcess) -> bool:
     """A rank of a distributed job: rank in its environment or arguments, or a launcher parent."""
     if process.dist_rank is not None:
         return True
-    if any(_RANK_OPTS.match(arg) for arg in process.cmdline or []):
+    if any(_rank_opts().match(arg) for arg in process.cmdline or []):
         return True
     parent = " ".join(process.parent_cmdline or [])
-    return bool(parent and _LAUNCHERS.search(parent))
+    return bool(parent and _launchers().search(parent))
 
 
 def signature(process: GpuProcess) -> tuple[str | None, str, tuple[str, ...]] | None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import re
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -75,6 +74,8 @@ def find_config_file(start: Path | None = None) -> Path | None:
 
 
 def _has_our_table(pyproject: Path) -> bool:
+    import tomllib  # here, not at the top: most folders a scan starts in have no TOML file
+
     try:
         data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
@@ -90,6 +91,8 @@ def read_table(path: Path, table: tuple[str, ...] = ()) -> dict[str, Any]:
         raw = path.read_bytes()
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    import tomllib
+
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:

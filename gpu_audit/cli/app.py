@@ -10,13 +10,16 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-import traceback
 
-import click
 import typer
 
 from gpu_audit import __version__
 from gpu_audit.errors import GpuAuditError
+
+try:  # typer 0.28 carries its own copy of click and raises that copy's errors
+    from typer._click.exceptions import ClickException
+except ImportError:  # older typer runs on click itself (importing it separately costs ~20 ms)
+    from click.exceptions import ClickException
 
 EXIT_OK, EXIT_WARNING, EXIT_CRITICAL, EXIT_UNKNOWN, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -94,19 +97,21 @@ def main(argv: list[str] | None = None) -> int:
     try:
         _register_commands(args)
         result = app(args=args, prog_name="gpu-audit", standalone_mode=False)
-    except click.exceptions.Exit as exc:
+    except typer.Exit as exc:
         return exc.exit_code
-    except click.exceptions.Abort:
+    except typer.Abort:
         err("interrupted")
         return EXIT_INTERRUPTED
     except KeyboardInterrupt:
         err("interrupted")
         return EXIT_INTERRUPTED
-    except click.ClickException as exc:
+    except ClickException as exc:
         exc.show(file=sys.stderr)
         return EXIT_UNKNOWN
     except GpuAuditError as exc:
         if _state["verbose"]:
+            import traceback
+
             traceback.print_exc()
         err(str(exc))
         return exc.exit_code
@@ -117,6 +122,8 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_OK
     except Exception as exc:
         if _state["verbose"]:
+            import traceback
+
             traceback.print_exc()
         err(f"internal error: {type(exc).__name__}: {exc}")
         err("this is a bug in gpu-audit; run again with -v and report the traceback")
@@ -124,5 +131,20 @@ def main(argv: list[str] | None = None) -> int:
     return result if isinstance(result, int) else EXIT_OK
 
 
+def collect_garbage_rarely() -> None:
+    """Fewer cyclic garbage collections for the rest of this process.
+
+    Start-up creates some hundred thousand objects that live until exit (modules, classes,
+    dataclass methods, typer's command tree); with the default threshold the collector walks
+    them some 40 times during a scan, about 8 ms of it. A command allocates little cyclic
+    garbage, so collecting every 50,000 allocations instead of every 700 costs no memory to speak
+    of. For the ``gpu-audit`` process only: importing gpu_audit changes nothing.
+    """
+    import gc
+
+    gc.set_threshold(50_000, *gc.get_threshold()[1:])
+
+
 def run() -> None:
+    collect_garbage_rarely()
     sys.exit(main())

@@ -61,6 +61,14 @@ def scan(
     ),
 ) -> None:
     """Inventory GPUs, their processes, host memory and allocator settings; judge fitness."""
+    # The NVML read goes first, on its own threads: a slow driver answers while the rest of the
+    # scan is imported and collected.
+    nvml = None
+    if from_file is None:
+        from gpu_audit.collect.nvml import start_read
+
+        nvml = start_read(timeout)
+
     from gpu_audit.collect import collect_snapshot
     from gpu_audit.config import load_policy
     from gpu_audit.report.jsonout import load_scan_document, scan_document
@@ -76,7 +84,9 @@ def scan(
         raise UsageError("--from and --pid cannot be combined: --pid reads a live process")
 
     snapshot = (
-        load_scan_document(from_file) if from_file else collect_snapshot(timeout_s=timeout, pid=pid)
+        load_scan_document(from_file)
+        if from_file
+        else collect_snapshot(timeout_s=timeout, pid=pid, nvml=nvml)
     )
     if torch_check and from_file is None:
         from gpu_audit.collect.torch_probe import attach_torch_probe

@@ -8,37 +8,50 @@ from __future__ import annotations
 
 import datetime as dt
 import time
+from typing import TYPE_CHECKING
 
 from gpu_audit import __version__
 from gpu_audit.backends import annotate_duplicates
 from gpu_audit.model import Snapshot
+
+if TYPE_CHECKING:
+    from gpu_audit.collect.nvml import PendingReading
 
 
 def utc_now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
-def collect_snapshot(*, timeout_s: float = 5.0, pid: int | None = None) -> Snapshot:
+def collect_snapshot(
+    *, timeout_s: float = 5.0, pid: int | None = None, nvml: PendingReading | None = None
+) -> Snapshot:
     """One full scan of this machine. Never raises for a missing driver, GPU or process.
 
     ``timeout_s`` bounds the NVML part (a hung driver call is reported, not waited on);
     ``pid`` reads the allocator settings from that process's environment instead of ours.
+    ``nvml`` is a read the caller started earlier (:func:`gpu_audit.collect.nvml.start_read`);
+    without one the read starts here. Either way the host, the publications and the allocator
+    settings are read while the driver answers.
     """
+    from gpu_audit.collect.nvml import start_read
+
+    started = time.perf_counter()
+    pending = nvml or start_read(timeout_s)
+    started = min(started, pending.started)
+
     from gpu_audit.collect.host import read_host
     from gpu_audit.collect.kernel_log import read_kernel_log
     from gpu_audit.collect.monitor_files import attach_allocator_states, read_publications
-    from gpu_audit.collect.nvml import read_nvml
     from gpu_audit.collect.processes import read_processes
     from gpu_audit.collect.software import read_allocator_config
 
-    started = time.perf_counter()
     host, host_errors = read_host()
-    reading = read_nvml(timeout_s=timeout_s)
-    processes, process_errors = read_processes(reading.processes, host.container)
     # What processes running gpu_audit.monitor publish about their own allocator.
     published = read_publications()
-    processes = attach_allocator_states(processes, reading.gpus, published)
     allocator, allocator_errors = read_allocator_config(pid)
+    reading = pending.result()
+    processes, process_errors = read_processes(reading.processes, host.container)
+    processes = attach_allocator_states(processes, reading.gpus, published)
     # Xid lines come from the NVIDIA driver: without one there is nothing to look for.
     kernel_log, kernel_errors = read_kernel_log() if reading.status.available else (None, [])
     return Snapshot(

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import errno
+import functools
 import os
 import re
 import shutil
@@ -27,32 +28,59 @@ MAX_EVENTS = 200  # the newest are kept; a flapping GPU can log thousands
 MAX_KMSG_RECORDS = 500_000  # a bound on the ring buffer walk, far above its usual size
 COMMAND_TIMEOUT_S = 10.0
 
-_XID = re.compile(
-    r"NVRM: Xid \((?:PCI:)?(?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?)\)"
-    r":\s*(?P<xid>\d+)(?:,\s*(?P<rest>.*))?$"
-)
-_PID = re.compile(r"(?:^|,\s*)pid=(?:'?<unknown>'?|(?P<pid>\d+))")
-_NAME = re.compile(r"(?:^|,\s*)name=(?P<name>[^,]*)")
-_DMESG_LINE = re.compile(r"^\[\s*(?P<ts>\d+\.\d+)\]\s?(?P<msg>.*)$")
-_JOURNAL_LINE = re.compile(r"^\[\s*(?P<ts>\d+\.\d+)\]\s+\S+\s+kernel:\s?(?P<msg>.*)$")
+XID_MARKER = "NVRM: Xid"  # in every Xid line, and printable, so /dev/kmsg never escapes it
 _NO_PERMISSION = ("not permitted", "permission denied", "insufficient permissions",
                   "not seeing messages")
+
+
+# The patterns are compiled on first use: most kernel logs hold no Xid line at all, and dmesg and
+# journalctl are fallbacks.
+@functools.cache
+def _xid_pattern() -> re.Pattern[str]:
+    return re.compile(
+        r"NVRM: Xid \((?:PCI:)?(?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?)"
+        r"\):\s*(?P<xid>\d+)(?:,\s*(?P<rest>.*))?$"
+    )
+
+
+@functools.cache
+def _pid_pattern() -> re.Pattern[str]:
+    return re.compile(r"(?:^|,\s*)pid=(?:'?<unknown>'?|(?P<pid>\d+))")
+
+
+@functools.cache
+def _name_pattern() -> re.Pattern[str]:
+    return re.compile(r"(?:^|,\s*)name=(?P<name>[^,]*)")
+
+
+@functools.cache
+def _dmesg_line_pattern() -> re.Pattern[str]:
+    return re.compile(r"^\[\s*(?P<ts>\d+\.\d+)\]\s?(?P<msg>.*)$")
+
+
+@functools.cache
+def _journal_line_pattern() -> re.Pattern[str]:
+    return re.compile(r"^\[\s*(?P<ts>\d+\.\d+)\]\s+\S+\s+kernel:\s?(?P<msg>.*)$")
 
 
 def parse_xid(message: str, uptime_s: float | None = None,
               boot_epoch: float | None = None) -> XidEvent | None:
     """An :class:`XidEvent` from one kernel message, or ``None`` if it is not an Xid line."""
-    match = _XID.search(message)
+    if XID_MARKER not in message:
+        return None
+    match = _xid_pattern().search(message)
     if not match:
         return None
     rest = (match["rest"] or "").strip()
-    pid_match = _PID.search(rest)
-    name_match = _NAME.search(rest)
+    pid_pattern, name_pattern = _pid_pattern(), _name_pattern()
+    pid_match = pid_pattern.search(rest)
+    name_match = name_pattern.search(rest)
     pid = int(pid_match["pid"]) if pid_match and pid_match["pid"] else None
     name = name_match["name"].strip() if name_match else None
     if name in ("", "<unknown>"):
         name = None
-    text = _NAME.sub("", _PID.sub("", rest, count=1), count=1).strip().lstrip(",").strip()
+    text = name_pattern.sub("", pid_pattern.sub("", rest, count=1), count=1)
+    text = text.strip().lstrip(",").strip()
     when = None
     if uptime_s is not None and boot_epoch is not None:
         stamp = dt.datetime.fromtimestamp(boot_epoch + uptime_s, dt.UTC)
@@ -74,6 +102,8 @@ def parse_kmsg(data: str, boot_epoch: float | None = None) -> list[XidEvent]:
     for line in data.splitlines():
         if not line or line.startswith(" "):
             continue  # continuation lines carry key=value metadata
+        if XID_MARKER not in line:
+            continue  # cheap test first: a ring buffer holds thousands of records
         header, sep, message = line.partition(";")
         if not sep:
             continue
@@ -95,7 +125,7 @@ def parse_timestamped_lines(text: str, pattern: re.Pattern[str],
     """Xid events from ``dmesg`` or ``journalctl -o short-monotonic`` output."""
     events = []
     for line in text.splitlines():
-        if "NVRM: Xid" not in line:
+        if XID_MARKER not in line:
             continue
         match = pattern.match(line)
         uptime = float(match["ts"]) if match else None
@@ -181,9 +211,9 @@ def read_kernel_log(
 
     sources.append(("kmsg", from_kmsg))
     if dmesg:
-        sources.append(("dmesg", lambda: from_command(dmesg, _DMESG_LINE)))
+        sources.append(("dmesg", lambda: from_command(dmesg, _dmesg_line_pattern())))
     if journal:
-        sources.append(("journal", lambda: from_command(journal, _JOURNAL_LINE)))
+        sources.append(("journal", lambda: from_command(journal, _journal_line_pattern())))
     for name, read in sources:
         events = read()
         if events is not None:

@@ -6,10 +6,11 @@ place that imports torch is the opt-in child process of :mod:`gpu_audit.collect.
 
 from __future__ import annotations
 
-import importlib.metadata
+import importlib
 import os
 import platform
 import re
+import sys
 from pathlib import Path
 
 from gpu_audit.model import AllocatorConfig, ProbeError
@@ -29,10 +30,103 @@ _CUDA_RUNTIME_WHEELS = ("nvidia-cuda-runtime-cu12", "nvidia-cuda-runtime-cu11",
 
 
 def torch_version() -> str | None:
+    return installed_version("torch")
+
+
+def installed_version(name: str) -> str | None:
+    """What ``importlib.metadata.version(name)`` says, or ``None`` when ``name`` is not installed.
+
+    Importing importlib.metadata (and the email package it parses metadata with) costs about
+    10 ms, a good part of a scan's start-up, so unless it is loaded already the version is read
+    the way it would read it: the first ``<name>-*.dist-info`` or ``.egg-info`` on ``sys.path``,
+    matched by normalised name, and its ``Version:`` header. Any layout that reader is not sure
+    of (a zip on the path, another distribution finder, unusual metadata) goes to
+    importlib.metadata itself.
+    """
+    if "importlib.metadata" not in sys.modules:
+        try:
+            return dist_info_version(name)
+        except UnusualMetadata:
+            pass
+    metadata = importlib.import_module("importlib.metadata")
     try:
-        return importlib.metadata.version("torch")
-    except importlib.metadata.PackageNotFoundError:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
         return None
+
+
+class UnusualMetadata(Exception):
+    """Not a layout :func:`dist_info_version` reads exactly as importlib.metadata does."""
+
+
+def _normalized_name(name: str) -> str:
+    # importlib.metadata's Prepared.normalize: PEP 503, with underscores.
+    return re.sub(r"[-_.]+", "-", name).lower().replace("-", "_")
+
+
+def dist_info_version(name: str, paths: list[str] | None = None) -> str | None:
+    """The version importlib.metadata finds for ``name`` along ``paths`` (default ``sys.path``).
+
+    ``None`` when no folder holds it; raises :class:`UnusualMetadata` where its answer could
+    differ from importlib.metadata's.
+    """
+    from importlib.machinery import PathFinder
+
+    if any(f is not PathFinder and hasattr(f, "find_distributions") for f in sys.meta_path):
+        raise UnusualMetadata("another finder provides distributions")
+    wanted = _normalized_name(name)
+    legacy = name.lower().replace("-", "_")
+    for entry in sys.path if paths is None else paths:
+        try:
+            children = os.listdir(entry or ".")
+        except NotADirectoryError:
+            raise UnusualMetadata(f"{entry} is a file (a zip or an egg)") from None
+        except OSError:
+            continue  # missing or unreadable: importlib.metadata finds nothing there either
+        base = os.path.basename(entry).lower()
+        eggs = []
+        for child in children:
+            low = child.lower()
+            if low.endswith((".dist-info", ".egg-info")):
+                if _normalized_name(low.rpartition(".")[0].partition("-")[0]) == wanted:
+                    return _metadata_version(os.path.join(entry, child))
+            elif (
+                low == "egg-info"
+                and base.endswith(".egg")
+                and base.rpartition(".")[0].partition("-")[0].replace("-", "_") == legacy
+            ):
+                eggs.append(os.path.join(entry, child))
+        if eggs:
+            return _metadata_version(eggs[0])
+    return None
+
+
+def _metadata_version(info: str) -> str | None:
+    """The ``Version`` header of a dist-info or egg-info, for plainly written headers only."""
+    text = None
+    for filename in ("METADATA", "PKG-INFO", None):  # None: an egg-info that is a file
+        try:
+            with open(os.path.join(info, filename) if filename else info, encoding="utf-8") as f:
+                text = f.read()
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError):
+            continue
+        except UnicodeDecodeError:
+            raise UnusualMetadata(f"{info}: not UTF-8") from None
+        if text:
+            break
+    if not text:
+        raise UnusualMetadata(f"{info}: no metadata")
+    for line in text.split("\n"):  # read in text mode: "\r\n" and "\r" arrive as "\n"
+        if not line:
+            break  # the end of the headers
+        key, colon, value = line.partition(":")
+        # A field name as the email parser reads one: printable ASCII, no space (nor colon).
+        plain = key.isascii() and key.isprintable() and " " not in key
+        if line[0] in " \t" or not colon or not key or not plain:
+            raise UnusualMetadata(f"{info}: headers the email parser would have to read")
+        if key.lower() == "version":
+            return value.lstrip(" \t")
+    raise UnusualMetadata(f"{info}: no Version header")
 
 
 def torch_build(version: str | None) -> tuple[str | None, str | None]:
@@ -63,9 +157,8 @@ def unlabelled_build(system: str | None = None) -> tuple[str | None, str | None]
     if system != "Linux":
         return None, None
     for wheel in _CUDA_RUNTIME_WHEELS:
-        try:
-            runtime = importlib.metadata.version(wheel)
-        except importlib.metadata.PackageNotFoundError:
+        runtime = installed_version(wheel)
+        if runtime is None:
             continue
         if match := re.match(r"(\d+)\.(\d+)", runtime):
             return "cuda", f"{match[1]}.{match[2]}"

@@ -26,18 +26,48 @@ machine without CUDA simply publishes no devices. One monitor runs per process: 
 
 from __future__ import annotations
 
+import importlib
 import os
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from gpu_audit.monitor.core import DEFAULT_INTERVAL_S, Monitor, active, ensure_single
-from gpu_audit.monitor.sources import (
-    AllocatorReading,
-    AllocatorSource,
-    DeviceReading,
-    RecordedAllocatorSource,
-    TorchAllocatorSource,
-)
+from gpu_audit.monitor.publication import DEFAULT_INTERVAL_S
+
+if TYPE_CHECKING:
+    from gpu_audit.monitor.core import Monitor, active
+    from gpu_audit.monitor.sources import (
+        AllocatorReading,
+        AllocatorSource,
+        DeviceReading,
+        RecordedAllocatorSource,
+        TorchAllocatorSource,
+    )
+
+# The monitor itself (threads, logging, the OOM snapshotter) is imported on first use, so that
+# `gpu-audit scan`, which only reads publications, never loads it: name -> defining module.
+_LAZY = {
+    "Monitor": "gpu_audit.monitor.core",
+    "active": "gpu_audit.monitor.core",
+    "AllocatorReading": "gpu_audit.monitor.sources",
+    "AllocatorSource": "gpu_audit.monitor.sources",
+    "DeviceReading": "gpu_audit.monitor.sources",
+    "RecordedAllocatorSource": "gpu_audit.monitor.sources",
+    "TorchAllocatorSource": "gpu_audit.monitor.sources",
+}
+
+
+def __getattr__(name: str) -> Any:  # PEP 562: resolved on first access
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'gpu_audit.monitor' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
 
 __all__ = [
     "AllocatorReading",
@@ -78,6 +108,8 @@ def start(
       pass a :class:`RecordedAllocatorSource` to exercise everything without a GPU.
     - ``runtime_dir``: publish here instead of the per-user runtime folder.
     """
+    from gpu_audit.monitor.core import Monitor, ensure_single
+
     kwargs = {"interval_s": interval_s, "snapshot_on_oom": snapshot_on_oom}
     running = ensure_single(kwargs)
     if running is not None:
@@ -89,6 +121,8 @@ def start(
 
 def stop() -> None:
     """Stop the running monitor and remove its publication (no-op when none runs)."""
+    from gpu_audit.monitor.core import active
+
     monitor = active()
     if monitor is not None:
         monitor.stop()
@@ -96,6 +130,8 @@ def stop() -> None:
 
 def step(n: int = 1) -> None:
     """Count ``n`` training steps on the running monitor (no-op when none runs)."""
+    from gpu_audit.monitor.core import active
+
     monitor = active()
     if monitor is not None:
         monitor.step(n)
@@ -103,12 +139,16 @@ def step(n: int = 1) -> None:
 
 def dump_snapshot(reason: str = "requested") -> list[str]:
     """Write a memory snapshot now (the running monitor needs ``snapshot_on_oom=True``)."""
+    from gpu_audit.monitor.core import active
+
     monitor = active()
     return monitor.dump_snapshot(reason) if monitor is not None else []
 
 
 def monitored(interval_s: float = DEFAULT_INTERVAL_S, **options: Any) -> Callable[[F], F]:
     """Decorator: the function runs with a monitor started before and stopped after it."""
+
+    from gpu_audit.monitor.core import Monitor
 
     def decorate(func: F) -> F:
         return Monitor(interval_s, **options)(func)

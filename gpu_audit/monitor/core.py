@@ -31,6 +31,7 @@ from gpu_audit import __version__
 from gpu_audit.monitor import metrics
 from gpu_audit.monitor.oom_snapshot import OomSnapshotter
 from gpu_audit.monitor.publication import (
+    DEFAULT_INTERVAL_S,
     SCHEMA,
     ensure_private_dir,
     pid_namespace,
@@ -46,7 +47,6 @@ log = logging.getLogger("gpu_audit.monitor")
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-DEFAULT_INTERVAL_S = 5.0
 HISTORY_SAMPLES = 24  # counters kept per device, so a scan sees whether retries are climbing
 MAX_CONSECUTIVE_FAILURES = 20
 DEFAULT_SNAPSHOT_DIR = Path("reports") / "oom-snapshots"

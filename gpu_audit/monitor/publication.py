@@ -27,6 +27,7 @@ from pathlib import Path
 SCHEMA = "gpu-audit.monitor/1"
 SCHEMA_KIND = "gpu-audit.monitor/"
 SCHEMA_MAJOR = 1
+DEFAULT_INTERVAL_S = 5.0  # seconds between publications
 ENV_RUNTIME_DIR = "GPU_AUDIT_RUNTIME_DIR"
 FILE_NAME = re.compile(r"^(?P<pid>[1-9][0-9]{0,9})\.json$")
 MAX_FILE_BYTES = 256 * 1024  # a publication is a few KiB; anything larger is not ours

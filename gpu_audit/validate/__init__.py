@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpu_audit.errors import UsageError
 from gpu_audit.validate.plan import Plan, ValidateOptions, build_plan
 from gpu_audit.validate.state import RunDir, RunState
 
@@ -70,7 +71,11 @@ def run_validation(plan: Plan | None = None, *, out_dir: Path = Path("reports"),
     else:
         if plan is None:
             raise ValueError("run_validation needs a plan or a run to resume")
-        run, state = start_run(plan, out_dir, run_id)
+        try:
+            run, state = start_run(plan, out_dir, run_id)
+        except OSError as exc:
+            raise UsageError(f"cannot create the run folder under {out_dir / 'runs'}: "
+                             f"{exc.strerror or exc} (pass a writable --out DIR)") from None
         lock = RunLock(run.lock_path)
         lock.acquire()
         say(f"run {run.run_id}: {run.path}")

@@ -28,7 +28,7 @@ def build_document(run: RunDir, plan: Plan, state: RunState,
                    records: dict[str, list[dict[str, Any]]], *,
                    host_memory_bytes: int | None = None) -> dict[str, Any]:
     findings = validate_findings(plan, state, records, host_memory_bytes=host_memory_bytes)
-    variants = [_variant_doc(plan, state, records, variant) for variant in plan.variants]
+    variants = [_variant_doc(run, plan, state, records, variant) for variant in plan.variants]
     comparison, recommendation = (compare_variants(plan, variants, state)
                                   if len(plan.variants) > 1 else (None, None))
     first_ready = next((leg.ready for leg in state.legs.values() if leg.ready), {})
@@ -79,8 +79,8 @@ def build_document(run: RunDir, plan: Plan, state: RunState,
     }
 
 
-def _variant_doc(plan: Plan, state: RunState, records: dict[str, list[dict[str, Any]]],
-                 variant: Any) -> dict[str, Any]:
+def _variant_doc(run: RunDir, plan: Plan, state: RunState,
+                 records: dict[str, list[dict[str, Any]]], variant: Any) -> dict[str, Any]:
     stages = []
     in_effect: dict[str, Any] | None = None
     backend = None
@@ -100,7 +100,8 @@ def _variant_doc(plan: Plan, state: RunState, records: dict[str, list[dict[str, 
         if ready.get("alloc_env") and not env:
             env = ready["alloc_env"]
         on_cpu = on_cpu or ready.get("device") == "cpu"
-        gates = leg_gates_for_state(plan, key, leg, records.get(key, [])) if stage.cycles else []
+        judged = stage.cycles and leg.status not in ("pending", "skipped")
+        gates = leg_gates_for_state(plan, key, leg, records.get(key, [])) if judged else []
         stages.append({
             "name": stage.name,
             "quantum": stage.quantum,
@@ -115,7 +116,7 @@ def _variant_doc(plan: Plan, state: RunState, records: dict[str, list[dict[str, 
             "summary": to_jsonable(summary) if summary else None,
             "gates": [to_jsonable(g) for g in gates],
             "worker": {"pid": leg.worker_pid, "exit_code": leg.exit_code, "signal": leg.signal,
-                       "log": str(Path(state_log_hint(state, key))),
+                       "log": str(run.log_path(key)),
                        "stderr_tail": leg.stderr_tail if leg.status == "failed" else None,
                        "explanation": leg.explanation, "failure_detail": leg.failure_detail},
         })
@@ -133,10 +134,6 @@ def _variant_doc(plan: Plan, state: RunState, records: dict[str, list[dict[str, 
         "passed": all(s["status"] == "passed" for s in stages),
         "stages": stages,
     }
-
-
-def state_log_hint(state: RunState, key: str) -> str:
-    return f"logs/{key.replace('/', '.')}.log"
 
 
 def compare_variants(plan: Plan, variants: list[dict[str, Any]], state: RunState

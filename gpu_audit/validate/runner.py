@@ -444,10 +444,13 @@ class Runner:
 
 def start_run(plan: Plan, out_dir: Path, run_id: str | None = None) -> tuple[RunDir, RunState]:
     """A new run folder under ``out_dir/runs/`` with its plan and a fresh state."""
+    from gpu_audit.errors import UsageError
+
+    if run_id is not None and not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}", run_id):
+        raise UsageError(f"--run-id {run_id!r}: use letters, digits, '.', '_' and '-' only "
+                         "(it names a folder)")
     run = RunDir(out_dir / "runs" / (run_id or new_run_id()))
     if run.plan_path.exists():
-        from gpu_audit.errors import UsageError
-
         raise UsageError(f"run {run.run_id} already exists in {run.path.parent}; resume it with "
                          f"--resume {run.run_id}")
     run.path.mkdir(parents=True, exist_ok=True)

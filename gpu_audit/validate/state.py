@@ -33,6 +33,7 @@ import re
 import secrets
 import socket
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -338,7 +339,15 @@ class Checkpoint:
 
 
 def save_checkpoint(path: Path, checkpoint: Checkpoint) -> None:
-    """Write a checkpoint atomically; the workload's state goes through torch.save if loaded."""
+    """Write a checkpoint atomically (temporary file, fsync, rename)."""
+    write_atomic(path, checkpoint_bytes(checkpoint))
+
+
+def checkpoint_bytes(checkpoint: Checkpoint) -> bytes:
+    """The checkpoint file's content; the workload's state goes through torch.save if loaded.
+
+    Serialising copies the state, so the caller may go on changing it once this returns.
+    """
     state_bytes, codec = b"", None
     if checkpoint.has_workload_state:
         torch = sys.modules.get("torch")
@@ -360,7 +369,44 @@ def save_checkpoint(path: Path, checkpoint: Checkpoint) -> None:
         "state": state_bytes,
         "saved_at": utc_now(),
     }
-    write_atomic(path, pickle.dumps(envelope, protocol=pickle.HIGHEST_PROTOCOL))
+    return pickle.dumps(envelope, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+class CheckpointWriter:
+    """Writes checkpoints on a background thread, one at a time, each after syncing the log.
+
+    Writing and fsyncing a checkpoint can take tens of milliseconds (much more on a busy disk);
+    the cycle loop only serialises the state and goes on. The order that makes resume exact is
+    kept: the log is fsynced, with every record appended so far, before the checkpoint that
+    vouches for them is renamed into place. A crash before that leaves the previous checkpoint,
+    and the records after it are re-run on resume.
+    """
+
+    def __init__(self, log: CycleLog) -> None:
+        self.log = log
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+
+    def submit(self, path: Path, data: bytes) -> None:
+        self.wait()  # one in flight at a time; a failed write surfaces here
+        self._thread = threading.Thread(target=self._write, args=(path, data),
+                                        name="checkpoint-writer")
+        self._thread.start()
+
+    def wait(self) -> None:
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+
+    def _write(self, path: Path, data: bytes) -> None:
+        try:
+            self.log.sync()
+            write_atomic(path, data)
+        except BaseException as exc:
+            self._error = exc
 
 
 def load_checkpoint(path: Path, map_location: str | None = None) -> Checkpoint | None:

@@ -2,12 +2,18 @@
 
 CUDA figures come from ``torch.cuda.memory_stats`` (current values at the end of the cycle, peaks
 over the cycle after ``reset_peak_memory_stats``) and ``mem_get_info``; on the CPU they are
-``None``. Host RSS is read every cycle; swap, which moves slowly and costs ~0.1 ms to read, at
-most every half second (each record carries the latest reading).
+``None``. Host RSS is read every cycle; swap, which moves slowly, at most every half second
+(each record carries the latest reading).
+
+On Linux both come from ``/proc`` files kept open and re-read with ``pread``: opening a ``/proc``
+file costs a path walk that, right after a cycle has kept the CPU busy elsewhere, takes a few
+hundred microseconds (psutil opens the file on every call); a re-read of an open one takes tens.
+Elsewhere psutil answers.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -29,6 +35,9 @@ class Telemetry:
         self.cuda = device.startswith("cuda") and torch is not None
         self.torch = torch
         self.process = psutil.Process()
+        self._statm = _open_proc("/proc/self/statm")
+        self._meminfo = _open_proc("/proc/meminfo")
+        self._page_size = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
         self._swap_at = 0.0
         self._swap_used: int | None = None
         self._retries_seen = 0
@@ -51,9 +60,17 @@ class Telemetry:
         record: dict[str, Any] = dict.fromkeys(CUDA_FIELDS)
         if self.cuda:
             record.update(self._cuda_sample())
-        record["rss_bytes"] = self.process.memory_info().rss
+        record["rss_bytes"] = self._rss()
         record["swap_used_bytes"] = self._swap()
         return record
+
+    def _rss(self) -> int:
+        if self._statm is not None:
+            try:
+                return int(os.pread(self._statm, 256, 0).split()[1]) * self._page_size
+            except (OSError, ValueError, IndexError):
+                self._statm = None
+        return self.process.memory_info().rss
 
     def _cuda_sample(self) -> dict[str, Any]:
         cuda = self.torch.cuda
@@ -88,11 +105,33 @@ class Telemetry:
         now = time.monotonic()
         if now - self._swap_at >= SWAP_SAMPLE_INTERVAL_S:
             self._swap_at = now
-            try:
-                self._swap_used = psutil.swap_memory().used
-            except (OSError, RuntimeError):
-                self._swap_used = None
+            self._swap_used = self._read_swap()
         return self._swap_used
+
+    def _read_swap(self) -> int | None:
+        if self._meminfo is not None:
+            try:
+                fields = dict(line.split(b":", 1)
+                              for line in os.pread(self._meminfo, 8192, 0).splitlines()
+                              if b":" in line)
+                total = int(fields[b"SwapTotal"].split()[0]) * 1024
+                free = int(fields[b"SwapFree"].split()[0]) * 1024
+                return total - free  # what psutil reports as used
+            except (OSError, ValueError, KeyError, IndexError):
+                self._meminfo = None
+        try:
+            return psutil.swap_memory().used
+        except (OSError, RuntimeError):
+            return None
+
+
+def _open_proc(path: str) -> int | None:
+    if not hasattr(os, "pread"):
+        return None
+    try:
+        return os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
 
 
 def host_memory_available() -> int | None:

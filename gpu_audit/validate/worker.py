@@ -175,6 +175,7 @@ class StageWorker:
                                  "settings do not mean what they usually do")
         self.cycles_done = 0
         self.log: Any = None
+        self.writer: Any = None
 
     # -- phases ------------------------------------------------------------------------------
 
@@ -193,6 +194,9 @@ class StageWorker:
         except StageFailed as failed:
             return self.finish("failed", failed.failure, failed.reason, failed.detail)
         finally:
+            if self.writer is not None:
+                with contextlib.suppress(OSError):
+                    self.writer.wait()  # a checkpoint in flight lands before the worker leaves
             if self.log is not None:
                 self.log.close()
 
@@ -331,7 +335,13 @@ class StageWorker:
             has_state,
             qubit_cap,
         )
-        from gpu_audit.validate.state import CycleLog, load_checkpoint, restore_rng, utc_now
+        from gpu_audit.validate.state import (
+            CheckpointWriter,
+            CycleLog,
+            load_checkpoint,
+            restore_rng,
+            utc_now,
+        )
         from gpu_audit.validate.telemetry import Telemetry
 
         planned = self.stage.cycles
@@ -340,6 +350,7 @@ class StageWorker:
         start = min(checkpoint.next_cycle, planned) if checkpoint else 0
         scale = checkpoint.batch_scale if checkpoint else 1.0
         self.log = CycleLog(self.run.cycles_path)
+        self.writer = CheckpointWriter(self.log)
         self.log.append({"type": "stage-start", "leg": self.leg, "from_cycle": start,
                          "attempt": self.attempt, "at": utc_now()})
         budget = ready.get("memory_budget_bytes")
@@ -420,7 +431,8 @@ class StageWorker:
             self.cycles_done = index + 1
             progress.cycle_done(record, elapsed, last=index + 1 == planned)
             if (index + 1) % every == 0 or index + 1 == planned:
-                self.save_checkpoint(workload, stateful, index + 1, ctx.batch_scale)
+                self.save_checkpoint(workload, stateful, index + 1, ctx.batch_scale,
+                                     wait=index + 1 == planned)
 
     def _cycle_failure(self, exc: BaseException, index: int, elapsed: float, retries: list[Any],
                        base: dict[str, Any], ctx: Any, telemetry: Any) -> StageFailed:
@@ -449,18 +461,23 @@ class StageWorker:
                             "retries": records})
 
     def save_checkpoint(self, workload: Any, stateful: bool, next_cycle: int,
-                        batch_scale: float) -> None:
-        from gpu_audit.validate.state import Checkpoint, capture_rng, save_checkpoint
+                        batch_scale: float, *, wait: bool = True) -> None:
+        """Checkpoint "resume at ``next_cycle``"; ``wait=False`` leaves the writing to the
+        background writer (periodic checkpoints), the others return once it is on disk."""
+        from gpu_audit.validate.state import Checkpoint, capture_rng, checkpoint_bytes
 
-        # The records this checkpoint vouches for must be on disk before it is.
-        self.log.sync()
         state = None
         if stateful:
             state = self._call_workload(workload.state_dict, None, "state_dict", pass_arg=False)
-        save_checkpoint(self.run.checkpoint_path(self.leg),
-                        Checkpoint(leg=self.leg, next_cycle=next_cycle, batch_scale=batch_scale,
-                                   workload_state=state, has_workload_state=stateful,
-                                   rng=capture_rng()))
+        data = checkpoint_bytes(Checkpoint(leg=self.leg, next_cycle=next_cycle,
+                                           batch_scale=batch_scale, workload_state=state,
+                                           has_workload_state=stateful, rng=capture_rng()))
+        try:
+            self.writer.submit(self.run.checkpoint_path(self.leg), data)
+            if wait:
+                self.writer.wait()
+        except OSError as exc:
+            raise StageFailed("error", f"cannot write the checkpoint: {exc}") from None
         self.events.send({"ev": "checkpoint", "next_cycle": next_cycle})
 
     def teardown(self, workload: Any) -> None:

@@ -185,6 +185,7 @@ def test_bad_input_is_a_clear_message_and_exit_3(cli_env, tmp_path):
         assert result.returncode == 3, (args, result.stderr)
         assert message in result.stderr, (args, result.stderr)
         assert "Traceback" not in result.stderr
+        assert "internal error" not in result.stderr, result.stderr
 
 
 def test_bad_config_file_is_exit_3_naming_file_and_key(cli_env, tmp_path):

@@ -24,6 +24,7 @@ from tests.validate.runs import TINY, run_dir, run_validate, state_of
     (["--workload", "nowhere.py:Loop"], "no such file"),
     (["--progress", "fancy"], "expected auto, bar, plain or none"),
     (["--bogus-flag"], "No such option"),
+    (["--run-id", "../elsewhere"], "names a folder"),
 ])
 def test_bad_flags_exit_3_before_any_worker_starts(args: list[str], message: str,
                                                    tmp_path: Path, cli_env: dict) -> None:

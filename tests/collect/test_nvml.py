@@ -425,6 +425,66 @@ def test_hanging_driver_version_call_leaves_the_gpus_read(fake_nvml):
     assert run.wall_s < 5.0
 
 
+def test_a_hang_on_the_first_gpu_does_not_hold_up_the_others(fake_nvml):
+    scenario = h100_node(3, pids=[901, 902, 903])
+    scenario["gpus"][0]["hang"] = ["nvmlDeviceGetUUID"]
+    run = read_in_child(fake_nvml(scenario), timeout_s=1.0)
+
+    assert 0.9 <= run.read_s < 1.0 + SLACK_S
+    assert run.reading.gpus[0].uuid is None
+    for index in (1, 2):
+        assert run.reading.gpus[index] == expected_gpu(index, scenario["gpus"][index])
+    (error,) = run.reading.probe_errors
+    assert (error.subject, error.call) == ("gpu:0", "nvmlDeviceGetUUID")
+
+
+THREADS = """
+import json, sys
+from gpu_audit.collect import nvml
+if sys.argv[1] != "default":
+    nvml.FAN_OUT_AFTER_S = float(sys.argv[1])
+started = []
+start = nvml._Worker.start
+def recording_start(self):
+    started.append(self.thread.name)
+    return start(self)
+nvml._Worker.start = recording_start
+reading = nvml.read_nvml(timeout_s=5.0)
+print(json.dumps({"threads": started, "uuids": [gpu.uuid for gpu in reading.gpus],
+                  "errors": [error.message for error in reading.probe_errors]}))
+"""
+
+
+def threads_started(env: dict[str, str], fan_out_after: str) -> dict[str, Any]:
+    """The worker threads one read started, and what it read."""
+    completed = subprocess.run(
+        [sys.executable, "-c", THREADS, fan_out_after],
+        env=env, capture_output=True, text=True, timeout=60,
+    )
+    assert completed.returncode == 0, completed.stderr
+    return json.loads(completed.stdout)
+
+
+def test_a_quick_driver_is_read_by_one_thread_in_turn(fake_nvml):
+    """Eight threads passing the interpreter lock around would be slower than one."""
+    scenario = h100_node(8)
+    # A generous fan-out time, so that a loaded test machine cannot make the driver look slow.
+    result = threads_started(fake_nvml(scenario), "2.0")
+    gpu_threads = [name for name in result["threads"] if name.startswith("nvml-gpu")]
+    assert gpu_threads == ["nvml-gpus"]
+    assert result["uuids"] == [gpu["uuid"] for gpu in scenario["gpus"]]
+    assert result["errors"] == []
+
+
+def test_a_slow_driver_gets_a_thread_for_every_gpu_not_yet_begun(fake_nvml):
+    scenario = h100_node(4)
+    scenario["call_delay_ms"] = 20  # a GPU takes about 0.7 s, far past the fan-out time
+    result = threads_started(fake_nvml(scenario), "default")
+    assert {"nvml-gpu1", "nvml-gpu2", "nvml-gpu3"} <= set(result["threads"])
+    assert result["uuids"] == [gpu["uuid"] for gpu in scenario["gpus"]]
+    assert result["errors"] == []
+
+
 CONCURRENT = """
 import json, threading
 from gpu_audit.collect.nvml import read_nvml

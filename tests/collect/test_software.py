@@ -13,6 +13,8 @@ import pytest
 
 from gpu_audit.collect import software
 from gpu_audit.collect.software import (
+    UnusualMetadata,
+    dist_info_version,
     read_allocator_config,
     read_process_environ,
     torch_build,
@@ -129,3 +131,91 @@ def test_unreadable_process_becomes_a_probe_error_not_an_exception():
     assert config.pytorch_cuda_alloc_conf is None and config.environment == {}
     (error,) = errors
     assert error.subject == "pid:4194999" and "cannot read its environment" in error.message
+
+
+# ------------------------------------------- package versions without importing importlib.metadata
+
+
+def metadata_version(name: str, paths: list[str]) -> str | None:
+    """importlib.metadata's answer for ``name`` along ``paths``: the reference."""
+    found = next(iter(importlib.metadata.distributions(name=name, path=paths)), None)
+    return None if found is None else found.version
+
+
+def test_every_installed_distribution_reads_as_importlib_metadata_reads_it():
+    folders = [p for p in sys.path if os.path.isdir(p or ".")]
+    names = {
+        child.rpartition(".")[0].partition("-")[0]
+        for folder in folders
+        for child in os.listdir(folder or ".")
+        if child.lower().endswith((".dist-info", ".egg-info"))
+    }
+    assert "torch" in names  # the test suite's own environment has it
+    read_directly = 0
+    for name in sorted(names):
+        try:
+            version = dist_info_version(name, folders)
+        except UnusualMetadata:
+            continue  # left to importlib.metadata itself
+        assert version == metadata_version(name, folders), name
+        read_directly += 1
+    assert read_directly >= len(names) * 0.9
+    assert dist_info_version("surely-not-an-installed-distribution", folders) is None
+
+
+def test_names_match_after_normalisation_and_the_first_folder_wins(tmp_path: Path):
+    first, second = tmp_path / "first", tmp_path / "second"
+    for folder, version in ((first, "1.0"), (second, "2.0")):
+        info = folder / f"Zope_Interface-{version}.dist-info"
+        info.mkdir(parents=True)
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: zope.interface\n"
+                                       f"VERSION:  \t{version}\n\nVersion: body, not a header\n")
+    paths = [str(tmp_path / "missing"), str(first), str(second)]
+    for spelling in ("zope.interface", "Zope-Interface", "zope__interface"):
+        assert dist_info_version(spelling, paths) == "1.0" == metadata_version(spelling, paths)
+
+
+def test_windows_line_ends_read_the_same(tmp_path: Path):
+    info = tmp_path / "torch-2.5.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_bytes(b"Metadata-Version: 2.1\r\nName: torch\r\nVersion: 2.5.1\r\n")
+    paths = [str(tmp_path)]
+    assert dist_info_version("torch", paths) == "2.5.1" == metadata_version("torch", paths)
+
+
+def test_a_legacy_egg_info_file_is_read(tmp_path: Path):
+    (tmp_path / "old_tool-0.3-py3.11.egg-info").write_text("Name: old-tool\nVersion: 0.3\n")
+    paths = [str(tmp_path)]
+    assert dist_info_version("old-tool", paths) == "0.3" == metadata_version("old-tool", paths)
+
+
+@pytest.mark.parametrize("metadata", [
+    "Metadata-Version: 2.1\nName: torch\nSummary: folded\n  onto two lines\nVersion: 2.5.1\n",
+    "Name: torch\n",  # no Version header at all
+    "",
+])
+def test_metadata_the_email_parser_must_read_is_left_to_importlib(tmp_path: Path, metadata: str):
+    info = tmp_path / "torch-2.5.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(metadata, newline="")
+    with pytest.raises(UnusualMetadata):
+        dist_info_version("torch", [str(tmp_path)])
+
+
+def test_a_zip_on_the_path_is_left_to_importlib(tmp_path: Path):
+    archive = tmp_path / "bundle.zip"
+    archive.write_bytes(b"PK\x05\x06" + b"\0" * 18)  # an empty zip archive
+    with pytest.raises(UnusualMetadata):
+        dist_info_version("torch", [str(archive)])
+
+
+def test_the_cli_reads_torch_without_importlib_metadata(tmp_path: Path):
+    """In a fresh interpreter the version comes from the quick reader, and it is importlib's."""
+    code = (
+        "import sys; from gpu_audit.collect.software import torch_version; v = torch_version(); "
+        "print(v, 'importlib.metadata' in sys.modules)"
+    )
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out == [importlib.metadata.version("torch"), "False"]

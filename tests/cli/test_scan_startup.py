@@ -1,0 +1,58 @@
+"""What ``gpu-audit scan --json`` loads: only what a scan uses, so a Slurm prolog or a CI step that
+runs it per job pays for no more start-up than it needs."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.fakegpu import h100_node
+
+pytest_plugins = ["tests.fakegpu"]
+
+LOADED = """
+import contextlib, io, json, sys
+from gpu_audit.cli.app import main
+with contextlib.redirect_stdout(io.StringIO()) as out:
+    code = main(["scan", "--json", "--no-report"])
+print(json.dumps({"code": code, "gpus": len(json.loads(out.getvalue())["gpus"]),
+                  "modules": sorted(sys.modules)}))
+"""
+
+# Loaded by none of a JSON scan's steps: other commands' code, the terminal renderer and its
+# rich, the running-process monitor (threads, logging), importlib.metadata and its email parser.
+NOT_FOR_A_JSON_SCAN = [
+    "rich",
+    "gpu_audit.report.terminal",
+    "gpu_audit.monitor.core",
+    "gpu_audit.monitor.oom_snapshot",
+    "logging",
+    "importlib.metadata",
+    "email",
+    "gpu_audit.validate",
+    "gpu_audit.explain",
+    "gpu_audit.check",
+    "torch",
+    "pandas",
+    "matplotlib",
+]
+
+
+def test_a_json_scan_loads_only_what_it_uses(fake_nvml, cli_env, tmp_path: Path):
+    env = fake_nvml(h100_node(2), base=cli_env)
+    completed = subprocess.run(
+        [sys.executable, "-c", LOADED], env=env, cwd=tmp_path, capture_output=True, text=True,
+        timeout=120,
+    )
+    assert completed.returncode == 0, completed.stderr
+    result = json.loads(completed.stdout)
+    assert result["code"] in (0, 1, 2) and result["gpus"] == 2  # it did scan the machine
+    modules = set(result["modules"])
+    assert {"gpu_audit.collect.nvml", "pynvml", "psutil", "gpu_audit.rules.health"} <= modules
+    assert sorted(modules.intersection(NOT_FOR_A_JSON_SCAN)) == []
+    if importlib.util.find_spec("typer._click") is not None:
+        # typer carries its own copy of click: importing click itself as well would cost ~20 ms.
+        assert "click" not in modules
