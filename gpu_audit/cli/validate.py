@@ -24,7 +24,7 @@ def validate(
         help="Run only these stages (repeat or comma-separate): imports, smoke, classical, "
              "quantum-lite, full."),
     cycles: int | None = typer.Option(
-        None, "--cycles", metavar="N", help="Length of the final stage [default: 500]."),
+        None, "--cycles", metavar="N", help="Length of the final stage (default: 500)."),
     disable_quantum: bool | None = typer.Option(
         None, "--disable-quantum", help="Drop the quantum stages; run `full` classically."),
     quantum_lite: bool | None = typer.Option(
@@ -36,18 +36,18 @@ def validate(
     alloc_conf: str | None = typer.Option(
         None, "--alloc-conf", metavar="STR",
         help="Allocator settings, set as both PYTORCH_CUDA_ALLOC_CONF and PYTORCH_ALLOC_CONF "
-             "in each worker before torch loads [default: the environment's]."),
+             "in each worker before torch loads (default: the environment's)."),
     device: str | None = typer.Option(
         None, "--device", metavar="auto|cpu|cuda|cuda:N",
         help="auto: the GPU with the most free memory, else the CPU (with a warning); cuda: "
-             "require a GPU [default: auto]."),
+             "require a GPU (default: auto)."),
     emulate_memory: str | None = typer.Option(
         None, "--emulate-memory", metavar="SIZE",
         help="Cap the worker's usable GPU memory (e.g. 4GiB) to rehearse a smaller card."),
     workload: str | None = typer.Option(
         None, "--workload", metavar="MODULE:ATTR",
-        help="Your workload (package.module:Attr or path/file.py:Attr) [default: the built-in "
-             "reference workload]."),
+        help="Your workload (package.module:Attr or path/file.py:Attr) (default: the built-in "
+             "reference workload)."),
     require: list[str] | None = typer.Option(
         None, "--require", metavar="EXPR",
         help="Gate on a metric: 'phi>0.3' (every cycle), 'mean(phi)>=0.5', "
@@ -55,33 +55,33 @@ def validate(
     max_retries: int | None = typer.Option(
         None, "--max-retries", metavar="N",
         help="Retries of a cycle after an out-of-memory error, halving the batch each time "
-             "[default: 3]."),
+             "(default: 3)."),
     retry_backoff: float | None = typer.Option(
         None, "--retry-backoff", metavar="SECONDS",
-        help="First wait before an OOM retry; doubles each time [default: 0.5]."),
+        help="First wait before an OOM retry; doubles each time (default: 0.5)."),
     checkpoint_every: str | None = typer.Option(
         None, "--checkpoint-every", metavar="PCT",
-        help="Checkpoint the workload every PCT percent of a stage [default: 10]."),
+        help="Checkpoint the workload every PCT percent of a stage (default: 10)."),
     hang_factor: float | None = typer.Option(
         None, "--hang-factor", metavar="X",
-        help="A cycle hangs when it runs X times longer than the slowest so far [default: 10]."),
+        help="A cycle hangs when it runs X times longer than the slowest so far (default: 10)."),
     hang_min: float | None = typer.Option(
-        None, "--hang-min", metavar="SECONDS", help="Lower bound of the hang limit [default: 60]."),
+        None, "--hang-min", metavar="SECONDS", help="Lower bound of the hang limit (default: 60)."),
     hang_max: float | None = typer.Option(
         None, "--hang-max", metavar="SECONDS",
-        help="Upper bound of the hang limit [default: 3600]."),
+        help="Upper bound of the hang limit (default: 3600)."),
     startup_timeout: float | None = typer.Option(
         None, "--startup-timeout", metavar="SECONDS",
-        help="Limit for imports, CUDA start-up, set-up and the first cycle [default: 900]."),
+        help="Limit for imports, CUDA start-up, set-up and the first cycle (default: 900)."),
     seed: int | None = typer.Option(
-        None, "--seed", help="Seed passed to the workload [default: 0]."),
+        None, "--seed", help="Seed passed to the workload (default: 0)."),
     resume: str | None = typer.Option(
         None, "--resume", metavar="RUN",
         help="Continue a run (its id under OUT/runs, or its folder) from its last checkpoint."),
     run_id: str | None = typer.Option(None, "--run-id", metavar="NAME",
                                       help="Name the run folder (default: time-host-random)."),
     out: Path | None = typer.Option(
-        None, "--out", metavar="DIR", help="Folder for runs/<run-id>/ [default: reports]."),
+        None, "--out", metavar="DIR", help="Folder for runs/<run-id>/ (default: reports)."),
     json_out: bool = typer.Option(
         False, "--json", help="Print the result as JSON (schema gpu-audit.validate/1)."),
     progress: str = typer.Option(
