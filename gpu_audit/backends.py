@@ -10,12 +10,12 @@ accelerate or mpirun) and the workers of one server master are a single job, not
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
 import re
 from collections import defaultdict
 from dataclasses import dataclass
 
+from gpu_audit.lazyre import lazy
 from gpu_audit.model import GpuProcess
 
 # Interpreter options that take a value (python -X dev -W ignore script.py)
@@ -23,49 +23,27 @@ _PYTHON_OPTS_WITH_VALUE = {"-X", "-W", "-Q"}
 
 # The patterns are compiled on first use (about 2 ms together): a machine without GPU processes
 # has no command lines to compare.
+_python = lazy(r"^(python|pypy)(\d+(\.\d+)?)?$")
 
+# Options whose value differs per instance by design.
+_per_instance_opts = lazy(
+    r"^-{1,2}(port|p|bind|b|uds|fd|pid|pidfile|pid-file|worker-id|worker_id|"
+    r"f|connection-file|connection_file|KernelApp\.connection_file|name|n|hostname|"
+    r"log-file|log_file|logfile|access-logfile|error-logfile|socket|listen)$"
+)
 
-@functools.cache
-def _python() -> re.Pattern[str]:
-    return re.compile(r"^(python|pypy)(\d+(\.\d+)?)?$")
+_rank_opts = lazy(r"^-{1,2}(local[-_]rank|rank|node[-_]rank)(=.*)?$")
 
+_launchers = lazy(
+    r"(torchrun|torch\.distributed\.(run|launch)|deepspeed|accelerate(\.commands)?[ /]launch|"
+    r"accelerate$|mpirun|mpiexec|srun|horovodrun|colossalai|lightning)"
+)
 
-@functools.cache
-def _per_instance_opts() -> re.Pattern[str]:
-    """Options whose value differs per instance by design."""
-    return re.compile(
-        r"^-{1,2}(port|p|bind|b|uds|fd|pid|pidfile|pid-file|worker-id|worker_id|"
-        r"f|connection-file|connection_file|KernelApp\.connection_file|name|n|hostname|"
-        r"log-file|log_file|logfile|access-logfile|error-logfile|socket|listen)$"
-    )
+_uuid = lazy(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.I)
 
+_host_port = lazy(r"^(?P<host>[\w.\-\[\]:]*):(?P<port>\d{2,5})$")
 
-@functools.cache
-def _rank_opts() -> re.Pattern[str]:
-    return re.compile(r"^-{1,2}(local[-_]rank|rank|node[-_]rank)(=.*)?$")
-
-
-@functools.cache
-def _launchers() -> re.Pattern[str]:
-    return re.compile(
-        r"(torchrun|torch\.distributed\.(run|launch)|deepspeed|accelerate(\.commands)?[ /]launch|"
-        r"accelerate$|mpirun|mpiexec|srun|horovodrun|colossalai|lightning)"
-    )
-
-
-@functools.cache
-def _uuid() -> re.Pattern[str]:
-    return re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.I)
-
-
-@functools.cache
-def _host_port() -> re.Pattern[str]:
-    return re.compile(r"^(?P<host>[\w.\-\[\]:]*):(?P<port>\d{2,5})$")
-
-
-@functools.cache
-def _port_opt_value() -> re.Pattern[str]:
-    return re.compile(r"^-{1,2}(port|p)=(\d{2,5})$")
+_port_opt_value = lazy(r"^-{1,2}(port|p)=(\d{2,5})$")
 
 
 @dataclass(frozen=True)

@@ -6,68 +6,48 @@ password, or ``WANDB_API_KEY=…`` prefixes. Every output of gpu-audit goes thro
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Iterable, Mapping
+
+from gpu_audit.lazyre import lazy
 
 MASK = "***"
 
 # The patterns are compiled on first use (about 2 ms together): a scan of a machine without GPU
 # processes often has nothing to redact.
+# Option or variable names whose value is a secret.
+_secret_name = lazy(
+    r"(pass(word|wd|phrase)?|secret|token|api[-_]?key|access[-_]?key|private[-_]?key|"
+    r"auth|credential|session[-_]?key|client[-_]?secret|signature|cookie|pwd)",
+    re.I,
+)
 
+# Values that are secrets whatever they are called.
+_secret_value = lazy(
+    r"\b(gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|hf_[A-Za-z0-9]{20,}|"
+    r"sk-[A-Za-z0-9_-]{20,}|xox[abposr]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}|"
+    r"glpat-[A-Za-z0-9_-]{20,}|eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,})"
+)
 
-@functools.cache
-def _secret_name() -> re.Pattern[str]:
-    """Option or variable names whose value is a secret."""
-    return re.compile(
-        r"(pass(word|wd|phrase)?|secret|token|api[-_]?key|access[-_]?key|private[-_]?key|"
-        r"auth|credential|session[-_]?key|client[-_]?secret|signature|cookie|pwd)",
-        re.I,
-    )
+# scheme://user:password@host -> scheme://user:***@host
+_url_credentials = lazy(
+    r"(?P<scheme>[a-z][a-z0-9+.-]*://)(?P<user>[^:/@\s]*):(?P<pw>[^@/\s]+)@", re.I
+)
 
+# NAME=value inside one argument (env prefixes, key=value options).
+_assignment = lazy(
+    r"^(?P<dashes>-{0,2})(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)(?P<sep>[=:])(?P<value>.+)$"
+)
 
-@functools.cache
-def _secret_value() -> re.Pattern[str]:
-    """Values that are secrets whatever they are called."""
-    return re.compile(
-        r"\b(gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|hf_[A-Za-z0-9]{20,}|"
-        r"sk-[A-Za-z0-9_-]{20,}|xox[abposr]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}|"
-        r"glpat-[A-Za-z0-9_-]{20,}|eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,})"
-    )
+# Query-string secrets: ?token=abc&x=1
+_query_secret = lazy(r"([?&][^=&\s]*(?:token|key|secret|password|sig)[^=&\s]*=)[^&\s]+", re.I)
 
-
-@functools.cache
-def _url_credentials() -> re.Pattern[str]:
-    """scheme://user:password@host -> scheme://user:***@host"""
-    return re.compile(
-        r"(?P<scheme>[a-z][a-z0-9+.-]*://)(?P<user>[^:/@\s]*):(?P<pw>[^@/\s]+)@", re.I
-    )
-
-
-@functools.cache
-def _assignment() -> re.Pattern[str]:
-    """NAME=value inside one argument (env prefixes, key=value options)."""
-    return re.compile(
-        r"^(?P<dashes>-{0,2})(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)(?P<sep>[=:])(?P<value>.+)$"
-    )
-
-
-@functools.cache
-def _query_secret() -> re.Pattern[str]:
-    """Query-string secrets: ?token=abc&x=1"""
-    return re.compile(
-        r"([?&][^=&\s]*(?:token|key|secret|password|sig)[^=&\s]*=)[^&\s]+", re.I
-    )
-
-
-@functools.cache
-def _benign_name() -> re.Pattern[str]:
-    """Names that contain a secret word but hold none (ML jobs are full of tokenizers)."""
-    return re.compile(
-        r"(tokeniz|tokens\b|[-_]tokens|max[-_]?(new[-_]?)?token|num[-_]?token|"
-        r"token[-_]?(len|length|count|limit|budget|type|ids?)\b|author)",
-        re.I,
-    )
+# Names that contain a secret word but hold none (ML jobs are full of tokenizers).
+_benign_name = lazy(
+    r"(tokeniz|tokens\b|[-_]tokens|max[-_]?(new[-_]?)?token|num[-_]?token|"
+    r"token[-_]?(len|length|count|limit|budget|type|ids?)\b|author)",
+    re.I,
+)
 
 
 def is_secret_name(name: str) -> bool:

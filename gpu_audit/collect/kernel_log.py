@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import errno
-import functools
 import os
 import re
 import shutil
@@ -21,6 +20,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
+from gpu_audit.lazyre import lazy
 from gpu_audit.model import KernelLog, ProbeError, Snapshot, XidEvent
 from gpu_audit.redact import redact_text
 
@@ -29,42 +29,33 @@ MAX_KMSG_RECORDS = 500_000  # a bound on the ring buffer walk, far above its usu
 COMMAND_TIMEOUT_S = 10.0
 
 XID_MARKER = "NVRM: Xid"  # in every Xid line, and printable, so /dev/kmsg never escapes it
-_NO_PERMISSION = ("not permitted", "permission denied", "insufficient permissions",
-                  "not seeing messages")
+_NO_PERMISSION = (
+    "not permitted",
+    "permission denied",
+    "insufficient permissions",
+    "not seeing messages",
+)
 
 
 # The patterns are compiled on first use: most kernel logs hold no Xid line at all, and dmesg and
 # journalctl are fallbacks.
-@functools.cache
-def _xid_pattern() -> re.Pattern[str]:
-    return re.compile(
-        r"NVRM: Xid \((?:PCI:)?(?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?)"
-        r"\):\s*(?P<xid>\d+)(?:,\s*(?P<rest>.*))?$"
-    )
+_xid_pattern = lazy(
+    r"NVRM: Xid \((?:PCI:)?(?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?)"
+    r"\):\s*(?P<xid>\d+)(?:,\s*(?P<rest>.*))?$"
+)
+
+_pid_pattern = lazy(r"(?:^|,\s*)pid=(?:'?<unknown>'?|(?P<pid>\d+))")
+
+_name_pattern = lazy(r"(?:^|,\s*)name=(?P<name>[^,]*)")
+
+_dmesg_line_pattern = lazy(r"^\[\s*(?P<ts>\d+\.\d+)\]\s?(?P<msg>.*)$")
+
+_journal_line_pattern = lazy(r"^\[\s*(?P<ts>\d+\.\d+)\]\s+\S+\s+kernel:\s?(?P<msg>.*)$")
 
 
-@functools.cache
-def _pid_pattern() -> re.Pattern[str]:
-    return re.compile(r"(?:^|,\s*)pid=(?:'?<unknown>'?|(?P<pid>\d+))")
-
-
-@functools.cache
-def _name_pattern() -> re.Pattern[str]:
-    return re.compile(r"(?:^|,\s*)name=(?P<name>[^,]*)")
-
-
-@functools.cache
-def _dmesg_line_pattern() -> re.Pattern[str]:
-    return re.compile(r"^\[\s*(?P<ts>\d+\.\d+)\]\s?(?P<msg>.*)$")
-
-
-@functools.cache
-def _journal_line_pattern() -> re.Pattern[str]:
-    return re.compile(r"^\[\s*(?P<ts>\d+\.\d+)\]\s+\S+\s+kernel:\s?(?P<msg>.*)$")
-
-
-def parse_xid(message: str, uptime_s: float | None = None,
-              boot_epoch: float | None = None) -> XidEvent | None:
+def parse_xid(
+    message: str, uptime_s: float | None = None, boot_epoch: float | None = None
+) -> XidEvent | None:
     """An :class:`XidEvent` from one kernel message, or ``None`` if it is not an Xid line."""
     if XID_MARKER not in message:
         return None
@@ -120,8 +111,9 @@ def _unescape_kmsg(text: str) -> str:
     return re.sub(r"\\x([0-9a-fA-F]{2})", lambda m: chr(int(m[1], 16)), text)
 
 
-def parse_timestamped_lines(text: str, pattern: re.Pattern[str],
-                            boot_epoch: float | None = None) -> list[XidEvent]:
+def parse_timestamped_lines(
+    text: str, pattern: re.Pattern[str], boot_epoch: float | None = None
+) -> list[XidEvent]:
     """Xid events from ``dmesg`` or ``journalctl -o short-monotonic`` output."""
     events = []
     for line in text.splitlines():
@@ -162,8 +154,14 @@ def _run(argv: Sequence[str]) -> tuple[str | None, str]:
     if shutil.which(argv[0]) is None:
         return None, "not installed"
     try:
-        result = subprocess.run(list(argv), capture_output=True, text=True, errors="replace",
-                                timeout=COMMAND_TIMEOUT_S, stdin=subprocess.DEVNULL)
+        result = subprocess.run(
+            list(argv),
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=COMMAND_TIMEOUT_S,
+            stdin=subprocess.DEVNULL,
+        )
     except subprocess.TimeoutExpired:
         return None, f"timed out after {COMMAND_TIMEOUT_S:g} s"
     except OSError as exc:
@@ -184,8 +182,7 @@ def read_kernel_log(
     *,
     kmsg_path: str = "/dev/kmsg",
     dmesg: Sequence[str] = ("dmesg",),
-    journal: Sequence[str] = ("journalctl", "-k", "-b", "0", "-o", "short-monotonic",
-                              "--no-pager"),
+    journal: Sequence[str] = ("journalctl", "-k", "-b", "0", "-o", "short-monotonic", "--no-pager"),
     max_events: int = MAX_EVENTS,
 ) -> tuple[KernelLog | None, list[ProbeError]]:
     """Xid events of this boot from the first readable source; ``None`` off Linux."""
@@ -220,7 +217,8 @@ def read_kernel_log(
             truncated = len(events) > max_events
             return KernelLog(name, True, events[-max_events:], truncated), []
     message = (
-        "kernel log not readable, so Xid events were not checked (" + "; ".join(problems)
+        "kernel log not readable, so Xid events were not checked ("
+        + "; ".join(problems)
         + "). Run as root, add the user to the adm or systemd-journal group, or set "
         "kernel.dmesg_restrict=0"
     )
@@ -230,5 +228,6 @@ def read_kernel_log(
 def attach_kernel_log(snapshot: Snapshot) -> Snapshot:
     """``snapshot`` with this boot's Xid events (and why not, when the log is unreadable)."""
     log, errors = read_kernel_log()
-    return dataclasses.replace(snapshot, kernel_log=log,
-                               probe_errors=[*snapshot.probe_errors, *errors])
+    return dataclasses.replace(
+        snapshot, kernel_log=log, probe_errors=[*snapshot.probe_errors, *errors]
+    )
