@@ -29,6 +29,7 @@ from __future__ import annotations
 import importlib
 import os
 from collections.abc import Callable
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from gpu_audit.monitor.publication import DEFAULT_INTERVAL_S
@@ -128,11 +129,21 @@ def stop() -> None:
         monitor.stop()
 
 
+_core: ModuleType | None = None
+
+
+def _monitor_core() -> ModuleType:
+    """``gpu_audit.monitor.core``, imported once: ``step()`` runs in the training loop, where
+    even the import statement's module lookup would triple its cost."""
+    global _core
+    if _core is None:
+        _core = importlib.import_module("gpu_audit.monitor.core")
+    return _core
+
+
 def step(n: int = 1) -> None:
     """Count ``n`` training steps on the running monitor (no-op when none runs)."""
-    from gpu_audit.monitor.core import active
-
-    monitor = active()
+    monitor = (_core or _monitor_core()).active()
     if monitor is not None:
         monitor.step(n)
 
