@@ -10,13 +10,15 @@ import datetime as dt
 import difflib
 import inspect
 import sys
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Union
 
 import typer
 
 from gpu_audit import __version__
 from gpu_audit.cli.app import app
 from gpu_audit.errors import UsageError
+from gpu_audit.model import Severity
 
 if TYPE_CHECKING:
     from gpu_audit.rules import Rule
@@ -37,17 +39,51 @@ SECTION_TITLES = {
 PAGE_INTRO = """\
 # Finding reference
 
-Every finding `gpu-audit scan` and `gpu-audit check` can report: its id, its default severity
-and what it means. A rule may raise or lower the severity of one finding where its text says so.
-Ignore an id with `ignore = ["id", ...]` under `[tool.gpu-audit]`; `--fail-on SEVERITY` sets the
-severity that fails the run.
+Every finding `gpu-audit scan`, `gpu-audit check` and `gpu-audit validate` can report: its id,
+its default severity and what it means. A rule may raise or lower the severity of one finding
+where its text says so. Ignore an id with `ignore = ["id", ...]` under `[tool.gpu-audit]`;
+`--fail-on SEVERITY` sets the severity that fails the run.
 
 This page is generated from the rules' docstrings by `gpu-audit rules --markdown`; edit the
 docstrings, not this page. `gpu-audit rules ID` prints one entry in a terminal.
 """
 
 
-def section_of(rule_obj: Rule) -> str:
+@dataclass(frozen=True)
+class CatalogueEntry:
+    """A finding emitted outside the snapshot rules (by `validate`), documented the same way."""
+
+    id: str
+    severity: Severity
+    doc: str
+    section: str
+
+    @property
+    def summary(self) -> str:
+        return self.doc.split("\n", 1)[0].strip()
+
+
+Entry = Union["Rule", CatalogueEntry]
+
+
+def all_entries() -> dict[str, Entry]:
+    """The scan rules, then validate's findings (an id both use keeps the scan rule's text)."""
+    from gpu_audit.rules import all_rules
+    from gpu_audit.validate.catalogue import SECTION, VALIDATION_FINDINGS
+
+    entries: dict[str, Entry] = dict(all_rules())
+    for finding_id, (severity, doc) in VALIDATION_FINDINGS.items():
+        entries.setdefault(finding_id, CatalogueEntry(finding_id, severity, doc, SECTION))
+    return entries
+
+
+def _module(entry: Entry) -> str | None:
+    return entry.func.__module__ if hasattr(entry, "func") else None
+
+
+def section_of(rule_obj: Entry) -> str:
+    if isinstance(rule_obj, CatalogueEntry):
+        return rule_obj.section
     module = rule_obj.func.__module__
     if module in SECTION_TITLES:
         return SECTION_TITLES[module]
@@ -55,24 +91,24 @@ def section_of(rule_obj: Rule) -> str:
     return doc.split("\n", 1)[0].rstrip(".")
 
 
-def grouped(rules: dict[str, Rule]) -> list[tuple[str, list[Rule]]]:
+def grouped(rules: dict[str, Entry]) -> list[tuple[str, list[Entry]]]:
     """(section title, rules sorted by id), sections in registry order."""
     from gpu_audit.rules import RULE_MODULES
 
     order = {m: i for i, m in enumerate(RULE_MODULES)}
-    sections: dict[str, list[Rule]] = {}
+    sections: dict[str, list[Entry]] = {}
     for rule_obj in sorted(rules.values(),
-                           key=lambda r: (order.get(r.func.__module__, len(order)), r.id)):
+                           key=lambda r: (order.get(_module(r), len(order)), r.id)):
         sections.setdefault(section_of(rule_obj), []).append(rule_obj)
     return list(sections.items())
 
 
-def _body(rule_obj: Rule) -> str:
+def _body(rule_obj: Entry) -> str:
     """The docstring after its summary line."""
     return rule_obj.doc.partition("\n")[2].strip()
 
 
-def render_markdown(rules: dict[str, Rule]) -> str:
+def render_markdown(rules: dict[str, Entry]) -> str:
     """The reference page: an index table, then one entry per rule, grouped by section."""
     lines = [PAGE_INTRO, "| id | severity | summary |", "|---|---|---|"]
     sections = grouped(rules)
@@ -90,7 +126,7 @@ def render_markdown(rules: dict[str, Rule]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_list(rules: dict[str, Rule]) -> str:
+def render_list(rules: dict[str, Entry]) -> str:
     width = max((len(r.id) for r in rules.values()), default=10) + 2
     lines = [f"{'ID':<{width}}{'SEVERITY':<10}SUMMARY"]
     for _, members in grouped(rules):
@@ -99,12 +135,12 @@ def render_list(rules: dict[str, Rule]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_one(rule_obj: Rule) -> str:
+def render_one(rule_obj: Entry) -> str:
     head = f"{rule_obj.id} ({rule_obj.severity.value}) - {section_of(rule_obj)}"
     return f"{head}\n\n{rule_obj.doc}\n"
 
 
-def rules_document(rules: dict[str, Rule]) -> dict[str, object]:
+def rules_document(rules: dict[str, Entry]) -> dict[str, object]:
     stamp = dt.datetime.now(dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
     return {
         "schema": "gpu-audit.rules/1",
@@ -118,7 +154,7 @@ def rules_document(rules: dict[str, Rule]) -> dict[str, object]:
     }
 
 
-def find_rule(rules: dict[str, Rule], rule_id: str) -> Rule:
+def find_rule(rules: dict[str, Entry], rule_id: str) -> Entry:
     """The rule named ``rule_id``, or a :class:`UsageError` that suggests the closest id."""
     if rule_id in rules:
         return rules[rule_id]
@@ -137,12 +173,11 @@ def rules_command(
     ),
 ) -> None:
     """List every finding id with its severity and meaning, or show one in full."""
-    from gpu_audit.rules import all_rules
     from gpu_audit.serial import dumps
 
     if json_out and markdown:
         raise UsageError("--json and --markdown cannot be combined")
-    rules = all_rules()
+    rules = all_entries()
     if rule_id is not None:
         rules = {rule_id: find_rule(rules, rule_id)}
     if json_out:

@@ -7,8 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from gpu_audit.cli.rules import all_entries as all_rules
 from gpu_audit.cli.rules import render_markdown
-from gpu_audit.rules import all_rules
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS_PAGE = REPO / "docs" / "rules.md"
@@ -75,3 +75,26 @@ def test_markdown_flag_prints_the_page(cli_env):
     assert result.stdout == render_markdown(all_rules())
     assert "### `row-remap-failure`" in result.stdout
     assert rules_cli(["--markdown", "--json"], cli_env).returncode == 3
+
+
+def test_validation_findings_are_documented_and_listed(cli_env):
+    """Every id validate can emit has an entry, and `gpu-audit rules` shows them."""
+    import re
+    from pathlib import Path
+
+    import gpu_audit.validate.findings as findings_module
+    from gpu_audit.validate.catalogue import VALIDATION_FINDINGS
+
+    source = Path(findings_module.__file__).read_text()
+    emitted = set(re.findall(r'"([a-z]+(?:-[a-z]+)+)"', source))
+    emitted -= {"gpu-audit"}  # the tool's own name in messages
+    documented = set(VALIDATION_FINDINGS) | set(all_rules())  # swap-pressure: the scan rule's
+    assert emitted <= documented, emitted - documented
+    listing = subprocess.run([sys.executable, "-m", "gpu_audit", "rules"], env=cli_env,
+                             capture_output=True, text=True, timeout=60)
+    assert listing.returncode == 0
+    for finding_id in VALIDATION_FINDINGS:
+        assert finding_id in listing.stdout
+    one = subprocess.run([sys.executable, "-m", "gpu_audit", "rules", "oom-unrecovered"],
+                         env=cli_env, capture_output=True, text=True, timeout=60)
+    assert one.returncode == 0 and "Validation runs" in one.stdout
