@@ -27,12 +27,47 @@ SEVERITY_STYLE = {
 }
 
 
+class TrimmedLines:
+    """A text stream that drops the spaces rich pads table rows with, line by line.
+
+    On a terminal the padding is invisible; in a CI log, a pasted issue or a diff it is noise.
+    Complete lines are written at once; a partial line waits for its end (or for a flush, when
+    it has nothing to trim), so a line written in pieces is trimmed only where it ends.
+    """
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self._partial = ""
+
+    def write(self, text: str) -> int:
+        *lines, self._partial = (self._partial + text).split("\n")
+        if lines:
+            self._stream.write("".join(line.rstrip() + "\n" for line in lines))
+        return len(text)
+
+    def flush(self) -> None:
+        if self._partial and self._partial == self._partial.rstrip():
+            self._stream.write(self._partial)
+            self._partial = ""
+        self._stream.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+    def fileno(self) -> int:
+        return self._stream.fileno()
+
+    @property
+    def encoding(self) -> str:
+        return getattr(self._stream, "encoding", "utf-8") or "utf-8"
+
+
 def make_console(file: TextIO | None = None) -> Console:
     file = file or sys.stdout
     is_tty = file.isatty()
     width = None if is_tty else int(os.environ.get("COLUMNS", "0") or 0) or 120
     return Console(
-        file=file,
+        file=file if is_tty else TrimmedLines(file),  # type: ignore[arg-type]
         width=width,
         no_color=bool(os.environ.get("NO_COLOR")) or None,
         highlight=False,

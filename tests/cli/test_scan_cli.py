@@ -146,6 +146,8 @@ def test_terminal_view_is_plain_when_piped_and_names_pids(cli_env, tmp_path):
     saved = saved_scan(tmp_path, b.gtx1650_three_uvicorn())
     result = run_scan(["--from", str(saved), "--no-report"], cli_env, tmp_path)
     assert "\x1b[" not in result.stdout
+    padded = [line for line in result.stdout.splitlines() if line != line.rstrip()]
+    assert padded == []
     assert "duplicate-backend" in result.stdout
     assert "kill 2202 2303" in result.stdout
     assert "GTX 1650" in result.stdout
