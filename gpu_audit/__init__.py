@@ -1,5 +1,7 @@
 """gpu-audit: is this GPU machine fit for a long PyTorch run, and why did the last one die?"""
 
+from gpu_audit.lazy import exports
+
 __version__ = "0.1.0"
 
 # Library helpers, imported on first use so that `import gpu_audit` (and `gpu-audit --help`)
@@ -10,12 +12,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> object:  # PEP 562: resolved on first access
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'gpu_audit' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = exports(__name__, _LAZY, globals())  # PEP 562

@@ -15,7 +15,7 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass
 
-from gpu_audit.lazyre import lazy
+from gpu_audit.lazy import regex as lazy
 from gpu_audit.model import GpuProcess
 
 # Interpreter options that take a value (python -X dev -W ignore script.py)

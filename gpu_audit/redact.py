@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
-from gpu_audit.lazyre import lazy
+from gpu_audit.lazy import regex as lazy
 
 MASK = "***"
 

@@ -20,7 +20,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
-from gpu_audit.lazyre import lazy
+from gpu_audit.lazy import regex as lazy
 from gpu_audit.model import KernelLog, ProbeError, Snapshot, XidEvent
 from gpu_audit.redact import redact_text
 

@@ -32,6 +32,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from gpu_audit.lazy import exports
 from gpu_audit.monitor.publication import DEFAULT_INTERVAL_S
 
 if TYPE_CHECKING:
@@ -57,17 +58,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:  # PEP 562: resolved on first access
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'gpu_audit.monitor' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+__getattr__, __dir__ = exports(__name__, _LAZY, globals())  # PEP 562
 
 
 __all__ = [
