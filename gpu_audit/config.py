@@ -16,9 +16,7 @@ from typing import Any
 
 from gpu_audit.errors import ConfigError
 from gpu_audit.model import Severity
-
-GIB = 1024**3
-MIB = 1024**2
+from gpu_audit.units import GIB, MIB
 
 
 @dataclass(frozen=True)

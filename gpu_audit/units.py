@@ -1,37 +1,75 @@
-"""Sizes for people: ``1.5 GiB`` out, ``4GiB`` / ``512MiB`` / ``4G`` in."""
+"""Units, times and versions: the one place gpu-audit reads and writes them.
+
+- Sizes: ``4GiB`` / ``512MiB`` / ``4G`` typed by a user and ``20.00 MiB`` / ``0 bytes`` /
+  ``3.2 GB`` printed by logs are read by one parser with one unit table; sizes are shown by
+  :func:`fmt_bytes` (``1.5 GiB``; ``precision=2`` gives PyTorch's own ``20.00 MiB`` style).
+- Times: ISO 8601 in UTC with a ``Z`` (documents), and the compact ``20261122T101500Z`` stamp
+  (file and folder names).
+- Versions: torch's ``(major, minor)`` release from any version string, the torch installed in
+  this environment (from package metadata; torch is never imported), dotted driver versions.
+"""
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 
-KIB, MIB, GIB, TIB = 1024, 1024**2, 1024**3, 1024**4
+KIB, MIB, GIB, TIB, PIB = 1024, 1024**2, 1024**3, 1024**4, 1024**5
+
+# Unit spellings, lower-cased. "k"/"m"/"g"/"t" alone are binary (as `free -g` and PyTorch's
+# flags mean them); "kb"/"mb"/... are decimal, as outside PyTorch. The kernel's "kB" (exact
+# case) means KiB and is handled in :func:`_factor`.
 _UNITS = {
-    "": 1,
-    "b": 1,
-    "k": KIB,
-    "kb": 1000,
-    "kib": KIB,
-    "m": MIB,
-    "mb": 1000**2,
-    "mib": MIB,
-    "g": GIB,
-    "gb": 1000**3,
-    "gib": GIB,
-    "t": TIB,
-    "tb": 1000**4,
-    "tib": TIB,
+    "": 1, "b": 1, "byte": 1, "bytes": 1,
+    "k": KIB, "kib": KIB, "kb": 1000,
+    "m": MIB, "mib": MIB, "mb": 1000**2,
+    "g": GIB, "gib": GIB, "gb": 1000**3,
+    "t": TIB, "tib": TIB, "tb": 1000**4,
+    "p": PIB, "pib": PIB, "pb": 1000**5,
 }
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+# A size as PyTorch's format_size, numpy and the kernel print it inside a line of text.
+SIZE = r"\d+(?:\.\d+)?\s?(?:bytes|[KMGTP]iB|[KMGTP]B|kB|B)\b"
+_SIZE_PARTS = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*$")
 
 
-def fmt_bytes(n: int | float | None) -> str:
-    """``None`` -> ``n/a``; otherwise the largest binary unit that keeps a number >= 1."""
+def _factor(unit: str) -> int | None:
+    return KIB if unit == "kB" else _UNITS.get(unit.lower())
+
+
+def size_or_none(text: str | None) -> int | None:
+    """Bytes from ``"20.00 MiB"``, ``"4GiB"`` or ``"512"``; ``None`` when ``text`` is not a size.
+
+    Sizes printed with two decimals are approximations; the result is rounded to whole bytes.
+    """
+    if text is None:
+        return None
+    match = _SIZE_PARTS.match(text)
+    factor = _factor(match[2]) if match else None
+    if match is None or factor is None:
+        return None
+    return round(float(match[1]) * factor)
+
+
+def parse_size(text: str) -> int:
+    """``4GiB`` -> 4294967296. Raises ``ValueError`` with a message a user can act on."""
+    size = size_or_none(text)
+    if size is None:
+        raise ValueError(f"{text!r} is not a size (examples: 4GiB, 512MiB, 6G)")
+    return size
+
+
+def fmt_bytes(n: int | float | None, *, precision: int = 1, missing: str = "n/a") -> str:
+    """The largest binary unit that keeps the number at 1 or more: ``1.5 GiB``, ``512 B``.
+
+    ``precision=2, missing="unknown"`` writes sizes the way PyTorch's own messages do, so a
+    number quoted back from a log reads the same.
+    """
     if n is None:
-        return "n/a"
+        return missing
     value = float(n)
     for unit, size in (("TiB", TIB), ("GiB", GIB), ("MiB", MIB), ("KiB", KIB)):
         if abs(value) >= size:
-            return f"{value / size:.1f} {unit}"
+            return f"{value / size:.{precision}f} {unit}"
     return f"{int(value)} B"
 
 
@@ -39,16 +77,72 @@ def fmt_mib(n: int | None) -> str:
     return "n/a" if n is None else f"{n / MIB:.0f} MiB"
 
 
-def parse_size(text: str) -> int:
-    """``4GiB`` -> 4294967296. Raises ``ValueError`` with a message a user can act on."""
-    match = _SIZE.match(text)
-    unit = match[2].lower() if match else None
-    if not match or unit not in _UNITS:
-        raise ValueError(f"{text!r} is not a size (examples: 4GiB, 512MiB, 6G)")
-    return int(float(match[1]) * _UNITS[unit])
-
-
 def pct(part: float | None, whole: float | None) -> float | None:
+    """``part`` as a percentage of ``whole``, one decimal; ``None`` when either is unknown."""
     if part is None or not whole:
         return None
     return round(100.0 * part / whole, 1)
+
+
+# --- time ------------------------------------------------------------------------------------
+
+
+def utc_now(*, precise: bool = False) -> str:
+    """Now as ISO 8601 in UTC (``2026-11-22T10:15:00Z``); ``precise`` adds milliseconds."""
+    return utc_iso(dt.datetime.now(dt.UTC), precise=precise)
+
+
+def utc_iso(moment: dt.datetime, *, precise: bool = False) -> str:
+    """``moment`` (aware) as ISO 8601 in UTC with a ``Z``."""
+    spec = "milliseconds" if precise else "seconds"
+    return moment.astimezone(dt.UTC).isoformat(timespec=spec).replace("+00:00", "Z")
+
+
+def parse_utc(text: str | None) -> dt.datetime | None:
+    """An ISO 8601 time (``Z`` or an offset; naive means UTC) as an aware datetime, or None."""
+    try:
+        moment = dt.datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+    except (TypeError, ValueError):
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=dt.UTC)
+
+
+def utc_stamp(moment: dt.datetime | float | None = None) -> str:
+    """``20261122T101500Z``: a sortable time for file and folder names (now by default)."""
+    if moment is None:
+        moment = dt.datetime.now(dt.UTC)
+    elif isinstance(moment, (int, float)):
+        moment = dt.datetime.fromtimestamp(moment, dt.UTC)
+    return moment.astimezone(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+
+
+# --- versions --------------------------------------------------------------------------------
+
+Release = tuple[int, int]  # torch's (major, minor); patch releases never changed the allocator
+
+
+def torch_release(version: str | None) -> Release | None:
+    """``"2.9.1+cu128"`` -> (2, 9); ``"2.12.0.dev20260301"`` -> (2, 12); ``None`` when unknown."""
+    if not version:
+        return None
+    match = re.match(r"\s*v?(\d+)\.(\d+)", version)
+    return (int(match[1]), int(match[2])) if match else None
+
+
+def release_text(release: Release) -> str:
+    return f"{release[0]}.{release[1]}"
+
+
+def version_tuple(text: str) -> tuple[int, ...]:
+    """``"535.104.05"`` -> (535, 104, 5), for comparing driver and CUDA versions."""
+    return tuple(int(part) for part in re.findall(r"\d+", text))
+
+
+def installed_torch_version() -> str | None:
+    """The installed torch's version from package metadata; torch itself is never imported."""
+    import importlib.metadata  # here: most commands never ask
+
+    try:
+        return importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        return None

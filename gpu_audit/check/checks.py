@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from gpu_audit.check.policy import CheckPolicy
 from gpu_audit.check.results import CheckResult, CheckStatus, StageOutcome
 from gpu_audit.model import Finding, Gpu, GpuProcess, Severity, Snapshot
-from gpu_audit.units import fmt_bytes, pct
+from gpu_audit.units import fmt_bytes, pct, version_tuple
 
 PASS, WARN, FAIL, SKIP, UNKNOWN = (CheckStatus.PASS, CheckStatus.WARN, CheckStatus.FAIL,
                                    CheckStatus.SKIP, CheckStatus.UNKNOWN)
@@ -153,10 +153,6 @@ def _each_gpu(ctx: CheckContext, spec_id: str,
             yield judge(gpu)
 
 
-def _version_tuple(text: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in re.findall(r"\d+", text))
-
-
 def _gib(value: float | None) -> str:
     return "n/a" if value is None else f"{value:g} GiB"
 
@@ -222,7 +218,7 @@ def nvidia_driver(ctx: CheckContext) -> Iterator[CheckResult]:
         evidence[key] = wanted
         if actual is None:
             unknown.append(f"{label} version not reported (policy needs >= {wanted})")
-        elif _version_tuple(actual) < _version_tuple(wanted):
+        elif version_tuple(actual) < version_tuple(wanted):
             problems.append(f"{label} {actual} is older than {wanted}")
     described = (f"driver {evidence['driver_version'] or 'n/a'}, "
                  f"CUDA {evidence['cuda_driver_version'] or 'n/a'}")

@@ -36,10 +36,10 @@ def explain(
 ) -> None:
     """Explain why a GPU job died (see ``_HELP``)."""
     from gpu_audit import __version__
-    from gpu_audit.collect import utc_now
     from gpu_audit.explain import DETECT, explain_sources
     from gpu_audit.explain.render import render_terminal, to_document
     from gpu_audit.model import Severity
+    from gpu_audit.units import utc_now
 
     try:
         threshold = Severity.parse(fail_on)

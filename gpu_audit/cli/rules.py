@@ -6,7 +6,6 @@ The text comes from the rules' docstrings, the same text ``--markdown`` renders 
 
 from __future__ import annotations
 
-import datetime as dt
 import difflib
 import inspect
 import sys
@@ -19,6 +18,7 @@ from gpu_audit import __version__
 from gpu_audit.cli.app import app
 from gpu_audit.errors import UsageError
 from gpu_audit.model import Severity
+from gpu_audit.units import utc_now
 
 if TYPE_CHECKING:
     from gpu_audit.rules import Rule
@@ -141,7 +141,7 @@ def render_one(rule_obj: Entry) -> str:
 
 
 def rules_document(rules: dict[str, Entry]) -> dict[str, object]:
-    stamp = dt.datetime.now(dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    stamp = utc_now()
     return {
         "schema": "gpu-audit.rules/1",
         "tool_version": __version__,

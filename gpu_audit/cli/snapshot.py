@@ -33,10 +33,10 @@ def snapshot(
 
     Exit 0 when summarised, 3 when the file cannot be read.
     """
-    from gpu_audit.collect import utc_now
     from gpu_audit.serial import dumps, write_atomic
     from gpu_audit.snapshot import load_snapshot, summarize
     from gpu_audit.snapshot.render import render_markdown, snapshot_document
+    from gpu_audit.units import utc_now
 
     summary = summarize(load_snapshot(file), top=top)
     generated_at = utc_now()

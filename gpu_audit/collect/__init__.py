@@ -6,20 +6,16 @@ missing field, a lost GPU or a vanished process.
 
 from __future__ import annotations
 
-import datetime as dt
 import time
 from typing import TYPE_CHECKING
 
 from gpu_audit import __version__
 from gpu_audit.backends import annotate_duplicates
 from gpu_audit.model import Snapshot
+from gpu_audit.units import utc_now
 
 if TYPE_CHECKING:
     from gpu_audit.collect.nvml import PendingReading
-
-
-def utc_now() -> str:
-    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def collect_snapshot(

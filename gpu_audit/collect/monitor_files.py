@@ -35,13 +35,13 @@ from gpu_audit.monitor.publication import (
     SCHEMA_KIND,
     SCHEMA_MAJOR,
     ProcessIdentity,
-    parse_iso,
     pid_namespace,
     private_dir_problem,
     process_identity,
     runtime_dir_candidates,
     same_process,
 )
+from gpu_audit.units import parse_utc
 
 MAX_TEXT = 500  # longest string kept from a publication (settings, names)
 MAX_DEVICES = 64
@@ -236,7 +236,7 @@ def _accept(doc: Any, file_pid: int, path: str, ctx: _ReaderContext,
     if not same_process(published, live):
         raise _Refused(f"is stale: pid {file_pid} now belongs to a process started later", False)
     published_at = doc.get("published_at")
-    moment = parse_iso(published_at) if isinstance(published_at, str) else None
+    moment = parse_utc(published_at) if isinstance(published_at, str) else None
     if moment is None:
         raise _Refused("has no valid published_at time")
     devices = doc.get("devices")
@@ -316,7 +316,7 @@ def allocator_state(publication: Publication, device: dict[str, Any]) -> Process
 def _same_start(process_start: str | None, publication: Publication) -> bool:
     if process_start is None or publication.create_time is None:
         return True  # the reader already matched the live process's start time
-    moment = parse_iso(process_start)
+    moment = parse_utc(process_start)
     if moment is None:
         return True
     # The scan's start time is cut to whole seconds: allow that on top of the usual tolerance.

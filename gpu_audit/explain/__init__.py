@@ -58,7 +58,7 @@ class ExplainResult:
 
 def _resolve(torch_version: Any) -> str | None:
     if torch_version is DETECT:
-        from gpu_audit.explain.remedies import installed_torch_version
+        from gpu_audit.units import installed_torch_version
 
         return installed_torch_version()
     return torch_version

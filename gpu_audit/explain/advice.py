@@ -20,9 +20,9 @@ from gpu_audit.explain.remedies import (
     fragmentation_remedy,
 )
 from gpu_audit.explain.signatures import Signature
-from gpu_audit.explain.units import format_size
 from gpu_audit.explain.xid import RECOVERY_ACTION_SEVERITY, xid_info
 from gpu_audit.model import Severity
+from gpu_audit.units import fmt_bytes
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,7 @@ def _advice(sig: Signature, numbers: dict[str, Any], explanation: str, remedy: s
 
 
 def _size(numbers: dict[str, Any], key: str) -> str:
-    return format_size(numbers.get(key))
+    return _size_text(numbers.get(key))
 
 
 # --- shared remedy texts ------------------------------------------------------------------------
@@ -147,7 +147,7 @@ def _cuda_oom(sig: Signature, raw: dict[str, Any], ctx: AdviceContext) -> Advice
             biggest = max(others, key=lambda p: p["used_bytes"] or 0)
             held = (f"Other processes held {_size(numbers, 'other_processes_bytes')} of the "
                     f"GPU's {_size(numbers, 'capacity_bytes')} (the largest, pid {biggest['pid']}, "
-                    f"{format_size(biggest['used_bytes'])})")
+                    f"{_size_text(biggest['used_bytes'])})")
         else:
             held = (f"{_size(numbers, 'non_pytorch_bytes')} of the GPU's "
                     f"{_size(numbers, 'capacity_bytes')} was held outside this process's PyTorch "
@@ -182,7 +182,7 @@ def _cuda_oom(sig: Signature, raw: dict[str, Any], ctx: AdviceContext) -> Advice
             title = "CUDA out of memory: one allocation larger than the GPU"
         else:
             unalloc = numbers.get("reserved_unallocated_bytes")
-            slack = (f" and only {format_size(unalloc)} of its cache was unused, so there was "
+            slack = (f" and only {_size_text(unalloc)} of its cache was unused, so there was "
                      "nothing to defragment" if unalloc is not None else "")
             explanation = (
                 f"PyTorch had {_size(numbers, 'allocated_bytes')} allocated to live tensors and "
@@ -726,7 +726,7 @@ _STATIC: dict[str, tuple[str, str]] = {
 def _oom_killer(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
     who = f"{numbers.get('process_name', 'a process')} (pid {numbers.get('pid', '?')}"
     if numbers.get("anon_rss_bytes") is not None:
-        who += f", {format_size(numbers['anon_rss_bytes'])} resident"
+        who += f", {_size_text(numbers['anon_rss_bytes'])} resident"
     who += ")"
     cgroup = "cgroup" in str(numbers.get("scope", "")).lower()
     where = ("The memory limit of its cgroup (container or job) was reached"
@@ -848,7 +848,7 @@ def _nccl_error(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> 
     if numbers.get("shm_path"):
         explanation = (
             f"NCCL could not create its shared-memory segment {numbers['shm_path']} "
-            f"({format_size(numbers.get('shm_size_bytes'))}): /dev/shm is too small or full, "
+            f"({_size_text(numbers.get('shm_size_bytes'))}): /dev/shm is too small or full, "
             "as in containers with Docker's 64 MB default.")
         remedy = ("Give the container a larger /dev/shm (`docker run --ipc=host` or "
                   "`--shm-size=16g`; in Kubernetes an emptyDir with medium: Memory at /dev/shm); "
@@ -933,3 +933,8 @@ def _nccl_other(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> 
     }
     explanation, remedy = texts.get(sig.id, ("An NCCL failure.", _COLLECTIVE_REMEDY))
     return _advice(sig, numbers, explanation, remedy)
+
+
+def _size_text(n: int | None) -> str:
+    """Sizes written as PyTorch writes them, so numbers quoted from a log read the same."""
+    return fmt_bytes(n, precision=2, missing="unknown")

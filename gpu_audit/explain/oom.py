@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from gpu_audit.explain.units import SIZE, parse_size
+from gpu_audit.units import SIZE, size_or_none
 
 # A request that would have fitted into the cache's free bytes plus the device's free bytes,
 # while those cached-but-free bytes are at least this share of what PyTorch reserved, is a
@@ -67,8 +67,8 @@ def extract_oom_fields(text: str) -> dict[str, Any]:
         if match is None:
             continue
         raw = next(group for group in match.groups() if group is not None)
-        found[name] = int(raw) if name == "gpu_index" else parse_size(raw)
-    processes = [{"pid": int(pid), "used_bytes": parse_size(size)}
+        found[name] = int(raw) if name == "gpu_index" else size_or_none(raw)
+    processes = [{"pid": int(pid), "used_bytes": size_or_none(size)}
                  for pid, size in _PROCESS.findall(text)]
     if processes:
         found["processes"] = processes

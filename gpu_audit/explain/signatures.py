@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpu_audit.explain.oom import extract_oom_fields
-from gpu_audit.explain.units import SIZE, parse_size
 from gpu_audit.model import Severity
+from gpu_audit.units import SIZE, size_or_none
 
 CLASSES = (
     "cuda-oom", "nvml-assert-oom", "nvml-unavailable", "alloc-conf", "cublas-failure",
@@ -155,7 +155,7 @@ def _sizes_to_bytes(*keys: str) -> Extractor:
         found = _named(match, line)
         for key in keys:
             if isinstance(found.get(key), str):
-                found[key + "_bytes"] = parse_size(found.pop(key))
+                found[key + "_bytes"] = size_or_none(found.pop(key))
         return found
     return extract
 

@@ -37,11 +37,11 @@ from gpu_audit.monitor.publication import (
     pid_namespace,
     process_identity,
     publication_dir,
-    utc_iso,
 )
 from gpu_audit.monitor.sources import AllocatorReading, AllocatorSource, TorchAllocatorSource
 from gpu_audit.redact import redact_text
 from gpu_audit.serial import write_atomic
+from gpu_audit.units import utc_iso, utc_now
 
 log = logging.getLogger("gpu_audit.monitor")
 
@@ -223,7 +223,7 @@ class Monitor:
             return self._path
 
     def _document(self, reading: AllocatorReading) -> dict[str, Any]:
-        now = utc_iso()
+        now = utc_now(precise=True)
         settings = metrics.parse_alloc_conf(reading.settings)
         devices = [self._device_entry(d, reading, settings, now) for d in reading.devices]
         return {
@@ -320,7 +320,7 @@ def utc_iso_from_epoch(epoch_s: float | None) -> str | None:
 
     if epoch_s is None:
         return None
-    return utc_iso(dt.datetime.fromtimestamp(epoch_s, dt.UTC))
+    return utc_iso(dt.datetime.fromtimestamp(epoch_s, dt.UTC), precise=True)
 
 
 # --- the process-wide monitor ----------------------------------------------------------------

@@ -32,8 +32,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gpu_audit.monitor.publication import utc_iso
 from gpu_audit.serial import write_atomic
+from gpu_audit.units import utc_now, utc_stamp
 
 log = logging.getLogger("gpu_audit.monitor")
 
@@ -54,7 +54,7 @@ def is_oom_exception(exc: BaseException) -> bool:
 
 
 def _stem(when: float) -> str:
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(when))
+    stamp = utc_stamp(when)
     host = re.sub(r"[^A-Za-z0-9._-]+", "_", socket.gethostname()) or "host"
     return f"oom-{stamp}-{host}-pid{os.getpid()}"
 
@@ -244,4 +244,5 @@ class OomSnapshotter:
         preface += ["", f"Open `{pickle_name}` at https://pytorch.org/memory_viz, or run "
                     f"`gpu-audit snapshot {pickle_name}` for this summary with a plot.", ""]
         return render_markdown(summarize(snap), title=f"Out of memory: {pickle_name}",
-                               generated_at=utc_iso(), source=pickle_name, preface=preface)
+                               generated_at=utc_now(precise=True), source=pickle_name,
+                               preface=preface)

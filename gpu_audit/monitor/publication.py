@@ -17,7 +17,6 @@ A process is identified by its PID plus its start time in clock ticks since boot
 
 from __future__ import annotations
 
-import datetime as dt
 import os
 import re
 import stat
@@ -32,19 +31,6 @@ ENV_RUNTIME_DIR = "GPU_AUDIT_RUNTIME_DIR"
 FILE_NAME = re.compile(r"^(?P<pid>[1-9][0-9]{0,9})\.json$")
 MAX_FILE_BYTES = 256 * 1024  # a publication is a few KiB; anything larger is not ours
 CREATE_TIME_TOLERANCE_S = 2.0  # psutil's create_time moves with the boot-time estimate
-
-
-def utc_iso(moment: dt.datetime | None = None) -> str:
-    moment = moment or dt.datetime.now(dt.UTC)
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def parse_iso(text: str) -> dt.datetime | None:
-    try:
-        moment = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except (TypeError, ValueError):
-        return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=dt.UTC)
 
 
 def runtime_dir_candidates(environ: dict[str, str] | None = None) -> list[Path]:

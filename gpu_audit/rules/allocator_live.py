@@ -9,9 +9,8 @@ from collections.abc import Iterator
 from gpu_audit.config import Policy
 from gpu_audit.model import Finding, GpuProcess, ProcessAllocatorState, Severity, Snapshot
 from gpu_audit.monitor.metrics import parse_alloc_conf, split_alloc_conf
-from gpu_audit.monitor.publication import parse_iso
 from gpu_audit.rules import rule
-from gpu_audit.units import fmt_bytes
+from gpu_audit.units import fmt_bytes, parse_utc
 
 MIB = 1024**2
 # Below this much reserved-but-unallocated memory a high percentage is noise (a small process
@@ -187,7 +186,7 @@ def allocator_oom_retries(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
         if not retries:
             continue
         ooms = _increase([s.num_ooms for s in a.history]) or 0
-        first, last = parse_iso(a.history[0].at), parse_iso(a.history[-1].at)
+        first, last = parse_utc(a.history[0].at), parse_utc(a.history[-1].at)
         window_s = round((last - first).total_seconds(), 1) if first and last else None
         steps = _increase([s.step for s in a.history])
         per = f" over {window_s:g} s" if window_s is not None else ""

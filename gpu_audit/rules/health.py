@@ -7,7 +7,6 @@ A reading the GPU does not support is ``None`` in the snapshot: the rules skip i
 
 from __future__ import annotations
 
-import datetime as dt
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -15,6 +14,7 @@ from dataclasses import dataclass
 from gpu_audit.config import Policy
 from gpu_audit.model import Finding, Gpu, Severity, Snapshot, XidEvent
 from gpu_audit.rules import rule
+from gpu_audit.units import parse_utc
 
 
 def _live(snap: Snapshot) -> list[Gpu]:
@@ -422,10 +422,8 @@ def _bus_key(bus_id: str | None) -> tuple[int, int, int] | None:
 def _age_h(event: XidEvent, now: str) -> float | None:
     if event.time is None:
         return None
-    try:
-        seen = dt.datetime.fromisoformat(event.time.replace("Z", "+00:00"))
-        scanned = dt.datetime.fromisoformat(now.replace("Z", "+00:00"))
-    except ValueError:
+    seen, scanned = parse_utc(event.time), parse_utc(now)
+    if seen is None or scanned is None:
         return None
     return (scanned - seen).total_seconds() / 3600
 

@@ -7,8 +7,7 @@ from pathlib import Path
 
 from gpu_audit.serial import write_atomic
 from gpu_audit.snapshot.summary import SnapshotSummary
-
-GIB = 1024**3
+from gpu_audit.units import GIB, parse_utc
 
 
 class PlotUnavailable(Exception):
@@ -67,15 +66,14 @@ def plot_history(summary: SnapshotSummary, path: Path, *, title: str) -> Path | 
 
 def _oom_offsets(device) -> list[float]:
     """Seconds from the history's start for each OOM entry with a time."""
-    import datetime as dt
 
     trace = device.trace
     if trace is None or not trace.timeline.start:
         return []
-    start = dt.datetime.fromisoformat(trace.timeline.start.replace("Z", "+00:00"))
+    start = parse_utc(trace.timeline.start)
     offsets = []
     for oom in trace.ooms:
         if oom.at:
-            at = dt.datetime.fromisoformat(oom.at.replace("Z", "+00:00"))
+            at = parse_utc(oom.at)
             offsets.append((at - start).total_seconds())
     return offsets

@@ -29,6 +29,7 @@ from typing import Any
 
 from gpu_audit.errors import InputError
 from gpu_audit.monitor.metrics import fragmentation
+from gpu_audit.units import utc_iso
 
 ALLOCATED = "active_allocated"
 PENDING_FREE = "active_pending_free"
@@ -313,7 +314,7 @@ def _iso_from_us(time_us: int | None) -> str | None:
         moment = dt.datetime.fromtimestamp(time_us / 1e6, dt.UTC)
     except (OverflowError, OSError, ValueError):
         return None
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return utc_iso(moment, precise=True)
 
 
 def summarize_trace(raw_events: list, end_allocated: int, end_reserved: int,

@@ -14,7 +14,6 @@ worker starts.
 
 from __future__ import annotations
 
-import importlib.metadata
 import math
 import os
 import re
@@ -24,7 +23,7 @@ from typing import Any
 
 from gpu_audit.config import Policy, check_value, key_line, read_table, unknown_key_error
 from gpu_audit.errors import ConfigError, UsageError
-from gpu_audit.units import parse_size
+from gpu_audit.units import installed_torch_version, parse_size
 from gpu_audit.validate.allocconf import (
     AllocConf,
     max_split_minimum,
@@ -188,13 +187,6 @@ def _config_max_split(path: Path, value: Any) -> str:
                           f"'max_split_size_mb' must be an integer or a list of integers, "
                           f"got {value!r}")
     return ",".join(str(v) for v in items)
-
-
-def installed_torch_version() -> str | None:
-    try:
-        return importlib.metadata.version("torch")
-    except importlib.metadata.PackageNotFoundError:
-        return None
 
 
 def build_plan(options: ValidateOptions, policy: Policy | None = None, *,

@@ -12,12 +12,12 @@ from typing import Any
 
 from gpu_audit import __version__
 from gpu_audit.serial import dumps, to_jsonable, write_atomic
-from gpu_audit.units import fmt_bytes
+from gpu_audit.units import fmt_bytes, utc_now
 from gpu_audit.validate.allocconf import export_line
 from gpu_audit.validate.findings import leg_gates_for_state, validate_findings
 from gpu_audit.validate.gates import summarize
 from gpu_audit.validate.plan import Plan, leg_key
-from gpu_audit.validate.state import RunDir, RunState, completed_cycles, utc_now
+from gpu_audit.validate.state import RunDir, RunState, completed_cycles
 
 SCHEMA = "gpu-audit.validate/1"
 EXIT_MEANING = {0: "OK: every stage passed", 2: "CRITICAL: a stage failed",

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from gpu_audit.redact import redact_text
+from gpu_audit.units import utc_now
 from gpu_audit.validate.findings import leg_gates
 from gpu_audit.validate.plan import Plan, leg_key, split_leg
 from gpu_audit.validate.progress import Progress, make_progress
@@ -42,7 +43,6 @@ from gpu_audit.validate.state import (
     completed_cycles,
     load_records,
     new_run_id,
-    utc_now,
 )
 
 EXIT_OK, EXIT_FAILED, EXIT_UNKNOWN, EXIT_INTERRUPTED = 0, 2, 3, 130

@@ -41,6 +41,7 @@ from typing import Any
 
 from gpu_audit.errors import InputError, UsageError
 from gpu_audit.serial import dumps, from_jsonable, write_atomic
+from gpu_audit.units import utc_now, utc_stamp
 from gpu_audit.validate.plan import Plan
 
 LOG = logging.getLogger("gpu_audit.validate")
@@ -55,15 +56,9 @@ except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
 
-def utc_now(precise: bool = False) -> str:
-    """ISO 8601 in UTC; ``precise`` adds milliseconds (per-cycle records)."""
-    spec = "milliseconds" if precise else "seconds"
-    return dt.datetime.now(dt.UTC).isoformat(timespec=spec).replace("+00:00", "Z")
-
-
 def new_run_id(now: dt.datetime | None = None, host: str | None = None) -> str:
     """``20261122T101500Z-myhost-3fa2``: sortable, unique, safe as a folder name."""
-    stamp = (now or dt.datetime.now(dt.UTC)).strftime("%Y%m%dT%H%M%SZ")
+    stamp = utc_stamp(now)
     name = re.sub(r"[^A-Za-z0-9._-]+", "_", host or socket.gethostname()) or "host"
     return f"{stamp}-{name}-{secrets.token_hex(2)}"
 

@@ -327,6 +327,7 @@ class StageWorker:
 
     def run_cycles(self, workload: Any, ready: dict[str, Any]) -> None:
         from gpu_audit.oom import OomPolicy, OomRetrier, release_memory
+        from gpu_audit.units import utc_now
         from gpu_audit.validate.plan import checkpoint_interval
         from gpu_audit.validate.protocol import (
             WorkloadContext,
@@ -340,7 +341,6 @@ class StageWorker:
             CycleLog,
             load_checkpoint,
             restore_rng,
-            utc_now,
         )
         from gpu_audit.validate.telemetry import Telemetry
 
@@ -438,7 +438,7 @@ class StageWorker:
                        base: dict[str, Any], ctx: Any, telemetry: Any) -> StageFailed:
         """Log a cycle that raised, and say how the stage fails."""
         from gpu_audit.oom import oom_kind, oom_numbers
-        from gpu_audit.validate.state import utc_now
+        from gpu_audit.units import utc_now
 
         kind = oom_kind(exc)
         message = _one_line(exc)
