@@ -130,7 +130,8 @@ def harness_run(spec: str, cycles: int, device: str, out: Path) -> tuple[float, 
     """(seconds per cycle, seconds of it inside the workload's ``cycle``, seconds from the start
     to the end of the first cycle)."""
     from gpu_audit.validate.plan import ValidateOptions, build_plan
-    from gpu_audit.validate.runner import Runner, resolve_device, start_run
+    from gpu_audit.validate.runner import Runner
+    from gpu_audit.validate.start import resolve_device, start_run
     from gpu_audit.validate.state import completed_cycles, load_records
 
     # The full stage with quantum off: as many cycles as asked, checkpoints every 10% of them.
@@ -170,9 +171,10 @@ class NoWork:
 def harness_floor(cycles: int = 20000) -> float:
     """Seconds per cycle of the worker's own loop (telemetry, log, event, retrier, checkpoints
     every 10%), run in this process on a cycle that does nothing."""
+    from gpu_audit.validate.channels import Control, Events
     from gpu_audit.validate.plan import ValidateOptions, build_plan
-    from gpu_audit.validate.runner import start_run
-    from gpu_audit.validate.worker import Control, Events, StageWorker
+    from gpu_audit.validate.stage import StageWorker
+    from gpu_audit.validate.start import start_run
 
     class Clock(Events):
         def __init__(self, fd: int) -> None:

@@ -12,8 +12,10 @@ through ``shrink``, waits with exponential backoff and calls again; after ``max_
 re-raises the original error with a note of what was tried. Every retry is logged on the
 ``gpu_audit.oom`` logger and kept in :attr:`OomRetrier.history`.
 
-torch is never imported here: an error is recognised by its class name and message, and the
-clean-up touches CUDA only when the program has already imported torch and initialised CUDA.
+torch is never imported here: an error is recognised by :mod:`gpu_audit.knowledge.oom` from its
+class name and message, and the clean-up touches CUDA only when the program has already
+imported torch and initialised CUDA. The memory figures use the same key names as the numbers
+of an OOM message.
 """
 
 from __future__ import annotations
@@ -21,86 +23,17 @@ from __future__ import annotations
 import functools
 import gc
 import logging
-import re
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from gpu_audit.knowledge.oom import oom_kind
+
 LOG = logging.getLogger("gpu_audit.oom")
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-# Kinds of out-of-memory, from the most specific evidence to the least.
-TORCH_OOM = "torch"  # torch.OutOfMemoryError from the caching allocator
-MASKED_OOM = "masked"  # NVML assert raised while PyTorch was writing its OOM report
-DEVICE_OOM = "device"  # "CUDA error: out of memory" from a raw cudaMalloc (context, kernels)
-LIBRARY_OOM = "library"  # cuBLAS / cuDNN / cuFFT / cuSOLVER workspace allocation failed
-HOST_OOM = "host"  # the CPU allocator or Python itself ran out of memory
-
-_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    # "CUDA out of memory. Tried to allocate ..." (<= 2.x) and "Out of memory. Tried to ..."
-    # (newest), plus the HIP/XPU/MPS builds' wording.
-    (TORCH_OOM, re.compile(r"\b(?:CUDA|HIP|XPU) out of memory\b|^Out of memory\. Tried to"
-                           r"|MPS backend out of memory", re.M)),
-    # The NVML assert fires inside reportProcessMemoryInfo, which runs only on the OOM path of
-    # the caching allocator (the same assert in PeerToPeerAccess.cpp is not an OOM).
-    (MASKED_OOM, re.compile(r"NVML_SUCCESS == .{0,120}INTERNAL ASSERT FAILED"
-                            r"(?=.{0,200}CUDACachingAllocator)", re.S)),
-    (DEVICE_OOM, re.compile(r"\b(?:CUDA|HIP) error: out of memory\b|cudaErrorMemoryAllocation")),
-    (LIBRARY_OOM, re.compile(r"CUBLAS_STATUS_ALLOC_FAILED|CUDNN_STATUS_ALLOC_FAILED"
-                             r"|CUFFT_ALLOC_FAILED|CUSOLVER_STATUS_ALLOC_FAILED"
-                             r"|CUSPARSE_STATUS_ALLOC_FAILED")),
-    (HOST_OOM, re.compile(r"DefaultCPUAllocator: (?:can't|not enough memory)")),
-)
-
-_SIZE = r"([\d.]+)\s*(bytes|B|KiB|MiB|GiB|TiB)"
-_UNIT = {"bytes": 1, "B": 1, "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3, "TiB": 1024**4}
-_NUMBERS = {
-    "requested_bytes": re.compile(rf"Tried to allocate {_SIZE}"),
-    "device_total_bytes": re.compile(rf"total capacity of {_SIZE}|{_SIZE} total capacity"),
-    "device_free_bytes": re.compile(rf"of which {_SIZE} is free|{_SIZE} free"),
-    "allocated_bytes": re.compile(rf"{_SIZE} is allocated by PyTorch|{_SIZE} already allocated"),
-    "reserved_unallocated_bytes": re.compile(rf"{_SIZE} is reserved by PyTorch but unallocated"),
-    "reserved_bytes": re.compile(rf"{_SIZE} reserved in total by PyTorch"),
-}
-
-
-def oom_kind(exc: BaseException) -> str | None:
-    """The kind of out-of-memory ``exc`` is (``TORCH_OOM``, ``MASKED_OOM``, ...), or ``None``."""
-    for cls in type(exc).__mro__:
-        if cls.__name__ == "OutOfMemoryError" and cls.__module__.startswith("torch"):
-            return TORCH_OOM
-    if isinstance(exc, MemoryError):
-        return HOST_OOM
-    if not isinstance(exc, RuntimeError):
-        return None
-    return oom_kind_of_text(str(exc))
-
-
-def oom_kind_of_text(text: str) -> str | None:
-    """The kind of out-of-memory an error message describes, or ``None``."""
-    for kind, pattern in _PATTERNS:
-        if pattern.search(text):
-            return kind
-    return None
-
-
-def is_oom(exc: BaseException) -> bool:
-    return oom_kind(exc) is not None
-
-
-def oom_numbers(text: str) -> dict[str, int]:
-    """The sizes an OOM message states (PyTorch's old and new wording), in bytes."""
-    numbers: dict[str, int] = {}
-    for name, pattern in _NUMBERS.items():
-        match = pattern.search(text)
-        if match:
-            value, unit = next((v, u) for v, u in zip(match.groups()[::2], match.groups()[1::2],
-                                                      strict=True) if v is not None)
-            numbers[name] = int(float(value) * _UNIT[unit])
-    return numbers
 
 
 def memory_in_use() -> dict[str, int | None]:
@@ -121,8 +54,8 @@ def memory_in_use() -> dict[str, int | None]:
         "allocated_bytes": stats.get("allocated_bytes.all.current"),
         "reserved_bytes": stats.get("reserved_bytes.all.current"),
         "inactive_split_bytes": stats.get("inactive_split_bytes.all.current"),
-        "device_free_bytes": free,
-        "device_total_bytes": total,
+        "free_bytes": free,
+        "capacity_bytes": total,
     }
 
 

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from gpu_audit.backends import instance_port, normalise_args, split_program
+from gpu_audit.rules.duplicates import instance_port, normalise_args, split_program
 from tests import builders as b
 
 

@@ -9,18 +9,16 @@ import pytest
 import torch
 
 import gpu_audit
-from gpu_audit.oom import (
+from gpu_audit.knowledge.oom import (
     DEVICE_OOM,
     HOST_OOM,
     LIBRARY_OOM,
     MASKED_OOM,
     TORCH_OOM,
-    OomPolicy,
-    OomRetrier,
     oom_kind,
     oom_numbers,
-    retry_on_oom,
 )
+from gpu_audit.oom import OomPolicy, OomRetrier, retry_on_oom
 
 NEW_OOM = ("CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of "
            "3.81 GiB of which 5.12 MiB is free. Including non-PyTorch memory, this process has "
@@ -64,12 +62,13 @@ def test_other_errors_are_not_mistaken_for_oom(error: BaseException) -> None:
 def test_numbers_come_out_of_both_message_generations() -> None:
     new = oom_numbers(NEW_OOM)
     assert new["requested_bytes"] == 20 * 1024**2
-    assert new["device_free_bytes"] == int(5.12 * 1024**2)
-    assert new["allocated_bytes"] == int(2.97 * 1024**3)
-    assert new["reserved_unallocated_bytes"] == int(123.45 * 1024**2)
+    assert new["free_bytes"] == round(5.12 * 1024**2)
+    assert new["allocated_bytes"] == round(2.97 * 1024**3)
+    assert new["reserved_unallocated_bytes"] == round(123.45 * 1024**2)
+    assert new["capacity_bytes"] == round(3.81 * 1024**3)
     old = oom_numbers(OLD_OOM)
-    assert old["device_total_bytes"] == int(7.79 * 1024**3)
-    assert old["reserved_bytes"] == int(7.10 * 1024**3)
+    assert old["capacity_bytes"] == round(7.79 * 1024**3)
+    assert old["reserved_bytes"] == round(7.10 * 1024**3)
 
 
 class FitsAtQuarterBatch:

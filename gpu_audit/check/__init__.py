@@ -1,10 +1,14 @@
 """``gpu-audit check``: the pre-run checklist for CI on GPU runners.
 
-A check policy (:mod:`gpu_audit.check.policy`) says what makes a runner fit; the checks
-(:mod:`gpu_audit.check.checks`) are pure functions over a scan snapshot and its findings that
-give pass/warn/fail/skip/unknown with evidence; :func:`gpu_audit.check.engine.judge` puts them
+The check policy (:class:`gpu_audit.config.CheckPolicy`, the one policy plus the check's own
+keys) says what makes a runner fit. The checks (:mod:`.gpus`, :mod:`.usage`, :mod:`.software`,
+:mod:`.findings`, registered in :mod:`.registry`) are pure functions over a scan snapshot and the
+scan rules' findings that give pass/warn/fail/skip/unknown with evidence; a check that views a
+rule's finding maps it rather than judging again. :func:`gpu_audit.check.engine.judge` puts them
 together into a :class:`~gpu_audit.check.results.CheckReport` whose verdict is the exit code.
-Optional validation stages (:mod:`gpu_audit.check.stages`) prove that CUDA work actually runs.
+Optional validation stages (:mod:`.stages`) prove that CUDA work actually runs. The JSON
+document is :mod:`.document`, the terminal checklist :mod:`.terminal`; JUnit and GitHub's
+summary render it in :mod:`gpu_audit.report`.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The check JSON document, schema ``gpu-audit.check/1``.
+"""The check JSON document, schema ``gpu-audit.check/1``, and reading one back.
 
 ``status``/``exit_code`` carry the verdict; ``checks`` is the checklist in order; ``findings`` are
 all scan findings with the status the policy gave each; ``snapshot`` is the machine as scanned
@@ -8,36 +8,41 @@ check document under another policy.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 from gpu_audit import __version__
-from gpu_audit.check.checks import COVERED_FINDINGS
+from gpu_audit.check.findings import severity_status
+from gpu_audit.check.registry import viewed_findings
 from gpu_audit.check.results import CheckReport, CheckStatus
-from gpu_audit.model import Finding, Severity
-from gpu_audit.serial import to_jsonable
+from gpu_audit.errors import InputError
+from gpu_audit.model import Finding, Snapshot
+from gpu_audit.rules.duplicates import with_duplicate_groups
+from gpu_audit.serial import from_jsonable, to_jsonable
 
 CHECK_SCHEMA = "gpu-audit.check/1"
+CHECK_SCHEMA_PREFIX = "gpu-audit.check/"
 
 
-def _finding_status(report: CheckReport, finding: Finding) -> str:
-    """What the policy made of one finding: the status of the check that judged it."""
-    if finding.id in COVERED_FINDINGS:
-        check_id = COVERED_FINDINGS[finding.id]
-        judged = [r for r in report.results if r.id == check_id]
-        if judged and all(r.status is CheckStatus.SKIP for r in judged):
-            return "skip"
-        matching = [r for r in judged if r.finding_id == finding.id]
-        return matching[0].status.value if matching else "pass"
-    severity = finding.severity or Severity.INFO
-    if severity >= report.policy.fail_on_severity:
-        return "fail"
-    if severity >= report.policy.warn_on_severity:
-        return "warn"
-    return "pass"
+def _finding_status(report: CheckReport, finding: Finding, viewed: dict[str, str]) -> str:
+    """What the policy made of one finding: the status of the check that views it, or of its
+    severity for the others."""
+    check_id = viewed.get(finding.id)
+    if check_id is None:
+        return severity_status(report.policy, finding.severity).value
+    judged = [r for r in report.results if r.id == check_id]
+    if judged and all(r.status is CheckStatus.SKIP for r in judged):
+        return "skip"
+    matching = [r for r in judged if r.finding_id == finding.id]
+    same_subject = [r for r in matching if r.subject == finding.subject]
+    chosen = same_subject or matching
+    return chosen[0].status.value if chosen else "pass"
 
 
 def check_document(report: CheckReport) -> dict[str, Any]:
-    snapshot = to_jsonable(report.snapshot)
+    snapshot = to_jsonable(with_duplicate_groups(report.snapshot))  # as in a scan document
+    viewed = viewed_findings()
     return {
         "schema": CHECK_SCHEMA,
         "tool_version": __version__,
@@ -65,8 +70,31 @@ def check_document(report: CheckReport) -> dict[str, Any]:
         ],
         "stages": to_jsonable(report.stages),
         "findings": [
-            {**to_jsonable(f), "check_status": _finding_status(report, f)}
+            {**to_jsonable(f), "check_status": _finding_status(report, f, viewed)}
             for f in report.findings
         ],
         "snapshot": snapshot,
     }
+
+
+def load_check_document(path: Path) -> tuple[Snapshot, str | None] | None:
+    """The snapshot in a saved ``check --json`` document and the user it recorded; ``None``
+    when ``path`` holds no check document (a scan document, or something the scan reader
+    should name)."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    if not (isinstance(data, dict) and str(data.get("schema", "")).startswith(CHECK_SCHEMA_PREFIX)):
+        return None
+    if data["schema"] != CHECK_SCHEMA:
+        raise InputError(f"{path}: schema {data['schema']!r} is not supported by this "
+                         f"gpu-audit (reads {CHECK_SCHEMA!r} and 'gpu-audit.scan/1')")
+    if not isinstance(data.get("snapshot"), dict):
+        raise InputError(f"{path}: check document without its 'snapshot' object")
+    user = data.get("user")
+    try:
+        snapshot = from_jsonable(Snapshot, data["snapshot"], "$.snapshot")
+    except InputError as exc:
+        raise InputError(f"{path}: {exc}") from None
+    return snapshot, user if isinstance(user, str) else None

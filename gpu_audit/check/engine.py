@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import dataclasses
-
-from gpu_audit.check.checks import CheckContext, all_checks, run_checks
-from gpu_audit.check.policy import CheckPolicy
-from gpu_audit.check.results import CheckReport, StageOutcome
-from gpu_audit.config import Policy
+from gpu_audit.check.registry import SKIP, CheckContext, all_checks
+from gpu_audit.check.results import CheckReport, CheckResult, StageOutcome
+from gpu_audit.config import CheckPolicy
 from gpu_audit.model import Snapshot
 from gpu_audit.rules import all_rules, evaluate
 
@@ -17,34 +14,40 @@ def known_ids() -> set[str]:
     return set(all_rules()) | set(all_checks())
 
 
-def scan_policy_for(policy: CheckPolicy, base: Policy | None = None) -> Policy:
-    """The scan thresholds the rules see: ``[tool.gpu-audit]`` with the check policy's overrides.
+def run_checks(ctx: CheckContext) -> list[CheckResult]:
+    """Every check in checklist order; checks the policy ignores become one ``skip`` line.
 
-    Where both set the same threshold the check policy wins, so the findings in the check's JSON
-    agree with the checks that judged them.
+    Ignoring the one finding a check views also skips that check (``swap-pressure`` skips
+    ``swap``); a check viewing several findings (``torch-cuda``) runs on without the ignored one.
     """
-    base = base or Policy()
-    overrides: dict = {"fail_on": policy.fail_on,
-                       "ignore": sorted(set(base.ignore) | set(policy.ignore))}
-    if policy.max_swap_used_gib is not None:
-        overrides["max_swap_used_gib"] = policy.max_swap_used_gib
-    if policy.min_free_vram_pct is not None:
-        overrides["min_free_vram_pct"] = policy.min_free_vram_pct
-    return dataclasses.replace(base, **overrides)
+    ignored = set(ctx.policy.ignore)
+    results: list[CheckResult] = []
+    for spec in all_checks().values():
+        missing = [f for f in spec.views if ctx.rule_ids and f not in ctx.rule_ids]
+        if spec.id in ignored or (len(spec.views) == 1 and spec.views[0] in ignored):
+            results.append(CheckResult(spec.id, "host", SKIP, spec.title, "ignored by the policy",
+                                       evidence={"ignored_by": ctx.policy.source or "policy"}))
+        elif missing:
+            results.append(CheckResult(spec.id, "host", SKIP, spec.title,
+                                       f"the {missing[0]} rule is not available"))
+        else:
+            results.extend(spec.func(ctx))
+    return results
 
 
 def judge(
     snapshot: Snapshot,
     policy: CheckPolicy,
     *,
-    base_policy: Policy | None = None,
     user: str | None = None,
     stages: list[StageOutcome] | None = None,
     generated_at: str | None = None,
     duration_s: float | None = None,
 ) -> CheckReport:
-    """Evaluate the scan rules and every check; the report carries the verdict and exit code."""
-    findings = evaluate(snapshot, scan_policy_for(policy, base_policy))
+    """Evaluate the scan rules under ``policy`` and every check; the report carries the verdict
+    and exit code. The rules and the checks read the same policy, so a check that views a
+    finding agrees with it by construction."""
+    findings = evaluate(snapshot, policy)
     ctx = CheckContext(
         snapshot=snapshot,
         policy=policy,

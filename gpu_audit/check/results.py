@@ -12,7 +12,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpu_audit.check.policy import CheckPolicy
+from gpu_audit.config import CheckPolicy
 from gpu_audit.model import Finding, Snapshot
 
 

@@ -41,12 +41,8 @@ def checklist_table(report: CheckReport, verbose: bool = False) -> Table:
     return table
 
 
-def render_check(report: CheckReport, console: Console | None = None,
-                 verbose: bool = False) -> None:
-    if console is None:
-        from gpu_audit.report.terminal import make_console
-
-        console = make_console()
+def render_check(report: CheckReport, console: Console, verbose: bool = False) -> None:
+    """The checklist on ``console`` (the command makes it: colour only on a terminal)."""
     # The status line is printed without markup so monitoring wrappers read it verbatim.
     console.print(verdict_line(report), markup=False, highlight=False, soft_wrap=True)
     console.print()

@@ -11,7 +11,7 @@ import typer
 
 from gpu_audit.cli.app import app, err, verbose
 from gpu_audit.errors import UsageError
-from gpu_audit.model import Severity
+from gpu_audit.model import Severity, Snapshot
 
 SEVERITIES = ", ".join(s.value for s in Severity)
 EXIT_CODES_HELP = ("Exit codes: 0 OK, 1 WARNING, 2 CRITICAL (the runner is unfit), "
@@ -20,7 +20,7 @@ EXIT_CODES_HELP = ("Exit codes: 0 OK, 1 WARNING, 2 CRITICAL (the runner is unfit
 
 def parse_stages(text: str | None) -> list[str] | None:
     """``"imports,smoke"`` -> ``["imports", "smoke"]``, in the order the stages run."""
-    from gpu_audit.check.policy import STAGES
+    from gpu_audit.config import STAGES
 
     if text is None:
         return None
@@ -49,7 +49,7 @@ def check(
     policy_file: Path | None = typer.Option(
         None, "--policy", metavar="FILE",
         help="Policy TOML with keys at top level (default: the check table of the nearest "
-             "gpu-audit.toml or pyproject.toml)."),
+             "gpu-audit.toml or pyproject.toml). GPU_AUDIT_<KEY> variables override it."),
     junit: Path | None = typer.Option(None, "--junit", metavar="FILE",
                                       help="Write a JUnit XML report (one test case per check)."),
     json_out: bool = typer.Option(False, "--json",
@@ -88,8 +88,7 @@ def check(
     import dataclasses
 
     from gpu_audit.check.engine import judge, known_ids
-    from gpu_audit.check.policy import load_check_policy
-    from gpu_audit.config import load_policy
+    from gpu_audit.config import load_check_policy
 
     started = time.perf_counter()
     stage_names = parse_stages(stages)
@@ -105,13 +104,10 @@ def check(
     if from_file is not None and stage_names:
         raise UsageError("--from judges a saved document; validation stages need this machine "
                          "(drop --stages, or `stages` from the policy)")
-    base_policy = load_policy()
 
     recorded_user = None
     if from_file is not None:
-        from gpu_audit.check.saved import load_snapshot
-
-        snapshot, recorded_user = load_snapshot(from_file)
+        snapshot, recorded_user = _saved_snapshot(from_file)
     else:
         from gpu_audit.collect import collect_snapshot
 
@@ -124,12 +120,21 @@ def check(
                               require_torch_cuda=policy.require_torch_cuda,
                               out_dir=None if no_report else (out or Path("reports")),
                               note=err)
-    report = judge(snapshot, policy, base_policy=base_policy,
+    report = judge(snapshot, policy,
                    user=user or recorded_user or current_user(), stages=outcomes,
                    duration_s=round(time.perf_counter() - started, 3))
     _emit(report, json_out=json_out, junit=junit, out=out, no_report=no_report,
           annotate=not no_annotations)
     raise typer.Exit(report.exit_code)
+
+
+def _saved_snapshot(path: Path) -> tuple[Snapshot, str | None]:
+    """The snapshot in a saved check or scan document, and the user a check document recorded."""
+    from gpu_audit.check.document import load_check_document
+    from gpu_audit.report.jsonout import load_scan_document
+
+    found = load_check_document(path)
+    return found if found is not None else (load_scan_document(path), None)
 
 
 def _emit(report, *, json_out: bool, junit: Path | None, out: Path | None, no_report: bool,
@@ -145,8 +150,9 @@ def _emit(report, *, json_out: bool, junit: Path | None, out: Path | None, no_re
         sys.stdout.write(dumps(document) + "\n")
     else:
         from gpu_audit.check.terminal import render_check
+        from gpu_audit.report.terminal import make_console
 
-        render_check(report, verbose=bool(verbose()))
+        render_check(report, make_console(), verbose=bool(verbose()))
     sys.stdout.flush()
 
     if github.in_github_actions() and annotate:

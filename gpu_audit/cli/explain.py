@@ -14,7 +14,8 @@ _HELP = (
     "Recognises CUDA and host out-of-memory (with its numbers: fragmentation, too big, or other "
     "processes), the NVML assert that hides an OOM, NVML and driver mismatches, allocator "
     "configuration errors, cuBLAS/cuDNN failures, illegal memory accesses, device-side asserts, "
-    "Xid and other GPU hardware errors, NCCL timeouts and errors, and the host OOM killer.\n\n"
+    "Xid and other GPU hardware errors, NCCL timeouts and errors, and the host OOM killer; "
+    "`gpu-audit rules` lists every failure class and message signature.\n\n"
     "Exit 0 when no GPU failure was found, 1 when one was, 3 when a log cannot be read."
 )
 

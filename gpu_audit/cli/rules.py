@@ -1,7 +1,8 @@
-"""``gpu-audit rules [ID]``: every finding id, its severity and its documentation.
+"""``gpu-audit rules [ID]``: every finding id and explain signature, and their documentation.
 
-The text comes from the rules' docstrings, the same text ``--markdown`` renders into
-``docs/rules.md`` (``gpu-audit rules --markdown > docs/rules.md`` regenerates the page).
+The text comes from the rules' docstrings and from explain's signature catalogue, the same text
+``--markdown`` renders into ``docs/rules.md`` (``gpu-audit rules --markdown > docs/rules.md``
+regenerates the page).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from gpu_audit.model import Severity
 from gpu_audit.units import utc_now
 
 if TYPE_CHECKING:
+    from gpu_audit.explain.signatures import ClassDoc, Signature
     from gpu_audit.rules import Rule
 
 # Section titles for the rule modules, in RULE_MODULES order; others use their docstring.
@@ -44,8 +46,12 @@ its default severity and what it means. A rule may raise or lower the severity o
 where its text says so. Ignore an id with `ignore = ["id", ...]` under `[tool.gpu-audit]`;
 `--fail-on SEVERITY` sets the severity that fails the run.
 
-This page is generated from the rules' docstrings by `gpu-audit rules --markdown`; edit the
-docstrings, not this page. `gpu-audit rules ID` prints one entry in a terminal.
+The second part lists the failure classes and message signatures `gpu-audit explain`
+recognises in logs.
+
+This page is generated from the rules' docstrings and explain's signature catalogue by
+`gpu-audit rules --markdown`; edit those, not this page. `gpu-audit rules ID` prints one entry
+(a finding id, an explain class or an explain signature) in a terminal.
 """
 
 
@@ -64,6 +70,7 @@ class CatalogueEntry:
 
 
 Entry = Union["Rule", CatalogueEntry]
+Explained = Union["ClassDoc", "Signature", None]  # an explain class or signature
 
 
 def all_entries() -> dict[str, Entry]:
@@ -140,7 +147,15 @@ def render_one(rule_obj: Entry) -> str:
     return f"{head}\n\n{rule_obj.doc}\n"
 
 
-def rules_document(rules: dict[str, Entry]) -> dict[str, object]:
+def render_page() -> str:
+    """docs/rules.md: every finding, then explain's classes and signatures."""
+    from gpu_audit.explain import reference
+
+    return render_markdown(all_entries()) + "\n" + reference.render_markdown()
+
+
+def rules_document(rules: dict[str, Entry],
+                   explained: list[dict[str, object]] | None = None) -> dict[str, object]:
     stamp = utc_now()
     return {
         "schema": "gpu-audit.rules/1",
@@ -151,41 +166,65 @@ def rules_document(rules: dict[str, Entry]) -> dict[str, object]:
              "doc": r.doc}
             for title, members in grouped(rules) for r in members
         ],
+        "explain": explained or [],
     }
 
 
-def find_rule(rules: dict[str, Entry], rule_id: str) -> Entry:
-    """The rule named ``rule_id``, or a :class:`UsageError` that suggests the closest id."""
-    if rule_id in rules:
-        return rules[rule_id]
-    close = difflib.get_close_matches(rule_id.lower(), list(rules), n=1, cutoff=0.5)
+def find_rule(rules: dict[str, Entry], rule_id: str) -> tuple[dict[str, Entry], Explained]:
+    """The finding and/or the explain class or signature named ``rule_id``.
+
+    ``nvml-unavailable`` is both a finding and an explain class: both are returned. Nothing by
+    that name is a :class:`UsageError` that suggests the closest name.
+    """
+    from gpu_audit.explain import reference
+
+    found = {rule_id: rules[rule_id]} if rule_id in rules else {}
+    explained = reference.find(rule_id)
+    if found or explained is not None:
+        return found, explained
+    known = [*rules, *reference.names()]
+    close = difflib.get_close_matches(rule_id.lower(), known, n=1, cutoff=0.5)
     hint = (f" (did you mean {close[0]!r}?)" if close
             else "; `gpu-audit rules` lists them all")
-    raise UsageError(f"no finding id {rule_id!r}{hint}")
+    raise UsageError(f"no finding id, explain class or signature {rule_id!r}{hint}")
 
 
 @app.command("rules")
 def rules_command(
-    rule_id: str | None = typer.Argument(None, metavar="[ID]", help="Show this rule in full."),
+    rule_id: str | None = typer.Argument(
+        None, metavar="[ID]", help="Show this finding, explain class or signature in full."),
     json_out: bool = typer.Option(False, "--json", help="Print as JSON (gpu-audit.rules/1)."),
     markdown: bool = typer.Option(
         False, "--markdown", help="Print the reference page (docs/rules.md) as Markdown."
     ),
 ) -> None:
-    """List every finding id with its severity and meaning, or show one in full."""
+    """List every finding id and explain signature with its meaning, or show one in full."""
+    from gpu_audit.explain import reference
     from gpu_audit.serial import dumps
 
     if json_out and markdown:
         raise UsageError("--json and --markdown cannot be combined")
     rules = all_entries()
-    if rule_id is not None:
-        rules = {rule_id: find_rule(rules, rule_id)}
+    if rule_id is None:
+        if json_out:
+            sys.stdout.write(dumps(rules_document(rules, reference.document())) + "\n")
+        elif markdown:
+            sys.stdout.write(render_page())
+        else:
+            sys.stdout.write(render_list(rules) + "\n" + reference.render_list())
+        raise typer.Exit(0)
+    found, explained = find_rule(rules, rule_id)
     if json_out:
-        sys.stdout.write(dumps(rules_document(rules)) + "\n")
+        extra = reference.document(explained) if explained is not None else []
+        sys.stdout.write(dumps(rules_document(found, extra)) + "\n")
     elif markdown:
-        sys.stdout.write(render_markdown(rules))
-    elif rule_id is not None:
-        sys.stdout.write(render_one(rules[rule_id]))
+        parts = [render_markdown(found)] if found else []
+        if explained is not None:
+            parts.append(reference.render_markdown(explained))
+        sys.stdout.write("\n".join(parts))
     else:
-        sys.stdout.write(render_list(rules))
+        parts = [render_one(entry) for entry in found.values()]
+        if explained is not None:
+            parts.append(reference.render_one(explained))
+        sys.stdout.write("\n".join(parts))
     raise typer.Exit(0)

@@ -42,7 +42,8 @@ def scan(
         None,
         "--config",
         metavar="FILE",
-        help="Read thresholds from this TOML file instead of searching.",
+        help="Read thresholds from this TOML file instead of searching "
+        "(GPU_AUDIT_<KEY> variables still override it).",
     ),
     pid: int | None = typer.Option(
         None, "--pid", help="Read allocator settings from this process's environment."

@@ -1,72 +1,10 @@
 """Collectors: the only code that touches NVML, /proc, psutil, the environment or torch.
 
 Each returns plain dataclasses from :mod:`gpu_audit.model` plus probe errors; none raises on a
-missing field, a lost GPU or a vanished process.
+missing field, a lost GPU or a vanished process. :func:`collect_snapshot` runs them all; which
+processes are copies of one server is judged by the rules, not here.
 """
 
-from __future__ import annotations
+from gpu_audit.collect.scan import collect_snapshot
 
-import time
-from typing import TYPE_CHECKING
-
-from gpu_audit import __version__
-from gpu_audit.backends import annotate_duplicates
-from gpu_audit.model import Snapshot
-from gpu_audit.units import utc_now
-
-if TYPE_CHECKING:
-    from gpu_audit.collect.nvml import PendingReading
-
-
-def collect_snapshot(
-    *, timeout_s: float = 5.0, pid: int | None = None, nvml: PendingReading | None = None
-) -> Snapshot:
-    """One full scan of this machine. Never raises for a missing driver, GPU or process.
-
-    ``timeout_s`` bounds the NVML part (a hung driver call is reported, not waited on);
-    ``pid`` reads the allocator settings from that process's environment instead of ours.
-    ``nvml`` is a read the caller started earlier (:func:`gpu_audit.collect.nvml.start_read`);
-    without one the read starts here. Either way the host, the publications and the allocator
-    settings are read while the driver answers.
-    """
-    from gpu_audit.collect.nvml import start_read
-
-    started = time.perf_counter()
-    pending = nvml or start_read(timeout_s)
-    started = min(started, pending.started)
-
-    from gpu_audit.collect.host import read_host
-    from gpu_audit.collect.kernel_log import read_kernel_log
-    from gpu_audit.collect.monitor_files import attach_allocator_states, read_publications
-    from gpu_audit.collect.processes import read_processes
-    from gpu_audit.collect.software import read_allocator_config
-
-    host, host_errors = read_host()
-    # What processes running gpu_audit.monitor publish about their own allocator.
-    published = read_publications()
-    allocator, allocator_errors = read_allocator_config(pid)
-    reading = pending.result()
-    processes, process_errors = read_processes(reading.processes, host.container)
-    processes = attach_allocator_states(processes, reading.gpus, published)
-    # Xid lines come from the NVIDIA driver: without one there is nothing to look for.
-    kernel_log, kernel_errors = read_kernel_log() if reading.status.available else (None, [])
-    return Snapshot(
-        host=host,
-        nvml=reading.status,
-        driver=reading.driver,
-        gpus=reading.gpus,
-        processes=annotate_duplicates(processes),
-        allocator=allocator,
-        probe_errors=[
-            *host_errors,
-            *reading.probe_errors,
-            *process_errors,
-            *allocator_errors,
-            *published.probe_errors(),
-            *kernel_errors,
-        ],
-        kernel_log=kernel_log,
-        generated_at=utc_now(),
-        tool_version=__version__,
-        scan_duration_s=round(time.perf_counter() - started, 4),
-    )
+__all__ = ["collect_snapshot"]

@@ -11,6 +11,7 @@ from pathlib import Path
 import psutil
 
 from gpu_audit.model import Host, ProbeError
+from gpu_audit.units import utc_iso
 
 NVIDIA_PCI_VENDOR = "0x10de"
 # PCI class 0x03xxxx: display controllers (VGA 0x0300, 3D 0x0302): GPUs, not NVIDIA's audio/USB.
@@ -99,8 +100,5 @@ def read_host() -> tuple[Host, list[ProbeError]]:
 
 
 def iso_utc(epoch_s: float) -> str:
-    return (
-        dt.datetime.fromtimestamp(epoch_s, dt.UTC)
-        .isoformat(timespec="seconds")
-        .replace("+00:00", "Z")
-    )
+    """Seconds since the epoch (as psutil reports start and boot times) as ISO 8601 UTC."""
+    return utc_iso(dt.datetime.fromtimestamp(epoch_s, dt.UTC))

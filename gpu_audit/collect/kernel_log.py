@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from gpu_audit.lazy import regex as lazy
 from gpu_audit.model import KernelLog, ProbeError, Snapshot, XidEvent
 from gpu_audit.redact import redact_text
+from gpu_audit.units import utc_iso
 
 MAX_EVENTS = 200  # the newest are kept; a flapping GPU can log thousands
 MAX_KMSG_RECORDS = 500_000  # a bound on the ring buffer walk, far above its usual size
@@ -74,8 +75,7 @@ def parse_xid(
     text = text.strip().lstrip(",").strip()
     when = None
     if uptime_s is not None and boot_epoch is not None:
-        stamp = dt.datetime.fromtimestamp(boot_epoch + uptime_s, dt.UTC)
-        when = stamp.isoformat(timespec="seconds").replace("+00:00", "Z")
+        when = utc_iso(dt.datetime.fromtimestamp(boot_epoch + uptime_s, dt.UTC))
     return XidEvent(
         xid=int(match["xid"]),
         pci_bus_id=match["bus"].lower(),

@@ -12,9 +12,8 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from gpu_audit.explain.advice import AdviceContext, advise
 from gpu_audit.explain.scanner import Candidate
-from gpu_audit.explain.signatures import SIGNATURES, Signature
+from gpu_audit.explain.signatures import SIGNATURES, AdviceContext, Signature
 from gpu_audit.model import Severity
 from gpu_audit.redact import redact_text
 
@@ -207,7 +206,7 @@ class Classifier:
         numbers = dict(occ.numbers)
         if len(group.ranks) > 1:
             numbers["_ranks"] = sorted(group.ranks)  # for the text only
-        advice = advise(occ.signature, numbers, self._ctx)
+        advice = occ.signature.advise(numbers, self._ctx)
         locations = [Location(self.sources[s], line) for s, line in group.locations]
         incident = Incident(
             cls=occ.signature.cls,

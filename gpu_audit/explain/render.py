@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpu_audit.explain import SCHEMA, ExplainResult, Incident
+from gpu_audit.explain.api import SCHEMA, ExplainResult
+from gpu_audit.explain.classify import Incident
+from gpu_audit.explain.signatures.texts import size_text
 from gpu_audit.model import Severity
-from gpu_audit.units import fmt_bytes
 
 _ROLE_LABEL = {
     "root-cause": "ROOT CAUSE",
@@ -73,7 +74,7 @@ def format_number(key: str, value: Any) -> str | None:
             return None
         return ", ".join(str(v) for v in value) or None
     if key.endswith("_bytes") and isinstance(value, int):
-        return _size_text(value)
+        return size_text(value)
     if key.endswith("_pct"):
         return f"{value}%"
     if key.endswith("_ms"):
@@ -116,7 +117,7 @@ def render_terminal(result: ExplainResult, console: Any, *, fail_on: Severity) -
 
     names = ", ".join(s.source for s in result.inputs) or "<text>"
     lines = sum(s.lines for s in result.inputs)
-    size = _size_text(sum(s.bytes for s in result.inputs))
+    size = size_text(sum(s.bytes for s in result.inputs))
     failures = [i for i in result.incidents if i.severity >= fail_on]
     console.print(Text(f"gpu-audit explain: {names} ({lines:,} lines, {size})", style="bold"),
                   soft_wrap=True)
@@ -156,8 +157,3 @@ def render_terminal(result: ExplainResult, console: Any, *, fail_on: Severity) -
     else:
         console.print(Text(f"Nothing at or above '{fail_on.value}': no GPU failure by this "
                            "threshold.", style="bold"), soft_wrap=True)
-
-
-def _size_text(n: int | None) -> str:
-    """Sizes written as PyTorch writes them, so numbers quoted from a log read the same."""
-    return fmt_bytes(n, precision=2, missing="unknown")

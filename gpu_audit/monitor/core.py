@@ -28,7 +28,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from gpu_audit import __version__
+from gpu_audit.knowledge.allocator import raw_settings
 from gpu_audit.monitor import metrics
+from gpu_audit.monitor.api import DEFAULT_HISTORY_ENTRIES, DEFAULT_MAX_OOM_SNAPSHOTS
 from gpu_audit.monitor.oom_snapshot import OomSnapshotter
 from gpu_audit.monitor.publication import (
     DEFAULT_INTERVAL_S,
@@ -64,8 +66,8 @@ class Monitor:
         *,
         snapshot_on_oom: bool = False,
         snapshot_dir: str | os.PathLike[str] | None = None,
-        history_entries: int = 100_000,
-        max_oom_snapshots: int = 3,
+        history_entries: int = DEFAULT_HISTORY_ENTRIES,
+        max_oom_snapshots: int = DEFAULT_MAX_OOM_SNAPSHOTS,
         source: AllocatorSource | None = None,
         runtime_dir: str | os.PathLike[str] | None = None,
     ) -> None:
@@ -224,7 +226,7 @@ class Monitor:
 
     def _document(self, reading: AllocatorReading) -> dict[str, Any]:
         now = utc_now(precise=True)
-        settings = metrics.parse_alloc_conf(reading.settings)
+        settings = raw_settings(reading.settings)
         devices = [self._device_entry(d, reading, settings, now) for d in reading.devices]
         return {
             "schema": SCHEMA,

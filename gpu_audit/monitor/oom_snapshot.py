@@ -32,25 +32,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+from gpu_audit.knowledge.oom import CUDA_OOM_KINDS, oom_kind
 from gpu_audit.serial import write_atomic
 from gpu_audit.units import utc_now, utc_stamp
 
 log = logging.getLogger("gpu_audit.monitor")
 
-_OOM_TEXT = re.compile(
-    r"CUDA out of memory|CUDA error: out of memory|^Out of memory\.|"
-    r"NVML_SUCCESS == .*INTERNAL ASSERT FAILED.*CUDACachingAllocator",
-    re.S | re.M,
-)
-
-
 def is_oom_exception(exc: BaseException) -> bool:
     """A CUDA out-of-memory, including the one masked by a failed NVML report."""
-    torch = sys.modules.get("torch")
-    oom_type = getattr(getattr(torch, "cuda", None), "OutOfMemoryError", None)
-    if isinstance(oom_type, type) and isinstance(exc, oom_type):
-        return True
-    return isinstance(exc, RuntimeError) and bool(_OOM_TEXT.search(str(exc)))
+    return oom_kind(exc) in CUDA_OOM_KINDS
 
 
 def _stem(when: float) -> str:

@@ -9,13 +9,16 @@ from typing import Any
 from gpu_audit.errors import InputError
 from gpu_audit.model import Finding, Severity, Snapshot
 from gpu_audit.rules import worst
+from gpu_audit.rules.duplicates import with_duplicate_groups
 from gpu_audit.serial import from_jsonable, to_jsonable
 
 SCAN_SCHEMA = "gpu-audit.scan/1"
 
 
 def scan_document(snapshot: Snapshot, findings: list[Finding], exit_code: int) -> dict[str, Any]:
-    data = to_jsonable(snapshot)
+    """The document ``scan --json`` prints; each process's ``duplicate_group`` is judged here,
+    from the processes, never taken from what a saved document said."""
+    data = to_jsonable(with_duplicate_groups(snapshot))
     counts = {s.value: sum(1 for f in findings if f.severity == s) for s in Severity}
     top = worst(findings)
     return {

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from gpu_audit.backends import instance_port
 from gpu_audit.model import Finding, Snapshot
 from gpu_audit.report import allocator_table, tables
 
@@ -47,7 +46,7 @@ def render_scan_markdown(snap: Snapshot, findings: list[Finding], exit_code: int
         out += [f"No GPU could be read: {reason}", ""]
     out += ["## GPU processes", ""]
     if snap.processes:
-        rows = [tables.process_row(p, instance_port(p), width=200) for p in snap.processes]
+        rows = [row for _, row in tables.process_rows(snap, width=200)]
         out += [md_table(tables.PROCESS_HEADERS, rows), ""]
         if allocator_table.publishing(snap):
             alloc_rows = [allocator_table.allocator_row(p)

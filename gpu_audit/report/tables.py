@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from gpu_audit.model import Finding, Gpu, GpuProcess, Snapshot
+from gpu_audit.rules.duplicates import annotate_duplicates, instance_port
 from gpu_audit.units import fmt_bytes, fmt_mib, pct
 
 NA = "n/a"
@@ -86,7 +87,8 @@ def _command(p: GpuProcess, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def process_row(p: GpuProcess, port: int | None, width: int = 80) -> list[str]:
+def process_row(p: GpuProcess, width: int = 80) -> list[str]:
+    port = instance_port(p)
     return [
         str(p.gpu_index),
         str(p.pid),
@@ -98,6 +100,12 @@ def process_row(p: GpuProcess, port: int | None, width: int = 80) -> list[str]:
         f"#{p.duplicate_group}" if p.duplicate_group else "",
         _command(p, width),
     ]
+
+
+def process_rows(snap: Snapshot, width: int = 80) -> list[tuple[GpuProcess, list[str]]]:
+    """Each process with its table row; copies of one server share a ``#n`` group mark."""
+    processes = annotate_duplicates(snap.processes)
+    return [(p, process_row(p, width)) for p in processes]
 
 
 def host_lines(snap: Snapshot) -> list[tuple[str, str]]:

@@ -15,7 +15,6 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from gpu_audit.backends import instance_port
 from gpu_audit.model import Finding, Severity, Snapshot
 from gpu_audit.report import allocator_table, tables
 
@@ -119,8 +118,7 @@ def render_scan(
         console.print(gpus)
     if snap.processes:
         procs = _table(tables.PROCESS_HEADERS, f"GPU processes ({len(snap.processes)})")
-        for p in snap.processes:
-            row = tables.process_row(p, instance_port(p))
+        for p, row in tables.process_rows(snap):
             style = "yellow" if p.duplicate_group else None
             procs.add_row(*(escape(c) for c in row), style=style)
         console.print(procs)

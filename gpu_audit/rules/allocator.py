@@ -1,20 +1,21 @@
 """PyTorch allocator configuration: validity, whether it takes effect, and what to set.
 
-All judgments are for the torch this scan found (``scan --pid``: the one that process loaded) and
-follow ``shared/reference/pytorch-allocator.md`` §3. Remedies are lines to paste; from torch 2.9
-on they set both variable names to the same string, which every release reads the same way.
+All judgments are for the torch this scan found (``scan --pid``: the one that process loaded);
+what torch accepts and reads lives in :mod:`gpu_audit.knowledge.allocator`. Remedies are lines to
+paste; from torch 2.9 on they set both variable names to the same string, which every release
+reads the same way.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-from gpu_audit import allocconf as ac
-from gpu_audit.config import GIB, Policy
+from gpu_audit.config import Policy
+from gpu_audit.knowledge import allocator as ac
+from gpu_audit.knowledge.allocator import CUDA_VAR, NEW_VAR, NO_CACHING_VAR
 from gpu_audit.model import AllocatorConfig, Finding, Severity, Snapshot
 from gpu_audit.rules import rule
-
-CUDA_VAR, NEW_VAR = ac.CUDA_VAR, ac.NEW_VAR
+from gpu_audit.units import GIB, Release, torch_release
 
 
 def judged_torch_version(snap: Snapshot) -> str | None:
@@ -33,7 +34,7 @@ def _variables(alloc: AllocatorConfig) -> list[tuple[str, str]]:
 
 
 def _caching_disabled(alloc: AllocatorConfig) -> bool:
-    return "PYTORCH_NO_CUDA_MEMORY_CACHING" in alloc.environment
+    return NO_CACHING_VAR in alloc.environment
 
 
 def effective_configs(snap: Snapshot) -> list[tuple[str, ac.ParsedConf]]:
@@ -45,7 +46,7 @@ def effective_configs(snap: Snapshot) -> list[tuple[str, ac.ParsedConf]]:
     if alloc is None:
         return []
     version_str = judged_torch_version(snap)
-    version = ac.torch_minor(version_str)
+    version = torch_release(version_str)
     resolution = ac.resolve(alloc.pytorch_cuda_alloc_conf, alloc.pytorch_alloc_conf, version)
     if version is None:
         return [(name, ac.analyse(value, None)) for name, value in _variables(alloc)]
@@ -85,7 +86,7 @@ def alloc_conf_invalid(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
     if alloc is None:
         return
     version_str = judged_torch_version(snap)
-    version = ac.torch_minor(version_str)
+    version = torch_release(version_str)
     resolution = ac.resolve(alloc.pytorch_cuda_alloc_conf, alloc.pytorch_alloc_conf, version)
     probe = snap.torch_probe
     torch_says = probe.allocator_error if probe is not None else None
@@ -160,7 +161,7 @@ def alloc_conf_ignored(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
     if alloc is None or not _variables(alloc):
         return
     version_str = judged_torch_version(snap)
-    version = ac.torch_minor(version_str)
+    version = torch_release(version_str)
     behaviour = ac.env_behaviour(version)
     cuda_value, new_value = alloc.pytorch_cuda_alloc_conf, alloc.pytorch_alloc_conf
     resolution = ac.resolve(cuda_value, new_value, version)
@@ -169,13 +170,12 @@ def alloc_conf_ignored(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
     if _caching_disabled(alloc):
         yield Finding(
             subject="env",
-            title="PYTORCH_NO_CUDA_MEMORY_CACHING turns the allocator settings off",
-            detail=("With PYTORCH_NO_CUDA_MEMORY_CACHING set (to any value, 0 included) every "
+            title=f"{NO_CACHING_VAR} turns the allocator settings off",
+            detail=(f"With {NO_CACHING_VAR} set (to any value, 0 included) every "
                     "allocation goes straight to cudaMalloc, so the caching allocator and its "
                     "configuration are never used."),
-            remedy="unset PYTORCH_NO_CUDA_MEMORY_CACHING",
-            evidence={**evidence, "PYTORCH_NO_CUDA_MEMORY_CACHING":
-                      alloc.environment["PYTORCH_NO_CUDA_MEMORY_CACHING"]},
+            remedy=f"unset {NO_CACHING_VAR}",
+            evidence={**evidence, NO_CACHING_VAR: alloc.environment[NO_CACHING_VAR]},
         )
     if new_value and cuda_value is None and behaviour.era in ("legacy", "split", "unknown"):
         severity = Severity.INFO if behaviour.era == "unknown" else None
@@ -247,7 +247,7 @@ def alloc_conf_deprecated_name(snap: Snapshot, policy: Policy) -> Iterator[Findi
             alloc.pytorch_alloc_conf is not None):
         return
     version_str = judged_torch_version(snap)
-    version = ac.torch_minor(version_str)
+    version = torch_release(version_str)
     if not ac.env_behaviour(version).warns_on_old_name:
         return
     value = alloc.pytorch_cuda_alloc_conf
@@ -262,7 +262,7 @@ def alloc_conf_deprecated_name(snap: Snapshot, policy: Policy) -> Iterator[Findi
     )
 
 
-def _winner(version: ac.Version | None) -> str:
+def _winner(version: Release | None) -> str:
     era = ac.env_behaviour(version).era
     if era in ("legacy", "split", "alias"):
         return CUDA_VAR
@@ -291,7 +291,7 @@ def alloc_conf_conflict(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
     if ac.normalised(cuda_value) == ac.normalised(new_value):
         return
     version_str = judged_torch_version(snap)
-    version = ac.torch_minor(version_str)
+    version = torch_release(version_str)
     resolution = ac.resolve(cuda_value, new_value, version)
     effective = resolution.text if resolution.text is not None else cuda_value
     winner = _winner(version)
@@ -324,7 +324,7 @@ def alloc_conf_risky_combination(snap: Snapshot, policy: Policy) -> Iterator[Fin
       the driver's pool allocator ignores them, with a warning.
     """
     version_str = judged_torch_version(snap)
-    version = ac.torch_minor(version_str)
+    version = torch_release(version_str)
     for where, parsed in effective_configs(snap):
         text = parsed.text
         expandable = parsed.value("expandable_segments") is True
@@ -400,8 +400,8 @@ def alloc_conf_advice(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
     if alloc is None or snap.host.os == "Windows" or _caching_disabled(alloc):
         return
     version_str = judged_torch_version(snap)
-    version = ac.torch_minor(version_str)
-    if version is not None and version < (2, 1):
+    version = torch_release(version_str)
+    if ac.supports_expandable_segments(version_str) is False:
         return
     configs = effective_configs(snap)
     if any(p.value("expandable_segments") is True or p.value("backend") == "cudaMallocAsync"

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import itertools
-import re
 from collections.abc import Iterator
 
 from gpu_audit.config import Policy
+from gpu_audit.knowledge.allocator import (
+    alloc_conf_export,
+    raw_settings,
+    supports_expandable_segments,
+    with_setting,
+)
 from gpu_audit.model import Finding, GpuProcess, ProcessAllocatorState, Severity, Snapshot
-from gpu_audit.monitor.metrics import parse_alloc_conf, split_alloc_conf
 from gpu_audit.rules import rule
-from gpu_audit.units import fmt_bytes, parse_utc
+from gpu_audit.units import MIB, fmt_bytes, parse_utc
 
-MIB = 1024**2
 # Below this much reserved-but-unallocated memory a high percentage is noise (a small process
 # with one cached 20 MiB segment is "90% fragmented" and harmless).
 MIN_SLACK_BYTES = 256 * MIB
@@ -21,39 +24,9 @@ MIN_SLACK_BYTES = 256 * MIB
 TRAPPED_SHARE_WORTH_A_WARNING = 0.25
 
 
-def torch_release(version: str | None) -> tuple[int, int] | None:
-    """``2.5.1+cu124`` -> (2, 5); ``None`` when unknown or unreadable."""
-    match = re.match(r"^(\d+)\.(\d+)", version or "")
-    return (int(match[1]), int(match[2])) if match else None
-
-
-def with_setting(settings: str | None, key: str, value: str) -> str:
-    """``settings`` with ``key`` set to ``value``, other keys kept in their order."""
-    items = [i for i in split_alloc_conf(settings or "") if i.partition(":")[0].strip() != key]
-    return ",".join([*items, f"{key}:{value}"])
-
-
-def env_assignment(conf: str, torch_version: str | None) -> str:
-    """The variable(s) that carry ``conf`` to the allocator of this torch release.
-
-    Up to 2.8 only PYTORCH_CUDA_ALLOC_CONF is read. 2.9 warns that name is deprecated while its
-    CUDA allocator still reads only it; 2.10+ reads PYTORCH_ALLOC_CONF. Setting both to the same
-    string works on every release and silences the warning.
-    """
-    release = torch_release(torch_version)
-    if release is not None and release < (2, 9):
-        return f"PYTORCH_CUDA_ALLOC_CONF={conf}"
-    return f"PYTORCH_CUDA_ALLOC_CONF={conf} PYTORCH_ALLOC_CONF={conf}"
-
-
-def _expandable_supported(torch_version: str | None) -> bool:
-    release = torch_release(torch_version)
-    return release is None or release >= (2, 1)  # 2.0 rejects the key as unknown
-
-
 def _restart_remedy(a: ProcessAllocatorState) -> str:
     """Restart with the setting that addresses split-segment fragmentation on this torch."""
-    if _expandable_supported(a.torch_version):
+    if supports_expandable_segments(a.torch_version) is not False:
         conf = with_setting(a.settings, "expandable_segments", "True")
         why = ("expandable segments grow one segment per stream instead of carving many, so "
                "freed memory stays reusable")
@@ -61,8 +34,7 @@ def _restart_remedy(a: ProcessAllocatorState) -> str:
         conf = with_setting(a.settings, "max_split_size_mb", "512")
         why = ("torch < 2.1 has no expandable segments; max_split_size_mb keeps blocks above "
                "the limit whole (any value above 20 works)")
-    variables = env_assignment(conf, a.torch_version)
-    return f"Restart the job with `{variables}` in its environment: {why}."
+    return f"Restart the job after `{alloc_conf_export(conf, a.torch_version)}`: {why}."
 
 
 def _where(p: GpuProcess, a: ProcessAllocatorState) -> str:
@@ -195,8 +167,8 @@ def allocator_oom_retries(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
         remedy = ("Lower the batch size or sequence length, or free memory other processes hold "
                   f"on GPU {p.gpu_index}.")
         if a.backend != "cudaMallocAsync" and not a.expandable_segments:
-            conf = parse_alloc_conf(a.settings)
-            if "expandable_segments" not in conf and _expandable_supported(a.torch_version):
+            asked = "expandable_segments" in raw_settings(a.settings)
+            if not asked and supports_expandable_segments(a.torch_version) is not False:
                 remedy += " " + _restart_remedy(a)
         oom_text = f" and {ooms} out-of-memory error(s) were raised" if ooms else ""
         yield Finding(

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from gpu_audit.config import Policy
+from gpu_audit.knowledge.allocator import NO_CACHING_VAR
 from gpu_audit.model import Finding, Gpu, Severity, Snapshot
 from gpu_audit.rules import rule
 
@@ -65,18 +66,18 @@ def caching_allocator_disabled(snap: Snapshot, policy: Policy) -> Iterator[Findi
     allocator settings stop meaning anything. Useful for memory debugging only.
     """
     env = _env(snap)
-    if "PYTORCH_NO_CUDA_MEMORY_CACHING" not in env:
+    if NO_CACHING_VAR not in env:
         return
-    value = env["PYTORCH_NO_CUDA_MEMORY_CACHING"]
+    value = env[NO_CACHING_VAR]
     zero = " (0 included: torch only checks that the variable exists)" if value.strip() in (
         "0", "", "false", "False") else ""
     yield Finding(
         subject="env",
-        title="PYTORCH_NO_CUDA_MEMORY_CACHING disables PyTorch's caching allocator",
-        detail=(f"PYTORCH_NO_CUDA_MEMORY_CACHING={value!r} turns the cache off{zero}: every "
+        title=f"{NO_CACHING_VAR} disables PyTorch's caching allocator",
+        detail=(f"{NO_CACHING_VAR}={value!r} turns the cache off{zero}: every "
                 "allocation and free calls the driver, which slows a run severalfold."),
-        remedy="unset PYTORCH_NO_CUDA_MEMORY_CACHING",
-        evidence={"PYTORCH_NO_CUDA_MEMORY_CACHING": value},
+        remedy=f"unset {NO_CACHING_VAR}",
+        evidence={NO_CACHING_VAR: value},
     )
 
 

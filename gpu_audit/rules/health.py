@@ -9,9 +9,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 from gpu_audit.config import Policy
+from gpu_audit.knowledge.xid import (
+    APP_ORIGINS,
+    MACHINE_ORIGINS,
+    XidInfo,
+    recovery_action,
+    xid_info,
+    xid_severity,
+)
 from gpu_audit.model import Finding, Gpu, Severity, Snapshot, XidEvent
 from gpu_audit.rules import rule
 from gpu_audit.units import parse_utc
@@ -366,57 +373,16 @@ def mig_enabled(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
         )
 
 
-@dataclass(frozen=True)
-class XidInfo:
-    meaning: str
-    cause: str  # "application", "hardware", "driver", "informational"
-    severity: Severity
-
-
-# NVIDIA's Xid catalog (docs.nvidia.com/deploy/xid-errors), the codes seen on compute GPUs.
-XID_CATALOG: dict[int, XidInfo] = {
-    8: XidInfo("GPU stopped processing (channel idle timeout)", "driver", Severity.WARNING),
-    13: XidInfo("graphics engine exception: usually an illegal instruction or out-of-bounds "
-                "access in a kernel", "application", Severity.WARNING),
-    31: XidInfo("GPU memory page fault: usually an illegal memory access by the application",
-                "application", Severity.WARNING),
-    32: XidInfo("invalid or corrupted push buffer stream (PCIe or driver problem)", "hardware",
-                Severity.ERROR),
-    38: XidInfo("driver firmware error", "driver", Severity.ERROR),
-    43: XidInfo("GPU stopped processing after an application error", "application",
-                Severity.WARNING),
-    45: XidInfo("preemptive cleanup of a channel after an earlier error or a killed process",
-                "informational", Severity.INFO),
-    48: XidInfo("double-bit (uncorrectable) ECC error", "hardware", Severity.CRITICAL),
-    61: XidInfo("internal micro-controller breakpoint/warning", "driver", Severity.ERROR),
-    62: XidInfo("internal micro-controller halt", "hardware", Severity.CRITICAL),
-    63: XidInfo("ECC page retirement or row remapping recorded: reset the GPU to apply it",
-                "hardware", Severity.WARNING),
-    64: XidInfo("ECC page retirement or row remapping failed", "hardware", Severity.CRITICAL),
-    69: XidInfo("graphics engine class error", "application", Severity.WARNING),
-    74: XidInfo("NVLink error", "hardware", Severity.ERROR),
-    79: XidInfo("GPU has fallen off the bus", "hardware", Severity.CRITICAL),
-    92: XidInfo("high single-bit ECC error rate", "hardware", Severity.WARNING),
-    94: XidInfo("contained ECC error: only the affected application was stopped", "hardware",
-                Severity.ERROR),
-    95: XidInfo("uncontained ECC error: every application on the GPU was affected", "hardware",
-                Severity.CRITICAL),
-    109: XidInfo("context switch timeout", "application", Severity.WARNING),
-    119: XidInfo("GSP RPC timeout (GPU firmware did not answer)", "driver", Severity.ERROR),
-    120: XidInfo("GSP firmware error", "driver", Severity.ERROR),
-    140: XidInfo("unrecovered ECC error", "hardware", Severity.CRITICAL),
-    154: XidInfo("GPU recovery action changed: the GPU needs a reset or the node a reboot",
-                 "driver", Severity.ERROR),
-}
-_UNKNOWN_XID = XidInfo("not in gpu-audit's catalog; see NVIDIA's Xid catalog", "unknown",
-                       Severity.WARNING)
-
-
 def _bus_key(bus_id: str | None) -> tuple[int, int, int] | None:
     """(domain, bus, device) from ``00000000:3B:00.0`` (NVML) or ``0000:3b:00`` (kernel log)."""
     match = re.fullmatch(r"([0-9a-fA-F]+):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})(?:\.[0-7])?",
                          (bus_id or "").strip())
     return (int(match[1], 16), int(match[2], 16), int(match[3], 16)) if match else None
+
+
+def _machine_first(info: XidInfo, than: XidInfo) -> bool:
+    """Between Xids of equal severity the machine's fault names the remedy, not the program's."""
+    return info.origin in MACHINE_ORIGINS and than.origin not in MACHINE_ORIGINS
 
 
 def _age_h(event: XidEvent, now: str) -> float | None:
@@ -454,27 +420,20 @@ def xid_events(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
             group = ("host", f"GPU at PCI {event.pci_bus_id}")
         groups.setdefault(group, []).append(event)
     for (subject, label), events in groups.items():
-        worst = Severity.INFO
+        worst, worst_info = Severity.INFO, xid_info(events[0].xid)
         counts: dict[int, int] = {}
         for event in events:
-            info = XID_CATALOG.get(event.xid, _UNKNOWN_XID)
-            severity = info.severity
+            info = xid_info(event.xid)
+            severity = xid_severity(event.xid, recovery_action(event.message))
             age = _age_h(event, snap.generated_at)
-            if info.cause == "application" and age is not None and age > policy.xid_recent_hours:
+            if info.origin in APP_ORIGINS and age is not None and age > policy.xid_recent_hours:
                 severity = Severity.INFO
-            worst = max(worst, severity)
+            if severity > worst or (severity == worst and _machine_first(info, worst_info)):
+                worst, worst_info = severity, info
             counts[event.xid] = counts.get(event.xid, 0) + 1
-        meanings = "; ".join(
-            f"Xid {xid} x{n}: {XID_CATALOG.get(xid, _UNKNOWN_XID).meaning}"
-            for xid, n in sorted(counts.items()))
+        meanings = "; ".join(f"Xid {xid} x{n}: {xid_info(xid).meaning}"
+                             for xid, n in sorted(counts.items()))
         last = events[-1]
-        hardware = any(XID_CATALOG.get(x, _UNKNOWN_XID).cause in ("hardware", "driver")
-                       for x in counts)
-        remedy = ("Drain the GPU and run `dcgmi diag -r 3` (or `nvidia-smi -q`) on it; reset it "
-                  "or reboot, and contact your vendor if hardware Xids recur" if hardware else
-                  "Application faults: run the failing job with CUDA_LAUNCH_BLOCKING=1 or "
-                  "compute-sanitizer to find the kernel; suspect the GPU only if they recur "
-                  "across unrelated jobs")
         yield Finding(
             subject=subject,
             title=f"{label}: {len(events)} Xid event(s) since boot: "
@@ -483,7 +442,7 @@ def xid_events(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
                     + (f" at {last.time}" if last.time else "")
                     + (f" (pid {last.pid}, {last.process_name})" if last.pid else "")
                     + f": {last.message}"),
-            remedy=remedy,
+            remedy=worst_info.action,
             evidence={"pci_bus_id": last.pci_bus_id,
                       "counts": {str(k): v for k, v in sorted(counts.items())},
                       "last_time": last.time, "last_message": last.message,

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterator
 
-from gpu_audit.backends import duplicate_groups, instance_port
 from gpu_audit.config import Policy
 from gpu_audit.model import Finding, GpuProcess, Severity, Snapshot
 from gpu_audit.rules import rule
+from gpu_audit.rules.duplicates import duplicate_groups, instance_port
 from gpu_audit.units import fmt_bytes
 
 

@@ -6,13 +6,12 @@ The input is the dictionary ``torch.cuda.memory._snapshot()`` returns (``segment
 
 - segments and pools: reserved, allocated, free bytes, and the largest free block of each
   (pool, stream), which decides whether a request can be met without a new ``cudaMalloc``;
-- fragmentation by the reference's definitions (``pytorch-allocator.md`` §4.3): cache slack,
-  the non-releasable part inside split segments, rounding waste, and external fragmentation of
+- fragmentation as :mod:`gpu_audit.knowledge.memory` defines it (cache slack, the
+  non-releasable part inside split segments, rounding waste), and external fragmentation of
   each pool's free cache (1 - largest free block / free bytes);
 - the biggest live allocations and the places in the program that allocated them;
-- from the recorded history (``device_traces``): event counts, out-of-memory events, and a
-  timeline of allocated and reserved memory, replayed backwards from the state at the end so
-  the curve is exact even when the ring buffer dropped the start of the run.
+- from the recorded history (``device_traces``, :mod:`.trace`): event counts, out-of-memory
+  events, and a timeline of allocated and reserved memory.
 
 Real snapshots vary by release (≈2.0 kept a ``history`` list per block instead of ``frames`` and
 ``requested_size``), so absent optional keys take their documented defaults; a missing required
@@ -21,21 +20,19 @@ key or a wrong type is an :class:`~gpu_audit.errors.InputError` naming where it 
 
 from __future__ import annotations
 
-import datetime as dt
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpu_audit.errors import InputError
-from gpu_audit.monitor.metrics import fragmentation
-from gpu_audit.units import utc_iso
+from gpu_audit.knowledge.memory import fragmentation
+from gpu_audit.snapshot.checked import as_dict, as_list, fail, int_at, opt_int
+from gpu_audit.snapshot.trace import TraceSummary, summarize_trace
 
 ALLOCATED = "active_allocated"
 PENDING_FREE = "active_pending_free"
 INACTIVE = "inactive"
 BLOCK_STATES = (ALLOCATED, PENDING_FREE, INACTIVE)
-MAX_TIMELINE_POINTS = 500  # in the JSON document; the plot uses every point
 
 # Frames from the C++ runtime and the interpreter say nothing about the user's program
 # (the same filter PyTorch's own _memory_viz applies).
@@ -85,49 +82,6 @@ class AllocationSite:
 
 
 @dataclass(frozen=True)
-class OomEvent:
-    at: str | None
-    request_bytes: int | None  # the rounded request that failed
-    device_free_bytes: int | None  # what cudaMemGetInfo reported free at that moment
-
-
-@dataclass(frozen=True)
-class Timeline:
-    """Allocated (requested bytes, as the program sees it) and reserved bytes after each event."""
-
-    start: str | None
-    time_s: list[float]
-    allocated_bytes: list[int]
-    reserved_bytes: list[int]
-
-    def downsampled(self, points: int = MAX_TIMELINE_POINTS) -> Timeline:
-        """At most ``points`` points, keeping each stretch's highest values (peaks survive)."""
-        n = len(self.time_s)
-        if n <= points:
-            return self
-        time_s, allocated, reserved = [], [], []
-        for bucket in range(points):
-            lo, hi = bucket * n // points, (bucket + 1) * n // points
-            time_s.append(self.time_s[hi - 1])
-            allocated.append(max(self.allocated_bytes[lo:hi]))
-            reserved.append(max(self.reserved_bytes[lo:hi]))
-        return Timeline(self.start, time_s, allocated, reserved)
-
-
-@dataclass(frozen=True)
-class TraceSummary:
-    events: int
-    first_at: str | None
-    last_at: str | None
-    span_s: float | None
-    actions: dict[str, int]
-    ooms: list[OomEvent]
-    timeline: Timeline
-    peak_allocated_bytes: int | None
-    peak_reserved_bytes: int | None
-
-
-@dataclass(frozen=True)
 class DeviceSummary:
     device: int
     segments: int
@@ -159,39 +113,6 @@ class SnapshotSummary:
     devices: list[DeviceSummary]
     allocator_settings: dict[str, Any] | None
     notes: list[str]
-
-
-# --- checked access --------------------------------------------------------------------------
-
-
-def _fail(where: str, message: str) -> InputError:
-    return InputError(f"not a PyTorch memory snapshot: {where}: {message}")
-
-
-def _dict(value: Any, where: str) -> dict:
-    if not isinstance(value, dict):
-        raise _fail(where, f"expected a dictionary, found {type(value).__name__}")
-    return value
-
-
-def _list(value: Any, where: str) -> list:
-    if not isinstance(value, (list, tuple)):
-        raise _fail(where, f"expected a list, found {type(value).__name__}")
-    return list(value)
-
-
-def _int(obj: dict, key: str, where: str, default: int | None = None) -> int:
-    value = obj.get(key, default)
-    if value is None and key not in obj:
-        raise _fail(where, f"missing {key!r}")
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise _fail(f"{where}.{key}", f"expected an integer, found {value!r:.60}")
-    return value
-
-
-def _opt_int(obj: dict, key: str) -> int | None:
-    value = obj.get(key)
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 # --- frames and sites ------------------------------------------------------------------------
@@ -255,25 +176,25 @@ class _Block:
 
 
 def _block(raw: Any, where: str) -> _Block:
-    b = _dict(raw, where)
-    size = _int(b, "size", where)
+    b = as_dict(raw, where)
+    size = int_at(b, "size", where)
     state = b.get("state")
     if state is None and "allocated" in b:  # the oldest layout had a flag, not a state
         state = ALLOCATED if b["allocated"] else INACTIVE
     if state not in BLOCK_STATES:
-        raise _fail(f"{where}.state", f"expected one of {', '.join(BLOCK_STATES)}, "
+        raise fail(f"{where}.state", f"expected one of {', '.join(BLOCK_STATES)}, "
                                       f"found {state!r:.60}")
     if "frames" in b or "requested_size" in b:
         frames = b.get("frames") if isinstance(b.get("frames"), list) else []
-        requested = _opt_int(b, "requested_size")
+        requested = opt_int(b, "requested_size")
     else:  # ≈2.0: the request and its stack live in the first history entry
         history = b.get("history") if isinstance(b.get("history"), list) else []
         first = history[0] if history and isinstance(history[0], dict) else {}
         frames = first.get("frames") if isinstance(first.get("frames"), list) else []
-        requested = _opt_int(first, "real_size")
+        requested = opt_int(first, "real_size")
     if requested is None or not 0 <= requested <= size:
         requested = size
-    return _Block(_opt_int(b, "address") or 0, size, requested, state, frames)
+    return _Block(opt_int(b, "address") or 0, size, requested, state, frames)
 
 
 def _pool_label(segment: dict) -> str:
@@ -288,85 +209,17 @@ def _pool_label(segment: dict) -> str:
 def _segments(data: Any) -> tuple[str, list, list, dict | None]:
     """(format, segments, device_traces, allocator_settings) from either snapshot shape."""
     if isinstance(data, (list, tuple)):
-        return "segments", _list(data, "segments"), [], None
-    snap = _dict(data, "top level")
+        return "segments", as_list(data, "segments"), [], None
+    snap = as_dict(data, "top level")
     if "segments" not in snap:
         keys = ", ".join(sorted(str(k) for k in snap)[:8]) or "none"
-        raise _fail("top level", f"no 'segments' key (keys found: {keys})")
-    segments = _list(snap["segments"], "segments")
+        raise fail("top level", f"no 'segments' key (keys found: {keys})")
+    segments = as_list(snap["segments"], "segments")
     traces = snap.get("device_traces") or []
-    traces = _list(traces, "device_traces")
+    traces = as_list(traces, "device_traces")
     settings = snap.get("allocator_settings")
     settings = settings if isinstance(settings, dict) else None
     return "snapshot", segments, traces, settings
-
-
-# --- timeline --------------------------------------------------------------------------------
-
-_ALLOCATED_DELTA = {"alloc": 1, "free_requested": -1}
-_RESERVED_DELTA = {"segment_alloc": 1, "segment_map": 1, "segment_free": -1, "segment_unmap": -1}
-
-
-def _iso_from_us(time_us: int | None) -> str | None:
-    if time_us is None or time_us <= 0:
-        return None
-    try:
-        moment = dt.datetime.fromtimestamp(time_us / 1e6, dt.UTC)
-    except (OverflowError, OSError, ValueError):
-        return None
-    return utc_iso(moment, precise=True)
-
-
-def summarize_trace(raw_events: list, end_allocated: int, end_reserved: int,
-                    where: str) -> TraceSummary:
-    """Counts, OOMs and the timeline of one device's trace, anchored at the final state."""
-    events = []
-    for i, raw in enumerate(raw_events):
-        e = _dict(raw, f"{where}[{i}]")
-        action = e.get("action")
-        if not isinstance(action, str):
-            raise _fail(f"{where}[{i}].action", f"expected text, found {action!r:.60}")
-        events.append((action, _opt_int(e, "size") or 0, _opt_int(e, "time_us"), e))
-    actions: dict[str, int] = defaultdict(int)
-    for action, *_ in events:
-        actions[action] += 1
-
-    # Walk backwards from the end state: each event's "after" value is known, so its "before"
-    # value is after minus its own change. The first retained event needs no earlier history.
-    allocated_after, reserved_after = [0] * len(events), [0] * len(events)
-    allocated, reserved = end_allocated, end_reserved
-    for i in range(len(events) - 1, -1, -1):
-        action, size = events[i][0], events[i][1]
-        allocated_after[i], reserved_after[i] = allocated, reserved
-        allocated -= _ALLOCATED_DELTA.get(action, 0) * size
-        reserved -= _RESERVED_DELTA.get(action, 0) * size
-
-    times = [t for _, _, t, _ in events if t]
-    t0 = min(times) if times else None
-    time_s = []
-    previous = 0.0
-    for _, _, t, _ in events:
-        # Entries without a time keep their order: they sit at the previous entry's time.
-        previous = (t - t0) / 1e6 if (t and t0) else previous
-        time_s.append(previous)
-    timeline = Timeline(_iso_from_us(t0), [0.0, *time_s], [max(allocated, 0), *allocated_after],
-                        [max(reserved, 0), *reserved_after])
-    ooms = [
-        OomEvent(_iso_from_us(t), size or None, _opt_int(e, "device_free"))
-        for action, size, t, e in events
-        if action == "oom"
-    ]
-    return TraceSummary(
-        events=len(events),
-        first_at=_iso_from_us(t0),
-        last_at=_iso_from_us(max(times)) if times else None,
-        span_s=round((max(times) - t0) / 1e6, 3) if times and t0 else None,
-        actions=dict(sorted(actions.items())),
-        ooms=ooms,
-        timeline=timeline,
-        peak_allocated_bytes=max(timeline.allocated_bytes) if events else None,
-        peak_reserved_bytes=max(timeline.reserved_bytes) if events else None,
-    )
 
 
 # --- per device ------------------------------------------------------------------------------
@@ -391,8 +244,8 @@ def _summarize_device(device: int, segments: list[tuple[dict, list[_Block], str]
     totals = defaultdict(int)
     expandable_count = 0
     for seg, blocks, where in segments:
-        total = _int(seg, "total_size", where)
-        stream = _opt_int(seg, "stream") or 0
+        total = int_at(seg, "total_size", where)
+        stream = opt_int(seg, "stream") or 0
         expandable = bool(seg.get("is_expandable", False))
         expandable_count += expandable
         label = _pool_label(seg)
@@ -480,16 +333,16 @@ def summarize(data: Any, *, top: int = 10) -> SnapshotSummary:
     legacy = False
     for i, raw in enumerate(raw_segments):
         where = f"segments[{i}]"
-        seg = _dict(raw, where)
-        blocks_raw = _list(seg.get("blocks", []), f"{where}.blocks")
+        seg = as_dict(raw, where)
+        blocks_raw = as_list(seg.get("blocks", []), f"{where}.blocks")
         legacy = legacy or any(isinstance(b, dict) and "history" in b and "frames" not in b
                                for b in blocks_raw)
         blocks = [_block(b, f"{where}.blocks[{j}]") for j, b in enumerate(blocks_raw)]
-        total = _int(seg, "total_size", where)
+        total = int_at(seg, "total_size", where)
         if blocks and sum(b.size for b in blocks) != total:
-            raise _fail(where, f"its blocks add up to {sum(b.size for b in blocks)} bytes, "
+            raise fail(where, f"its blocks add up to {sum(b.size for b in blocks)} bytes, "
                                f"not its total_size of {total}")
-        by_device[_opt_int(seg, "device") or 0].append((seg, blocks, where))
+        by_device[opt_int(seg, "device") or 0].append((seg, blocks, where))
     device_traces = {i: t for i, t in enumerate(traces) if isinstance(t, list) and t}
     notes = []
     if fmt == "segments":

@@ -1,9 +1,10 @@
 """Allocator settings for validation workers: checked before any worker starts.
 
-Parsing and the per-version rules live in :mod:`gpu_audit.allocconf` (shared with ``scan``);
-this module turns its verdict into a usage error naming the flag, adds what only matters here
-(``garbage_collection_threshold`` needs a memory fraction, which ``--emulate-memory`` sets), and
-compares what was asked with what the allocator reports in the worker.
+Parsing, the per-version rules and the export line live in :mod:`gpu_audit.knowledge.allocator`
+(shared with ``scan``); this module turns its verdict into a usage error naming the flag, adds what
+only matters here (``garbage_collection_threshold`` needs a memory fraction, which
+``--emulate-memory`` sets), and compares what was asked with what the allocator reports in the
+worker.
 """
 
 from __future__ import annotations
@@ -11,10 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpu_audit import allocconf as shared
 from gpu_audit.errors import UsageError
-
-MIB = 1024**2
+from gpu_audit.knowledge import allocator as shared
+from gpu_audit.units import MIB
 
 
 @dataclass(frozen=True)
@@ -43,12 +43,6 @@ class AllocConf:
         if isinstance(threshold, float):
             expected["garbage_collection_threshold"] = threshold
         return expected
-
-
-def max_split_minimum(torch_version: str | None) -> int:
-    """The smallest ``max_split_size_mb`` to accept for the installed torch."""
-    floor = shared.split_minimum(shared.torch_minor(torch_version))
-    return floor if floor is not None else shared.LARGE_BUFFER_MB
 
 
 def parse_alloc_conf(text: str, *, torch_version: str | None, flag: str = "--alloc-conf",
@@ -100,7 +94,3 @@ def compare_settings(expected: dict[str, Any], in_effect: dict[str, Any] | None)
             problems.append(f"{key}: asked {want!r}, allocator reports {have!r}")
     return problems
 
-
-def export_line(conf: str, torch_version: str | None) -> str:
-    """The line to paste so ``conf`` reaches the allocator of this torch version."""
-    return shared.export_line(conf, shared.torch_minor(torch_version))

@@ -291,13 +291,14 @@ def _drift_finding(finding_id: str, where: str, stage: str, what: str, slope: fl
 
 
 def _memory_sentence(memory: dict[str, Any]) -> str:
+    """The figures of an OOM's ``memory`` dict (key names of ``gpu_audit.knowledge.oom``)."""
     parts = []
     for name, label in (("allocated_bytes", "allocated by PyTorch"),
                         ("reserved_bytes", "reserved"),
                         ("inactive_split_bytes", "in split free blocks"),
-                        ("device_free_bytes", "free on the device"),
+                        ("free_bytes", "free on the device"),
                         ("requested_bytes", "requested"),
-                        ("device_total_bytes", "device total")):
+                        ("capacity_bytes", "device total")):
         if memory.get(name) is not None:
             parts.append(f"{fmt_bytes(memory[name])} {label}")
     return ", ".join(parts)

@@ -10,6 +10,9 @@ Fragmentation is the non-releasable kind: inactive-split bytes over reserved byt
 a cycle. The cache slack ((reserved - allocated) / reserved) is reported too, but it counts cache
 that ``empty_cache`` could return and reads near 100% for any loop that frees its tensors at the
 end of a cycle, so it would make a useless gate.
+
+Summaries (:func:`summarize`, :func:`drift`) are pandas aggregates over :func:`cycle_frame`;
+pandas is imported when a stage is first summarised, never when this module is.
 """
 
 from __future__ import annotations
@@ -19,10 +22,13 @@ import re
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpu_audit.errors import UsageError
-from gpu_audit.units import fmt_bytes, parse_size
+from gpu_audit.units import MIB, fmt_bytes, parse_size
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 _OPS = {
     ">=": lambda a, b: a >= b,
@@ -161,47 +167,68 @@ def check_requirement(req: Requirement, records: Sequence[dict[str, Any]]) -> Ga
                       f"{len(numbers)} cycles", value, req.limit)
 
 
+# The per-cycle telemetry a summary reads: counts of whole things, then measurements.
+_WHOLE = ("allocated_peak_bytes", "reserved_peak_bytes", "reserved_bytes", "rss_bytes",
+          "swap_used_bytes", "alloc_retries", "ooms")
+_REAL = ("cycle_s", "fragmentation_pct", "cache_slack_pct", "batch_scale")
+
+
+def cycle_frame(records: Sequence[dict[str, Any]],
+                columns: Sequence[str] = ("cycle", *_WHOLE, *_REAL)) -> pd.DataFrame:
+    """One row per cycle record, one float column per field; a field a record lacks, or holds
+    no number in (``None`` on the CPU), is NaN, which every aggregate below skips."""
+    import pandas as pd
+
+    frame = pd.DataFrame(list(records), columns=list(columns))
+    return frame.apply(pd.to_numeric, errors="coerce").astype("float64")
+
+
 def summarize(records: Sequence[dict[str, Any]]) -> LegSummary:
-    times = sorted(r["cycle_s"] for r in records if isinstance(r.get("cycle_s"), (int, float)))
+    frame = cycle_frame(records)
+    times = frame["cycle_s"].dropna().sort_values(ignore_index=True)
+    peaks = frame.max()
+    totals = frame.sum(min_count=1)
+    p95_index = max(0, math.ceil(0.95 * len(times)) - 1)  # nearest rank
+    oom_retries = sum(len(r.get("oom_retries") or []) for r in records)
+    # A missing or zero scale is the full batch.
+    scales = frame["batch_scale"].replace(0.0, 1.0).fillna(1.0)
     return LegSummary(
         cycles_done=len(records),
-        median_cycle_s=statistics.median(times) if times else None,
-        p95_cycle_s=_percentile(times, 95) if times else None,
-        max_cycle_s=times[-1] if times else None,
-        total_cycle_s=sum(times),
-        peak_allocated_bytes=_max_of(records, "allocated_peak_bytes"),
-        peak_reserved_bytes=_max_of(records, "reserved_peak_bytes"),
-        worst_fragmentation_pct=_max_of(records, "fragmentation_pct"),
-        worst_cache_slack_pct=_max_of(records, "cache_slack_pct"),
-        alloc_retries=_sum_of(records, "alloc_retries"),
-        ooms=_sum_of(records, "ooms"),
-        oom_retries=sum(len(r.get("oom_retries") or []) for r in records),
-        min_batch_scale=min((r.get("batch_scale") or 1.0 for r in records), default=1.0),
-        max_swap_used_bytes=_max_of(records, "swap_used_bytes"),
-        max_rss_bytes=_max_of(records, "rss_bytes"),
-        reserved_drift=drift(records, "reserved_bytes"),
-        rss_drift=drift(records, "rss_bytes"),
+        median_cycle_s=plain_float(times.median()),
+        p95_cycle_s=plain_float(times.iloc[p95_index]) if len(times) else None,
+        max_cycle_s=plain_float(peaks["cycle_s"]),
+        total_cycle_s=float(times.sum()),
+        peak_allocated_bytes=plain_int(peaks["allocated_peak_bytes"]),
+        peak_reserved_bytes=plain_int(peaks["reserved_peak_bytes"]),
+        worst_fragmentation_pct=plain_float(peaks["fragmentation_pct"]),
+        worst_cache_slack_pct=plain_float(peaks["cache_slack_pct"]),
+        alloc_retries=plain_int(totals["alloc_retries"]),
+        ooms=plain_int(totals["ooms"]),
+        oom_retries=oom_retries,
+        min_batch_scale=float(scales.min()) if len(scales) else 1.0,
+        max_swap_used_bytes=plain_int(peaks["swap_used_bytes"]),
+        max_rss_bytes=plain_int(peaks["rss_bytes"]),
+        reserved_drift=_drift(frame, "reserved_bytes"),
+        rss_drift=_drift(frame, "rss_bytes"),
     )
 
 
 def drift(records: Sequence[dict[str, Any]], field_name: str) -> Drift | None:
     """Slope (per cycle) and R² of ``field_name`` after the first 10% of cycles."""
-    points = [(r["cycle"], r[field_name]) for r in records
-              if isinstance(r.get(field_name), (int, float)) and isinstance(r.get("cycle"), int)]
-    points = points[int(len(points) * DRIFT_WARMUP_FRACTION):]
+    return _drift(cycle_frame(records, ("cycle", field_name)), field_name)
+
+
+def _drift(frame: pd.DataFrame, field_name: str) -> Drift | None:
+    points = frame[["cycle", field_name]].dropna()
+    points = points.iloc[int(len(points) * DRIFT_WARMUP_FRACTION):]
     if len(points) < DRIFT_MIN_POINTS:
         return None
-    xs = [float(x) for x, _ in points]
-    ys = [float(y) for _, y in points]
-    mean_x, mean_y = statistics.fmean(xs), statistics.fmean(ys)
-    sxx = sum((x - mean_x) ** 2 for x in xs)
-    if sxx == 0:
+    cycles, values = points["cycle"], points[field_name]
+    if cycles.var() == 0:
         return None
-    sxy = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True))
-    slope = sxy / sxx
-    syy = sum((y - mean_y) ** 2 for y in ys)
-    r2 = 1.0 if syy == 0 else (sxy * sxy) / (sxx * syy)
-    return Drift(slope_per_cycle=slope, r2=r2, points=len(points))
+    slope = cycles.cov(values) / cycles.var()
+    r2 = 1.0 if values.var() == 0 else cycles.corr(values) ** 2
+    return Drift(slope_per_cycle=float(slope), r2=float(r2), points=len(points))
 
 
 def is_leak_suspect(found: Drift | None, horizon_cycles: int, budget_bytes: int | None) -> bool:
@@ -209,7 +236,7 @@ def is_leak_suspect(found: Drift | None, horizon_cycles: int, budget_bytes: int 
     memory budget (at least 64 MiB; 256 MiB when the budget is unknown)."""
     if found is None or found.slope_per_cycle <= 0 or found.r2 < DRIFT_MIN_R2:
         return False
-    threshold = max(64 * 1024**2, 0.02 * budget_bytes) if budget_bytes else 256 * 1024**2
+    threshold = max(64 * MIB, 0.02 * budget_bytes) if budget_bytes else 256 * MIB
     return found.slope_per_cycle * horizon_cycles >= threshold
 
 
@@ -249,16 +276,11 @@ def requirement_applies(req: Requirement, stage: str) -> bool:
     return req.stage is None or req.stage == stage
 
 
-def _percentile(sorted_values: Sequence[float], pct: float) -> float:
-    index = max(0, math.ceil(pct / 100 * len(sorted_values)) - 1)
-    return sorted_values[index]
+def plain_int(value: float) -> int | None:
+    """A pandas aggregate of whole units as a plain ``int`` (``None`` for NaN: nothing to count)."""
+    return None if math.isnan(value) else int(value)
 
 
-def _max_of(records: Sequence[dict[str, Any]], key: str) -> Any:
-    values = [r[key] for r in records if isinstance(r.get(key), (int, float))]
-    return max(values) if values else None
-
-
-def _sum_of(records: Sequence[dict[str, Any]], key: str) -> int | None:
-    values = [r[key] for r in records if isinstance(r.get(key), int)]
-    return sum(values) if values else None
+def plain_float(value: float) -> float | None:
+    """A pandas aggregate as a plain ``float`` (``None`` for NaN: nothing was measured)."""
+    return None if math.isnan(value) else float(value)

@@ -23,13 +23,9 @@ from typing import Any
 
 from gpu_audit.config import Policy, check_value, key_line, read_table, unknown_key_error
 from gpu_audit.errors import ConfigError, UsageError
+from gpu_audit.knowledge.allocator import CUDA_VAR, NEW_VAR, max_split_minimum
 from gpu_audit.units import installed_torch_version, parse_size
-from gpu_audit.validate.allocconf import (
-    AllocConf,
-    max_split_minimum,
-    parse_alloc_conf,
-    with_max_split,
-)
+from gpu_audit.validate.allocconf import AllocConf, parse_alloc_conf, with_max_split
 from gpu_audit.validate.gates import parse_requirement
 
 STAGE_NAMES = ("imports", "smoke", "classical", "quantum-lite", "full")
@@ -40,7 +36,7 @@ SMOKE_CYCLES = 3
 GATE_CYCLES = 50
 _DEVICE = re.compile(r"^(auto|cpu|cuda|cuda:\d+)$")
 _WORKLOAD_MODULE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
-ALLOC_ENV_VARS = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")
+ALLOC_ENV_VARS = (CUDA_VAR, NEW_VAR)  # each worker gets both, set to the same string
 TABLE = ("validate",)  # [tool.gpu-audit.validate], or [validate] in gpu-audit.toml
 
 

@@ -2,7 +2,8 @@
 
 Renderers only: everything comes from the run folder's plan, state and cycle log. matplotlib is
 imported inside :func:`write_plots` alone (Agg backend), and a missing matplotlib only skips the
-plots.
+plots. An allocator sweep's comparison (:func:`compare_variants`) aggregates each variant's stage
+summaries with pandas, imported there.
 """
 
 from __future__ import annotations
@@ -11,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from gpu_audit import __version__
+from gpu_audit.knowledge.allocator import alloc_conf_export
 from gpu_audit.serial import dumps, to_jsonable, write_atomic
-from gpu_audit.units import fmt_bytes, utc_now
-from gpu_audit.validate.allocconf import export_line
+from gpu_audit.units import GIB, fmt_bytes, utc_now
 from gpu_audit.validate.findings import leg_gates_for_state, validate_findings
-from gpu_audit.validate.gates import summarize
+from gpu_audit.validate.gates import plain_float, plain_int, summarize
 from gpu_audit.validate.plan import Plan, leg_key
 from gpu_audit.validate.state import RunDir, RunState, completed_cycles
 
@@ -138,12 +139,29 @@ def _variant_doc(run: RunDir, plan: Plan, state: RunState,
 
 def compare_variants(plan: Plan, variants: list[dict[str, Any]], state: RunState
                      ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """One row per variant of an allocator sweep: its outcome, and its stages' summaries
+    aggregated (highest peak and fragmentation, total retries and OOMs, the deepest stage's
+    median cycle), then the recommendation."""
+    import pandas as pd
+
+    summaries = pd.DataFrame(
+        [{"label": variant["label"], **stage["summary"]}
+         for variant in variants for stage in variant["stages"] if stage["summary"]],
+        columns=["label", "peak_reserved_bytes", "worst_fragmentation_pct", "alloc_retries",
+                 "ooms", "oom_retries", "median_cycle_s"])
+    numbers = summaries.set_index("label").apply(pd.to_numeric, errors="coerce")
+    per_variant = numbers.astype("float64").groupby(level="label", sort=False).agg({
+        "peak_reserved_bytes": "max",
+        "worst_fragmentation_pct": "max",
+        "alloc_retries": lambda column: column.sum(min_count=1),
+        "ooms": lambda column: column.sum(min_count=1),
+        "oom_retries": "sum",
+        "median_cycle_s": lambda column: column.iloc[-1],  # the deepest stage that ran
+    }).reindex([variant["label"] for variant in variants])
     rows = []
-    for variant in variants:
+    for variant, (_, figures) in zip(variants, per_variant.iterrows(), strict=True):
         stages = variant["stages"]
-        summaries = [s["summary"] for s in stages if s["summary"]]
         failed = next((s for s in stages if s["status"] != "passed"), None)
-        deepest = summaries[-1] if summaries else None
         rows.append({
             "label": variant["label"],
             "max_split_size_mb": variant["max_split_size_mb"],
@@ -151,13 +169,13 @@ def compare_variants(plan: Plan, variants: list[dict[str, Any]], state: RunState
             "passed": variant["passed"],
             "status": "passed" if variant["passed"] else
             f"{failed['status']} at {failed['name']}" if failed else "not run",
-            "peak_reserved_bytes": _max(summaries, "peak_reserved_bytes"),
-            "worst_fragmentation_pct": _max(summaries, "worst_fragmentation_pct"),
-            "alloc_retries": _sum(summaries, "alloc_retries"),
-            "ooms": _sum(summaries, "ooms"),
-            "oom_retries": sum(s.get("oom_retries") or 0 for s in summaries),
+            "peak_reserved_bytes": plain_int(figures["peak_reserved_bytes"]),
+            "worst_fragmentation_pct": plain_float(figures["worst_fragmentation_pct"]),
+            "alloc_retries": plain_int(figures["alloc_retries"]),
+            "ooms": plain_int(figures["ooms"]),
+            "oom_retries": plain_int(figures["oom_retries"]) or 0,
             "unrecovered_oom": any(s["failure"] == "oom" for s in stages),
-            "median_cycle_s": deepest.get("median_cycle_s") if deepest else None,
+            "median_cycle_s": plain_float(figures["median_cycle_s"]),
         })
     return rows, recommend(rows, on_cpu=not any(v["allocator"]["applies"] for v in variants),
                            torch_version=plan.torch_version)
@@ -185,7 +203,7 @@ def recommend(rows: list[dict[str, Any]], *, on_cpu: bool = False,
              f"{fmt_seconds(best['median_cycle_s'])}")
     if best["alloc_conf"]:
         text = (f"{best['label']} {facts}. For the real run: "
-                f"`{export_line(best['alloc_conf'], torch_version)}`")
+                f"`{alloc_conf_export(best['alloc_conf'], torch_version)}`")
     else:
         text = f"the default allocator settings {facts}: leave max_split_size_mb unset"
     if on_cpu:
@@ -389,17 +407,7 @@ def _stage_marks(axis: Any, boundaries: list[tuple[int, str]]) -> None:
 
 
 def _gib(value: Any) -> float | None:
-    return value / 1024**3 if isinstance(value, (int, float)) else None
-
-
-def _max(rows: list[dict[str, Any]], key: str) -> Any:
-    values = [r[key] for r in rows if r.get(key) is not None]
-    return max(values) if values else None
-
-
-def _sum(rows: list[dict[str, Any]], key: str) -> Any:
-    values = [r[key] for r in rows if r.get(key) is not None]
-    return sum(values) if values else None
+    return value / GIB if isinstance(value, (int, float)) else None
 
 
 def _pct(value: Any) -> str:

@@ -3,7 +3,8 @@
 The runner never imports torch. Per stage it starts ``python -m gpu_audit.validate.worker`` in a
 session of its own (a Ctrl-C at the terminal reaches the runner only, which then asks the worker
 to stop at the next cycle boundary and checkpoint), reads the worker's events for progress and
-for the hang watchdog, and afterwards judges the stage from the per-cycle log (gates, summary).
+for the hang watchdog, and afterwards has :mod:`.verdict` judge the stage from the per-cycle log
+(gates, summary). How the worker process is started and stopped is in :mod:`.spawn`.
 
 Hang watchdog: until the first cycle completes the limit is ``startup_timeout_s`` (imports, CUDA
 start-up and the workload's set-up are slow and vary); afterwards each cycle must finish within
@@ -15,121 +16,34 @@ say where it hung) and is then killed with its whole process group.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import queue
-import re
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gpu_audit.redact import redact_text
-from gpu_audit.units import utc_now
-from gpu_audit.validate.findings import leg_gates
+from gpu_audit.units import KIB, utc_now
 from gpu_audit.validate.plan import Plan, leg_key, split_leg
 from gpu_audit.validate.progress import Progress, make_progress
+from gpu_audit.validate.spawn import EOF, kill_group, read_events, worker_command, worker_env
 from gpu_audit.validate.state import (
-    DeviceChoice,
     LegState,
     RunDir,
     RunLock,
     RunState,
     completed_cycles,
     load_records,
-    new_run_id,
 )
+from gpu_audit.validate.verdict import WorkerRun, judge, signal_name
 
 EXIT_OK, EXIT_FAILED, EXIT_UNKNOWN, EXIT_INTERRUPTED = 0, 2, 3, 130
-PROBE_TIMEOUT_S = 180.0
-STDERR_TAIL_BYTES = 64 * 1024
+STDERR_TAIL_BYTES = 64 * KIB
 STDERR_TAIL_LINES = 40
-_EOF = object()
-
-
-@dataclass
-class WorkerRun:
-    """What one worker process did, as the runner saw it."""
-
-    done: dict[str, Any] | None = None
-    ready: dict[str, Any] | None = None
-    returncode: int | None = None
-    hung: bool = False
-    hang_limit_s: float | None = None
-    slowest_cycle_s: float | None = None
-    hung_cycle: int | None = None
-    stopped_by_user: bool = False
-    killed_by_user: bool = False
-    cycle_times: list[float] = field(default_factory=list)
-
-
-def worker_command(run: RunDir, key: str, device: str, attempt: int) -> list[str]:
-    return [sys.executable, "-m", "gpu_audit.validate.worker", "run", "--run-dir", str(run.path),
-            "--leg", key, "--device", device, "--attempt", str(attempt)]
-
-
-def worker_env(alloc_conf: str | None, base: dict[str, str] | None = None) -> dict[str, str]:
-    env = dict(os.environ if base is None else base)
-    for name in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"):
-        if alloc_conf:
-            env[name] = alloc_conf
-        else:
-            env.pop(name, None)
-    # The worker must import this same gpu_audit, also when it runs from a source tree.
-    package_root = str(Path(__file__).resolve().parents[2])
-    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-    if package_root not in paths:
-        env["PYTHONPATH"] = os.pathsep.join([*paths, package_root])
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
-
-
-def resolve_device(requested: str, *, probe: Callable[[], dict[str, Any]] | None = None
-                   ) -> DeviceChoice:
-    """``auto``/``cuda``: the CUDA device with the most free memory (asked in a subprocess)."""
-    if requested == "cpu" or requested.startswith("cuda:"):
-        return DeviceChoice(requested=requested, resolved=requested)
-    found = (probe or probe_devices)()
-    devices = sorted(found.get("devices") or [], key=lambda d: (-d["free_bytes"], d["index"]))
-    if devices:
-        best = devices[0]
-        return DeviceChoice(requested=requested, resolved=f"cuda:{best['index']}",
-                            name=best.get("name"), total_memory_bytes=best.get("total_bytes"),
-                            free_memory_bytes=best.get("free_bytes"), candidates=devices)
-    reason = found.get("reason") or "no CUDA device found"
-    if requested == "cuda":
-        # The worker fails the first stage with the full explanation.
-        return DeviceChoice(requested=requested, resolved="cuda", fallback_reason=reason)
-    return DeviceChoice(requested=requested, resolved="cpu", fallback_reason=reason)
-
-
-def probe_devices() -> dict[str, Any]:
-    command = [sys.executable, "-m", "gpu_audit.validate.worker", "probe-devices"]
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S,
-                              env=worker_env(None), stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
-        return {"devices": [], "reason": f"the CUDA device query hung for {PROBE_TIMEOUT_S:.0f} s"}
-    except OSError as exc:
-        return {"devices": [], "reason": f"cannot start the CUDA device query: {exc}"}
-    try:
-        return json.loads(done.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        tail = (done.stderr or "").strip().splitlines()[-1:] or ["no output"]
-        return {"devices": [], "reason": f"the CUDA device query failed ({tail[0]})"}
-
-
-def new_state(run_id: str, plan: Plan, device: DeviceChoice) -> RunState:
-    import socket
-
-    return RunState(run_id=run_id, status="running", started_at=utc_now(), device=device,
-                    legs={key: LegState() for key in plan.leg_keys()},
-                    hostname=socket.gethostname())
 
 
 class Runner:
@@ -228,7 +142,7 @@ class Runner:
         leg.finished_at = utc_now()
         leg.exit_code = outcome.returncode
         if outcome.returncode is not None and outcome.returncode < 0:
-            leg.signal = _signal_name(-outcome.returncode)
+            leg.signal = signal_name(-outcome.returncode)
         if outcome.ready:
             leg.ready = outcome.ready
         self._judge(key, leg, outcome, log_path, offset)
@@ -239,7 +153,7 @@ class Runner:
                       prior_times: list[float]) -> WorkerRun:
         variant = self.plan.variant(split_leg(key)[0])
         result = WorkerRun(cycle_times=list(prior_times))
-        command = worker_command(self.run, key, device, leg.attempts)
+        command = worker_command(self.run.path, key, device, leg.attempts)
         popen_args: dict[str, Any] = {}
         if os.name == "posix":
             popen_args["start_new_session"] = True
@@ -253,7 +167,7 @@ class Runner:
         leg.worker_pid = proc.pid
         self.run.write_state(self.state)
         events: queue.Queue[Any] = queue.Queue()
-        threading.Thread(target=_read_events, args=(proc.stdout, events), daemon=True).start()
+        threading.Thread(target=read_events, args=(proc.stdout, events), daemon=True).start()
 
         deadline = time.monotonic() + self.plan.startup_timeout_s
         limit = self.plan.startup_timeout_s
@@ -265,7 +179,7 @@ class Runner:
             except queue.Empty:
                 event = None
             now = time.monotonic()
-            if event is _EOF:
+            if event is EOF:
                 break
             if isinstance(event, dict):
                 limit = self._handle_event(key, event, result, limit)
@@ -280,9 +194,9 @@ class Runner:
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=30)
         if proc.poll() is None:
-            _kill_group(proc)
+            kill_group(proc)
             proc.wait()
-        _kill_group(proc)  # children it left behind (data-loader workers, ...)
+        kill_group(proc)  # children it left behind (data-loader workers, ...)
         with contextlib.suppress(OSError):
             proc.stdin.close()  # type: ignore[union-attr]
         result.returncode = proc.returncode
@@ -336,7 +250,7 @@ class Runner:
             with contextlib.suppress(OSError):
                 os.kill(proc.pid, signal.SIGUSR1)  # faulthandler writes every thread's stack
             time.sleep(1.0)
-        _kill_group(proc)
+        kill_group(proc)
 
     def _forward_interrupts(self, proc: subprocess.Popen[bytes], result: WorkerRun) -> None:
         if self.interrupts >= 1 and not result.stopped_by_user:
@@ -349,78 +263,12 @@ class Runner:
         if self.interrupts >= 2 and not result.killed_by_user:
             result.killed_by_user = True
             self.note("stopping now; the stage resumes from its last checkpoint")
-            _kill_group(proc)
-
-    # -- judging ------------------------------------------------------------------------------
+            kill_group(proc)
 
     def _judge(self, key: str, leg: LegState, outcome: WorkerRun, log_path: Path,
                offset: int) -> None:
-        stage = self.plan.stage(split_leg(key)[1])
         records = load_records(self.run.cycles_path).get(key, [])
-        done_records = completed_cycles(records)
-        leg.cycles_done = len(done_records)
-        done = outcome.done or {}
-        tail = _read_tail(log_path, offset)
-        leg.stderr_tail = tail or None
-        if done.get("warnings"):
-            leg.ready.setdefault("warnings", [])
-            for warning in done["warnings"]:
-                if warning not in leg.ready["warnings"]:
-                    leg.ready["warnings"].append(warning)
-
-        if outcome.stopped_by_user and (done.get("status") == "interrupted"
-                                        or outcome.killed_by_user or not done):
-            leg.status, leg.reason = "interrupted", "interrupted by the user; resume with --resume"
-            return
-        if outcome.hung:
-            where = _stage_location(tail)
-            cycle = leg.cycles_done
-            slowest = outcome.slowest_cycle_s
-            basis = (f"{self.plan.hang_factor:g} x the slowest cycle so far ({slowest:.3g} s), "
-                     f"bounded to {self.plan.hang_min_s:g}-{self.plan.hang_max_s:g} s"
-                     if slowest is not None else "the start-up limit")
-            self._fail(leg, "hang", f"cycle {cycle} did not finish within "
-                       f"{outcome.hang_limit_s:.3g} s ({basis}); the worker was stopped"
-                       + (f"; it was at {where}" if where else ""), {"cycle": cycle,
-                                                                     "limit_s":
-                                                                         outcome.hang_limit_s,
-                                                                     "where": where})
-            return
-        if not done:
-            where = _stage_location(tail)
-            self._fail(leg, "crash", _death_reason(outcome.returncode, leg.cycles_done)
-                       + (f"; it was at {where}" if where else ""),
-                       {"returncode": outcome.returncode, "where": where})
-            leg.explanation = explain_text(tail, fallback=True)
-            return
-        if done.get("status") != "passed":
-            detail = dict(done.get("detail") or {})
-            trace = detail.pop("traceback", None)
-            if trace:
-                detail["traceback_tail"] = redact_text("\n".join(trace.splitlines()[-25:]))
-            self._fail(leg, done.get("failure") or "error", done.get("reason") or "failed",
-                       detail)
-            leg.explanation = explain_text((trace or "") + "\n" + tail, fallback=False)
-            return
-        if stage.cycles and leg.cycles_done < stage.cycles:
-            self._fail(leg, "crash", f"the worker finished after {leg.cycles_done} of "
-                       f"{stage.cycles} cycles")
-            return
-        if outcome.returncode not in (0, None):
-            how = f"signal {leg.signal}" if leg.signal else f"exit code {outcome.returncode}"
-            leg.ready.setdefault("warnings", []).append(
-                f"the worker finished the stage but then ended with {how}")
-        failed = [g for g in leg_gates(self.plan, key, done_records, completed=True)
-                  if g.passed is False]
-        if failed:
-            self._fail(leg, "gate", "; ".join(f"{g.name}: {g.detail}" for g in failed))
-            return
-        leg.status, leg.reason = "passed", None
-
-    def _fail(self, leg: LegState, failure: str, reason: str,
-              detail: dict[str, Any] | None = None) -> None:
-        leg.status, leg.failure, leg.reason = "failed", failure, redact_text(reason)
-        leg.failure_detail = detail or {}
+        judge(self.plan, key, leg, outcome, records, _read_tail(log_path, offset))
 
     # -- signals ------------------------------------------------------------------------------
 
@@ -442,89 +290,6 @@ class Runner:
             signal.signal(signum, handler)
 
 
-def start_run(plan: Plan, out_dir: Path, run_id: str | None = None) -> tuple[RunDir, RunState]:
-    """A new run folder under ``out_dir/runs/`` with its plan and a fresh state."""
-    from gpu_audit.errors import UsageError
-
-    if run_id is not None and not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}", run_id):
-        raise UsageError(f"--run-id {run_id!r}: use letters, digits, '.', '_' and '-' only "
-                         "(it names a folder)")
-    run = RunDir(out_dir / "runs" / (run_id or new_run_id()))
-    if run.plan_path.exists():
-        raise UsageError(f"run {run.run_id} already exists in {run.path.parent}; resume it with "
-                         f"--resume {run.run_id}")
-    run.path.mkdir(parents=True, exist_ok=True)
-    run.write_plan(plan)
-    state = new_state(run.run_id, plan, DeviceChoice(requested=plan.device))
-    run.write_state(state)
-    return run, state
-
-
-def explain_text(text: str, *, fallback: bool = True) -> list[dict[str, Any]]:
-    """Why a stage died, from ``gpu_audit.explain`` when it is installed; without it, and if
-    ``fallback``, at least an out-of-memory error in the log is named."""
-    if not text.strip():
-        return []
-    try:
-        from gpu_audit.explain import classify_text
-    except ImportError:
-        classify_text = None
-    if classify_text is not None:
-        try:
-            incidents = classify_text(text)
-        except Exception as exc:
-            return [{"cls": "explain-failed", "title": "the log could not be classified",
-                     "explanation": f"{type(exc).__name__}: {exc}", "remedy": None,
-                     "numbers": {}}]
-        return [_incident_dict(incident) for incident in incidents[:3]]
-    if not fallback:
-        return []
-    from gpu_audit.oom import oom_kind_of_text, oom_numbers
-
-    kind = oom_kind_of_text(text)
-    if kind is None:
-        return []
-    return [{"cls": f"oom-{kind}", "title": "out of memory",
-             "explanation": "the stage's log shows an out-of-memory error",
-             "remedy": "lower the batch size, or run with --emulate-memory to find what fits",
-             "numbers": oom_numbers(text)}]
-
-
-def _incident_dict(incident: Any) -> dict[str, Any]:
-    fields = ("cls", "title", "role", "explanation", "diagnosis", "remedy", "numbers")
-    data = {name: getattr(incident, name, None) for name in fields}
-    severity = getattr(incident, "severity", None)
-    data["severity"] = getattr(severity, "value", severity)
-    data["numbers"] = data["numbers"] or {}
-    for name in ("title", "explanation", "diagnosis", "remedy"):
-        if isinstance(data[name], str):
-            data[name] = redact_text(data[name])
-    return json.loads(json.dumps(data, default=str))
-
-
-def _read_events(stream: Any, events: queue.Queue[Any]) -> None:
-    try:
-        for line in stream:
-            try:
-                events.put(json.loads(line))
-            except ValueError:
-                continue
-    except (OSError, ValueError):
-        pass
-    finally:
-        events.put(_EOF)
-
-
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    """The worker and anything it started: it leads a session of its own."""
-    if os.name == "posix":
-        with contextlib.suppress(OSError):
-            os.killpg(proc.pid, signal.SIGKILL)
-    else:  # pragma: no cover - Windows
-        with contextlib.suppress(OSError):
-            proc.kill()
-
-
 def _read_tail(path: Path, offset: int) -> str:
     try:
         with open(path, "rb") as handle:
@@ -537,65 +302,3 @@ def _read_tail(path: Path, offset: int) -> str:
         return ""
     lines = text.splitlines()[-STDERR_TAIL_LINES * 4:]
     return redact_text("\n".join(lines))
-
-
-def _stage_location(tail: str) -> str | None:
-    """Where the worker's main thread was, from faulthandler's last dump in the log.
-
-    The innermost frame, and the innermost frame of the user's own code when that is further
-    out (a hang inside ``time.sleep`` or a crash inside a library is best read with both).
-    """
-    blocks: list[list[str]] = []
-    current: list[str] | None = None
-    for line in tail.splitlines():
-        if "(most recent call first)" in line:
-            current = []
-            blocks.append(current)
-        elif current is not None and line.startswith("  File "):
-            current.append(line.strip())
-        else:
-            current = None
-    # Any thread may take the signal, so find the stack that runs the stage, not "Current".
-    for frames in reversed(blocks):
-        if frames and any(marker in frame for frame in frames
-                          for marker in ("in run_cycles", "in run_stage")):
-            innermost = frames[0]
-            own = next((f for f in frames if not _library_frame(f)), None)
-            if own is not None and own != innermost:
-                return f"{innermost}, called from {own}"
-            return innermost
-    return None
-
-
-def _library_frame(frame: str) -> bool:
-    """A frame in Python's own library, site-packages, or gpu-audit itself."""
-    match = re.match(r'File "([^"]+)"', frame)
-    path = match[1] if match else ""
-    package = str(Path(__file__).resolve().parents[1])
-    prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix}
-    return (path.startswith(package) or "site-packages" in path or path.startswith("<")
-            or any(path.startswith(p + os.sep + "lib") for p in prefixes))
-
-
-def _signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"
-
-
-def _death_reason(returncode: int | None, cycles_done: int) -> str:
-    if returncode is None:
-        return "the worker vanished"
-    if returncode < 0:
-        name = _signal_name(-returncode)
-        why = {
-            "SIGKILL": " (the kernel's out-of-memory killer sends this when host memory runs "
-                       "out; check `dmesg` or `journalctl -k` for 'Killed process')",
-            "SIGSEGV": " (a crash in native code: a CUDA library, a driver, or an extension)",
-            "SIGABRT": " (an abort in native code, often a failed CUDA or NCCL assertion)",
-            "SIGBUS": " (a bus error: often shared memory (/dev/shm) too small for data-loader "
-                      "workers)",
-        }.get(name, "")
-        return f"the worker was killed by {name} after {cycles_done} cycles{why}"
-    return f"the worker exited with code {returncode} after {cycles_done} cycles without a result"

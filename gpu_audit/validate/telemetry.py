@@ -19,8 +19,13 @@ from typing import Any
 
 import psutil
 
+from gpu_audit.units import KIB
+
 SWAP_SAMPLE_INTERVAL_S = 0.5
 
+# Columns of a cycle record. ``device_free_bytes``/``device_used_bytes`` are the device's
+# mem_get_info at the end of each cycle; an OOM's figures (a stage's failure detail) use the
+# names of gpu_audit.knowledge.oom instead.
 CUDA_FIELDS = (
     "allocated_bytes", "allocated_peak_bytes", "reserved_bytes", "reserved_peak_bytes",
     "active_bytes", "active_peak_bytes", "inactive_split_bytes", "inactive_split_peak_bytes",
@@ -114,8 +119,8 @@ class Telemetry:
                 fields = dict(line.split(b":", 1)
                               for line in os.pread(self._meminfo, 8192, 0).splitlines()
                               if b":" in line)
-                total = int(fields[b"SwapTotal"].split()[0]) * 1024
-                free = int(fields[b"SwapFree"].split()[0]) * 1024
+                total = int(fields[b"SwapTotal"].split()[0]) * KIB
+                free = int(fields[b"SwapFree"].split()[0]) * KIB
                 return total - free  # what psutil reports as used
             except (OSError, ValueError, KeyError, IndexError):
                 self._meminfo = None

@@ -302,6 +302,46 @@ def test_bad_flags_and_inputs_are_exit_3(cli_env, tmp_path):
         assert "Traceback" not in result.stderr
 
 
+# --- one policy: the environment, and check tables that set scan thresholds -----------------
+
+
+def test_environment_overrides_the_policy_and_flags_override_the_environment(cli_env, tmp_path):
+    saved = saved_scan(tmp_path, b.with_host(b.snapshot(), memory_available_bytes=4 * b.GIB))
+    base = ["--from", str(saved), "--user", "ci", "--no-report", "--json"]
+    env = {**cli_env, "GPU_AUDIT_MIN_GPUS": "2", "GPU_AUDIT_FAIL_ON": "warning"}
+    doc = json.loads(run_check(base, env, tmp_path).stdout)
+    assert status_of(doc, "gpu-count") == "fail" and status_of(doc, "low-host-memory") == "fail"
+    assert doc["policy"]["source"] == "environment (GPU_AUDIT_FAIL_ON, GPU_AUDIT_MIN_GPUS)"
+    flagged = json.loads(run_check([*base, "--fail-on", "critical"], env, tmp_path).stdout)
+    assert status_of(flagged, "low-host-memory") == "warn"
+    bad = run_check(base, {**cli_env, "GPU_AUDIT_OWN_PROCESSES": "kill"}, tmp_path)
+    assert bad.returncode == 3 and bad.stdout == "" and "Traceback" not in bad.stderr
+    assert "environment variable GPU_AUDIT_OWN_PROCESSES: key 'own_processes' must be one of" \
+        in bad.stderr
+
+
+def test_scan_thresholds_reach_check_and_a_check_table_still_overrides_them(cli_env, tmp_path):
+    half_full = b.snapshot(gpus=[b.gpu(0, total=16 * b.GIB, used=7 * b.GIB)],
+                           processes=[b.process(61, 7 * 1024, ["python", "a.py"], user="ci")])
+    saved = saved_scan(tmp_path, half_full)  # 56% free
+    base = ["--from", str(saved), "--user", "ci", "--no-report", "--json"]
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "pyproject.toml").write_text("[tool.gpu-audit]\nmin_free_vram_pct = 60\n")
+    doc = json.loads(run_check(base, cli_env, project).stdout)
+    assert status_of(doc, "free-vram") == "fail"
+    (finding,) = [f for f in doc["findings"] if f["id"] == "low-free-vram"]
+    assert finding["check_status"] == "fail"  # the scan's finding and the check agree
+    (project / "pyproject.toml").write_text("[tool.gpu-audit]\nmin_free_vram_pct = 60\n\n"
+                                            "[tool.gpu-audit.check]\nmin_free_vram_pct = 50\n")
+    doc = json.loads(run_check(base, cli_env, project).stdout)
+    assert status_of(doc, "free-vram") == "pass"
+    assert not [f for f in doc["findings"] if f["id"] == "low-free-vram"]
+    old_style = policy(tmp_path, "min_free_vram_pct = 70\nmax_swap_used_gib = 2\n", "old.toml")
+    doc = json.loads(run_check([*base, "--policy", str(old_style)], cli_env, tmp_path).stdout)
+    assert status_of(doc, "free-vram") == "fail" and doc["policy"]["min_free_vram_pct"] == 70
+
+
 # --- live runs: no driver, and fake GPUs through the real pynvml ------------------------------
 
 

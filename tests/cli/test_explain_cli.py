@@ -133,3 +133,16 @@ def test_brackets_in_log_lines_are_printed_verbatim(cli_env) -> None:
     done = explain(["-"], cli_env, stdin=b"[rank7]:[red]bold[/red] RuntimeError: CUDA error: "
                    b"misaligned address\n")
     assert b"[rank7]:[red]bold[/red] RuntimeError" in done.stdout
+
+
+def test_ptx_from_a_newer_toolkit_says_why_and_what_to_do(cli_env) -> None:
+    done = explain(["-"], cli_env, stdin=b"RuntimeError: CUDA error: the provided PTX was "
+                   b"compiled with an unsupported toolchain.\n")
+    out = done.stdout.decode()
+    assert done.returncode == 1, done.stderr
+    assert "driver-mismatch" in out
+    why = re.search(r"^\s*Why: (.*)$", out, re.M)
+    assert why and "newer CUDA toolkit than the installed NVIDIA driver" in why[1]
+    fix = out.split("Fix:", 1)[1].splitlines()[1:]
+    remedy = " ".join(line.strip() for line in fix if line.startswith("     "))
+    assert "nvidia-smi" in remedy and "update the NVIDIA driver" in remedy

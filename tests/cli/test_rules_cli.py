@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 from gpu_audit.cli.rules import all_entries as all_rules
-from gpu_audit.cli.rules import render_markdown
+from gpu_audit.cli.rules import render_page
+from gpu_audit.explain.signatures import CLASSES, SIGNATURES
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS_PAGE = REPO / "docs" / "rules.md"
@@ -22,7 +23,8 @@ def rules_cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProce
 def test_list_shows_every_id_with_its_severity(cli_env):
     result = rules_cli([], cli_env)
     assert result.returncode == 0, result.stderr
-    lines = result.stdout.splitlines()
+    findings, _, _ = result.stdout.partition("\n\n")
+    lines = findings.splitlines()
     assert lines[0].split() == ["ID", "SEVERITY", "SUMMARY"]
     listed = {line.split()[0]: line.split()[1] for line in lines[1:]}
     assert listed == {rule_id: r.severity.value for rule_id, r in all_rules().items()}
@@ -64,7 +66,7 @@ def test_every_rule_is_documented():
 
 
 def test_committed_reference_page_is_up_to_date():
-    expected = render_markdown(all_rules())
+    expected = render_page()
     assert DOCS_PAGE.read_text() == expected, (
         "docs/rules.md is stale: run `gpu-audit rules --markdown > docs/rules.md`")
 
@@ -72,8 +74,9 @@ def test_committed_reference_page_is_up_to_date():
 def test_markdown_flag_prints_the_page(cli_env):
     result = rules_cli(["--markdown"], cli_env)
     assert result.returncode == 0
-    assert result.stdout == render_markdown(all_rules())
+    assert result.stdout == render_page()
     assert "### `row-remap-failure`" in result.stdout
+    assert "#### `driver-mismatch/unsupported-ptx`" in result.stdout
     assert rules_cli(["--markdown", "--json"], cli_env).returncode == 3
 
 
@@ -98,3 +101,49 @@ def test_validation_findings_are_documented_and_listed(cli_env):
     one = subprocess.run([sys.executable, "-m", "gpu_audit", "rules", "oom-unrecovered"],
                          env=cli_env, capture_output=True, text=True, timeout=60)
     assert one.returncode == 0 and "Validation runs" in one.stdout
+
+
+def test_list_shows_explain_classes_and_signatures(cli_env):
+    result = rules_cli([], cli_env)
+    _, _, explained = result.stdout.partition("\n\n")
+    lines = explained.splitlines()
+    assert lines[0].split()[:2] == ["EXPLAIN", "CLASS"]
+    classes = [line.split(":")[0] for line in lines[1:] if not line.startswith(" ")]
+    assert classes == list(CLASSES)
+    rows = {line.split()[0]: line.split()[1] for line in lines[1:] if line.startswith("  ")}
+    assert list(rows) == [sig.id for cls in CLASSES for sig in SIGNATURES if sig.cls == cls]
+    assert rows["gpu-hardware/fallen-off-bus"] == "critical"
+    assert rows["cuda-oom/message-detail"] == "-"  # a continuation line, never an incident
+
+
+def test_one_signature_prints_its_example_and_what_explain_says(cli_env):
+    result = rules_cli(["driver-mismatch/unsupported-ptx"], cli_env)
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert out.startswith("driver-mismatch/unsupported-ptx (error) - signature of class "
+                          "driver-mismatch")
+    assert "the provided PTX was compiled with an unsupported toolchain" in out
+    assert "\nWhy: The PTX in this program" in out and "nvidia-smi" in out.split("Fix:")[1]
+
+
+def test_one_class_prints_its_text_and_signatures_in_match_order(cli_env):
+    out = rules_cli(["host-oom"], cli_env).stdout
+    assert out.startswith("host-oom - failure class of gpu-audit explain")
+    assert out.index("host-oom/kernel-oom-killer") < out.index("host-oom/shell-killed")
+
+
+def test_a_name_that_is_a_finding_and_a_class_shows_both(cli_env):
+    out = rules_cli(["nvml-unavailable"], cli_env).stdout
+    assert out.startswith("nvml-unavailable (error) - NVML and the driver")
+    assert "nvml-unavailable - failure class of gpu-audit explain" in out
+
+
+def test_json_lists_explain_signatures(cli_env):
+    doc = json.loads(rules_cli(["--json"], cli_env).stdout)
+    assert [c["class"] for c in doc["explain"]] == list(CLASSES)
+    ids = [s["id"] for c in doc["explain"] for s in c["signatures"]]
+    assert sorted(ids) == sorted(sig.id for sig in SIGNATURES)
+    one = json.loads(rules_cli(["cuda-oom/cuda-error", "--json"], cli_env).stdout)
+    assert one["rules"] == []
+    ((sig,),) = [c["signatures"] for c in one["explain"]]
+    assert sig["id"] == "cuda-oom/cuda-error" and sig["explanation"] and sig["remedy"]

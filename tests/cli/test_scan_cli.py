@@ -196,3 +196,26 @@ def test_bad_config_file_is_exit_3_naming_file_and_key(cli_env, tmp_path):
     result = run_scan(["--from", str(saved), "--no-report"], cli_env, tmp_path)
     assert result.returncode == 3
     assert "gpu-audit.toml:1" in result.stderr and "min_free_vram" in result.stderr
+
+
+def test_environment_sets_thresholds_between_the_file_and_the_flags(cli_env, tmp_path):
+    saved = saved_scan(tmp_path, b.gtx1650_three_uvicorn())  # worst finding: a warning
+    (tmp_path / "gpu-audit.toml").write_text('fail_on = "critical"\n')
+    base = ["--from", str(saved), "--no-report", "--json"]
+    assert run_scan(base, cli_env, tmp_path).returncode == 1
+    env = {**cli_env, "GPU_AUDIT_FAIL_ON": "warning"}
+    assert run_scan(base, env, tmp_path).returncode == 2  # the variable beats the file
+    assert run_scan([*base, "--fail-on", "error"], env, tmp_path).returncode == 1  # the flag wins
+    quiet = {**cli_env, "GPU_AUDIT_IGNORE": "duplicate-backend,unattributed-vram,low-free-vram"}
+    doc = json.loads(run_scan(base, quiet, tmp_path).stdout)
+    assert not {f["id"] for f in doc["findings"]} & {"duplicate-backend", "unattributed-vram"}
+
+
+def test_bad_environment_value_is_exit_3_naming_the_variable(cli_env, tmp_path):
+    saved = saved_scan(tmp_path, b.snapshot())
+    env = {**cli_env, "GPU_AUDIT_MIN_FREE_VRAM_PCT": "ten"}
+    result = run_scan(["--from", str(saved), "--no-report"], env, tmp_path)
+    assert result.returncode == 3
+    assert "environment variable GPU_AUDIT_MIN_FREE_VRAM_PCT: key 'min_free_vram_pct' must be " \
+        "a number, got 'ten'" in result.stderr
+    assert "Traceback" not in result.stderr and result.stdout == ""

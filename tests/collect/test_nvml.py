@@ -440,7 +440,7 @@ def test_a_hang_on_the_first_gpu_does_not_hold_up_the_others(fake_nvml):
 
 THREADS = """
 import json, sys
-from gpu_audit.collect import nvml
+from gpu_audit.collect.nvml import deadlines as nvml
 if sys.argv[1] != "default":
     nvml.FAN_OUT_AFTER_S = float(sys.argv[1])
 started = []

@@ -5,9 +5,9 @@ import sys
 
 import psutil
 
-from gpu_audit.backends import annotate_duplicates
 from gpu_audit.collect.processes import container_from_cgroup, read_processes
 from gpu_audit.redact import MASK
+from gpu_audit.rules.duplicates import annotate_duplicates
 from tests.procs import current_user, install_program, running, uvicorn_argvs
 
 

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from gpu_audit import allocconf as ac
 from gpu_audit.collect.torch_probe import attach_torch_probe, child_environment, probe_torch
 from gpu_audit.model import AllocatorConfig
 from gpu_audit.rules.software import runs_on
+from gpu_audit.units import torch_release
 from tests import builders as b
 from tests.faketorch import install_fake_torch
 
@@ -113,7 +113,7 @@ def test_probe_with_the_real_torch_installed_here(monkeypatch):
                                                      "max_split_size_mb:5"})
     version = importlib.metadata.version("torch")
     assert probe.torch_version == version and probe.error is None
-    if ac.torch_minor(version) >= (2, 10):  # the shared parser that a CPU build runs too
+    if torch_release(version) >= (2, 10):  # the shared parser that a CPU build runs too
         assert "max_split_size_mb too small" in (probe.allocator_error or "")
 
 

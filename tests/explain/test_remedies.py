@@ -5,15 +5,15 @@ from __future__ import annotations
 import pytest
 
 from gpu_audit.explain import classify_text
-from gpu_audit.explain.remedies import (
+from gpu_audit.knowledge.allocator import (
     alloc_conf_export,
     alloc_conf_variables,
     fragmentation_remedy,
     supports_expandable_segments,
-    torch_release,
 )
-from gpu_audit.explain.xid import XID_TABLE, xid_info
+from gpu_audit.knowledge.xid import XID_TABLE, xid_info
 from gpu_audit.model import Severity
+from gpu_audit.units import torch_release
 from tests.explain.helpers import FIXTURES, fixture_incidents
 
 BOTH = ("PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF")
@@ -139,7 +139,7 @@ def test_nccl_shared_memory_failure_names_dev_shm() -> None:
 def test_by_default_remedies_are_for_the_torch_installed_here() -> None:
     import importlib.metadata
 
-    from gpu_audit.explain.remedies import installed_torch_version
+    from gpu_audit.units import installed_torch_version
 
     try:
         installed = importlib.metadata.version("torch")

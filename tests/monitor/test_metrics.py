@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from gpu_audit.knowledge.allocator import raw_settings
 from gpu_audit.monitor import metrics
 from tests.monitor.recorded import GIB, MIB, fragmented_training_stats, memory_stats
 
@@ -47,18 +48,11 @@ def test_fragmentation_is_undefined_for_an_empty_allocator():
     assert frag["rounding_waste_pct"] is None
 
 
-def test_allocator_strings_split_at_top_level_commas_only():
-    conf = ("max_split_size_mb:128,roundup_power2_divisions:[256:1,512:2,>:4],"
-            "expandable_segments:True")
-    assert metrics.parse_alloc_conf(conf) == {
-        "max_split_size_mb": "128",
-        "roundup_power2_divisions": "[256:1,512:2,>:4]",
-        "expandable_segments": "True",
-    }
-    assert metrics.parse_alloc_conf("") == {}
-    assert metrics.expandable_segments(metrics.parse_alloc_conf("expandable_segments:True"))
+def test_expandable_segments_are_on_only_when_set_to_exactly_true():
+    assert metrics.expandable_segments(raw_settings("expandable_segments:True"))
     # Booleans are case-sensitive in PyTorch: "true" is not True.
-    assert not metrics.expandable_segments(metrics.parse_alloc_conf("expandable_segments:true"))
+    assert not metrics.expandable_segments(raw_settings("expandable_segments:true"))
+    assert not metrics.expandable_segments(raw_settings(""))
 
 
 def test_max_split_size_prefers_the_live_setting_and_reads_minus_one_as_unlimited():

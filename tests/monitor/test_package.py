@@ -29,7 +29,7 @@ def test_importing_the_package_loads_no_monitor_until_it_is_used():
                                text=True, timeout=60)
     assert completed.returncode == 0, completed.stderr
     result = json.loads(completed.stdout)
-    assert result["before"] == ["gpu_audit.monitor.publication"]
+    assert result["before"] == ["gpu_audit.monitor.api", "gpu_audit.monitor.publication"]
     assert result["names"] == {
         "AllocatorReading": "gpu_audit.monitor.sources",
         "AllocatorSource": "gpu_audit.monitor.sources",
@@ -38,11 +38,11 @@ def test_importing_the_package_loads_no_monitor_until_it_is_used():
         "RecordedAllocatorSource": "gpu_audit.monitor.sources",
         "TorchAllocatorSource": "gpu_audit.monitor.sources",
         "active": "gpu_audit.monitor.core",
-        "dump_snapshot": "gpu_audit.monitor",
-        "monitored": "gpu_audit.monitor",
-        "start": "gpu_audit.monitor",
-        "step": "gpu_audit.monitor",
-        "stop": "gpu_audit.monitor",
+        "dump_snapshot": "gpu_audit.monitor.api",
+        "monitored": "gpu_audit.monitor.api",
+        "start": "gpu_audit.monitor.api",
+        "step": "gpu_audit.monitor.api",
+        "stop": "gpu_audit.monitor.api",
     }
     assert result["listed"] == []  # dir() shows every public name, loaded or not
     assert result["interval"] == 5.0

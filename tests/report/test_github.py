@@ -6,8 +6,8 @@ import dataclasses
 import re
 
 from gpu_audit.check.engine import judge
-from gpu_audit.check.policy import CheckPolicy
 from gpu_audit.check.results import CheckResult, CheckStatus
+from gpu_audit.config import CheckPolicy
 from gpu_audit.report.github import (
     annotations,
     append_step_summary,

@@ -7,8 +7,8 @@ import dataclasses
 from junitparser import Error, Failure, JUnitXml, Skipped
 
 from gpu_audit.check.engine import judge
-from gpu_audit.check.policy import CheckPolicy
 from gpu_audit.check.results import CheckResult, CheckStatus
+from gpu_audit.config import CheckPolicy
 from gpu_audit.report.junit import classname, render_junit
 from tests import builders as b
 

@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
+import os
+import re
+import shlex
+import shutil
+import subprocess
+
 import pytest
 
 from gpu_audit.config import Policy
 from gpu_audit.model import AllocatorSample, ProcessAllocatorState, Severity
 from gpu_audit.monitor.metrics import fragmentation
 from gpu_audit.rules import all_rules, evaluate
-from gpu_audit.rules.allocator_live import (
-    allocator_fragmentation,
-    allocator_oom_retries,
-    env_assignment,
-    with_setting,
-)
+from gpu_audit.rules.allocator_live import allocator_fragmentation, allocator_oom_retries
 from tests import builders as b
 
 GIB = b.GIB
@@ -61,18 +62,18 @@ def test_a_job_with_trapped_memory_gets_a_warning_with_numbers():
 @pytest.mark.parametrize(
     ("torch", "settings", "remedy"),
     [
-        ("2.5.1+cu124", "", "`PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`"),
+        ("2.5.1+cu124", "", "`export PYTORCH_CUDA_ALLOC_CONF='expandable_segments:True'`"),
         ("2.8.0", "max_split_size_mb:512",
-         "`PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:512,expandable_segments:True`"),
-        ("2.9.1+cu128", "", "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
-                            "PYTORCH_ALLOC_CONF=expandable_segments:True"),
+         "`export PYTORCH_CUDA_ALLOC_CONF='max_split_size_mb:512,expandable_segments:True'`"),
+        ("2.9.1+cu128", "", "`export PYTORCH_ALLOC_CONF='expandable_segments:True' "
+                            "PYTORCH_CUDA_ALLOC_CONF='expandable_segments:True'`"),
         ("2.11.0", "garbage_collection_threshold:0.8",
-         "PYTORCH_CUDA_ALLOC_CONF=garbage_collection_threshold:0.8,expandable_segments:True "
-         "PYTORCH_ALLOC_CONF=garbage_collection_threshold:0.8,expandable_segments:True"),
+         "PYTORCH_ALLOC_CONF='garbage_collection_threshold:0.8,expandable_segments:True' "
+         "PYTORCH_CUDA_ALLOC_CONF='garbage_collection_threshold:0.8,expandable_segments:True'"),
         ("2.0.1+cu118", "",
-         "`PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:512` in its environment: torch < 2.1"),
-        (None, "", "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
-                   "PYTORCH_ALLOC_CONF=expandable_segments:True"),
+         "`export PYTORCH_CUDA_ALLOC_CONF='max_split_size_mb:512'`: torch < 2.1"),
+        (None, "", "`export PYTORCH_ALLOC_CONF='expandable_segments:True' "
+                   "PYTORCH_CUDA_ALLOC_CONF='expandable_segments:True'`"),
     ],
 )
 def test_the_remedy_fits_the_torch_release_and_keeps_existing_settings(torch, settings, remedy):
@@ -175,9 +176,33 @@ def test_both_rules_are_registered_and_documented():
     assert {"allocator-fragmentation", "allocator-oom-retries"} <= {f.id for f in findings}
 
 
-def test_helpers():
-    assert with_setting("a:1,expandable_segments:False", "expandable_segments", "True") == \
-        "a:1,expandable_segments:True"
-    assert with_setting("roundup_power2_divisions:[256:1,>:4]", "max_split_size_mb", "512") == \
-        "roundup_power2_divisions:[256:1,>:4],max_split_size_mb:512"
-    assert env_assignment("x:1", "2.8.1") == "PYTORCH_CUDA_ALLOC_CONF=x:1"
+def _pasted_command(remedy: str) -> str:
+    (command,) = re.findall(r"`([^`]*)`", remedy)
+    return command
+
+
+LIST_SETTING = "roundup_power2_divisions:[256:1,>:4]"
+
+
+@pytest.mark.parametrize("torch", ["2.5.1+cu124", "2.9.1+cu128", "2.13.0", None])
+def test_the_pasted_line_gives_the_whole_setting_to_the_shell(torch, tmp_path):
+    """A ``>`` in the settings must not become a redirect when the remedy is pasted."""
+    expected = f"{LIST_SETTING},expandable_segments:True"
+    history = samples((0, 0, None), (2, 0, None))
+    job = h100_job(fragmented(torch=torch, settings=LIST_SETTING, history=history))
+    findings = [*allocator_fragmentation(job, Policy()), *allocator_oom_retries(job, Policy())]
+    assert len(findings) == 2
+    for finding in findings:
+        command = _pasted_command(finding.remedy)
+        words = shlex.split(command)
+        assert words[0] == "export"
+        assigned = dict(word.split("=", 1) for word in words[1:])
+        assert "PYTORCH_CUDA_ALLOC_CONF" in assigned
+        assert set(assigned.values()) == {expected}
+        if shutil.which("bash") is None:
+            continue
+        shown = subprocess.run(
+            ["bash", "-c", f'{command}; echo "$PYTORCH_CUDA_ALLOC_CONF"'], cwd=tmp_path,
+            capture_output=True, text=True, check=True, env={"PATH": os.environ.get("PATH", "")})
+        assert shown.stdout.splitlines() == [expected]
+        assert list(tmp_path.iterdir()) == []  # no redirect wrote a file

@@ -8,7 +8,6 @@ import datetime as dt
 from gpu_audit.config import Policy
 from gpu_audit.model import KernelLog, NvmlStatus, Severity, Snapshot, XidEvent
 from gpu_audit.rules.health import (
-    XID_CATALOG,
     compute_mode_restricted,
     ecc_uncorrectable,
     health_unsupported,
@@ -244,7 +243,7 @@ def test_application_xids_are_warnings_when_recent_and_notes_when_old():
     (finding,) = run(xid_events, recent)
     assert finding.severity == Severity.WARNING
     assert finding.evidence["counts"] == {"13": 1, "31": 2}
-    assert "illegal memory access" in finding.detail
+    assert "accessed an illegal address" in finding.detail
     old = with_xids(node(), xid(31, hours_ago=30))
     (finding,) = run(xid_events, old)
     assert finding.severity == Severity.INFO
@@ -270,12 +269,20 @@ def test_no_xids_or_unreadable_log_gives_no_finding():
     assert run(xid_events, node()) == []
 
 
-def test_catalog_codes_have_meanings_and_severities():
-    for code, info in XID_CATALOG.items():
-        assert info.meaning and info.cause in {"application", "hardware", "driver",
-                                               "informational"}, code
-    assert XID_CATALOG[79].severity == Severity.CRITICAL
-    assert XID_CATALOG[13].cause == "application"
+def test_the_remedy_is_the_worst_xids_action_machine_faults_first():
+    snap = with_xids(node(), xid(13), xid(94))  # application warning, hardware error
+    (finding,) = run(xid_events, snap)
+    assert finding.severity == Severity.ERROR
+    assert "Restart the job" in finding.remedy
+    app_only = with_xids(node(), xid(31))
+    (finding,) = run(xid_events, app_only)
+    assert "CUDA_LAUNCH_BLOCKING=1" in finding.remedy
+
+
+def test_xid_154_takes_the_severity_of_the_action_it_requires():
+    message = ("GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)")
+    (finding,) = run(xid_events, with_xids(node(), xid(154, message=message)))
+    assert finding.severity == Severity.CRITICAL
 
 
 # ---------------------------------------------------------------------------- not supported

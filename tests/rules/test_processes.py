@@ -1,8 +1,8 @@
 from __future__ import annotations
 
-from gpu_audit.backends import annotate_duplicates
 from gpu_audit.config import Policy
 from gpu_audit.rules import evaluate
+from gpu_audit.rules.duplicates import annotate_duplicates
 from gpu_audit.rules.processes import duplicate_backend, gpu_process_gone, unattributed_vram
 from tests import builders as b
 

@@ -7,7 +7,8 @@ import copy
 import pytest
 
 from gpu_audit.errors import InputError
-from gpu_audit.snapshot.summary import Timeline, allocation_site, summarize
+from gpu_audit.snapshot.summary import allocation_site, summarize
+from gpu_audit.snapshot.trace import Timeline
 from tests.snapshot.synthetic import (
     ACTIVATIONS_REQUEST,
     GIB,

@@ -16,7 +16,7 @@ from gpu_audit.validate.gates import (
     summarize,
 )
 from gpu_audit.validate.plan import ValidateOptions, build_plan
-from gpu_audit.validate.report import recommend
+from gpu_audit.validate.report import compare_variants, recommend
 from gpu_audit.validate.state import DeviceChoice, LegState, RunState
 
 MIB, GIB = 1024**2, 1024**3
@@ -183,3 +183,45 @@ def test_recommendation_prefers_fewer_retries_then_less_fragmentation_then_speed
     assert "PYTORCH_CUDA_ALLOC_CONF='max_split_size_mb:128'" in best["text"]
     none_passed = recommend([row("max-split-64", "x", passed=False)])
     assert none_passed["label"] is None and "No value passed" in none_passed["text"]
+
+
+def test_a_sweep_compares_each_variant_over_its_stages() -> None:
+    options = ValidateOptions(cycles=4, stages=["smoke", "full"], max_split_size_mb="none,128")
+    plan = build_plan(options, Policy(), environ={})
+
+    def stage(name, status, summary, failure=None):
+        return {"name": name, "status": status, "failure": failure, "summary": summary}
+
+    def summary(peak, frag, retries, ooms, oom_retries, median):
+        return {"peak_reserved_bytes": peak, "worst_fragmentation_pct": frag,
+                "alloc_retries": retries, "ooms": ooms, "oom_retries": oom_retries,
+                "median_cycle_s": median}
+
+    variants = [
+        {"label": "max-split-none", "max_split_size_mb": None, "alloc_conf": None,
+         "passed": False, "allocator": {"applies": True},
+         "stages": [stage("smoke", "passed", summary(2 * GIB, 30.0, 1, 0, 0, 0.02)),
+                    stage("full", "failed", summary(3 * GIB, 12.5, 2, 1, 3, None), "oom")]},
+        {"label": "max-split-128", "max_split_size_mb": 128,
+         "alloc_conf": "max_split_size_mb:128", "passed": True, "allocator": {"applies": True},
+         "stages": [stage("smoke", "passed", summary(GIB, 8.0, None, None, 0, 0.03)),
+                    stage("full", "passed", summary(GIB + MIB, 9.5, None, None, 1, 0.04))]},
+        {"label": "max-split-512", "max_split_size_mb": 512,
+         "alloc_conf": "max_split_size_mb:512", "passed": False, "allocator": {"applies": True},
+         "stages": [stage("smoke", "skipped", None)]},
+    ]
+    rows, best = compare_variants(plan, variants, run_state(plan))
+    assert [r["label"] for r in rows] == [
+        "max-split-none", "max-split-128", "max-split-512"]
+    assert {k: rows[0][k] for k in ("peak_reserved_bytes", "worst_fragmentation_pct",
+                                    "alloc_retries", "ooms", "oom_retries", "unrecovered_oom",
+                                    "median_cycle_s", "status")} == {
+        "peak_reserved_bytes": 3 * GIB, "worst_fragmentation_pct": 30.0, "alloc_retries": 3,
+        "ooms": 1, "oom_retries": 3, "unrecovered_oom": True, "median_cycle_s": None,
+        "status": "failed at full"}
+    assert type(rows[0]["peak_reserved_bytes"]) is int and type(rows[0]["ooms"]) is int
+    assert (rows[1]["alloc_retries"], rows[1]["ooms"], rows[1]["oom_retries"],
+            rows[1]["median_cycle_s"]) == (None, None, 1, 0.04)
+    assert rows[2]["peak_reserved_bytes"] is None and rows[2]["oom_retries"] == 0
+    assert rows[2]["status"] == "skipped at smoke"
+    assert best["label"] == "max-split-128"

@@ -97,6 +97,13 @@ def test_an_oom_that_does_not_recover_fails_and_saves_state(tmp_path: Path,
     assert len(failed) == 1 and len(failed[0]["oom_retries"]) == 4  # 3 retries, then gave up
     oom = next(f for f in report_of(run)["findings"] if f["id"] == "oom-unrecovered")
     assert "2.1 GiB allocated by PyTorch" in oom["detail"]  # what memory was in use
+    # The message's numbers, torch 2.1's "capacty" included, under the one set of key names.
+    memory = legs["default/smoke"]["failure_detail"]["memory"]
+    assert memory["capacity_bytes"] == round(3.81 * 1024**3)
+    assert memory["free_bytes"] == round(1.20 * 1024**3)
+    assert "1.2 GiB free on the device" in oom["detail"]
+    assert "3.8 GiB device total" in oom["detail"]
+    assert oom["evidence"]["capacity_bytes"] == memory["capacity_bytes"]
 
 
 def test_the_nvml_assert_is_handled_as_an_oom(tmp_path: Path, cli_env: dict) -> None:

@@ -37,10 +37,13 @@ class SlowCounter(Counter):
     delay_s = 0.02
 
 
-def _torch_oom(message: str = "CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a "
-               "total capacity of 3.81 GiB of which 1.20 GiB is free. Of the allocated memory "
-               "2.10 GiB is allocated by PyTorch, and 300.00 MiB is reserved by PyTorch but "
-               "unallocated.") -> BaseException:
+TORCH_OOM_MESSAGE = ("CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
+                     "capacity of 3.81 GiB of which 1.20 GiB is free. Of the allocated memory "
+                     "2.10 GiB is allocated by PyTorch, and 300.00 MiB is reserved by PyTorch "
+                     "but unallocated.")
+
+
+def _torch_oom(message: str = TORCH_OOM_MESSAGE) -> BaseException:
     import torch
 
     return torch.OutOfMemoryError(message)
@@ -59,11 +62,12 @@ class OomAtFullBatch(Counter):
 
 
 class OomAlways(Counter):
-    """Never fits from cycle 1 on, whatever the batch: a persistent OOM."""
+    """Never fits from cycle 1 on, whatever the batch: a persistent OOM, in torch 2.1's wording
+    (which spelled "capacty")."""
 
     def cycle(self, ctx: Any) -> dict[str, float]:
         if ctx.cycle >= 1:
-            raise _torch_oom()
+            raise _torch_oom(TORCH_OOM_MESSAGE.replace("capacity", "capacty"))
         return super().cycle(ctx)
 
 

@@ -1,0 +1,167 @@
+"""The check registry, what every check reads, and the small helpers they share.
+
+A check is a function registered with :func:`check`: a stable kebab-case id, a title, the policy
+keys it reads, and the scan findings it *views*. A check that views a finding does not judge the
+problem again: the scan rule decides (with the one policy's threshold), and the check maps the
+finding, or its absence, to pass/warn/fail by the policy's mode for that check, adding what CI
+needs (evidence per GPU, a remedy to paste). Viewed findings are not repeated by
+``scan-findings``, and ignoring the one finding a check views skips that check.
+
+The docstring is the check's documentation (first line: the summary). A check yields one
+:class:`~gpu_audit.check.results.CheckResult` for the host, or one per GPU. A check whose
+threshold is not configured yields a ``skip``; one whose reading is missing yields ``unknown``
+(the runner cannot be shown fit).
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from gpu_audit.check.results import CheckResult, CheckStatus, StageOutcome
+from gpu_audit.config import CheckPolicy
+from gpu_audit.model import Finding, Gpu, GpuProcess, Snapshot
+from gpu_audit.units import fmt_bytes
+
+PASS, WARN, FAIL, SKIP, UNKNOWN = (CheckStatus.PASS, CheckStatus.WARN, CheckStatus.FAIL,
+                                   CheckStatus.SKIP, CheckStatus.UNKNOWN)
+
+# Registration order is checklist order: the modules in this order, each in its own order.
+CHECK_MODULES = (
+    "gpu_audit.check.gpus",
+    "gpu_audit.check.usage",
+    "gpu_audit.check.software",
+    "gpu_audit.check.findings",
+)
+
+
+@dataclass(frozen=True)
+class CheckContext:
+    """What every check may read. Built once per run; nothing here does I/O."""
+
+    snapshot: Snapshot
+    policy: CheckPolicy
+    findings: list[Finding] = field(default_factory=list)  # the scan rules under ``policy``
+    user: str | None = None  # the user running check: their GPU processes are "own"
+    rule_ids: frozenset[str] = frozenset()  # scan rules that exist (so "no finding" means "fine")
+    stages: list[StageOutcome] = field(default_factory=list)
+
+    def findings_for(self, finding_id: str) -> list[Finding]:
+        return [f for f in self.findings if f.id == finding_id]
+
+    def finding_on(self, finding_id: str, subject: str) -> Finding | None:
+        """The finding ``finding_id`` about ``subject`` (``gpu:0``), if the rule made one."""
+        return next((f for f in self.findings if f.id == finding_id and f.subject == subject),
+                    None)
+
+    def stage(self, name: str) -> StageOutcome | None:
+        return next((s for s in self.stages if s.name == name), None)
+
+
+CheckFunc = Callable[[CheckContext], Iterator[CheckResult]]
+
+
+@dataclass(frozen=True)
+class CheckSpec:
+    id: str
+    title: str
+    func: CheckFunc
+    policy_keys: tuple[str, ...]
+    views: tuple[str, ...] = ()  # the scan findings this check maps to its statuses
+
+    @property
+    def doc(self) -> str:
+        return inspect.cleandoc(self.func.__doc__ or "")
+
+    @property
+    def summary(self) -> str:
+        return self.doc.split("\n", 1)[0].strip()
+
+
+_CHECKS: dict[str, CheckSpec] = {}
+
+
+def check(check_id: str, title: str, *policy_keys: str,
+          views: tuple[str, ...] = ()) -> Callable[[CheckFunc], CheckFunc]:
+    """Register ``func`` as the check ``check_id``; ``views`` names the scan findings it maps."""
+
+    def register(func: CheckFunc) -> CheckFunc:
+        if check_id in _CHECKS and _CHECKS[check_id].func is not func:
+            raise ValueError(f"check id {check_id!r} registered twice")
+        if not func.__doc__:
+            raise ValueError(f"check {check_id!r} has no docstring (it is its documentation)")
+        _CHECKS[check_id] = CheckSpec(check_id, title, func, policy_keys, views)
+        return func
+
+    return register
+
+
+def all_checks() -> dict[str, CheckSpec]:
+    """Every check, in checklist order."""
+    for module in CHECK_MODULES:
+        importlib.import_module(module)
+    return dict(_CHECKS)
+
+
+def viewed_findings() -> dict[str, str]:
+    """Finding id -> the id of the check that views it (read from the registrations)."""
+    return {finding_id: spec.id for spec in all_checks().values() for finding_id in spec.views}
+
+
+# --- helpers for the checks -------------------------------------------------------------------
+
+
+def result(spec_id: str, subject: str, status: CheckStatus, summary: str, *,
+           evidence: dict | None = None, remedy: str | None = None,
+           finding_id: str | None = None) -> CheckResult:
+    """One result of a registered check; a remedy is kept only where something is wrong."""
+    return CheckResult(spec_id, subject, status, _CHECKS[spec_id].title, summary,
+                       evidence=evidence or {}, remedy=remedy if status in (WARN, FAIL, UNKNOWN)
+                       else None, finding_id=finding_id)
+
+
+def not_configured(spec_id: str, key: str) -> CheckResult:
+    return result(spec_id, "host", SKIP, f"not configured (set `{key}` in the policy)")
+
+
+def mode_status(mode: str) -> CheckStatus:
+    """What a problem is under a mode key's value: "fail" or "warn" ("ignore" skips earlier)."""
+    return FAIL if mode == "fail" else WARN
+
+
+def ignored_by_mode(spec_id: str, key: str, evidence: dict | None = None) -> CheckResult:
+    return result(spec_id, "host", SKIP, f"ignored by the policy ({key} = \"ignore\")",
+                  evidence=evidence)
+
+
+def each_gpu(ctx: CheckContext, spec_id: str,
+             judge: Callable[[Gpu], CheckResult]) -> Iterator[CheckResult]:
+    """``judge`` for every readable GPU; a lost GPU or no GPU at all is a ``skip`` here (the
+    ``gpu-count`` and ``nvidia-driver`` checks already fail for those)."""
+    if not ctx.snapshot.gpus:
+        reason = ("no GPU readings (see nvidia-driver)" if not ctx.snapshot.nvml.available
+                  else "no GPU on this host")
+        yield result(spec_id, "host", SKIP, reason)
+        return
+    for gpu in ctx.snapshot.gpus:
+        if gpu.lost:
+            yield result(spec_id, f"gpu:{gpu.index}", SKIP, "GPU is lost (see gpu-count)")
+        else:
+            yield judge(gpu)
+
+
+def gib_text(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:g} GiB"
+
+
+def process_brief(p: GpuProcess) -> dict:
+    return {"pid": p.pid, "gpu_index": p.gpu_index, "user": p.user, "name": p.name,
+            "used_memory_bytes": p.used_memory_bytes, "visible": p.visible,
+            "container": p.container, "start_time": p.start_time}
+
+
+def process_label(p: GpuProcess) -> str:
+    who = p.user or ("not visible" if not p.visible else "unknown user")
+    return f"{p.pid} ({p.name or '?'}, {who}, GPU {p.gpu_index}, {fmt_bytes(p.used_memory_bytes)})"

@@ -1,0 +1,195 @@
+"""Checks of what already uses the runner: swap, copies of a server, memory no process accounts
+for, other users' processes and leftovers of earlier jobs.
+
+``swap`` views the scan's ``swap-pressure``, ``duplicate-backends`` its ``duplicate-backend`` and
+``unattributed-vram`` its ``unattributed-vram``: the rule decides, the check maps its findings
+by the policy's mode key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from gpu_audit.check.registry import (
+    PASS,
+    SKIP,
+    UNKNOWN,
+    CheckContext,
+    check,
+    gib_text,
+    ignored_by_mode,
+    mode_status,
+    process_brief,
+    process_label,
+    result,
+)
+from gpu_audit.check.results import CheckResult
+from gpu_audit.model import GpuProcess
+from gpu_audit.units import fmt_bytes
+
+
+@check("swap", "Swap in use", "max_swap_used_gib", "swap", views=("swap-pressure",))
+def swap(ctx: CheckContext) -> Iterator[CheckResult]:
+    """The host uses no more than `max_swap_used_gib` of swap (2 GiB by default).
+
+    Swap in use before a job starts means host memory is already short: data loaders, pinned
+    staging buffers and checkpoint writes will slow by orders of magnitude or meet the kernel's
+    OOM killer. Judged by the scan's `swap-pressure` rule with the one policy's
+    `max_swap_used_gib`; more swap in use fails (`swap = "warn"` or `"ignore"` relaxes that).
+    """
+    policy = ctx.policy
+    if policy.swap == "ignore":
+        yield ignored_by_mode("swap", "swap")
+        return
+    host = ctx.snapshot.host
+    used = host.swap_used_bytes
+    evidence = {"swap_used_bytes": used, "swap_total_bytes": host.swap_total_bytes,
+                "max_swap_used_bytes": policy.max_swap_used_bytes,
+                "memory_available_bytes": host.memory_available_bytes}
+    limit_text = gib_text(policy.max_swap_used_gib)
+    found = ctx.finding_on("swap-pressure", "host")
+    if used is None:
+        yield result("swap", "host", UNKNOWN, "swap use not readable", evidence=evidence,
+                     remedy="free -h")
+    elif found is not None:
+        yield result("swap", "host", mode_status(policy.swap),
+                     f"{fmt_bytes(used)} of swap in use; the policy allows at most {limit_text}",
+                     evidence=evidence, remedy=found.remedy, finding_id=found.id)
+    elif not host.swap_total_bytes:
+        yield result("swap", "host", PASS, "no swap configured", evidence=evidence)
+    else:
+        yield result("swap", "host", PASS, f"{fmt_bytes(used)} in use (<= {limit_text})",
+                     evidence=evidence)
+
+
+def _mapped_findings(ctx: CheckContext, spec_id: str, finding_id: str, mode: str, key: str,
+                     fine: str, evidence: dict) -> Iterator[CheckResult]:
+    """A check that views one scan rule's findings, one result each, by a mode key."""
+    if mode == "ignore":
+        yield ignored_by_mode(spec_id, key)
+        return
+    if not ctx.snapshot.nvml.available:
+        yield result(spec_id, "host", SKIP, "no GPU readings (see nvidia-driver)")
+        return
+    found = ctx.findings_for(finding_id)
+    if not found:
+        yield result(spec_id, "host", PASS, fine, evidence=evidence)
+        return
+    for finding in found:
+        yield result(spec_id, finding.subject, mode_status(mode),
+                     f"{finding.title}. {finding.detail}", evidence=finding.evidence,
+                     remedy=finding.remedy, finding_id=finding_id)
+
+
+@check("duplicate-backends", "Duplicate servers", "duplicate_backends",
+       views=("duplicate-backend",))
+def duplicate_backends(ctx: CheckContext) -> Iterator[CheckResult]:
+    """No GPU process is a copy of another server (`duplicate_backends`, "fail" by default).
+
+    Judges the scan's `duplicate-backend` findings: the same `uvicorn`, `gunicorn`, jupyter
+    kernel or similar started several times, each copy holding its own model on the GPU. The
+    ranks of one distributed job are not copies. Set `duplicate_backends = "warn"` or
+    `"ignore"` to relax it.
+    """
+    groups = ctx.findings_for("duplicate-backend")  # one finding per group of copies
+    evidence = {"gpu_processes": len(ctx.snapshot.processes), "duplicate_groups": len(groups)}
+    yield from _mapped_findings(ctx, "duplicate-backends", "duplicate-backend",
+                                ctx.policy.duplicate_backends, "duplicate_backends",
+                                f"no copies among {len(ctx.snapshot.processes)} GPU process(es)",
+                                evidence)
+
+
+@check("unattributed-vram", "Unattributed GPU memory", "unattributed_vram",
+       views=("unattributed-vram",))
+def unattributed_vram(ctx: CheckContext) -> Iterator[CheckResult]:
+    """No GPU has memory in use that no listed process accounts for (`unattributed_vram`, "warn").
+
+    Judges the scan's `unattributed-vram` findings: used memory minus every listed process's
+    memory, beyond the allowance `unattributed_vram_allowance_mib` of `[tool.gpu-audit]`.
+    Typical causes are a dead context of a killed job or a process in another container. Set
+    `unattributed_vram = "fail"` on dedicated runners.
+    """
+    used = {g.index: g.memory_used_bytes for g in ctx.snapshot.gpus}
+    yield from _mapped_findings(ctx, "unattributed-vram", "unattributed-vram",
+                                ctx.policy.unattributed_vram, "unattributed_vram",
+                                "all used GPU memory is accounted for",
+                                {"memory_used_bytes": used})
+
+
+def _compute_processes(ctx: CheckContext) -> list[GpuProcess]:
+    """Compute processes that are running somewhere.
+
+    Graphics-only processes (Xorg, a desktop shell) belong to the display, not to a job; their
+    memory still counts in free-vram. A PID this namespace cannot see is another container's
+    (or the host's) when check runs in a container; outside one it has exited and its memory
+    is the scan's ``gpu-process-gone`` finding, not a process to ask about.
+    """
+    in_container = ctx.snapshot.host.container is not None
+    return [p for p in ctx.snapshot.processes
+            if "compute" in p.type and (p.visible or in_container)]
+
+
+def _is_own(p: GpuProcess, user: str | None) -> bool:
+    return user is not None and p.user is not None and p.user == user
+
+
+def _process_check(ctx: CheckContext, spec_id: str, mode: str, key: str,
+                   chosen: list[GpuProcess], fine: str, what: str,
+                   remedy: str) -> Iterator[CheckResult]:
+    evidence = {"user": ctx.user, "processes": [process_brief(p) for p in chosen]}
+    if mode == "ignore":
+        yield ignored_by_mode(spec_id, key, evidence)
+        return
+    if not ctx.snapshot.nvml.available:
+        yield result(spec_id, "host", SKIP, "no GPU readings (see nvidia-driver)",
+                     evidence=evidence)
+        return
+    if not chosen:
+        yield result(spec_id, "host", PASS, fine, evidence=evidence)
+        return
+    total = sum(p.used_memory_bytes or 0 for p in chosen)
+    listing = ", ".join(process_label(p) for p in chosen[:5])
+    more = f" and {len(chosen) - 5} more" if len(chosen) > 5 else ""
+    count = f"1 process {what} holds" if len(chosen) == 1 else \
+        f"{len(chosen)} processes {what} hold"
+    yield result(spec_id, "host", mode_status(mode),
+                 f"{count} {fmt_bytes(total)}: {listing}{more}",
+                 evidence=evidence, remedy=remedy.format(
+                      pids=" ".join(str(p.pid) for p in chosen)))
+
+
+@check("foreign-processes", "Other users' GPU processes", "foreign_processes")
+def foreign_processes(ctx: CheckContext) -> Iterator[CheckResult]:
+    """No other user's compute process is on a GPU (`foreign_processes`, "fail" by default).
+
+    "Foreign" means a compute process owned by a user other than the one running check, or one
+    whose owner cannot be seen: when check runs in a container, a process of another container
+    or of the host (NVML lists host PIDs that are not in this PID namespace), or one hidden by
+    permissions. Graphics-only processes such as a display server are not counted, nor are PIDs
+    that no longer exist outside containers (the scan's `gpu-process-gone` finding reports
+    those). Processes of the user running check are judged by `own-processes`.
+    """
+    chosen = [p for p in _compute_processes(ctx) if not _is_own(p, ctx.user)]
+    yield from _process_check(
+        ctx, "foreign-processes", ctx.policy.foreign_processes, "foreign_processes", chosen,
+        "no other user's process is on a GPU",
+        "of other users or containers",
+        "ps -o pid,user,etime,args -p {pids}  # ask their owners, or run the job elsewhere; "
+        "inside a container, check the host with `nvidia-smi`")
+
+
+@check("own-processes", "Leftover GPU processes", "own_processes")
+def own_processes(ctx: CheckContext) -> Iterator[CheckResult]:
+    """No compute process of the user running check is on a GPU (`own_processes`, "warn").
+
+    On a CI runner the runner's own user should hold no GPU before a job starts: such a process
+    is a leftover of an earlier job (killed by a timeout, its children orphaned) and takes the
+    memory the new job needs. Set `own_processes = "fail"` on dedicated runners, or
+    `"ignore"` when check runs beside your own work.
+    """
+    chosen = [p for p in _compute_processes(ctx) if _is_own(p, ctx.user)]
+    yield from _process_check(
+        ctx, "own-processes", ctx.policy.own_processes, "own_processes", chosen,
+        f"no process of {ctx.user or 'this user'} is on a GPU",
+        f"of {ctx.user or 'this user'}",
+        "ps -o pid,etime,args -p {pids}  # confirm they are left over, then: kill {pids}")

@@ -1,0 +1,29 @@
+"""The one policy: what each key means and its default (:mod:`.policy`, and the keys only check
+reads in :mod:`.check_policy`), the files it is read from (:mod:`.files`), and the layers that
+make the policy in force (:mod:`.load`).
+
+Precedence: flag > ``GPU_AUDIT_<KEY>`` environment variable > file > default. Names are imported
+on first use, so a rule that needs only :class:`Policy` loads nothing else.
+"""
+
+from gpu_audit.lazy import exports
+
+_EXPORTS = {
+    "ENV_PREFIX": "gpu_audit.config.load",
+    "MODES": "gpu_audit.config.policy",
+    "STAGES": "gpu_audit.config.policy",
+    "CheckPolicy": "gpu_audit.config.check_policy",
+    "Policy": "gpu_audit.config.policy",
+    "check_keys": "gpu_audit.config.check_policy",
+    "check_value": "gpu_audit.config.files",
+    "env_name": "gpu_audit.config.load",
+    "find_config_file": "gpu_audit.config.files",
+    "key_line": "gpu_audit.config.files",
+    "load_check_policy": "gpu_audit.config.check_policy",
+    "load_policy": "gpu_audit.config.load",
+    "policy_keys": "gpu_audit.config.policy",
+    "read_table": "gpu_audit.config.files",
+    "unknown_key_error": "gpu_audit.config.files",
+}
+__all__ = sorted(_EXPORTS)
+__getattr__, __dir__ = exports(__name__, _EXPORTS, globals())

@@ -1,0 +1,139 @@
+"""The check policy: the keys only ``gpu-audit check`` reads, on top of the one policy.
+
+A :class:`CheckPolicy` *is* a :class:`~gpu_audit.config.policy.Policy`: check evaluates the scan
+rules with it, and its checks read the rules' findings, so a threshold such as
+``min_free_vram_pct`` decides the scan finding and the check's verdict alike. It is read from
+``[tool.gpu-audit]``, then ``[tool.gpu-audit.check]`` (``[check]`` in ``gpu-audit.toml``, or the
+top level of a ``--policy`` file), which may set any ``[tool.gpu-audit]`` key again for check
+alone, then ``GPU_AUDIT_<KEY>`` variables.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpu_audit.config.files import OWN_FILE, PYPROJECT, TableRef, find_config_file
+from gpu_audit.config.load import CHECK_TABLE, Layers, Origin, process_environ
+from gpu_audit.config.policy import Policy, keys_of
+from gpu_audit.errors import ConfigError
+from gpu_audit.model import Severity
+from gpu_audit.units import GIB
+
+
+@dataclass(frozen=True)
+class CheckPolicy(Policy):
+    """The keys only ``gpu-audit check`` reads (``[tool.gpu-audit.check]``), on top of
+    :class:`Policy`. The mode keys say what a check makes of its problem: "fail", "warn" or
+    "ignore"."""
+
+    min_gpus: int = 1
+    gpu_name: str | None = None  # regex, searched in each GPU's name
+    min_gpu_memory_gib: float | None = None
+    min_free_vram_gib: float | None = None
+    max_gpu_temperature_c: float | None = None
+    require_persistence_mode: bool = False
+    min_driver_version: str | None = None  # "535.104.05"
+    min_cuda_driver_version: str | None = None  # "12.4": newest CUDA the driver supports
+    free_vram: str = "fail"
+    swap: str = "fail"
+    duplicate_backends: str = "fail"
+    unattributed_vram: str = "warn"
+    foreign_processes: str = "fail"
+    own_processes: str = "warn"
+    warn_on: str = "warning"
+    require_torch_cuda: bool = False
+    stages: list[str] = field(default_factory=list)
+
+    @property
+    def warn_on_severity(self) -> Severity:
+        return Severity.parse(self.warn_on)
+
+    def gib_bytes(self, name: str) -> int | None:
+        """A ``*_gib`` threshold in bytes, or ``None`` when it is not set."""
+        value = getattr(self, name)
+        return None if value is None else int(value * GIB)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The effective values, for the JSON document and ``--json`` readers."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+
+def check_keys() -> dict[str, tuple[type, bool]]:
+    """The keys only ``gpu-audit check`` reads."""
+    shared = keys_of(Policy)
+    return {k: v for k, v in keys_of(CheckPolicy).items() if k not in shared}
+
+
+def _check_table(path: Path) -> TableRef:
+    """Where the check's keys are in ``path``: its check table, or the top level of a file
+    that is neither ``pyproject.toml`` nor ``gpu-audit.toml`` (a ``--policy`` file)."""
+    if path.name in (PYPROJECT, OWN_FILE):
+        return TableRef(path, CHECK_TABLE, labelled=True)
+    return TableRef(path)
+
+
+def load_check_policy(
+    path: Path | None = None,
+    *,
+    search_from: Path | None = None,
+    known_ids: set[str] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> CheckPolicy:
+    """The policy ``gpu-audit check`` judges with.
+
+    ``[tool.gpu-audit]`` of the nearest configuration file (or of ``path`` when it is one), then
+    the check table of that file or the file ``path`` (``--policy``), then ``GPU_AUDIT_*``.
+    ``known_ids`` (finding and check ids) lets ``ignore`` name a typo with a suggestion; without
+    it any id is accepted.
+    """
+    if path is not None:
+        path = Path(path)
+        if not path.is_file():
+            raise ConfigError(f"{path}: policy file not found" if not path.exists()
+                              else f"{path}: not a file")
+    own = path is not None and path.name in (PYPROJECT, OWN_FILE)
+    base = path if own else find_config_file(search_from)
+    check_file = path or base
+    layers = Layers(keys_of(CheckPolicy))
+    if base is not None:
+        layers.table(TableRef(base), keys_of(Policy), rank=1, root=True)
+    if check_file is not None:
+        layers.table(_check_table(check_file), layers.keys, rank=2)
+    layers.environment(process_environ(environ), rank=3)
+    _check_severities(layers)
+    policy = CheckPolicy(**layers.values, source=layers.source())
+    if known_ids is not None:
+        _check_ignore(layers.added_ids, known_ids)
+    return policy
+
+
+def _check_severities(layers: Layers) -> None:
+    """``warn_on`` may not be above ``fail_on``. A ``fail_on`` set at a higher layer than
+    ``warn_on`` lowers it, as ``--fail-on`` does; within one layer the pair is an error."""
+    fail_on = Severity.parse(layers.values.get("fail_on", Policy.fail_on))
+    warn_on = Severity.parse(layers.values.get("warn_on", CheckPolicy.warn_on))
+    if warn_on <= fail_on:
+        return
+    if layers.rank.get("fail_on", 0) > layers.rank.get("warn_on", 0):
+        layers.values["warn_on"] = fail_on.value
+        return
+    origin = layers.origins["warn_on"]
+    raise origin.error("warn_on", f"warn_on ({warn_on.value!r}) must not be above fail_on "
+                                  f"({fail_on.value!r})")
+
+
+def _check_ignore(named: dict[str, Origin], known_ids: set[str]) -> None:
+    """Ids the check table or ``GPU_AUDIT_IGNORE`` names must exist (``[tool.gpu-audit]``'s are
+    not checked here: scan reads them too, and a stale id there only ignores nothing)."""
+    import difflib
+
+    for item, origin in named.items():
+        if item in known_ids:
+            continue
+        close = difflib.get_close_matches(item, sorted(known_ids), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else " (`gpu-audit rules` lists them)"
+        raise origin.error("ignore", f"key 'ignore': unknown finding or check id {item!r}{hint}")

@@ -1,0 +1,169 @@
+"""Configuration files: finding them, reading a table, and errors that name file, line and key.
+
+The file is found by walking up from the current directory, like ruff and pytest do: the nearest
+``gpu-audit.toml``, or ``pyproject.toml`` with a ``[tool.gpu-audit]`` table. The same tables live
+in both (``[tool.gpu-audit.check]`` in ``pyproject.toml`` is ``[check]`` in ``gpu-audit.toml``).
+tomllib reports no positions, so the line of a key is found in the text for messages.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from gpu_audit.errors import ConfigError
+from gpu_audit.lazy import regex
+
+OWN_FILE = "gpu-audit.toml"
+PYPROJECT = "pyproject.toml"
+PYPROJECT_TABLE = ("tool", "gpu-audit")
+
+_WANTED = {float: "a number", int: "an integer", str: "a string", bool: "true or false",
+           list: "a list of strings"}
+_HEADER = regex(r"^\s*\[\[?\s*([^\[\]]+?)\s*\]\]?\s*(#.*)?$")
+
+
+def find_config_file(start: Path | None = None) -> Path | None:
+    """The nearest ``gpu-audit.toml``, or ``pyproject.toml`` with a ``[tool.gpu-audit]`` table."""
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        own = folder / OWN_FILE
+        if own.is_file():
+            return own
+        pyproject = folder / PYPROJECT
+        if pyproject.is_file() and _has_our_table(pyproject):
+            return pyproject
+    return None
+
+
+def _has_our_table(pyproject: Path) -> bool:
+    import tomllib  # here, not at the top: most folders a scan starts in have no TOML file
+
+    try:
+        data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        # A broken pyproject.toml that mentions us is still ours: read_table reports the error.
+        text = pyproject.read_text(errors="replace") if pyproject.is_file() else ""
+        return "gpu-audit" in text
+    return isinstance(data.get("tool", {}).get("gpu-audit"), dict)
+
+
+def read_table(path: Path, table: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The TOML table at ``table`` inside ``path`` (below ``[tool.gpu-audit]`` for a
+    ``pyproject.toml``); an absent table is empty."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    import tomllib
+
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    if path.name == PYPROJECT:
+        data = data.get("tool", {}).get("gpu-audit", {})
+    for name in table:
+        data = data.get(name, {})
+        if not isinstance(data, dict):
+            raise ConfigError(f"{path}: [{table_path(path, table)}] must be a table")
+    return data
+
+
+def table_path(path: Path, table: tuple[str, ...] = ()) -> str:
+    """The dotted name of our table in ``path`` (``tool.gpu-audit.check`` in a pyproject.toml,
+    ``check`` in gpu-audit.toml, ``""`` for the top level of any other file)."""
+    base = PYPROJECT_TABLE if path.name == PYPROJECT else ()
+    return ".".join((*base, *table))
+
+
+def _header_parts(header: str) -> list[str]:
+    """``tool . "gpu-audit" . check`` -> ``["tool", "gpu-audit", "check"]``."""
+    return [part.strip().strip("\"'") for part in header.split(".")]
+
+
+def key_line(path: Path, key: str, table: tuple[str, ...] = ()) -> int | None:
+    """The line where ``key`` is set inside our table (``key =``, or a ``[table.key]`` header)."""
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return None
+    wanted = table_path(path, table)
+    own = wanted.split(".") if wanted else []
+    key_pattern = re.compile(rf"^\s*[\"']?{re.escape(key)}[\"']?\s*=")
+    inside = not own
+    for number, line in enumerate(lines, 1):
+        if match := _HEADER().match(line):
+            parts = _header_parts(match[1])
+            if parts[: len(own) + 1] == [*own, key]:
+                return number  # the key is itself a table
+            inside = parts == own
+        elif inside and key_pattern.match(line):
+            return number
+    return None
+
+
+def suggestion(key: str, known: list[str]) -> str:
+    """`` (did you mean 'x'?)``, or the known keys when nothing is close."""
+    import difflib
+
+    close = difflib.get_close_matches(key, known, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else \
+        f" (known keys: {', '.join(sorted(known))})"
+
+
+def convert(value: Any, expected: type) -> Any:
+    """``value`` as ``expected`` (an int is a fine float); ``ValueError`` naming what was wanted."""
+    if expected is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    ok = isinstance(value, expected) and not (expected in (int, float) and isinstance(value, bool))
+    if ok and expected is list:
+        ok = all(isinstance(item, str) for item in value)
+    if not ok:
+        raise ValueError(f"must be {_WANTED[expected]}, got {value!r}")
+    return value
+
+
+class TableRef:
+    """One table of one file, for messages: ``path:line: [table] message``.
+
+    ``labelled`` puts the table's header in messages: worth it where a file holds several of our
+    tables that share key names (``[tool.gpu-audit]`` and ``[tool.gpu-audit.check]``).
+    """
+
+    __slots__ = ("labelled", "path", "table")
+
+    def __init__(self, path: Path, table: tuple[str, ...] = (), labelled: bool = False) -> None:
+        self.path, self.table, self.labelled = Path(path), table, labelled
+
+    @property
+    def label(self) -> str:
+        header = table_path(self.path, self.table)
+        return f"[{header}] " if self.labelled and header else ""
+
+    def read(self) -> dict[str, Any]:
+        return read_table(self.path, self.table)
+
+    def where(self, key: str) -> str:
+        return f"{self.path}:{key_line(self.path, key, self.table) or '?'}"
+
+    def error(self, key: str, message: str) -> ConfigError:
+        return ConfigError(f"{self.where(key)}: {self.label}{message}")
+
+    def __str__(self) -> str:
+        return str(self.path)
+
+
+def check_value(path: Path, key: str, value: Any, expected: type, known: list[str] | None = None,
+                table: tuple[str, ...] = ()) -> Any:
+    """One key's value converted to ``expected``, or a :class:`ConfigError` at its line."""
+    try:
+        return convert(value, expected)
+    except ValueError as exc:
+        raise TableRef(path, table).error(key, f"key {key!r} {exc}") from None
+
+
+def unknown_key_error(path: Path, key: str, known: list[str],
+                      table: tuple[str, ...] = ()) -> ConfigError:
+    return TableRef(path, table).error(key, f"unknown key {key!r}{suggestion(key, known)}")

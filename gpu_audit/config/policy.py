@@ -1,0 +1,120 @@
+"""The one policy: every key a rule reads, defined once with its one default, and the checks
+every value must pass wherever it comes from.
+
+:class:`Policy` is ``[tool.gpu-audit]``: the thresholds the scan rules read, the severity that
+fails (``fail_on``) and the ids to leave out (``ignore``).
+:class:`~gpu_audit.config.check_policy.CheckPolicy` adds the keys only ``gpu-audit check``
+reads. Field names are the configuration keys (a public contract) and, upper-cased behind
+``GPU_AUDIT_``, the environment variables.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpu_audit.errors import ConfigError
+from gpu_audit.lazy import regex
+from gpu_audit.model import Severity
+from gpu_audit.units import GIB, MIB
+
+MODES = ("fail", "warn", "ignore")  # what a check makes of the problem it judges
+STAGES = ("imports", "smoke")  # the validation stages check may run; later ones take minutes
+_VERSION = regex(r"^\d+(\.\d+)*$")
+
+# How a dataclass field's declared type (a string under ``from __future__ import annotations``)
+# is read from a file or the environment: (base type, may be unset).
+_DECLARED = {
+    "float": (float, False), "float | None": (float, True), "int": (int, False),
+    "str": (str, False), "str | None": (str, True), "bool": (bool, False),
+    "list[str]": (list, False),
+}
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Every threshold a rule reads (``[tool.gpu-audit]``)."""
+
+    max_swap_used_gib: float = 2.0
+    min_host_available_pct: float = 10.0
+    min_free_vram_pct: float = 10.0
+    unattributed_vram_allowance_mib: float = 512.0
+    alloc_fragmentation_pct: float = 50.0
+    temperature_margin_c: float = 5.0
+    busy_utilization_pct: float = 20.0  # a GPU this busy should run its PCIe link at full speed
+    small_gpu_gib: float = 8.0  # at or below this, allocator advice is given unasked
+    xid_recent_hours: float = 24.0  # application-caused Xids older than this are only noted
+    fail_on: str = "error"
+    ignore: list[str] = field(default_factory=list)  # finding ids (and, for check, check ids)
+    source: str | None = field(default=None, metadata={"internal": True})
+
+    @property
+    def max_swap_used_bytes(self) -> int:
+        return int(self.max_swap_used_gib * GIB)
+
+    @property
+    def unattributed_vram_allowance_bytes(self) -> int:
+        return int(self.unattributed_vram_allowance_mib * MIB)
+
+    @property
+    def fail_on_severity(self) -> Severity:
+        return Severity.parse(self.fail_on)
+
+
+MODE_KEYS = ("free_vram", "swap", "duplicate_backends", "unattributed_vram", "foreign_processes",
+             "own_processes")
+
+
+def keys_of(cls: type[Policy]) -> dict[str, tuple[type, bool]]:
+    """Key name -> (base type, may be unset) for every configuration key of ``cls``."""
+    return {f.name: _DECLARED[str(f.type)] for f in dataclasses.fields(cls)
+            if not f.metadata.get("internal")}
+
+
+def policy_keys() -> dict[str, tuple[type, bool]]:
+    """The ``[tool.gpu-audit]`` keys: what the scan rules read."""
+    return keys_of(Policy)
+
+
+Complaint = Callable[[str, str], ConfigError]  # (key, message) -> an error naming where it is set
+
+
+def validate_values(values: dict[str, Any], complain: Complaint) -> None:
+    """Range and vocabulary of values already of the right type; ``complain(key, message)``
+    builds the error that names where ``key`` was set."""
+    for key, value in values.items():
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            if not math.isfinite(value):
+                raise complain(key, f"key {key!r} must be a finite number, got {value!r}")
+            if value < 0:
+                raise complain(key, f"key {key!r} must not be negative, got {value!r}")
+            if key.endswith("_pct") and value > 100:
+                raise complain(key, f"key {key!r} is a percentage (0-100), got {value!r}")
+    for key in MODE_KEYS:
+        if key in values and values[key] not in MODES:
+            raise complain(key, f"key {key!r} must be one of {', '.join(map(repr, MODES))}, "
+                                f"got {values[key]!r}")
+    for key in ("fail_on", "warn_on"):
+        if key in values:
+            try:
+                Severity.parse(values[key])
+            except ValueError as exc:
+                raise complain(key, f"key {key!r}: {exc}") from None
+    if values.get("gpu_name") is not None:
+        try:
+            re.compile(values["gpu_name"])
+        except re.error as exc:
+            raise complain("gpu_name",
+                           f"key 'gpu_name' is not a valid regular expression: {exc}") from None
+    for key, example in (("min_driver_version", "535.104.05"), ("min_cuda_driver_version", "12.4")):
+        if values.get(key) is not None and not _VERSION().match(values[key]):
+            raise complain(key, f"key {key!r} must be a dotted version such as {example!r}, "
+                                f"got {values[key]!r}")
+    for stage in values.get("stages") or []:
+        if stage not in STAGES:
+            raise complain("stages", f"key 'stages': unknown stage {stage!r} "
+                                     f"(check can run: {', '.join(STAGES)})")

@@ -1,0 +1,158 @@
+"""The allocator configuration is wrong, or torch ignores part of it.
+
+``PYTORCH_CUDA_ALLOC_CONF`` (and, from torch 2.9, ``PYTORCH_ALLOC_CONF``) configures PyTorch's
+caching allocator. torch refuses a string it cannot parse, an option it does not know, or a
+value below its minimum, and stops at the first CUDA allocation; it warns about options that
+do nothing under the chosen backend or platform, and about the deprecated variable name. The
+remedies name the variable(s) the torch in question reads (``--torch-version``, else the
+installed one). `gpu-audit scan` checks the same settings before a job starts.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+from gpu_audit.explain.signatures.registry import (
+    Advice,
+    AdviceContext,
+    Signature,
+    advice,
+    document_class,
+    signature,
+)
+from gpu_audit.knowledge.allocator import (
+    CUDA_VAR,
+    KEYS,
+    NEW_VAR,
+    alloc_conf_export,
+    alloc_conf_variables,
+)
+from gpu_audit.model import Severity
+
+CLASS = document_class("alloc-conf", __doc__)
+
+
+def _variables_text(ctx: AdviceContext) -> str:
+    return " / ".join(alloc_conf_variables(ctx.torch_version))
+
+
+@signature("alloc-conf/deprecated-variable",
+           r"(?P<variable>PYTORCH_(?:CUDA|HIP)_ALLOC_CONF) is deprecated, use PYTORCH_ALLOC_CONF",
+           ("is deprecated",), "PYTORCH_CUDA_ALLOC_CONF is deprecated in this torch",
+           severity=Severity.WARNING, tier=5.0,
+           example="[W1122 08:00:01 AllocatorConfig.cpp:28] Warning: PYTORCH_CUDA_ALLOC_CONF is "
+           "deprecated, use PYTORCH_ALLOC_CONF instead (function operator())")
+def _deprecated_variable(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    explanation = (
+        f"torch 2.9 and later print this for {CUDA_VAR}. In 2.9.x the CUDA allocator still "
+        f"reads only {CUDA_VAR} ({NEW_VAR} alone is silently ignored for CUDA there); from "
+        f"2.10 {NEW_VAR} is read. The warning itself does not change the run.")
+    remedy = (f"Set both names to the same value, which works on every version and silences the "
+              f"warning: export {NEW_VAR}=\"${CUDA_VAR}\"")
+    return advice(sig, numbers, explanation, remedy)
+
+
+@signature("alloc-conf/unrecognized-option",
+           r"Unrecognized CachingAllocator option: (?P<option>[^\s,]+)|Unrecognized key "
+           r"'(?P<key>[^']+)' in (?P<scope>\w+) allocator config",
+           ("Unrecognized",),
+           "The allocator configuration names an option this torch does not know", tier=0.0,
+           example="RuntimeError: Unrecognized CachingAllocator option: expandable_segments")
+def _unrecognized_option(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    option = str(numbers.get("option") or numbers.get("key") or "?")
+    explanation = (f"The allocator configuration contains '{option}', which this torch does "
+                   "not know, so it stopped at the first CUDA allocation.")
+    if option == "expandable_segments":
+        explanation += " expandable_segments needs torch 2.1 or newer."
+    close = difflib.get_close_matches(option, list(KEYS), n=1)
+    hint = f" Did you mean '{close[0]}'?" if close and close[0] != option else ""
+    remedy = (f"Fix or remove '{option}' in {_variables_text(ctx)}.{hint} Options are "
+              "key:value pairs separated by commas, e.g. expandable_segments:True,"
+              "garbage_collection_threshold:0.8 (booleans are exactly True/False).")
+    return advice(sig, numbers, explanation, remedy)
+
+
+@signature("alloc-conf/value-too-small",
+           r"CachingAllocator option (?P<option>\w+) too small, must be (?P<rule>[<>]=?\s*\d+)",
+           ("too small",), "An allocator option value is below its minimum", tier=0.0,
+           example="RuntimeError: CachingAllocator option max_split_size_mb too small, must be "
+           "> 20")
+def _value_too_small(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    option = numbers.get("option", "max_split_size_mb")
+    explanation = (f"{option} must be {numbers.get('rule', 'above 20')} MiB: torch up to 2.9 "
+                   "requires more than 20, 2.10 and later accept 20.")
+    remedy = (f"{alloc_conf_export(f'{option}:128', ctx.torch_version)}\n(any value of 21 or "
+              "more works on every version; pick one just above your largest frequent "
+              "allocation)")
+    return advice(sig, numbers, explanation, remedy)
+
+
+@signature("alloc-conf/malformed",
+           r"Error parsing CachingAllocator settings, expected (?P<expected>\S+)|Index out of "
+           r"bounds in ConfigTokenizer|Expected a single True/False argument for (?P<option>\w+)|"
+           r"For roundups, the (?:divisions|intervals) ha(?:s|ve) to be power of 2|"
+           r"(?P<gc>garbage_collect(?:ion)?_threshold) (?:too small|too big|is invalid)|Number "
+           r"of register threads has to be power of 2",
+           ("CachingAllocator", "ConfigTokenizer", "True/False", "roundups", "garbage_collect",
+            "register threads"),
+           "The allocator configuration string is malformed", tier=0.0,
+           example="RuntimeError: Error parsing CachingAllocator settings, expected :")
+def _malformed(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    if numbers.get("gc"):
+        explanation = "garbage_collection_threshold must be a number strictly between 0 and 1."
+    else:
+        explanation = ("The allocator configuration string does not parse: it must be key:value "
+                       "pairs separated by commas, booleans exactly True or False, lists in "
+                       "brackets, and powers of two where the option asks for them.")
+    remedy = (f"Fix {_variables_text(ctx)}, for example:\n"
+              + alloc_conf_export("expandable_segments:True,garbage_collection_threshold:0.8",
+                                  ctx.torch_version))
+    return advice(sig, numbers, explanation, remedy)
+
+
+@signature("alloc-conf/backend",
+           r"Unknown allocator backend|Allocator backend parsed at runtime != allocator backend "
+           r"parsed at load time",
+           ("llocator backend",), "The allocator backend setting is invalid or was set too late",
+           tier=0.0,
+           example="RuntimeError: Unknown allocator backend, options are native and "
+           "cudaMallocAsync")
+def _backend(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    explanation = ("backend must be native or cudaMallocAsync, and it is read once, when torch "
+                   "loads: changing it later (os.environ after importing torch, or "
+                   "_set_allocator_settings) trips an internal assert.")
+    remedy = (f"Set {_variables_text(ctx)} in the environment before Python starts, e.g.\n"
+              + alloc_conf_export("backend:cudaMallocAsync", ctx.torch_version))
+    return advice(sig, numbers, explanation, remedy)
+
+
+@signature("alloc-conf/ignored-options",
+           r"backend:cudaMallocAsync ignores (?P<options>[^.(]+)", ("cudaMallocAsync ignores",),
+           "Allocator options ignored under backend:cudaMallocAsync", severity=Severity.WARNING,
+           tier=5.0,
+           example="[W CUDAAllocatorConfig.cpp:29] Warning: backend:cudaMallocAsync ignores "
+           "max_split_size_mb,roundup_power2_divisions, and garbage_collect_threshold. "
+           "(function parseArgs)")
+def _ignored_options(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    explanation = ("With backend:cudaMallocAsync the driver's stream-ordered allocator manages "
+                   "memory, so max_split_size_mb, roundup_power2_divisions and "
+                   "garbage_collection_threshold have no effect.")
+    remedy = "Remove those options, or drop backend:cudaMallocAsync to use the native allocator."
+    return advice(sig, numbers, explanation, remedy)
+
+
+@signature("alloc-conf/expandable-unsupported",
+           r"expandable_segments not supported on this platform",
+           ("expandable_segments not supported",),
+           "expandable_segments is not supported here and was ignored",
+           severity=Severity.WARNING, tier=4.0,
+           example="[W1120 11:02:12.000000000 CUDACachingAllocator.cpp:823] Warning: "
+           "expandable_segments not supported on this platform (function operator())")
+def _expandable_unsupported(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    explanation = ("This platform lacks the CUDA virtual-memory support expandable segments need "
+                   "(common on WSL2 and with older drivers), so the setting was ignored and "
+                   "fragmentation remedies based on it do not apply here.")
+    remedy = ("Use max_split_size_mb instead, or update the driver:\n"
+              + alloc_conf_export("max_split_size_mb:128", ctx.torch_version))
+    return advice(sig, numbers, explanation, remedy)

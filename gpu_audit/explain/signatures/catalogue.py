@@ -1,0 +1,117 @@
+"""Every signature, in the order they are tried: the first one that matches a line wins.
+
+A signature's regex runs on one cleaned log line (ANSI codes and control characters removed),
+and only when one of its needles is in the line, which keeps the cost per candidate line low.
+The order goes from specific to general: the NVML assert of the caching allocator is an
+out-of-memory before it is an NVML failure; ``Cuda failure 'out of memory'`` is an OOM before
+it is an NCCL error; an illegal memory access is named before the cuBLAS or NCCL error that
+wraps it. A signature registered in a class module but missing here (or named here but not
+registered) stops the import.
+"""
+
+from __future__ import annotations
+
+# The class modules register their signatures on import.
+from gpu_audit.explain.signatures import (  # noqa: F401
+    alloc_conf,
+    cublas_failure,
+    cuda_oom,
+    device_assert,
+    driver_mismatch,
+    gpu_hardware,
+    host_oom,
+    illegal_memory_access,
+    nccl,
+    nvml_assert_oom,
+    nvml_unavailable,
+)
+from gpu_audit.explain.signatures.registry import Signature, class_docs, in_order
+
+ORDER = (
+    # an NVML assert: an OOM when the caching allocator raised it, an NVML failure elsewhere
+    "nvml-assert-oom/caching-allocator",
+    "nvml-unavailable/nvml-assert",
+    # out of memory, before NCCL's "Cuda failure 'out of memory'"
+    "cuda-oom/caching-allocator",
+    "cuda-oom/cuda-error",
+    "cuda-oom/message-detail",
+    "nvml-unavailable/init-failed",
+    "nvml-unavailable/library-version",
+    "nvml-unavailable/nvidia-smi-no-driver",
+    "nvml-unavailable/pynvml",
+    "nvml-unavailable/torch-warning",
+    "nvml-unavailable/container-cli",
+    "nvml-unavailable/nvrm-api-mismatch",
+    "nvml-unavailable/nvrm-kernel-version",
+    "alloc-conf/deprecated-variable",
+    "alloc-conf/unrecognized-option",
+    "alloc-conf/value-too-small",
+    "alloc-conf/malformed",
+    "alloc-conf/backend",
+    "alloc-conf/ignored-options",
+    "alloc-conf/expandable-unsupported",
+    # kernel faults, before the cuBLAS and NCCL errors that often wrap them
+    "illegal-memory-access/illegal-address",
+    "illegal-memory-access/misaligned-address",
+    "illegal-memory-access/illegal-instruction",
+    "device-assert/kernel-assertion",
+    "device-assert/triggered",
+    "gpu-hardware/xid",
+    "gpu-hardware/xid-mention",
+    "gpu-hardware/fallen-off-bus",
+    "gpu-hardware/uncorrectable-ecc",
+    "gpu-hardware/nvlink-uncorrectable",
+    "gpu-hardware/rm-init-failed",
+    "gpu-hardware/launch-failure",
+    "gpu-hardware/launch-timeout",
+    "gpu-hardware/unknown-error",
+    "cublas-failure/cublas-status",
+    "cublas-failure/cudnn-status",
+    "cublas-failure/cudnn-no-engine",
+    "cublas-failure/legacy-runtime-error",
+    "cublas-failure/cublaslt",
+    "driver-mismatch/driver-too-old",
+    "driver-mismatch/insufficient-driver",
+    "driver-mismatch/arch-not-compiled",
+    "driver-mismatch/supported-capabilities",
+    "driver-mismatch/no-kernel-image",
+    "driver-mismatch/gpu-too-old",
+    "driver-mismatch/capability-range",
+    "driver-mismatch/gpu-not-supported-by-driver",
+    "driver-mismatch/no-driver",
+    "driver-mismatch/unsupported-ptx",
+    "driver-mismatch/cuda-init",
+    # collectives: mostly echoes of a failure named above
+    "nccl/watchdog-timeout",
+    "nccl/timeout-progress",
+    "nccl/heartbeat",
+    "nccl/duplicate-gpu",
+    "nccl/no-gpus",
+    "nccl/error",
+    "nccl/error-kind",
+    "nccl/shm-segment",
+    "nccl/cuda-failure",
+    "nccl/network",
+    "nccl/communicator-aborted",
+    "nccl/operations-failed",
+    "nccl/unique-id-fetch",
+    "nccl/store-timeout",
+    "nccl/gloo-timeout",
+    "nccl/gloo-peer-closed",
+    # host memory, last: its needles ("Killed", "MemoryError") are the most general
+    "host-oom/kernel-oom-killer",
+    "host-oom/killed-process",
+    "host-oom/slurm-oom-kill",
+    "host-oom/kubernetes-oomkilled",
+    "host-oom/dataloader-killed",
+    "host-oom/shared-memory",
+    "host-oom/cpu-allocator",
+    "host-oom/numpy",
+    "host-oom/memory-error",
+    "host-oom/sigkill",
+    "host-oom/shell-killed",
+)
+
+SIGNATURES: tuple[Signature, ...] = in_order(ORDER)
+SIGNATURE_BY_ID = {sig.id: sig for sig in SIGNATURES}
+CLASS_DOCS = class_docs()

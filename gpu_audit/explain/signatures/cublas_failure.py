@@ -1,0 +1,105 @@
+"""A CUDA math library call (cuBLAS, cuBLASLt, cuDNN, cuSOLVER, cuSPARSE, cuFFT) failed.
+
+These libraries allocate their handles and workspaces outside PyTorch's cache, so an
+allocation or initialisation failure (``CUBLAS_STATUS_ALLOC_FAILED``,
+``CUDNN_STATUS_NOT_INITIALIZED``, no cuDNN algorithm that fits) is almost always an
+out-of-memory in disguise. An unsupported data type or shape is the program's own fault. An
+execution failure is usually the first call to notice an earlier fault in another kernel, so
+it ranks after that fault.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from gpu_audit.explain.signatures.registry import (
+    Advice,
+    AdviceContext,
+    Signature,
+    advice,
+    document_class,
+    named,
+    signature,
+)
+from gpu_audit.explain.signatures.texts import FIND_FAULTING_KERNEL, REDUCE_MEMORY, SCAN_OTHERS
+
+CLASS = document_class("cublas-failure", __doc__)
+
+_MEMORY_STATUSES = {
+    "CUBLAS_STATUS_ALLOC_FAILED", "CUBLAS_STATUS_NOT_INITIALIZED", "CUDNN_STATUS_ALLOC_FAILED",
+    "CUDNN_STATUS_NOT_INITIALIZED", "CUDNN_STATUS_INTERNAL_ERROR", "CUFFT_ALLOC_FAILED",
+    "CUSOLVER_STATUS_ALLOC_FAILED", "CUSPARSE_STATUS_ALLOC_FAILED",
+}
+_UNSUPPORTED_STATUSES = {
+    "CUBLAS_STATUS_NOT_SUPPORTED", "CUBLAS_STATUS_ARCH_MISMATCH", "CUBLAS_STATUS_INVALID_VALUE",
+    "CUDNN_STATUS_NOT_SUPPORTED", "CUDNN_STATUS_BAD_PARAM", "CUDNN_STATUS_ARCH_MISMATCH",
+}
+
+
+def _library_call(match: re.Match[str], line: str) -> dict[str, Any]:
+    found = named(match, line)
+    if isinstance(found.get("call"), str):  # `cublasGemmEx( handle, opa, ...)` -> cublasGemmEx
+        found["call"] = found["call"].split("(", 1)[0].strip()
+    return found
+
+
+@signature("cublas-failure/cublaslt", r"cublasLt ran into an error", ("cublasLt",),
+           "cuBLASLt matrix multiply failed", tier=2.0,
+           example="RuntimeError: cublasLt ran into an error!")
+@signature("cublas-failure/legacy-runtime-error",
+           r"(?P<library>cublas|cudnn|cuDNN) runtime error : (?P<message>.+?)(?: at |$)",
+           ("runtime error :",), "cuBLAS/cuDNN call failed",
+           example="RuntimeError: cublas runtime error : resource allocation failed at "
+           "/pytorch/aten/src/THC/THCGeneral.cpp:250")
+@signature("cublas-failure/cudnn-no-engine",
+           r"Unable to find a valid cuDNN algorithm to run convolution|(?:GET|FIND) was unable "
+           r"to find an engine to execute this computation",
+           ("cuDNN algorithm", "unable to find an engine"),
+           "cuDNN found no algorithm it could run (usually no memory left for its workspace)",
+           example="RuntimeError: Unable to find a valid cuDNN algorithm to run convolution")
+@signature("cublas-failure/cudnn-status",
+           r"(?P<status>CUDNN_STATUS_[A-Z_]+|CUDNN_BACKEND_API_FAILED)",
+           ("CUDNN_",), "cuDNN call failed", key_field="status",
+           example="RuntimeError: cuDNN error: CUDNN_STATUS_NOT_INITIALIZED")
+@signature("cublas-failure/cublas-status",
+           r"(?P<status>(?:CUBLAS|CUSOLVER|CUSPARSE)_STATUS_[A-Z_]+|CUFFT_(?:ALLOC_FAILED|"
+           r"INTERNAL_ERROR|EXEC_FAILED|SETUP_FAILED|INVALID_PLAN))"
+           r"(?: when calling `(?P<call>[^`]+)`)?",
+           ("CUBLAS_STATUS", "CUSOLVER_STATUS", "CUSPARSE_STATUS", "CUFFT_"),
+           "A CUDA math library call failed", extract=_library_call, key_field="status",
+           example="RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling "
+           "`cublasCreate(handle)`")
+def _cublas(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    status = str(numbers.get("status") or "")
+    message = str(numbers.get("message") or "").lower()
+    memory = (status in _MEMORY_STATUSES or sig.id == "cublas-failure/cudnn-no-engine"
+              or "allocation failed" in message or "not initialized" in message)
+    unsupported = status in _UNSUPPORTED_STATUSES
+    call = f" in {numbers['call']}" if numbers.get("call") else ""
+    if memory:
+        explanation = (
+            f"The CUDA library could not create its handle or allocate its workspace{call}. "
+            "cuBLAS, cuDNN and the other CUDA math libraries "
+            "allocate outside PyTorch's cache, so this is almost always an "
+            "out-of-memory in disguise (the GPU was already full); less often a broken CUDA "
+            "or driver install.")
+        remedy = (f"{SCAN_OTHERS}\nThen reduce memory use:\n{REDUCE_MEMORY}\nIf it fails on "
+                  "the very first matrix multiply with a free GPU, check the driver and CUDA "
+                  "install (`gpu-audit scan`).")
+        return advice(sig, numbers, explanation, remedy, tier=1.0, diagnosis="out-of-memory")
+    if unsupported:
+        explanation = (
+            f"The call's data type, shape or layout is not supported{call} on this GPU or "
+            "library version (for example bf16 before compute capability 8.0, fp8 before 8.9, "
+            "or a tensor too large for 32-bit indexing).")
+        remedy = ("Check dtype support for this GPU; try float32 to confirm; update torch; "
+                  "split very large matrices.")
+        return advice(sig, numbers, explanation, remedy, tier=1.0, diagnosis="unsupported")
+    explanation = (
+        f"A CUDA library kernel failed while running{call}. CUDA reports errors "
+        "asynchronously, so "
+        "this is usually the first call to notice an earlier fault (a device-side assert, an "
+        "out-of-range index in an earlier kernel) rather than a bug in the library.")
+    return advice(sig, numbers, explanation, FIND_FAULTING_KERNEL, tier=2.0,
+                  diagnosis="execution")

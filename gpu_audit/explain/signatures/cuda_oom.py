@@ -1,0 +1,173 @@
+"""The GPU ran out of memory (PyTorch's caching allocator, or a raw CUDA allocation).
+
+PyTorch's out-of-memory message states how much was requested, how big the GPU is, what was
+free, and what PyTorch had allocated and reserved; in every format PyTorch has printed (from
+the THC era's ``cuda runtime error (2)`` to the unified allocator's ``Out of memory. Tried to
+allocate``), including messages that a logger wrapped over several lines. From those numbers
+`gpu-audit explain` tells fragmentation from a job that is too big for the GPU, from memory
+held by other processes, and from a per-process memory fraction, and gives the remedy for the
+case it finds. Allocations outside PyTorch's cache (the CUDA context, library workspaces,
+NCCL buffers) fail with a message without numbers.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from gpu_audit.explain.signatures.registry import (
+    Advice,
+    AdviceContext,
+    Signature,
+    advice,
+    document_class,
+    signature,
+)
+from gpu_audit.explain.signatures.texts import REDUCE_MEMORY, SCAN_OTHERS, size_text
+from gpu_audit.knowledge.allocator import fragmentation_remedy
+from gpu_audit.knowledge.oom import (
+    DEVICE_OOM_PATTERN,
+    complete_oom_numbers,
+    diagnose_oom,
+    extract_oom_fields,
+)
+from gpu_audit.units import SIZE
+
+CLASS = document_class("cuda-oom", __doc__)
+
+
+def _oom(match: re.Match[str], line: str) -> dict[str, Any]:
+    found = extract_oom_fields(line)
+    backend = match.groupdict().get("backend")
+    if backend:
+        found["backend"] = backend
+    if match.groupdict().get("over_1eb"):
+        found["requested_over_1eb"] = True
+    return found
+
+
+def _oom_detail(_match: re.Match[str], line: str) -> dict[str, Any]:
+    return extract_oom_fields(line)
+
+
+def _size(numbers: dict[str, Any], key: str) -> str:
+    return size_text(numbers.get(key))
+
+
+@signature("cuda-oom/message-detail",
+           rf"Tried to allocate {SIZE}|has a total capac\w*ty of|total capacity;|is allocated by "
+           r"PyTorch|reserved by PyTorch|memory in use|already allocated;",
+           ("Tried to allocate", "total capac", "by PyTorch", "memory in use",
+            "already allocated"),
+           "CUDA out of memory (continued)", extract=_oom_detail, attach="only", window=8,
+           example="and 301.94 MiB is reserved by PyTorch but unallocated.")
+@signature("cuda-oom/caching-allocator",
+           r"\b(?:(?P<backend>CUDA|HIP|XPU|MUSA|NPU) out of memory\b|Out of memory\. Tried to "
+           r"allocate)(?:.*?Tried to allocate (?P<over_1eb>more than 1EB))?",
+           ("out of memory", "Out of memory. Tried"),
+           "CUDA out of memory", extract=_oom, group="cuda-oom",
+           example="torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 "
+           "has a total capacity of 79.15 GiB of which 1.52 GiB is free. Including non-PyTorch "
+           "memory, this process has 77.62 GiB memory in use. Of the allocated memory 60.12 GiB "
+           "is allocated by PyTorch, and 16.98 GiB is reserved by PyTorch but unallocated.")
+def _cuda_oom(sig: Signature, raw: dict[str, Any], ctx: AdviceContext) -> Advice:
+    numbers = complete_oom_numbers(raw)
+    diagnosis = diagnose_oom(numbers)
+    req, gpu = _size(numbers, "requested_bytes"), numbers.get("gpu_index")
+    on_gpu = f" on GPU {gpu}" if gpu is not None else ""
+    if raw.get("requested_over_1eb"):
+        diagnosis = "too-large"
+    if diagnosis == "fragmentation":
+        explanation = (
+            f"PyTorch asked the driver for {req} more{on_gpu} and only "
+            f"{_size(numbers, 'free_bytes')} was free. Its cache held "
+            f"{_size(numbers, 'reserved_unallocated_bytes')} reserved but not allocated "
+            f"({numbers['fragmentation_pct']}% of the {_size(numbers, 'reserved_bytes')} it had "
+            f"reserved): enough for the request, but in pieces too small to use. This is "
+            "fragmentation, not a model that is too big for the GPU.")
+        remedy = (fragmentation_remedy(ctx.torch_version) + "\n"
+                  "Set it in the job's environment before Python starts. If the job still runs "
+                  "out of memory, it is near the limit: " + REDUCE_MEMORY[0].lower()
+                  + REDUCE_MEMORY[1:])
+        title = "CUDA out of memory: fragmentation"
+    elif diagnosis == "other-processes":
+        others = numbers.get("other_processes") or []
+        if others:
+            biggest = max(others, key=lambda p: p["used_bytes"] or 0)
+            held = (f"Other processes held {_size(numbers, 'other_processes_bytes')} of the "
+                    f"GPU's {_size(numbers, 'capacity_bytes')} (the largest, pid {biggest['pid']}, "
+                    f"{size_text(biggest['used_bytes'])})")
+        else:
+            held = (f"{_size(numbers, 'non_pytorch_bytes')} of the GPU's "
+                    f"{_size(numbers, 'capacity_bytes')} was held outside this process's PyTorch "
+                    "cache (other processes, or this process's own non-PyTorch allocations)")
+        explanation = (
+            f"{held}, while this job had {_size(numbers, 'reserved_bytes')} reserved. Its "
+            f"request of {req}{on_gpu} failed with {_size(numbers, 'free_bytes')} free: without "
+            "that memory it would have fitted.")
+        remedy = SCAN_OTHERS
+        title = "CUDA out of memory: other processes hold the GPU"
+    elif diagnosis == "memory-fraction":
+        explanation = (
+            f"A per-process memory fraction caps this process at {_size(numbers, 'allowed_bytes')}"
+            f"; with {_size(numbers, 'reserved_bytes')} already reserved, the request of {req} "
+            "would exceed it, so PyTorch refused it before asking the driver.")
+        remedy = ("Raise or remove torch.cuda.set_per_process_memory_fraction(...) (or "
+                  "per_process_memory_fraction in the allocator configuration); otherwise:\n"
+                  + REDUCE_MEMORY)
+        title = "CUDA out of memory: per-process memory fraction reached"
+    elif diagnosis == "too-large":
+        return _too_large(sig, raw, numbers, req)
+    else:
+        explanation = (
+            "PyTorch's caching allocator ran out of GPU memory; the message in this log carries "
+            "no numbers, so gpu-audit cannot tell fragmentation from a job that is too big.")
+        remedy = (f"{SCAN_OTHERS}\nIf the memory is this job's own: "
+                  f"{fragmentation_remedy(ctx.torch_version)}\n"
+                  f"and if it still fails:\n{REDUCE_MEMORY}")
+        title = "CUDA out of memory"
+    return advice(sig, numbers, explanation, remedy, title=title, diagnosis=diagnosis)
+
+
+def _too_large(sig: Signature, raw: dict[str, Any], numbers: dict[str, Any], req: str) -> Advice:
+    capacity = numbers.get("capacity_bytes")
+    requested = numbers.get("requested_bytes")
+    if raw.get("requested_over_1eb") or (capacity and requested and requested > capacity):
+        what = "more than 1 EB" if raw.get("requested_over_1eb") else req
+        explanation = (
+            f"A single request of {what} is larger than the whole GPU"
+            f" ({_size(numbers, 'capacity_bytes')}). That is rarely a model that is slightly "
+            "too big: usually a tensor with a wrong shape (an unbounded sequence length, a "
+            "dimension multiplied by mistake) or a model that has to be sharded.")
+        remedy = ("Check the shapes of the tensors created just before the failure (the "
+                  "Python frames above the error).\n" + REDUCE_MEMORY)
+        title = "CUDA out of memory: one allocation larger than the GPU"
+    else:
+        unalloc = numbers.get("reserved_unallocated_bytes")
+        slack = (f" and only {size_text(unalloc)} of its cache was unused, so there was "
+                 "nothing to defragment" if unalloc is not None else "")
+        explanation = (
+            f"PyTorch had {_size(numbers, 'allocated_bytes')} allocated to live tensors and "
+            f"{_size(numbers, 'reserved_bytes')} reserved on a "
+            f"{_size(numbers, 'capacity_bytes')} GPU; the next request of {req} did not fit "
+            f"({_size(numbers, 'free_bytes')} free){slack}. The job's working set does not "
+            "fit this GPU.")
+        remedy = REDUCE_MEMORY
+        title = "CUDA out of memory: the job needs more memory than the GPU has"
+    return advice(sig, numbers, explanation, remedy, title=title, diagnosis="too-large")
+
+
+@signature("cuda-oom/cuda-error", DEVICE_OOM_PATTERN,
+           ("out of memory", "OUT_OF_MEMORY", "MemoryAllocation"),
+           "CUDA out of memory (outside PyTorch's allocator)", group="cuda-oom-raw",
+           example="RuntimeError: CUDA error: out of memory")
+def _cuda_oom_raw(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    explanation = (
+        "A CUDA allocation outside PyTorch's caching allocator failed: creating the CUDA "
+        "context, a cuBLAS/cuDNN/NCCL workspace, or a library's own cudaMalloc. The message "
+        "has no numbers. At start-up it usually means the GPU was already full (another "
+        "process, or several jobs sharing one GPU); later in a run it is an ordinary "
+        "out-of-memory.")
+    remedy = (f"{SCAN_OTHERS}\nIf the memory is this job's own:\n{REDUCE_MEMORY}\n"
+              "If NCCL's buffers are the last straw, NCCL_BUFFSIZE (e.g. 2097152) shrinks them.")
+    return advice(sig, numbers, explanation, remedy, diagnosis="unknown")

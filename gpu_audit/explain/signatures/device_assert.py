@@ -1,0 +1,77 @@
+"""A device-side assertion in a CUDA kernel failed.
+
+PyTorch's CUDA kernels check some conditions on the GPU (an index inside its dimension, a
+label below the number of classes, a probability between 0 and 1) and raise a device-side
+assert when one fails: the GPU's way of raising an IndexError or ValueError. The assertion text
+names the condition; `gpu-audit explain` recognises the common ones and says which data is
+usually wrong. Like an illegal memory access, it leaves the CUDA context unusable, and later
+cuBLAS, cuDNN or NCCL errors are its echoes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpu_audit.explain.signatures.registry import (
+    Advice,
+    AdviceContext,
+    Signature,
+    advice,
+    document_class,
+    signature,
+)
+from gpu_audit.explain.signatures.texts import KERNEL_FAULT
+
+CLASS = document_class("device-assert", __doc__)
+
+_ASSERT_HINTS = (
+    ("n_classes", "a target label is outside [0, num_classes): check the labels against the "
+                  "model's number of outputs (and ignore_index)"),
+    ("index out of bounds", "an index (often a token id) is outside the dimension it indexes: "
+                            "e.g. the tokenizer has more tokens than the embedding matrix "
+                            "(model.resize_token_embeddings(len(tokenizer)))"),
+    ("srcIndex < srcSelectDimSize", "an index passed to index_select/embedding is out of range "
+                                    "(for example token ids beyond the vocabulary size)"),
+    ("idx_dim >= 0 && idx_dim < index_size", "a gather/scatter index is out of range"),
+    ("index >= -sizes", "an indexing tensor holds a value outside the indexed dimension"),
+    ("input_val >= zero && input_val <= one", "BCELoss got inputs outside [0, 1]: apply a "
+                                              "sigmoid, or use BCEWithLogitsLoss on logits"),
+    ("target_val >= zero", "BCE targets are outside [0, 1]"),
+    ("cumdist", "torch.multinomial got invalid probabilities (NaN, inf or negative): check the "
+                "logits for NaN before sampling"),
+    ("0 <= p", "torch.multinomial/bernoulli got a probability outside [0, 1] (NaN or inf "
+               "upstream)"),
+)
+
+
+@signature("device-assert/triggered",
+           r"device-side assert(?:ion)? triggered|CUDA_ERROR_ASSERT\b|cudaErrorAssert\b",
+           ("device-side assert", "CUDA_ERROR_ASSERT", "cudaErrorAssert"),
+           "A device-side assertion failed in a CUDA kernel", group="device-assert",
+           example="RuntimeError: CUDA error: device-side assert triggered")
+@signature("device-assert/kernel-assertion",
+           r"(?:(?P<source_file>[\w./\\-]+\.cuh?):(?P<source_line>\d+): .*?)?block: "
+           r"\[(?P<block>\d+,\s*\d+,\s*\d+)\],?\s*thread: \[(?P<thread>\d+,\s*\d+,\s*\d+)\]\s*"
+           r"Assertion `(?P<assertion>.+?)` failed",
+           ("Assertion `",), "A device-side assertion failed in a CUDA kernel",
+           group="device-assert",
+           example="/pytorch/aten/src/ATen/native/cuda/Loss.cu:92: operator(): block: [33,0,0], "
+           "thread: [31,0,0] Assertion `input_val >= zero && input_val <= one` failed.")
+def _device_assert(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    assertion = str(numbers.get("assertion") or "")
+    hint = next((text for needle, text in _ASSERT_HINTS if needle in assertion), None)
+    numbers = dict(numbers)
+    if hint:
+        numbers["hint"] = hint
+    where = (f" in {numbers['source_file']}:{numbers['source_line']}"
+             if numbers.get("source_file") else "")
+    failed = f" (`{assertion}`)" if assertion else ""
+    explanation = (
+        f"A kernel checked a condition on the GPU and it failed{failed}{where}: PyTorch's way of "
+        "raising an IndexError or ValueError inside a CUDA kernel."
+        + (f" Likely: {hint}." if hint else "")
+        + " " + KERNEL_FAULT + " Later cuBLAS, cuDNN or NCCL errors are echoes of this one.")
+    remedy = ("Run the same step on CPU (the same op raises a readable error with the offending "
+              "value), or rerun with CUDA_LAUNCH_BLOCKING=1 to get the failing op's Python line; "
+              "then fix the data or labels.")
+    return advice(sig, numbers, explanation, remedy)

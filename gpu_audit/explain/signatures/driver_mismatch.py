@@ -1,0 +1,226 @@
+"""The NVIDIA driver, the CUDA runtime, the torch build and the GPU do not fit together.
+
+A torch wheel is built for one CUDA version and a set of GPU architectures; the driver
+supports CUDA up to some version and a range of GPUs. CUDA cannot start when the driver is
+older than the CUDA the code was built for (or than the PTX in it), when the build has no
+kernels for this GPU's architecture, when the GPU is too old or too new for the driver or for
+torch, when CUDA forward-compatibility libraries are used where they do not work, or when no
+driver or GPU is visible at all. These are platform problems: they are fixed by installing
+the right driver or torch build, not by changing the program.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from gpu_audit.explain.signatures.registry import (
+    Advice,
+    AdviceContext,
+    Signature,
+    advice,
+    document_class,
+    named,
+    signature,
+)
+
+CLASS = document_class("driver-mismatch", __doc__)
+
+_TORCH_FOR_DRIVER = (
+    "Install a torch wheel built for a CUDA version this driver supports (choose it at "
+    "https://pytorch.org/get-started/locally/, e.g. `pip install torch --index-url "
+    "https://download.pytorch.org/whl/cu118`), or update the NVIDIA driver."
+)
+
+
+def _driver_cuda_version(match: re.Match[str], line: str) -> dict[str, Any]:
+    found = named(match, line)
+    version = found.get("found_version")
+    if isinstance(version, int):  # 10010 -> the driver supports CUDA up to 10.1
+        found["driver_cuda_version"] = f"{version // 1000}.{version % 1000 // 10}"
+    return found
+
+
+def _capability_range(match: re.Match[str], line: str) -> dict[str, Any]:
+    found = named(match, line)
+    if "minimum_" in found:  # the two message versions name the same number
+        found["minimum"] = found.pop("minimum_")
+    return found
+
+
+@signature("driver-mismatch/insufficient-driver",
+           r"CUDA driver version is insufficient for CUDA runtime version|"
+           r"cudaErrorInsufficientDriver",
+           ("insufficient", "InsufficientDriver"),
+           "The NVIDIA driver is older than the CUDA runtime PyTorch was built with", tier=0.0,
+           example="RuntimeError: cuda runtime error (35) : CUDA driver version is insufficient "
+           "for CUDA runtime version at /pytorch/aten/src/THC/THCGeneral.cpp:74")
+@signature("driver-mismatch/driver-too-old",
+           r"NVIDIA driver on your system is too old(?: \(found version (?P<found_version>\d+)\))?",
+           ("driver on your system is too old",), "The NVIDIA driver is too old for this PyTorch",
+           extract=_driver_cuda_version, tier=0.0,
+           example="RuntimeError: The NVIDIA driver on your system is too old (found version "
+           "11040). Please update your GPU driver by downloading and installing a new version.")
+def _driver_too_old(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    supports = (f" (the driver supports CUDA up to {numbers['driver_cuda_version']})"
+                if numbers.get("driver_cuda_version") else "")
+    explanation = (f"This torch was built for a newer CUDA than the installed NVIDIA driver "
+                   f"supports{supports}, so CUDA cannot start.")
+    return advice(sig, numbers, explanation, _TORCH_FOR_DRIVER)
+
+
+@signature("driver-mismatch/no-kernel-image",
+           r"no kernel image is available for execution on the device|"
+           r"cudaErrorNoKernelImageForDevice|CUDA_ERROR_NO_BINARY_FOR_GPU",
+           ("no kernel image", "NoKernelImage", "NO_BINARY_FOR_GPU"),
+           "No kernel image for this GPU in the installed PyTorch/CUDA build", tier=0.0,
+           group="no-kernel-image",
+           example="torch.AcceleratorError: CUDA error: no kernel image is available for "
+           "execution on the device")
+@signature("driver-mismatch/supported-capabilities",
+           r"The current PyTorch install supports CUDA capabilities "
+           r"(?P<supported>(?:sm_\d+a?\s*)+)",
+           ("supports CUDA capabilities",), "Architectures this PyTorch supports",
+           attach="only", window=4,
+           example="The current PyTorch install supports CUDA capabilities sm_50 sm_60 sm_70 "
+           "sm_75 sm_80 sm_86 sm_90.")
+@signature("driver-mismatch/arch-not-compiled",
+           r"(?P<gpu_name>[^:\n]*?)\s*with CUDA capability (?P<capability>sm_\d+a?) is not "
+           r"compatible with the current PyTorch installation(?:.*?supports CUDA capabilities "
+           r"(?P<supported>(?:sm_\d+a?\s*)+))?",
+           ("is not compatible with the current PyTorch",),
+           "This PyTorch build has no kernels for this GPU's architecture", tier=0.0,
+           group="no-kernel-image",
+           example="NVIDIA GeForce RTX 5090 with CUDA capability sm_120 is not compatible with "
+           "the current PyTorch installation.")
+def _no_kernel(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    capability = numbers.get("capability")
+    supported = numbers.get("supported")
+    gpu = f"This GPU ({numbers.get('gpu_name') or 'unnamed'}, {capability})" if capability else (
+        "This GPU")
+    explanation = (f"{gpu} has no compiled kernels in the installed torch (or in an extension or "
+                   "Triton kernel): the build is older than the GPU, or the GPU is older than "
+                   "the oldest architecture the build supports.")
+    if supported:
+        explanation += f" This torch supports {supported}."
+    remedy = ("Install a torch build that includes this architecture from "
+              "https://pytorch.org/get-started/locally/ (recent GPUs need recent CUDA builds: "
+              "sm_90 needs cu118 or later, sm_100/sm_120 need cu128 or later); rebuild custom "
+              "extensions with TORCH_CUDA_ARCH_LIST set to include it.")
+    return advice(sig, numbers, explanation, remedy)
+
+
+@signature("driver-mismatch/capability-range",
+           r"minimum cuda capability supported by this library is (?P<minimum>\d+\.\d+)|"
+           r"supported by this version of PyTorch is\s*\((?P<minimum_>\d+\.\d+)\) - "
+           r"\((?P<maximum>\d+\.\d+)\)",
+           ("minimum cuda capability", "supported by this version of PyTorch"),
+           "Architectures this PyTorch supports", extract=_capability_range, attach="only",
+           window=4,
+           example="    The minimum cuda capability supported by this library is 5.0.")
+@signature("driver-mismatch/gpu-too-old",
+           r"Found GPU(?P<gpu_index>\d+) (?P<gpu_name>.+?) which is of cuda capability "
+           r"(?P<capability>\d+\.\d+)",
+           ("which is of cuda capability",), "This GPU is too old for this PyTorch", tier=0.0,
+           example="Found GPU0 Tesla K80 which is of cuda capability 3.7.")
+def _gpu_too_old(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    minimum = numbers.get("minimum")
+    capability = numbers.get("capability")
+    has = (f"has compute capability {capability}, below" if capability
+           else "is older than")
+    explanation = (f"{numbers.get('gpu_name', 'This GPU')} {has} the oldest this torch supports"
+                   + (f" ({minimum})." if minimum else "."))
+    remedy = "Use an older torch release that still supports this GPU, or a newer GPU."
+    return advice(sig, numbers, explanation, remedy)
+
+
+@signature("driver-mismatch/gpu-not-supported-by-driver",
+           r"installed in this system is\s*not supported by the(?:\s*NVRM:)?\s*(?:NVIDIA "
+           r"(?P<driver_version>[\d.]+) driver release)?",
+           ("not supported by the",), "The installed NVIDIA driver does not support this GPU",
+           tier=0.0,
+           example="[   12.8842] NVRM: installed in this system is not supported by the NVIDIA "
+           "460.91.03 driver release.")
+def _gpu_not_supported(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    release = (f" ({numbers['driver_version']})" if numbers.get("driver_version") else "")
+    explanation = (f"The NVIDIA kernel driver{release} does not support this GPU: the GPU is "
+                   "newer than the driver (update the driver), or older than the driver branch "
+                   "supports (use a legacy driver branch).")
+    remedy = ("Install a driver branch that lists this GPU (`nvidia-smi` stays unusable until "
+              "then); check the kernel log (`sudo dmesg -T | grep -i nvrm`) for the PCI ID.")
+    return advice(sig, numbers, explanation, remedy)
+
+
+@signature("driver-mismatch/unsupported-ptx",
+           r"the provided PTX was compiled with an unsupported toolchain|"
+           r"CUDA_ERROR_UNSUPPORTED_PTX_VERSION|cudaErrorUnsupportedPtxVersion",
+           ("unsupported toolchain", "UNSUPPORTED_PTX", "UnsupportedPtx"),
+           "Code was compiled for a newer CUDA than the driver supports", tier=0.0,
+           example="RuntimeError: CUDA error: the provided PTX was compiled with an unsupported "
+           "toolchain.")
+def _unsupported_ptx(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    explanation = (
+        "The PTX in this program (in torch, an extension, or a Triton or other JIT-compiled "
+        "kernel) was generated by a newer CUDA toolkit than the installed NVIDIA driver "
+        "supports, so the driver cannot compile it for the GPU. Every CUDA driver runs code "
+        "built by toolkits up to its own CUDA version, not newer.")
+    remedy = (
+        "Run `nvidia-smi`: the \"CUDA Version\" in its header is the newest CUDA this driver "
+        "supports. Then either update the NVIDIA driver to one that supports the CUDA version "
+        "the code was built with, or install a torch wheel (and extensions) built for the "
+        "driver's CUDA version (choose it at https://pytorch.org/get-started/locally/); rebuild "
+        "custom extensions with a CUDA toolkit no newer than the driver's.")
+    return advice(sig, numbers, explanation, remedy)
+
+
+_CUDA_INIT = {
+    "802": ("Fabric Manager is not running (NVSwitch systems such as HGX/DGX): CUDA cannot "
+            "initialise until it is.",
+            "`sudo systemctl enable --now nvidia-fabricmanager` (its version must match the "
+            "driver's)."),
+    "803": ("The user-space CUDA driver (libcuda) does not match the kernel module: a "
+            "cuda-compat package or a container's libcuda that differs from the host driver, or "
+            "a driver upgrade without a reboot.",
+            "Remove cuda-compat libraries from LD_LIBRARY_PATH, use the host's libcuda in "
+            "containers, or reboot after a driver upgrade."),
+    "804": ("CUDA forward-compatibility libraries (cuda-compat) are in use on a GPU that does "
+            "not support them (GeForce and most workstation GPUs).",
+            "Remove cuda-compat from LD_LIBRARY_PATH, or update the NVIDIA driver instead."),
+    "999": ("CUDA failed to start with an unknown error; often the nvidia_uvm module is in a bad "
+            "state (for example after suspend/resume).",
+            "`sudo rmmod nvidia_uvm && sudo modprobe nvidia_uvm`, or reboot."),
+    "100": ("CUDA sees no GPU: CUDA_VISIBLE_DEVICES hides them, or the container or job was "
+            "given none.",
+            "Check `echo $CUDA_VISIBLE_DEVICES` and `nvidia-smi -L`; request GPUs from the "
+            "scheduler (Slurm --gpus, Kubernetes nvidia.com/gpu) or `docker run --gpus all`."),
+}
+
+
+@signature("driver-mismatch/cuda-init",
+           r"Error (?P<code>80[234]|999|100): (?P<message>[^(\n]+)|(?P<text>system has "
+           r"unsupported display driver / cuda driver combination|forward compatibility was "
+           r"attempted on non supported HW|system not yet initialized|No CUDA GPUs are "
+           r"available|no CUDA-capable device is detected)",
+           ("Error 80", "Error 999", "Error 100", "unsupported display driver",
+            "forward compatibility", "not yet initialized", "No CUDA GPUs", "no CUDA-capable"),
+           "CUDA could not initialise", tier=0.0,
+           example="RuntimeError: No CUDA GPUs are available")
+@signature("driver-mismatch/no-driver", r"Found no NVIDIA driver on your system",
+           ("Found no NVIDIA driver",), "No NVIDIA driver is loaded", tier=0.0,
+           example="RuntimeError: Found no NVIDIA driver on your system. Please check that you "
+           "have an NVIDIA GPU and installed a driver from "
+           "http://www.nvidia.com/Download/index.aspx")
+def _cuda_init(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    text = str(numbers.get("text") or numbers.get("message") or "").lower()
+    code = str(numbers.get("code") or "")
+    if not code:
+        code = ("802" if "not yet initialized" in text else "803" if "display driver" in text
+                else "804" if "forward compatibility" in text else "100")
+    if sig.id == "driver-mismatch/no-driver":
+        explanation = ("No NVIDIA driver was found: the kernel module is not loaded, or the "
+                       "container has no GPU access.")
+        remedy = ("Run `nvidia-smi` on the host; in containers pass the GPUs (`docker run --gpus "
+                  "all`, the NVIDIA device plugin in Kubernetes).")
+    else:
+        explanation, remedy = _CUDA_INIT.get(code, _CUDA_INIT["999"])
+    return advice(sig, numbers, explanation, remedy)

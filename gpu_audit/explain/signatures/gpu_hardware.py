@@ -1,0 +1,157 @@
+"""The GPU, its memory or its links failed: Xid events, ECC errors, a GPU off the bus.
+
+The NVIDIA driver reports GPU faults to the kernel log as Xid events (``NVRM: Xid (PCI:...):
+79, ...``); each Xid is judged from gpu-audit's Xid catalogue, the same one `gpu-audit scan`
+uses, so an Xid has one meaning and one severity everywhere. Some Xids are the program's own
+fault (a kernel's bad memory access), most are the machine's (a GPU off the bus, uncorrectable
+memory errors, an NVLink failure) and need the node drained and the GPU reset. CUDA reports the
+same faults to the program as ECC, NVLink, launch-failure or unknown errors.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from gpu_audit.explain.signatures.registry import (
+    Advice,
+    AdviceContext,
+    Signature,
+    advice,
+    document_class,
+    fixed,
+    named,
+    signature,
+)
+from gpu_audit.knowledge.xid import recovery_action, xid_info, xid_severity
+from gpu_audit.model import Severity
+
+CLASS = document_class("gpu-hardware", __doc__)
+
+# Where in the causal chain an Xid of each origin sits (see the registry's tiers).
+_XID_TIER = {"hardware": 0.0, "driver": 0.0, "informational": 0.5, "unknown": 0.5,
+             "application": 1.5, "consequence": 2.5}
+
+
+def _xid(match: re.Match[str], line: str) -> dict[str, Any]:
+    found = named(match, line)
+    rest = found.pop("rest", "") or ""
+    if pid := re.search(r"\bpid=['\"]?(\d+)", rest):
+        found["pid"] = int(pid[1])
+    name = re.search(r"\bname=([^,\s]+)", rest)
+    if name and not name[1].startswith("<"):  # "<unknown>" is no name
+        found["process_name"] = name[1]
+    if action := recovery_action(line):
+        found["recovery_action"] = action
+    detail = re.sub(r"\b(?:pid|name)=[^,]*,\s*", "", rest).strip(" ,.")
+    if detail:
+        found["detail"] = detail[:200]
+    return found
+
+
+@signature("gpu-hardware/xid-mention",
+           r"(?<![\w-])X[Ii][Dd](?:\s+error)?[\s:=#]+(?P<xid>\d{1,3})\b(?P<rest>.*)",
+           ("Xid", "XID"), "GPU Xid event", extract=_xid, key_field="xid",
+           example="gpu-health: node07 GPU 3 reported XID 79 at 02:41")
+@signature("gpu-hardware/xid",
+           r"NVRM: Xid \((?:PCI:)?(?P<pci_bus_id>[0-9A-Fa-f:.]+)\):\s*(?P<xid>\d+)"
+           r"(?:,\s*(?P<rest>.*))?",
+           ("Xid",), "GPU Xid event", extract=_xid, key_field="xid",
+           example="[ 5112.204870] NVRM: Xid (PCI:0000:00:1e): 48, pid='<unknown>', "
+           "name=<unknown>, An uncorrectable double bit error (DBE) has been detected on GPU "
+           "in the framebuffer at partition 6, subpartition 0.")
+def _xid_event(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    info = xid_info(int(numbers.get("xid", 0)))
+    numbers = dict(numbers, xid_mnemonic=info.mnemonic)
+    action = str(numbers.get("recovery_action") or "")
+    severity = xid_severity(info.xid, action)
+    where = f" on the GPU at PCI {numbers['pci_bus_id']}" if numbers.get("pci_bus_id") else ""
+    name = f", {numbers['process_name']}" if numbers.get("process_name") else ""
+    who = f" (pid {numbers['pid']}{name})" if numbers.get("pid") else ""
+    explanation = f"The NVIDIA driver logged Xid {info.xid}{where}{who}: {info.meaning}."
+    if info.origin == "application":
+        explanation += " It usually comes from the program's own kernels, not from the hardware."
+    elif info.origin == "consequence":
+        explanation += " It follows another failure; on its own it is not the cause."
+    if action:
+        explanation += f" Required recovery action: {action}."
+    title = f"Xid {info.xid}: {info.meaning.split(':')[0]}"
+    return advice(sig, numbers, explanation, info.action, title=title, severity=severity,
+                  tier=_XID_TIER.get(info.origin, 0.0))
+
+
+fixed("gpu-hardware/fallen-off-bus",
+      r"(?:GPU (?P<pci_bus_id>[0-9A-Fa-f:.]+): )?GPU has fallen off the bus|GPU is lost|"
+      r"NVMLError_GpuIsLost|GPUIsLost",
+      ("fallen off the bus", "GPU is lost", "IsLost"), "GPU has fallen off the bus",
+      severity=Severity.CRITICAL, tier=0.0, group="off-the-bus",
+      example="pynvml.NVMLError_GpuIsLost: GPU is lost",
+      explanation="The driver can no longer reach the GPU over PCIe (Xid 79): a PCIe link "
+      "failure, a power or thermal event, or a failing GPU. Everything running on it died, and "
+      "it stays unusable until it is reset, usually by a reboot.",
+      remedy=xid_info(79).action)
+
+fixed("gpu-hardware/uncorrectable-ecc",
+      r"uncorrectable ECC error encountered|CUDA_ERROR_ECC_UNCORRECTABLE|"
+      r"cudaErrorECCUncorrectable",
+      ("ECC error", "ECC_UNCORRECTABLE", "ECCUncorrectable"),
+      "Uncorrectable ECC error in GPU memory", severity=Severity.CRITICAL, tier=0.0,
+      example="RuntimeError: CUDA error: uncorrectable ECC error encountered",
+      explanation="The GPU's memory returned data its ECC could not correct. Results computed on "
+      "it since then cannot be trusted; the GPU needs a reset so the bad row or page is retired.",
+      remedy="Drain the node and reset the GPU or reboot; check `nvidia-smi -q -d "
+      "ECC,ROW_REMAPPER,PAGE_RETIREMENT`; repeated uncorrectable errors mean replacing the GPU.")
+
+fixed("gpu-hardware/nvlink-uncorrectable",
+      r"uncorrectable NVLink error was detected|CUDA_ERROR_NVLINK_UNCORRECTABLE|"
+      r"cudaErrorNvlinkUncorrectable",
+      ("NVLink error", "NVLINK_UNCORRECTABLE", "NvlinkUncorrectable"),
+      "Uncorrectable NVLink error", severity=Severity.CRITICAL, tier=0.0,
+      example="RuntimeError: CUDA error: an uncorrectable NVLink error was detected during the "
+      "execution",
+      explanation="An uncorrectable error on an NVLink connection between GPUs aborted the work "
+      "using it.",
+      remedy=xid_info(74).action)
+
+fixed("gpu-hardware/rm-init-failed",
+      r"RmInitAdapter failed!?(?: \((?P<code>[^)]+)\))?", ("RmInitAdapter",),
+      "The NVIDIA driver failed to initialise a GPU", severity=Severity.CRITICAL, tier=0.0,
+      example="[  30.112100] NVRM: RmInitAdapter failed! (0x26:0xffff:1401)",
+      explanation="The NVIDIA driver could not initialise a GPU (RmInitAdapter failed): failed "
+      "hardware, a GPU that fell off the bus earlier, insufficient power, or a driver/firmware "
+      "problem.",
+      remedy="Check `sudo dmesg -T | grep -i -e nvrm -e xid` around it; reboot; reseat the GPU "
+      "and check its power cables; if it persists, the GPU or board needs service.")
+
+fixed("gpu-hardware/launch-failure",
+      r"unspecified launch failure|CUDA_ERROR_LAUNCH_FAILED|cudaErrorLaunchFailure",
+      ("unspecified launch failure", "LAUNCH_FAILED", "LaunchFailure"),
+      "Unspecified launch failure: a CUDA kernel crashed", tier=1.2,
+      example="RuntimeError: CUDA error: unspecified launch failure",
+      explanation="A CUDA kernel crashed (the GPU's equivalent of a segfault): a bug in a kernel, "
+      "often a custom or compiled one, or a hardware fault. An Xid in the kernel log at the same "
+      "time tells which.",
+      remedy="Check `sudo dmesg -T | grep -i xid`: Xid 13/31/43 point at the program "
+      "(CUDA_LAUNCH_BLOCKING=1, compute-sanitizer), Xid 48/79/94/95 and others at the GPU "
+      "(drain the node and reset it).")
+
+fixed("gpu-hardware/launch-timeout",
+      r"launch timed out and was terminated|CUDA_ERROR_LAUNCH_TIMEOUT|cudaErrorLaunchTimeout",
+      ("launch timed out", "LAUNCH_TIMEOUT", "LaunchTimeout"),
+      "A CUDA kernel was killed by the display watchdog", tier=1.2,
+      example="RuntimeError: CUDA error: the launch timed out and was terminated",
+      explanation="A kernel ran longer than the display watchdog allows: this GPU also drives a "
+      "display.",
+      remedy="Run on a GPU with no display attached (stop the desktop/X server on it), or split "
+      "the work into shorter kernels.")
+
+fixed("gpu-hardware/unknown-error",
+      r"CUDA error: unknown error|(?:cuda runtime error \(\d+\)|\berror=\d+) : unknown error|"
+      r"CUDA_ERROR_UNKNOWN\b|cudaErrorUnknown\b",
+      ("unknown error", "CUDA_ERROR_UNKNOWN", "cudaErrorUnknown"),
+      "CUDA reported an unknown error", tier=2.0,
+      example="RuntimeError: CUDA error: unknown error",
+      explanation="CUDA reported an unspecified error. It usually follows a driver reset, a GPU "
+      "that fell off the bus, or a crash of another process on the same GPU.",
+      remedy="Look for an Xid at the same time (`sudo dmesg -T | grep -i xid`) and run `gpu-audit "
+      "scan`; if the GPU is missing or unusable, reset it or reboot.")

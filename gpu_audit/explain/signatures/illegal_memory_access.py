@@ -1,0 +1,55 @@
+"""A CUDA kernel accessed memory it does not own, or ran an instruction it should not.
+
+An illegal address, a misaligned address or an illegal instruction kills the process's CUDA
+context: every later CUDA call fails with the same error, and in distributed training the other
+ranks' collectives time out waiting for this one. Kernels run asynchronously, so the Python
+stack trace usually points at a later call. The usual causes are an out-of-range index in a
+custom, fused or compiled kernel (Triton, FlashAttention, torch.compile) or mismatched shapes
+passed to an extension; rarely, failing hardware (an Xid in the kernel log tells which).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpu_audit.explain.signatures.registry import (
+    Advice,
+    AdviceContext,
+    Signature,
+    advice,
+    document_class,
+    signature,
+)
+from gpu_audit.explain.signatures.texts import FIND_FAULTING_KERNEL, KERNEL_FAULT
+
+CLASS = document_class("illegal-memory-access", __doc__)
+
+
+@signature("illegal-memory-access/illegal-instruction",
+           r"an illegal instruction was encountered|ILLEGAL_INSTRUCTION|"
+           r"cudaErrorIllegalInstruction",
+           ("llegal instruction", "ILLEGAL_INSTRUCTION", "IllegalInstruction"),
+           "Illegal instruction in a CUDA kernel",
+           example="RuntimeError: CUDA error: an illegal instruction was encountered")
+@signature("illegal-memory-access/misaligned-address",
+           r"(?:error|Error)(?: \[CUDA\])?: misaligned address|Cuda failure 'misaligned address|"
+           r"MISALIGNED_ADDRESS|cudaErrorMisalignedAddress",
+           ("isaligned",), "Misaligned memory access in a CUDA kernel",
+           example="RuntimeError: CUDA error: misaligned address")
+@signature("illegal-memory-access/illegal-address",
+           r"illegal memory access was encountered|ILLEGAL_ADDRESS|cudaErrorIllegalAddress",
+           ("llegal memory access", "ILLEGAL_ADDRESS", "IllegalAddress"),
+           "Illegal memory access in a CUDA kernel",
+           example="RuntimeError: CUDA error: an illegal memory access was encountered")
+def _illegal(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    if sig.id.endswith("misaligned-address"):
+        what = ("A CUDA kernel accessed memory at an address not aligned for its data type "
+                "(custom or vectorised kernels given a sliced or offset tensor).")
+    elif sig.id.endswith("illegal-instruction"):
+        what = ("A CUDA kernel executed an invalid instruction (a miscompiled or corrupted "
+                "kernel, or code built for another architecture).")
+    else:
+        what = ("A CUDA kernel read or wrote an address it does not own: an out-of-range index "
+                "in a custom, fused or compiled kernel (Triton, FlashAttention, torch.compile), "
+                "mismatched tensor shapes passed to an extension, or, rarely, failing hardware.")
+    return advice(sig, numbers, f"{what} {KERNEL_FAULT}", FIND_FAULTING_KERNEL)

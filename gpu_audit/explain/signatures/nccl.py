@@ -1,0 +1,309 @@
+"""NCCL and the other collective backends failed or timed out between ranks.
+
+A collective completes only when every rank joins it, so most collective errors are echoes: a
+watchdog timeout, an aborted communicator or a peer that closed its connection usually means
+another rank crashed or hung first, and its own log holds the root cause. `gpu-audit explain`
+ranks these after the failures they follow, reads the collective's sequence number, operation
+and timeout from the watchdog's message, and merges the same timeout seen on many ranks into
+one incident. Some are causes of their own: two ranks on one GPU, NCCL without a GPU, a
+shared-memory segment that does not fit in /dev/shm, a network or InfiniBand failure, or a
+rendezvous that not every rank reached.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from gpu_audit.explain.signatures.registry import (
+    Advice,
+    AdviceContext,
+    Signature,
+    advice,
+    document_class,
+    fixed,
+    signature,
+)
+from gpu_audit.explain.signatures.texts import size_text
+
+CLASS = document_class("nccl", __doc__)
+
+_COLLECTIVE_ECHO = (
+    "A collective completes only when every rank joins it, so a timeout means some rank never "
+    "got there: it crashed (look for an earlier error on that rank: an out-of-memory, an "
+    "illegal memory access), it hung (a deadlock, slow data loading, rank 0 writing a "
+    "checkpoint while the others wait), or the ranks issued different collectives. The rank "
+    "that reports the timeout is usually the victim, not the culprit.")
+_COLLECTIVE_REMEDY = (
+    "Find the first error on any rank before the timeout: run `gpu-audit explain` on all ranks' "
+    "logs together. If there is none, rerun with TORCH_NCCL_DESYNC_DEBUG=1 and "
+    "TORCH_NCCL_TRACE_BUFFER_SIZE=2000 to see which rank is behind; raise the timeout "
+    "(init_process_group(timeout=...)) only for steps that are legitimately long, such as "
+    "checkpointing.")
+_BIGGER_SHM = ("Give the container a larger /dev/shm (`docker run --ipc=host` or "
+               "`--shm-size=16g`")
+_SHM_DISABLE = "NCCL_SHM_DISABLE=1 avoids shared memory at some speed cost."
+
+_WORK_FIELDS = {
+    "seq_num": re.compile(r"SeqNum=(\d+)"),
+    "op_type": re.compile(r"OpType=(\w+)"),
+    "numel_in": re.compile(r"NumelIn=(\d+)"),
+    "numel_out": re.compile(r"NumelOut=(\d+)"),
+    "timeout_ms": re.compile(r"Timeout\(ms\)=(\d+)"),
+    "ran_for_ms": re.compile(r"ran for (\d+) milliseconds"),
+    "tensor_shape": re.compile(r"TensorShape=\[([^\]]*)\]"),
+    "rank": re.compile(r"\bRank (\d+)\]"),
+    "process_group": re.compile(r"\[PG (?:ID )?(\d+)\b"),
+}
+
+
+def _nccl_work(_match: re.Match[str], line: str) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for key, pattern in _WORK_FIELDS.items():
+        match = pattern.search(line)
+        if match:
+            found[key] = int(match[1]) if match[1].isdigit() else match[1]
+    return found
+
+
+@signature("nccl/timeout-progress",
+           r"Timeout at NCCL work: (?P<timed_out_seq>\d+), last enqueued NCCL work: "
+           r"(?P<last_enqueued_seq>\d+), last completed NCCL work: (?P<last_completed_seq>\d+)",
+           ("Timeout at NCCL work",), "NCCL work progress", attach="only", window=20,
+           example="[rank0]:[E1122 03:12:40.133001 ProcessGroupNCCL.cpp:2168] [PG ID 0 PG GUID "
+           "0(default_pg) Rank 0] Timeout at NCCL work: 48213, last enqueued NCCL work: 48213, "
+           "last completed NCCL work: 48212.")
+@signature("nccl/watchdog-timeout", r"(?:Watchdog caught|Caught) collective operation timeout",
+           ("collective operation timeout",), "NCCL collective timed out", extract=_nccl_work,
+           tier=3.0, group="nccl-timeout",
+           example="[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=7, "
+           "OpType=ALLGATHER, NumelIn=1, NumelOut=8, Timeout(ms)=600000) ran for 600100 "
+           "milliseconds before timing out.")
+def _nccl_timeout(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    ranks = numbers.get("_ranks")
+    if ranks:
+        shown = ", ".join(str(r) for r in ranks[:8]) + (", …" if len(ranks) > 8 else "")
+        rank = f"Ranks {shown}: the"
+    else:
+        rank = f"Rank {numbers['rank']}'s" if "rank" in numbers else "A"
+    op = numbers.get("op_type", "collective")
+    seq = f" (sequence number {numbers['seq_num']})" if "seq_num" in numbers else ""
+    waited = (f" waited {numbers['ran_for_ms']} ms" if "ran_for_ms" in numbers else " timed out")
+    limit = f", past its {numbers['timeout_ms']} ms timeout," if "timeout_ms" in numbers else ""
+    explanation = (f"{rank} {op}{seq}{waited}{limit} and the NCCL watchdog aborted the job. "
+                   + _COLLECTIVE_ECHO)
+    title = f"NCCL {op} timed out" if op != "collective" else sig.title
+    return advice(sig, numbers, explanation, _COLLECTIVE_REMEDY, title=title)
+
+
+@signature("nccl/heartbeat",
+           r"Heartbeat monitor timed out|watchdog got stuck for (?P<stuck_s>\d+) seconds",
+           ("Heartbeat monitor timed out", "watchdog got stuck"),
+           "The NCCL watchdog itself hung", tier=3.0,
+           example="[E ProcessGroupNCCL.cpp:1150] ProcessGroupNCCL's watchdog got stuck for 480 "
+           "seconds without making progress in monitoring enqueued collectives.")
+def _nccl_heartbeat(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    explanation = ("The NCCL watchdog thread itself stopped making progress, usually stuck in a "
+                   "CUDA call on a hung GPU or behind a deadlocked collective; PyTorch kills the "
+                   "process rather than hang forever.")
+    remedy = _COLLECTIVE_REMEDY + " Check the GPUs for Xid errors (`sudo dmesg -T | grep -i xid`)."
+    return advice(sig, numbers, explanation, remedy)
+
+
+@signature("nccl/duplicate-gpu",
+           r"Duplicate GPU detected\s*:\s*rank (?P<rank_a>\d+) and rank (?P<rank_b>\d+) both on "
+           r"CUDA device (?P<device>\w+)",
+           ("Duplicate GPU",), "Two ranks use the same GPU", tier=0.5,
+           example="Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 1a000")
+def _duplicate_gpu(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    explanation = (f"Ranks {numbers.get('rank_a', '?')} and {numbers.get('rank_b', '?')} both run "
+                   "on the same GPU; NCCL needs one GPU per rank.")
+    remedy = ("Call torch.cuda.set_device(int(os.environ['LOCAL_RANK'])) before "
+              "init_process_group (or pass device_id=...), and check CUDA_VISIBLE_DEVICES per "
+              "process.")
+    return advice(sig, numbers, explanation, remedy)
+
+
+fixed("nccl/no-gpus", r"ProcessGroupNCCL is only supported with GPUs, no GPUs found",
+      ("only supported with GPUs",), "NCCL was asked to run without a GPU", tier=0.5,
+      example="RuntimeError: ProcessGroupNCCL is only supported with GPUs, no GPUs found!",
+      explanation="The NCCL backend needs a GPU in every process; this one saw none.",
+      remedy="Check CUDA_VISIBLE_DEVICES and the scheduler's GPU request; use backend='gloo' for "
+      "CPU-only runs.")
+
+
+_NCCL_KINDS = {
+    "unhandled cuda error": (3.0, "A CUDA call inside NCCL failed. NCCL reports it after the "
+                             "fact: the real cause is that CUDA error (a 'Cuda failure' line, or "
+                             "an earlier out-of-memory or illegal memory access on this or "
+                             "another rank).", _COLLECTIVE_REMEDY),
+    "unhandled system error": (2.0, "A system call or external library inside NCCL failed: "
+                               "network or socket setup (wrong interface, firewall), "
+                               "InfiniBand/RDMA, or shared memory (/dev/shm too small in a "
+                               "container).",
+                               "Rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET to see the "
+                               "failing call; in Docker use --ipc=host or a large --shm-size; "
+                               "choose the network with NCCL_SOCKET_IFNAME / NCCL_IB_HCA."),
+    "remote process exited or there was a network error": (
+        3.0, "A peer rank went away (or the network between them failed): this rank's error is an "
+        "echo of a failure elsewhere.", _COLLECTIVE_REMEDY),
+    "internal error": (2.0, "NCCL's internal check failed, often because nodes run different "
+                       "NCCL versions or the topology is unusual.",
+                       "Make NCCL (torch) versions identical on all nodes; rerun with "
+                       "NCCL_DEBUG=INFO for the failing check."),
+    "invalid usage": (1.0, "The program used NCCL incorrectly: two ranks on one GPU, "
+                      "collectives or tensor sizes that differ between ranks, or a communicator "
+                      "used after an abort.",
+                      "Give every rank its own GPU (torch.cuda.set_device(local_rank)); make "
+                      "every rank issue the same collectives in the same order."),
+    "invalid argument": (1.0, "NCCL was called with an invalid argument (a tensor on the wrong "
+                         "device, an unsupported dtype or reduction).",
+                         "Check the devices and dtypes of the tensors passed to the collective."),
+}
+
+
+@signature("nccl/error-kind",
+           r"\bnccl(?P<kind_detail>SystemError|UnhandledCudaError|InternalError|InvalidUsage|"
+           r"InvalidArgument|RemoteError)\b",
+           ("nccl",), "NCCL error detail", attach="only", window=6,
+           example="ncclSystemError: System call (e.g. socket, malloc) or external library call "
+           "failed or device error.")
+@signature("nccl/error",
+           r"NCCL [Ee]rror(?: in: (?P<location>[^,]+),| (?P<code>\d+):) "
+           r"(?P<kind>[a-z][a-z /]*?[a-z])(?=\s*\(run with|,|"
+           r"\.|\s*$)(?:.*?NCCL version (?P<nccl_version>\d+(?:\.\d+)+(?:\+\w+(?:\.\d+)*)?))?",
+           ("NCCL error", "NCCL Error"), "NCCL call failed", tier=3.0, key_field="kind",
+           example="RuntimeError: NCCL error in: /pytorch/torch/lib/c10d/ProcessGroupNCCL.cpp:514, "
+           "unhandled system error, NCCL version 2.4.8")
+def _nccl_error(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    kind = str(numbers.get("kind") or "").lower()
+    detail_kind = str(numbers.get("kind_detail") or "")
+    tier, explanation, remedy = _NCCL_KINDS.get(kind, (
+        3.0, "An NCCL call failed; NCCL errors usually follow a failure elsewhere (a crashed "
+        "rank, a CUDA error) or a network problem.", _COLLECTIVE_REMEDY))
+    if numbers.get("shm_path"):
+        explanation = (
+            f"NCCL could not create its shared-memory segment {numbers['shm_path']} "
+            f"({size_text(numbers.get('shm_size_bytes'))}): /dev/shm is too small or full, "
+            "as in containers with Docker's 64 MB default.")
+        remedy = (f"{_BIGGER_SHM}; in Kubernetes an emptyDir with medium: Memory at /dev/shm); "
+                  + _SHM_DISABLE)
+        tier = 1.0
+    if detail_kind:
+        explanation += f" (NCCL: {detail_kind})"
+    title = f"NCCL error: {kind}" if kind else sig.title
+    return advice(sig, numbers, explanation, remedy, tier=tier, title=title)
+
+
+@signature("nccl/shm-segment",
+           r"Error while creating shared memory segment (?P<shm_path>\S+) "
+           r"\(size (?P<shm_size_bytes>\d+)\)",
+           ("shared memory segment",), "NCCL could not create a shared-memory segment",
+           attach="prefer", window=8, tier=2.0,
+           example="node01:4101:4188 [0] include/shm.h:28 NCCL WARN Error while creating shared "
+           "memory segment /dev/shm/nccl-vzIpS6 (size 9637888)")
+def _shm_segment(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    explanation = (f"NCCL could not create a shared-memory segment "
+                   f"({numbers.get('shm_path', '?')}): /dev/shm is too small or full.")
+    return advice(sig, numbers, explanation, f"{_BIGGER_SHM}); {_SHM_DISABLE}")
+
+
+@signature("nccl/cuda-failure", r"Cuda failure '(?P<cuda_error>[^']+)'", ("Cuda failure",),
+           "A CUDA call inside NCCL failed", tier=2.5,
+           example="node1:812:930 [2] NCCL WARN Cuda failure 'peer access is not supported "
+           "between these two devices'")
+def _cuda_failure(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    explanation = f"A CUDA call inside NCCL failed with '{numbers.get('cuda_error', '?')}'."
+    return advice(sig, numbers, explanation, _COLLECTIVE_REMEDY)
+
+
+fixed("nccl/network",
+      r"NCCL WARN .*?(?:Got completion (?:from peer (?P<peer>\S+) )?with (?:error|status=)\s*"
+      r"(?P<status>\d+)|(?P<closed>Connection closed by remote peer|Connection reset by peer)|"
+      r"Call to (?P<call>ibv_\w+) failed|(?P<socket>socketProgress\w*|socketStartConnect)[^\n]*"
+      r"(?:fail|closed|refused|abort))",
+      ("NCCL WARN",), "NCCL network failure between ranks", tier=2.0,
+      example="node03:41377:41955 [3] transport/net_ib.cc:1696 NCCL WARN NET/IB : Got completion "
+      "from peer 10.20.0.14<55437> with status=12 opcode=0 len=0 vendor err 129 (Send)",
+      explanation="NCCL lost a connection between ranks. Either a peer process died (its own log "
+      "has the first error) or the network failed (an InfiniBand link down or flapping, an RDMA "
+      "error).",
+      remedy="Check the other ranks' logs first; then the links (`ibstat`, port error counters) "
+      "and NCCL_DEBUG=INFO output; set NCCL_IB_HCA / NCCL_SOCKET_IFNAME if the wrong interface is "
+      "used.")
+
+
+@signature("nccl/communicator-aborted",
+           r"NCCL communicator was aborted(?: on rank (?P<rank>\d+))?(?:\.\s*Original reason for "
+           r"failure was: (?P<reason>.+))?",
+           ("communicator was aborted",), "NCCL communicator aborted", tier=3.5,
+           example="RuntimeError: NCCL communicator was aborted on rank 3. Original reason for "
+           "failure was: NCCL error: unhandled system error, NCCL version 2.14.3")
+def _communicator_aborted(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    reason = f" ({numbers['reason']})" if numbers.get("reason") else ""
+    explanation = f"The communicator was aborted because of an earlier failure{reason}: an echo."
+    return advice(sig, numbers, explanation, _COLLECTIVE_REMEDY)
+
+
+fixed("nccl/operations-failed",
+      r"Some NCCL operations have failed or timed out", ("NCCL operations have failed",),
+      "NCCL took the process down after failed collectives", tier=3.5,
+      example="[rank0]:[E1122 03:12:40.133101 ProcessGroupNCCL.cpp:1681] [PG ID 0 PG GUID "
+      "0(default_pg) Rank 0] Some NCCL operations have failed or timed out. Due to the "
+      "asynchronous nature of CUDA kernels, subsequent GPU operations might run on "
+      "corrupted/incomplete data.",
+      explanation="After a failed or timed-out collective PyTorch takes the process down, since "
+      "later GPU work could run on incomplete data: an echo of the failure reported before it.",
+      remedy=_COLLECTIVE_REMEDY)
+
+
+@signature("nccl/unique-id-fetch",
+           r"is setting up NCCL communicator and retrieving ncclUniqueId from "
+           r"\[(?P<from_rank>\d+)\].*?(?:got error|error): (?P<reason>.+)",
+           ("retrieving ncclUniqueId",), "A rank could not get the NCCL id from another rank",
+           tier=3.0,
+           example="torch.distributed.DistBackendError: [1] is setting up NCCL communicator and "
+           "retrieving ncclUniqueId from [0] via c10d key-value store by key '0', but "
+           "store->get('0') got error: Connection reset by peer")
+def _unique_id_fetch(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    explanation = (
+        f"A rank could not get the NCCL id from rank {numbers.get('from_rank', 0)}: that rank "
+        "died or hung before creating it (look at its log), or the store at "
+        "MASTER_ADDR:MASTER_PORT is unreachable.")
+    return advice(sig, numbers, explanation, _COLLECTIVE_REMEDY)
+
+
+@signature("nccl/store-timeout",
+           r"Timed out after (?P<timeout_s>\d+) seconds waiting for clients\.\s*(?P<joined>\d+)/"
+           r"(?P<world_size>\d+) clients joined",
+           ("waiting for clients",), "Rendezvous timed out: not every rank joined", tier=3.0,
+           example="torch.distributed.DistStoreError: Timed out after 901 seconds waiting for "
+           "clients. 1/2 clients joined.")
+def _store_timeout(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    explanation = (
+        f"Only {numbers.get('joined', '?')} of {numbers.get('world_size', '?')} ranks reached "
+        f"the rendezvous within {numbers.get('timeout_s', '?')} s: the others crashed on "
+        "start-up, are still queued, or point at a different MASTER_ADDR/MASTER_PORT.")
+    remedy = ("Check the logs of the ranks that did not join; make MASTER_ADDR/MASTER_PORT and "
+              "WORLD_SIZE identical everywhere.")
+    return advice(sig, numbers, explanation, remedy)
+
+
+@signature("nccl/gloo-timeout",
+           r"Timed out waiting (?P<timeout_ms>\d+)ms for (?P<operation>\w+) operation to complete",
+           ("Timed out waiting",), "Gloo collective timed out", tier=3.0,
+           example="RuntimeError: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:84] "
+           "Timed out waiting 1800000ms for recv operation to complete")
+def _gloo_timeout(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    explanation = (f"A Gloo {numbers.get('operation', '')} waited {numbers.get('timeout_ms', '?')} "
+                   "ms for a peer. " + _COLLECTIVE_ECHO)
+    return advice(sig, numbers, explanation, _COLLECTIVE_REMEDY)
+
+
+fixed("nccl/gloo-peer-closed", r"gloo.*?Connection closed by peer(?: \[(?P<peer>[^\]]+)\])?",
+      ("Connection closed by peer",), "A peer process went away (Gloo)", tier=3.0,
+      example="RuntimeError: [/opt/conda/third_party/gloo/gloo/transport/tcp/pair.cc:598] "
+      "Connection closed by peer [10.1.1.2]:62581",
+      explanation="A peer process closed its connection, most likely because it crashed: look "
+      "at its log.",
+      remedy=_COLLECTIVE_REMEDY)

@@ -1,0 +1,166 @@
+"""NVML, the NVIDIA driver's management library, does not work.
+
+nvidia-smi, pynvml, the container runtime and PyTorch itself all use NVML. It fails when its
+library (installed with the driver, in user space) and the loaded kernel module have different
+versions (a driver upgraded without a reboot), when the library is missing (a container started
+without the driver's libraries), when the kernel module is not loaded, or when a container has
+lost access to the GPU device files. While NVML is broken, an out-of-memory in PyTorch turns
+into an NVML INTERNAL ASSERT (class `nvml-assert-oom`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpu_audit.explain.signatures.nvml_assert_oom import NVML_ASSERT, nvml_assert
+from gpu_audit.explain.signatures.registry import (
+    Advice,
+    AdviceContext,
+    Signature,
+    advice,
+    document_class,
+    signature,
+)
+from gpu_audit.explain.signatures.texts import REBOOT_MISMATCH
+from gpu_audit.knowledge.allocator import alloc_conf_export
+from gpu_audit.model import Severity
+
+CLASS = document_class("nvml-unavailable", __doc__)
+
+_NVML_MISMATCH = (
+    "The NVML library (user space, installed with the driver) and the loaded NVIDIA kernel "
+    "module have different versions: the driver was upgraded, often by unattended upgrades, "
+    "while the old kernel module is still loaded. nvidia-smi and NVML fail until they match, "
+    "and CUDA often does too.")
+# Lines that nvidia-smi and the kernel print only for a version mismatch.
+_MISMATCH_ONLY = {"nvml-unavailable/nvrm-api-mismatch", "nvml-unavailable/library-version",
+                  "nvml-unavailable/nvrm-kernel-version"}
+
+
+@signature("nvml-unavailable/nvrm-kernel-version",
+           r"NVRM: this kernel module has the version (?P<kernel_version>[\d.]+)",
+           ("this kernel module has",), "NVIDIA kernel module version", attach="only", window=4,
+           example="NVRM: this kernel module has the version 550.90.07.  Please")
+@signature("nvml-unavailable/nvrm-api-mismatch",
+           r"NVRM: API mismatch: the client has the version (?P<client_version>[\d.]+)",
+           ("API mismatch",), "NVIDIA driver user-space and kernel module versions differ",
+           tier=0.0, attach="prefer", window=4,
+           example="[  812.332110] NVRM: API mismatch: the client has the version 550.127.05, "
+           "but")
+@signature("nvml-unavailable/container-cli",
+           r"nvidia-container-cli: initialization error: (?:nvml error: (?P<reason>[^:]+)|"
+           r"load library failed: (?P<library>libnvidia-ml[^:]*))",
+           ("nvidia-container-cli",), "The container runtime could not initialise NVML",
+           tier=0.0,
+           example="nvidia-container-cli: initialization error: nvml error: driver/library "
+           "version mismatch: unknown")
+@signature("nvml-unavailable/pynvml",
+           r"NVMLError_?(?P<kind>LibraryNotFound|DriverNotLoaded|LibRmVersionMismatch|"
+           r"NoPermission|Uninitialized|Unknown)\b|(?P<text>NVML Shared Library Not Found|RM has "
+           r"detected an NVML/RM version mismatch)",
+           ("NVML",), "NVML is not usable (pynvml)", tier=0.0,
+           example="pynvml.NVMLError_LibraryNotFound: NVML Shared Library Not Found")
+@signature("nvml-unavailable/library-version",
+           r"NVML library version: (?P<library_version>[\d.]+)",
+           ("NVML library version",), "NVML library version", attach="only", window=4,
+           example="NVML library version: 550.127")
+@signature("nvml-unavailable/init-failed", r"Failed to initialize NVML: (?P<reason>[^\n]+)",
+           ("initialize NVML",), "NVML could not be initialised", tier=0.0,
+           example="Failed to initialize NVML: Driver/library version mismatch")
+def _nvml_init(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    reason = str(numbers.get("reason") or numbers.get("kind") or numbers.get("text") or "")
+    low = reason.lower()
+    title = sig.title
+    if "mismatch" in low or sig.id in _MISMATCH_ONLY or "LibRmVersionMismatch" in reason:
+        explanation, remedy = _NVML_MISMATCH, REBOOT_MISMATCH
+        client, kernel = numbers.get("client_version"), numbers.get("kernel_version")
+        library = numbers.get("library_version")
+        if client or kernel:
+            explanation += (f" Here the user-space side is {client or 'unknown'} and the kernel "
+                            f"module {kernel or 'unknown'}.")
+        elif library:
+            explanation += f" The NVML library here is {library}."
+        title = "NVML: driver/library version mismatch"
+    elif "unknown" in low:
+        explanation = (
+            "NVML started but could not talk to the GPUs. Inside a container this usually means "
+            "it lost access to /dev/nvidia* (a `systemctl daemon-reload` on the host resets the "
+            "device rules of running containers); on the host it points at a driver fault.")
+        remedy = ("Restart the container; run `nvidia-smi` on the host; if the host fails too, "
+                  "check `sudo dmesg -T | grep -i -e nvrm -e xid` and reboot.")
+    elif "permission" in low:
+        explanation = "This user cannot open the GPU device files (/dev/nvidia*)."
+        remedy = ("Check `ls -l /dev/nvidia*` and the user's groups; in containers pass the "
+                  "GPUs with the NVIDIA Container Toolkit (`--gpus all`).")
+    elif "librarynotfound" in low or "library not found" in low or numbers.get("library"):
+        explanation = ("libnvidia-ml.so.1 (NVML, part of the NVIDIA driver) could not be found: "
+                       "no driver is installed, or the container was started without the "
+                       "driver's libraries.")
+        remedy = ("Install the NVIDIA driver on the host; in containers use the NVIDIA Container "
+                  "Toolkit (`docker run --gpus all`) rather than copying driver libraries into "
+                  "the image.")
+    elif "notloaded" in low or "not loaded" in low:
+        explanation = "The NVIDIA kernel module is not loaded, so NVML has no driver to talk to."
+        remedy = ("`lsmod | grep nvidia`; reinstall the driver for the running kernel (DKMS) or "
+                  "boot the kernel it was built for; Secure Boot can block unsigned modules.")
+    else:
+        explanation = f"NVML could not be initialised ({reason or 'no reason given'})."
+        remedy = "Run `nvidia-smi` and `gpu-audit scan` to see the driver's state."
+    return advice(sig, numbers, explanation, remedy, title=title)
+
+
+@signature("nvml-unavailable/nvidia-smi-no-driver",
+           r"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver|"
+           r"NVIDIA-SMI couldn't find (?P<missing>libnvidia-ml\.so)",
+           ("NVIDIA-SMI",), "nvidia-smi cannot talk to the NVIDIA driver", tier=0.0,
+           example="NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA "
+           "driver. Make sure that the latest NVIDIA driver is installed and running.")
+def _nvidia_smi_no_driver(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    if numbers.get("missing"):
+        explanation = ("nvidia-smi could not find libnvidia-ml.so: the driver's libraries are "
+                       "missing.")
+    else:
+        explanation = (
+            "nvidia-smi found no working NVIDIA driver: the kernel module is not loaded (not built "
+            "for the running kernel after a kernel update, blocked by Secure Boot, or failed to "
+            "load because the GPU is in a bad state).")
+    remedy = ("`lsmod | grep nvidia` and `sudo dmesg -T | grep -i nvrm`; reinstall the driver "
+              "for the running kernel (DKMS) or reboot into the kernel it was built for.")
+    return advice(sig, numbers, explanation, remedy)
+
+
+@signature("nvml-unavailable/torch-warning", r"Can't initialize NVML",
+           ("initialize NVML",), "PyTorch could not initialise NVML", severity=Severity.WARNING,
+           tier=0.5,
+           example="/usr/lib/python3/dist-packages/torch/cuda/__init__.py:654: UserWarning: "
+           "Can't initialize NVML")
+def _nvml_torch_warning(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    explanation = (
+        "torch could not initialise NVML. Training can still run, but torch.cuda memory and "
+        "utilisation queries fail, and if this job runs out of GPU memory the OOM report fails "
+        "too: it turns into an NVML INTERNAL ASSERT instead of the real out-of-memory message.")
+    remedy = ("Check with `nvidia-smi` or `gpu-audit scan`; a \"Driver/library version mismatch\" "
+              "needs a reboot.")
+    return advice(sig, numbers, explanation, remedy)
+
+
+@signature("nvml-unavailable/nvml-assert", NVML_ASSERT, ("NVML_SUCCESS",),
+           "NVML failed inside PyTorch (INTERNAL ASSERT)", extract=nvml_assert, tier=0.5,
+           example='RuntimeError: NVML_SUCCESS == DriverAPI::get()->nvmlInit_v2_() INTERNAL '
+           'ASSERT FAILED at "/pytorch/c10/cuda/PeerToPeerAccess.cpp":131, please report a bug '
+           'to PyTorch.')
+def _nvml_assert_other(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    call = numbers.get("nvml_call") or "an NVML call"
+    if "PeerToPeer" in str(numbers.get("source_file")):
+        explanation = (
+            f"With expandable_segments on a CUDA 12.4+ build, PyTorch asks NVML about peer/fabric "
+            f"access on the first expandable allocation; {call} failed and the assert fired "
+            "without any out-of-memory. NVML does not work in this process (usually a "
+            "driver/library version mismatch).")
+        remedy = (REBOOT_MISMATCH + " Until then, expandable_segments can be left off: "
+                  + alloc_conf_export("expandable_segments:False", ctx.torch_version))
+    else:
+        explanation = (f"PyTorch called NVML ({call}) and it failed; NVML does not work in this "
+                       "process (usually a driver/library version mismatch after an upgrade).")
+        remedy = "Run `nvidia-smi` or `gpu-audit scan`. " + REBOOT_MISMATCH
+    return advice(sig, numbers, explanation, remedy)

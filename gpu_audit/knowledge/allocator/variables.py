@@ -1,0 +1,150 @@
+"""Which environment variable a torch release reads, and the shell lines that set it.
+
+Which variable a torch version reads moved between releases (:func:`env_behaviour`): up to 2.8
+only ``PYTORCH_CUDA_ALLOC_CONF``; 2.9 warns that this name is deprecated while its CUDA
+allocator still reads only it; 2.10 and 2.11 read ``PYTORCH_ALLOC_CONF`` first; from 2.12 the old
+name is an alias again and is read first, even when empty. Setting both names to the same string
+works on every version, which is what :func:`export_line` writes from 2.9 on and when the version
+is unknown. Every remedy line that sets an allocator variable comes from :func:`export_line`,
+which single-quotes the string so that ``>`` and ``[`` never reach the shell.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpu_audit.knowledge.allocator.checks import analyse
+from gpu_audit.knowledge.allocator.grammar import pairs, render
+from gpu_audit.knowledge.allocator.keys import scope, supports_expandable_segments
+from gpu_audit.units import Release, release_text, torch_release
+
+CUDA_VAR = "PYTORCH_CUDA_ALLOC_CONF"
+NEW_VAR = "PYTORCH_ALLOC_CONF"
+# Set to any value (0 included), it makes every allocation call cudaMalloc: no cache, and none
+# of the settings above apply (torch checks only that the variable exists).
+NO_CACHING_VAR = "PYTORCH_NO_CUDA_MEMORY_CACHING"
+
+
+@dataclass(frozen=True)
+class EnvBehaviour:
+    """How one torch release treats the two variable names."""
+
+    era: str  # "legacy", "split", "unified", "alias", "unknown"
+    summary: str
+    warns_on_old_name: bool  # prints "PYTORCH_CUDA_ALLOC_CONF is deprecated" when used alone
+    confirmed: bool
+
+
+def env_behaviour(version: Release | None) -> EnvBehaviour:
+    if version is None:
+        return EnvBehaviour("unknown", "torch not found here: which name it reads depends on its "
+                            "version", False, False)
+    if version < (2, 9):
+        return EnvBehaviour("legacy", f"torch {release_text(version)} reads only {CUDA_VAR}",
+                            False, True)
+    if version < (2, 10):
+        return EnvBehaviour(
+            "split", f"torch 2.9 warns that {CUDA_VAR} is deprecated, yet its CUDA allocator "
+            f"reads only {CUDA_VAR} and ignores {NEW_VAR} (pytorch/pytorch#183387)", True, True)
+    if version < (2, 12):
+        return EnvBehaviour(
+            "unified", f"torch {release_text(version)} reads {NEW_VAR} first and warns when "
+            f"only {CUDA_VAR} is set", True, False)
+    return EnvBehaviour(
+        "alias", f"torch {release_text(version)} reads {CUDA_VAR} first (an alias, no warning), "
+        f"then {NEW_VAR}; a set but empty {CUDA_VAR} still wins", False, version >= (2, 13))
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """What reaches the CUDA allocator, given both variables and the torch version."""
+
+    text: str | None  # the effective string (None: neither applies, or version unknown)
+    read: list[str]  # variables torch parses
+    ignored: list[str]  # variables set but not reaching the CUDA allocator
+    explanation: str
+
+
+def resolve(cuda_value: str | None, new_value: str | None, version: Release | None) -> Resolution:
+    """Which variable(s) take effect for the CUDA allocator on this torch version."""
+    behaviour = env_behaviour(version)
+    both = cuda_value is not None and new_value is not None
+    if behaviour.era == "unknown":
+        read = [v for v, val in ((CUDA_VAR, cuda_value), (NEW_VAR, new_value)) if val is not None]
+        return Resolution(None, read, [], behaviour.summary)
+    if behaviour.era in ("legacy", "split"):
+        ignored = [NEW_VAR] if new_value is not None else []
+        read = [CUDA_VAR] if cuda_value is not None else []
+        return Resolution(cuda_value, read, ignored, behaviour.summary)
+    if behaviour.era == "alias":
+        if cuda_value is not None:
+            return Resolution(cuda_value, [CUDA_VAR], [NEW_VAR] if new_value is not None else [],
+                              behaviour.summary)
+        return Resolution(new_value, [NEW_VAR] if new_value is not None else [], [],
+                          behaviour.summary)
+    # unified (2.10, 2.11): the shared parser takes PYTORCH_ALLOC_CONF first; the CUDA-specific
+    # parser takes PYTORCH_CUDA_ALLOC_CONF first, even when empty (inferred from the source).
+    if not both:
+        only = cuda_value if cuda_value is not None else new_value
+        read = [CUDA_VAR] if cuda_value is not None else (
+            [NEW_VAR] if new_value is not None else [])
+        return Resolution(only, read, [], behaviour.summary)
+    assert cuda_value is not None and new_value is not None
+    common = [(k, v) for k, v in pairs(analyse(new_value)) if scope(k) == "common"]
+    specific = [(k, v) for k, v in pairs(analyse(cuda_value)) if scope(k) != "common"]
+    explanation = (f"{behaviour.summary}: the shared keys come from {NEW_VAR}, the CUDA-only "
+                   f"keys (backend, pinned_*, ...) from {CUDA_VAR}")
+    return Resolution(render(common + specific), [NEW_VAR, CUDA_VAR], [], explanation)
+
+
+# ------------------------------------------------------------------------------ lines to paste
+
+
+def variables_to_set(version: Release | None) -> tuple[str, ...]:
+    """The name(s) to set so a string reaches the CUDA allocator of this torch release.
+
+    Up to 2.8 only the old name matters; from 2.9 on (and when the version is unknown) both,
+    to the same string, which every release reads the same way.
+    """
+    if env_behaviour(version).era == "legacy":
+        return (CUDA_VAR,)
+    return (NEW_VAR, CUDA_VAR)
+
+
+def alloc_conf_variables(torch_version: str | None) -> tuple[str, ...]:
+    """The variable(s) to set so the allocator setting takes effect for ``torch_version``."""
+    return variables_to_set(torch_release(torch_version))
+
+
+def shell_quote(text: str) -> str:
+    """Always single-quoted, so ``>`` and ``[`` in a configuration never reach the shell."""
+    return "'" + text.replace("'", "'\"'\"'") + "'"
+
+
+def export_line(conf: str, version: Release | None) -> str:
+    """The line to paste so that ``conf`` reaches the CUDA allocator of this torch release.
+
+    ``export PYTORCH_ALLOC_CONF='...' PYTORCH_CUDA_ALLOC_CONF='...'`` (the old name alone up to
+    2.8); an empty ``conf`` unsets both names.
+    """
+    if not conf:
+        return f"unset {NEW_VAR} {CUDA_VAR}"
+    quoted = shell_quote(conf)
+    return "export " + " ".join(f"{name}={quoted}" for name in variables_to_set(version))
+
+
+def alloc_conf_export(setting: str, torch_version: str | None) -> str:
+    """:func:`export_line` for a torch version string such as ``2.9.1+cu128``."""
+    return export_line(setting, torch_release(torch_version))
+
+
+def fragmentation_remedy(torch_version: str | None) -> str:
+    """The allocator setting that fights fragmentation on this torch, as lines to paste."""
+    if supports_expandable_segments(torch_version) is False:
+        # Before 2.1 the only lever is to stop large blocks from being split.
+        return (
+            f"{alloc_conf_export('max_split_size_mb:128', torch_version)}\n"
+            "(torch before 2.1 has no expandable_segments; tune 128 to just above the size of "
+            "your largest frequent allocation, or upgrade torch)"
+        )
+    return alloc_conf_export("expandable_segments:True", torch_version)

@@ -1,0 +1,220 @@
+"""Out-of-memory messages: which kind of OOM an error is, the numbers it states, and the cause.
+
+The one parser behind ``explain``, ``validate``'s OOM handling, ``retry_on_oom`` and the
+monitor's snapshot on OOM. PyTorch's caching allocator has printed three shapes of message:
+
+- up to 1.3: ``(GPU 0; T total capacity; A already allocated; F free; C cached)``, where
+  "cached" is reserved minus allocated;
+- 1.4 to 2.0: ``(GPU 0; T total capacity; A already allocated; F free; [X allowed; ]
+  R reserved in total by PyTorch)``;
+- 2.1 on: ``GPU 0 has a total capacity of T of which F is free. [Process p has M memory in
+  use. | Including non-PyTorch memory, this process has M memory in use.] [X allowed; ] Of the
+  allocated memory A is allocated by PyTorch, [with P allocated in private pools (e.g., CUDA
+  Graphs), ]and U is reserved by PyTorch but unallocated.`` (2.1 spelled it "capacty"); the
+  newest releases open with ``Out of memory. Tried to allocate`` instead of ``CUDA out of
+  memory``.
+
+"Tried to allocate" is the segment size the allocator asked the driver for, not the tensor.
+Every number uses the key names of :data:`OOM_KEYS`, whoever reports it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from gpu_audit.units import SIZE, size_or_none
+
+# Kinds of out-of-memory, from the most specific evidence to the least.
+TORCH_OOM = "torch"  # torch.OutOfMemoryError from the caching allocator
+MASKED_OOM = "masked"  # NVML assert raised while PyTorch was writing its OOM report
+DEVICE_OOM = "device"  # "CUDA error: out of memory" from a raw cudaMalloc (context, kernels)
+LIBRARY_OOM = "library"  # cuBLAS / cuDNN / cuFFT / cuSOLVER workspace allocation failed
+HOST_OOM = "host"  # the CPU allocator or Python itself ran out of memory
+CUDA_OOM_KINDS = (TORCH_OOM, MASKED_OOM, DEVICE_OOM)  # device memory ran out
+
+# The caching allocator's own message, on every backend it is built for.
+TORCH_OOM_PATTERN = (r"\b(?:(?P<backend>CUDA|HIP|XPU|MUSA|NPU) out of memory\b"
+                     r"|Out of memory\. Tried to allocate|MPS backend out of memory)")
+# The NVML assert fires inside reportProcessMemoryInfo, which runs only on the OOM path of the
+# caching allocator (the same assert in PeerToPeerAccess.cpp is not an OOM).
+MASKED_OOM_PATTERN = (r"NVML_SUCCESS == .{0,120}INTERNAL ASSERT FAILED"
+                      r"(?=.{0,200}CUDACachingAllocator)")
+# A raw allocation outside the caching allocator: runtime errors from every era of PyTorch,
+# the driver API's and NCCL's spellings.
+DEVICE_OOM_PATTERN = (r"(?:CUDA|HIP|cuda runtime|cuda) error(?: \(\d+\))?\s*:\s*out of memory"
+                      r"|\berror=2 : out of memory|CUDA_ERROR_OUT_OF_MEMORY"
+                      r"|cudaErrorMemoryAllocation"
+                      r"|Cuda failure '?(?:out of memory|cudaErrorMemoryAllocation)")
+LIBRARY_OOM_PATTERN = (r"CUBLAS_STATUS_ALLOC_FAILED|CUDNN_STATUS_ALLOC_FAILED|CUFFT_ALLOC_FAILED"
+                       r"|CUSOLVER_STATUS_ALLOC_FAILED|CUSPARSE_STATUS_ALLOC_FAILED")
+HOST_OOM_PATTERN = r"DefaultCPUAllocator: (?:can't|not enough memory)"
+
+_KINDS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    (TORCH_OOM, re.compile(TORCH_OOM_PATTERN)),
+    (MASKED_OOM, re.compile(MASKED_OOM_PATTERN, re.S)),
+    (DEVICE_OOM, re.compile(DEVICE_OOM_PATTERN)),
+    (LIBRARY_OOM, re.compile(LIBRARY_OOM_PATTERN)),
+    (HOST_OOM, re.compile(HOST_OOM_PATTERN)),
+)
+
+# A request that would have fitted into the cache's free bytes plus the device's free bytes,
+# while those cached-but-free bytes are at least this share of what PyTorch reserved, is a
+# fragmentation failure: defragmenting (expandable segments) gives real headroom. Below it,
+# the job is simply at the limit of the GPU and the next allocation would fail anyway.
+FRAGMENTATION_MIN_PCT = 10.0
+# Other processes worth blaming hold at least this share of the GPU.
+OTHER_PROCESSES_MIN_PCT = 5.0
+# Without per-process lines (before 2.1), memory outside this process's cache beyond this
+# share of the GPU is more than a CUDA context and library workspaces account for.
+NON_PYTORCH_MIN_PCT = 20.0
+
+OOM_KEYS = (
+    "requested_bytes", "gpu_index", "capacity_bytes", "free_bytes", "allowed_bytes",
+    "allocated_bytes", "reserved_bytes", "reserved_unallocated_bytes", "private_pool_bytes",
+    "process_bytes", "other_processes", "other_processes_bytes", "non_pytorch_bytes",
+    "fragmentation_pct",
+)
+
+_FIELDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (name, re.compile(pattern))
+    for name, pattern in (
+        ("requested_bytes", rf"Tried to allocate ({SIZE})"),
+        ("gpu_index", r"\(GPU (\d+);|\bGPU (\d+) has a total capac"),
+        ("capacity_bytes", rf"({SIZE}) total capacity|has a total capac\w*ty of ({SIZE})"),
+        ("free_bytes", rf"({SIZE}) free;|of which ({SIZE}) is free"),
+        ("allowed_bytes", rf"({SIZE}) allowed;"),
+        ("allocated_bytes",
+         rf"({SIZE}) already allocated|Of the allocated memory ({SIZE}) is allocated by PyTorch"),
+        ("reserved_bytes", rf"({SIZE}) reserved in total by PyTorch"),
+        ("reserved_unallocated_bytes",
+         rf"({SIZE}) is reserved by PyTorch but unallocated|({SIZE}) cached\)"),
+        ("private_pool_bytes", rf"with ({SIZE}) allocated in private pools"),
+        ("process_bytes", rf"this process has ({SIZE}) memory in use"),
+    )
+)
+_PROCESS = re.compile(rf"\bProcess (\d+) has ({SIZE}) memory in use")
+
+
+# --- kinds -----------------------------------------------------------------------------------
+
+
+def oom_kind(exc: BaseException) -> str | None:
+    """The kind of out-of-memory ``exc`` is (``TORCH_OOM``, ``MASKED_OOM``, ...), or ``None``.
+
+    Recognised by class name and message, so torch never has to be imported to ask.
+    """
+    for cls in type(exc).__mro__:
+        if cls.__name__ == "OutOfMemoryError" and cls.__module__.startswith("torch"):
+            return TORCH_OOM
+    if isinstance(exc, MemoryError):
+        return HOST_OOM
+    if not isinstance(exc, RuntimeError):
+        return None
+    return oom_kind_of_text(str(exc))
+
+
+def oom_kind_of_text(text: str) -> str | None:
+    """The kind of out-of-memory an error message describes, or ``None``."""
+    for kind, pattern in _KINDS:
+        if pattern.search(text):
+            return kind
+    return None
+
+
+# --- numbers ---------------------------------------------------------------------------------
+
+
+def oom_numbers(text: str) -> dict[str, Any]:
+    """Every number ``text`` states or implies, under :data:`OOM_KEYS` names (unknown left out)."""
+    numbers = complete_oom_numbers(extract_oom_fields(text))
+    return {key: value for key, value in numbers.items() if value is not None}
+
+
+def extract_oom_fields(text: str) -> dict[str, Any]:
+    """Every OOM number present in ``text`` (a message, or one line of a wrapped message)."""
+    found: dict[str, Any] = {}
+    for name, pattern in _FIELDS:
+        match = pattern.search(text)
+        if match is None:
+            continue
+        raw = next(group for group in match.groups() if group is not None)
+        found[name] = int(raw) if name == "gpu_index" else size_or_none(raw)
+    processes = [{"pid": int(pid), "used_bytes": size_or_none(size)}
+                 for pid, size in _PROCESS.findall(text)]
+    if processes:
+        found["processes"] = processes
+    return found
+
+
+def complete_oom_numbers(raw: dict[str, Any]) -> dict[str, Any]:
+    """All OOM keys (unknown ones None), with the derivable ones derived."""
+    numbers: dict[str, Any] = {key: raw.get(key) for key in OOM_KEYS}
+    allocated, reserved = numbers["allocated_bytes"], numbers["reserved_bytes"]
+    unallocated = numbers["reserved_unallocated_bytes"]
+    if reserved is None and allocated is not None and unallocated is not None:
+        reserved = numbers["reserved_bytes"] = allocated + unallocated
+    if unallocated is None and allocated is not None and reserved is not None:
+        unallocated = numbers["reserved_unallocated_bytes"] = max(reserved - allocated, 0)
+    if reserved and unallocated is not None:
+        numbers["fragmentation_pct"] = round(100.0 * unallocated / reserved, 1)
+    others = _other_processes(raw.get("processes") or [], numbers)
+    if raw.get("processes"):
+        numbers["other_processes"] = others
+        numbers["other_processes_bytes"] = sum(p["used_bytes"] or 0 for p in others)
+    capacity, free = numbers["capacity_bytes"], numbers["free_bytes"]
+    if capacity is not None and free is not None and reserved is not None:
+        numbers["non_pytorch_bytes"] = max(capacity - free - reserved, 0)
+    return numbers
+
+
+def _other_processes(processes: list[dict[str, Any]], numbers: dict[str, Any]) -> list[dict]:
+    """The listed processes minus this one.
+
+    When PyTorch recognises its own PID it prints "this process has ..." and lists only the
+    others. In a container NVML reports host PIDs, so the job lists itself as "Process N";
+    then the entry holding at least what PyTorch reserved is this process.
+    """
+    if numbers["process_bytes"] is not None or numbers["reserved_bytes"] is None:
+        return list(processes)
+    reserved = numbers["reserved_bytes"]
+    candidates = [p for p in processes if (p["used_bytes"] or 0) >= reserved]
+    if not candidates:
+        return list(processes)
+    self_entry = min(candidates, key=lambda p: p["used_bytes"])
+    return [p for p in processes if p is not self_entry]
+
+
+# --- cause -----------------------------------------------------------------------------------
+
+
+def diagnose_oom(numbers: dict[str, Any]) -> str:
+    """fragmentation | too-large | other-processes | memory-fraction | unknown."""
+    requested, capacity = numbers.get("requested_bytes"), numbers.get("capacity_bytes")
+    free, reserved = numbers.get("free_bytes"), numbers.get("reserved_bytes")
+    unallocated, allowed = numbers.get("reserved_unallocated_bytes"), numbers.get("allowed_bytes")
+    if requested is None:
+        return "unknown"
+    if capacity is not None and requested > capacity:
+        return "too-large"
+    if allowed is not None and reserved is not None and reserved + requested > allowed:
+        return "memory-fraction"
+    shortfall = max(requested - free, 0) if free is not None else None
+    if capacity and _others_explain(numbers, capacity, shortfall):
+        return "other-processes"
+    if (unallocated is not None and reserved and free is not None
+            and free + unallocated >= requested
+            and unallocated >= FRAGMENTATION_MIN_PCT / 100.0 * reserved):
+        return "fragmentation"
+    return "too-large"
+
+
+def _others_explain(numbers: dict[str, Any], capacity: int, shortfall: int | None) -> bool:
+    """Would the request have fitted without memory held outside this process's cache?"""
+    others = numbers.get("other_processes_bytes")
+    if others is not None:
+        return others >= OTHER_PROCESSES_MIN_PCT / 100.0 * capacity and (
+            shortfall is None or others >= shortfall)
+    outside = numbers.get("non_pytorch_bytes")
+    return outside is not None and outside >= NON_PYTORCH_MIN_PCT / 100.0 * capacity and (
+        shortfall is None or outside >= shortfall)

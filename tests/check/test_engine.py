@@ -1,0 +1,45 @@
+"""Judging: ignore, and the rules and the checks reading one policy."""
+
+from __future__ import annotations
+
+from gpu_audit.model import Driver
+from tests import builders as b
+from tests.check.support import FAIL, GIB, MIB, PASS, SKIP, WARN, only, run, with_torch
+
+
+def test_ignore_drops_findings_and_checks_and_their_covered_findings():
+    starved = b.with_host(b.snapshot(), memory_available_bytes=256 * MIB,
+                          swap_used_bytes=5 * GIB)
+    report = run(starved, ignore=["low-host-memory", "swap-pressure", "gpu-count"])
+    assert not [f for f in report.findings if f.id in ("low-host-memory", "swap-pressure")]
+    assert only(report, "swap").status is SKIP
+    assert only(report, "swap").summary == "ignored by the policy"
+    assert only(report, "gpu-count").status is SKIP
+    assert report.exit_code == 0
+
+
+def test_ignoring_one_torch_finding_keeps_the_torch_check():
+    driver = Driver("550.90.07", "12.550.90.07", "12.4")
+    too_new = with_torch(b.snapshot(driver=driver), "2.6.0+cu128", "cuda", "12.8")
+    report = run(too_new, require_torch_cuda=True, ignore=["driver-too-old"])
+    assert only(report, "torch-cuda").status is PASS
+    assert only(run(too_new, require_torch_cuda=True), "torch-cuda").status is WARN
+
+
+def test_findings_viewed_by_a_check_are_not_reported_twice():
+    snap = b.with_host(b.snapshot(), swap_used_bytes=5 * GIB)
+    report = run(snap)
+    assert [f.id for f in report.findings].count("swap-pressure") == 1
+    assert not [r for r in report.results if r.id == "swap-pressure"]
+    assert only(report, "swap").status is FAIL
+
+
+def test_the_rules_under_check_read_the_check_policy_so_both_agree():
+    snap = b.with_host(b.snapshot(gpus=[b.gpu(0, total=80 * GIB, used=31 * GIB)]),
+                       swap_used_bytes=1 * GIB)
+    report = run(snap, max_swap_used_gib=0.5, min_free_vram_pct=90, fail_on="warning")
+    assert {"swap-pressure", "low-free-vram"} <= {f.id for f in report.findings}
+    assert only(report, "swap").status is FAIL and only(report, "free-vram").status is FAIL
+    calm = run(snap, max_swap_used_gib=4)
+    assert "swap-pressure" not in {f.id for f in calm.findings}
+    assert only(calm, "swap").status is PASS
