@@ -303,7 +303,7 @@ class KernelLog:
 
 
 @dataclass(frozen=True)
-class Snapshot:
+class Scan:
     """Everything one scan saw. Findings are derived from it, never stored inside it."""
 
     host: Host

@@ -12,7 +12,7 @@ from gpu_audit.model import (
     GpuProcess,
     Host,
     NvmlStatus,
-    Snapshot,
+    Scan,
 )
 
 GIB = 1024**3
@@ -95,9 +95,9 @@ def process(
     return GpuProcess(**base)
 
 
-def snapshot(
+def scan(
     gpus: list[Gpu] | None = None, processes: list[GpuProcess] | None = None, **overrides: Any
-) -> Snapshot:
+) -> Scan:
     base = dict(
         host=host(),
         nvml=NvmlStatus(available=True),
@@ -112,11 +112,11 @@ def snapshot(
         tool_version="0.1.0",
     )
     base.update(overrides)
-    return Snapshot(**base)
+    return Scan(**base)
 
 
-def with_host(snap: Snapshot, **overrides: Any) -> Snapshot:
-    return dataclasses.replace(snap, host=dataclasses.replace(snap.host, **overrides))
+def with_host(scan: Scan, **overrides: Any) -> Scan:
+    return dataclasses.replace(scan, host=dataclasses.replace(scan.host, **overrides))
 
 
 def uvicorn(pid: int, port: int, vram_mib: float = 154, **overrides: Any) -> GpuProcess:
@@ -132,7 +132,7 @@ def uvicorn(pid: int, port: int, vram_mib: float = 154, **overrides: Any) -> Gpu
     return process(pid, vram_mib, argv, name="uvicorn", listen_ports=[port], **overrides)
 
 
-def gtx1650_three_uvicorn() -> Snapshot:
+def gtx1650_three_uvicorn() -> Scan:
     """A 4 GiB laptop GPU: Xorg, three uvicorn copies at 154 MiB, a monitoring daemon at 114 MiB."""
     procs = [
         process(
@@ -145,4 +145,4 @@ def gtx1650_three_uvicorn() -> Snapshot:
     ]
     used = sum(p.used_memory_bytes or 0 for p in procs) + 60 * MIB
     card = gpu(0, total=4 * GIB, used=used, name="NVIDIA GeForce GTX 1650")
-    return snapshot(gpus=[card], processes=procs)
+    return scan(gpus=[card], processes=procs)

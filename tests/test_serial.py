@@ -5,29 +5,29 @@ import json
 import pytest
 
 from gpu_audit.errors import InputError
-from gpu_audit.model import Snapshot
+from gpu_audit.model import Scan
 from gpu_audit.serial import dumps, from_jsonable, to_jsonable, write_atomic
 from tests import builders as b
 
 
 def test_snapshot_survives_a_json_round_trip():
-    snap = b.gtx1650_three_uvicorn()
-    again = from_jsonable(Snapshot, json.loads(dumps(snap)))
-    assert again == snap
+    scan = b.gtx1650_three_uvicorn()
+    again = from_jsonable(Scan, json.loads(dumps(scan)))
+    assert again == scan
 
 
 def test_loading_names_the_bad_field():
-    data = to_jsonable(b.snapshot())
+    data = to_jsonable(b.scan())
     data["gpus"][0]["memory_total_bytes"] = "lots"
     with pytest.raises(InputError, match=r"\$\.gpus\[0\]\.memory_total_bytes"):
-        from_jsonable(Snapshot, data)
+        from_jsonable(Scan, data)
     del data["host"]
     with pytest.raises(InputError, match="missing field 'host'"):
-        from_jsonable(Snapshot, data)
+        from_jsonable(Scan, data)
 
 
 def test_unknown_is_null_never_zero_or_na():
-    data = to_jsonable(b.snapshot(gpus=[b.gpu(0, power_draw_w=None)]))
+    data = to_jsonable(b.scan(gpus=[b.gpu(0, power_draw_w=None)]))
     assert data["gpus"][0]["power_draw_w"] is None
 
 

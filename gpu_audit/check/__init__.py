@@ -2,7 +2,7 @@
 
 The check policy (:class:`gpu_audit.config.CheckPolicy`, the one policy plus the check's own
 keys) says what makes a runner fit. The checks (:mod:`.gpus`, :mod:`.usage`, :mod:`.software`,
-:mod:`.findings`, registered in :mod:`.registry`) are pure functions over a scan snapshot and the
+:mod:`.findings`, registered in :mod:`.registry`) are pure functions over a scan and the
 scan rules' findings that give pass/warn/fail/skip/unknown with evidence; a check that views a
 rule's finding maps it rather than judging again. :func:`gpu_audit.check.engine.judge` puts them
 together into a :class:`~gpu_audit.check.results.CheckReport` whose verdict is the exit code.

@@ -1,7 +1,7 @@
 """The check JSON document, schema ``gpu-audit.check/1``, and reading one back.
 
 ``status``/``exit_code`` carry the verdict; ``checks`` is the checklist in order; ``findings`` are
-all scan findings with the status the policy gave each; ``snapshot`` is the machine as scanned
+all scan findings with the status the policy gave each; ``snapshot`` (a JSON key kept for compatibility) is the machine as scanned
 (the same fields as a ``gpu-audit.scan/1`` document), so ``check --from`` can re-judge a saved
 check document under another policy.
 """
@@ -17,7 +17,7 @@ from gpu_audit.check.findings import severity_status
 from gpu_audit.check.registry import viewed_findings
 from gpu_audit.check.results import CheckReport, CheckStatus
 from gpu_audit.errors import InputError
-from gpu_audit.model import Finding, Snapshot
+from gpu_audit.model import Finding, Scan
 from gpu_audit.rules.duplicates import with_duplicate_groups
 from gpu_audit.serial import from_jsonable, to_jsonable
 
@@ -41,7 +41,7 @@ def _finding_status(report: CheckReport, finding: Finding, viewed: dict[str, str
 
 
 def check_document(report: CheckReport) -> dict[str, Any]:
-    snapshot = to_jsonable(with_duplicate_groups(report.snapshot))  # as in a scan document
+    scan = to_jsonable(with_duplicate_groups(report.scan))  # as in a scan document
     viewed = viewed_findings()
     return {
         "schema": CHECK_SCHEMA,
@@ -73,11 +73,11 @@ def check_document(report: CheckReport) -> dict[str, Any]:
             {**to_jsonable(f), "check_status": _finding_status(report, f, viewed)}
             for f in report.findings
         ],
-        "snapshot": snapshot,
+        "snapshot": scan,
     }
 
 
-def load_check_document(path: Path) -> tuple[Snapshot, str | None] | None:
+def load_check_document(path: Path) -> tuple[Scan, str | None] | None:
     """The snapshot in a saved ``check --json`` document and the user it recorded; ``None``
     when ``path`` holds no check document (a scan document, or something the scan reader
     should name)."""
@@ -94,7 +94,7 @@ def load_check_document(path: Path) -> tuple[Snapshot, str | None] | None:
         raise InputError(f"{path}: check document without its 'snapshot' object")
     user = data.get("user")
     try:
-        snapshot = from_jsonable(Snapshot, data["snapshot"], "$.snapshot")
+        scan = from_jsonable(Scan, data["snapshot"], "$.scan")
     except InputError as exc:
         raise InputError(f"{path}: {exc}") from None
-    return snapshot, user if isinstance(user, str) else None
+    return scan, user if isinstance(user, str) else None

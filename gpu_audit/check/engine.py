@@ -1,11 +1,11 @@
-"""From a snapshot and a check policy to a :class:`CheckReport` (pure: no I/O)."""
+"""From a scan and a check policy to a :class:`CheckReport` (pure: no I/O)."""
 
 from __future__ import annotations
 
 from gpu_audit.check.registry import SKIP, CheckContext, all_checks
 from gpu_audit.check.results import CheckReport, CheckResult, StageOutcome
 from gpu_audit.config import CheckPolicy
-from gpu_audit.model import Snapshot
+from gpu_audit.model import Scan
 from gpu_audit.rules import all_rules, evaluate
 
 
@@ -36,7 +36,7 @@ def run_checks(ctx: CheckContext) -> list[CheckResult]:
 
 
 def judge(
-    snapshot: Snapshot,
+    scan: Scan,
     policy: CheckPolicy,
     *,
     user: str | None = None,
@@ -47,9 +47,9 @@ def judge(
     """Evaluate the scan rules under ``policy`` and every check; the report carries the verdict
     and exit code. The rules and the checks read the same policy, so a check that views a
     finding agrees with it by construction."""
-    findings = evaluate(snapshot, policy)
+    findings = evaluate(scan, policy)
     ctx = CheckContext(
-        snapshot=snapshot,
+        scan=scan,
         policy=policy,
         findings=findings,
         user=user,
@@ -57,13 +57,13 @@ def judge(
         stages=list(stages or []),
     )
     return CheckReport(
-        snapshot=snapshot,
+        scan=scan,
         policy=policy,
         results=run_checks(ctx),
         findings=findings,
         user=user,
-        generated_at=generated_at or snapshot.generated_at,
-        tool_version=snapshot.tool_version,
+        generated_at=generated_at or scan.generated_at,
+        tool_version=scan.tool_version,
         stages=list(stages or []),
         duration_s=duration_s,
     )

@@ -43,16 +43,16 @@ def nvidia_driver(ctx: CheckContext) -> Iterator[CheckResult]:
     `min_driver_version` ("535.104.05") and `min_cuda_driver_version` ("12.4", the newest CUDA
     the driver supports, as `nvidia-smi` shows it) fail older drivers.
     """
-    snap, policy = ctx.snapshot, ctx.policy
-    driver = snap.driver
+    scan, policy = ctx.scan, ctx.policy
+    driver = scan.driver
     evidence = {
-        "nvml_available": snap.nvml.available,
-        "cause": snap.nvml.cause,
-        "message": snap.nvml.message,
+        "nvml_available": scan.nvml.available,
+        "cause": scan.nvml.cause,
+        "message": scan.nvml.message,
         "driver_version": driver.driver_version if driver else None,
         "cuda_driver_version": driver.cuda_driver_version if driver else None,
         "nvml_version": driver.nvml_version if driver else None,
-        "nvidia_pci_devices": snap.host.nvidia_pci_devices,
+        "nvidia_pci_devices": scan.host.nvidia_pci_devices,
     }
     found = ctx.finding_on("nvml-unavailable", "host")
     if found is not None:
@@ -101,10 +101,10 @@ def gpu_count(ctx: CheckContext) -> Iterator[CheckResult]:
     is a warning (a device the driver did not bring up). NVML ignores `CUDA_VISIBLE_DEVICES`,
     so the count is the machine's, not the job's.
     """
-    snap, policy = ctx.snapshot, ctx.policy
-    usable = [g for g in snap.gpus if not g.lost]
-    lost = [g for g in snap.gpus if g.lost]
-    pci = snap.host.nvidia_pci_devices
+    scan, policy = ctx.scan, ctx.policy
+    usable = [g for g in scan.gpus if not g.lost]
+    lost = [g for g in scan.gpus if g.lost]
+    pci = scan.host.nvidia_pci_devices
     evidence = {"gpus": len(usable), "min_gpus": policy.min_gpus,
                 "lost": [g.index for g in lost], "nvidia_pci_devices": pci,
                 "names": [g.name for g in usable]}
@@ -118,11 +118,11 @@ def gpu_count(ctx: CheckContext) -> Iterator[CheckResult]:
             remedy=("sudo dmesg | grep -i xid  # Xid 79 = fallen off the bus; take the runner out "
                     f"of service, then `sudo nvidia-smi -r -i {lost[0].index}` or reboot"))
     elif len(usable) < policy.min_gpus:
-        if not snap.nvml.available:
+        if not scan.nvml.available:
             remedy = "Fix the driver first (see the nvidia-driver check)."
-        elif pci is not None and pci > len(snap.gpus):
+        elif pci is not None and pci > len(scan.gpus):
             remedy = (f"{pci} NVIDIA devices are on the PCI bus but the driver shows "
-                      f"{len(snap.gpus)}: check `sudo dmesg | grep -i nvrm` and, in a container, "
+                      f"{len(scan.gpus)}: check `sudo dmesg | grep -i nvrm` and, in a container, "
                       "that all GPUs are passed through (`--gpus all`).")
         else:
             remedy = (f"Run this job on a runner with at least {policy.min_gpus} GPU(s) "
@@ -130,8 +130,8 @@ def gpu_count(ctx: CheckContext) -> Iterator[CheckResult]:
         yield result("gpu-count", "host", FAIL,
                      f"{found}; the policy needs at least {policy.min_gpus}",
                      evidence=evidence, remedy=remedy)
-    elif (snap.nvml.available and snap.host.container is None and pci is not None
-          and pci > len(snap.gpus)):
+    elif (scan.nvml.available and scan.host.container is None and pci is not None
+          and pci > len(scan.gpus)):
         yield result(
             "gpu-count", "host", WARN,
             f"{found}, but {pci} NVIDIA devices are on the PCI bus", evidence=evidence,
@@ -235,7 +235,7 @@ def free_vram(ctx: CheckContext) -> Iterator[CheckResult]:
         subject = f"gpu:{gpu.index}"
         free, total = gpu.memory_free_bytes, gpu.memory_total_bytes
         free_pct = pct(free, total)
-        holders = sorted((p for p in ctx.snapshot.processes if p.gpu_index == gpu.index),
+        holders = sorted((p for p in ctx.scan.processes if p.gpu_index == gpu.index),
                          key=lambda p: -(p.used_memory_bytes or 0))
         evidence = {"memory_free_bytes": free, "memory_total_bytes": total, "free_pct": free_pct,
                     "min_free_bytes": min_bytes, "min_free_pct": min_pct,
@@ -329,7 +329,7 @@ def persistence_mode(ctx: CheckContext) -> Iterator[CheckResult]:
         if not mode:
             return result("persistence-mode", subject, SKIP,
                           f"persistence mode is off, which only matters on Linux "
-                          f"(this is {ctx.snapshot.host.os})", evidence=evidence)
+                          f"(this is {ctx.scan.host.os})", evidence=evidence)
         return result("persistence-mode", subject, PASS, "persistence mode is on",
                       evidence=evidence)
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from gpu_audit.check.results import CheckResult, CheckStatus, StageOutcome
 from gpu_audit.config import CheckPolicy
-from gpu_audit.model import Finding, Gpu, GpuProcess, Snapshot
+from gpu_audit.model import Finding, Gpu, GpuProcess, Scan
 from gpu_audit.units import fmt_bytes
 
 PASS, WARN, FAIL, SKIP, UNKNOWN = (CheckStatus.PASS, CheckStatus.WARN, CheckStatus.FAIL,
@@ -41,7 +41,7 @@ CHECK_MODULES = (
 class CheckContext:
     """What every check may read. Built once per run; nothing here does I/O."""
 
-    snapshot: Snapshot
+    scan: Scan
     policy: CheckPolicy
     findings: list[Finding] = field(default_factory=list)  # the scan rules under ``policy``
     user: str | None = None  # the user running check: their GPU processes are "own"
@@ -140,12 +140,12 @@ def each_gpu(ctx: CheckContext, spec_id: str,
              judge: Callable[[Gpu], CheckResult]) -> Iterator[CheckResult]:
     """``judge`` for every readable GPU; a lost GPU or no GPU at all is a ``skip`` here (the
     ``gpu-count`` and ``nvidia-driver`` checks already fail for those)."""
-    if not ctx.snapshot.gpus:
-        reason = ("no GPU readings (see nvidia-driver)" if not ctx.snapshot.nvml.available
+    if not ctx.scan.gpus:
+        reason = ("no GPU readings (see nvidia-driver)" if not ctx.scan.nvml.available
                   else "no GPU on this host")
         yield result(spec_id, "host", SKIP, reason)
         return
-    for gpu in ctx.snapshot.gpus:
+    for gpu in ctx.scan.gpus:
         if gpu.lost:
             yield result(spec_id, f"gpu:{gpu.index}", SKIP, "GPU is lost (see gpu-count)")
         else:

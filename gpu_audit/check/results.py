@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpu_audit.config import CheckPolicy
-from gpu_audit.model import Finding, Snapshot
+from gpu_audit.model import Finding, Scan
 
 
 class CheckStatus(enum.Enum):
@@ -68,7 +68,7 @@ class StageOutcome:
 class CheckReport:
     """Everything one ``check`` run decided, for the renderers."""
 
-    snapshot: Snapshot
+    scan: Scan
     policy: CheckPolicy
     results: list[CheckResult]
     findings: list[Finding]  # every scan finding, before the policy mapped them
@@ -80,7 +80,7 @@ class CheckReport:
 
     @property
     def hostname(self) -> str:
-        return self.snapshot.host.hostname
+        return self.scan.host.hostname
 
     @property
     def verdict(self) -> Verdict:

@@ -29,7 +29,7 @@ TORCH_INSTALL_HINT = ("Install a CUDA build of PyTorch with the command pytorch.
 def _torch_cuda_judgement(ctx: CheckContext) -> tuple[CheckStatus, str, str | None, str | None]:
     """(status, summary, remedy, finding id) from the installed build and the scan's torch
     findings (``torch-cpu-only``, ``driver-too-old``); no stages."""
-    alloc = ctx.snapshot.allocator
+    alloc = ctx.scan.allocator
     version = alloc.torch_version if alloc else None
     variant = alloc.torch_variant if alloc else None
     build_cuda = alloc.torch_cuda_version if alloc else None
@@ -46,8 +46,8 @@ def _torch_cuda_judgement(ctx: CheckContext) -> tuple[CheckStatus, str, str | No
         return (FAIL if too_old else WARN), f"{finding.title}. {finding.detail}", \
             finding.remedy, finding.id
     if variant is None:
-        if ctx.snapshot.host.os != "Linux":
-            return (FAIL, f"torch {version} on {ctx.snapshot.host.os}: PyPI's default build here "
+        if ctx.scan.host.os != "Linux":
+            return (FAIL, f"torch {version} on {ctx.scan.host.os}: PyPI's default build here "
                           "has no CUDA", TORCH_INSTALL_HINT, None)
         return (WARN, f"torch {version} has no build label: PyPI's default Linux build uses CUDA, "
                       "but that is unconfirmed",
@@ -67,13 +67,13 @@ def torch_cuda(ctx: CheckContext) -> Iterator[CheckResult]:
     tensor through it. When torch is not required the check is skipped, except that a CUDA
     build the driver cannot run is still a warning.
     """
-    alloc = ctx.snapshot.allocator
+    alloc = ctx.scan.allocator
     evidence = {
         "torch_version": alloc.torch_version if alloc else None,
         "torch_variant": alloc.torch_variant if alloc else None,
         "torch_cuda_version": alloc.torch_cuda_version if alloc else None,
-        "cuda_driver_version": ctx.snapshot.driver.cuda_driver_version
-        if ctx.snapshot.driver else None,
+        "cuda_driver_version": ctx.scan.driver.cuda_driver_version
+        if ctx.scan.driver else None,
     }
     status, summary, remedy, finding_id = _torch_cuda_judgement(ctx)
     if not ctx.policy.require_torch_cuda:

@@ -52,10 +52,10 @@ def render_check(report: CheckReport, console: Console, verbose: bool = False) -
     tally = ", ".join(f"{counts[s.value]} {s.value}" for s in CheckStatus if counts[s.value])
     source = report.policy.source or "built-in defaults"
     console.print(f"[dim]policy: {escape(source)}[/]")
-    if report.snapshot.probe_errors:
-        console.print(f"[dim]{len(report.snapshot.probe_errors)} measurement(s) could not be "
+    if report.scan.probe_errors:
+        console.print(f"[dim]{len(report.scan.probe_errors)} measurement(s) could not be "
                       "taken" + (":" if verbose else " (-v lists them)") + "[/]")
         if verbose:
-            for error in report.snapshot.probe_errors:
+            for error in report.scan.probe_errors:
                 console.print(f"[dim]  {escape(error.subject)}: {escape(error.message)}[/]")
     console.print(f"{tally}; exit code {report.exit_code} ({report.verdict.name})")

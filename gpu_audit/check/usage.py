@@ -41,7 +41,7 @@ def swap(ctx: CheckContext) -> Iterator[CheckResult]:
     if policy.swap == "ignore":
         yield ignored_by_mode("swap", "swap")
         return
-    host = ctx.snapshot.host
+    host = ctx.scan.host
     used = host.swap_used_bytes
     evidence = {"swap_used_bytes": used, "swap_total_bytes": host.swap_total_bytes,
                 "max_swap_used_bytes": policy.max_swap_used_bytes,
@@ -68,7 +68,7 @@ def _mapped_findings(ctx: CheckContext, spec_id: str, finding_id: str, mode: str
     if mode == "ignore":
         yield ignored_by_mode(spec_id, key)
         return
-    if not ctx.snapshot.nvml.available:
+    if not ctx.scan.nvml.available:
         yield result(spec_id, "host", SKIP, "no GPU readings (see nvidia-driver)")
         return
     found = ctx.findings_for(finding_id)
@@ -92,10 +92,10 @@ def duplicate_backends(ctx: CheckContext) -> Iterator[CheckResult]:
     `"ignore"` to relax it.
     """
     groups = ctx.findings_for("duplicate-backend")  # one finding per group of copies
-    evidence = {"gpu_processes": len(ctx.snapshot.processes), "duplicate_groups": len(groups)}
+    evidence = {"gpu_processes": len(ctx.scan.processes), "duplicate_groups": len(groups)}
     yield from _mapped_findings(ctx, "duplicate-backends", "duplicate-backend",
                                 ctx.policy.duplicate_backends, "duplicate_backends",
-                                f"no copies among {len(ctx.snapshot.processes)} GPU process(es)",
+                                f"no copies among {len(ctx.scan.processes)} GPU process(es)",
                                 evidence)
 
 
@@ -109,7 +109,7 @@ def unattributed_vram(ctx: CheckContext) -> Iterator[CheckResult]:
     Typical causes are a dead context of a killed job or a process in another container. Set
     `unattributed_vram = "fail"` on dedicated runners.
     """
-    used = {g.index: g.memory_used_bytes for g in ctx.snapshot.gpus}
+    used = {g.index: g.memory_used_bytes for g in ctx.scan.gpus}
     yield from _mapped_findings(ctx, "unattributed-vram", "unattributed-vram",
                                 ctx.policy.unattributed_vram, "unattributed_vram",
                                 "all used GPU memory is accounted for",
@@ -124,8 +124,8 @@ def _compute_processes(ctx: CheckContext) -> list[GpuProcess]:
     (or the host's) when check runs in a container; outside one it has exited and its memory
     is the scan's ``gpu-process-gone`` finding, not a process to ask about.
     """
-    in_container = ctx.snapshot.host.container is not None
-    return [p for p in ctx.snapshot.processes
+    in_container = ctx.scan.host.container is not None
+    return [p for p in ctx.scan.processes
             if "compute" in p.type and (p.visible or in_container)]
 
 
@@ -140,7 +140,7 @@ def _process_check(ctx: CheckContext, spec_id: str, mode: str, key: str,
     if mode == "ignore":
         yield ignored_by_mode(spec_id, key, evidence)
         return
-    if not ctx.snapshot.nvml.available:
+    if not ctx.scan.nvml.available:
         yield result(spec_id, "host", SKIP, "no GPU readings (see nvidia-driver)",
                      evidence=evidence)
         return

@@ -11,7 +11,7 @@ import typer
 
 from gpu_audit.cli.app import app, err, verbose
 from gpu_audit.errors import UsageError
-from gpu_audit.model import Severity, Snapshot
+from gpu_audit.model import Scan, Severity
 
 SEVERITIES = ", ".join(s.value for s in Severity)
 EXIT_CODES_HELP = ("Exit codes: 0 OK, 1 WARNING, 2 CRITICAL (the runner is unfit), "
@@ -107,11 +107,11 @@ def check(
 
     recorded_user = None
     if from_file is not None:
-        snapshot, recorded_user = _saved_snapshot(from_file)
+        scan, recorded_user = _saved_scan(from_file)
     else:
-        from gpu_audit.collect import collect_snapshot
+        from gpu_audit.collect import collect_scan
 
-        snapshot = collect_snapshot(timeout_s=timeout)
+        scan = collect_scan(timeout_s=timeout)
     outcomes = []
     if stage_names:
         from gpu_audit.check.stages import run_stages
@@ -120,7 +120,7 @@ def check(
                               require_torch_cuda=policy.require_torch_cuda,
                               out_dir=None if no_report else (out or Path("reports")),
                               note=err)
-    report = judge(snapshot, policy,
+    report = judge(scan, policy,
                    user=user or recorded_user or current_user(), stages=outcomes,
                    duration_s=round(time.perf_counter() - started, 3))
     _emit(report, json_out=json_out, junit=junit, out=out, no_report=no_report,
@@ -128,8 +128,8 @@ def check(
     raise typer.Exit(report.exit_code)
 
 
-def _saved_snapshot(path: Path) -> tuple[Snapshot, str | None]:
-    """The snapshot in a saved check or scan document, and the user a check document recorded."""
+def _saved_scan(path: Path) -> tuple[Scan, str | None]:
+    """The scan in a saved check or scan document, and the user a check document recorded."""
     from gpu_audit.check.document import load_check_document
     from gpu_audit.report.jsonout import load_scan_document
 

@@ -57,7 +57,7 @@ This page is generated from the rules' docstrings and explain's signature catalo
 
 @dataclass(frozen=True)
 class CatalogueEntry:
-    """A finding emitted outside the snapshot rules (by `validate`), documented the same way."""
+    """A finding emitted outside the scan rules (by `validate`), documented the same way."""
 
     id: str
     severity: Severity

@@ -70,7 +70,7 @@ def scan(
 
         nvml = start_read(timeout)
 
-    from gpu_audit.collect import collect_snapshot
+    from gpu_audit.collect import collect_scan
     from gpu_audit.config import load_policy
     from gpu_audit.report.jsonout import load_scan_document, scan_document
     from gpu_audit.rules import evaluate, exit_code
@@ -84,30 +84,30 @@ def scan(
     if from_file is not None and pid is not None:
         raise UsageError("--from and --pid cannot be combined: --pid reads a live process")
 
-    snapshot = (
+    scanned = (
         load_scan_document(from_file)
         if from_file
-        else collect_snapshot(timeout_s=timeout, pid=pid, nvml=nvml)
+        else collect_scan(timeout_s=timeout, pid=pid, nvml=nvml)
     )
     if torch_check and from_file is None:
         from gpu_audit.collect.torch_probe import attach_torch_probe
 
-        snapshot = attach_torch_probe(snapshot)
-    findings = evaluate(snapshot, policy)
+        scanned = attach_torch_probe(scanned)
+    findings = evaluate(scanned, policy)
     code = exit_code(findings, threshold)
-    document = scan_document(snapshot, findings, code)
+    document = scan_document(scanned, findings, code)
 
     if json_out:
         sys.stdout.write(dumps(document) + "\n")
     else:
         from gpu_audit.report.terminal import render_scan
 
-        render_scan(snapshot, findings, code, verbose=bool(verbose()))
+        render_scan(scanned, findings, code, verbose=bool(verbose()))
 
     if not no_report:
         from gpu_audit.report.files import write_report
         from gpu_audit.report.markdown import render_scan_markdown
 
-        markdown = render_scan_markdown(snapshot, findings, code)
-        write_report("scan", snapshot.generated_at, snapshot.host.hostname, document, markdown, out)
+        markdown = render_scan_markdown(scanned, findings, code)
+        write_report("scan", scanned.generated_at, scanned.host.hostname, document, markdown, out)
     raise typer.Exit(code)

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from gpu_audit.lazy import regex as lazy
-from gpu_audit.model import KernelLog, ProbeError, Snapshot, XidEvent
+from gpu_audit.model import KernelLog, ProbeError, Scan, XidEvent
 from gpu_audit.redact import redact_text
 from gpu_audit.units import utc_iso
 
@@ -225,9 +225,9 @@ def read_kernel_log(
     return KernelLog(None, False), [ProbeError("kernel-log", "host", message)]
 
 
-def attach_kernel_log(snapshot: Snapshot) -> Snapshot:
-    """``snapshot`` with this boot's Xid events (and why not, when the log is unreadable)."""
+def attach_kernel_log(scan: Scan) -> Scan:
+    """``scan`` with this boot's Xid events (and why not, when the log is unreadable)."""
     log, errors = read_kernel_log()
     return dataclasses.replace(
-        snapshot, kernel_log=log, probe_errors=[*snapshot.probe_errors, *errors]
+        scan, kernel_log=log, probe_errors=[*scan.probe_errors, *errors]
     )

@@ -6,16 +6,16 @@ import time
 from typing import TYPE_CHECKING
 
 from gpu_audit import __version__
-from gpu_audit.model import Snapshot
+from gpu_audit.model import Scan
 from gpu_audit.units import utc_now
 
 if TYPE_CHECKING:
     from gpu_audit.collect.nvml import PendingReading
 
 
-def collect_snapshot(
+def collect_scan(
     *, timeout_s: float = 5.0, pid: int | None = None, nvml: PendingReading | None = None
-) -> Snapshot:
+) -> Scan:
     """One full scan of this machine. Never raises for a missing driver, GPU or process.
 
     ``timeout_s`` bounds the NVML part (a hung driver call is reported, not waited on);
@@ -45,7 +45,7 @@ def collect_snapshot(
     processes = attach_allocator_states(processes, reading.gpus, published)
     # Xid lines come from the NVIDIA driver: without one there is nothing to look for.
     kernel_log, kernel_errors = read_kernel_log() if reading.status.available else (None, [])
-    return Snapshot(
+    return Scan(
         host=host,
         nvml=reading.status,
         driver=reading.driver,

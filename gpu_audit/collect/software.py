@@ -18,7 +18,7 @@ from gpu_audit.redact import redact_env
 
 ALLOC_VARS = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")
 
-# Variables the environment lint looks at, kept (redacted) in the snapshot.
+# Variables the environment lint looks at, kept (redacted) in the scan.
 RELEVANT_ENV = re.compile(
     r"^(CUDA_.*|PYTORCH_.*|NCCL_.*|TORCH_.*|NVIDIA_.*|LD_PRELOAD|OMP_NUM_THREADS|"
     r"HIP_VISIBLE_DEVICES|ROCR_VISIBLE_DEVICES|NSYS_.*|NVTX_.*|CUDA_INJECTION64_PATH)$"

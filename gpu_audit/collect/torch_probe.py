@@ -21,7 +21,7 @@ import sys
 import time
 from collections.abc import Mapping
 
-from gpu_audit.model import ProbeError, Snapshot, TorchDevice, TorchProbe
+from gpu_audit.model import ProbeError, Scan, TorchDevice, TorchProbe
 from gpu_audit.redact import redact_text
 
 DEFAULT_TIMEOUT_S = 120.0  # a cold `import torch` on network storage can take a minute
@@ -210,13 +210,13 @@ def _failed(python: str, started: float, message: str) -> tuple[TorchProbe, list
     return probe, [ProbeError("torch", "host", f"torch probe: {message}")]
 
 
-def attach_torch_probe(snapshot: Snapshot, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> Snapshot:
-    """``snapshot`` with the probe's result, judged against the scanned allocator settings."""
-    alloc = snapshot.allocator
+def attach_torch_probe(scan: Scan, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> Scan:
+    """``scan`` with the probe's result, judged against the scanned allocator settings."""
+    alloc = scan.allocator
     alloc_env = None
     if alloc is not None:
         alloc_env = {"PYTORCH_CUDA_ALLOC_CONF": alloc.pytorch_cuda_alloc_conf,
                      "PYTORCH_ALLOC_CONF": alloc.pytorch_alloc_conf}
     probe, errors = probe_torch(timeout_s=timeout_s, alloc_env=alloc_env)
-    return dataclasses.replace(snapshot, torch_probe=probe,
-                               probe_errors=[*snapshot.probe_errors, *errors])
+    return dataclasses.replace(scan, torch_probe=probe,
+                               probe_errors=[*scan.probe_errors, *errors])

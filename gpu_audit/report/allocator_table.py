@@ -8,7 +8,7 @@ shown as the difference, "context/other". Shared by the terminal and markdown re
 
 from __future__ import annotations
 
-from gpu_audit.model import GpuProcess, Snapshot
+from gpu_audit.model import GpuProcess, Scan
 from gpu_audit.units import fmt_bytes
 
 NA = "n/a"
@@ -24,8 +24,8 @@ ALLOCATOR_NOTE = (
 )
 
 
-def publishing(snap: Snapshot) -> list[GpuProcess]:
-    return [p for p in snap.processes if p.allocator is not None]
+def publishing(scan: Scan) -> list[GpuProcess]:
+    return [p for p in scan.processes if p.allocator is not None]
 
 
 def context_other_bytes(p: GpuProcess) -> int | None:

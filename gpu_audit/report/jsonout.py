@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from gpu_audit.errors import InputError
-from gpu_audit.model import Finding, Severity, Snapshot
+from gpu_audit.model import Finding, Scan, Severity
 from gpu_audit.rules import worst
 from gpu_audit.rules.duplicates import with_duplicate_groups
 from gpu_audit.serial import from_jsonable, to_jsonable
@@ -15,10 +15,10 @@ from gpu_audit.serial import from_jsonable, to_jsonable
 SCAN_SCHEMA = "gpu-audit.scan/1"
 
 
-def scan_document(snapshot: Snapshot, findings: list[Finding], exit_code: int) -> dict[str, Any]:
+def scan_document(scan: Scan, findings: list[Finding], exit_code: int) -> dict[str, Any]:
     """The document ``scan --json`` prints; each process's ``duplicate_group`` is judged here,
     from the processes, never taken from what a saved document said."""
-    data = to_jsonable(with_duplicate_groups(snapshot))
+    data = to_jsonable(with_duplicate_groups(scan))
     counts = {s.value: sum(1 for f in findings if f.severity == s) for s in Severity}
     top = worst(findings)
     return {
@@ -35,8 +35,8 @@ def scan_document(snapshot: Snapshot, findings: list[Finding], exit_code: int) -
     }
 
 
-def load_scan_document(path: Path) -> Snapshot:
-    """The snapshot inside a saved ``scan --json`` document (its findings are recomputed)."""
+def load_scan_document(path: Path) -> Scan:
+    """The scan inside a saved ``scan --json`` document (its findings are recomputed)."""
     try:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -62,6 +62,6 @@ def load_scan_document(path: Path) -> Snapshot:
             f"{path}: schema {schema!r} is not supported by this gpu-audit (reads {SCAN_SCHEMA!r})"
         )
     try:
-        return from_jsonable(Snapshot, data)
+        return from_jsonable(Scan, data)
     except InputError as exc:
         raise InputError(f"{path}: {exc}") from None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpu_audit.model import Finding, Snapshot
+from gpu_audit.model import Finding, Scan
 from gpu_audit.report import allocator_table, tables
 
 
@@ -29,39 +29,39 @@ def findings_markdown(findings: list[Finding]) -> str:
     return "\n".join(parts)
 
 
-def render_scan_markdown(snap: Snapshot, findings: list[Finding], exit_code: int) -> str:
+def render_scan_markdown(scan: Scan, findings: list[Finding], exit_code: int) -> str:
     out = [
-        f"# gpu-audit scan: {snap.host.hostname}",
+        f"# gpu-audit scan: {scan.host.hostname}",
         "",
-        f"Generated {snap.generated_at} by gpu-audit {snap.tool_version}; "
+        f"Generated {scan.generated_at} by gpu-audit {scan.tool_version}; "
         f"{tables.finding_counts(findings)}; exit code {exit_code}.",
         "",
     ]
-    out += [md_table(["", ""], [[k, v] for k, v in tables.host_lines(snap)]), ""]
+    out += [md_table(["", ""], [[k, v] for k, v in tables.host_lines(scan)]), ""]
     out += ["## GPUs", ""]
-    if snap.gpus:
-        out += [md_table(tables.GPU_HEADERS, [tables.gpu_row(g) for g in snap.gpus]), ""]
+    if scan.gpus:
+        out += [md_table(tables.GPU_HEADERS, [tables.gpu_row(g) for g in scan.gpus]), ""]
     else:
-        reason = snap.nvml.message or snap.nvml.cause or "none found"
+        reason = scan.nvml.message or scan.nvml.cause or "none found"
         out += [f"No GPU could be read: {reason}", ""]
     out += ["## GPU processes", ""]
-    if snap.processes:
-        rows = [row for _, row in tables.process_rows(snap, width=200)]
+    if scan.processes:
+        rows = [row for _, row in tables.process_rows(scan, width=200)]
         out += [md_table(tables.PROCESS_HEADERS, rows), ""]
-        if allocator_table.publishing(snap):
+        if allocator_table.publishing(scan):
             alloc_rows = [allocator_table.allocator_row(p)
-                          for p in allocator_table.publishing(snap)]
+                          for p in allocator_table.publishing(scan)]
             out += [f"### {allocator_table.ALLOCATOR_TITLE}", "",
                     md_table(allocator_table.ALLOCATOR_HEADERS, alloc_rows), "",
                     allocator_table.ALLOCATOR_NOTE, ""]
     else:
         out += ["None.", ""]
     out += ["## Findings", "", findings_markdown(findings)]
-    if snap.probe_errors:
+    if scan.probe_errors:
         out += ["## Measurements that could not be taken", ""]
         out += [
             f"- `{e.subject}` {e.source}: {e.message}" + (f" (`{e.call}`)" if e.call else "")
-            for e in snap.probe_errors
+            for e in scan.probe_errors
         ]
         out.append("")
     return "\n".join(out)

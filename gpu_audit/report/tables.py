@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpu_audit.model import Finding, Gpu, GpuProcess, Snapshot
+from gpu_audit.model import Finding, Gpu, GpuProcess, Scan
 from gpu_audit.rules.duplicates import annotate_duplicates, instance_port
 from gpu_audit.units import fmt_bytes, fmt_mib, pct
 
@@ -102,14 +102,14 @@ def process_row(p: GpuProcess, width: int = 80) -> list[str]:
     ]
 
 
-def process_rows(snap: Snapshot, width: int = 80) -> list[tuple[GpuProcess, list[str]]]:
+def process_rows(scan: Scan, width: int = 80) -> list[tuple[GpuProcess, list[str]]]:
     """Each process with its table row; copies of one server share a ``#n`` group mark."""
-    processes = annotate_duplicates(snap.processes)
+    processes = annotate_duplicates(scan.processes)
     return [(p, process_row(p, width)) for p in processes]
 
 
-def host_lines(snap: Snapshot) -> list[tuple[str, str]]:
-    h = snap.host
+def host_lines(scan: Scan) -> list[tuple[str, str]]:
+    h = scan.host
     where = [h.os, h.kernel or ""]
     if h.wsl:
         where.append("(WSL2)")
@@ -124,8 +124,8 @@ def host_lines(snap: Snapshot) -> list[tuple[str, str]]:
         ),
         ("Swap", f"{fmt_bytes(h.swap_used_bytes)} used of {fmt_bytes(h.swap_total_bytes)}"),
     ]
-    if snap.driver:
-        d = snap.driver
+    if scan.driver:
+        d = scan.driver
         lines.append(
             (
                 "Driver",
@@ -133,9 +133,9 @@ def host_lines(snap: Snapshot) -> list[tuple[str, str]]:
                 f"CUDA {d.cuda_driver_version or NA})",
             )
         )
-    elif not snap.nvml.available:
-        lines.append(("Driver", f"NVML unavailable: {snap.nvml.cause or 'unknown'}"))
-    a = snap.allocator
+    elif not scan.nvml.available:
+        lines.append(("Driver", f"NVML unavailable: {scan.nvml.cause or 'unknown'}"))
+    a = scan.allocator
     if a:
         torch = a.torch_version or "not installed"
         lines.append(("torch", torch))

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from gpu_audit.model import Finding, Severity, Snapshot
+from gpu_audit.model import Finding, Scan, Severity
 from gpu_audit.report import allocator_table, tables
 
 SEVERITY_STYLE = {
@@ -101,44 +101,44 @@ def render_findings(console: Console, findings: list[Finding]) -> None:
 
 
 def render_scan(
-    snap: Snapshot,
+    scan: Scan,
     findings: list[Finding],
     exit_code: int,
     console: Console | None = None,
     verbose: bool = False,
 ) -> None:
     console = console or make_console()
-    for label, value in tables.host_lines(snap):
+    for label, value in tables.host_lines(scan):
         console.print(f"[bold]{label + ':':<25}[/] {escape(value)}")
     console.print()
-    if snap.gpus:
-        gpus = _table(tables.GPU_HEADERS, f"GPUs ({len(snap.gpus)})")
-        for gpu in snap.gpus:
+    if scan.gpus:
+        gpus = _table(tables.GPU_HEADERS, f"GPUs ({len(scan.gpus)})")
+        for gpu in scan.gpus:
             gpus.add_row(*(escape(c) for c in tables.gpu_row(gpu)))
         console.print(gpus)
-    if snap.processes:
-        procs = _table(tables.PROCESS_HEADERS, f"GPU processes ({len(snap.processes)})")
-        for p, row in tables.process_rows(snap):
+    if scan.processes:
+        procs = _table(tables.PROCESS_HEADERS, f"GPU processes ({len(scan.processes)})")
+        for p, row in tables.process_rows(scan):
             style = "yellow" if p.duplicate_group else None
             procs.add_row(*(escape(c) for c in row), style=style)
         console.print(procs)
-        if allocator_table.publishing(snap):
+        if allocator_table.publishing(scan):
             alloc = _table(allocator_table.ALLOCATOR_HEADERS, allocator_table.ALLOCATOR_TITLE)
-            for p in allocator_table.publishing(snap):
+            for p in allocator_table.publishing(scan):
                 alloc.add_row(*(escape(c) for c in allocator_table.allocator_row(p)))
             console.print(alloc)
             console.print(f"[dim]{escape(allocator_table.ALLOCATOR_NOTE)}[/]\n")
-    elif snap.nvml.available:
+    elif scan.nvml.available:
         console.print("No process is using a GPU.\n")
     render_findings(console, findings)
-    if snap.probe_errors:
+    if scan.probe_errors:
         console.print(
-            f"\n[dim]{len(snap.probe_errors)} measurement(s) could not be taken"
+            f"\n[dim]{len(scan.probe_errors)} measurement(s) could not be taken"
             + ("" if verbose else " (-v lists them)")
             + "[/]"
         )
         if verbose:
-            for e in snap.probe_errors:
+            for e in scan.probe_errors:
                 call = f" [{e.call}]" if e.call else ""
                 console.print(f"  [dim]{escape(e.subject)}: {escape(e.message)}{escape(call)}[/]")
     console.print(f"\n{tables.finding_counts(findings)}; exit code {exit_code}")

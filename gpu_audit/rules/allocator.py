@@ -13,17 +13,17 @@ from collections.abc import Iterator
 from gpu_audit.config import Policy
 from gpu_audit.knowledge import allocator as ac
 from gpu_audit.knowledge.allocator import CUDA_VAR, NEW_VAR, NO_CACHING_VAR
-from gpu_audit.model import AllocatorConfig, Finding, Severity, Snapshot
+from gpu_audit.model import AllocatorConfig, Finding, Scan, Severity
 from gpu_audit.rules import rule
 from gpu_audit.units import GIB, Release, torch_release
 
 
-def judged_torch_version(snap: Snapshot) -> str | None:
+def judged_torch_version(scan: Scan) -> str | None:
     """The torch version the allocator settings will meet."""
-    alloc = snap.allocator
+    alloc = scan.allocator
     if alloc is not None and alloc.torch_version:
         return alloc.torch_version
-    probe = snap.torch_probe
+    probe = scan.torch_probe
     return probe.torch_version if probe is not None else None
 
 
@@ -37,15 +37,15 @@ def _caching_disabled(alloc: AllocatorConfig) -> bool:
     return NO_CACHING_VAR in alloc.environment
 
 
-def effective_configs(snap: Snapshot) -> list[tuple[str, ac.ParsedConf]]:
+def effective_configs(scan: Scan) -> list[tuple[str, ac.ParsedConf]]:
     """(where it comes from, parsed) for the configuration(s) that reach the CUDA allocator.
 
     With a known torch version that is one string; with an unknown one, each variable set.
     """
-    alloc = snap.allocator
+    alloc = scan.allocator
     if alloc is None:
         return []
-    version_str = judged_torch_version(snap)
+    version_str = judged_torch_version(scan)
     version = torch_release(version_str)
     resolution = ac.resolve(alloc.pytorch_cuda_alloc_conf, alloc.pytorch_alloc_conf, version)
     if version is None:
@@ -61,7 +61,7 @@ def _issue_record(text: str, issue: ac.ConfIssue) -> dict[str, object]:
 
 
 @rule("alloc-conf-invalid", severity=Severity.ERROR)
-def alloc_conf_invalid(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
+def alloc_conf_invalid(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """The allocator configuration string is malformed, or a value is out of range.
 
     PyTorch parses `PYTORCH_CUDA_ALLOC_CONF` / `PYTORCH_ALLOC_CONF` when the first CUDA tensor is
@@ -82,13 +82,13 @@ def alloc_conf_invalid(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
     accepts but not as written, or for problems in a variable this torch does not read.
     The remedy is the repaired string, ready to paste.
     """
-    alloc = snap.allocator
+    alloc = scan.allocator
     if alloc is None:
         return
-    version_str = judged_torch_version(snap)
+    version_str = judged_torch_version(scan)
     version = torch_release(version_str)
     resolution = ac.resolve(alloc.pytorch_cuda_alloc_conf, alloc.pytorch_alloc_conf, version)
-    probe = snap.torch_probe
+    probe = scan.torch_probe
     torch_says = probe.allocator_error if probe is not None else None
     reported_error = False
     for name, value in _variables(alloc):
@@ -137,7 +137,7 @@ def alloc_conf_invalid(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
 
 
 @rule("alloc-conf-ignored", severity=Severity.WARNING)
-def alloc_conf_ignored(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
+def alloc_conf_ignored(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """An allocator setting is set but will not reach the CUDA allocator.
 
     The variable's name moved between releases, and the settings only help if torch reads them:
@@ -157,10 +157,10 @@ def alloc_conf_ignored(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
     When torch is not installed where gpu-audit runs, the finding says what each version would
     do. The remedy sets both names to the same string, which every version reads.
     """
-    alloc = snap.allocator
+    alloc = scan.allocator
     if alloc is None or not _variables(alloc):
         return
-    version_str = judged_torch_version(snap)
+    version_str = judged_torch_version(scan)
     version = torch_release(version_str)
     behaviour = ac.env_behaviour(version)
     cuda_value, new_value = alloc.pytorch_cuda_alloc_conf, alloc.pytorch_alloc_conf
@@ -214,8 +214,8 @@ def alloc_conf_ignored(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
                 remedy=ac.export_line(new_value, version),
                 evidence={**evidence, "ignored_keys": cuda_only},
             )
-    if snap.host.os == "Windows":
-        for where, parsed in effective_configs(snap):
+    if scan.host.os == "Windows":
+        for where, parsed in effective_configs(scan):
             if parsed.value("expandable_segments") is True:
                 yield Finding(
                     subject="env",
@@ -225,13 +225,13 @@ def alloc_conf_ignored(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
                             "without them."),
                     remedy=ac.export_line(
                         ac.with_settings(parsed.text, {"expandable_segments": None}), version),
-                    evidence={**evidence, "os": snap.host.os},
+                    evidence={**evidence, "os": scan.host.os},
                 )
                 break
 
 
 @rule("alloc-conf-deprecated-name", severity=Severity.INFO)
-def alloc_conf_deprecated_name(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
+def alloc_conf_deprecated_name(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """torch will print "PYTORCH_CUDA_ALLOC_CONF is deprecated, use PYTORCH_ALLOC_CONF instead".
 
     torch 2.9, 2.10 and 2.11 print this once per process when only the old name is set. The
@@ -241,12 +241,12 @@ def alloc_conf_deprecated_name(snap: Snapshot, policy: Policy) -> Iterator[Findi
     old name is a documented alias again and no warning is printed. Setting both names to the
     same string silences the warning and works on every version.
     """
-    alloc = snap.allocator
+    alloc = scan.allocator
     # Only the old name set: with PYTORCH_ALLOC_CONF present (even empty) torch finds it first.
     if alloc is None or alloc.pytorch_cuda_alloc_conf is None or (
             alloc.pytorch_alloc_conf is not None):
         return
-    version_str = judged_torch_version(snap)
+    version_str = judged_torch_version(scan)
     version = torch_release(version_str)
     if not ac.env_behaviour(version).warns_on_old_name:
         return
@@ -273,7 +273,7 @@ def _winner(version: Release | None) -> str:
 
 
 @rule("alloc-conf-conflict", severity=Severity.WARNING)
-def alloc_conf_conflict(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
+def alloc_conf_conflict(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """Both variable names are set, to different strings.
 
     Which one wins depends on the torch version: up to 2.9 the CUDA allocator reads only
@@ -284,13 +284,13 @@ def alloc_conf_conflict(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
     names the winner for the installed torch and shows what takes effect; the remedy sets both
     names to that string, so an upgrade cannot change it behind your back.
     """
-    alloc = snap.allocator
+    alloc = scan.allocator
     if alloc is None or alloc.pytorch_cuda_alloc_conf is None or alloc.pytorch_alloc_conf is None:
         return
     cuda_value, new_value = alloc.pytorch_cuda_alloc_conf, alloc.pytorch_alloc_conf
     if ac.normalised(cuda_value) == ac.normalised(new_value):
         return
-    version_str = judged_torch_version(snap)
+    version_str = judged_torch_version(scan)
     version = torch_release(version_str)
     resolution = ac.resolve(cuda_value, new_value, version)
     effective = resolution.text if resolution.text is not None else cuda_value
@@ -308,7 +308,7 @@ def alloc_conf_conflict(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
 
 
 @rule("alloc-conf-risky-combination", severity=Severity.WARNING)
-def alloc_conf_risky_combination(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
+def alloc_conf_risky_combination(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """Allocator options that work against each other, or do nothing together.
 
     - `expandable_segments:True` with `max_split_size_mb`: expandable segments already avoid the
@@ -323,9 +323,9 @@ def alloc_conf_risky_combination(snap: Snapshot, policy: Policy) -> Iterator[Fin
       `expandable_segments`, `garbage_collection_threshold`, `roundup_power2_divisions`, ...):
       the driver's pool allocator ignores them, with a warning.
     """
-    version_str = judged_torch_version(snap)
+    version_str = judged_torch_version(scan)
     version = torch_release(version_str)
-    for where, parsed in effective_configs(snap):
+    for where, parsed in effective_configs(scan):
         text = parsed.text
         expandable = parsed.value("expandable_segments") is True
         backend = parsed.value("backend", "native")
@@ -384,7 +384,7 @@ def alloc_conf_risky_combination(snap: Snapshot, policy: Policy) -> Iterator[Fin
 
 
 @rule("alloc-conf-advice", severity=Severity.INFO)
-def alloc_conf_advice(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
+def alloc_conf_advice(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """What to set first against fragmentation: expandable segments, before max_split_size_mb.
 
     Given before a run, when a GPU is small (at most `small_gpu_gib`, 8 GiB by default: every
@@ -396,20 +396,20 @@ def alloc_conf_advice(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
     segments there), on torch older than 2.1 (no such option), with the cudaMallocAsync backend,
     or when expandable segments are already on.
     """
-    alloc = snap.allocator
-    if alloc is None or snap.host.os == "Windows" or _caching_disabled(alloc):
+    alloc = scan.allocator
+    if alloc is None or scan.host.os == "Windows" or _caching_disabled(alloc):
         return
-    version_str = judged_torch_version(snap)
+    version_str = judged_torch_version(scan)
     version = torch_release(version_str)
     if ac.supports_expandable_segments(version_str) is False:
         return
-    configs = effective_configs(snap)
+    configs = effective_configs(scan)
     if any(p.value("expandable_segments") is True or p.value("backend") == "cudaMallocAsync"
            for _, p in configs):
         return
     current = configs[0][1] if configs else ac.analyse("")
     reasons: list[str] = []
-    small = [g for g in snap.gpus
+    small = [g for g in scan.gpus
              if g.memory_total_bytes is not None
              and g.memory_total_bytes <= policy.small_gpu_gib * GIB]
     if small:

@@ -12,7 +12,7 @@ from gpu_audit.knowledge.allocator import (
     supports_expandable_segments,
     with_setting,
 )
-from gpu_audit.model import Finding, GpuProcess, ProcessAllocatorState, Severity, Snapshot
+from gpu_audit.model import Finding, GpuProcess, ProcessAllocatorState, Scan, Severity
 from gpu_audit.rules import rule
 from gpu_audit.units import MIB, fmt_bytes, parse_utc
 
@@ -65,7 +65,7 @@ def _evidence(p: GpuProcess, a: ProcessAllocatorState) -> dict:
 
 
 @rule("allocator-fragmentation", severity=Severity.WARNING)
-def allocator_fragmentation(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
+def allocator_fragmentation(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """A PyTorch process keeps much more memory reserved than its tensors use.
 
     Only a process that runs `gpu_audit.monitor` can say this: NVML sees what the process holds,
@@ -81,7 +81,7 @@ def allocator_fragmentation(snap: Snapshot, policy: Policy) -> Iterator[Finding]
     skipped: its statistics do not describe fragmentation.
     """
     threshold = policy.alloc_fragmentation_pct
-    for p in snap.processes:
+    for p in scan.processes:
         a = p.allocator
         if a is None or a.backend == "cudaMallocAsync":
             continue
@@ -140,7 +140,7 @@ def _increase(values: list[int | None]) -> int | None:
 
 
 @rule("allocator-oom-retries", severity=Severity.WARNING)
-def allocator_oom_retries(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
+def allocator_oom_retries(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """A PyTorch process keeps running out of cached memory and retrying.
 
     `num_alloc_retries` counts allocations that found nothing in the cache and nothing from the
@@ -150,7 +150,7 @@ def allocator_oom_retries(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
     running `gpu_audit.monitor` publishes (about two minutes at the default interval); it is an
     error when out-of-memory errors were raised in that window too.
     """
-    for p in snap.processes:
+    for p in scan.processes:
         a = p.allocator
         if a is None or len(a.history) < 2:
             continue

@@ -20,7 +20,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from gpu_audit.lazy import regex as lazy
-from gpu_audit.model import GpuProcess, Snapshot
+from gpu_audit.model import GpuProcess, Scan
 
 # Interpreter options that take a value (python -X dev -W ignore script.py)
 _PYTHON_OPTS_WITH_VALUE = {"-X", "-W", "-Q"}
@@ -171,9 +171,9 @@ def annotate_duplicates(processes: list[GpuProcess]) -> list[GpuProcess]:
     return [dataclasses.replace(p, duplicate_group=group_of.get(p.pid)) for p in processes]
 
 
-def with_duplicate_groups(snap: Snapshot) -> Snapshot:
-    """``snap`` with its processes' ``duplicate_group`` judged afresh (see
+def with_duplicate_groups(scan: Scan) -> Scan:
+    """``scan`` with its processes' ``duplicate_group`` judged afresh (see
     :func:`annotate_duplicates`): what the scan document and the process tables show."""
-    if not snap.processes:
-        return snap
-    return dataclasses.replace(snap, processes=annotate_duplicates(snap.processes))
+    if not scan.processes:
+        return scan
+    return dataclasses.replace(scan, processes=annotate_duplicates(scan.processes))

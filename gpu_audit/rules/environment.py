@@ -1,7 +1,7 @@
 """Environment variables that silently change how a PyTorch job runs, or do nothing at all.
 
 They are read from the scanned environment (this shell, or ``scan --pid``'s process) as the
-snapshot keeps it: ``CUDA_*``, ``PYTORCH_*``, ``TORCH_*``, ``NVTX_*``, ``LD_PRELOAD``, redacted.
+scan keeps it: ``CUDA_*``, ``PYTORCH_*``, ``TORCH_*``, ``NVTX_*``, ``LD_PRELOAD``, redacted.
 """
 
 from __future__ import annotations
@@ -12,25 +12,25 @@ from dataclasses import dataclass
 
 from gpu_audit.config import Policy
 from gpu_audit.knowledge.allocator import NO_CACHING_VAR
-from gpu_audit.model import Finding, Gpu, Severity, Snapshot
+from gpu_audit.model import Finding, Gpu, Scan, Severity
 from gpu_audit.rules import rule
 
 
-def _env(snap: Snapshot) -> dict[str, str]:
-    return dict(snap.allocator.environment) if snap.allocator is not None else {}
+def _env(scan: Scan) -> dict[str, str]:
+    return dict(scan.allocator.environment) if scan.allocator is not None else {}
 
 
-def _gpu_count(snap: Snapshot) -> int | None:
+def _gpu_count(scan: Scan) -> int | None:
     """GPUs on the host: NVML's list, or the PCI bus count when NVML did not answer."""
-    if snap.gpus:
-        return len(snap.gpus)
-    if snap.nvml.available:
+    if scan.gpus:
+        return len(scan.gpus)
+    if scan.nvml.available:
         return 0
-    return snap.host.nvidia_pci_devices
+    return scan.host.nvidia_pci_devices
 
 
 @rule("pytorch-no-nvml", severity=Severity.WARNING)
-def pytorch_no_nvml(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
+def pytorch_no_nvml(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """`PYTORCH_NO_NVML` is set, but PyTorch has no such variable.
 
     It is passed around as a cure for `NVML_SUCCESS == DriverAPI::get()->nvmlInit_v2_() INTERNAL
@@ -41,7 +41,7 @@ def pytorch_no_nvml(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
     it, fix the mismatch (`nvidia-smi` fails the same way when it exists), and treat the crash as
     an out-of-memory.
     """
-    env = _env(snap)
+    env = _env(scan)
     if "PYTORCH_NO_NVML" not in env:
         return
     yield Finding(
@@ -57,7 +57,7 @@ def pytorch_no_nvml(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
 
 
 @rule("caching-allocator-disabled", severity=Severity.WARNING)
-def caching_allocator_disabled(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
+def caching_allocator_disabled(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """`PYTORCH_NO_CUDA_MEMORY_CACHING` is set: every allocation goes to cudaMalloc.
 
     PyTorch checks only whether the variable exists, so `PYTORCH_NO_CUDA_MEMORY_CACHING=0` turns
@@ -65,7 +65,7 @@ def caching_allocator_disabled(snap: Snapshot, policy: Policy) -> Iterator[Findi
     synchronises with the driver, which slows training severalfold, and `memory_stats()` and the
     allocator settings stop meaning anything. Useful for memory debugging only.
     """
-    env = _env(snap)
+    env = _env(scan)
     if NO_CACHING_VAR not in env:
         return
     value = env[NO_CACHING_VAR]
@@ -82,14 +82,14 @@ def caching_allocator_disabled(snap: Snapshot, policy: Policy) -> Iterator[Findi
 
 
 @rule("launch-blocking", severity=Severity.WARNING)
-def launch_blocking(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
+def launch_blocking(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """`CUDA_LAUNCH_BLOCKING=1`: every kernel launch waits for the kernel to finish.
 
     Meant for debugging (an error then points at the right line), it serialises the CPU and the
     GPU and typically costs a large share of throughput. Forgotten in a shell profile or a job
     script, it makes a long run much longer.
     """
-    value = _env(snap).get("CUDA_LAUNCH_BLOCKING")
+    value = _env(scan).get("CUDA_LAUNCH_BLOCKING")
     if value is None or value.strip() != "1":
         return
     yield Finding(
@@ -155,7 +155,7 @@ def interpret_visible_devices(value: str, gpus: list[Gpu], count: int) -> Visibl
 
 
 @rule("visible-devices-missing", severity=Severity.ERROR)
-def visible_devices_missing(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
+def visible_devices_missing(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """`CUDA_VISIBLE_DEVICES` names GPUs that do not exist, or hides every GPU.
 
     CUDA reads the list up to the first entry that names no device and silently drops the rest;
@@ -164,11 +164,11 @@ def visible_devices_missing(snap: Snapshot, policy: Policy) -> Iterator[Finding]
     against the GPUs NVML lists: indices must be below their count, `GPU-` entries must match
     exactly one UUID (a unique prefix is enough). MIG instance UUIDs are not checked.
     """
-    value = _env(snap).get("CUDA_VISIBLE_DEVICES")
-    count = _gpu_count(snap)
+    value = _env(scan).get("CUDA_VISIBLE_DEVICES")
+    count = _gpu_count(scan)
     if value is None or not count:
         return
-    seen = interpret_visible_devices(value, snap.gpus, count)
+    seen = interpret_visible_devices(value, scan.gpus, count)
     if not seen.checkable or seen.reason is None:
         return
     valid = ",".join(str(i) for i in seen.visible) or ",".join(str(i) for i in range(count))
@@ -185,7 +185,7 @@ def visible_devices_missing(snap: Snapshot, policy: Policy) -> Iterator[Finding]
 
 
 @rule("device-order-mismatch", severity=Severity.WARNING)
-def device_order_mismatch(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
+def device_order_mismatch(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """`CUDA_VISIBLE_DEVICES` picks GPUs by index on a multi-GPU host without PCI ordering.
 
     CUDA numbers devices fastest first unless `CUDA_DEVICE_ORDER=PCI_BUS_ID`, while
@@ -194,16 +194,16 @@ def device_order_mismatch(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
     at (warning); with identical models the orders usually agree, but nothing guarantees it
     (info). UUIDs in `CUDA_VISIBLE_DEVICES` are never ambiguous.
     """
-    env = _env(snap)
+    env = _env(scan)
     value = env.get("CUDA_VISIBLE_DEVICES")
-    count = _gpu_count(snap)
+    count = _gpu_count(scan)
     if value is None or not value.strip() or count is None or count < 2:
         return
     if value.strip().startswith(("GPU-", "MIG-")):
         return
     if env.get("CUDA_DEVICE_ORDER", "").strip() == "PCI_BUS_ID":
         return
-    models = sorted({g.name or "?" for g in snap.gpus})
+    models = sorted({g.name or "?" for g in scan.gpus})
     mixed = len(models) > 1
     yield Finding(
         subject="env",
@@ -238,7 +238,7 @@ _PROFILER_LIBS = re.compile(r"(cupti|nvperf|ToolsInjection|nsys|ncu|compute-sani
 
 
 @rule("profiler-injection", severity=Severity.WARNING)
-def profiler_injection(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
+def profiler_injection(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """Profiler or debugger hooks are left set in the environment.
 
     `CUDA_INJECTION64_PATH` and `NVTX_INJECTION64_PATH` load a tool's library into every CUDA
@@ -248,7 +248,7 @@ def profiler_injection(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
     traces every compiled graph to disk; an `LD_PRELOAD` of a profiler library (CUPTI, Nsight,
     compute-sanitizer) instruments every call. Each slows or stalls a long run.
     """
-    env = _env(snap)
+    env = _env(scan)
     found: dict[str, str] = {}
     for name, effect in _INJECTION.items():
         value = env.get(name)

@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from gpu_audit.config import Policy
-from gpu_audit.model import Finding, Severity, Snapshot
+from gpu_audit.model import Finding, Scan, Severity
 from gpu_audit.rules import rule
 from gpu_audit.units import fmt_bytes, pct
 
 
 @rule("low-free-vram", severity=Severity.WARNING)
-def low_free_vram(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
+def low_free_vram(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """Free device memory below the policy share of the GPU's size (10% by default).
 
     Memory held before the run starts is memory the run cannot have: an allocation that would fit
@@ -19,12 +19,12 @@ def low_free_vram(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
     processes holding the memory so you can decide what to stop. Configure with
     `min_free_vram_pct`.
     """
-    for gpu in snap.gpus:
+    for gpu in scan.gpus:
         free_pct = pct(gpu.memory_free_bytes, gpu.memory_total_bytes)
         if free_pct is None or free_pct >= policy.min_free_vram_pct:
             continue
         holders = sorted(
-            (p for p in snap.processes if p.gpu_index == gpu.index),
+            (p for p in scan.processes if p.gpu_index == gpu.index),
             key=lambda p: -(p.used_memory_bytes or 0),
         )
         listing = ", ".join(

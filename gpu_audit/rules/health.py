@@ -1,6 +1,6 @@
 """Hardware health verdicts from NVML readings and the kernel log.
 
-A reading the GPU does not support is ``None`` in the snapshot: the rules skip it, and
+A reading the GPU does not support is ``None`` in the scan: the rules skip it, and
 ``health-unsupported`` says which checks could not be made, so "not supported" is never read as
 "healthy". GPUs NVML reported as lost are left to the NVML rules.
 """
@@ -19,13 +19,13 @@ from gpu_audit.knowledge.xid import (
     xid_info,
     xid_severity,
 )
-from gpu_audit.model import Finding, Gpu, Severity, Snapshot, XidEvent
+from gpu_audit.model import Finding, Gpu, Scan, Severity, XidEvent
 from gpu_audit.rules import rule
 from gpu_audit.units import parse_utc
 
 
-def _live(snap: Snapshot) -> list[Gpu]:
-    return [g for g in snap.gpus if not g.lost]
+def _live(scan: Scan) -> list[Gpu]:
+    return [g for g in scan.gpus if not g.lost]
 
 
 def _label(gpu: Gpu) -> str:
@@ -39,7 +39,7 @@ def _reset_remedy(gpu: Gpu) -> str:
 
 
 @rule("ecc-uncorrectable", severity=Severity.CRITICAL)
-def ecc_uncorrectable(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
+def ecc_uncorrectable(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """The GPU has had uncorrectable (double-bit) ECC memory errors.
 
     An uncorrectable error corrupts data in flight and kills the process that touched it (Xid
@@ -48,7 +48,7 @@ def ecc_uncorrectable(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
     Aggregate counts cover the card's lifetime: a history to watch (warning), unless the
     volatile count is also non-zero. Consumer GPUs without ECC report "not supported".
     """
-    for gpu in _live(snap):
+    for gpu in _live(scan):
         volatile = gpu.ecc_errors_uncorrected_volatile
         aggregate = gpu.ecc_errors_uncorrected_aggregate
         evidence = {"uncorrected_volatile": volatile, "uncorrected_aggregate": aggregate,
@@ -79,14 +79,14 @@ def ecc_uncorrectable(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
 
 
 @rule("memory-repair-pending", severity=Severity.ERROR)
-def memory_repair_pending(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
+def memory_repair_pending(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """Retired pages or remapped rows are waiting for a GPU reset to take effect.
 
     After a memory error the driver marks the bad page (older GPUs: page retirement) or row
     (A100 and newer: row remapping) for repair, but the repair only applies when the GPU is
     reset. Until then the faulty memory stays in use and the next job may hit it again.
     """
-    for gpu in _live(snap):
+    for gpu in _live(scan):
         pending = []
         if gpu.retired_pages_pending:
             pending.append("page retirement")
@@ -110,14 +110,14 @@ def memory_repair_pending(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
 
 
 @rule("row-remap-failure", severity=Severity.CRITICAL)
-def row_remap_failure(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
+def row_remap_failure(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """A memory row could not be remapped: the GPU has run out of spare rows.
 
     Row remapping (A100 and newer) replaces failing memory rows with spares. When it fails, the
     faulty memory can no longer be repaired in place; NVIDIA's guidance is to take the GPU out of
     service and return it.
     """
-    for gpu in _live(snap):
+    for gpu in _live(scan):
         if not gpu.remapped_rows_failure:
             continue
         yield Finding(
@@ -142,7 +142,7 @@ _HW_SLOWDOWN = {
 
 
 @rule("hw-slowdown", severity=Severity.ERROR)
-def hw_slowdown(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
+def hw_slowdown(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """The GPU's hardware protection is cutting its clocks right now.
 
     Hardware slowdown halves the clocks or worse when the board signals a problem: too hot
@@ -150,7 +150,7 @@ def hw_slowdown(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
     power-brake signal. A run on this GPU is slow and, in multi-GPU jobs, drags every other rank
     down to its pace.
     """
-    for gpu in _live(snap):
+    for gpu in _live(scan):
         active = [r for r in gpu.throttle_reasons or [] if r in _HW_SLOWDOWN]
         if not active:
             continue
@@ -170,14 +170,14 @@ def hw_slowdown(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
 
 
 @rule("thermal-slowdown", severity=Severity.WARNING)
-def thermal_slowdown(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
+def thermal_slowdown(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """The driver is lowering the GPU's clocks because it is running hot.
 
     Software thermal slowdown keeps the GPU below its temperature target by lowering clocks. It
     is not a fault, but throughput drops for as long as it lasts; over a long run it usually
     means poor airflow or a high ambient temperature.
     """
-    for gpu in _live(snap):
+    for gpu in _live(scan):
         if "sw_thermal_slowdown" not in (gpu.throttle_reasons or []):
             continue
         yield Finding(
@@ -195,14 +195,14 @@ def thermal_slowdown(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
 
 
 @rule("power-capped", severity=Severity.INFO)
-def power_capped(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
+def power_capped(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """The GPU is holding its clocks down to stay within its power limit.
 
     Normal under heavy load: a busy GPU runs at its power limit. Worth knowing when the limit has
     been lowered below the board's default (`nvidia-smi -pl`), which costs throughput for the
     whole run.
     """
-    for gpu in _live(snap):
+    for gpu in _live(scan):
         if "sw_power_cap" not in (gpu.throttle_reasons or []):
             continue
         lowered = (gpu.power_limit_w is not None and gpu.power_default_limit_w is not None
@@ -226,13 +226,13 @@ def power_capped(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
 
 
 @rule("temperature-near-slowdown", severity=Severity.WARNING)
-def temperature_near_slowdown(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
+def temperature_near_slowdown(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """The GPU is within `temperature_margin_c` (5 C by default) of its slowdown temperature.
 
     Above the slowdown threshold the hardware cuts clocks sharply. A GPU this close before the
     run starts will cross it under load. At or above the threshold the finding is an error.
     """
-    for gpu in _live(snap):
+    for gpu in _live(scan):
         temp, limit = gpu.temperature_c, gpu.temperature_slowdown_c
         if temp is None or limit is None or temp < limit - policy.temperature_margin_c:
             continue
@@ -254,7 +254,7 @@ def temperature_near_slowdown(snap: Snapshot, policy: Policy) -> Iterator[Findin
 
 
 @rule("pcie-link-degraded", severity=Severity.WARNING)
-def pcie_link_degraded(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
+def pcie_link_degraded(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """A busy GPU's PCIe link runs below its maximum generation or width.
 
     An idle GPU lowers its link speed on purpose to save power, so the check applies only while
@@ -263,7 +263,7 @@ def pcie_link_degraded(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
     setting, or a link that trained down on a bad connection; host-to-device copies and
     multi-GPU traffic slow accordingly.
     """
-    for gpu in _live(snap):
+    for gpu in _live(scan):
         util = gpu.utilization_pct
         if util is None or util < policy.busy_utilization_pct:
             continue
@@ -293,7 +293,7 @@ def pcie_link_degraded(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
 
 
 @rule("persistence-mode-off", severity=Severity.INFO)
-def persistence_mode_off(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
+def persistence_mode_off(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """Persistence mode is off (Linux): each job start pays for the driver to initialise the GPU.
 
     Without persistence the driver tears the GPU state down whenever no process holds it, so
@@ -301,9 +301,9 @@ def persistence_mode_off(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
     and settings such as application clocks are lost in between. NVIDIA recommends the
     persistence daemon on compute servers.
     """
-    if snap.host.os != "Linux":
+    if scan.host.os != "Linux":
         return
-    off = [g for g in _live(snap) if g.persistence_mode is False]
+    off = [g for g in _live(scan) if g.persistence_mode is False]
     if not off:
         return
     indices = ",".join(str(g.index) for g in off)
@@ -318,7 +318,7 @@ def persistence_mode_off(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
 
 
 @rule("compute-mode-restricted", severity=Severity.WARNING)
-def compute_mode_restricted(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
+def compute_mode_restricted(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """The GPU's compute mode stops a second process from using it, or any process at all.
 
     In "exclusive process" mode only one process may hold a CUDA context: a second one (a
@@ -326,11 +326,11 @@ def compute_mode_restricted(snap: Snapshot, policy: Policy) -> Iterator[Finding]
     validation) fails with "all CUDA-capable devices are busy or unavailable". That is an error
     when a compute process already holds the GPU. "Prohibited" mode admits no process at all.
     """
-    for gpu in _live(snap):
+    for gpu in _live(scan):
         mode = gpu.compute_mode
         if mode not in ("exclusive_process", "exclusive_thread", "prohibited"):
             continue
-        holders = [p.pid for p in snap.processes
+        holders = [p.pid for p in scan.processes
                    if p.gpu_index == gpu.index and "compute" in p.type]
         if mode == "prohibited":
             severity, why = Severity.ERROR, "no process can create a CUDA context on it"
@@ -351,7 +351,7 @@ def compute_mode_restricted(snap: Snapshot, policy: Policy) -> Iterator[Finding]
 
 
 @rule("mig-enabled", severity=Severity.INFO)
-def mig_enabled(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
+def mig_enabled(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """MIG is enabled: jobs get a slice of the GPU, not the whole card.
 
     With Multi-Instance GPU on, a process sees one MIG instance (its memory and compute slice)
@@ -359,7 +359,7 @@ def mig_enabled(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
     is one known cause of PyTorch's NVML assert on out-of-memory. Fine when intended; a surprise
     when a run was sized for the full GPU.
     """
-    for gpu in _live(snap):
+    for gpu in _live(scan):
         if gpu.mig_mode is not True:
             continue
         yield Finding(
@@ -395,7 +395,7 @@ def _age_h(event: XidEvent, now: str) -> float | None:
 
 
 @rule("xid-events", severity=Severity.ERROR)
-def xid_events(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
+def xid_events(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """The NVIDIA driver logged Xid errors for a GPU since boot.
 
     Xid codes are the driver's record of GPU faults, from application bugs (13, 31, 43: an
@@ -406,12 +406,12 @@ def xid_events(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
     (root, the adm or systemd-journal group, or `kernel.dmesg_restrict=0`); otherwise the scan
     records that the check was not made.
     """
-    log = snap.kernel_log
+    log = scan.kernel_log
     if log is None or not log.xid_events:
         return
     # Group by device: a GPU NVML lists, or (fallen off the bus, NVML down) its PCI address.
     groups: dict[tuple[str, str], list[XidEvent]] = {}
-    keys = {_bus_key(g.pci_bus_id): g for g in snap.gpus}
+    keys = {_bus_key(g.pci_bus_id): g for g in scan.gpus}
     for event in log.xid_events:
         gpu = keys.get(_bus_key(event.pci_bus_id))
         if gpu is not None:
@@ -425,7 +425,7 @@ def xid_events(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
         for event in events:
             info = xid_info(event.xid)
             severity = xid_severity(event.xid, recovery_action(event.message))
-            age = _age_h(event, snap.generated_at)
+            age = _age_h(event, scan.generated_at)
             if info.origin in APP_ORIGINS and age is not None and age > policy.xid_recent_hours:
                 severity = Severity.INFO
             if severity > worst or (severity == worst and _machine_first(info, worst_info)):
@@ -453,7 +453,7 @@ def xid_events(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
 
 
 @rule("health-unsupported", severity=Severity.INFO)
-def health_unsupported(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
+def health_unsupported(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """Health checks this GPU cannot answer ("not supported"), so they were not made.
 
     Consumer and older GPUs do not report every reading: GeForce cards have no ECC, only data
@@ -461,9 +461,9 @@ def health_unsupported(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
     temperature thresholds. The other checks skip what is missing; this finding lists it, so
     that a missing reading is never mistaken for a healthy one.
     """
-    if not snap.nvml.available:
+    if not scan.nvml.available:
         return
-    for gpu in _live(snap):
+    for gpu in _live(scan):
         missing = []
         if gpu.ecc_mode is None and gpu.ecc_errors_uncorrected_volatile is None:
             missing.append("ECC error counts")

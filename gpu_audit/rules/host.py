@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from gpu_audit.config import Policy
-from gpu_audit.model import Finding, Severity, Snapshot
+from gpu_audit.model import Finding, Scan, Severity
 from gpu_audit.rules import rule
 from gpu_audit.units import GIB, fmt_bytes, pct
 
 
 @rule("swap-pressure", severity=Severity.WARNING)
-def swap_pressure(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
+def swap_pressure(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """Swap in use above the policy limit (2 GiB by default).
 
     A training job whose host memory spills to swap slows by orders of magnitude (data loaders,
@@ -19,7 +19,7 @@ def swap_pressure(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
     kernel's OOM killer. Swap used by other programs still tells you memory is short before the
     run has even started. Configure with `max_swap_used_gib`.
     """
-    host = snap.host
+    host = scan.host
     used = host.swap_used_bytes
     if used is None or used <= policy.max_swap_used_bytes:
         return
@@ -48,7 +48,7 @@ def swap_pressure(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
 
 
 @rule("low-host-memory", severity=Severity.WARNING)
-def low_host_memory(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
+def low_host_memory(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """Available host RAM below the policy share of the total (10% by default).
 
     PyTorch jobs need host memory beside GPU memory: the data pipeline, pinned staging buffers,
@@ -56,7 +56,7 @@ def low_host_memory(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
     kernel's OOM killer ends it (`Killed`, exit 137) with no Python traceback. Configure with
     `min_host_available_pct`.
     """
-    host = snap.host
+    host = scan.host
     available_pct = pct(host.memory_available_bytes, host.memory_total_bytes)
     if available_pct is None or available_pct >= policy.min_host_available_pct:
         return

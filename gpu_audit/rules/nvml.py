@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from gpu_audit.config import Policy
-from gpu_audit.model import Finding, Severity, Snapshot
+from gpu_audit.model import Finding, Scan, Severity
 from gpu_audit.rules import rule
 
 _REMEDIES = {
@@ -37,7 +37,7 @@ _REMEDIES = {
 
 
 @rule("nvml-hung", severity=Severity.ERROR)
-def nvml_hung(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
+def nvml_hung(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """The NVIDIA driver did not answer a query within the scan's timeout.
 
     A healthy driver answers every NVML query in milliseconds. One that hangs on a GPU usually
@@ -47,10 +47,10 @@ def nvml_hung(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
     hung. A hang while initialising NVML is reported by `nvml-unavailable` (cause `timeout`).
     """
     hung: dict[str, list[str]] = {}
-    for error in snap.probe_errors:
+    for error in scan.probe_errors:
         if error.source == "nvml" and error.timed_out:
             hung.setdefault(error.subject, []).append(error.call or "NVML")
-    if not snap.nvml.available:
+    if not scan.nvml.available:
         return  # nvml-unavailable already says the driver hung
     for subject, calls in sorted(hung.items()):
         target = subject.replace("gpu:", "GPU ") if subject.startswith("gpu:") else "the driver"
@@ -76,7 +76,7 @@ def nvml_hung(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
 
 
 @rule("nvml-unavailable", severity=Severity.ERROR)
-def nvml_unavailable(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
+def nvml_unavailable(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """NVML, the NVIDIA driver's management library, could not be used.
 
     Without NVML nothing can be known about the GPUs: neither their memory nor the processes
@@ -86,11 +86,11 @@ def nvml_unavailable(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
     permission to open the device files. On a host with no NVIDIA GPU on its PCI bus this is a
     warning (the host simply has no GPU to run on); where NVIDIA hardware is present it is an error.
     """
-    status = snap.nvml
+    status = scan.nvml
     if status.available:
         return
     cause = status.cause or "unknown"
-    no_hardware = cause == "library-not-found" and snap.host.nvidia_pci_devices == 0
+    no_hardware = cause == "library-not-found" and scan.host.nvidia_pci_devices == 0
     if no_hardware:
         title = "No NVIDIA GPU on this host"
         detail = (
@@ -113,7 +113,7 @@ def nvml_unavailable(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
         remedy=remedy,
         evidence={
             "cause": cause,
-            "nvidia_pci_devices": snap.host.nvidia_pci_devices,
+            "nvidia_pci_devices": scan.host.nvidia_pci_devices,
             "library_path": status.library_path,
         },
         severity=Severity.WARNING if no_hardware else None,

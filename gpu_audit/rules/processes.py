@@ -6,7 +6,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 
 from gpu_audit.config import Policy
-from gpu_audit.model import Finding, GpuProcess, Severity, Snapshot
+from gpu_audit.model import Finding, GpuProcess, Scan, Severity
 from gpu_audit.rules import rule
 from gpu_audit.rules.duplicates import duplicate_groups, instance_port
 from gpu_audit.units import fmt_bytes
@@ -21,7 +21,7 @@ def _vram_by_pid(processes: list[GpuProcess]) -> dict[int, int]:
 
 
 @rule("duplicate-backend", severity=Severity.WARNING)
-def duplicate_backend(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
+def duplicate_backend(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """Several GPU processes are copies of the same server.
 
     A `uvicorn app:app` started again on `--port 8080` and `--port 3001` after the first one on
@@ -33,8 +33,8 @@ def duplicate_backend(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
     with its pid, port, VRAM and start time, and the memory freed by keeping only the oldest. The
     remedy names exact pids: check them before you stop anything.
     """
-    vram = _vram_by_pid(snap.processes)
-    for group in duplicate_groups(snap.processes):
+    vram = _vram_by_pid(scan.processes)
+    for group in duplicate_groups(scan.processes):
         keep, extra = group[0], group[1:]
         reclaimable = sum(vram[p.pid] for p in extra)
         members = [
@@ -74,7 +74,7 @@ def duplicate_backend(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
 
 
 @rule("unattributed-vram", severity=Severity.WARNING)
-def unattributed_vram(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
+def unattributed_vram(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """Device memory in use that no visible process accounts for.
 
     NVML's used memory minus the memory of every process it lists, beyond a per-GPU allowance
@@ -85,9 +85,9 @@ def unattributed_vram(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
     memory (then the GPU is skipped rather than guessed).
     """
     by_gpu: dict[int, list[GpuProcess]] = defaultdict(list)
-    for p in snap.processes:
+    for p in scan.processes:
         by_gpu[p.gpu_index].append(p)
-    for gpu in snap.gpus:
+    for gpu in scan.gpus:
         if gpu.memory_used_bytes is None:
             continue
         members = by_gpu.get(gpu.index, [])
@@ -123,7 +123,7 @@ def unattributed_vram(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
 
 
 @rule("gpu-process-gone", severity=Severity.WARNING)
-def gpu_process_gone(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
+def gpu_process_gone(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """NVML reports a process that no longer runs but still holds device memory.
 
     The PID is listed on the GPU, yet the operating system has no such process (it exited and
@@ -131,8 +131,8 @@ def gpu_process_gone(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
     memory stays held until the context goes away. Inside a container NVML lists host PIDs that
     the container cannot see: those are reported as not visible, not as gone.
     """
-    in_container = snap.host.container is not None
-    for p in snap.processes:
+    in_container = scan.host.container is not None
+    for p in scan.processes:
         gone = not p.visible and not in_container
         zombie = p.status == "zombie"
         if not (gone or zombie):

@@ -1,6 +1,6 @@
 """The rule registry: the :func:`rule` decorator, the list of rule modules, and evaluation.
 
-A rule takes a :class:`~gpu_audit.model.Snapshot` and a :class:`~gpu_audit.config.Policy` and
+A rule takes a :class:`~gpu_audit.model.Scan` and a :class:`~gpu_audit.config.Policy` and
 yields :class:`~gpu_audit.model.Finding` objects; the registry stamps each with the rule's id and
 default severity (a rule may set a different severity for a finding on purpose).
 """
@@ -15,9 +15,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from gpu_audit.config import Policy
-from gpu_audit.model import Finding, Severity, Snapshot
+from gpu_audit.model import Finding, Scan, Severity
 
-RuleFunc = Callable[[Snapshot, Policy], Iterator[Finding]]
+RuleFunc = Callable[[Scan, Policy], Iterator[Finding]]
 
 RULE_MODULES = (
     "gpu_audit.rules.nvml",
@@ -74,14 +74,14 @@ def all_rules() -> dict[str, Rule]:
     return dict(sorted(_REGISTRY.items()))
 
 
-def evaluate(snapshot: Snapshot, policy: Policy | None = None) -> list[Finding]:
-    """Every finding for ``snapshot``, worst first, minus the ids the policy ignores."""
+def evaluate(scan: Scan, policy: Policy | None = None) -> list[Finding]:
+    """Every finding for ``scan``, worst first, minus the ids the policy ignores."""
     policy = policy or Policy()
     findings: list[Finding] = []
     for rule_obj in all_rules().values():
         if rule_obj.id in policy.ignore:
             continue
-        for finding in rule_obj.func(snapshot, policy):
+        for finding in rule_obj.func(scan, policy):
             findings.append(
                 dataclasses.replace(
                     finding, id=rule_obj.id, severity=finding.severity or rule_obj.severity

@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterator
 
 from gpu_audit.config import Policy
-from gpu_audit.model import Finding, Severity, Snapshot, TorchDevice
+from gpu_audit.model import Finding, Scan, Severity, TorchDevice
 from gpu_audit.rules import rule
 
 # CUDA builds published on download.pytorch.org, newest last (which exist varies by release).
@@ -27,22 +27,22 @@ def _cuda(version: str | None) -> tuple[int, int] | None:
     return (int(match[1]), int(match[2])) if match else None
 
 
-def _torch_cuda(snap: Snapshot) -> tuple[str | None, str]:
+def _torch_cuda(scan: Scan) -> tuple[str | None, str]:
     """(torch's CUDA version, where that came from)."""
-    probe = snap.torch_probe
+    probe = scan.torch_probe
     if probe is not None and probe.torch_version is not None:
         return probe.cuda_version, "torch.version.cuda"
-    alloc = snap.allocator
+    alloc = scan.allocator
     if alloc is not None and alloc.torch_cuda_version:
         return alloc.torch_cuda_version, "package metadata"
     return None, ""
 
 
-def _torch_version(snap: Snapshot) -> str | None:
-    probe = snap.torch_probe
+def _torch_version(scan: Scan) -> str | None:
+    probe = scan.torch_probe
     if probe is not None and probe.torch_version:
         return probe.torch_version
-    return snap.allocator.torch_version if snap.allocator is not None else None
+    return scan.allocator.torch_version if scan.allocator is not None else None
 
 
 def _base_version(version: str) -> str:
@@ -65,7 +65,7 @@ def _install_hint(torch_version: str | None, tag: str | None) -> str:
 
 
 @rule("driver-too-old", severity=Severity.ERROR)
-def driver_too_old(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
+def driver_too_old(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """torch was built for a newer CUDA than the NVIDIA driver supports.
 
     The driver reports the newest CUDA version it supports (`nvidia-smi` shows it top right).
@@ -75,35 +75,35 @@ def driver_too_old(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
     but features that need the newer driver (PTX compiled at run time, some APIs) fail, so that
     case is a warning. The remedy is a torch build for the driver's CUDA, or a newer driver.
     """
-    if snap.driver is None:
+    if scan.driver is None:
         return
-    driver = _cuda(snap.driver.cuda_driver_version)
-    torch_cuda_text, source = _torch_cuda(snap)
+    driver = _cuda(scan.driver.cuda_driver_version)
+    torch_cuda_text, source = _torch_cuda(scan)
     needed = _cuda(torch_cuda_text)
     if driver is None or needed is None or needed <= driver:
         return
-    version = _torch_version(snap)
+    version = _torch_version(scan)
     major = needed[0] > driver[0]
     tag = build_for_driver(driver)
     evidence = {"torch_version": version, "torch_cuda_version": torch_cuda_text,
                 "torch_cuda_source": source,
-                "driver_version": snap.driver.driver_version,
-                "driver_cuda_version": snap.driver.cuda_driver_version}
+                "driver_version": scan.driver.driver_version,
+                "driver_cuda_version": scan.driver.cuda_driver_version}
     if major:
         detail = (f"torch {version} is built for CUDA {torch_cuda_text} ({source}); driver "
-                  f"{snap.driver.driver_version} supports CUDA up to "
-                  f"{snap.driver.cuda_driver_version}. torch cannot use the GPU with this "
+                  f"{scan.driver.driver_version} supports CUDA up to "
+                  f"{scan.driver.cuda_driver_version}. torch cannot use the GPU with this "
                   "driver: CUDA initialisation fails with \"driver too old\".")
     else:
         detail = (f"torch {version} is built for CUDA {torch_cuda_text} ({source}); driver "
-                  f"{snap.driver.driver_version} supports CUDA up to "
-                  f"{snap.driver.cuda_driver_version}. It runs under CUDA's minor-version "
+                  f"{scan.driver.driver_version} supports CUDA up to "
+                  f"{scan.driver.cuda_driver_version}. It runs under CUDA's minor-version "
                   "compatibility, but anything that needs the newer driver (run-time PTX "
                   "compilation, newer APIs) fails.")
     yield Finding(
         subject="host",
         title=(f"torch needs CUDA {torch_cuda_text}; the driver supports "
-               f"{snap.driver.cuda_driver_version}"),
+               f"{scan.driver.cuda_driver_version}"),
         detail=detail,
         remedy=(f"Upgrade the NVIDIA driver, or {_install_hint(version, tag)}"),
         evidence=evidence,
@@ -111,14 +111,14 @@ def driver_too_old(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
     )
 
 
-def _gpu_host(snap: Snapshot) -> int:
-    if snap.gpus:
-        return len(snap.gpus)
-    return snap.host.nvidia_pci_devices or 0
+def _gpu_host(scan: Scan) -> int:
+    if scan.gpus:
+        return len(scan.gpus)
+    return scan.host.nvidia_pci_devices or 0
 
 
 @rule("torch-cpu-only", severity=Severity.ERROR)
-def torch_cpu_only(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
+def torch_cpu_only(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """The installed torch is a CPU-only build on a machine with NVIDIA GPUs.
 
     A CPU build (`+cpu`, or the default wheel from PyPI on Windows and macOS) cannot use the GPU:
@@ -126,21 +126,21 @@ def torch_cpu_only(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
     enabled". A job may also quietly fall back to the CPU and run a hundred times slower. It
     usually happens when a plain `pip install` (or a dependency's) replaced the CUDA build.
     """
-    gpus = _gpu_host(snap)
-    version = _torch_version(snap)
+    gpus = _gpu_host(scan)
+    version = _torch_version(scan)
     if not gpus or version is None:
         return
-    probe = snap.torch_probe
+    probe = scan.torch_probe
     if probe is not None and probe.torch_version is not None:
         cpu_only = probe.cuda_version is None and probe.hip_version is None
         source = "torch.version.cuda is None"
     else:
-        variant = snap.allocator.torch_variant if snap.allocator is not None else None
+        variant = scan.allocator.torch_variant if scan.allocator is not None else None
         cpu_only = variant == "cpu"
         source = f"package version {version}"
     if not cpu_only:
         return
-    driver = _cuda(snap.driver.cuda_driver_version) if snap.driver else None
+    driver = _cuda(scan.driver.cuda_driver_version) if scan.driver else None
     tag = build_for_driver(driver) if driver else None
     yield Finding(
         subject="host",
@@ -149,7 +149,7 @@ def torch_cpu_only(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
                 "False and a job either fails or runs on the CPU."),
         remedy=_install_hint(version, tag),
         evidence={"torch_version": version, "gpu_count": gpus, "source": source,
-                  "driver_cuda_version": snap.driver.cuda_driver_version if snap.driver else None},
+                  "driver_cuda_version": scan.driver.cuda_driver_version if scan.driver else None},
     )
 
 
@@ -184,16 +184,16 @@ def runs_on(entry: str, device_cc: int) -> bool:
     return device_cc // 10 == code_cc // 10 and device_cc >= code_cc
 
 
-def _gpu_for(snap: Snapshot, device: TorchDevice) -> int:
+def _gpu_for(scan: Scan, device: TorchDevice) -> int:
     """NVML's index for a torch device: by UUID, else the same index (the probe runs PCI order)."""
-    for gpu in snap.gpus:
+    for gpu in scan.gpus:
         if device.uuid and gpu.uuid and gpu.uuid.lower() == device.uuid.lower():
             return gpu.index
     return device.index
 
 
 @rule("no-kernel-image", severity=Severity.ERROR)
-def no_kernel_image(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
+def no_kernel_image(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """The installed torch ships no kernels for this GPU's architecture (`scan --torch`).
 
     Each torch build carries machine code for a list of architectures
@@ -203,14 +203,14 @@ def no_kernel_image(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
     them, or a brand-new GPU on an older build. Needs `scan --torch`, which imports torch in a
     child process to read the list.
     """
-    probe = snap.torch_probe
+    probe = scan.torch_probe
     if probe is None or not probe.arch_list or not probe.devices:
         return
     for device in probe.devices:
         device_cc = _cc(device.compute_capability)
         if device_cc is None or any(runs_on(a, device_cc) for a in probe.arch_list):
             continue
-        index = _gpu_for(snap, device)
+        index = _gpu_for(scan, device)
         name = device.name or f"GPU {index}"
         sm = f"sm_{device_cc}"
         yield Finding(
@@ -230,7 +230,7 @@ def no_kernel_image(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
 
 
 @rule("torch-cuda-unavailable", severity=Severity.ERROR)
-def torch_cuda_unavailable(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
+def torch_cuda_unavailable(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """torch is built with CUDA but cannot use the GPUs this host has (`scan --torch`).
 
     `torch.cuda.is_available()` returned False in a fresh process although NVML lists GPUs: a
@@ -239,27 +239,27 @@ def torch_cuda_unavailable(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
     printed while trying are in the evidence. (The probe sees every GPU:
     `CUDA_VISIBLE_DEVICES` is judged separately.)
     """
-    probe = snap.torch_probe
+    probe = scan.torch_probe
     if probe is None or probe.torch_version is None or probe.cuda_version is None:
         return
-    if probe.cuda_available is not False or not snap.gpus:
+    if probe.cuda_available is not False or not scan.gpus:
         return
     said = [w for w in probe.warnings if "CUDA" in w or "driver" in w.lower()]
     yield Finding(
         subject="host",
         title=f"torch {probe.torch_version} cannot use CUDA on this host",
-        detail=(f"torch.cuda.is_available() is False with {len(snap.gpus)} GPU(s) present"
+        detail=(f"torch.cuda.is_available() is False with {len(scan.gpus)} GPU(s) present"
                 + (f"; torch said: {said[0]}" if said else "") + "."),
         remedy=("Run `nvidia-smi`: if it fails, reboot after the driver upgrade (or reload the "
                 "nvidia kernel modules); in a container, start it with the GPUs passed through "
                 "(`--gpus all`)."),
         evidence={"torch_version": probe.torch_version, "torch_cuda_version": probe.cuda_version,
-                  "gpu_count": len(snap.gpus), "torch_warnings": probe.warnings[:5]},
+                  "gpu_count": len(scan.gpus), "torch_warnings": probe.warnings[:5]},
     )
 
 
 @rule("torch-import-failed", severity=Severity.ERROR)
-def torch_import_failed(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
+def torch_import_failed(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """`import torch` fails in this environment (`scan --torch`).
 
     Typical causes: a CUDA library that the wheel needs is missing or shadowed
@@ -267,7 +267,7 @@ def torch_import_failed(snap: Snapshot, policy: Policy) -> Iterator[Finding]:
     CUDA), a half-finished upgrade, or a NumPy built against another ABI. Every job in this
     environment would die at its first line.
     """
-    probe = snap.torch_probe
+    probe = scan.torch_probe
     if probe is None or probe.import_error is None:
         return
     yield Finding(

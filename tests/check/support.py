@@ -15,8 +15,8 @@ PASS, WARN, FAIL, SKIP, UNKNOWN = (CheckStatus.PASS, CheckStatus.WARN, CheckStat
                                    CheckStatus.SKIP, CheckStatus.UNKNOWN)
 
 
-def run(snap, user: str | None = "ci", stages=None, **policy) -> CheckReport:
-    return judge(snap, CheckPolicy(**policy), user=user, stages=stages)
+def run(scan, user: str | None = "ci", stages=None, **policy) -> CheckReport:
+    return judge(scan, CheckPolicy(**policy), user=user, stages=stages)
 
 
 def results(report: CheckReport, check_id: str) -> list[CheckResult]:
@@ -30,20 +30,20 @@ def only(report: CheckReport, check_id: str) -> CheckResult:
     return result
 
 
-def idle_h100_node(n: int = 8, **overrides) -> b.Snapshot:
+def idle_h100_node(n: int = 8, **overrides) -> b.Scan:
     gpus = [b.gpu(i, total=81559 * MIB, used=530 * MIB, memory_reserved_bytes=530 * MIB,
                   persistence_mode=True) for i in range(n)]
-    return b.snapshot(gpus=gpus, host=b.host(nvidia_pci_devices=n), **overrides)
+    return b.scan(gpus=gpus, host=b.host(nvidia_pci_devices=n), **overrides)
 
 
-def no_driver(cause: str = "driver-not-loaded") -> b.Snapshot:
-    return b.snapshot(gpus=[], driver=None,
+def no_driver(cause: str = "driver-not-loaded") -> b.Scan:
+    return b.scan(gpus=[], driver=None,
                       nvml=NvmlStatus(available=False, cause=cause,
                                       message="NVIDIA driver is not loaded"))
 
 
-def with_torch(snap, version: str | None, variant: str | None, cuda: str | None):
+def with_torch(scan, version: str | None, variant: str | None, cuda: str | None):
     alloc = AllocatorConfig(source="env", pytorch_cuda_alloc_conf=None, pytorch_alloc_conf=None,
                             torch_version=version, torch_variant=variant,
                             torch_cuda_version=cuda)
-    return dataclasses.replace(snap, allocator=alloc)
+    return dataclasses.replace(scan, allocator=alloc)

@@ -15,19 +15,19 @@ from tests.check.support import GIB, run
 
 def test_viewed_findings_take_the_status_of_their_checks_result_for_that_subject():
     gpus = [b.gpu(0, total=16 * GIB, used=1 * GIB), b.gpu(1, total=16 * GIB, used=15 * GIB)]
-    snap = b.with_host(b.snapshot(gpus=gpus), memory_available_bytes=4 * GIB)
-    doc = check_document(run(snap, free_vram="warn", ignore=["unattributed-vram"]))
+    scan = b.with_host(b.scan(gpus=gpus), memory_available_bytes=4 * GIB)
+    doc = check_document(run(scan, free_vram="warn", ignore=["unattributed-vram"]))
     status = {(f["id"], f["subject"]): f["check_status"] for f in doc["findings"]}
     assert status[("low-free-vram", "gpu:1")] == "warn"  # the free-vram result for gpu:1
     assert status[("low-host-memory", "host")] == "warn"  # no check views it: its severity
     assert doc["policy"]["free_vram"] == "warn" and doc["policy"]["min_free_vram_pct"] == 10.0
-    skipped = check_document(run(snap, free_vram="ignore"))
+    skipped = check_document(run(scan, free_vram="ignore"))
     assert {f["check_status"] for f in skipped["findings"] if f["id"] == "low-free-vram"} == \
         {"skip"}
 
 
 def test_a_saved_check_document_reads_back_and_a_scan_document_is_not_one(tmp_path):
-    doc = check_document(run(b.snapshot(), user="alice"))
+    doc = check_document(run(b.scan(), user="alice"))
     saved = tmp_path / "check.json"
     saved.write_text(json.dumps(doc))
     snapshot, user = load_check_document(saved)
@@ -42,8 +42,8 @@ def test_a_saved_check_document_reads_back_and_a_scan_document_is_not_one(tmp_pa
 
 
 def test_the_snapshot_in_the_document_is_grouped_as_a_scan_document_is():
-    snap = b.gtx1650_three_uvicorn()
-    report = run(snap, user="alice")
+    scan = b.gtx1650_three_uvicorn()
+    report = run(scan, user="alice")
     doc = check_document(report)
     groups = {p["pid"]: p["duplicate_group"] for p in doc["snapshot"]["processes"]}
     assert groups[2101] is not None and groups[2101] == groups[2202] == groups[2303]

@@ -8,7 +8,7 @@ from tests.check.support import FAIL, GIB, MIB, PASS, SKIP, WARN, only, run, wit
 
 
 def test_ignore_drops_findings_and_checks_and_their_covered_findings():
-    starved = b.with_host(b.snapshot(), memory_available_bytes=256 * MIB,
+    starved = b.with_host(b.scan(), memory_available_bytes=256 * MIB,
                           swap_used_bytes=5 * GIB)
     report = run(starved, ignore=["low-host-memory", "swap-pressure", "gpu-count"])
     assert not [f for f in report.findings if f.id in ("low-host-memory", "swap-pressure")]
@@ -20,26 +20,26 @@ def test_ignore_drops_findings_and_checks_and_their_covered_findings():
 
 def test_ignoring_one_torch_finding_keeps_the_torch_check():
     driver = Driver("550.90.07", "12.550.90.07", "12.4")
-    too_new = with_torch(b.snapshot(driver=driver), "2.6.0+cu128", "cuda", "12.8")
+    too_new = with_torch(b.scan(driver=driver), "2.6.0+cu128", "cuda", "12.8")
     report = run(too_new, require_torch_cuda=True, ignore=["driver-too-old"])
     assert only(report, "torch-cuda").status is PASS
     assert only(run(too_new, require_torch_cuda=True), "torch-cuda").status is WARN
 
 
 def test_findings_viewed_by_a_check_are_not_reported_twice():
-    snap = b.with_host(b.snapshot(), swap_used_bytes=5 * GIB)
-    report = run(snap)
+    scan = b.with_host(b.scan(), swap_used_bytes=5 * GIB)
+    report = run(scan)
     assert [f.id for f in report.findings].count("swap-pressure") == 1
     assert not [r for r in report.results if r.id == "swap-pressure"]
     assert only(report, "swap").status is FAIL
 
 
 def test_the_rules_under_check_read_the_check_policy_so_both_agree():
-    snap = b.with_host(b.snapshot(gpus=[b.gpu(0, total=80 * GIB, used=31 * GIB)]),
+    scan = b.with_host(b.scan(gpus=[b.gpu(0, total=80 * GIB, used=31 * GIB)]),
                        swap_used_bytes=1 * GIB)
-    report = run(snap, max_swap_used_gib=0.5, min_free_vram_pct=90, fail_on="warning")
+    report = run(scan, max_swap_used_gib=0.5, min_free_vram_pct=90, fail_on="warning")
     assert {"swap-pressure", "low-free-vram"} <= {f.id for f in report.findings}
     assert only(report, "swap").status is FAIL and only(report, "free-vram").status is FAIL
-    calm = run(snap, max_swap_used_gib=4)
+    calm = run(scan, max_swap_used_gib=4)
     assert "swap-pressure" not in {f.id for f in calm.findings}
     assert only(calm, "swap").status is PASS

@@ -16,7 +16,7 @@ def test_stage_results_map_onto_checks_with_their_durations():
         StageOutcome("smoke", "failed", "cycle 2 of 3 ran out of memory", 12.0,
                      remedy="Free GPU memory first."),
     ]
-    report = run(b.snapshot(), stages=stages)
+    report = run(b.scan(), stages=stages)
     imports, smoke = only(report, "stage-imports"), only(report, "stage-smoke")
     assert (imports.status, imports.subject, imports.duration_s) == (PASS, "stage:imports", 5.5)
     assert imports.evidence["torch_version"] == "2.5.1"
@@ -26,17 +26,17 @@ def test_stage_results_map_onto_checks_with_their_durations():
 
 def test_stage_that_could_not_run_is_unknown_and_unrequested_stages_are_absent():
     broken = StageOutcome("imports", "error", "the stage runner crashed", None)
-    report = run(b.snapshot(), stages=[broken])
+    report = run(b.scan(), stages=[broken])
     assert only(report, "stage-imports").status is UNKNOWN
     assert not [r for r in report.results if r.id == "stage-smoke"]
-    assert not [r for r in run(b.snapshot()).results if r.id.startswith("stage-")]
+    assert not [r for r in run(b.scan()).results if r.id.startswith("stage-")]
 
 
 # --- other scan findings, ignore ------------------------------------------------------------
 
 
 def test_other_findings_map_by_severity():
-    starved = b.with_host(b.snapshot(), memory_total_bytes=64 * GIB,
+    starved = b.with_host(b.scan(), memory_total_bytes=64 * GIB,
                           memory_available_bytes=256 * MIB)  # low-host-memory at ERROR
     result = only(run(starved), "low-host-memory")
     assert result.status is FAIL and result.finding_id == "low-host-memory"
@@ -50,6 +50,6 @@ def test_other_findings_map_by_severity():
 
 
 def test_clean_runner_reports_no_other_findings():
-    result = only(run(b.snapshot()), "scan-findings")
+    result = only(run(b.scan()), "scan-findings")
     assert result.status is PASS
     assert result.summary.startswith("no other finding at or above warning")

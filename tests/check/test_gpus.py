@@ -46,21 +46,21 @@ def test_absent_driver_is_fine_when_no_gpu_is_required():
 
 
 def test_driver_older_than_policy_fails_and_newer_passes():
-    snap = b.snapshot(driver=Driver("535.104.05", "12.535.104.05", "12.2"))
-    old = only(run(snap, min_driver_version="550.54.15"), "nvidia-driver")
+    scan = b.scan(driver=Driver("535.104.05", "12.535.104.05", "12.2"))
+    old = only(run(scan, min_driver_version="550.54.15"), "nvidia-driver")
     assert old.status is FAIL and "driver 535.104.05 is older than 550.54.15" in old.summary
-    cuda = only(run(snap, min_cuda_driver_version="12.4"), "nvidia-driver")
+    cuda = only(run(scan, min_cuda_driver_version="12.4"), "nvidia-driver")
     assert cuda.status is FAIL and "12.2 is older than 12.4" in cuda.summary
-    ok = only(run(snap, min_driver_version="535.104", min_cuda_driver_version="12.2"),
+    ok = only(run(scan, min_driver_version="535.104", min_cuda_driver_version="12.2"),
               "nvidia-driver")
     assert ok.status is PASS
 
 
 def test_unreported_driver_version_with_a_minimum_is_unknown():
-    snap = b.snapshot(driver=Driver(None, None, None))
-    result = only(run(snap, min_driver_version="535"), "nvidia-driver")
+    scan = b.scan(driver=Driver(None, None, None))
+    result = only(run(scan, min_driver_version="535"), "nvidia-driver")
     assert result.status is UNKNOWN
-    assert run(snap, min_driver_version="535").exit_code == 3
+    assert run(scan, min_driver_version="535").exit_code == 3
 
 
 # --- gpu-count -----------------------------------------------------------------------------
@@ -75,9 +75,9 @@ def test_gpu_count_passes_at_the_minimum_and_fails_below():
 
 
 def test_a_lost_gpu_fails_even_when_enough_remain():
-    snap = idle_h100_node(2)
-    snap = dataclasses.replace(snap, gpus=[snap.gpus[0], b.Gpu(index=1, lost=True)])
-    report = run(snap, min_gpus=1)
+    scan = idle_h100_node(2)
+    scan = dataclasses.replace(scan, gpus=[scan.gpus[0], b.Gpu(index=1, lost=True)])
+    report = run(scan, min_gpus=1)
     result = only(report, "gpu-count")
     assert result.status is FAIL and "GPU 1 lost" in result.summary
     assert "nvidia-smi -r -i 1" in result.remedy
@@ -85,11 +85,11 @@ def test_a_lost_gpu_fails_even_when_enough_remain():
 
 
 def test_devices_on_the_pci_bus_the_driver_misses_warn_outside_containers():
-    snap = b.with_host(idle_h100_node(7), nvidia_pci_devices=8)
-    assert only(run(snap, min_gpus=7), "gpu-count").status is WARN
-    contained = b.with_host(snap, container="docker")
+    scan = b.with_host(idle_h100_node(7), nvidia_pci_devices=8)
+    assert only(run(scan, min_gpus=7), "gpu-count").status is WARN
+    contained = b.with_host(scan, container="docker")
     assert only(run(contained, min_gpus=7), "gpu-count").status is PASS
-    missing = only(run(snap, min_gpus=8), "gpu-count")
+    missing = only(run(scan, min_gpus=8), "gpu-count")
     assert missing.status is FAIL and "8 NVIDIA devices are on the PCI bus" in missing.remedy
 
 
@@ -97,29 +97,29 @@ def test_devices_on_the_pci_bus_the_driver_misses_warn_outside_containers():
 
 
 def test_gpu_name_is_checked_per_gpu():
-    snap = b.snapshot(gpus=[b.gpu(0), b.gpu(1, name="NVIDIA A10G")])
-    report = run(snap, gpu_name="H100|A100")
+    scan = b.scan(gpus=[b.gpu(0), b.gpu(1, name="NVIDIA A10G")])
+    report = run(scan, gpu_name="H100|A100")
     first, second = results(report, "gpu-name")
     assert (first.subject, first.status) == ("gpu:0", PASS)
     assert (second.subject, second.status) == ("gpu:1", FAIL)
     assert "NVIDIA A10G does not match /H100|A100/" in second.summary
-    assert only(run(snap), "gpu-name").status is SKIP
-    unnamed = b.snapshot(gpus=[b.gpu(0, name=None)])
+    assert only(run(scan), "gpu-name").status is SKIP
+    unnamed = b.scan(gpus=[b.gpu(0, name=None)])
     assert only(run(unnamed, gpu_name="H100"), "gpu-name").status is UNKNOWN
 
 
 def test_gpu_memory_size():
-    snap = b.snapshot(gpus=[b.gpu(0, total=24564 * MIB, used=300 * MIB)])
-    assert only(run(snap, min_gpu_memory_gib=23.5), "gpu-memory").status is PASS
-    small = only(run(snap, min_gpu_memory_gib=40), "gpu-memory")
+    scan = b.scan(gpus=[b.gpu(0, total=24564 * MIB, used=300 * MIB)])
+    assert only(run(scan, min_gpu_memory_gib=23.5), "gpu-memory").status is PASS
+    small = only(run(scan, min_gpu_memory_gib=40), "gpu-memory")
     assert small.status is FAIL and "24.0 GiB total; the policy needs at least 40 GiB" in \
         small.summary
-    unknown = b.snapshot(gpus=[b.gpu(0, memory_total_bytes=None)])
+    unknown = b.scan(gpus=[b.gpu(0, memory_total_bytes=None)])
     assert only(run(unknown, min_gpu_memory_gib=40), "gpu-memory").status is UNKNOWN
 
 
 def test_gpu_temperature():
-    hot = b.snapshot(gpus=[b.gpu(0, temperature_c=88), b.gpu(1, temperature_c=40)])
+    hot = b.scan(gpus=[b.gpu(0, temperature_c=88), b.gpu(1, temperature_c=40)])
     first, second = results(run(hot, max_gpu_temperature_c=80), "gpu-temperature")
     assert first.status is FAIL and "88 C" in first.summary
     assert second.status is PASS
@@ -127,15 +127,15 @@ def test_gpu_temperature():
 
 
 def test_persistence_mode():
-    off = b.snapshot(gpus=[b.gpu(0, persistence_mode=False)])
+    off = b.scan(gpus=[b.gpu(0, persistence_mode=False)])
     result = only(run(off, require_persistence_mode=True), "persistence-mode")
     assert result.status is FAIL and "nvidia-persistenced" in result.remedy
     assert result.finding_id == "persistence-mode-off"
     windows = b.with_host(off, os="Windows")  # the rule judges Linux only; so does the check
     assert only(run(windows, require_persistence_mode=True), "persistence-mode").status is SKIP
-    on = b.snapshot(gpus=[b.gpu(0, persistence_mode=True)])
+    on = b.scan(gpus=[b.gpu(0, persistence_mode=True)])
     assert only(run(on, require_persistence_mode=True), "persistence-mode").status is PASS
-    unknown = b.snapshot(gpus=[b.gpu(0, persistence_mode=None)])
+    unknown = b.scan(gpus=[b.gpu(0, persistence_mode=None)])
     assert only(run(unknown, require_persistence_mode=True),
                 "persistence-mode").status is UNKNOWN
     assert only(run(off), "persistence-mode").status is SKIP
@@ -146,8 +146,8 @@ def test_persistence_mode():
 
 def test_free_vram_fails_below_the_share_and_names_the_holders():
     holder = b.process(4242, 30 * 1024, ["python", "train.py"], user="ci")
-    snap = b.snapshot(gpus=[b.gpu(0, total=80 * GIB, used=31 * GIB)], processes=[holder])
-    report = run(snap, min_free_vram_pct=70)
+    scan = b.scan(gpus=[b.gpu(0, total=80 * GIB, used=31 * GIB)], processes=[holder])
+    report = run(scan, min_free_vram_pct=70)
     result = only(report, "free-vram")
     assert result.status is FAIL and result.finding_id == "low-free-vram"
     assert "49.0 GiB of 80.0 GiB free (61.2%); the policy needs >= 70%" in result.summary
@@ -155,12 +155,12 @@ def test_free_vram_fails_below_the_share_and_names_the_holders():
     assert result.evidence["holders"][0]["pid"] == 4242
     (finding,) = [f for f in report.findings if f.id == "low-free-vram"]  # the rule decided
     assert finding.evidence["min_free_pct"] == 70 and finding.subject == "gpu:0"
-    assert only(run(snap, min_free_vram_pct=60), "free-vram").status is PASS
-    assert only(run(snap), "free-vram").status is PASS  # the one default: 10%
+    assert only(run(scan, min_free_vram_pct=60), "free-vram").status is PASS
+    assert only(run(scan), "free-vram").status is PASS  # the one default: 10%
 
 
 def test_free_vram_default_is_the_scan_threshold_and_its_mode_relaxes_it():
-    full = b.snapshot(gpus=[b.gpu(0, total=16 * GIB, used=15 * GIB)],
+    full = b.scan(gpus=[b.gpu(0, total=16 * GIB, used=15 * GIB)],
                       processes=[b.process(77, 15 * 1024, ["python", "serve.py"], user="ci")])
     assert CheckPolicy().min_free_vram_pct == Policy().min_free_vram_pct == 10
     result = only(run(full), "free-vram")
@@ -171,17 +171,17 @@ def test_free_vram_default_is_the_scan_threshold_and_its_mode_relaxes_it():
 
 
 def test_free_vram_absolute_minimum():
-    snap = b.snapshot(gpus=[b.gpu(0, total=4 * GIB, used=300 * MIB)])
-    assert only(run(snap, min_free_vram_gib=3.5), "free-vram").status is PASS
-    result = only(run(snap, min_free_vram_gib=6), "free-vram")
+    scan = b.scan(gpus=[b.gpu(0, total=4 * GIB, used=300 * MIB)])
+    assert only(run(scan, min_free_vram_gib=3.5), "free-vram").status is PASS
+    result = only(run(scan, min_free_vram_gib=6), "free-vram")
     assert result.status is FAIL and ">= 6 GiB and >= 10%" in result.summary
     assert result.finding_id is None  # the absolute minimum is the check's own key
     assert "sudo fuser -v /dev/nvidia0" in result.remedy  # no process listed on the GPU
 
 
 def test_free_vram_can_be_turned_off_and_is_unknown_without_a_reading():
-    busy = b.snapshot(gpus=[b.gpu(0, total=8 * GIB, used=7680 * MIB)])
+    busy = b.scan(gpus=[b.gpu(0, total=8 * GIB, used=7680 * MIB)])
     assert only(run(busy), "free-vram").status is FAIL
     assert only(run(busy, min_free_vram_pct=0), "free-vram").status is PASS
-    unread = b.snapshot(gpus=[b.gpu(0, memory_free_bytes=None)])
+    unread = b.scan(gpus=[b.gpu(0, memory_free_bytes=None)])
     assert only(run(unread), "free-vram").status is UNKNOWN

@@ -25,9 +25,9 @@ from tests.check.support import FAIL, PASS, SKIP, WARN, no_driver, only, run, wi
     ],
 )
 def test_torch_cuda_when_required(version, variant, cuda, status, words):
-    snap = with_torch(b.snapshot(driver=Driver("550.90.07", "12.550.90.07", "12.4")), version,
+    scan = with_torch(b.scan(driver=Driver("550.90.07", "12.550.90.07", "12.4")), version,
                       variant, cuda)
-    result = only(run(snap, require_torch_cuda=True), "torch-cuda")
+    result = only(run(scan, require_torch_cuda=True), "torch-cuda")
     assert result.status is status, result.summary
     assert words in result.summary
     if status is not PASS:
@@ -36,7 +36,7 @@ def test_torch_cuda_when_required(version, variant, cuda, status, words):
 
 def test_torch_findings_are_judged_by_the_torch_check_not_repeated():
     driver = Driver("550.90.07", "12.550.90.07", "12.4")
-    cpu = with_torch(b.snapshot(driver=driver), "2.5.1+cpu", "cpu", None)
+    cpu = with_torch(b.scan(driver=driver), "2.5.1+cpu", "cpu", None)
     report = run(cpu, require_torch_cuda=True)
     result = only(report, "torch-cuda")
     assert result.finding_id == "torch-cpu-only" and "--index-url" in result.remedy
@@ -49,19 +49,19 @@ def test_torch_findings_are_judged_by_the_torch_check_not_repeated():
 
 def test_torch_cuda_not_required_is_skipped_unless_the_build_cannot_run():
     driver = Driver("550.90.07", "12.550.90.07", "12.4")
-    cpu = with_torch(b.snapshot(driver=driver), "2.5.1+cpu", "cpu", None)
+    cpu = with_torch(b.scan(driver=driver), "2.5.1+cpu", "cpu", None)
     assert only(run(cpu), "torch-cuda").status is SKIP
-    too_new = with_torch(b.snapshot(driver=driver), "2.9.0+cu130", "cuda", "13.0")
+    too_new = with_torch(b.scan(driver=driver), "2.9.0+cu130", "cuda", "13.0")
     assert only(run(too_new), "torch-cuda").status is WARN
 
 
 def test_torch_cuda_follows_the_imports_stage():
-    snap = with_torch(b.snapshot(), "2.5.1", None, None)  # unlabeled: unconfirmed by metadata
+    scan = with_torch(b.scan(), "2.5.1", None, None)  # unlabeled: unconfirmed by metadata
     passed = StageOutcome("imports", "passed", "CUDA initialised", 4.2, device="cuda:0")
-    result = only(run(snap, require_torch_cuda=True, stages=[passed]), "torch-cuda")
+    result = only(run(scan, require_torch_cuda=True, stages=[passed]), "torch-cuda")
     assert result.status is PASS and "round-tripped on cuda:0" in result.summary
     failed = StageOutcome("imports", "failed", "CUDA error: no CUDA-capable device is detected",
                           3.1, remedy="Check the driver with `nvidia-smi`.")
-    result = only(run(snap, require_torch_cuda=True, stages=[failed]), "torch-cuda")
+    result = only(run(scan, require_torch_cuda=True, stages=[failed]), "torch-cuda")
     assert result.status is FAIL and "no CUDA-capable device" in result.summary
     assert result.remedy == "Check the driver with `nvidia-smi`."

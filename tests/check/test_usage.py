@@ -9,19 +9,19 @@ from tests.check.support import FAIL, GIB, MIB, PASS, SKIP, UNKNOWN, WARN, no_dr
 
 
 def test_swap_over_the_limit_fails_with_the_scan_rule_remedy():
-    snap = b.with_host(b.snapshot(), swap_used_bytes=3 * GIB)
-    result = only(run(snap), "swap")
+    scan = b.with_host(b.scan(), swap_used_bytes=3 * GIB)
+    result = only(run(scan), "swap")
     assert result.status is FAIL and "3.0 GiB of swap in use" in result.summary
     assert result.finding_id == "swap-pressure" and "swapoff" in result.remedy
-    assert only(run(snap, max_swap_used_gib=4), "swap").status is PASS
-    assert only(run(snap, swap="warn"), "swap").status is WARN
-    assert only(run(snap, swap="ignore"), "swap").status is SKIP
+    assert only(run(scan, max_swap_used_gib=4), "swap").status is PASS
+    assert only(run(scan, swap="warn"), "swap").status is WARN
+    assert only(run(scan, swap="ignore"), "swap").status is SKIP
 
 
 def test_swap_edge_cases():
-    none = b.with_host(b.snapshot(), swap_total_bytes=0, swap_used_bytes=0)
+    none = b.with_host(b.scan(), swap_total_bytes=0, swap_used_bytes=0)
     assert only(run(none), "swap").summary == "no swap configured"
-    unread = b.with_host(b.snapshot(), swap_used_bytes=None)
+    unread = b.with_host(b.scan(), swap_used_bytes=None)
     assert only(run(unread), "swap").status is UNKNOWN
 
 
@@ -29,24 +29,24 @@ def test_swap_edge_cases():
 
 
 def test_duplicate_backends_fail_by_default_and_follow_the_policy():
-    snap = b.gtx1650_three_uvicorn()
-    result = only(run(snap, user="alice"), "duplicate-backends")
+    scan = b.gtx1650_three_uvicorn()
+    result = only(run(scan, user="alice"), "duplicate-backends")
     assert result.status is FAIL and result.finding_id == "duplicate-backend"
     assert "kill 2202 2303" in result.remedy
-    assert only(run(snap, user="alice", duplicate_backends="warn"),
+    assert only(run(scan, user="alice", duplicate_backends="warn"),
                 "duplicate-backends").status is WARN
-    assert only(run(snap, user="alice", duplicate_backends="ignore"),
+    assert only(run(scan, user="alice", duplicate_backends="ignore"),
                 "duplicate-backends").status is SKIP
-    assert only(run(b.snapshot()), "duplicate-backends").status is PASS
+    assert only(run(b.scan()), "duplicate-backends").status is PASS
 
 
 def test_unattributed_vram_warns_by_default():
-    snap = b.snapshot(gpus=[b.gpu(0, total=16 * GIB, used=6 * GIB)])
-    result = only(run(snap), "unattributed-vram")
+    scan = b.scan(gpus=[b.gpu(0, total=16 * GIB, used=6 * GIB)])
+    result = only(run(scan), "unattributed-vram")
     assert result.status is WARN and result.subject == "gpu:0"
     assert "fuser" in result.remedy
-    assert only(run(snap, unattributed_vram="fail"), "unattributed-vram").status is FAIL
-    assert only(run(b.snapshot()), "unattributed-vram").status is PASS
+    assert only(run(scan, unattributed_vram="fail"), "unattributed-vram").status is FAIL
+    assert only(run(b.scan()), "unattributed-vram").status is PASS
 
 
 def test_foreign_processes_are_other_users_and_unseen_ones_not_the_display():
@@ -58,9 +58,9 @@ def test_foreign_processes_are_other_users_and_unseen_ones_not_the_display():
         b.process(3003, 512, ["python", "mine.py"], user="ci"),
     ]
     used = sum(p.used_memory_bytes for p in procs)
-    snap = b.snapshot(gpus=[b.gpu(0, used=used)], processes=procs,
+    scan = b.scan(gpus=[b.gpu(0, used=used)], processes=procs,
                       host=b.host(container="docker"))
-    report = run(snap, user="ci")
+    report = run(scan, user="ci")
     foreign = only(report, "foreign-processes")
     assert foreign.status is FAIL
     assert [p["pid"] for p in foreign.evidence["processes"]] == [3001, 3002]
@@ -69,22 +69,22 @@ def test_foreign_processes_are_other_users_and_unseen_ones_not_the_display():
     own = only(report, "own-processes")
     assert own.status is WARN and [p["pid"] for p in own.evidence["processes"]] == [3003]
     assert "kill 3003" in own.remedy
-    strict = run(snap, user="ci", own_processes="fail", foreign_processes="warn")
+    strict = run(scan, user="ci", own_processes="fail", foreign_processes="warn")
     assert only(strict, "own-processes").status is FAIL
     assert only(strict, "foreign-processes").status is WARN
 
 
 def test_outside_a_container_an_unseen_pid_is_gone_not_foreign():
     gone = b.process(3002, 1024, None, user=None, visible=False, note="no such process")
-    snap = b.snapshot(gpus=[b.gpu(0, used=1324 * MIB)], processes=[gone])
-    report = run(snap, user="ci")
+    scan = b.scan(gpus=[b.gpu(0, used=1324 * MIB)], processes=[gone])
+    report = run(scan, user="ci")
     assert only(report, "foreign-processes").status is PASS
     assert only(report, "gpu-process-gone").status is WARN
 
 
 def test_an_idle_runner_has_neither_foreign_nor_own_processes():
     display = b.process(1201, 38, ["/usr/lib/xorg/Xorg"], type="graphics", user="root")
-    report = run(b.snapshot(processes=[display]), user="ci")
+    report = run(b.scan(processes=[display]), user="ci")
     assert only(report, "foreign-processes").status is PASS
     assert only(report, "own-processes").status is PASS
 

@@ -43,10 +43,10 @@ def run_check(args: list[str], env: dict, cwd: Path, timeout: int = 120
                           capture_output=True, text=True, timeout=timeout)
 
 
-def saved_scan(tmp_path: Path, snap, name: str = "scan.json") -> Path:
-    findings = evaluate(snap)
+def saved_scan(tmp_path: Path, scan, name: str = "scan.json") -> Path:
+    findings = evaluate(scan)
     path = tmp_path / name
-    path.write_text(json.dumps(scan_document(snap, findings, exit_code(findings, Severity.ERROR))))
+    path.write_text(json.dumps(scan_document(scan, findings, exit_code(findings, Severity.ERROR))))
     return path
 
 
@@ -68,10 +68,10 @@ def status_of(doc: dict, check_id: str) -> str:
     return item["status"]
 
 
-def held_by_ci() -> b.Snapshot:
+def held_by_ci() -> b.Scan:
     """An idle H100 except for one leftover training process of the CI user."""
     leftover = b.process(5151, 2048, ["python", "train.py"], user="ci")
-    return b.snapshot(gpus=[b.gpu(0, used=2048 * MIB + 300 * MIB)], processes=[leftover])
+    return b.scan(gpus=[b.gpu(0, used=2048 * MIB + 300 * MIB)], processes=[leftover])
 
 
 MIB = b.MIB
@@ -94,7 +94,7 @@ def test_duplicate_servers_make_the_runner_critical(cli_env, tmp_path):
 
 
 def test_fit_runner_exits_0(cli_env, tmp_path):
-    saved = saved_scan(tmp_path, b.snapshot())
+    saved = saved_scan(tmp_path, b.scan())
     result = run_check(["--from", str(saved), "--user", "ci", "--no-report"], cli_env, tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.startswith("CHECK OK: ")
@@ -113,8 +113,8 @@ def test_a_leftover_process_warns_with_exit_1_and_fails_when_the_policy_says_so(
 
 
 def test_fail_on_flag_moves_the_threshold_for_scan_findings(cli_env, tmp_path):
-    snap = b.with_host(b.snapshot(), memory_available_bytes=4 * b.GIB)  # a warning finding
-    saved = saved_scan(tmp_path, snap)
+    scan = b.with_host(b.scan(), memory_available_bytes=4 * b.GIB)  # a warning finding
+    saved = saved_scan(tmp_path, scan)
     base = ["--from", str(saved), "--user", "ci", "--no-report", "--json"]
     assert run_check(base, cli_env, tmp_path).returncode == 1
     strict = run_check([*base, "--fail-on", "warning"], cli_env, tmp_path)
@@ -206,7 +206,7 @@ def test_step_summary_is_appended_and_annotations_go_to_the_log(cli_env, tmp_pat
 
 
 def test_report_and_json_twin_are_written(cli_env, tmp_path):
-    saved = saved_scan(tmp_path, b.snapshot())
+    saved = saved_scan(tmp_path, b.scan())
     out = tmp_path / "reports-here"
     result = run_check(["--from", str(saved), "--user", "ci", "--out", str(out)], cli_env,
                        tmp_path)
@@ -222,7 +222,7 @@ def test_report_and_json_twin_are_written(cli_env, tmp_path):
 
 
 def test_bad_policy_files_are_exit_3_naming_file_line_and_key(cli_env, tmp_path):
-    saved = saved_scan(tmp_path, b.snapshot())
+    saved = saved_scan(tmp_path, b.scan())
     cases = {
         "typo.toml": ("min_gpus = 1\nmin_free_vram_pc = 50\n",
                       ["typo.toml:2:", "'min_free_vram_pc'", "did you mean 'min_free_vram_pct'"]),
@@ -244,7 +244,7 @@ def test_bad_policy_files_are_exit_3_naming_file_line_and_key(cli_env, tmp_path)
 
 
 def test_policy_found_in_pyproject_is_used_and_its_errors_are_exit_3(cli_env, tmp_path):
-    saved = saved_scan(tmp_path, b.snapshot())
+    saved = saved_scan(tmp_path, b.scan())
     project = tmp_path / "project"
     project.mkdir()
     (project / "pyproject.toml").write_text("[tool.gpu-audit.check]\nmin_gpus = 2\n")
@@ -261,7 +261,7 @@ def test_policy_found_in_pyproject_is_used_and_its_errors_are_exit_3(cli_env, tm
 
 
 def test_unreadable_policy_file_is_exit_3(cli_env, tmp_path):
-    saved = saved_scan(tmp_path, b.snapshot())
+    saved = saved_scan(tmp_path, b.scan())
     missing = run_check(["--from", str(saved), "--policy", str(tmp_path / "nope.toml"),
                          "--no-report"], cli_env, tmp_path)
     assert missing.returncode == 3 and "policy file not found" in missing.stderr
@@ -282,7 +282,7 @@ def test_unreadable_policy_file_is_exit_3(cli_env, tmp_path):
 
 
 def test_bad_flags_and_inputs_are_exit_3(cli_env, tmp_path):
-    saved = saved_scan(tmp_path, b.snapshot())
+    saved = saved_scan(tmp_path, b.scan())
     (tmp_path / "garbage.json").write_text("{not json")
     a_file = tmp_path / "a-file"
     a_file.write_text("x")
@@ -306,7 +306,7 @@ def test_bad_flags_and_inputs_are_exit_3(cli_env, tmp_path):
 
 
 def test_environment_overrides_the_policy_and_flags_override_the_environment(cli_env, tmp_path):
-    saved = saved_scan(tmp_path, b.with_host(b.snapshot(), memory_available_bytes=4 * b.GIB))
+    saved = saved_scan(tmp_path, b.with_host(b.scan(), memory_available_bytes=4 * b.GIB))
     base = ["--from", str(saved), "--user", "ci", "--no-report", "--json"]
     env = {**cli_env, "GPU_AUDIT_MIN_GPUS": "2", "GPU_AUDIT_FAIL_ON": "warning"}
     doc = json.loads(run_check(base, env, tmp_path).stdout)
@@ -321,7 +321,7 @@ def test_environment_overrides_the_policy_and_flags_override_the_environment(cli
 
 
 def test_scan_thresholds_reach_check_and_a_check_table_still_overrides_them(cli_env, tmp_path):
-    half_full = b.snapshot(gpus=[b.gpu(0, total=16 * b.GIB, used=7 * b.GIB)],
+    half_full = b.scan(gpus=[b.gpu(0, total=16 * b.GIB, used=7 * b.GIB)],
                            processes=[b.process(61, 7 * 1024, ["python", "a.py"], user="ci")])
     saved = saved_scan(tmp_path, half_full)  # 56% free
     base = ["--from", str(saved), "--user", "ci", "--no-report", "--json"]

@@ -106,9 +106,9 @@ def run_scan(args: list[str], env: dict, cwd: Path) -> subprocess.CompletedProce
     )
 
 
-def saved_scan(tmp_path: Path, snap) -> Path:
-    findings = evaluate(snap)
-    doc = scan_document(snap, findings, exit_code(findings, Severity.ERROR))
+def saved_scan(tmp_path: Path, scan) -> Path:
+    findings = evaluate(scan)
+    doc = scan_document(scan, findings, exit_code(findings, Severity.ERROR))
     path = tmp_path / "saved.json"
     path.write_text(json.dumps(doc))
     return path
@@ -166,7 +166,7 @@ def test_report_and_json_twin_are_written(cli_env, tmp_path):
 
 
 def test_default_report_folder_is_reports(cli_env, tmp_path):
-    saved = saved_scan(tmp_path, b.snapshot())
+    saved = saved_scan(tmp_path, b.scan())
     result = run_scan(["--from", str(saved)], cli_env, tmp_path)
     assert result.returncode == 0, result.stderr
     assert len(list((tmp_path / "reports").glob("scan-*.md"))) == 1
@@ -192,7 +192,7 @@ def test_bad_input_is_a_clear_message_and_exit_3(cli_env, tmp_path):
 
 def test_bad_config_file_is_exit_3_naming_file_and_key(cli_env, tmp_path):
     (tmp_path / "gpu-audit.toml").write_text("min_free_vram = 5\n")
-    saved = saved_scan(tmp_path, b.snapshot())
+    saved = saved_scan(tmp_path, b.scan())
     result = run_scan(["--from", str(saved), "--no-report"], cli_env, tmp_path)
     assert result.returncode == 3
     assert "gpu-audit.toml:1" in result.stderr and "min_free_vram" in result.stderr
@@ -212,7 +212,7 @@ def test_environment_sets_thresholds_between_the_file_and_the_flags(cli_env, tmp
 
 
 def test_bad_environment_value_is_exit_3_naming_the_variable(cli_env, tmp_path):
-    saved = saved_scan(tmp_path, b.snapshot())
+    saved = saved_scan(tmp_path, b.scan())
     env = {**cli_env, "GPU_AUDIT_MIN_FREE_VRAM_PCT": "ten"}
     result = run_scan(["--from", str(saved), "--no-report"], env, tmp_path)
     assert result.returncode == 3

@@ -119,12 +119,12 @@ def test_probe_with_the_real_torch_installed_here(monkeypatch):
 
 def test_attach_puts_the_probe_and_its_errors_into_the_snapshot(tmp_path, monkeypatch):
     on_path(monkeypatch, install_fake_torch(tmp_path, refuse_keys=["bogus"]))
-    snap = b.snapshot(allocator=AllocatorConfig(
+    scan = b.scan(allocator=AllocatorConfig(
         source="pid:42", pytorch_cuda_alloc_conf="bogus:1", pytorch_alloc_conf=None,
         torch_version="2.8.0+cu128"))
-    attached = attach_torch_probe(snap, timeout_s=60)
+    attached = attach_torch_probe(scan, timeout_s=60)
     assert attached.torch_probe.allocator_error.startswith("ValueError")
-    assert dataclasses.replace(attached, torch_probe=None) == snap
+    assert dataclasses.replace(attached, torch_probe=None) == scan
 
 
 @pytest.mark.gpu

@@ -24,11 +24,11 @@ BUS = "0000:18:00"
 
 def scan_verdict(code: int, message: str) -> tuple[Severity, str, str]:
     """(severity, detail, remedy) of scan's xid-events finding for one event a minute old."""
-    scanned = dt.datetime.fromisoformat(b.snapshot().generated_at.replace("Z", "+00:00"))
+    scanned = dt.datetime.fromisoformat(b.scan().generated_at.replace("Z", "+00:00"))
     when = (scanned - dt.timedelta(minutes=1)).isoformat().replace("+00:00", "Z")
     event = XidEvent(xid=code, pci_bus_id=BUS, message=message, time=when)
-    snap = dataclasses.replace(b.snapshot(), kernel_log=KernelLog("kmsg", True, [event]))
-    (finding,) = list(xid_events(snap, Policy()))
+    scan = dataclasses.replace(b.scan(), kernel_log=KernelLog("kmsg", True, [event]))
+    (finding,) = list(xid_events(scan, Policy()))
     return finding.severity, finding.detail, finding.remedy
 
 

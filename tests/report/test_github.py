@@ -32,7 +32,7 @@ def unescape(text: str) -> str:
 
 
 def report_with(results: list[CheckResult]):
-    base = judge(b.snapshot(), CheckPolicy(), user="ci")
+    base = judge(b.scan(), CheckPolicy(), user="ci")
     return dataclasses.replace(base, results=results)
 
 

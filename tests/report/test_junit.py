@@ -62,8 +62,8 @@ def test_statuses_map_to_failure_error_skipped_and_warning_text(tmp_path):
 
 
 def test_unknown_checks_are_errors(tmp_path):
-    snap = b.snapshot(gpus=[b.gpu(0, memory_free_bytes=None)])
-    report = judge(snap, CheckPolicy(), user="ci")
+    scan = b.scan(gpus=[b.gpu(0, memory_free_bytes=None)])
+    report = judge(scan, CheckPolicy(), user="ci")
     cases = cases_by_name(parse(render_junit(report), tmp_path))
     (error,) = cases[("node1.gpu0", "free-vram")].result
     assert isinstance(error, Error) and error.type == "UNKNOWN"
@@ -71,7 +71,7 @@ def test_unknown_checks_are_errors(tmp_path):
 
 
 def test_repeated_names_under_one_classname_are_made_unique(tmp_path):
-    report = judge(b.snapshot(), CheckPolicy(), user="ci")
+    report = judge(b.scan(), CheckPolicy(), user="ci")
     twice = CheckResult("low-host-memory", "host", CheckStatus.WARN, "Low host memory", "a")
     report = dataclasses.replace(report, results=[*report.results, twice, twice])
     cases = cases_by_name(parse(render_junit(report), tmp_path))
@@ -80,7 +80,7 @@ def test_repeated_names_under_one_classname_are_made_unique(tmp_path):
 
 
 def test_control_characters_do_not_break_the_xml(tmp_path):
-    report = judge(b.snapshot(), CheckPolicy(), user="ci")
+    report = judge(b.scan(), CheckPolicy(), user="ci")
     odd = CheckResult("gpu-name", "gpu:0", CheckStatus.FAIL, "GPU model",
                       "name \x00\x1b[31mweird\x07 <&> \"quoted\"", remedy="fix & retry")
     report = dataclasses.replace(report, results=[odd])

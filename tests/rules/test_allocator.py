@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from gpu_audit.config import Policy
-from gpu_audit.model import AllocatorConfig, Severity, Snapshot, TorchProbe
+from gpu_audit.model import AllocatorConfig, Scan, Severity, TorchProbe
 from gpu_audit.rules.allocator import (
     alloc_conf_advice,
     alloc_conf_conflict,
@@ -27,26 +27,26 @@ def job_env(
     gpus: list | None = None,
     os: str = "Linux",
     **overrides,
-) -> Snapshot:
+) -> Scan:
     """A one-GPU Linux host (80 GiB unless ``gpus``) whose job environment carries these values."""
     alloc = AllocatorConfig(
         source="env", pytorch_cuda_alloc_conf=cuda, pytorch_alloc_conf=new, torch_version=torch,
         torch_variant="cuda" if torch else None, environment=environment or {},
     )
-    snap = b.snapshot(gpus=gpus, allocator=alloc, **overrides)
-    return b.with_host(snap, os=os)
+    scan = b.scan(gpus=gpus, allocator=alloc, **overrides)
+    return b.with_host(scan, os=os)
 
 
-def run(rule, snap: Snapshot, policy: Policy | None = None):
-    return list(rule(snap, policy or Policy()))
+def run(rule, scan: Scan, policy: Policy | None = None):
+    return list(rule(scan, policy or Policy()))
 
 
 # ----------------------------------------------------------------------------- alloc-conf-invalid
 
 
 def test_invalid_string_is_an_error_with_column_and_a_repaired_export():
-    snap = job_env(cuda="expandable_segments:true,max_split_size_mb:128", torch="2.5.1+cu124")
-    (finding,) = run(alloc_conf_invalid, snap)
+    scan = job_env(cuda="expandable_segments:true,max_split_size_mb:128", torch="2.5.1+cu124")
+    (finding,) = run(alloc_conf_invalid, scan)
     assert finding.severity is None  # the rule's default: error
     assert "column 21" in finding.detail
     assert finding.evidence["issues"][0]["column"] == 21
@@ -78,8 +78,8 @@ def test_accepted_but_misread_string_is_a_warning():
 
 def test_problems_in_a_variable_torch_does_not_read_are_only_warnings():
     # torch 2.5 never reads PYTORCH_ALLOC_CONF; its broken value matters only after an upgrade
-    snap = job_env(cuda="expandable_segments:True", new="max_split_size_mb:abc", torch="2.5.1")
-    (finding,) = run(alloc_conf_invalid, snap)
+    scan = job_env(cuda="expandable_segments:True", new="max_split_size_mb:abc", torch="2.5.1")
+    (finding,) = run(alloc_conf_invalid, scan)
     assert finding.severity == Severity.WARNING
     assert finding.evidence["variable"] == "PYTORCH_ALLOC_CONF"
     assert finding.evidence["read_by_torch"] is False
@@ -88,23 +88,23 @@ def test_problems_in_a_variable_torch_does_not_read_are_only_warnings():
 def test_valid_or_absent_strings_are_quiet():
     assert run(alloc_conf_invalid, job_env()) == []
     assert run(alloc_conf_invalid, job_env(cuda="expandable_segments:True")) == []
-    assert run(alloc_conf_invalid, b.snapshot(allocator=None)) == []
+    assert run(alloc_conf_invalid, b.scan(allocator=None)) == []
 
 
 def test_torch_own_verdict_from_the_probe_is_reported_when_we_found_nothing():
-    snap = job_env(cuda="expandable_segments:True")
+    scan = job_env(cuda="expandable_segments:True")
     probe = TorchProbe(python="/usr/bin/python3", torch_version="2.13.0+cu126",
                        allocator_error="ValueError: something only torch knows")
-    (finding,) = run(alloc_conf_invalid, dataclasses.replace(snap, torch_probe=probe))
+    (finding,) = run(alloc_conf_invalid, dataclasses.replace(scan, torch_probe=probe))
     assert finding.severity is None
     assert finding.evidence["torch_says"] == "ValueError: something only torch knows"
 
 
 def test_torch_own_verdict_joins_our_finding_when_both_agree():
-    snap = job_env(cuda="max_split_size_mb:5")
+    scan = job_env(cuda="max_split_size_mb:5")
     probe = TorchProbe(python="python3", torch_version="2.13.0",
                        allocator_error="ValueError: ... must be >= 20")
-    (finding,) = run(alloc_conf_invalid, dataclasses.replace(snap, torch_probe=probe))
+    (finding,) = run(alloc_conf_invalid, dataclasses.replace(scan, torch_probe=probe))
     assert finding.evidence["torch_says"] == "ValueError: ... must be >= 20"
 
 
@@ -136,21 +136,21 @@ def test_unknown_torch_version_is_noted_as_a_possibility():
 
 
 def test_empty_old_name_hides_the_new_one_from_2_12():
-    snap = job_env(cuda="", new="expandable_segments:True", torch="2.13.0")
-    (finding,) = run(alloc_conf_ignored, snap)
+    scan = job_env(cuda="", new="expandable_segments:True", torch="2.13.0")
+    (finding,) = run(alloc_conf_ignored, scan)
     assert "empty PYTORCH_CUDA_ALLOC_CONF" in finding.title
 
 
 def test_no_cuda_memory_caching_makes_every_setting_moot():
-    snap = job_env(cuda="expandable_segments:True",
+    scan = job_env(cuda="expandable_segments:True",
                    environment={"PYTORCH_NO_CUDA_MEMORY_CACHING": "0"})
-    (finding,) = run(alloc_conf_ignored, snap)
+    (finding,) = run(alloc_conf_ignored, scan)
     assert finding.remedy == "unset PYTORCH_NO_CUDA_MEMORY_CACHING"
 
 
 def test_expandable_segments_are_ignored_on_windows():
-    snap = job_env(cuda="expandable_segments:True,max_split_size_mb:256", os="Windows")
-    (finding,) = run(alloc_conf_ignored, snap)
+    scan = job_env(cuda="expandable_segments:True,max_split_size_mb:256", os="Windows")
+    (finding,) = run(alloc_conf_ignored, scan)
     assert "Windows" in finding.title
     assert "max_split_size_mb:256" in finding.remedy
     assert "expandable" not in finding.remedy
@@ -158,8 +158,8 @@ def test_expandable_segments_are_ignored_on_windows():
 
 
 def test_cuda_only_keys_in_the_new_name_are_ignored_by_2_10_while_old_name_is_set():
-    snap = job_env(cuda="max_split_size_mb:128", new="backend:cudaMallocAsync", torch="2.10.1")
-    (finding,) = run(alloc_conf_ignored, snap)
+    scan = job_env(cuda="max_split_size_mb:128", new="backend:cudaMallocAsync", torch="2.10.1")
+    (finding,) = run(alloc_conf_ignored, scan)
     assert finding.evidence["ignored_keys"] == ["backend"]
 
 
@@ -200,8 +200,8 @@ def test_conflict_names_the_winner_for_each_era():
 
 
 def test_same_string_in_both_names_is_no_conflict_even_with_other_spacing():
-    snap = job_env(cuda="expandable_segments:True", new=" expandable_segments : True ")
-    assert run(alloc_conf_conflict, snap) == []
+    scan = job_env(cuda="expandable_segments:True", new=" expandable_segments : True ")
+    assert run(alloc_conf_conflict, scan) == []
     assert run(alloc_conf_conflict, job_env(cuda="expandable_segments:True")) == []
 
 
@@ -213,15 +213,15 @@ def titles(findings) -> list[str]:
 
 
 def test_expandable_with_max_split_suggests_dropping_the_limit():
-    snap = job_env(cuda="expandable_segments:True,max_split_size_mb:512")
-    (finding,) = run(alloc_conf_risky_combination, snap)
+    scan = job_env(cuda="expandable_segments:True,max_split_size_mb:512")
+    (finding,) = run(alloc_conf_risky_combination, scan)
     assert finding.title == "expandable_segments with max_split_size_mb"
     assert finding.remedy == BOTH.format("expandable_segments:True")
 
 
 def test_gc_threshold_without_fraction_does_nothing():
-    snap = job_env(cuda="garbage_collection_threshold:0.7")
-    (finding,) = run(alloc_conf_risky_combination, snap)
+    scan = job_env(cuda="garbage_collection_threshold:0.7")
+    (finding,) = run(alloc_conf_risky_combination, scan)
     assert "without a memory fraction" in finding.title
     assert finding.remedy == "unset PYTORCH_ALLOC_CONF PYTORCH_CUDA_ALLOC_CONF"
     with_fraction = job_env(cuda="garbage_collection_threshold:0.7,per_process_memory_fraction:0.9")
@@ -230,18 +230,18 @@ def test_gc_threshold_without_fraction_does_nothing():
 
 def test_the_field_note_string_trips_two_combinations():
     # "max_split_size_mb:512,garbage_collection_threshold:0.7,expandable_segments:True"
-    snap = job_env(new="max_split_size_mb:512,garbage_collection_threshold:0.7,"
+    scan = job_env(new="max_split_size_mb:512,garbage_collection_threshold:0.7,"
                        "expandable_segments:True", torch="2.10.0")
-    assert sorted(titles(run(alloc_conf_risky_combination, snap))) == [
+    assert sorted(titles(run(alloc_conf_risky_combination, scan))) == [
         "expandable_segments with max_split_size_mb",
         "garbage_collection_threshold has nothing to collect with expandable segments",
     ]
 
 
 def test_cuda_malloc_async_ignores_native_options():
-    snap = job_env(cuda="backend:cudaMallocAsync,max_split_size_mb:256,"
+    scan = job_env(cuda="backend:cudaMallocAsync,max_split_size_mb:256,"
                         "pinned_use_cuda_host_register:True")
-    (finding,) = run(alloc_conf_risky_combination, snap)
+    (finding,) = run(alloc_conf_risky_combination, scan)
     assert finding.evidence["ignored_keys"] == ["max_split_size_mb"]
     assert finding.remedy == BOTH.format(
         "backend:cudaMallocAsync,pinned_use_cuda_host_register:True")
@@ -254,19 +254,19 @@ def test_sensible_strings_have_no_risky_combination():
 
 def test_ignored_variable_is_not_judged_for_combinations():
     # torch 2.8 never reads PYTORCH_ALLOC_CONF: its contents cannot conflict with anything
-    snap = job_env(new="expandable_segments:True,max_split_size_mb:512", torch="2.8.0")
-    assert run(alloc_conf_risky_combination, snap) == []
+    scan = job_env(new="expandable_segments:True,max_split_size_mb:512", torch="2.8.0")
+    assert run(alloc_conf_risky_combination, scan) == []
 
 
 # ------------------------------------------------------------------------------ alloc-conf-advice
 
 
 def test_small_gpu_gets_expandable_segments_advice_with_the_string_to_paste():
-    snap = b.gtx1650_three_uvicorn()
-    snap = dataclasses.replace(snap, allocator=AllocatorConfig(
+    scan = b.gtx1650_three_uvicorn()
+    scan = dataclasses.replace(scan, allocator=AllocatorConfig(
         source="env", pytorch_cuda_alloc_conf="max_split_size_mb:64", pytorch_alloc_conf=None,
         torch_version="2.5.1+cu124"))
-    (finding,) = run(alloc_conf_advice, snap)
+    (finding,) = run(alloc_conf_advice, scan)
     assert finding.severity is None  # info
     assert finding.evidence["small_gpus"] == [0]
     assert finding.remedy == "export PYTORCH_CUDA_ALLOC_CONF='expandable_segments:True'"
@@ -287,7 +287,7 @@ def test_no_advice_when_already_expandable_or_nothing_calls_for_it():
 
 
 def test_small_gpu_threshold_comes_from_the_policy():
-    snap = job_env(gpus=[b.gpu(0, total=12 * b.GIB)])
-    assert run(alloc_conf_advice, snap) == []
-    (finding,) = run(alloc_conf_advice, snap, Policy(small_gpu_gib=16))
+    scan = job_env(gpus=[b.gpu(0, total=12 * b.GIB)])
+    assert run(alloc_conf_advice, scan) == []
+    (finding,) = run(alloc_conf_advice, scan, Policy(small_gpu_gib=16))
     assert finding.evidence["small_gpu_gib"] == 16

@@ -39,7 +39,7 @@ def state(*, allocated: int = 45 * GIB, reserved: int = 70 * GIB, split: int | N
 
 def h100_job(allocator: ProcessAllocatorState):
     trainer = b.process(4242, 72 * 1024, ["python", "train.py"], allocator=allocator)
-    return b.snapshot(gpus=[b.gpu(0, used=73 * GIB)], processes=[trainer])
+    return b.scan(gpus=[b.gpu(0, used=73 * GIB)], processes=[trainer])
 
 
 def fragmented(**kwargs):
@@ -119,9 +119,9 @@ def test_the_threshold_comes_from_the_policy():
 
 
 def test_processes_that_do_not_publish_are_left_alone():
-    snap = b.gtx1650_three_uvicorn()
-    assert list(allocator_fragmentation(snap, Policy())) == []
-    assert list(allocator_oom_retries(snap, Policy())) == []
+    scan = b.gtx1650_three_uvicorn()
+    assert list(allocator_fragmentation(scan, Policy())) == []
+    assert list(allocator_oom_retries(scan, Policy())) == []
 
 
 def samples(*points: tuple[int, int, int | None]) -> list[AllocatorSample]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gpu_audit.config import Policy
-from gpu_audit.model import AllocatorConfig, NvmlStatus, Severity, Snapshot
+from gpu_audit.model import AllocatorConfig, NvmlStatus, Scan, Severity
 from gpu_audit.rules.environment import (
     caching_allocator_disabled,
     device_order_mismatch,
@@ -18,15 +18,15 @@ from gpu_audit.rules.environment import (
 from tests import builders as b
 
 
-def shell(environment: dict[str, str], gpus: list | None = None, **overrides) -> Snapshot:
+def shell(environment: dict[str, str], gpus: list | None = None, **overrides) -> Scan:
     """A host whose job environment holds ``environment`` (one H100 unless ``gpus``)."""
     alloc = AllocatorConfig(source="env", pytorch_cuda_alloc_conf=None, pytorch_alloc_conf=None,
                             torch_version="2.13.0+cu126", environment=environment)
-    return b.snapshot(gpus=gpus, allocator=alloc, **overrides)
+    return b.scan(gpus=gpus, allocator=alloc, **overrides)
 
 
-def run(rule, snap: Snapshot):
-    return list(rule(snap, Policy()))
+def run(rule, scan: Scan):
+    return list(rule(scan, Policy()))
 
 
 def eight_h100() -> list:
@@ -60,10 +60,10 @@ def test_launch_blocking_only_when_one():
 
 
 def test_no_environment_at_all_is_quiet():
-    snap = b.snapshot(allocator=None)
+    scan = b.scan(allocator=None)
     for rule in (pytorch_no_nvml, caching_allocator_disabled, launch_blocking, profiler_injection,
                  visible_devices_missing, device_order_mismatch):
-        assert run(rule, snap) == []
+        assert run(rule, scan) == []
 
 
 # -------------------------------------------------------------------------- CUDA_VISIBLE_DEVICES
@@ -119,9 +119,9 @@ def test_visible_devices_valid_or_uncheckable_is_quiet():
 
 
 def test_visible_devices_checked_against_pci_count_when_nvml_is_down():
-    snap = shell({"CUDA_VISIBLE_DEVICES": "3"}, gpus=[], nvml=NvmlStatus(False, "version-mismatch"))
-    snap = b.with_host(snap, nvidia_pci_devices=2)
-    (finding,) = run(visible_devices_missing, snap)
+    scan = shell({"CUDA_VISIBLE_DEVICES": "3"}, gpus=[], nvml=NvmlStatus(False, "version-mismatch"))
+    scan = b.with_host(scan, nvidia_pci_devices=2)
+    (finding,) = run(visible_devices_missing, scan)
     assert finding.evidence["gpu_count"] == 2
 
 

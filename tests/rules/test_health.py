@@ -6,7 +6,7 @@ import dataclasses
 import datetime as dt
 
 from gpu_audit.config import Policy
-from gpu_audit.model import KernelLog, NvmlStatus, Severity, Snapshot, XidEvent
+from gpu_audit.model import KernelLog, NvmlStatus, Scan, Severity, XidEvent
 from gpu_audit.rules.health import (
     compute_mode_restricted,
     ecc_uncorrectable,
@@ -41,8 +41,8 @@ def h100(index: int = 0, **changes) -> object:
     return b.gpu(index, pci_bus_id=f"00000000:{0x18 + index:02X}:00.0", **{**HEALTHY, **changes})
 
 
-def node(*gpus, **overrides) -> Snapshot:
-    return b.snapshot(gpus=list(gpus) or [h100()], **overrides)
+def node(*gpus, **overrides) -> Scan:
+    return b.scan(gpus=list(gpus) or [h100()], **overrides)
 
 
 def gtx1650() -> object:
@@ -56,8 +56,8 @@ def gtx1650() -> object:
                  remapped_rows_uncorrectable=None, retired_pages_pending=None)
 
 
-def run(rule, snap: Snapshot, policy: Policy | None = None):
-    return list(rule(snap, policy or Policy()))
+def run(rule, scan: Scan, policy: Policy | None = None):
+    return list(rule(scan, policy or Policy()))
 
 
 HEALTH_RULES = (ecc_uncorrectable, memory_repair_pending, row_remap_failure, hw_slowdown,
@@ -67,17 +67,17 @@ HEALTH_RULES = (ecc_uncorrectable, memory_repair_pending, row_remap_failure, hw_
 
 
 def test_a_healthy_node_has_no_health_findings():
-    snap = node(*(h100(i) for i in range(8)))
+    scan = node(*(h100(i) for i in range(8)))
     for rule in HEALTH_RULES:
-        assert run(rule, snap) == [], rule.__name__
+        assert run(rule, scan) == [], rule.__name__
 
 
 def test_a_consumer_gpu_without_ecc_never_fails_and_says_not_supported():
-    snap = node(gtx1650())
+    scan = node(gtx1650())
     for rule in (ecc_uncorrectable, memory_repair_pending, row_remap_failure, hw_slowdown,
                  pcie_link_degraded, temperature_near_slowdown):
-        assert run(rule, snap) == [], rule.__name__
-    (finding,) = run(health_unsupported, snap)
+        assert run(rule, scan) == [], rule.__name__
+    (finding,) = run(health_unsupported, scan)
     assert finding.evidence["not_supported"] == [
         "ECC error counts", "memory repair (page retirement, row remapping)"]
     assert "not supported" in finding.title
@@ -154,10 +154,10 @@ def test_power_cap_is_info_and_points_out_a_lowered_limit():
 
 
 def test_temperature_margin_follows_the_policy():
-    snap = node(h100(temperature_c=86, temperature_slowdown_c=90))
-    (finding,) = run(temperature_near_slowdown, snap)
+    scan = node(h100(temperature_c=86, temperature_slowdown_c=90))
+    (finding,) = run(temperature_near_slowdown, scan)
     assert finding.severity is None and finding.evidence["margin_c"] == 4
-    assert run(temperature_near_slowdown, snap, Policy(temperature_margin_c=3)) == []
+    assert run(temperature_near_slowdown, scan, Policy(temperature_margin_c=3)) == []
     (hot,) = run(temperature_near_slowdown, node(h100(temperature_c=92, temperature_slowdown_c=90)))
     assert hot.severity == Severity.ERROR
     assert run(temperature_near_slowdown, node(h100(temperature_slowdown_c=None))) == []
@@ -216,8 +216,8 @@ def test_mig_enabled_is_info():
 # ---------------------------------------------------------------------------------------- Xid
 
 
-def with_xids(snap: Snapshot, *events: XidEvent, source: str = "kmsg") -> Snapshot:
-    return dataclasses.replace(snap, kernel_log=KernelLog(source, True, list(events)))
+def with_xids(scan: Scan, *events: XidEvent, source: str = "kmsg") -> Scan:
+    return dataclasses.replace(scan, kernel_log=KernelLog(source, True, list(events)))
 
 
 SCANNED_AT = dt.datetime(2026, 11, 22, 10, 0, tzinfo=dt.UTC)  # the builders' generated_at
@@ -229,9 +229,9 @@ def xid(code: int, bus: str = "0000:18:00", hours_ago: float = 1.0, **kw) -> Xid
 
 
 def test_fallen_off_the_bus_is_critical_and_mapped_to_its_gpu():
-    snap = with_xids(node(h100(0), h100(1)), xid(79, "0000:19:00",
+    scan = with_xids(node(h100(0), h100(1)), xid(79, "0000:19:00",
                                                   message="GPU has fallen off the bus."))
-    (finding,) = run(xid_events, snap)
+    (finding,) = run(xid_events, scan)
     assert finding.subject == "gpu:1"
     assert finding.severity == Severity.CRITICAL
     assert "fallen off the bus" in finding.detail
@@ -250,15 +250,15 @@ def test_application_xids_are_warnings_when_recent_and_notes_when_old():
 
 
 def test_worst_code_sets_the_severity_and_unknown_codes_are_named():
-    snap = with_xids(node(), xid(13), xid(48), xid(999))
-    (finding,) = run(xid_events, snap)
+    scan = with_xids(node(), xid(13), xid(48), xid(999))
+    (finding,) = run(xid_events, scan)
     assert finding.severity == Severity.CRITICAL
     assert "Xid 999 x1: not in gpu-audit's catalog" in finding.detail
 
 
 def test_xid_for_a_device_nvml_does_not_list_goes_to_the_host():
-    snap = with_xids(node(), xid(79, "0000:af:00"))
-    (finding,) = run(xid_events, snap)
+    scan = with_xids(node(), xid(79, "0000:af:00"))
+    (finding,) = run(xid_events, scan)
     assert finding.subject == "host" and "PCI 0000:af:00" in finding.title
 
 
@@ -270,8 +270,8 @@ def test_no_xids_or_unreadable_log_gives_no_finding():
 
 
 def test_the_remedy_is_the_worst_xids_action_machine_faults_first():
-    snap = with_xids(node(), xid(13), xid(94))  # application warning, hardware error
-    (finding,) = run(xid_events, snap)
+    scan = with_xids(node(), xid(13), xid(94))  # application warning, hardware error
+    (finding,) = run(xid_events, scan)
     assert finding.severity == Severity.ERROR
     assert "Restart the job" in finding.remedy
     app_only = with_xids(node(), xid(31))
@@ -289,5 +289,5 @@ def test_xid_154_takes_the_severity_of_the_action_it_requires():
 
 
 def test_health_unsupported_is_quiet_when_nvml_did_not_answer():
-    snap = node(b.gpu(0), nvml=NvmlStatus(False, "driver-not-loaded"))
-    assert run(health_unsupported, snap) == []
+    scan = node(b.gpu(0), nvml=NvmlStatus(False, "driver-not-loaded"))
+    assert run(health_unsupported, scan) == []

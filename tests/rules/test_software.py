@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from gpu_audit.config import Policy
-from gpu_audit.model import AllocatorConfig, Driver, Severity, Snapshot, TorchDevice, TorchProbe
+from gpu_audit.model import AllocatorConfig, Driver, Scan, Severity, TorchDevice, TorchProbe
 from gpu_audit.rules.software import (
     build_for_driver,
     driver_too_old,
@@ -21,19 +21,19 @@ from tests import builders as b
 
 
 def installed(torch: str | None, variant: str | None = None, cuda: str | None = None,
-              driver_cuda: str = "12.4", **overrides) -> Snapshot:
+              driver_cuda: str = "12.4", **overrides) -> Scan:
     alloc = AllocatorConfig(source="env", pytorch_cuda_alloc_conf=None, pytorch_alloc_conf=None,
                             torch_version=torch, torch_variant=variant, torch_cuda_version=cuda)
     overrides.setdefault("driver", Driver("550.90.07", "12.550.90.07", driver_cuda))
-    return b.snapshot(allocator=alloc, **overrides)
+    return b.scan(allocator=alloc, **overrides)
 
 
-def probed(snap: Snapshot, **probe) -> Snapshot:
-    return dataclasses.replace(snap, torch_probe=TorchProbe(python="/venv/bin/python", **probe))
+def probed(scan: Scan, **probe) -> Scan:
+    return dataclasses.replace(scan, torch_probe=TorchProbe(python="/venv/bin/python", **probe))
 
 
-def run(rule, snap: Snapshot):
-    return list(rule(snap, Policy()))
+def run(rule, scan: Scan):
+    return list(rule(scan, Policy()))
 
 
 # ------------------------------------------------------------------------------ driver-too-old
@@ -62,9 +62,9 @@ def test_driver_new_enough_or_versions_unknown_is_quiet():
 
 
 def test_the_probe_knows_the_cuda_of_an_unlabelled_build():
-    snap = probed(installed("2.9.0", None, None, driver_cuda="12.8"),
+    scan = probed(installed("2.9.0", None, None, driver_cuda="12.8"),
                   torch_version="2.9.0", cuda_version="13.0")
-    (finding,) = run(driver_too_old, snap)
+    (finding,) = run(driver_too_old, scan)
     assert finding.evidence["torch_cuda_source"] == "torch.version.cuda"
 
 
@@ -92,15 +92,15 @@ def test_cpu_build_is_fine_without_gpus_and_cuda_builds_are_fine():
 
 
 def test_gpus_seen_only_on_the_pci_bus_still_count():
-    snap = b.with_host(installed("2.5.1+cpu", "cpu", gpus=[]), nvidia_pci_devices=2)
-    (finding,) = run(torch_cpu_only, snap)
+    scan = b.with_host(installed("2.5.1+cpu", "cpu", gpus=[]), nvidia_pci_devices=2)
+    (finding,) = run(torch_cpu_only, scan)
     assert finding.evidence["gpu_count"] == 2
 
 
 def test_probe_overrides_the_package_label():
     # An unlabelled wheel looked like CUDA from its metadata, torch says otherwise.
-    snap = probed(installed("2.5.1", "cuda", "12.4"), torch_version="2.5.1", cuda_version=None)
-    (finding,) = run(torch_cpu_only, snap)
+    scan = probed(installed("2.5.1", "cuda", "12.4"), torch_version="2.5.1", cuda_version=None)
+    (finding,) = run(torch_cpu_only, scan)
     assert finding.evidence["source"] == "torch.version.cuda is None"
 
 
@@ -124,11 +124,11 @@ def test_runs_on_follows_nvidia_compatibility(entry, device, ok):
     assert runs_on(entry, device) is ok
 
 
-def gtx1080_on_new_build() -> Snapshot:
-    snap = installed("2.8.0+cu128", "cuda", "12.8", driver_cuda="12.8",
+def gtx1080_on_new_build() -> Scan:
+    scan = installed("2.8.0+cu128", "cuda", "12.8", driver_cuda="12.8",
                      gpus=[b.gpu(0, name="NVIDIA GeForce GTX 1080", total=8 * b.GIB,
                                  compute_capability="6.1")])
-    return probed(snap, torch_version="2.8.0+cu128", cuda_version="12.8", cuda_available=True,
+    return probed(scan, torch_version="2.8.0+cu128", cuda_version="12.8", cuda_available=True,
                   arch_list=["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120",
                              "compute_120"],
                   devices=[TorchDevice(0, "NVIDIA GeForce GTX 1080", "6.1", 8 * b.GIB,
@@ -151,12 +151,12 @@ def test_supported_gpu_or_no_probe_is_quiet():
 
 
 def test_torch_device_is_matched_to_nvml_by_uuid():
-    snap = gtx1080_on_new_build()
+    scan = gtx1080_on_new_build()
     gpus = [b.gpu(0), b.gpu(1, name="NVIDIA GeForce GTX 1080", uuid="GPU-feed")]
     device = TorchDevice(0, "NVIDIA GeForce GTX 1080", "6.1", None, "GPU-FEED")
-    snap = dataclasses.replace(snap, gpus=gpus, torch_probe=dataclasses.replace(
-        snap.torch_probe, devices=[device]))
-    (finding,) = run(no_kernel_image, snap)
+    scan = dataclasses.replace(scan, gpus=gpus, torch_probe=dataclasses.replace(
+        scan.torch_probe, devices=[device]))
+    (finding,) = run(no_kernel_image, scan)
     assert finding.subject == "gpu:1"
 
 
@@ -164,10 +164,10 @@ def test_torch_device_is_matched_to_nvml_by_uuid():
 
 
 def test_cuda_build_that_cannot_reach_the_gpus():
-    snap = probed(installed("2.5.1+cu124", "cuda", "12.4"), torch_version="2.5.1+cu124",
+    scan = probed(installed("2.5.1+cu124", "cuda", "12.4"), torch_version="2.5.1+cu124",
                   cuda_version="12.4", cuda_available=False,
                   warnings=["CUDA initialization: The NVIDIA driver on your system is too old"])
-    (finding,) = run(torch_cuda_unavailable, snap)
+    (finding,) = run(torch_cuda_unavailable, scan)
     assert "driver on your system is too old" in finding.detail
 
 
@@ -186,9 +186,9 @@ def test_cuda_available_cpu_build_or_no_gpu_is_quiet():
 
 
 def test_import_failure_is_reported_with_the_interpreter():
-    snap = probed(installed("2.5.1+cu124"),
+    scan = probed(installed("2.5.1+cu124"),
                   import_error="ImportError: libcudnn.so.9: cannot open shared object file")
-    (finding,) = run(torch_import_failed, snap)
+    (finding,) = run(torch_import_failed, scan)
     assert "libcudnn.so.9" in finding.title
     assert finding.remedy.startswith("/venv/bin/python -c 'import torch'")
     assert run(torch_import_failed, probed(installed("2.5.1"), torch_version="2.5.1")) == []
