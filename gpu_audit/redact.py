@@ -1,85 +1,229 @@
-"""Secrets out of command lines and environment values, before anything is shown or saved.
+"""Secrets out of command lines, environment values and free text, before anything is shown.
 
 Command lines of ML jobs routinely carry ``--hf-token``, ``--api-key=…``, database URLs with a
 password, or ``WANDB_API_KEY=…`` prefixes. Every output of gpu-audit goes through here.
+
+The redactor is a table: :data:`NAME_RULES` say which option, variable or header names hold a
+secret (and :data:`BENIGN_NAMES` which merely mention one, such as ``--max-new-tokens``),
+:data:`PROGRAM_FLAGS` the short flags that carry a password for some programs only (``mysql
+-pX``; never ``psql -p`` which is a port), and :data:`TEXT_RULES` the shapes that are secrets
+wherever they appear (URL passwords, ``"api_key": "…"`` in JSON, known token formats). Each rule
+carries an example that the tests check.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 
 from gpu_audit.lazy import regex as lazy
 
 MASK = "***"
 
-# The patterns are compiled on first use (about 2 ms together): a scan of a machine without GPU
-# processes often has nothing to redact.
-# Option or variable names whose value is a secret.
-_secret_name = lazy(
-    r"(pass(word|wd|phrase)?|secret|token|api[-_]?key|access[-_]?key|private[-_]?key|"
-    r"auth|credential|session[-_]?key|client[-_]?secret|signature|cookie|pwd)",
+
+@dataclass(frozen=True)
+class Rule:
+    """One pattern of the redactor and an example command line whose ``secret`` it hides."""
+
+    id: str
+    pattern: Callable[[], re.Pattern[str]]
+    example: tuple[str, ...]
+    secret: str
+
+
+def _rule(id: str, pattern: str, example: tuple[str, ...], secret: str = "S3CR3T-v4lue") -> Rule:
+    return Rule(id, lazy(pattern, re.I), example, secret)
+
+
+# Names (options without their dashes, variables, header names) whose value is a secret. The
+# patterns are searched in the lower-cased name and compiled on first use.
+NAME_RULES: tuple[Rule, ...] = (
+    _rule("password", r"pass(?:word|wd|phrase)?s?(?![a-z])|pwd",
+          ("app", "--db-password", "S3CR3T-v4lue")),
+    _rule("pw", r"(?:^|[-_.])pw(?:$|[-_.])", ("app", "--pw", "S3CR3T-v4lue")),
+    _rule("secret", r"secret", ("app", "--client_secret=S3CR3T-v4lue")),
+    _rule("token", r"token", ("app", "--hub_token", "S3CR3T-v4lue")),
+    _rule("auth", r"auth(?!or(?!i[sz]))", ("app", "--authorization", "S3CR3T-v4lue")),
+    _rule("api-key", r"api[-_.]?key|access[-_.]?key|private[-_.]?key",
+          ("app", "--apikey", "S3CR3T-v4lue")),
+    _rule("key", r"(?:^|[-_.])keys?$", ("app", "--wandb-key", "S3CR3T-v4lue")),
+    _rule("credential", r"cred(?:ential)?s?(?![a-z])", ("app", "--cred=S3CR3T-v4lue")),
+    _rule("bearer", r"bearer", ("app", "--bearer", "S3CR3T-v4lue")),
+    _rule("cookie", r"cookie", ("curl", "--cookie", "S3CR3T-v4lue")),
+    _rule("signature", r"signature", ("app", "--signature=S3CR3T-v4lue")),
+    _rule("session", r"session[-_.]?(?:key|id)", ("app", "--session-id", "S3CR3T-v4lue")),
+)
+
+# Names that contain a secret word but hold none (ML jobs are full of tokenizers and keys).
+BENIGN_NAMES = lazy(
+    r"tokeniz|tokens(?![a-z])|"
+    r"token[-_.]?(?:len|length|count|limit|budget|type|ids?|size|dim|embed\w*|level|rate)"
+    r"(?![a-z])|"
+    r"(?:max|min|num|pad|bos|eos|unk|sep|cls|mask|special|start|end|new|per|total|vocab)"
+    r"[-_.]?token(?![a-z])|"
+    r"(?:sort|metric|image|text|label|caption|input|output|column|cache|dataset|data|feature|"
+    r"audio|video|group|partition|join|sequence|monitor|eval|target|prompt|response|answer|"
+    r"question|primary|foreign|hash|dict|map|lookup|field|index|shard|seed|random|split)"
+    r"[-_.]?keys?$",
     re.I,
 )
 
-# Values that are secrets whatever they are called.
-_secret_value = lazy(
-    r"\b(gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|hf_[A-Za-z0-9]{20,}|"
-    r"sk-[A-Za-z0-9_-]{20,}|xox[abposr]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}|"
-    r"glpat-[A-Za-z0-9_-]{20,}|eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,})"
+# Names whose value is ``user:password``: the part after the colon is masked.
+PAIR_NAMES = lazy(r"^(?:login|user|userpass|basic[-_.]?auth|proxy[-_.]?user)$", re.I)
+
+# Short flags that carry a password only for some programs (``psql -p`` is the port: absent).
+# Per program: (flags whose value is a secret, flags whose value is ``user:password``).
+PROGRAM_FLAGS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
+    **{name: (frozenset({"-p"}), frozenset())
+       for name in ("mysql", "mysqldump", "mysqladmin", "mysqlimport", "mysqlcheck",
+                    "mysqlshow", "mariadb", "mariadb-dump", "mariadb-admin", "sshpass",
+                    "mongo", "mongosh", "mongodump", "mongorestore")},
+    "redis-cli": (frozenset({"-a"}), frozenset()),
+    "curl": (frozenset(), frozenset({"-u", "-U"})),
+    "wget": (frozenset(), frozenset()),
+}
+
+# Words after which the next word is the secret ("Authorization: Bearer X").
+_SCHEME_WORDS = frozenset({"bearer", "basic", "digest", "token", "apikey"})
+
+# Shapes that are secrets wherever they appear, applied to every string.
+TEXT_RULES: tuple[Rule, ...] = (
+    # scheme://user:password@host; the password may itself contain '@'.
+    _rule("url-password", r"(?P<keep>[a-z][a-z0-9+.-]*://[^:/@\s]*:)(?P<secret>[^/\s]+)(?=@)",
+          ("app", "--db", "postgres://u:S3CR3T@v4lue@db:5432/x"), "S3CR3T@v4lue"),
+    # ?token=abc&x=1
+    _rule("query", r"(?P<keep>[?&][^=&\s]*(?:token|key|secret|password|sig)[^=&\s]*=)"
+                   r"(?P<secret>[^&\s]+)",
+          ("app", "https://h/x?access_token=S3CR3T-v4lue&y=1")),
+    # "api_key": "X" in JSON or a Python dict inside an argument (the name is checked).
+    _rule("quoted-pair", r"(?P<keep>(?P<q>[\"'])(?P<name>[^\"'\s]{1,80})(?P=q)\s*[:=]\s*"
+                         r"(?P<q2>[\"']))(?P<secret>(?:\\.|(?!(?P=q2)).)+)",
+          ("app", '--config={"api_key": "S3CR3T-v4lue"}')),
+    # Well-known token formats, whatever they are called.
+    _rule("token-shape",
+          r"(?P<keep>)\b(?P<secret>gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|"
+          r"hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_-]{20,}|xox[abposr]-[A-Za-z0-9-]{10,}|"
+          r"AKIA[0-9A-Z]{16}|glpat-[A-Za-z0-9_-]{20,}|"
+          r"eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,})",
+          ("app", "--model", "x", "hf_a1B2c3D4e5F6g7H8i9J0k1"), "hf_a1B2c3D4e5F6g7H8i9J0k1"),
 )
 
-# scheme://user:password@host -> scheme://user:***@host
-_url_credentials = lazy(
-    r"(?P<scheme>[a-z][a-z0-9+.-]*://)(?P<user>[^:/@\s]*):(?P<pw>[^@/\s]+)@", re.I
-)
-
-# NAME=value inside one argument (env prefixes, key=value options).
+# NAME=value or NAME:value inside one argument (env prefixes, key=value options, headers).
 _assignment = lazy(
-    r"^(?P<dashes>-{0,2})(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)(?P<sep>[=:])(?P<value>.+)$"
+    r"^(?P<dashes>-{0,2})(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)(?P<sep>\s*[=:]\s*)(?P<value>.*)$",
+    re.S,
 )
-
-# Query-string secrets: ?token=abc&x=1
-_query_secret = lazy(r"([?&][^=&\s]*(?:token|key|secret|password|sig)[^=&\s]*=)[^&\s]+", re.I)
-
-# Names that contain a secret word but hold none (ML jobs are full of tokenizers).
-_benign_name = lazy(
-    r"(tokeniz|tokens\b|[-_]tokens|max[-_]?(new[-_]?)?token|num[-_]?token|"
-    r"token[-_]?(len|length|count|limit|budget|type|ids?)\b|author)",
-    re.I,
-)
+_flag = lazy(r"^--?[A-Za-z]")
+_space = lazy(r"(\s+)")
 
 
 def is_secret_name(name: str) -> bool:
-    return bool(_secret_name().search(name)) and not _benign_name().search(name)
+    """True when an option, variable or header called ``name`` holds a secret."""
+    bare = name.lstrip("-").lower()
+    if not bare or BENIGN_NAMES().search(bare):
+        return False
+    return any(rule.pattern().search(bare) for rule in NAME_RULES)
+
+
+def _text_rules(text: str) -> str:
+    for rule in TEXT_RULES:
+        if rule.id == "quoted-pair":
+            text = rule.pattern().sub(
+                lambda m: m["keep"] + MASK if is_secret_name(m["name"]) else m[0], text)
+        else:
+            text = rule.pattern().sub(lambda m: m["keep"] + MASK, text)
+    return text
+
+
+def _pair(value: str) -> str:
+    user, colon, _ = value.partition(":")
+    return f"{user}:{MASK}" if colon else value
+
+
+class _Walker:
+    """Masks the words of one command line (or of one line of text) in order."""
+
+    def __init__(self) -> None:
+        self.mask_next = False
+        self.pair_next = False
+        self.program: tuple[frozenset[str], frozenset[str]] = (frozenset(), frozenset())
+
+    def word(self, word: str) -> str:
+        if self.mask_next or self.pair_next:
+            pair = self.pair_next
+            self.mask_next = self.pair_next = False
+            if not _flag().match(word):
+                if not pair and word.lower().rstrip(":") in _SCHEME_WORDS:
+                    self.mask_next = True  # "Bearer X": X is the secret
+                    return word
+                return _pair(word) if pair else MASK
+        base = word.rsplit("/", 1)[-1]
+        if base in PROGRAM_FLAGS:
+            self.program = PROGRAM_FLAGS[base]
+            return word
+        secret_flags, pair_flags = self.program
+        if word in secret_flags:
+            self.mask_next = True
+            return word
+        if word in pair_flags:
+            self.pair_next = True
+            return word
+        for flag in secret_flags:
+            if word.startswith(flag) and len(word) > len(flag):
+                return flag + MASK  # mysql -pSECRET
+        if len(word) > 2 and word[:2] in pair_flags:
+            return word[:2] + _pair(word[2:])  # curl -uuser:pass
+        return self._one(word)
+
+    def _one(self, word: str) -> str:
+        match = _assignment().match(word)
+        if match:
+            name, value = match["name"], match["value"]
+            head = f"{match['dashes']}{name}{match['sep']}"
+            if not value:  # "Authorization:" or "--token=" then the value in the next word
+                if is_secret_name(name):
+                    self.mask_next = True
+                elif PAIR_NAMES().match(name):
+                    self.pair_next = True
+                return word
+            if is_secret_name(name):
+                return head + MASK
+            if PAIR_NAMES().match(name):
+                return head + _pair(value)
+            if "://" not in word:  # --env=WANDB_API_KEY=X, --header=X-Api-Key:X
+                return head + redact_text(value)
+        elif word.startswith("-"):
+            name = word.lstrip("-")
+            if is_secret_name(name):
+                self.mask_next = True
+            elif PAIR_NAMES().match(name):
+                self.pair_next = True
+            return _text_rules(word)
+        elif word.lower() == "bearer":
+            self.mask_next = True
+            return word
+        if _space().search(word):
+            return redact_text(word)
+        return _text_rules(word)
 
 
 def redact_text(text: str) -> str:
-    """Mask secrets inside one free-form string (URLs, known token shapes, query strings)."""
-    text = _url_credentials().sub(lambda m: f"{m['scheme']}{m['user']}:{MASK}@", text)
-    text = _query_secret().sub(lambda m: m.group(1) + MASK, text)
-    return _secret_value().sub(MASK, text)
+    """Mask secrets inside one free-form string: URL passwords, known token shapes, JSON pairs,
+    query strings, and options or assignments with a secret name between its words."""
+    text = _text_rules(text)
+    parts = _space().split(text)
+    if len(parts) == 1:
+        return _Walker()._one(text) if not _space().search(text) else text
+    walker = _Walker()
+    return "".join(part if i % 2 else walker.word(part) for i, part in enumerate(parts))
 
 
 def redact_cmdline(args: Iterable[str]) -> list[str]:
-    """A redacted copy of ``argv``: ``--token X``, ``--token=X``, ``KEY=X`` and URL passwords."""
-    out: list[str] = []
-    mask_next = False
-    for arg in args:
-        if mask_next:
-            out.append(MASK)
-            mask_next = False
-            continue
-        match = _assignment().match(arg)
-        if match and is_secret_name(match["name"]):
-            out.append(f"{match['dashes']}{match['name']}{match['sep']}{MASK}")
-            continue
-        if arg.startswith("-") and "=" not in arg and is_secret_name(arg.lstrip("-")):
-            out.append(arg)
-            mask_next = True
-            continue
-        out.append(redact_text(arg))
-    return out
+    """A redacted copy of ``argv``: ``--token X``, ``--token=X``, ``KEY=X``, URL passwords,
+    secrets in JSON arguments, ``mysql -pX``, and every rule of :func:`redact_text`."""
+    walker = _Walker()
+    return [walker.word(arg) for arg in args]
 
 
 def redact_env(env: Mapping[str, str]) -> dict[str, str]:

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import math
 import re
 
 KIB, MIB, GIB, TIB, PIB = 1024, 1024**2, 1024**3, 1024**4, 1024**5
@@ -47,7 +48,8 @@ def size_or_none(text: str | None) -> int | None:
     factor = _factor(match[2]) if match else None
     if match is None or factor is None:
         return None
-    return round(float(match[1]) * factor)
+    size = float(match[1]) * factor
+    return round(size) if math.isfinite(size) else None  # hundreds of digits: not a size
 
 
 def parse_size(text: str) -> int:
@@ -75,6 +77,15 @@ def fmt_bytes(n: int | float | None, *, precision: int = 1, missing: str = "n/a"
 
 def fmt_mib(n: int | None) -> str:
     return "n/a" if n is None else f"{n / MIB:.0f} MiB"
+
+
+def fmt_seconds(value: float | None) -> str:
+    """A duration for people: ``850 µs``, ``12.3 ms``, ``2.50 s``; ``n/a`` when unknown."""
+    if not isinstance(value, (int, float)):
+        return "n/a"
+    if value < 0.001:
+        return f"{value * 1e6:.0f} µs"
+    return f"{value * 1000:.1f} ms" if value < 1 else f"{value:.2f} s"
 
 
 def pct(part: float | None, whole: float | None) -> float | None:

@@ -1,9 +1,9 @@
 """The check JSON document, schema ``gpu-audit.check/1``, and reading one back.
 
 ``status``/``exit_code`` carry the verdict; ``checks`` is the checklist in order; ``findings`` are
-all scan findings with the status the policy gave each; ``snapshot`` (a JSON key kept for compatibility) is the machine as scanned
-(the same fields as a ``gpu-audit.scan/1`` document), so ``check --from`` can re-judge a saved
-check document under another policy.
+all scan findings with the status the policy gave each; ``snapshot`` is the machine as scanned
+(the same fields as a ``gpu-audit.scan/1`` document; the key keeps its name, as the schema
+does), so ``check --from`` can re-judge a saved check document under another policy.
 """
 
 from __future__ import annotations
@@ -81,9 +81,11 @@ def load_check_document(path: Path) -> tuple[Scan, str | None] | None:
     """The snapshot in a saved ``check --json`` document and the user it recorded; ``None``
     when ``path`` holds no check document (a scan document, or something the scan reader
     should name)."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+    from gpu_audit.inputs import DOCUMENT_LIMIT, read_input_text
+
+    try:  # what cannot be read here, the scan document reader names
+        data = json.loads(read_input_text(path, limit=DOCUMENT_LIMIT, what="saved document"))
+    except (InputError, json.JSONDecodeError, RecursionError):
         return None
     if not (isinstance(data, dict) and str(data.get("schema", "")).startswith(CHECK_SCHEMA_PREFIX)):
         return None

@@ -10,8 +10,16 @@ from gpu_audit.rules import all_rules, evaluate
 
 
 def known_ids() -> set[str]:
-    """Every id ``ignore`` may name: scan finding ids and check ids."""
+    """Every id ``ignore`` may name in a check table: scan finding ids and check ids."""
     return set(all_rules()) | set(all_checks())
+
+
+def every_id() -> set[str]:
+    """Every id ``[tool.gpu-audit]``'s ``ignore`` may name: it serves every command, so
+    validation finding ids too."""
+    from gpu_audit.validate.catalogue import VALIDATION_FINDINGS
+
+    return known_ids() | set(VALIDATION_FINDINGS)
 
 
 def run_checks(ctx: CheckContext) -> list[CheckResult]:

@@ -8,10 +8,13 @@ and the fix under every warning and failure. Colour only on a terminal and never
 from __future__ import annotations
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from gpu_audit.check.results import CheckReport, CheckStatus, verdict_line
+from gpu_audit.report.escape import terminal, terminal_markup
+
+# Every foreign string (subjects, summaries, the policy path) goes through the console escape.
+escape = terminal_markup
 
 STATUS_STYLE = {
     CheckStatus.PASS: "green",
@@ -44,7 +47,8 @@ def checklist_table(report: CheckReport, verbose: bool = False) -> Table:
 def render_check(report: CheckReport, console: Console, verbose: bool = False) -> None:
     """The checklist on ``console`` (the command makes it: colour only on a terminal)."""
     # The status line is printed without markup so monitoring wrappers read it verbatim.
-    console.print(verdict_line(report), markup=False, highlight=False, soft_wrap=True)
+    console.print(terminal(verdict_line(report), newlines=False), markup=False, highlight=False,
+                  soft_wrap=True)
     console.print()
     console.print(checklist_table(report, verbose))
     console.print()

@@ -7,7 +7,10 @@ is never mistaken for an unfit machine. Our errors print one line; ``-v`` adds t
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import importlib
+import math
 import os
 import sys
 
@@ -18,8 +21,23 @@ from gpu_audit.errors import GpuAuditError
 
 try:  # typer 0.28 carries its own copy of click and raises that copy's errors
     from typer._click.exceptions import ClickException
+    from typer._click.types import FloatParamType
 except ImportError:  # older typer runs on click itself (importing it separately costs ~20 ms)
     from click.exceptions import ClickException
+    from click.types import FloatParamType
+
+
+def _finite_float(text: object) -> float:
+    """What every float flag reads: ``nan`` and ``inf`` are refused as they are parsed."""
+    value = float(text)  # type: ignore[arg-type]
+    if not math.isfinite(value):
+        raise ValueError(f"{text!r} is not a finite number")
+    return value
+
+
+# Every float option (``--timeout``, ``--hang-factor``, ...) goes through this: a NaN compares
+# false with every bound, so a range check alone would let it through.
+FloatParamType._number_class = staticmethod(_finite_float)  # type: ignore[assignment]
 
 EXIT_OK, EXIT_WARNING, EXIT_CRITICAL, EXIT_UNKNOWN, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -65,6 +83,8 @@ COMMANDS = {
     "explain": "explain",
     "rules": "rules",
     "snapshot": "snapshot",
+    "fleet": "fleet",
+    "merge": "merge",
 }
 
 
@@ -94,11 +114,19 @@ def err(message: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the app and map every outcome onto the documented exit codes."""
     args = sys.argv[1:] if argv is None else argv
+    problem = _environment_problem()
+    if problem:
+        err(problem)
+        return EXIT_UNKNOWN
     try:
         _register_commands(args)
         result = app(args=args, prog_name="gpu-audit", standalone_mode=False)
+        failed = _flush_stdout()  # a full disk shows here, not as a traceback at exit
+        if failed is not None:
+            return failed
     except typer.Exit as exc:
-        return exc.exit_code
+        failed = _flush_stdout()
+        return exc.exit_code if failed is None else failed
     except typer.Abort:
         err("interrupted")
         return EXIT_INTERRUPTED
@@ -117,18 +145,77 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_code
     except BrokenPipeError:
         # `gpu-audit scan --json | head`: the reader left; not our failure.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        _drop_stdout()
         return EXIT_OK
+    except OSError as exc:
+        if exc.errno in _OUTPUT_ERRNOS:
+            return _output_failed(exc)
+        return _internal_error(exc)
     except Exception as exc:
-        if _state["verbose"]:
-            import traceback
-
-            traceback.print_exc()
-        err(f"internal error: {type(exc).__name__}: {exc}")
-        err("this is a bug in gpu-audit; run again with -v and report the traceback")
-        return EXIT_UNKNOWN
+        return _internal_error(exc)
     return result if isinstance(result, int) else EXIT_OK
+
+
+def _internal_error(exc: BaseException) -> int:
+    if _state["verbose"]:
+        import traceback
+
+        traceback.print_exception(exc)
+    err(f"internal error: {type(exc).__name__}: {exc}")
+    err("this is a bug in gpu-audit; run again with -v and report the traceback")
+    return EXIT_UNKNOWN
+
+
+# Writing failed for want of space or a device: the environment, not a bug.
+_OUTPUT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS, errno.EBADF})
+
+
+def _output_failed(exc: OSError, *, stdout: bool = False) -> int:
+    where = " standard output" if stdout else f" {exc.filename}" if exc.filename else \
+        " the output"
+    err(f"cannot write{where}: {exc.strerror or exc}")
+    _drop_stdout()
+    return EXIT_UNKNOWN
+
+
+def _flush_stdout() -> int | None:
+    """Flush standard output: ``None`` when done (or its reader has left), else the exit code
+    of a write that failed."""
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _drop_stdout()
+    except OSError as exc:
+        return _output_failed(exc, stdout=True)
+    return None
+
+
+def _drop_stdout() -> None:
+    """What is still buffered for standard output goes nowhere (the exit would flush it again)."""
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+def _environment_problem() -> str | None:
+    """What makes any command fail before it starts (a one-line message), after making standard
+    streams safe: a closed stdin reads as empty, output that cannot encode a character gets a
+    replacement instead of an error."""
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        return "the current folder no longer exists (deleted or unmounted): cd to another one"
+    except OSError as exc:
+        return f"cannot use the current folder: {exc.strerror or exc}"
+    if sys.stdout is None:
+        return "standard output is closed: give the command somewhere to write (> FILE)"
+    if sys.stdin is None:  # hold fd 0, so that no file opened later is mistaken for stdin
+        sys.stdin = open(os.devnull, encoding="utf-8")  # noqa: SIM115 - lives as long as we do
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None and (stream.encoding or "").lower().replace("-", "") != "utf8":
+            with contextlib.suppress(ValueError, OSError):
+                reconfigure(errors="backslashreplace")
+    return None
 
 
 def collect_garbage_rarely() -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import typer
 
 from gpu_audit.cli.app import app, err, verbose
-from gpu_audit.errors import UsageError
+from gpu_audit.errors import InputError, UsageError
 from gpu_audit.model import Scan, Severity
 
 SEVERITIES = ", ".join(s.value for s in Severity)
@@ -75,7 +75,7 @@ def check(
     no_annotations: bool = typer.Option(
         False, "--no-annotations",
         help="Under GitHub Actions, do not emit ::error/::warning annotations."),
-    timeout: float = typer.Option(5.0, "--timeout", min=0.1, metavar="SECONDS",
+    timeout: float = typer.Option(5.0, "--timeout", min=0.1, max=86400, metavar="SECONDS",
                                   help="Longest wait for the NVIDIA driver before reporting it "
                                        "hung."),
 ) -> None:
@@ -87,12 +87,12 @@ def check(
     """
     import dataclasses
 
-    from gpu_audit.check.engine import judge, known_ids
+    from gpu_audit.check.engine import every_id, judge
     from gpu_audit.config import load_check_policy
 
     started = time.perf_counter()
     stage_names = parse_stages(stages)
-    policy = load_check_policy(policy_file, known_ids=known_ids())
+    policy = load_check_policy(policy_file, known_ids=every_id())
     if fail_on is not None:
         try:
             threshold = Severity.parse(fail_on)
@@ -114,7 +114,7 @@ def check(
         scan = collect_scan(timeout_s=timeout)
     outcomes = []
     if stage_names:
-        from gpu_audit.check.stages import run_stages
+        from gpu_audit.validate.checklist import run_stages
 
         outcomes = run_stages(stage_names, min_gpus=policy.min_gpus,
                               require_torch_cuda=policy.require_torch_cuda,
@@ -164,8 +164,9 @@ def _emit(report, *, json_out: bool, junit: Path | None, out: Path | None, no_re
     if summary_path:
         try:
             github.append_step_summary(Path(summary_path), github.step_summary(report))
-        except OSError as exc:
-            err(f"cannot append to GITHUB_STEP_SUMMARY ({summary_path}): {exc.strerror or exc}")
+        except (OSError, InputError) as exc:
+            reason = getattr(exc, "strerror", None) or exc
+            err(f"cannot append to GITHUB_STEP_SUMMARY ({summary_path}): {reason}")
 
     if not no_report:
         from gpu_audit.report.files import write_report

@@ -23,9 +23,9 @@ _HELP = (
 @app.command(help=_HELP)
 def explain(
     logfiles: list[str] = typer.Argument(
-        ..., metavar="LOGFILE...", help="Logs to read: files, '-' for stdin; gzip, bzip2 and xz "
-        "logs are decompressed. Give every rank's log (and dmesg) at once to see the cause "
-        "across ranks."),
+        ..., metavar="LOGFILE...", help="Logs to read: files, '-' for stdin, FIFOs; gzip, bzip2 "
+        "and xz logs are decompressed (up to 4 GiB each, as is stdin or a FIFO). Give every "
+        "rank's log (and dmesg) at once to see the cause across ranks."),
     json_out: bool = typer.Option(False, "--json", help="Print the incidents as JSON "
                                   "(schema gpu-audit.explain/1)."),
     fail_on: str = typer.Option("error", "--fail-on", metavar="SEVERITY",

@@ -36,15 +36,18 @@ SECTION_TITLES = {
     "gpu_audit.rules.environment": "Environment variables",
     "gpu_audit.rules.software": "Software compatibility",
     "gpu_audit.rules.health": "Hardware health",
+    "gpu_audit.fleet.rules": "Fleet (gpu-audit fleet and merge)",
+    "gpu_audit.fleet.outliers": "Fleet (gpu-audit fleet and merge)",
 }
 
 PAGE_INTRO = """\
 # Finding reference
 
-Every finding `gpu-audit scan`, `gpu-audit check` and `gpu-audit validate` can report: its id,
-its default severity and what it means. A rule may raise or lower the severity of one finding
-where its text says so. Ignore an id with `ignore = ["id", ...]` under `[tool.gpu-audit]`;
-`--fail-on SEVERITY` sets the severity that fails the run.
+Every finding `gpu-audit scan`, `gpu-audit check`, `gpu-audit validate` and the fleet commands
+(`gpu-audit fleet`, `gpu-audit merge`) can report: its id, its default severity and what it
+means. A rule may raise or lower the severity of one finding where its text says so. Ignore a
+scan or check id with `ignore = ["id", ...]` under `[tool.gpu-audit]`; `--fail-on SEVERITY`
+sets the severity that fails the run.
 
 The second part lists the failure classes and message signatures `gpu-audit explain`
 recognises in logs.
@@ -74,13 +77,17 @@ Explained = Union["ClassDoc", "Signature", None]  # an explain class or signatur
 
 
 def all_entries() -> dict[str, Entry]:
-    """The scan rules, then validate's findings (an id both use keeps the scan rule's text)."""
+    """The scan rules, then validate's findings (an id both use keeps the scan rule's text),
+    then the fleet rules."""
+    from gpu_audit.fleet.registry import all_fleet_rules
     from gpu_audit.rules import all_rules
     from gpu_audit.validate.catalogue import SECTION, VALIDATION_FINDINGS
 
     entries: dict[str, Entry] = dict(all_rules())
     for finding_id, (severity, doc) in VALIDATION_FINDINGS.items():
         entries.setdefault(finding_id, CatalogueEntry(finding_id, severity, doc, SECTION))
+    for finding_id, fleet_rule in all_fleet_rules().items():
+        entries.setdefault(finding_id, fleet_rule)
     return entries
 
 

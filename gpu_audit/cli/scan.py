@@ -57,6 +57,7 @@ def scan(
         5.0,
         "--timeout",
         min=0.1,
+        max=86400,
         metavar="SECONDS",
         help="Longest wait for the NVIDIA driver before reporting it hung.",
     ),
@@ -76,7 +77,12 @@ def scan(
     from gpu_audit.rules import evaluate, exit_code
     from gpu_audit.serial import dumps
 
-    policy = load_policy(config)
+    def every_id() -> set[str]:
+        from gpu_audit.check.engine import every_id
+
+        return every_id()
+
+    policy = load_policy(config, known_ids=every_id)
     try:
         threshold = Severity.parse(fail_on) if fail_on else policy.fail_on_severity
     except ValueError as exc:

@@ -44,11 +44,12 @@ def snapshot(
     plot_name = None
     written = []
     if not no_report:
-        from gpu_audit.report.files import report_stem
+        from gpu_audit.report.files import unique_stem
         from gpu_audit.snapshot.plot import PlotUnavailable, has_history, plot_history
 
         folder = out or Path("reports")
-        stem = report_stem("snapshot", generated_at, socket.gethostname())
+        stem = unique_stem(folder, "snapshot", generated_at, socket.gethostname(),
+                           (".md", ".json", ".png"))
         try:
             if has_history(summary):
                 try:

@@ -99,7 +99,8 @@ def validate(
     The report lands in OUT/runs/<run-id>/.
 
     Exit codes: 0 every stage passed, 2 a stage failed (gate, crash, OOM, hang), 3 usage or
-    configuration error, 130 interrupted (state saved; --resume RUN continues).
+    configuration error, or the run folder's disk filled up (finding disk-full; free space and
+    --resume RUN), 130 interrupted (state saved; --resume RUN continues).
     """
     from gpu_audit.config import find_config_file, load_policy
     from gpu_audit.errors import UsageError
@@ -128,7 +129,9 @@ def validate(
         path = config if config is not None else find_config_file()
         if config is not None and not config.is_file():
             raise UsageError(f"--config {config}: no such file")
-        policy = load_policy(path, search=False)
+        from gpu_audit.check.engine import every_id
+
+        policy = load_policy(path, search=False, known_ids=every_id)
         from_file = read_validate_config(path) if path is not None else {}
         options = ValidateOptions(**_merge(from_file, flags))
         plan = build_plan(options, policy)
@@ -141,10 +144,22 @@ def validate(
     else:
         _print_summary(result.document)
     print(f"report: {result.run.path / 'report.md'}", file=sys.stderr)
-    if result.exit_code == 130 or result.state.status in ("failed", "interrupted"):
+    if result.exit_code == 130 or _resumable(result):
         print(f"resume: gpu-audit validate --resume {result.run.run_id}"
               + (f" --out {folder}" if out is not None else ""), file=sys.stderr)
     raise typer.Exit(result.exit_code)
+
+
+def _resumable(result: Any) -> bool:
+    """Whether ``--resume`` could change anything: not when every stage that did not pass
+    failed on its merits with all its cycles done (or was skipped behind one)."""
+    from gpu_audit.validate.plan import split_leg
+    from gpu_audit.validate.state import can_resume
+
+    if result.state.status not in ("failed", "interrupted"):
+        return False
+    return any(can_resume(leg, result.plan.stage(split_leg(key)[1]).cycles)
+               for key, leg in result.state.legs.items())
 
 
 def _merge(from_file: dict[str, Any], flags: dict[str, Any]) -> dict[str, Any]:
@@ -161,7 +176,8 @@ def _merge(from_file: dict[str, Any], flags: dict[str, Any]) -> dict[str, Any]:
 
 
 def _print_summary(doc: dict[str, Any]) -> None:
-    from gpu_audit.validate.report import fmt_seconds
+    from gpu_audit.report.escape import terminal
+    from gpu_audit.units import fmt_seconds
 
     run = doc["run"]
     print(f"gpu-audit validate: {run['status'].upper()} (exit {run['exit_code']}), "
@@ -178,11 +194,12 @@ def _print_summary(doc: dict[str, Any]) -> None:
             if summary.get("median_cycle_s") is not None:
                 facts.append(f"median cycle {fmt_seconds(summary['median_cycle_s'])}")
             if stage["reason"]:
-                facts.append(stage["reason"])
+                facts.append(terminal(stage["reason"], newlines=False))
             print(f"  {name:<{width}}  {stage['status']:<11} {'; '.join(facts)}")
     if doc["recommendation"]:
         print(f"recommendation: {doc['recommendation']['text']}")
     for finding in doc["findings"]:
         if finding["severity"] in ("warning", "error", "critical"):
-            print(f"  {finding['severity'].upper()} {finding['id']} ({finding['subject']}): "
-                  f"{finding['title']}")
+            print(f"  {finding['severity'].upper()} {finding['id']} "
+                  f"({terminal(finding['subject'], newlines=False)}): "
+                  f"{terminal(finding['title'], newlines=False)}")

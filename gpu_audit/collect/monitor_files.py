@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from gpu_audit.model import AllocatorSample, Gpu, GpuProcess, ProbeError, ProcessAllocatorState
-from gpu_audit.monitor.publication import (
+from gpu_audit.publication import (
     CREATE_TIME_TOLERANCE_S,
     FILE_NAME,
     MAX_FILE_BYTES,

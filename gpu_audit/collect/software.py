@@ -13,10 +13,9 @@ import re
 import sys
 from pathlib import Path
 
+from gpu_audit.knowledge.allocator.variables import BOTH_VARS, CUDA_VAR, NEW_VAR
 from gpu_audit.model import AllocatorConfig, ProbeError
 from gpu_audit.redact import redact_env
-
-ALLOC_VARS = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")
 
 # Variables the environment lint looks at, kept (redacted) in the scan.
 RELEVANT_ENV = re.compile(
@@ -230,11 +229,11 @@ def read_allocator_config(pid: int | None = None) -> tuple[AllocatorConfig, list
     variant, cuda = torch_build(version)
     if version is not None and variant is None:
         variant, cuda = unlabelled_build()
-    relevant = {k: v for k, v in env.items() if RELEVANT_ENV.match(k) and k not in ALLOC_VARS}
+    relevant = {k: v for k, v in env.items() if RELEVANT_ENV.match(k) and k not in BOTH_VARS}
     config = AllocatorConfig(
         source=source,
-        pytorch_cuda_alloc_conf=env.get("PYTORCH_CUDA_ALLOC_CONF"),
-        pytorch_alloc_conf=env.get("PYTORCH_ALLOC_CONF"),
+        pytorch_cuda_alloc_conf=env.get(CUDA_VAR),
+        pytorch_alloc_conf=env.get(NEW_VAR),
         torch_version=version,
         torch_cuda_version=cuda,
         torch_variant=variant,

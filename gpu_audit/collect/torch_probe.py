@@ -21,6 +21,7 @@ import sys
 import time
 from collections.abc import Mapping
 
+from gpu_audit.knowledge.allocator.variables import CUDA_VAR, NEW_VAR
 from gpu_audit.model import ProbeError, Scan, TorchDevice, TorchProbe
 from gpu_audit.redact import redact_text
 
@@ -215,8 +216,7 @@ def attach_torch_probe(scan: Scan, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> S
     alloc = scan.allocator
     alloc_env = None
     if alloc is not None:
-        alloc_env = {"PYTORCH_CUDA_ALLOC_CONF": alloc.pytorch_cuda_alloc_conf,
-                     "PYTORCH_ALLOC_CONF": alloc.pytorch_alloc_conf}
+        alloc_env = {CUDA_VAR: alloc.pytorch_cuda_alloc_conf, NEW_VAR: alloc.pytorch_alloc_conf}
     probe, errors = probe_torch(timeout_s=timeout_s, alloc_env=alloc_env)
     return dataclasses.replace(scan, torch_probe=probe,
                                probe_errors=[*scan.probe_errors, *errors])

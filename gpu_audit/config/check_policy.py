@@ -107,7 +107,7 @@ def load_check_policy(
     _check_severities(layers)
     policy = CheckPolicy(**layers.values, source=layers.source())
     if known_ids is not None:
-        _check_ignore(layers.added_ids, known_ids)
+        check_ignored_ids(layers.added_ids, known_ids)
     return policy
 
 
@@ -126,9 +126,9 @@ def _check_severities(layers: Layers) -> None:
                                   f"({fail_on.value!r})")
 
 
-def _check_ignore(named: dict[str, Origin], known_ids: set[str]) -> None:
-    """Ids the check table or ``GPU_AUDIT_IGNORE`` names must exist (``[tool.gpu-audit]``'s are
-    not checked here: scan reads them too, and a stale id there only ignores nothing)."""
+def check_ignored_ids(named: dict[str, Origin], known_ids: set[str]) -> None:
+    """Every id an ``ignore`` key or ``GPU_AUDIT_IGNORE`` names must exist: a misspelt id would
+    silently ignore nothing."""
     import difflib
 
     for item, origin in named.items():

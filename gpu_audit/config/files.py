@@ -9,6 +9,7 @@ tomllib reports no positions, so the line of a key is found in the text for mess
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -38,37 +39,71 @@ def find_config_file(start: Path | None = None) -> Path | None:
 
 
 def _has_our_table(pyproject: Path) -> bool:
-    import tomllib  # here, not at the top: most folders a scan starts in have no TOML file
+    """Whether ``pyproject`` holds ``[tool.gpu-audit]``. One that cannot be read is skipped
+    with a warning: a file in a folder above the work, perhaps another user's, must not stop
+    every run beneath it."""
+    from gpu_audit.inputs import CONFIG_LIMIT
 
     try:
-        data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-        # A broken pyproject.toml that mentions us is still ours: read_table reports the error.
-        text = pyproject.read_text(errors="replace") if pyproject.is_file() else ""
-        return "gpu-audit" in text
-    return isinstance(data.get("tool", {}).get("gpu-audit"), dict)
+        if pyproject.stat().st_size > CONFIG_LIMIT:
+            _warn(f"skipping {pyproject}: larger than a configuration file can be")
+            return False
+        text = pyproject.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        _warn(f"skipping {pyproject}: cannot read it ({exc.strerror or exc})")
+        return False
+    if "gpu-audit" not in text:
+        return False  # not ours, whatever else it holds
+    try:
+        data = _parse_toml(pyproject, text.encode("utf-8"))
+    except ConfigError:
+        return True  # a broken pyproject.toml that mentions us is ours: read_table says why
+    tool = data.get("tool")
+    return isinstance(tool, dict) and isinstance(tool.get("gpu-audit"), dict)
+
+
+def _warn(message: str) -> None:
+    print(f"gpu-audit: warning: {message}", file=sys.stderr)
 
 
 def read_table(path: Path, table: tuple[str, ...] = ()) -> dict[str, Any]:
     """The TOML table at ``table`` inside ``path`` (below ``[tool.gpu-audit]`` for a
     ``pyproject.toml``); an absent table is empty."""
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    import tomllib
+    from gpu_audit.errors import InputError
+    from gpu_audit.inputs import CONFIG_LIMIT, read_input
 
     try:
-        data = tomllib.loads(raw.decode("utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+        raw = read_input(path, limit=CONFIG_LIMIT, what="configuration file")
+    except InputError as exc:
+        raise ConfigError(f"cannot read {exc}") from None
+    data = _parse_toml(path, raw)
     if path.name == PYPROJECT:
-        data = data.get("tool", {}).get("gpu-audit", {})
+        tool = data.get("tool", {})
+        if not isinstance(tool, dict):
+            raise ConfigError(f"{path}: 'tool' must be a table, got {tool!r}")
+        data = tool.get("gpu-audit", {})
+        if not isinstance(data, dict):
+            raise ConfigError(f"{path}: [tool.gpu-audit] must be a table")
     for name in table:
         data = data.get(name, {})
         if not isinstance(data, dict):
             raise ConfigError(f"{path}: [{table_path(path, table)}] must be a table")
     return data
+
+
+def _parse_toml(path: Path, raw: bytes) -> dict[str, Any]:
+    """``raw`` as TOML; a :class:`ConfigError` for anything tomllib cannot read, including
+    integers of thousands of digits and tables nested thousands deep."""
+    import tomllib
+
+    try:
+        return tomllib.loads(raw.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    except ValueError as exc:  # int() past its digit limit
+        raise ConfigError(f"{path}: not valid TOML: {str(exc).split(';')[0]}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: not valid TOML: nested too deeply") from None
 
 
 def table_path(path: Path, table: tuple[str, ...] = ()) -> str:
@@ -116,7 +151,10 @@ def suggestion(key: str, known: list[str]) -> str:
 def convert(value: Any, expected: type) -> Any:
     """``value`` as ``expected`` (an int is a fine float); ``ValueError`` naming what was wanted."""
     if expected is float and isinstance(value, int) and not isinstance(value, bool):
-        value = float(value)
+        try:
+            value = float(value)
+        except OverflowError:
+            raise ValueError(f"is far too large ({len(str(value))} digits)") from None
     ok = isinstance(value, expected) and not (expected in (int, float) and isinstance(value, bool))
     if ok and expected is list:
         ok = all(isinstance(item, str) for item in value)

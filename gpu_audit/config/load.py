@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -104,7 +104,7 @@ class Layers:
         self.rank: dict[str, int] = {}
         self.files: list[str] = []
         self.variables: list[str] = []
-        self.added_ids: dict[str, Origin] = {}  # ignored ids named by a check table or variable
+        self.added_ids: dict[str, Origin] = {}  # ignored ids and where each was named
 
     def table(self, ref: TableRef, allowed: dict[str, tuple[type, bool]], *, rank: int,
               root: bool = False) -> None:
@@ -123,8 +123,9 @@ class Layers:
             except ValueError as exc:
                 raise ref.error(key, f"key {key!r} {exc}") from None
         validate_values(values, ref.error)
-        if not root and "ignore" in values:
+        if "ignore" in values:
             self.added_ids.update((i, ref) for i in values["ignore"])
+        if not root and "ignore" in values:
             earlier = self.values.get("ignore", [])
             values["ignore"] = [*earlier, *(i for i in values["ignore"] if i not in earlier)]
         self._set(values, ref, rank)
@@ -175,11 +176,20 @@ def process_environ(environ: Mapping[str, str] | None) -> Mapping[str, str]:
 
 
 def load_policy(path: Path | None = None, *, search: bool = True,
-                environ: Mapping[str, str] | None = None) -> Policy:
-    """Defaults, then ``path`` or the nearest configuration file, then ``GPU_AUDIT_*``."""
+                environ: Mapping[str, str] | None = None,
+                known_ids: Callable[[], set[str]] | None = None) -> Policy:
+    """Defaults, then ``path`` or the nearest configuration file, then ``GPU_AUDIT_*``.
+
+    ``known_ids`` (called only when ``ignore`` names ids) gives every finding and check id, so
+    that a misspelt id is an error naming where it was set, with a suggestion.
+    """
     path = path or (find_config_file() if search else None)
     layers = Layers(keys_of(Policy))
     if path is not None:
         layers.table(TableRef(Path(path)), layers.keys, rank=1, root=True)
     layers.environment(process_environ(environ), rank=2)
+    if known_ids is not None and layers.added_ids:
+        from gpu_audit.config.check_policy import check_ignored_ids
+
+        check_ignored_ids(layers.added_ids, known_ids())
     return Policy(**layers.values, source=layers.source())

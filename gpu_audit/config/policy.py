@@ -22,6 +22,8 @@ from gpu_audit.lazy import regex
 from gpu_audit.model import Severity
 from gpu_audit.units import GIB, MIB
 
+# No threshold needs more (a petabyte in GiB, 30,000 years in hours); larger ones overflow.
+MAX_NUMBER = 1e12
 MODES = ("fail", "warn", "ignore")  # what a check makes of the problem it judges
 STAGES = ("imports", "smoke")  # the validation stages check may run; later ones take minutes
 _VERSION = regex(r"^\d+(\.\d+)*$")
@@ -90,6 +92,9 @@ def validate_values(values: dict[str, Any], complain: Complaint) -> None:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             if not math.isfinite(value):
                 raise complain(key, f"key {key!r} must be a finite number, got {value!r}")
+            if abs(value) > MAX_NUMBER:
+                raise complain(key, f"key {key!r} is too large (at most {MAX_NUMBER:g}), "
+                                    f"got {value:g}")
             if value < 0:
                 raise complain(key, f"key {key!r} must not be negative, got {value!r}")
             if key.endswith("_pct") and value > 100:

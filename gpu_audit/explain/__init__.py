@@ -17,9 +17,9 @@ from gpu_audit.explain.api import (
     InputStats,
     classify_lines,
     classify_text,
-    explain_sources,
 )
 from gpu_audit.explain.classify import Incident, Location
+from gpu_audit.explain.files import explain_sources
 from gpu_audit.explain.signatures import CLASSES
 
 __all__ = [

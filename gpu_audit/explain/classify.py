@@ -148,7 +148,10 @@ class Classifier:
         if found is None:
             return
         sig, match = found
-        numbers = sig.extract(match, candidate.text) if sig.extract else {}
+        try:
+            numbers = sig.extract(match, candidate.text) if sig.extract else {}
+        except (ValueError, OverflowError):  # a number of thousands of digits: none read
+            numbers = {}
         occ = _Occurrence(source_index, candidate.line, candidate.text, match.start(), numbers,
                           _rank(candidate.text), sig)
         if sig.attach and self._attach(occ):

@@ -115,7 +115,9 @@ def render_terminal(result: ExplainResult, console: Any, *, fail_on: Severity) -
     """The explanation for a person: root cause first, each with numbers and a remedy."""
     from rich.text import Text
 
-    names = ", ".join(s.source for s in result.inputs) or "<text>"
+    from gpu_audit.report.escape import terminal
+
+    names = terminal(", ".join(s.source for s in result.inputs) or "<text>", newlines=False)
     lines = sum(s.lines for s in result.inputs)
     size = size_text(sum(s.bytes for s in result.inputs))
     failures = [i for i in result.incidents if i.severity >= fail_on]
@@ -136,8 +138,10 @@ def render_terminal(result: ExplainResult, console: Any, *, fail_on: Severity) -
         header.append(f"  {incident.title}", style="bold")
         header.append(f"  [{incident.severity.value}, {incident.cls}]", style="dim")
         console.print(header, soft_wrap=True)
-        console.print(Text("   " + _where(incident, single), style="cyan"), soft_wrap=True)
-        console.print(Text("   > " + incident.excerpt, style="dim"), soft_wrap=True)
+        console.print(Text("   " + terminal(_where(incident, single), newlines=False),
+                           style="cyan"), soft_wrap=True)
+        console.print(Text("   > " + terminal(incident.excerpt, newlines=False), style="dim"),
+                      soft_wrap=True)
         shown = [(k, format_number(k, v)) for k, v in incident.numbers.items()
                  if k not in _TEXT_ONLY]
         shown = [(k, v) for k, v in shown if v is not None]

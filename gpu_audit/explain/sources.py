@@ -10,6 +10,7 @@ import bz2
 import gzip
 import io
 import lzma
+import stat
 import sys
 import zlib
 from collections.abc import Iterator
@@ -17,6 +18,8 @@ from typing import BinaryIO
 
 from gpu_audit.errors import InputError
 from gpu_audit.explain.scanner import BLOCK_SIZE
+from gpu_audit.inputs import DECOMPRESSED_LIMIT, STREAM_LIMIT, CappedReader, open_input
+from gpu_audit.units import fmt_bytes
 
 STDIN = "-"
 STDIN_LABEL = "<stdin>"
@@ -69,18 +72,13 @@ class _Prefixed(io.RawIOBase):
 def open_log(name: str, stdin: BinaryIO | None = None) -> tuple[BinaryIO, str | None]:
     """(a readable binary stream of the log's text, the compression it had)."""
     if name == STDIN:
-        raw: BinaryIO = stdin if stdin is not None else sys.stdin.buffer
+        raw: BinaryIO = CappedReader(stdin if stdin is not None else sys.stdin.buffer,
+                                     STREAM_LIMIT, _too_long(name, STREAM_LIMIT, None))
     else:
-        try:
-            raw = open(name, "rb")  # noqa: SIM115 - closed by the reader
-        except FileNotFoundError:
-            raise InputError(f"{name}: no such file") from None
-        except IsADirectoryError:
-            raise InputError(f"{name}: is a directory; give the log file itself") from None
-        except PermissionError:
-            raise InputError(f"{name}: permission denied") from None
-        except OSError as exc:
-            raise InputError(f"{name}: cannot open: {exc.strerror or exc}") from None
+        handle, st = open_input(name, allow_stream=True)
+        raw = handle
+        if not stat.S_ISREG(st.st_mode):  # a FIFO: read up to the cap
+            raw = CappedReader(handle, STREAM_LIMIT, _too_long(name, STREAM_LIMIT, None))
     try:
         head = raw.read(8)
     except OSError as exc:
@@ -100,7 +98,19 @@ def open_log(name: str, stdin: BinaryIO | None = None) -> tuple[BinaryIO, str | 
     if kind is None:
         return stream, None
     opener = {"gzip": gzip.open, "bzip2": bz2.open, "xz": lzma.open}[kind]
-    return _Closing(opener(stream, mode="rb"), stream), kind
+    capped = CappedReader(opener(stream, mode="rb"), DECOMPRESSED_LIMIT,
+                          _too_long(name, DECOMPRESSED_LIMIT, kind))
+    return _Closing(capped, stream), kind  # type: ignore[arg-type]
+
+
+def _too_long(name: str, limit: int, kind: str | None) -> str:
+    """The message for an input past its cap (a decompression bomb, ``/dev/zero``)."""
+    if kind:
+        return (f"{label(name)}: more than {fmt_bytes(limit)} once {kind}-decompressed "
+                f"(gpu-audit's cap); explain a part of it: {_CAT[kind]} {name} | head -c 1G | "
+                f"gpu-audit explain -")
+    return (f"{label(name)}: more than {fmt_bytes(limit)} from a pipe "
+            f"(gpu-audit's cap); save the log to a file and explain the file")
 
 
 class _Closing(io.BufferedIOBase):

@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from gpu_audit.units import SIZE, size_or_none
+from gpu_audit.units import SIZE, pct, size_or_none
 
 # Kinds of out-of-memory, from the most specific evidence to the least.
 TORCH_OOM = "torch"  # torch.OutOfMemoryError from the caching allocator
@@ -156,8 +156,8 @@ def complete_oom_numbers(raw: dict[str, Any]) -> dict[str, Any]:
         reserved = numbers["reserved_bytes"] = allocated + unallocated
     if unallocated is None and allocated is not None and reserved is not None:
         unallocated = numbers["reserved_unallocated_bytes"] = max(reserved - allocated, 0)
-    if reserved and unallocated is not None:
-        numbers["fragmentation_pct"] = round(100.0 * unallocated / reserved, 1)
+    if unallocated is not None:
+        numbers["fragmentation_pct"] = pct(unallocated, reserved)
     others = _other_processes(raw.get("processes") or [], numbers)
     if raw.get("processes"):
         numbers["other_processes"] = others

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from gpu_audit.monitor.publication import DEFAULT_INTERVAL_S
+from gpu_audit.publication import DEFAULT_INTERVAL_S
 
 if TYPE_CHECKING:
     from gpu_audit.monitor.core import Monitor

@@ -29,10 +29,13 @@ from typing import Any, TypeVar
 
 from gpu_audit import __version__
 from gpu_audit.knowledge.allocator import raw_settings
+from gpu_audit.knowledge.memory import fragmentation
 from gpu_audit.monitor import metrics
 from gpu_audit.monitor.api import DEFAULT_HISTORY_ENTRIES, DEFAULT_MAX_OOM_SNAPSHOTS
+from gpu_audit.monitor.folder import FolderChanged, PrivateFolder, supported
 from gpu_audit.monitor.oom_snapshot import OomSnapshotter
-from gpu_audit.monitor.publication import (
+from gpu_audit.monitor.sources import AllocatorReading, AllocatorSource, TorchAllocatorSource
+from gpu_audit.publication import (
     DEFAULT_INTERVAL_S,
     SCHEMA,
     ensure_private_dir,
@@ -40,7 +43,6 @@ from gpu_audit.monitor.publication import (
     process_identity,
     publication_dir,
 )
-from gpu_audit.monitor.sources import AllocatorReading, AllocatorSource, TorchAllocatorSource
 from gpu_audit.redact import redact_text
 from gpu_audit.serial import write_atomic
 from gpu_audit.units import utc_iso, utc_now
@@ -94,6 +96,7 @@ class Monitor:
         self._thread: threading.Thread | None = None
         self._owner_pid: int | None = None
         self._path: Path | None = None
+        self._folder: PrivateFolder | None = None  # the runtime folder, held open
         self._identity: dict[str, Any] = {}
         self._oom: OomSnapshotter | None = None
         self._notes: list[str] = []
@@ -221,7 +224,18 @@ class Monitor:
             document = self._document(reading)
             if self._path is None:
                 return None
-            write_atomic(self._path, json.dumps(document, separators=(",", ":")))
+            data = json.dumps(document, separators=(",", ":")).encode("utf-8")
+            if self._folder is None:
+                write_atomic(self._path, data)  # no descriptor-relative writes here
+                return self._path
+            try:
+                self._folder.write_atomic(self._path.name, data)
+            except FolderChanged as exc:
+                # Never follow the path elsewhere: stop publishing, say why once.
+                self._folder.close()
+                self._folder, self._path = None, None
+                self._log_once("folder-changed", f"stopped publishing: {exc}")
+                return None
             return self._path
 
     def _document(self, reading: AllocatorReading) -> dict[str, Any]:
@@ -255,7 +269,7 @@ class Monitor:
     def _device_entry(self, device: Any, reading: AllocatorReading, settings: dict[str, str],
                       now: str) -> dict[str, Any]:
         counters = metrics.counters_from_stats(device.stats)
-        frag = metrics.fragmentation(counters["allocated_bytes"], counters["reserved_bytes"],
+        frag = fragmentation(counters["allocated_bytes"], counters["reserved_bytes"],
                                      counters["inactive_split_bytes"], counters["requested_bytes"])
         history = self._history.setdefault(device.index, deque(maxlen=HISTORY_SAMPLES))
         history.append({"at": now, "num_alloc_retries": counters["num_alloc_retries"],
@@ -302,6 +316,17 @@ class Monitor:
             self._notes.append(message)
             self._log_once("no-folder", message)
             return None
+        if self._folder is not None:
+            self._folder.close()
+            self._folder = None
+        if supported():
+            try:
+                self._folder = PrivateFolder(folder)
+            except OSError as exc:
+                message = f"not publishing allocator state: {folder}: {exc.strerror or exc}"
+                self._notes.append(message)
+                self._log_once("no-folder", message)
+                return None
         return folder / f"{os.getpid()}.json"
 
     def _remove_file(self) -> None:
@@ -309,7 +334,15 @@ class Monitor:
         if path is None or self._owner_pid != os.getpid():
             return
         with self._lock, contextlib.suppress(OSError):
-            path.unlink()
+            if self._folder is not None:
+                folder, self._folder = self._folder, None
+                try:
+                    folder.check()  # only inside the folder still held and still ours
+                    folder.unlink(path.name)
+                finally:
+                    folder.close()
+            else:
+                path.unlink()
 
     def _log_once(self, key: str, message: str) -> None:
         if key not in self._logged:

@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gpu_audit.knowledge.memory import fragmentation as fragmentation  # published as is
 from gpu_audit.units import MIB
 
 # Published field -> the flat key of torch.cuda.memory_stats() it comes from.

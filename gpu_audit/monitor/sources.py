@@ -18,6 +18,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from gpu_audit.knowledge.allocator.variables import CUDA_VAR
+
 
 @dataclass(frozen=True)
 class DeviceReading:
@@ -125,4 +127,4 @@ class TorchAllocatorSource:
             except Exception:  # an older or partial build: fall back to the environment
                 pass
         # Releases without the getter (<= 2.9) read only this variable for CUDA.
-        return os.environ.get("PYTORCH_CUDA_ALLOC_CONF")
+        return os.environ.get(CUDA_VAR)

@@ -16,7 +16,14 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from gpu_audit.check.results import CheckReport, CheckResult, CheckStatus
-from gpu_audit.serial import write_atomic
+from gpu_audit.inputs import SUMMARY_LIMIT, read_input
+from gpu_audit.report.escape import md_cell, md_code, md_fence, workflow_data, workflow_property
+from gpu_audit.serial import (
+    open_special_for_writing,
+    resolve_output,
+    write_atomic,
+    write_through,
+)
 
 ANNOTATION_LIMIT = 10  # per level and step (GitHub's cap)
 SUMMARY_LIMIT_BYTES = 1024 * 1024
@@ -39,14 +46,9 @@ def in_github_actions(env: Mapping[str, str] | None = None) -> bool:
 # --- annotations -----------------------------------------------------------------------------
 
 
-def escape_data(text: str) -> str:
-    """A workflow command's message: ``%``, CR and LF are encoded (as actions/toolkit does)."""
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-
-
-def escape_property(text: str) -> str:
-    """A workflow command's property value: the message escapes plus ``:`` and ``,``."""
-    return escape_data(text).replace(":", "%3A").replace(",", "%2C")
+# A workflow command's message and property values (gpu_audit.report.escape).
+escape_data = workflow_data
+escape_property = workflow_property
 
 
 def workflow_command(level: str, message: str, title: str | None = None) -> str:
@@ -79,18 +81,8 @@ def annotations(report: CheckReport, limit: int = ANNOTATION_LIMIT) -> list[str]
 # --- step summary / markdown report --------------------------------------------------------
 
 
-def _cell(text: str) -> str:
-    """Text safe inside a markdown table cell (no pipes, no HTML, one line)."""
-    return (text.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;")
-            .replace(">", "&gt;").replace("\r", " ").replace("\n", " "))
-
-
-def _fence(text: str, language: str = "") -> str:
-    """A code block that the text itself cannot close."""
-    ticks = "```"
-    while ticks in text:
-        ticks += "`"
-    return f"{ticks}{language}\n{text}\n{ticks}"
+_cell = md_cell
+_fence = md_fence
 
 
 def render_check_markdown(report: CheckReport, *, evidence: bool = True) -> str:
@@ -99,7 +91,7 @@ def render_check_markdown(report: CheckReport, *, evidence: bool = True) -> str:
     counts = report.counts()
     tally = ", ".join(f"{counts[s.value]} {s.value}" for s in CheckStatus if counts[s.value])
     out = [
-        f"## {VERDICT_ICON[verdict]} gpu-audit check: {verdict} on `{_cell(report.hostname)}`",
+        f"## {VERDICT_ICON[verdict]} gpu-audit check: {verdict} on {md_code(report.hostname)}",
         "",
         f"{tally}; exit code {report.exit_code}. Policy: "
         f"{_cell(report.policy.source or 'built-in defaults')}. Generated {report.generated_at}.",
@@ -120,7 +112,9 @@ def render_check_markdown(report: CheckReport, *, evidence: bool = True) -> str:
         data = {f"{r.id} {r.subject}": r.evidence for r in report.results if r.evidence}
         if data:
             out += ["", "<details><summary>Evidence</summary>", "",
-                    _fence(json.dumps(data, indent=2, sort_keys=True, default=str), "json"), "",
+                    # "<" as \u003c: no HTML tag (</details>) even where code is not code.
+                    _fence(json.dumps(data, indent=2, sort_keys=True, default=str)
+                           .replace("<", "\\u003c"), "json"), "",
                     "</details>"]
     return "\n".join(out).rstrip() + "\n"
 
@@ -139,19 +133,18 @@ def append_step_summary(path: Path, text: str) -> None:
     """Append ``text`` to the summary file, keeping what earlier steps or commands wrote.
 
     A regular file is rewritten whole through a temporary file and a rename, so a reader never
-    sees half a summary; anything else (a pipe, ``/dev/stdout``) is appended to directly.
+    sees half a summary; a FIFO or a character device (``/dev/stdout``) is appended to directly,
+    and a FIFO nobody reads is an error, not a hang. A link another user could have planted, a
+    folder or a socket is refused (:func:`~gpu_audit.serial.resolve_output`).
     """
     path = Path(path)
-    try:
-        mode = path.stat().st_mode
-    except FileNotFoundError:
+    target, st = resolve_output(path)
+    if st is None:
         write_atomic(path, text)
         return
-    if not stat.S_ISREG(mode):
-        with path.open("a", encoding="utf-8") as handle:
-            handle.write(text)
+    if not stat.S_ISREG(st.st_mode):
+        write_through(open_special_for_writing(target, append=True), text.encode("utf-8"))
         return
-    existing = path.read_bytes()
+    existing = read_input(path, limit=SUMMARY_LIMIT, what="step summary")
     separator = b"\n" if existing and not existing.endswith(b"\n") else b""
-    write_atomic(path, existing + separator + text.encode("utf-8"))
-    os.chmod(path, stat.S_IMODE(mode))
+    write_atomic(path, existing + separator + text.encode("utf-8"), mode=stat.S_IMODE(st.st_mode))

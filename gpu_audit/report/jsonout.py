@@ -37,18 +37,18 @@ def scan_document(scan: Scan, findings: list[Finding], exit_code: int) -> dict[s
 
 def load_scan_document(path: Path) -> Scan:
     """The scan inside a saved ``scan --json`` document (its findings are recomputed)."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: cannot read: {exc}") from None
+    from gpu_audit.inputs import DOCUMENT_LIMIT, read_input_text
+
+    text = read_input_text(path, limit=DOCUMENT_LIMIT, what="saved document")
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(
             f"{path}: not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
         ) from None
+    except RecursionError:
+        raise InputError(f"{path}: not a gpu-audit scan document (JSON nested too deeply)") \
+            from None
     if not isinstance(data, dict):
         raise InputError(f"{path}: not a gpu-audit scan document (expected a JSON object)")
     schema = data.get("schema")

@@ -17,13 +17,10 @@ import xml.etree.ElementTree as ET
 
 from gpu_audit import __version__
 from gpu_audit.check.results import CheckReport, CheckResult, CheckStatus
+from gpu_audit.report.escape import xml_text
 
 # Characters XML 1.0 cannot carry at all (a process name or log line may contain them).
-_XML_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
-
-
-def _text(value: str) -> str:
-    return _XML_INVALID.sub("\ufffd", value)
+_text = xml_text
 
 
 def classname(hostname: str, subject: str) -> str:

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from gpu_audit.model import Finding, Scan
 from gpu_audit.report import allocator_table, tables
+from gpu_audit.report.escape import md_cell, md_code, md_fence, md_text
 
-
-def md_escape(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+md_escape = md_cell  # a table cell (kept for callers of the old name)
 
 
 def md_table(headers: list[str], rows: list[list[str]]) -> str:
@@ -23,15 +22,15 @@ def findings_markdown(findings: list[Finding]) -> str:
     for f in findings:
         severity = f.severity.value if f.severity else "info"
         parts.append(
-            f"### {severity.upper()} `{f.id}` ({f.subject}): {f.title}\n\n{f.detail}\n\n"
-            f"**Fix:**\n\n```\n{f.remedy}\n```\n"
+            f"### {severity.upper()} `{f.id}` ({md_text(f.subject)}): {md_text(f.title)}\n\n"
+            f"{md_text(f.detail, newlines=True)}\n\n**Fix:**\n\n{md_fence(f.remedy)}\n"
         )
     return "\n".join(parts)
 
 
 def render_scan_markdown(scan: Scan, findings: list[Finding], exit_code: int) -> str:
     out = [
-        f"# gpu-audit scan: {scan.host.hostname}",
+        f"# gpu-audit scan: {md_text(scan.host.hostname)}",
         "",
         f"Generated {scan.generated_at} by gpu-audit {scan.tool_version}; "
         f"{tables.finding_counts(findings)}; exit code {exit_code}.",
@@ -43,7 +42,7 @@ def render_scan_markdown(scan: Scan, findings: list[Finding], exit_code: int) ->
         out += [md_table(tables.GPU_HEADERS, [tables.gpu_row(g) for g in scan.gpus]), ""]
     else:
         reason = scan.nvml.message or scan.nvml.cause or "none found"
-        out += [f"No GPU could be read: {reason}", ""]
+        out += [f"No GPU could be read: {md_text(reason)}", ""]
     out += ["## GPU processes", ""]
     if scan.processes:
         rows = [row for _, row in tables.process_rows(scan, width=200)]
@@ -60,7 +59,8 @@ def render_scan_markdown(scan: Scan, findings: list[Finding], exit_code: int) ->
     if scan.probe_errors:
         out += ["## Measurements that could not be taken", ""]
         out += [
-            f"- `{e.subject}` {e.source}: {e.message}" + (f" (`{e.call}`)" if e.call else "")
+            f"- {md_code(e.subject)} {md_text(e.source)}: {md_text(e.message)}"
+            + (f" ({md_code(e.call)})" if e.call else "")
             for e in scan.probe_errors
         ]
         out.append("")

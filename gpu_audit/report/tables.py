@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from gpu_audit.knowledge.allocator.variables import CUDA_VAR, NEW_VAR
 from gpu_audit.model import Finding, Gpu, GpuProcess, Scan
 from gpu_audit.rules.duplicates import annotate_duplicates, instance_port
 from gpu_audit.units import fmt_bytes, fmt_mib, pct
@@ -140,8 +141,8 @@ def host_lines(scan: Scan) -> list[tuple[str, str]]:
         torch = a.torch_version or "not installed"
         lines.append(("torch", torch))
         for name, value in (
-            ("PYTORCH_CUDA_ALLOC_CONF", a.pytorch_cuda_alloc_conf),
-            ("PYTORCH_ALLOC_CONF", a.pytorch_alloc_conf),
+            (CUDA_VAR, a.pytorch_cuda_alloc_conf),
+            (NEW_VAR, a.pytorch_alloc_conf),
         ):
             if value is not None:
                 lines.append((name, repr(value)))

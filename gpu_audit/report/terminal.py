@@ -12,11 +12,11 @@ from typing import TextIO
 
 from rich import box
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from gpu_audit.model import Finding, Scan, Severity
 from gpu_audit.report import allocator_table, tables
+from gpu_audit.report.escape import terminal_markup as escape
 
 SEVERITY_STYLE = {
     Severity.CRITICAL: "bold white on red",

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from gpu_audit.config import Policy
 from gpu_audit.knowledge.allocator import (
     alloc_conf_export,
+    fragmentation_setting,
     raw_settings,
     supports_expandable_segments,
     with_setting,
@@ -26,12 +27,12 @@ TRAPPED_SHARE_WORTH_A_WARNING = 0.25
 
 def _restart_remedy(a: ProcessAllocatorState) -> str:
     """Restart with the setting that addresses split-segment fragmentation on this torch."""
-    if supports_expandable_segments(a.torch_version) is not False:
-        conf = with_setting(a.settings, "expandable_segments", "True")
+    key, value = fragmentation_setting(a.torch_version)
+    conf = with_setting(a.settings, key, value)
+    if key == "expandable_segments":
         why = ("expandable segments grow one segment per stream instead of carving many, so "
                "freed memory stays reusable")
     else:
-        conf = with_setting(a.settings, "max_split_size_mb", "512")
         why = ("torch < 2.1 has no expandable segments; max_split_size_mb keeps blocks above "
                "the limit whole (any value above 20 works)")
     return f"Restart the job after `{alloc_conf_export(conf, a.torch_version)}`: {why}."

@@ -6,6 +6,8 @@ import dataclasses
 from typing import Any
 
 from gpu_audit import __version__
+from gpu_audit.knowledge.allocator.variables import CUDA_VAR
+from gpu_audit.report.escape import md_cell, md_code, md_text
 from gpu_audit.snapshot.summary import DeviceSummary, SnapshotSummary
 from gpu_audit.units import fmt_bytes
 
@@ -111,27 +113,23 @@ def site_rows(d: DeviceSummary) -> list[list[str]]:
     return [[s.site, str(s.allocations), fmt_bytes(s.bytes)] for s in d.sites]
 
 
-def _md_escape(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
 def _md_table(headers: list[str], rows: list[list[str]]) -> list[str]:
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    lines += ["| " + " | ".join(_md_escape(c) for c in row) + " |" for row in rows]
+    lines += ["| " + " | ".join(md_cell(c) for c in row) + " |" for row in rows]
     return lines
 
 
 def render_markdown(summary: SnapshotSummary, *, title: str, generated_at: str,
                     source: str | None = None, plot: str | None = None,
                     preface: list[str] | None = None) -> str:
-    out = [f"# {title}", "", f"Generated {generated_at} by gpu-audit {__version__}"
-           + (f" from `{source}`." if source else "."), ""]
+    out = [f"# {md_text(title)}", "", f"Generated {generated_at} by gpu-audit {__version__}"
+           + (f" from {md_code(source)}." if source else "."), ""]
     out += preface or []
     if summary.allocator_settings:
-        conf = summary.allocator_settings.get("PYTORCH_CUDA_ALLOC_CONF")
-        out += [f"Allocator settings in force: `{conf or '(defaults)'}`", ""]
+        conf = summary.allocator_settings.get(CUDA_VAR)
+        out += [f"Allocator settings in force: {md_code(conf or '(defaults)')}", ""]
     for note in summary.notes:
-        out += [f"> {note}", ""]
+        out += [f"> {md_text(note)}", ""]
     if plot:
         out += [f"![memory over the recorded history]({plot})", ""]
     for d in summary.devices:
@@ -156,8 +154,9 @@ def render_markdown(summary: SnapshotSummary, *, title: str, generated_at: str,
 def render_terminal(summary: SnapshotSummary, console: Any, *, source: str) -> None:
     """The summary on a rich console (tables; plain text when piped)."""
     from rich import box
-    from rich.markup import escape
     from rich.table import Table
+
+    from gpu_audit.report.escape import terminal_markup as escape
 
     def table(headers: list[str], rows: list[list[str]], title: str) -> Table:
         t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
@@ -169,7 +168,7 @@ def render_terminal(summary: SnapshotSummary, console: Any, *, source: str) -> N
 
     console.print(f"[bold]Memory snapshot[/] {escape(source)} ({summary.format})")
     if summary.allocator_settings:
-        conf = summary.allocator_settings.get("PYTORCH_CUDA_ALLOC_CONF")
+        conf = summary.allocator_settings.get(CUDA_VAR)
         console.print(f"Allocator settings: {escape(repr(conf or '(defaults)'))}")
     for note in summary.notes:
         console.print(f"[dim]note: {escape(note)}[/]")

@@ -13,7 +13,8 @@ Modules: :mod:`.plan` (stages, flags, checks), :mod:`.start` (start or resume a 
 :mod:`.verdict` (how a stage ended), :mod:`.worker` (the child's entry point), :mod:`.stage`
 (the child: one stage's cycles), :mod:`.channels` (events and stop requests between the two),
 :mod:`.device` (CUDA start-up in the child), :mod:`.telemetry`, :mod:`.gates`, :mod:`.state`
-(run folder, log, checkpoints, resume), :mod:`.findings` and :mod:`.catalogue`, :mod:`.report`,
+(run folder, log, resume), :mod:`.checkpoints` (saved and read without trusting the file),
+:mod:`.findings` and :mod:`.catalogue`, :mod:`.report`,
 :mod:`.protocol` (the workload protocol) and :mod:`.workloads.reference` (the built-in
 workload). Nothing here imports torch in the runner.
 """

@@ -46,6 +46,12 @@ The workload raised an error, or does not follow the workload protocol.
 
 The traceback is in the stage log. Fix it and continue with `--resume RUN`: cycles already done
 are kept."""),
+    "disk-full": (Severity.CRITICAL, """\
+The disk holding the run folder filled up while a checkpoint or the cycle log was written.
+
+This says nothing about the GPU or the workload, so the run ends UNKNOWN (exit 3), not failed.
+Every cycle logged before it is kept: free some space and continue with `--resume RUN`. A stage
+whose cycles were all logged is then judged from its log without running again."""),
     "alloc-fragmentation": (Severity.ERROR, """\
 Fragmentation above the limit during a stage.
 

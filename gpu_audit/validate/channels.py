@@ -36,9 +36,12 @@ class StageInterrupted(Exception):
 
 
 def one_line(exc: BaseException) -> str:
-    """``TypeName: first line of the message``, at most 600 characters."""
+    """``TypeName: first line of the message``, at most 600 characters, secrets masked (it
+    goes into the per-cycle log, the state and the reports)."""
+    from gpu_audit.redact import redact_text
+
     text = str(exc).strip().splitlines()
-    first = text[0] if text else ""
+    first = redact_text(text[0]) if text else ""
     return f"{type(exc).__name__}: {first}"[:600] if first else type(exc).__name__
 
 

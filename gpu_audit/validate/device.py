@@ -14,8 +14,8 @@ import sys
 import traceback
 from typing import Any
 
+from gpu_audit.knowledge.allocator import BOTH_VARS
 from gpu_audit.validate.channels import StageFailed, one_line
-from gpu_audit.validate.plan import ALLOC_ENV_VARS
 
 ROUND_TRIP_ELEMENTS = 1 << 20
 
@@ -30,7 +30,7 @@ def device_info(torch: Any, device: str, emulate_bytes: int | None,
         "torch_version": getattr(torch, "__version__", None) if torch else None,
         "torch_cuda": getattr(getattr(torch, "version", None), "cuda", None) if torch else None,
         "device": device,
-        "alloc_env": {name: os.environ.get(name) for name in ALLOC_ENV_VARS},
+        "alloc_env": {name: os.environ.get(name) for name in BOTH_VARS},
         "allocator_settings": None,
         "allocator_backend": None,
         "device_name": None,

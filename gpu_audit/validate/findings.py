@@ -10,6 +10,7 @@ Finding ids (stable):
 - ``stage-hung``: a cycle ran past the hang limit; the worker was stopped (critical)
 - ``worker-died``: the stage's process died (signal, abort, exit) (critical)
 - ``workload-error``: the workload raised, or broke the protocol (critical)
+- ``disk-full``: the run folder's disk filled up; the run stops with exit 3 (critical)
 - ``alloc-fragmentation``: inactive-split share of reserved memory above the limit (error)
 - ``swap-pressure``: swap use above the limit during a stage (error)
 - ``requirement-failed``: a ``--require`` gate failed (error)
@@ -50,6 +51,7 @@ _FAILURE_IDS = {
     "error": ("workload-error", "the workload raised an error"),
     "workload": ("workload-error", "the workload does not follow the protocol"),
     "internal": ("workload-error", "the stage worker failed"),
+    "disk-full": ("disk-full", "the disk of the run folder is full"),
 }
 _FAILURE_REMEDY = {
     "import": "Run `python -c \"import torch\"` and import your workload module in the same "
@@ -68,6 +70,8 @@ _FAILURE_REMEDY = {
     "workload": "See the workload protocol: `python -c \"import gpu_audit.validate.protocol as "
                 "p; help(p)\"`.",
     "internal": "Run again with -v and report the traceback from the stage log.",
+    "disk-full": "Free space on the run folder's disk (`df -h <run folder>`), then continue "
+                 "with `gpu-audit validate --resume RUN`.",
 }
 
 

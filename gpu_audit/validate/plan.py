@@ -23,7 +23,7 @@ from typing import Any
 
 from gpu_audit.config import Policy, check_value, key_line, read_table, unknown_key_error
 from gpu_audit.errors import ConfigError, UsageError
-from gpu_audit.knowledge.allocator import CUDA_VAR, NEW_VAR, max_split_minimum
+from gpu_audit.knowledge.allocator import BOTH_VARS, max_split_minimum
 from gpu_audit.units import installed_torch_version, parse_size
 from gpu_audit.validate.allocconf import AllocConf, parse_alloc_conf, with_max_split
 from gpu_audit.validate.gates import parse_requirement
@@ -36,7 +36,6 @@ SMOKE_CYCLES = 3
 GATE_CYCLES = 50
 _DEVICE = re.compile(r"^(auto|cpu|cuda|cuda:\d+)$")
 _WORKLOAD_MODULE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
-ALLOC_ENV_VARS = (CUDA_VAR, NEW_VAR)  # each worker gets both, set to the same string
 TABLE = ("validate",)  # [tool.gpu-audit.validate], or [validate] in gpu-audit.toml
 
 
@@ -323,7 +322,7 @@ def _base_conf(options: ValidateOptions, torch_version: str | None, env: Any,
             return None
         return parse_alloc_conf(options.alloc_conf, torch_version=torch_version,
                                 memory_fraction_set=memory_fraction_set)
-    inherited = {name: env[name] for name in ALLOC_ENV_VARS if env.get(name)}
+    inherited = {name: env[name] for name in BOTH_VARS if env.get(name)}
     if not inherited:
         return None
     if len(set(inherited.values())) > 1:
@@ -378,9 +377,25 @@ def checkpoint_interval(cycles: int, pct: float) -> int:
     return max(1, math.ceil(cycles * pct / 100))
 
 
+# The most any duration or factor may be: about four months of seconds. A NaN compares false
+# with every bound, so finiteness is checked first.
+_MAX_NUMBER = 1e7
+
+
 def _check_ranges(options: ValidateOptions) -> None:
+    for flag, value in (("--retry-backoff", options.retry_backoff_s),
+                        ("--hang-factor", options.hang_factor), ("--hang-min", options.hang_min_s),
+                        ("--hang-max", options.hang_max_s),
+                        ("--startup-timeout", options.startup_timeout_s)):
+        if not math.isfinite(value) or abs(value) > _MAX_NUMBER:
+            raise UsageError(f"{flag} {value!r}: must be a finite number of at most "
+                             f"{_MAX_NUMBER:g}")
     if options.cycles < 1:
         raise UsageError(f"--cycles {options.cycles}: must be at least 1")
+    if options.cycles > 10**9:
+        raise UsageError(f"--cycles {options.cycles}: must be at most 1e9")
+    if not -(2**63) <= options.seed < 2**64:
+        raise UsageError(f"--seed {options.seed}: must fit in 64 bits")
     if options.max_retries < 0 or options.max_retries > 20:
         raise UsageError(f"--max-retries {options.max_retries}: must lie between 0 and 20")
     if options.retry_backoff_s < 0:

@@ -87,7 +87,10 @@ class PlainProgress:
                         f"{event.get('cycle_s', 0):.3f} s/cycle, {_memory_text(event)}{extra}")
 
     def stage_finished(self, key: str, status: str, reason: str | None) -> None:
-        self._print(f"[{key}] {status}" + (f": {reason}" if reason else ""))
+        from gpu_audit.report.escape import terminal
+
+        self._print(f"[{key}] {status}" + (f": {terminal(reason, newlines=False)}" if reason
+                                           else ""))
 
     def note(self, message: str) -> None:
         self._print(message)
@@ -133,8 +136,11 @@ class RichProgress:
 
     def stage_finished(self, key: str, status: str, reason: str | None) -> None:
         task = self.tasks.get(key)
+        from gpu_audit.report.escape import terminal_markup
+
         mark = {"passed": "[green]passed", "failed": "[red]failed",
                 "interrupted": "[yellow]interrupted"}.get(status, status)
+        reason = terminal_markup(reason, newlines=False) if reason else reason
         if task is not None:
             done = {"completed": self.bar.tasks[task].total} if status == "passed" else {}
             self.bar.update(task, memory=mark + (f": {reason}" if reason else ""), **done)

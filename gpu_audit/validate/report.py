@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from gpu_audit import __version__
-from gpu_audit.knowledge.allocator import alloc_conf_export
+from gpu_audit.knowledge.allocator import CUDA_VAR, alloc_conf_export
+from gpu_audit.report.escape import md_cell, md_code, md_text
 from gpu_audit.serial import dumps, to_jsonable, write_atomic
-from gpu_audit.units import GIB, fmt_bytes, utc_now
+from gpu_audit.units import GIB, fmt_bytes, fmt_seconds, utc_now
 from gpu_audit.validate.findings import leg_gates_for_state, validate_findings
 from gpu_audit.validate.gates import plain_float, plain_int, summarize
 from gpu_audit.validate.plan import Plan, leg_key
@@ -221,11 +222,11 @@ def render_markdown(doc: dict[str, Any]) -> str:
                  + (f" ({doc['device']['name']})" if doc["device"].get("name") else "")
                  + f", torch {doc['torch'].get('version') or 'not found'}. "
                  f"Exit code {code}: {EXIT_MEANING.get(code, 'running')}.")
-    lines += ["", f"- Workload: `{doc['workload']}`",
+    lines += ["", f"- Workload: {md_code(doc['workload'])}",
               f"- Started {run['started_at']}, finished {run['finished_at'] or '-'}"
               + (f", resumed {run['resumes']} time(s)" if run["resumes"] else ""),
               f"- Device asked: `{doc['device']['requested']}`"
-              + (f"; fell back to the CPU: {doc['device']['fallback_reason']}"
+              + (f"; fell back to the CPU: {md_text(doc['device']['fallback_reason'])}"
                  if doc["device"].get("fallback_reason") else "")]
     if doc["device"].get("emulated_memory_bytes"):
         lines.append(f"- GPU memory capped at {fmt_bytes(doc['device']['emulated_memory_bytes'])}"
@@ -252,9 +253,9 @@ def render_markdown(doc: dict[str, Any]) -> str:
         lines.append("None.")
     for finding in doc["findings"]:
         lines += [f"### {finding['severity'].upper()} `{finding['id']}` ({finding['subject']}): "
-                  f"{finding['title']}", "", finding["detail"]]
+                  f"{md_text(finding['title'])}", "", md_text(finding["detail"], newlines=True)]
         if finding["remedy"]:
-            lines += ["", f"Fix: {finding['remedy']}"]
+            lines += ["", f"Fix: {md_text(finding['remedy'], newlines=True)}"]
         lines.append("")
     plots = doc["files"].get("plots") or []
     if plots:
@@ -262,9 +263,9 @@ def render_markdown(doc: dict[str, Any]) -> str:
         lines += [f"![{Path(p).stem}]({Path(p).name})" for p in plots]
     elif doc["files"].get("plots_note"):
         lines += ["## Plots", "", doc["files"]["plots_note"]]
-    lines += ["", "## Files", "", f"- per-cycle log: `{doc['files']['cycles']}`",
-              f"- run state: `{doc['files']['state']}`", f"- JSON twin: "
-              f"`{doc['files']['report_json']}`", ""]
+    lines += ["", "## Files", "", f"- per-cycle log: {md_code(doc['files']['cycles'])}",
+              f"- run state: {md_code(doc['files']['state'])}", f"- JSON twin: "
+              f"{md_code(doc['files']['report_json'])}", ""]
     return "\n".join(lines)
 
 
@@ -285,7 +286,7 @@ def _variant_markdown(variant: dict[str, Any], several: bool) -> list[str]:
         settings = allocator["in_effect"]
         shown = {k: settings[k] for k in ("max_split_size", "expandable_segments",
                                           "garbage_collection_threshold",
-                                          "PYTORCH_CUDA_ALLOC_CONF") if k in settings}
+                                          CUDA_VAR) if k in settings}
         lines += ["", "In effect (torch.cuda.memory._snapshot()[\"allocator_settings\"]): "
                   + ", ".join(f"`{k}={v}`" for k, v in shown.items())
                   + (f"; backend `{allocator['backend']}`" if allocator.get("backend") else "")]
@@ -304,7 +305,7 @@ def _variant_markdown(variant: dict[str, Any], several: bool) -> list[str]:
             f"{_pct(summary.get('worst_fragmentation_pct'))} | "
             f"{summary.get('oom_retries', 0) if summary else '-'} | "
             f"{fmt_bytes(summary.get('max_rss_bytes'))} | "
-            f"{(stage['reason'] or '').replace('|', '/')} |")
+            f"{md_cell(stage['reason'] or '')} |")
     gated = [s for s in variant["stages"] if s["gates"]]
     if gated:
         lines += ["", "Gates:", ""]
@@ -413,10 +414,3 @@ def _gib(value: Any) -> float | None:
 def _pct(value: Any) -> str:
     return f"{value:.1f}%" if isinstance(value, (int, float)) else "n/a"
 
-
-def fmt_seconds(value: Any) -> str:
-    if not isinstance(value, (int, float)):
-        return "n/a"
-    if value < 0.001:
-        return f"{value * 1e6:.0f} µs"
-    return f"{value * 1000:.1f} ms" if value < 1 else f"{value:.2f} s"

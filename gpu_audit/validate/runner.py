@@ -32,6 +32,7 @@ from gpu_audit.validate.plan import Plan, leg_key, split_leg
 from gpu_audit.validate.progress import Progress, make_progress
 from gpu_audit.validate.spawn import EOF, kill_group, read_events, worker_command, worker_env
 from gpu_audit.validate.state import (
+    FINAL_FAILURES,
     LegState,
     RunDir,
     RunLock,
@@ -86,8 +87,14 @@ class Runner:
                 if leg.status == "passed":
                     continue
                 if leg.status == "failed" and self._cycles_complete(key, leg):
-                    blocked = f"stage {stage.name} failed"  # judged already; nothing to resume
-                    continue
+                    if leg.failure in FINAL_FAILURES:
+                        blocked = f"stage {stage.name} failed"  # judged; nothing to resume
+                        continue
+                    if not blocked and not self.interrupts:
+                        self._finish_logged_leg(key, leg)
+                        if leg.status != "passed":
+                            blocked = f"stage {stage.name} failed"
+                        continue
                 if blocked:
                     leg.status, leg.reason = "skipped", f"not run: {blocked}"
                     self.run.write_state(self.state)
@@ -100,7 +107,26 @@ class Runner:
                 if leg.status != "passed":
                     blocked = f"stage {stage.name} failed"
         failed = any(leg.status != "passed" for leg in self.state.legs.values())
+        failures = {leg.failure for leg in self.state.legs.values() if leg.status == "failed"}
+        if failures == {"disk-full"}:
+            return self._finish(EXIT_UNKNOWN, "failed")  # not judged: the disk filled up
         return self._finish(EXIT_FAILED if failed else EXIT_OK, "failed" if failed else "passed")
+
+    def _finish_logged_leg(self, key: str, leg: LegState) -> None:
+        """A stage whose every cycle is logged but whose worker did not finish cleanly (killed
+        in teardown, the disk full at the last checkpoint): judged from its log, not re-run."""
+        before = leg.reason
+        leg.attempts += 1
+        outcome = WorkerRun(done={"status": "passed", "warnings": [
+            f"every cycle was logged before the worker ended ({before}); the stage was "
+            "judged from its log on resume"]})
+        records = load_records(self.run.cycles_path).get(key, [])
+        leg.failure, leg.failure_detail, leg.explanation = None, {}, []
+        leg.signal = leg.exit_code = None
+        judge(self.plan, key, leg, outcome, records, "")
+        leg.finished_at = utc_now()
+        self.run.write_state(self.state)
+        self.progress.stage_finished(key, leg.status, leg.reason)
 
     def _finish(self, code: int, status: str) -> int:
         self.state.status = status
@@ -280,7 +306,9 @@ class Runner:
         def handler(signum: int, frame: Any) -> None:
             self.interrupts += 1
 
-        for signum in (signal.SIGINT, getattr(signal, "SIGTERM", None)):
+        # A closed terminal or SSH session (SIGHUP) stops the run as SIGTERM does: state saved.
+        for signum in (signal.SIGINT, getattr(signal, "SIGTERM", None),
+                       getattr(signal, "SIGHUP", None)):
             if signum is not None:
                 previous[signum] = signal.signal(signum, handler)
         return previous

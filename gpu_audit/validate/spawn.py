@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gpu_audit.validate.plan import ALLOC_ENV_VARS
+from gpu_audit.knowledge.allocator import BOTH_VARS
 
 EOF = object()  # put on the event queue when the worker's event stream ends
 
@@ -26,7 +26,7 @@ EOF = object()  # put on the event queue when the worker's event stream ends
 def apply_alloc_conf(conf: str | None, environ: Any = os.environ) -> None:
     """Both variable names, one string (which one torch reads depends on its version), or
     neither: set before torch is imported, since the allocator reads them once, at load time."""
-    for name in ALLOC_ENV_VARS:
+    for name in BOTH_VARS:
         if conf:
             environ[name] = conf
         else:

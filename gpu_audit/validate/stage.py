@@ -34,6 +34,7 @@ from gpu_audit.validate.channels import (
 from gpu_audit.validate.device import device_info
 from gpu_audit.validate.plan import split_leg
 from gpu_audit.validate.spawn import apply_alloc_conf
+from gpu_audit.validate.state import DISK_FULL_ERRNOS, disk_full_reason
 
 
 class StageWorker:
@@ -79,6 +80,10 @@ class StageWorker:
             return self.finish("interrupted")
         except StageFailed as failed:
             return self.finish("failed", failed.failure, failed.reason, failed.detail)
+        except OSError as exc:
+            if exc.errno not in DISK_FULL_ERRNOS:
+                raise
+            return self.finish("failed", "disk-full", disk_full_reason("write the cycle log", exc))
         finally:
             if self.writer is not None:
                 with contextlib.suppress(OSError):
@@ -123,6 +128,7 @@ class StageWorker:
 
     def run_cycles(self, workload: Any, ready: dict[str, Any]) -> None:
         from gpu_audit.oom import OomPolicy, OomRetrier, release_memory
+        from gpu_audit.validate.checkpoints import CheckpointWriter, load_checkpoint, restore_rng
         from gpu_audit.validate.plan import checkpoint_interval
         from gpu_audit.validate.protocol import (
             WorkloadContext,
@@ -131,12 +137,7 @@ class StageWorker:
             has_state,
             qubit_cap,
         )
-        from gpu_audit.validate.state import (
-            CheckpointWriter,
-            CycleLog,
-            load_checkpoint,
-            restore_rng,
-        )
+        from gpu_audit.validate.state import CycleLog
         from gpu_audit.validate.telemetry import Telemetry
 
         planned = self.stage.cycles
@@ -260,7 +261,7 @@ class StageWorker:
                         batch_scale: float, *, wait: bool = True) -> None:
         """Checkpoint "resume at ``next_cycle``"; ``wait=False`` leaves the writing to the
         background writer (periodic checkpoints), the others return once it is on disk."""
-        from gpu_audit.validate.state import Checkpoint, capture_rng, checkpoint_bytes
+        from gpu_audit.validate.checkpoints import Checkpoint, capture_rng, checkpoint_bytes
 
         state = None
         if stateful:
@@ -273,6 +274,9 @@ class StageWorker:
             if wait:
                 self.writer.wait()
         except OSError as exc:
+            if exc.errno in DISK_FULL_ERRNOS:
+                raise StageFailed("disk-full", disk_full_reason("write the checkpoint", exc)) \
+                    from None
             raise StageFailed("error", f"cannot write the checkpoint: {exc}") from None
         self.events.send({"ev": "checkpoint", "next_cycle": next_cycle})
 

@@ -101,11 +101,21 @@ def start_run(plan: Plan, out_dir: Path, run_id: str | None = None) -> tuple[Run
     if run_id is not None and not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}", run_id):
         raise UsageError(f"--run-id {run_id!r}: use letters, digits, '.', '_' and '-' only "
                          "(it names a folder)")
-    run = RunDir(out_dir / "runs" / (run_id or new_run_id()))
-    if run.plan_path.exists():
-        raise UsageError(f"run {run.run_id} already exists in {run.path.parent}; resume it with "
-                         f"--resume {run.run_id}")
-    run.path.mkdir(parents=True, exist_ok=True)
+    runs = out_dir / "runs"
+    runs.mkdir(parents=True, exist_ok=True)
+    for _ in range(100):
+        run = RunDir(runs / (run_id or new_run_id()))
+        try:
+            # Made exclusively: of two runs started together with one --run-id, one proceeds.
+            run.path.mkdir()
+            break
+        except FileExistsError:
+            if run_id is not None:
+                raise UsageError(f"run {run.run_id} already exists in {runs}; resume it with "
+                                 f"--resume {run.run_id} (or remove its folder if it holds no "
+                                 "plan.json)") from None
+    else:
+        raise UsageError(f"cannot find a free run name in {runs}; pass --run-id NAME")
     run.write_plan(plan)
     state = new_state(run.run_id, plan, DeviceChoice(requested=plan.device))
     run.write_state(state)

@@ -7,14 +7,15 @@
 - ``cycles.jsonl``: one JSON line per cycle, append-only, flushed per cycle, fsynced at least
   once a second and always before a checkpoint claims the cycles it covers;
 - ``checkpoints/<variant>.<stage>.ckpt``: the workload's state and the cycle to resume at,
-  written atomically every 10% of a stage;
+  written atomically every 10% of a stage (:mod:`gpu_audit.validate.checkpoints`);
 - ``logs/<variant>.<stage>.log``: the worker's stderr;
 - the report, its JSON twin and its plots.
 
 Resuming never loses or double-counts a cycle. A checkpoint saying "resume at cycle c" is written
-only after the records of cycles < c are on disk. On resume the worker restores that state and
-appends a ``resume`` marker: records of that stage with ``cycle >= c`` written before the marker
-are superseded (the workload state they came from is gone), and the re-run cycles replace them.
+only after the records of cycles < c are on disk. Every attempt of a stage appends a
+``stage-start`` marker naming the cycle it starts from (c on resume, from the checkpoint):
+records of that stage with ``cycle >= c`` written before the marker are superseded (the workload
+state they came from is gone), and the re-run cycles replace them.
 Readers apply markers in file order, so the log stays append-only and still reads consistently.
 A line torn by ``kill -9`` mid-write is cut off by the next writer before it appends.
 """
@@ -23,17 +24,13 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import io
+import errno
 import json
 import logging
 import os
-import pickle
-import random
 import re
 import secrets
 import socket
-import sys
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,18 +39,49 @@ from typing import Any
 from gpu_audit.errors import InputError, UsageError
 from gpu_audit.serial import dumps, from_jsonable, write_atomic
 from gpu_audit.units import utc_now, utc_stamp
+from gpu_audit.validate.checkpoints import (  # noqa: F401 - where the run's files are read
+    CHECKPOINT_FORMAT,
+    Checkpoint,
+    CheckpointWriter,
+    capture_rng,
+    checkpoint_bytes,
+    load_checkpoint,
+    restore_rng,
+    save_checkpoint,
+)
 from gpu_audit.validate.plan import Plan
 
 LOG = logging.getLogger("gpu_audit.validate")
 STATE_SCHEMA = "gpu-audit.validate-state/1"
 PLAN_SCHEMA = "gpu-audit.validate-plan/1"
-CHECKPOINT_FORMAT = 1
 FSYNC_INTERVAL_S = 1.0
 
 try:  # POSIX; elsewhere runs are not locked against a second runner
     import fcntl
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
+
+
+# "No space left on device" and "disk quota exceeded": the run stops and resumes once freed.
+DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+# Failures a resume cannot change once every cycle of the stage is logged: the verdict on them.
+FINAL_FAILURES = frozenset({"gate"})
+
+
+def disk_full_reason(what: str, exc: OSError) -> str:
+    where = f" ({exc.filename})" if exc.filename else ""
+    return (f"cannot {what}: {exc.strerror or exc}{where}; free some space and continue with "
+            "--resume RUN (every cycle logged so far is kept)")
+
+
+def can_resume(leg: LegState, planned_cycles: int) -> bool:
+    """Whether ``--resume`` would run or finish this stage again (not: it passed, or it failed
+    on its merits with every cycle done)."""
+    if leg.status == "passed":
+        return False
+    if leg.status == "failed" and leg.failure in FINAL_FAILURES:
+        return not (planned_cycles > 0 and leg.cycles_done >= planned_cycles)
+    return leg.status != "skipped"
 
 
 def new_run_id(now: dt.datetime | None = None, host: str | None = None) -> str:
@@ -166,11 +194,35 @@ def find_run(spec: str, out: Path) -> RunDir:
     candidates = [Path(spec), out / "runs" / spec]
     for path in candidates:
         if (path / "plan.json").is_file():
+            check_owner(path)
             return RunDir(path)
     runs = sorted(p.name for p in (out / "runs").glob("*") if (p / "plan.json").is_file()) \
         if (out / "runs").is_dir() else []
     hint = f" (runs under {out / 'runs'}: {', '.join(runs[-5:])})" if runs else ""
     raise UsageError(f"--resume {spec!r}: no validation run found there{hint}")
+
+
+def check_owner(path: Path) -> None:
+    """Refuse a run folder (or its checkpoints) that another user owns or may write.
+
+    Resuming loads the folder's checkpoints into the worker; a folder someone else controls
+    (copied from elsewhere, or planted in a shared place) could hold a crafted one.
+    """
+    uid = os.geteuid()
+    for place in (path, path / "checkpoints"):
+        try:
+            info = place.stat()
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise InputError(f"{place}: cannot read: {exc.strerror or exc}") from None
+        if info.st_uid != uid:
+            raise InputError(f"{place}: owned by uid {info.st_uid}, not by this user (uid {uid}); "
+                             "refusing to resume a run folder someone else controls: copy what "
+                             "you need and start a new run")
+        if info.st_mode & 0o002:
+            raise InputError(f"{place}: writable by every user (mode {info.st_mode & 0o777:o}); "
+                             f"refusing to resume from it: `chmod o-w {place}` if it is yours")
 
 
 class RunLock:
@@ -309,8 +361,11 @@ def load_records(path: Path) -> dict[str, list[dict[str, Any]]]:
         leg = record.get("leg")
         if not isinstance(leg, str):
             continue
-        if kind == "resume":
-            start = int(record.get("from_cycle", 0))
+        if kind in ("stage-start", "resume"):
+            try:
+                start = int(record.get("from_cycle", 0))
+            except (TypeError, ValueError):
+                continue
             kept = legs.get(leg, {})
             legs[leg] = {c: r for c, r in kept.items() if c < start}
         elif kind in ("cycle", "cycle-failed") and isinstance(record.get("cycle"), int):
@@ -322,149 +377,6 @@ def completed_cycles(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r for r in records if r.get("type") == "cycle"]
 
 
-@dataclass
-class Checkpoint:
-    leg: str
-    next_cycle: int
-    batch_scale: float
-    workload_state: Any = None
-    has_workload_state: bool = False
-    rng: dict[str, Any] = field(default_factory=dict)
-    saved_at: str = ""
-
-
-def save_checkpoint(path: Path, checkpoint: Checkpoint) -> None:
-    """Write a checkpoint atomically (temporary file, fsync, rename)."""
-    write_atomic(path, checkpoint_bytes(checkpoint))
-
-
-def checkpoint_bytes(checkpoint: Checkpoint) -> bytes:
-    """The checkpoint file's content; the workload's state goes through torch.save if loaded.
-
-    Serialising copies the state, so the caller may go on changing it once this returns.
-    """
-    state_bytes, codec = b"", None
-    if checkpoint.has_workload_state:
-        torch = sys.modules.get("torch")
-        buffer = io.BytesIO()
-        if torch is not None:
-            torch.save(checkpoint.workload_state, buffer)
-            codec = "torch"
-        else:
-            pickle.dump(checkpoint.workload_state, buffer, protocol=pickle.HIGHEST_PROTOCOL)
-            codec = "pickle"
-        state_bytes = buffer.getvalue()
-    envelope = {
-        "format": CHECKPOINT_FORMAT,
-        "leg": checkpoint.leg,
-        "next_cycle": checkpoint.next_cycle,
-        "batch_scale": checkpoint.batch_scale,
-        "rng": checkpoint.rng,
-        "state_codec": codec,
-        "state": state_bytes,
-        "saved_at": utc_now(),
-    }
-    return pickle.dumps(envelope, protocol=pickle.HIGHEST_PROTOCOL)
-
-
-class CheckpointWriter:
-    """Writes checkpoints on a background thread, one at a time, each after syncing the log.
-
-    Writing and fsyncing a checkpoint can take tens of milliseconds (much more on a busy disk);
-    the cycle loop only serialises the state and goes on. The order that makes resume exact is
-    kept: the log is fsynced, with every record appended so far, before the checkpoint that
-    vouches for them is renamed into place. A crash before that leaves the previous checkpoint,
-    and the records after it are re-run on resume.
-    """
-
-    def __init__(self, log: CycleLog) -> None:
-        self.log = log
-        self._thread: threading.Thread | None = None
-        self._error: BaseException | None = None
-
-    def submit(self, path: Path, data: bytes) -> None:
-        self.wait()  # one in flight at a time; a failed write surfaces here
-        self._thread = threading.Thread(target=self._write, args=(path, data),
-                                        name="checkpoint-writer")
-        self._thread.start()
-
-    def wait(self) -> None:
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
-        if self._error is not None:
-            error, self._error = self._error, None
-            raise error
-
-    def _write(self, path: Path, data: bytes) -> None:
-        try:
-            self.log.sync()
-            write_atomic(path, data)
-        except BaseException as exc:
-            self._error = exc
-
-
-def load_checkpoint(path: Path, map_location: str | None = None) -> Checkpoint | None:
-    """The checkpoint at ``path``, or ``None`` if there is none.
-
-    The file was written by this run's own worker into the user's run folder, so unpickling it
-    trusts no one new.
-    """
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        return None
-    try:
-        envelope = pickle.loads(raw)
-        if envelope.get("format") != CHECKPOINT_FORMAT:
-            raise ValueError(f"format {envelope.get('format')!r}")
-        state = None
-        codec = envelope.get("state_codec")
-        if codec == "torch":
-            import torch
-
-            state = torch.load(io.BytesIO(envelope["state"]), map_location=map_location,
-                               weights_only=False)
-        elif codec == "pickle":
-            state = pickle.loads(envelope["state"])
-    except Exception as exc:
-        raise InputError(f"{path}: cannot read this checkpoint ({type(exc).__name__}: {exc}); "
-                         "delete it to restart the stage from its first cycle") from None
-    return Checkpoint(leg=envelope["leg"], next_cycle=int(envelope["next_cycle"]),
-                      batch_scale=float(envelope.get("batch_scale", 1.0)), workload_state=state,
-                      has_workload_state=codec is not None, rng=envelope.get("rng") or {},
-                      saved_at=envelope.get("saved_at", ""))
-
-
-def capture_rng() -> dict[str, Any]:
-    """Random-number states to restore on resume (Python's, and torch's if it is loaded)."""
-    states: dict[str, Any] = {"python": random.getstate()}
-    torch = sys.modules.get("torch")
-    if torch is not None:
-        states["torch"] = torch.get_rng_state()
-        if torch.cuda.is_initialized():
-            states["cuda"] = torch.cuda.get_rng_state_all()
-    numpy = sys.modules.get("numpy")
-    if numpy is not None:
-        states["numpy"] = numpy.random.get_state()
-    return states
-
-
-def restore_rng(states: dict[str, Any]) -> None:
-    if "python" in states:
-        random.setstate(states["python"])
-    torch = sys.modules.get("torch")
-    if torch is not None:
-        if "torch" in states:
-            torch.set_rng_state(states["torch"])
-        if "cuda" in states and torch.cuda.is_initialized():
-            with contextlib.suppress(RuntimeError):  # a different device count: keep fresh
-                torch.cuda.set_rng_state_all(states["cuda"])
-    numpy = sys.modules.get("numpy")
-    if numpy is not None and "numpy" in states:
-        numpy.random.set_state(states["numpy"])
-
-
 def _read_json(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -473,6 +385,8 @@ def _read_json(path: Path) -> dict[str, Any]:
             from None
     except (OSError, ValueError) as exc:
         raise InputError(f"{path}: cannot read ({exc})") from None
+    except RecursionError:
+        raise InputError(f"{path}: cannot read (JSON nested too deeply)") from None
     if not isinstance(data, dict):
         raise InputError(f"{path}: expected a JSON object")
     return data

@@ -117,7 +117,7 @@ def explain_text(text: str, *, fallback: bool = True) -> list[dict[str, Any]]:
     if not text.strip():
         return []
     try:
-        from gpu_audit.explain import classify_text
+        from gpu_audit.explain.api import classify_text
     except ImportError:
         classify_text = None
     if classify_text is not None:

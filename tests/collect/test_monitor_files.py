@@ -16,7 +16,7 @@ from gpu_audit.collect.monitor_files import (
     attach_allocator_states,
     read_publications,
 )
-from gpu_audit.monitor.publication import SCHEMA, pid_namespace, process_identity
+from gpu_audit.publication import SCHEMA, pid_namespace, process_identity
 from tests.builders import gpu, process
 from tests.monitor.children import Child
 from tests.monitor.recorded import GIB, H100_PCI, H100_UUID

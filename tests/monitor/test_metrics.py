@@ -1,4 +1,4 @@
-"""The published figures and fragmentation metrics, from recorded memory_stats() dictionaries."""
+"""The published figures, from recorded memory_stats() dictionaries."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from gpu_audit.monitor import metrics
 from tests.monitor.recorded import GIB, MIB, fragmented_training_stats, memory_stats
 
 
-def test_counters_come_from_the_reference_key_names():
+def test_counters_come_from_memory_stats_key_names():
     stats = fragmented_training_stats(retries=3, ooms=1)
     counters = metrics.counters_from_stats(stats)
     assert counters["allocated_bytes"] == 45 * GIB
@@ -28,24 +28,6 @@ def test_a_key_the_running_torch_lacks_is_unknown_not_zero():
     counters = metrics.counters_from_stats(stats)
     assert counters["requested_bytes"] is None
     assert counters["num_ooms"] is None
-
-
-def test_fragmentation_follows_the_reference_definitions():
-    frag = metrics.fragmentation(allocated=45 * GIB, reserved=70 * GIB,
-                                 inactive_split=20 * GIB, requested=45 * GIB - 450 * MIB)
-    assert frag["reserved_unallocated_bytes"] == 25 * GIB
-    assert frag["fragmentation_pct"] == round(100 * 25 / 70, 1)  # cache slack
-    assert frag["split_fragmentation_pct"] == round(100 * 20 / 70, 1)  # non-releasable
-    assert frag["trapped_pct"] == 80.0  # 20 of the 25 GiB slack
-    assert frag["rounding_waste_pct"] == round(100 * (450 * MIB) / (45 * GIB), 1)
-
-
-def test_fragmentation_is_undefined_for_an_empty_allocator():
-    frag = metrics.fragmentation(allocated=0, reserved=0, inactive_split=0, requested=0)
-    assert frag["reserved_unallocated_bytes"] == 0
-    assert frag["fragmentation_pct"] is None
-    assert frag["trapped_pct"] is None
-    assert frag["rounding_waste_pct"] is None
 
 
 def test_expandable_segments_are_on_only_when_set_to_exactly_true():

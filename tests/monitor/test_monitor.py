@@ -16,7 +16,7 @@ import pytest
 from gpu_audit import monitor
 from gpu_audit.collect.monitor_files import read_publications
 from gpu_audit.monitor import core
-from gpu_audit.monitor.publication import SCHEMA, process_identity
+from gpu_audit.publication import SCHEMA, process_identity
 from tests.monitor.children import REPO
 from tests.monitor.recorded import (
     GIB,

@@ -29,7 +29,7 @@ def test_importing_the_package_loads_no_monitor_until_it_is_used():
                                text=True, timeout=60)
     assert completed.returncode == 0, completed.stderr
     result = json.loads(completed.stdout)
-    assert result["before"] == ["gpu_audit.monitor.api", "gpu_audit.monitor.publication"]
+    assert result["before"] == ["gpu_audit.monitor.api"]
     assert result["names"] == {
         "AllocatorReading": "gpu_audit.monitor.sources",
         "AllocatorSource": "gpu_audit.monitor.sources",

@@ -11,8 +11,8 @@ import subprocess
 import pytest
 
 from gpu_audit.config import Policy
+from gpu_audit.knowledge.memory import fragmentation
 from gpu_audit.model import AllocatorSample, ProcessAllocatorState, Severity
-from gpu_audit.monitor.metrics import fragmentation
 from gpu_audit.rules import all_rules, evaluate
 from gpu_audit.rules.allocator_live import allocator_fragmentation, allocator_oom_retries
 from tests import builders as b
@@ -71,7 +71,7 @@ def test_a_job_with_trapped_memory_gets_a_warning_with_numbers():
          "PYTORCH_ALLOC_CONF='garbage_collection_threshold:0.8,expandable_segments:True' "
          "PYTORCH_CUDA_ALLOC_CONF='garbage_collection_threshold:0.8,expandable_segments:True'"),
         ("2.0.1+cu118", "",
-         "`export PYTORCH_CUDA_ALLOC_CONF='max_split_size_mb:512'`: torch < 2.1"),
+         "`export PYTORCH_CUDA_ALLOC_CONF='max_split_size_mb:128'`: torch < 2.1"),
         (None, "", "`export PYTORCH_ALLOC_CONF='expandable_segments:True' "
                    "PYTORCH_CUDA_ALLOC_CONF='expandable_segments:True'`"),
     ],
@@ -206,3 +206,14 @@ def test_the_pasted_line_gives_the_whole_setting_to_the_shell(torch, tmp_path):
             capture_output=True, text=True, check=True, env={"PATH": os.environ.get("PATH", "")})
         assert shown.stdout.splitlines() == [expected]
         assert list(tmp_path.iterdir()) == []  # no redirect wrote a file
+
+
+@pytest.mark.parametrize("torch", ["2.0.1+cu118", "1.13.1", "2.5.1", "2.9.1+cu128", None])
+def test_scan_and_explain_advise_the_same_setting_against_fragmentation(torch):
+    from gpu_audit.knowledge.allocator import fragmentation_remedy, fragmentation_setting
+
+    key, value = fragmentation_setting(torch)
+    (finding,) = allocator_fragmentation(h100_job(fragmented(torch=torch, settings="")),
+                                         Policy())
+    assert f"{key}:{value}" in finding.remedy
+    assert f"{key}:{value}" in fragmentation_remedy(torch)

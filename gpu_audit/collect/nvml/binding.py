@@ -66,6 +66,10 @@ _INIT_FAILURES = {
 
 # One buffer big enough for every process list seen in practice saves the "how many?" call.
 _PROCESS_BUFFER_ROWS = 64
+# A driver that keeps answering "insufficient size" is asked at most this many times, and never
+# with a buffer of more rows than any GPU can run processes (a few MiB at most).
+PROCESS_LIST_ATTEMPTS = 4
+PROCESS_BUFFER_MAX_ROWS = 65536
 
 # Versioned functions this library lacks; shared by all GPUs so each is tried once per process.
 missing_functions: set[str] = set()
@@ -267,15 +271,19 @@ def running_processes(nvml: ModuleType, name: str, handle: Any) -> list[tuple[in
     row_type = _ProcessInfoV1 if not name.endswith(("_v2", "_v3")) else nvml.c_nvmlProcessInfo_v2_t
     fn = nvml._nvmlGetFunctionPointer(name)
     rows = _PROCESS_BUFFER_ROWS
-    while True:
+    for attempt in range(PROCESS_LIST_ATTEMPTS):
         count = ctypes.c_uint(rows)
         buffer = (row_type * rows)()
         ret = fn(handle, ctypes.byref(count), buffer)
         if ret == NVML_SUCCESS:
             break
-        if ret != NVML_ERROR_INSUFFICIENT_SIZE:
+        if ret != NVML_ERROR_INSUFFICIENT_SIZE or attempt == PROCESS_LIST_ATTEMPTS - 1:
             raise nvml.NVMLError(ret)
-        rows = count.value * 2 + 8  # more processes than rows: grow and ask again
+        # More processes than rows: grow (bounded) and ask again.
+        grown = min(max(count.value * 2 + 8, rows * 2), PROCESS_BUFFER_MAX_ROWS)
+        if grown <= rows:
+            raise nvml.NVMLError(ret)
+        rows = grown
     return [
         (row.pid, None if row.usedGpuMemory == VALUE_NOT_AVAILABLE else row.usedGpuMemory)
         for row in buffer[: count.value]

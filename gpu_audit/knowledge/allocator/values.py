@@ -24,12 +24,16 @@ def strtoull(text: str) -> tuple[int | None, str]:
     """What C's ``strtoull`` (torch's ``std::stoull``) reads: (value or None, unread rest).
 
     A leading sign is allowed and a minus wraps around (``-5`` reads as 2**64 - 5); ``None``
-    means no digits at all, or a number too large (torch raises for both).
+    means no digits at all, or a number too large (torch raises for both). Only ASCII digits
+    count, as in C: ``١٢٨`` is not a number.
     """
-    match = re.match(r"([+-]?)(\d+)", text)
+    match = re.match(r"([+-]?)([0-9]+)", text)
     if not match:
         return None, text
-    number = int(match[2])
+    digits = match[2].lstrip("0") or "0"
+    if len(digits) > len(str(UINT64_MAX)):  # also keeps int() below its digit limit
+        return None, text
+    number = int(digits)
     if number > UINT64_MAX:
         return None, text
     if match[1] == "-" and number:
@@ -38,7 +42,8 @@ def strtoull(text: str) -> tuple[int | None, str]:
 
 
 _FLOAT_PREFIX = re.compile(
-    r"[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|inf(?:inity)?|nan)", re.IGNORECASE
+    r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf(?:inity)?|nan)",
+    re.IGNORECASE | re.ASCII,
 )
 
 
@@ -71,7 +76,7 @@ def _check_bool(spec: KeySpec, token: Token) -> tuple[Any, list[ConfIssue]]:
 def _check_mb(spec: KeySpec, token: Token) -> tuple[Any, list[ConfIssue]]:
     number, rest = strtoull(token.text)
     if number is None:
-        problem = "too large" if re.match(r"[+-]?\d", token.text) else "not a whole number"
+        problem = "too large" if re.match(r"[+-]?[0-9]", token.text) else "not a whole number"
         return None, [ConfIssue(
             "bad-value", f"{spec.name} must be a whole number of MiB; {token.text!r} is "
             f"{problem}", token.start, token.end, key=spec.name, fix="")]

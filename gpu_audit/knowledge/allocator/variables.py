@@ -20,6 +20,7 @@ from gpu_audit.units import Release, release_text, torch_release
 
 CUDA_VAR = "PYTORCH_CUDA_ALLOC_CONF"
 NEW_VAR = "PYTORCH_ALLOC_CONF"
+BOTH_VARS = (CUDA_VAR, NEW_VAR)  # gpu-audit reads both and sets both to the same string
 # Set to any value (0 included), it makes every allocation call cudaMalloc: no cache, and none
 # of the settings above apply (torch checks only that the variable exists).
 NO_CACHING_VAR = "PYTORCH_NO_CUDA_MEMORY_CACHING"
@@ -138,13 +139,24 @@ def alloc_conf_export(setting: str, torch_version: str | None) -> str:
     return export_line(setting, torch_release(torch_version))
 
 
+def fragmentation_setting(torch_version: str | None) -> tuple[str, str]:
+    """The allocator option (key, value) that fights fragmentation on this torch.
+
+    Expandable segments from 2.1 (and when the version is unknown); before 2.1 the only lever
+    is to stop large blocks from being split.
+    """
+    if supports_expandable_segments(torch_version) is False:
+        return ("max_split_size_mb", "128")
+    return ("expandable_segments", "True")
+
+
 def fragmentation_remedy(torch_version: str | None) -> str:
     """The allocator setting that fights fragmentation on this torch, as lines to paste."""
-    if supports_expandable_segments(torch_version) is False:
-        # Before 2.1 the only lever is to stop large blocks from being split.
+    key, value = fragmentation_setting(torch_version)
+    if key == "max_split_size_mb":
         return (
-            f"{alloc_conf_export('max_split_size_mb:128', torch_version)}\n"
-            "(torch before 2.1 has no expandable_segments; tune 128 to just above the size of "
-            "your largest frequent allocation, or upgrade torch)"
+            f"{alloc_conf_export(f'{key}:{value}', torch_version)}\n"
+            f"(torch before 2.1 has no expandable_segments; tune {value} to just above the size "
+            "of your largest frequent allocation, or upgrade torch)"
         )
-    return alloc_conf_export("expandable_segments:True", torch_version)
+    return alloc_conf_export(f"{key}:{value}", torch_version)

@@ -1,4 +1,4 @@
-"""The live stages of ``check --stages imports,smoke``: run through ``gpu-audit validate``'s runner.
+"""The live stages of ``check --stages imports,smoke``, run through ``gpu-audit validate``'s runner.
 
 Each stage runs in a worker process of its own (torch is never imported here): ``imports``
 imports torch and the workload, initialises CUDA and round-trips a small tensor; ``smoke`` runs

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpu_audit.check.stages import outcomes_from_document, validation_device
+from gpu_audit.validate.checklist import outcomes_from_document, validation_device
 
 
 def stage(name: str, status: str, **fields: Any) -> dict[str, Any]:

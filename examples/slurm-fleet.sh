@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Audit every node of a Slurm allocation with gpu-audit, then judge them as one fleet.
+#
+#   sbatch --nodes=4 examples/slurm-fleet.sh      # or run it inside an salloc
+#
+# Each node writes its own check document (check-<UTC time>-<host>.json, with a .md twin) into
+# a folder every node can reach; `gpu-audit merge` then judges the fleet: every unfit or silent
+# node on one line, driver/CUDA/torch/gpu-audit skew, GPU outliers, duplicate nodes. Its exit
+# code is the fleet's (0 OK, 1 WARNING, 2 a node is unfit, 3 a node gave no verdict).
+# The same two commands work for a CI matrix or a Kubernetes Job: gather the documents, merge.
+#
+# In a node health check (Slurm HealthCheckProgram or a prolog), one node judges itself:
+#   gpu-audit check --no-report || scontrol update nodename="$(hostname -s)" state=drain \
+#       reason="gpu-audit check failed"
+#SBATCH --job-name=gpu-audit-fleet
+#SBATCH --ntasks-per-node=1
+#SBATCH --time=00:05:00
+set -u
+
+RUN_DIR="${RUN_DIR:-${SHARED:-$HOME}/gpu-audit/run-${SLURM_JOB_ID:-manual}}"
+mkdir -p "$RUN_DIR"
+
+# One check per node. srun returns the highest exit code of its tasks, which ranks UNKNOWN (3)
+# over CRITICAL (2): the fleet's verdict is recomputed by merge instead.
+srun --ntasks-per-node=1 gpu-audit check --json --out "$RUN_DIR" > /dev/null || true
+
+gpu-audit merge "$RUN_DIR" --out "$RUN_DIR/fleet"

@@ -1,0 +1,69 @@
+"""``gpu-audit merge FILE|DIR...``: judge a fleet from node documents gathered any other way."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import typer
+
+from gpu_audit.cli.app import app, err, verbose
+
+EXIT_CODES_HELP = ("Exit codes: 0 OK, 1 WARNING, 2 CRITICAL (a node is unfit), 3 UNKNOWN "
+                   "(a node gave no verdict and none is unfit, or bad input).")
+
+
+@app.command(epilog=EXIT_CODES_HELP)
+def merge(
+    paths: list[Path] = typer.Argument(
+        ..., metavar="FILE|DIR...",
+        help="Node documents (`gpu-audit scan --json` or `check --json`) or folders of them."),
+    json_out: bool = typer.Option(False, "--json",
+                                  help="Print the fleet report as JSON (gpu-audit.fleet/1)."),
+    out: Path | None = typer.Option(None, "--out", metavar="DIR",
+                                    help="Folder for the markdown report and its JSON twin "
+                                         "(default: reports)."),
+    no_report: bool = typer.Option(False, "--no-report", help="Do not write the report files."),
+) -> None:
+    """Judge many nodes' scan/check documents as one fleet (srun, CI matrix, DaemonSet).
+
+    The fleet's verdict is recomputed from each node's own verdict (the worst one); version
+    skew, GPU outliers and duplicate nodes across the fleet are reported beside it.
+    """
+    from gpu_audit.fleet.inputs import read_nodes
+    from gpu_audit.fleet.judge import judge_fleet
+
+    started = time.perf_counter()
+    nodes = read_nodes(paths, note=err)
+    report = judge_fleet(nodes, source="merge",
+                         duration_s=round(time.perf_counter() - started, 3))
+    emit(report, json_out=json_out, out=out, no_report=no_report, command="merge")
+    raise typer.Exit(report.exit_code)
+
+
+def emit(report, *, json_out: bool, out: Path | None, no_report: bool, command: str) -> None:
+    """stdout (JSON or the terminal summary) and the report files (markdown, its JSON twin and
+    the per-GPU table as CSV); shared with ``fleet``."""
+    import socket
+
+    from gpu_audit.fleet.document import fleet_document
+    from gpu_audit.fleet.render import render_markdown, render_terminal
+    from gpu_audit.serial import dumps
+
+    document = fleet_document(report)
+    if json_out:
+        sys.stdout.write(dumps(document) + "\n")
+    else:
+        sys.stdout.write(render_terminal(report, verbose=bool(verbose())))
+    sys.stdout.flush()
+    if not no_report:
+        from gpu_audit.fleet.render import gpu_csv
+        from gpu_audit.report.files import write_report
+        from gpu_audit.serial import write_atomic
+
+        md = write_report(command, report.generated_at, socket.gethostname(), document,
+                          render_markdown(report), out)
+        table = gpu_csv(report)
+        if md is not None and table is not None:
+            write_atomic(md.with_name(f"{md.stem}-gpus.csv"), table)

@@ -1,0 +1,69 @@
+"""Reading logs for ``gpu-audit explain``: files, ``-`` for stdin, compressed logs, big files
+on several cores. The classification itself is :mod:`gpu_audit.explain.api`.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from typing import Any, BinaryIO
+
+from gpu_audit.explain.api import (
+    DETECT,
+    ExplainResult,
+    InputStats,
+    consume,
+    resolve_torch,
+)
+from gpu_audit.explain.classify import Classifier
+
+
+def explain_sources(names: Sequence[str], *, torch_version: Any = DETECT,
+                    stdin: BinaryIO | None = None, workers: int | None = None) -> ExplainResult:
+    """Read every log (paths, or ``-`` for stdin; gzip/bzip2/xz detected) and classify.
+
+    A plain file of :data:`~gpu_audit.explain.parallel.PARALLEL_MIN_BYTES` or more is scanned
+    by ``workers`` processes (default: one per CPU, up to 8); the result is the same.
+    Raises :class:`~gpu_audit.errors.InputError` when an input cannot be read.
+    """
+    from gpu_audit.explain import parallel
+    from gpu_audit.explain.sources import STDIN, label, open_log, read_chunks
+
+    started = time.perf_counter()
+    resolved = resolve_torch(torch_version)
+    classifier = Classifier(resolved)
+    workers = parallel.default_workers() if workers is None else workers
+    inputs = []
+    for name in names:
+        stream, kind = open_log(name, stdin)
+        if (kind is None and name != STDIN and workers > 1
+                and os.path.getsize(name) >= parallel.PARALLEL_MIN_BYTES):
+            stream.close()
+            stats = _consume_parallel(classifier, name, workers)
+        else:
+            stats = consume(classifier, label(name), read_chunks(name, stream, kind))
+        inputs.append(InputStats(stats.source, stats.bytes, stats.lines, kind))
+    return ExplainResult(classifier.incidents(), inputs, resolved,
+                         round(time.perf_counter() - started, 3))
+
+
+def _consume_parallel(classifier: Classifier, name: str, workers: int) -> InputStats:
+    from concurrent.futures.process import BrokenProcessPool
+
+    from gpu_audit.errors import InputError
+    from gpu_audit.explain.parallel import ParallelScan
+    from gpu_audit.explain.sources import open_log, read_chunks
+
+    index = classifier.add_source(name)
+    scan = ParallelScan(name, workers)
+    try:
+        for candidate in scan:
+            classifier.feed(index, candidate)
+        return InputStats(name, scan.bytes, scan.line_count)
+    except (OSError, NotImplementedError, BrokenProcessPool) as exc:
+        if scan.collected:
+            raise InputError(f"{name}: read failed ({exc})") from None
+    # No worker processes here (a sandbox without POSIX semaphores, say): read it in this one.
+    stream, kind = open_log(name)
+    return consume(classifier, name, read_chunks(name, stream, kind), index)

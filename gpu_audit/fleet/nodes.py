@@ -1,0 +1,147 @@
+"""One fleet member: what the fleet judgement reads from a node's scan or check document.
+
+A node either answered, with a ``gpu-audit.scan/1`` or ``gpu-audit.check/1`` document, or it did
+not (a dead node, a timeout, gpu-audit missing there, an unreadable file): then it is UNKNOWN and
+carries the reason. Only the facts the fleet rules compare are kept, so 10,000 documents fit in
+memory easily.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpu_audit.redact import redact_text
+
+# The node documents this gpu-audit reads, by kind.
+NODE_SCHEMAS = {"gpu-audit.scan/1": "scan", "gpu-audit.check/1": "check"}
+STATUSES = ("OK", "WARNING", "CRITICAL", "UNKNOWN")  # index = exit code
+# Per-GPU fields the fleet keeps (the rest of a GPU's record is not compared across nodes).
+GPU_FIELDS = (
+    "index", "uuid", "name", "utilization_pct", "temperature_c", "power_draw_w",
+    "sm_clock_mhz", "ecc_errors_corrected_volatile", "ecc_errors_uncorrected_volatile",
+    "remapped_rows_correctable", "remapped_rows_uncorrectable", "pcie_gen_max",
+    "pcie_width_current", "pcie_width_max", "persistence_mode", "compute_mode", "mig_mode",
+)
+_SEVERITY_RANK = {"info": 0, "warning": 1, "error": 2, "critical": 3}
+WORST_SHOWN = 3
+
+
+@dataclass
+class Node:
+    """One node of the fleet as judged from its document (or from its silence)."""
+
+    name: str
+    source: str  # the file it came from, or "ray:<node id>"
+    status: str  # one of STATUSES
+    reason: str | None = None  # why UNKNOWN, or the node's one-line verdict
+    schema: str | None = None
+    kind: str | None = None  # "scan" or "check"
+    hostname: str | None = None
+    boot_time: str | None = None
+    generated_at: str | None = None
+    tool_version: str | None = None
+    driver_version: str | None = None
+    cuda_driver_version: str | None = None
+    torch_version: str | None = None
+    alloc_conf: str | None = None
+    gpus: list[dict[str, Any]] = field(default_factory=list)
+    worst: list[dict[str, Any]] = field(default_factory=list)
+    duplicate_of: str | None = None
+
+    @property
+    def exit_code(self) -> int:
+        return STATUSES.index(self.status)
+
+    @property
+    def answered(self) -> bool:
+        return self.kind is not None
+
+    @property
+    def uuids(self) -> frozenset[str]:
+        return frozenset(g["uuid"] for g in self.gpus if isinstance(g.get("uuid"), str))
+
+
+def unanswered(name: str, source: str, reason: str, schema: str | None = None) -> Node:
+    """A node that gave no document this gpu-audit can judge (the reason may quote an error
+    from the node, so it is redacted here, once)."""
+    return Node(name=name, source=source, status="UNKNOWN", reason=redact_text(reason),
+                schema=schema)
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def node_from_document(document: Any, source: str, name: str | None = None) -> Node:
+    """The node behind a scan or check document; never raises (a bad document is UNKNOWN)."""
+    fallback = name or source
+    if not isinstance(document, dict):
+        return unanswered(fallback, source, "not a gpu-audit document (expected a JSON object)")
+    schema = document.get("schema")
+    kind = NODE_SCHEMAS.get(schema) if isinstance(schema, str) else None
+    if kind is None:
+        return unanswered(fallback, source, _unsupported(schema), _text(schema))
+    scan = _dict(document.get("snapshot")) if kind == "check" else document
+    host = _dict(scan.get("host"))
+    driver = _dict(scan.get("driver"))
+    allocator = _dict(scan.get("allocator"))
+    hostname = _text(document.get("hostname")) or _text(host.get("hostname"))
+    gpus = [{k: g.get(k) for k in GPU_FIELDS} for g in _list(scan.get("gpus"))
+            if isinstance(g, dict)]
+    status, worst = _verdict(document, kind)
+    conf = _text(allocator.get("pytorch_alloc_conf")) or _text(
+        allocator.get("pytorch_cuda_alloc_conf"))
+    return Node(
+        name=name or hostname or source, source=source, status=status,
+        reason="; ".join(w["title"] for w in worst) or None,
+        schema=schema, kind=kind, hostname=hostname, boot_time=_text(host.get("boot_time")),
+        generated_at=_text(document.get("generated_at")),
+        tool_version=_text(document.get("tool_version")),
+        driver_version=_text(driver.get("driver_version")),
+        cuda_driver_version=_text(driver.get("cuda_driver_version")),
+        torch_version=_text(allocator.get("torch_version")),
+        alloc_conf=conf, gpus=gpus, worst=worst,
+    )
+
+
+def _unsupported(schema: Any) -> str:
+    reads = " and ".join(repr(s) for s in NODE_SCHEMAS)
+    if isinstance(schema, str) and schema.startswith("gpu-audit.fleet/"):
+        return f"a fleet document ({schema!r}), not one node's: merge the node documents instead"
+    if isinstance(schema, str) and schema.startswith(("gpu-audit.scan/", "gpu-audit.check/")):
+        return f"schema {schema!r} is not supported by this gpu-audit (it reads {reads})"
+    return f"not a gpu-audit node document (schema {schema!r}; expected {reads})"
+
+
+def _verdict(document: dict[str, Any], kind: str) -> tuple[str, list[dict[str, Any]]]:
+    """The node's own verdict and its worst findings (or failed checks), worst first."""
+    if kind == "check":
+        items = [
+            {"id": c.get("id"), "severity": "error" if c.get("status") == "fail" else "warning",
+             "subject": c.get("subject"), "title": str(c.get("summary") or c.get("title"))}
+            for c in _list(document.get("checks"))
+            if isinstance(c, dict) and c.get("status") in ("fail", "warn", "unknown")
+        ]
+        code = document.get("exit_code")
+    else:
+        items = [
+            {"id": f.get("id"), "severity": f.get("severity"), "subject": f.get("subject"),
+             "title": str(f.get("title"))}
+            for f in _list(document.get("findings"))
+            if isinstance(f, dict) and _SEVERITY_RANK.get(f.get("severity"), 0) >= 1
+        ]
+        code = _dict(document.get("summary")).get("exit_code")
+    items.sort(key=lambda item: -_SEVERITY_RANK.get(item["severity"], 0))
+    if not (isinstance(code, int) and 0 <= code < len(STATUSES)):
+        top = max((_SEVERITY_RANK.get(i["severity"], 0) for i in items), default=0)
+        code = 2 if top >= 2 else top
+    return STATUSES[code], items[:WORST_SHOWN]

@@ -1,0 +1,212 @@
+"""Fleet rules: unfit and silent nodes, duplicates, mixed documents, and skew between nodes."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from gpu_audit import __version__
+from gpu_audit.fleet.nodes import Node
+from gpu_audit.fleet.registry import FleetView, fleet_rule
+from gpu_audit.model import Finding, Severity
+
+NAMES_SHOWN = 20  # node names listed in one finding's evidence; the count is always given
+
+
+def names(nodes: list[Node]) -> list[str]:
+    return [n.name for n in nodes[:NAMES_SHOWN]]
+
+
+@fleet_rule("fleet-node-unfit", severity=Severity.ERROR)
+def node_unfit(view: FleetView) -> Iterator[Finding]:
+    """A node's own scan or check failed (its verdict is CRITICAL).
+
+    One finding per unfit node, with the node's worst findings or failed checks as its
+    evidence. The node's own report says more: run `gpu-audit check` on it, or read its
+    document. The fleet's exit code is 2 while any node is unfit.
+    """
+    for node in view.live:
+        if node.status == "CRITICAL":
+            yield Finding(
+                subject=f"node:{node.name}", title=f"{node.name} is unfit: {node.reason or '?'}",
+                detail=f"Its {node.kind} verdict is CRITICAL ({node.source}).",
+                remedy=f"gpu-audit check   # on {node.name}, then fix or drain it",
+                evidence={"worst": node.worst, "source": node.source},
+            )
+
+
+@fleet_rule("fleet-node-unknown", severity=Severity.WARNING)
+def node_unknown(view: FleetView) -> Iterator[Finding]:
+    """A node gave no verdict: it did not answer, or its document could not be judged.
+
+    Reasons: the node died or timed out during the fan-out, gpu-audit (or the same version of
+    it) is not installed there, its own scan could not judge it, or the file is unreadable, not
+    a gpu-audit document, or of a schema this gpu-audit does not read. A fleet with unknown
+    nodes and no unfit one exits 3 (UNKNOWN), never 0.
+    """
+    for node in view.nodes:
+        if node.status == "UNKNOWN" and node.duplicate_of is None:
+            yield Finding(
+                subject=f"node:{node.name}", title=f"{node.name}: no verdict",
+                detail=node.reason or "no reason recorded",
+                remedy=f"pip install 'gpu-audit=={__version__}' on every node, and check that "
+                       "the node is alive; then run the fleet command again",
+                evidence={"source": node.source, "schema": node.schema},
+            )
+
+
+@fleet_rule("fleet-duplicate-node", severity=Severity.INFO)
+def duplicate_node(view: FleetView) -> Iterator[Finding]:
+    """Two documents describe the same machine (same GPU UUIDs, or same host and boot time).
+
+    Pods or Ray nodes on one host that all see its GPUs, or one node's document saved twice.
+    The fleet counts the machine once, judged from the document with the most GPUs (then the
+    newest); the others are listed, not judged.
+    """
+    by_kept: dict[str, list[Node]] = {}
+    for node in view.nodes:
+        if node.duplicate_of is not None:
+            by_kept.setdefault(node.duplicate_of, []).append(node)
+    for kept, dups in by_kept.items():
+        yield Finding(
+            subject=f"node:{kept}", title=f"{kept} is reported {len(dups) + 1} times",
+            detail=f"Counted once; duplicates: {', '.join(d.source for d in dups[:NAMES_SHOWN])}",
+            remedy="run one gpu-audit per host (srun --ntasks-per-node=1, one pod per node)",
+            evidence={"duplicates": len(dups), "sources": [d.source for d in dups[:NAMES_SHOWN]]},
+        )
+
+
+@fleet_rule("fleet-mixed-schemas", severity=Severity.WARNING)
+def mixed_schemas(view: FleetView) -> Iterator[Finding]:
+    """The node documents are not all of one schema (scan and check mixed, or other versions).
+
+    Scan and check documents judge by different policies, so their verdicts are not quite
+    comparable; documents of a schema this gpu-audit does not read are UNKNOWN nodes.
+    """
+    counts = Counter(n.schema for n in view.nodes if n.schema and n.duplicate_of is None)
+    if len(counts) > 1:
+        yield Finding(
+            subject="fleet", title=f"{len(counts)} document schemas in one fleet",
+            detail=", ".join(f"{s}: {c}" for s, c in counts.most_common()),
+            remedy="gather the same command (`gpu-audit check --json`) with one gpu-audit "
+                   "version on every node",
+            evidence={"schemas": dict(counts)},
+        )
+
+
+def skew(view: FleetView, attr: Callable[[Node], Any], what: str,
+         remedy: str) -> Iterator[Finding]:
+    """A finding when the nodes' values of ``attr`` differ; the majority is the reference."""
+    values = [(n, attr(n)) for n in view.live]
+    counts = Counter(v for _, v in values if v is not None)
+    if len(counts) < 2:
+        return
+    majority, _ = counts.most_common(1)[0]
+    off = [n for n, v in values if v is not None and v != majority]
+    yield Finding(
+        subject="fleet",
+        title=f"{what} differs between nodes: {len(counts)} values, {len(off)} node(s) off "
+              f"the majority {majority}",
+        detail=", ".join(f"{v}: {c} node(s)" for v, c in counts.most_common(10)),
+        remedy=remedy,
+        evidence={"values": {str(v): c for v, c in counts.most_common()}, "majority": majority,
+                  "nodes_off_majority": len(off), "nodes": names(off),
+                  "nodes_without_value": sum(1 for _, v in values if v is None)},
+    )
+
+
+@fleet_rule("fleet-driver-skew", severity=Severity.WARNING)
+def driver_skew(view: FleetView) -> Iterator[Finding]:
+    """The NVIDIA driver version differs between nodes.
+
+    Mixed drivers give different CUDA features, bugs and performance; a data-parallel job
+    runs at the pace of its slowest rank. The majority version is taken as the reference.
+    """
+    yield from skew(view, lambda n: n.driver_version, "NVIDIA driver version",
+                    "install the majority driver on the listed nodes (or drain them)")
+
+
+@fleet_rule("fleet-cuda-skew", severity=Severity.WARNING)
+def cuda_skew(view: FleetView) -> Iterator[Finding]:
+    """The CUDA version the drivers support differs between nodes.
+
+    A torch build that needs a newer CUDA than one node's driver supports fails there only.
+    """
+    yield from skew(view, lambda n: n.cuda_driver_version, "CUDA driver version",
+                    "align the NVIDIA drivers (the CUDA version follows the driver)")
+
+
+@fleet_rule("fleet-torch-skew", severity=Severity.WARNING)
+def torch_skew(view: FleetView) -> Iterator[Finding]:
+    """The installed torch version (and build) differs between nodes.
+
+    Ranks with different torch builds can disagree on collectives, kernels and allocator
+    behaviour. Nodes where torch is not installed are counted as having no value.
+    """
+    yield from skew(view, lambda n: n.torch_version, "torch version",
+                    "pip install 'torch==<majority version>' in the job's environment on "
+                    "every node")
+
+
+@fleet_rule("fleet-tool-version-skew", severity=Severity.WARNING)
+def tool_version_skew(view: FleetView) -> Iterator[Finding]:
+    """gpu-audit itself is not the same version on every node.
+
+    Different versions judge by different rules, so their verdicts are not comparable.
+    """
+    yield from skew(view, lambda n: n.tool_version, "gpu-audit version",
+                    "pip install 'gpu-audit==<one version>' on every node")
+
+
+def _gpu_shape(node: Node) -> str | None:
+    if not node.gpus:
+        return None
+    models = Counter(str(g.get("name")) for g in node.gpus)
+    return " + ".join(f"{c}x {m}" for m, c in sorted(models.items()))
+
+
+@fleet_rule("fleet-gpu-mismatch", severity=Severity.WARNING)
+def gpu_mismatch(view: FleetView) -> Iterator[Finding]:
+    """A node's GPU model or count differs from the majority of the fleet.
+
+    A node with fewer (or other) GPUs than its peers is usually a GPU that fell off the bus or
+    a node in the wrong partition. Nodes without GPUs are not compared.
+    """
+    yield from skew(view, _gpu_shape, "GPU model or count",
+                    "nvidia-smi -L   # on the listed nodes: look for a missing GPU")
+
+
+def _modes(node: Node) -> str | None:
+    if not node.gpus:
+        return None
+    parts = []
+    for key, label in (("persistence_mode", "persistence"), ("compute_mode", "compute"),
+                       ("mig_mode", "MIG")):
+        seen = sorted({str(g.get(key)) for g in node.gpus if g.get(key) is not None})
+        if seen:
+            parts.append(f"{label}={'/'.join(seen)}")
+    return ", ".join(parts) or None
+
+
+@fleet_rule("fleet-gpu-mode-skew", severity=Severity.WARNING)
+def gpu_mode_skew(view: FleetView) -> Iterator[Finding]:
+    """Persistence, compute or MIG mode differs between nodes.
+
+    MIG on one node changes what a job sees there; an exclusive compute mode refuses a
+    second process; persistence off makes the first CUDA call slow.
+    """
+    yield from skew(view, _modes, "GPU mode (persistence, compute, MIG)",
+                    "nvidia-smi -pm 1; nvidia-smi -c DEFAULT   # on the listed nodes, as root")
+
+
+@fleet_rule("fleet-alloc-conf-skew", severity=Severity.WARNING)
+def alloc_conf_skew(view: FleetView) -> Iterator[Finding]:
+    """The PyTorch allocator variables differ between nodes.
+
+    PYTORCH_ALLOC_CONF / PYTORCH_CUDA_ALLOC_CONF set per node make ranks fragment and fail
+    differently. Unset counts as a value of its own (the default).
+    """
+    yield from skew(view, lambda n: n.alloc_conf or "(unset)", "PyTorch allocator setting",
+                    "export the same PYTORCH_ALLOC_CONF and PYTORCH_CUDA_ALLOC_CONF in the "
+                    "job's environment on every node")

@@ -1,0 +1,116 @@
+"""One escaping function per output format, for every string gpu-audit did not write itself.
+
+Command lines, process names, log lines and file names come from other users and other
+programs. Rendered raw, they could drive a terminal (``ESC ] 0 ;``, ``ESC [ 2 J``), start a
+GitHub workflow command in a CI log (a newline followed by ``::error ::``), break a JUnit file
+(characters XML cannot carry) or inject HTML and links into a markdown report. Every renderer
+passes such strings through the function for its format:
+
+- :func:`terminal` / :func:`terminal_markup`: a rich console, on a terminal or piped into a log;
+- :func:`workflow_data` / :func:`workflow_property`: a GitHub workflow command's message and
+  property values;
+- :func:`xml_text`: JUnit XML text and attribute values;
+- :func:`md_text`, :func:`md_cell` and :func:`md_code`: markdown prose, table cells and inline
+  code (code blocks: :func:`md_fence`).
+"""
+
+from __future__ import annotations
+
+import re
+
+# C0 controls except tab and newline, DEL, and the C1 controls (U+0080-U+009F: CSI, OSC...).
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_CONTROL_AND_NEWLINES = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f]")
+_CONTROL_BUT_LINE_ENDS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+# GitHub's runner takes a line whose trimmed text starts with ``::`` as a workflow command,
+# and ``##[`` anywhere in a line as an old-style one. A zero-width space (which .NET's Trim()
+# keeps) before them leaves the text as it reads and makes it no command.
+_WORKFLOW_START = re.compile(r"(?m)^(\s*)(::)")
+_ZWSP = "\u200b"
+_XML_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+# Enough to stop links, images, code spans and table breaks; emphasis characters stay as they
+# are (``max_split_size_mb`` must read as itself in the raw file too).
+_MD_SPECIAL = re.compile(r"([\\`\[\]|])")
+
+
+def _visible(match: re.Match[str]) -> str:
+    """A control character as text: ``\\x1b``, ``\\n``."""
+    char = match[0]
+    named = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+    return named.get(char, f"\\x{ord(char):02x}")
+
+
+def controls(text: str, *, newlines: bool = True) -> str:
+    """``text`` with control characters shown as ``\\x1b``-style escapes (newlines kept when
+    ``newlines``; tabs always)."""
+    return (_CONTROL if newlines else _CONTROL_AND_NEWLINES).sub(_visible, text)
+
+
+def no_workflow_commands(text: str) -> str:
+    """``text`` unable to start a GitHub workflow command on any of its lines."""
+    text = _WORKFLOW_START.sub(lambda m: m[1] + _ZWSP + m[2], text)
+    return text.replace("##[", "##" + _ZWSP + "[")
+
+
+def terminal(text: str, *, newlines: bool = True) -> str:
+    """Plain text for a console or a CI log: no escape sequences, no workflow commands."""
+    return no_workflow_commands(controls(str(text), newlines=newlines))
+
+
+def terminal_markup(text: str, *, newlines: bool = True) -> str:
+    """:func:`terminal`, then escaped for rich markup (``[bold]`` in a command line stays
+    text)."""
+    from rich.markup import escape
+
+    return escape(terminal(text, newlines=newlines))
+
+
+def workflow_data(text: str) -> str:
+    """A workflow command's message: ``%``, CR and LF encoded (as actions/toolkit does), other
+    control characters shown as escapes."""
+    text = _CONTROL_BUT_LINE_ENDS.sub(_visible, str(text))
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def workflow_property(text: str) -> str:
+    """A workflow command's property value: the message escapes plus ``:`` and ``,``."""
+    return workflow_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def xml_text(text: str) -> str:
+    """Text XML 1.0 can carry: characters it cannot are replaced by U+FFFD (ElementTree escapes
+    ``<``, ``&`` and quotes itself)."""
+    return _XML_INVALID.sub("\ufffd", str(text))
+
+
+def _html(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def md_text(text: str, *, newlines: bool = False) -> str:
+    """Markdown prose (one line unless ``newlines``): no HTML, links, images or code spans."""
+    return _MD_SPECIAL.sub(r"\\\1", _html(controls(str(text), newlines=newlines)))
+
+
+def md_cell(text: str) -> str:
+    """A markdown table cell: :func:`md_text` (pipes included)."""
+    return md_text(text)
+
+
+def md_code(text: str) -> str:
+    """Inline code the text cannot close: a backtick run longer than any inside it (HTML and
+    links cannot start inside a code span). Not for table cells: use :func:`md_cell`."""
+    text = controls(str(text), newlines=False)
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    ticks = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{ticks}{pad}{text}{pad}{ticks}"
+
+
+def md_fence(text: str, language: str = "") -> str:
+    """A fenced code block the text itself cannot close."""
+    text = controls(str(text))
+    ticks = "```"
+    while ticks in text:
+        ticks += "`"
+    return f"{ticks}{language}\n{text}\n{ticks}"
