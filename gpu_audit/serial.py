@@ -15,7 +15,6 @@ import json
 import os
 import re
 import stat
-import tempfile
 import types
 import typing
 from pathlib import Path
@@ -264,6 +263,8 @@ def write_atomic(path: Path, text: str | bytes, *, mode: int | None = None) -> P
     if st is not None and (not stat.S_ISREG(st.st_mode) or _behind_fd(target)):
         write_through(open_special_for_writing(target), data)
         return path
+    import tempfile  # here: a scan that writes no report never needs it
+
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(fd, "wb") as handle:

@@ -13,7 +13,7 @@ import re
 import sys
 from pathlib import Path
 
-from gpu_audit.knowledge.allocator.variables import BOTH_VARS, CUDA_VAR, NEW_VAR
+from gpu_audit.knowledge.allocator.names import BOTH_VARS, CUDA_VAR, NEW_VAR
 from gpu_audit.model import AllocatorConfig, ProbeError
 from gpu_audit.redact import redact_env
 

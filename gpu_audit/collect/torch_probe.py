@@ -21,7 +21,7 @@ import sys
 import time
 from collections.abc import Mapping
 
-from gpu_audit.knowledge.allocator.variables import CUDA_VAR, NEW_VAR
+from gpu_audit.knowledge.allocator.names import CUDA_VAR, NEW_VAR
 from gpu_audit.model import ProbeError, Scan, TorchDevice, TorchProbe
 from gpu_audit.redact import redact_text
 

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from gpu_audit.knowledge.allocator.variables import CUDA_VAR
+from gpu_audit.knowledge.allocator.names import CUDA_VAR
 
 
 @dataclass(frozen=True)

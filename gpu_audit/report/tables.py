@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpu_audit.knowledge.allocator.variables import CUDA_VAR, NEW_VAR
+from gpu_audit.knowledge.allocator.names import CUDA_VAR, NEW_VAR
 from gpu_audit.model import Finding, Gpu, GpuProcess, Scan
 from gpu_audit.rules.duplicates import annotate_duplicates, instance_port
 from gpu_audit.units import fmt_bytes, fmt_mib, pct

@@ -43,8 +43,8 @@ def effective_configs(scan: Scan) -> list[tuple[str, ac.ParsedConf]]:
     With a known torch version that is one string; with an unknown one, each variable set.
     """
     alloc = scan.allocator
-    if alloc is None:
-        return []
+    if alloc is None or not _variables(alloc):
+        return []  # nothing to parse (and the parser is not even loaded)
     version_str = judged_torch_version(scan)
     version = torch_release(version_str)
     resolution = ac.resolve(alloc.pytorch_cuda_alloc_conf, alloc.pytorch_alloc_conf, version)
@@ -83,13 +83,13 @@ def alloc_conf_invalid(scan: Scan, policy: Policy) -> Iterator[Finding]:
     The remedy is the repaired string, ready to paste.
     """
     alloc = scan.allocator
-    if alloc is None:
+    probe = scan.torch_probe
+    torch_says = probe.allocator_error if probe is not None else None
+    if alloc is None or not (_variables(alloc) or torch_says):
         return
     version_str = judged_torch_version(scan)
     version = torch_release(version_str)
     resolution = ac.resolve(alloc.pytorch_cuda_alloc_conf, alloc.pytorch_alloc_conf, version)
-    probe = scan.torch_probe
-    torch_says = probe.allocator_error if probe is not None else None
     reported_error = False
     for name, value in _variables(alloc):
         parsed = ac.analyse(value, version_str)
@@ -401,17 +401,19 @@ def alloc_conf_advice(scan: Scan, policy: Policy) -> Iterator[Finding]:
         return
     version_str = judged_torch_version(scan)
     version = torch_release(version_str)
+    configs = effective_configs(scan)
+    small = [g for g in scan.gpus
+             if g.memory_total_bytes is not None
+             and g.memory_total_bytes <= policy.small_gpu_gib * GIB]
+    if not configs and not small:
+        return  # no setting to improve on and no small GPU: nothing to advise
     if ac.supports_expandable_segments(version_str) is False:
         return
-    configs = effective_configs(scan)
     if any(p.value("expandable_segments") is True or p.value("backend") == "cudaMallocAsync"
            for _, p in configs):
         return
     current = configs[0][1] if configs else ac.analyse("")
     reasons: list[str] = []
-    small = [g for g in scan.gpus
-             if g.memory_total_bytes is not None
-             and g.memory_total_bytes <= policy.small_gpu_gib * GIB]
     if small:
         names = ", ".join(f"GPU {g.index} ({g.memory_total_bytes / GIB:.1f} GiB)" for g in small)
         reasons.append(f"small GPU: {names}")

@@ -6,13 +6,6 @@ import itertools
 from collections.abc import Iterator
 
 from gpu_audit.config import Policy
-from gpu_audit.knowledge.allocator import (
-    alloc_conf_export,
-    fragmentation_setting,
-    raw_settings,
-    supports_expandable_segments,
-    with_setting,
-)
 from gpu_audit.model import Finding, GpuProcess, ProcessAllocatorState, Scan, Severity
 from gpu_audit.rules import rule
 from gpu_audit.units import MIB, fmt_bytes, parse_utc
@@ -27,6 +20,9 @@ TRAPPED_SHARE_WORTH_A_WARNING = 0.25
 
 def _restart_remedy(a: ProcessAllocatorState) -> str:
     """Restart with the setting that addresses split-segment fragmentation on this torch."""
+    # The allocator grammar loads only when a monitored process needs advice.
+    from gpu_audit.knowledge.allocator import alloc_conf_export, fragmentation_setting, with_setting
+
     key, value = fragmentation_setting(a.torch_version)
     conf = with_setting(a.settings, key, value)
     if key == "expandable_segments":
@@ -168,6 +164,8 @@ def allocator_oom_retries(scan: Scan, policy: Policy) -> Iterator[Finding]:
         remedy = ("Lower the batch size or sequence length, or free memory other processes hold "
                   f"on GPU {p.gpu_index}.")
         if a.backend != "cudaMallocAsync" and not a.expandable_segments:
+            from gpu_audit.knowledge.allocator import raw_settings, supports_expandable_segments
+
             asked = "expandable_segments" in raw_settings(a.settings)
             if not asked and supports_expandable_segments(a.torch_version) is not False:
                 remedy += " " + _restart_remedy(a)

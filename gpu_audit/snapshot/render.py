@@ -6,7 +6,7 @@ import dataclasses
 from typing import Any
 
 from gpu_audit import __version__
-from gpu_audit.knowledge.allocator.variables import CUDA_VAR
+from gpu_audit.knowledge.allocator.names import CUDA_VAR
 from gpu_audit.report.escape import md_cell, md_code, md_text
 from gpu_audit.snapshot.summary import DeviceSummary, SnapshotSummary
 from gpu_audit.units import fmt_bytes

@@ -16,14 +16,8 @@ from dataclasses import dataclass
 from gpu_audit.knowledge.allocator.checks import analyse
 from gpu_audit.knowledge.allocator.grammar import pairs, render
 from gpu_audit.knowledge.allocator.keys import scope, supports_expandable_segments
+from gpu_audit.knowledge.allocator.names import CUDA_VAR, NEW_VAR
 from gpu_audit.units import Release, release_text, torch_release
-
-CUDA_VAR = "PYTORCH_CUDA_ALLOC_CONF"
-NEW_VAR = "PYTORCH_ALLOC_CONF"
-BOTH_VARS = (CUDA_VAR, NEW_VAR)  # gpu-audit reads both and sets both to the same string
-# Set to any value (0 included), it makes every allocation call cudaMalloc: no cache, and none
-# of the settings above apply (torch checks only that the variable exists).
-NO_CACHING_VAR = "PYTORCH_NO_CUDA_MEMORY_CACHING"
 
 
 @dataclass(frozen=True)
