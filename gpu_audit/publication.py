@@ -59,6 +59,11 @@ def private_dir_problem(path: Path) -> str | None:
         return f"cannot be examined: {exc.strerror or exc}"
     if stat.S_ISLNK(info.st_mode):
         return "is a symbolic link"
+    return folder_status_problem(info)
+
+
+def folder_status_problem(info: os.stat_result) -> str | None:
+    """Why a folder with this status is not private to us: a directory we own, mode 0700."""
     if not stat.S_ISDIR(info.st_mode):
         return "is not a directory"
     if info.st_uid != os.geteuid():

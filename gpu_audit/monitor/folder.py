@@ -15,8 +15,9 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
-import stat
 from pathlib import Path
+
+from gpu_audit.publication import folder_status_problem
 
 _OPEN_DIR = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0) \
     | getattr(os, "O_CLOEXEC", 0)
@@ -57,7 +58,7 @@ class PrivateFolder:
         if self.fd is None:
             raise FolderChanged("the folder was closed")
         held = os.fstat(self.fd)
-        problem = _problem(held)
+        problem = folder_status_problem(held)
         if problem is None:
             try:
                 named = os.lstat(self.path)
@@ -95,11 +96,3 @@ class PrivateFolder:
             os.close(fd)
 
 
-def _problem(info: os.stat_result) -> str | None:
-    if not stat.S_ISDIR(info.st_mode):
-        return "is not a directory"
-    if info.st_uid != os.geteuid():
-        return f"belongs to uid {info.st_uid}, not to this user (uid {os.geteuid()})"
-    if info.st_mode & 0o077:
-        return f"has mode {stat.S_IMODE(info.st_mode):04o}; it must be 0700"
-    return None
