@@ -41,7 +41,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture
 def cli_env(tmp_path: Path) -> dict[str, str]:
     """Environment for running ``python -m gpu_audit`` in a subprocess from the source tree."""
-    env = dict(os.environ)
+    # A developer's own GPU_AUDIT_* settings (GPU_AUDIT_FAIL_ON=warning, ...) must not change
+    # what the tests see; the monitor's folder variable is set by the tests that use it.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPU_AUDIT_")}
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
     env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
     env.pop("PYTORCH_ALLOC_CONF", None)

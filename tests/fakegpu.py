@@ -28,7 +28,9 @@ plus ``pci_device_id``, ``encoder_utilization_pct``, ``decoder_utilization_pct``
 ``ecc_mode_pending``. A field that is absent or null answers NVML_ERROR_NOT_SUPPORTED.
 ``memory_used_bytes`` defaults to the sum of the processes' memory. Faults: ``lost`` (every call
 answers GPU_IS_LOST), ``unsupported`` (groups or function names answering NOT_SUPPORTED: see
-:data:`UNSUPPORTED_GROUPS`), ``hang`` and ``errors`` as above but for this GPU only.
+:data:`UNSUPPORTED_GROUPS`), ``unsupported_field_ids`` (``nvmlDeviceGetFieldValues`` ids answered
+NOT_SUPPORTED while the dedicated calls still answer), ``hang`` and ``errors`` as above but for
+this GPU only.
 ``processes``: a list of ``{"pid", "used_memory_bytes"`` (null: not available),
 ``"type"`` ("compute", "graphics" or "compute+graphics")``}``.
 

@@ -37,6 +37,7 @@ LAYER_OF = {
     "gpu_audit.explain.render": RENDER, "gpu_audit.explain.reference": RENDER,
     "gpu_audit.snapshot.render": RENDER, "gpu_audit.snapshot.plot": RENDER,
     "gpu_audit.validate.report": RENDER, "gpu_audit.validate.progress": RENDER,
+    "gpu_audit.validate.plots": RENDER,
     "gpu_audit.fleet.render": RENDER,
     "gpu_audit.monitor": RUNTIME, "gpu_audit.oom": RUNTIME, "gpu_audit.chunked": RUNTIME,
     "gpu_audit.validate.worker": RUNTIME, "gpu_audit.validate.stage": RUNTIME,

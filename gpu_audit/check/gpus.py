@@ -1,7 +1,8 @@
 """Checks of the driver and the GPUs: present, the right model and size, free, cool, persistent.
 
-``nvidia-driver`` views the scan's ``nvml-unavailable``, ``free-vram`` its ``low-free-vram`` and
-``persistence-mode`` its ``persistence-mode-off``: the rule decides, the check maps its finding.
+``nvidia-driver`` views the scan's ``nvml-unavailable``, ``gpu-count`` its ``gpu-lost``,
+``free-vram`` its ``low-free-vram`` and ``persistence-mode`` its ``persistence-mode-off``: the rule
+decides, the check maps its finding.
 """
 
 from __future__ import annotations
@@ -91,32 +92,32 @@ def nvidia_driver(ctx: CheckContext) -> Iterator[CheckResult]:
         yield result("nvidia-driver", "host", PASS, described, evidence=evidence)
 
 
-@check("gpu-count", "GPUs present", "min_gpus")
+@check("gpu-count", "GPUs present", "min_gpus", views=("gpu-lost",))
 def gpu_count(ctx: CheckContext) -> Iterator[CheckResult]:
     """At least `min_gpus` GPUs (1 by default) are visible to the driver, and none is lost.
 
-    A GPU that has fallen off the bus (NVML answers "GPU is lost", usually with Xid 79 in the
-    kernel log) fails the check even when enough others remain: the machine needs a GPU reset
-    or a reboot. Outside containers, fewer GPUs through NVML than NVIDIA devices on the PCI bus
+    A GPU that has fallen off the bus (the scan's `gpu-lost` finding: NVML answers "GPU is
+    lost", usually with Xid 79 in the kernel log) fails the check even when enough others
+    remain: the machine needs a GPU reset or a reboot. Ignoring `gpu-lost` skips this check.
+    Outside containers, fewer GPUs through NVML than NVIDIA devices on the PCI bus
     is a warning (a device the driver did not bring up). NVML ignores `CUDA_VISIBLE_DEVICES`,
     so the count is the machine's, not the job's.
     """
     scan, policy = ctx.scan, ctx.policy
     usable = [g for g in scan.gpus if not g.lost]
-    lost = [g for g in scan.gpus if g.lost]
+    lost = ctx.findings_for("gpu-lost")
     pci = scan.host.nvidia_pci_devices
     evidence = {"gpus": len(usable), "min_gpus": policy.min_gpus,
-                "lost": [g.index for g in lost], "nvidia_pci_devices": pci,
-                "names": [g.name for g in usable]}
+                "lost": [f.evidence["gpu_index"] for f in lost],
+                "lost_pci_bus_ids": [f.evidence["pci_bus_id"] for f in lost],
+                "nvidia_pci_devices": pci, "names": [g.name for g in usable]}
     names = ", ".join(sorted({g.name or "?" for g in usable}))
     found = f"{len(usable)} GPU{'s' if len(usable) != 1 else ''}" + (f" ({names})" if names else "")
     if lost:
-        indexes = ", ".join(str(g.index) for g in lost)
+        indexes = ", ".join(str(i) for i in evidence["lost"])
         yield result(
             "gpu-count", "host", FAIL, f"GPU {indexes} lost (fallen off the bus); {found} usable",
-            evidence=evidence,
-            remedy=("sudo dmesg | grep -i xid  # Xid 79 = fallen off the bus; take the runner out "
-                    f"of service, then `sudo nvidia-smi -r -i {lost[0].index}` or reboot"))
+            evidence=evidence, remedy="\n".join(f.remedy for f in lost), finding_id="gpu-lost")
     elif len(usable) < policy.min_gpus:
         if not scan.nvml.available:
             remedy = "Fix the driver first (see the nvidia-driver check)."

@@ -18,12 +18,15 @@ from gpu_audit.check.registry import (
     result,
 )
 from gpu_audit.check.results import CheckResult, CheckStatus
+from gpu_audit.knowledge.torch_builds import install_command
 from gpu_audit.model import Severity
 
-TORCH_INSTALL_HINT = ("Install a CUDA build of PyTorch with the command pytorch.org/get-started "
-                      "gives for this driver's CUDA version (e.g. `--index-url "
-                      "https://download.pytorch.org/whl/cu124`); a plain `pip install torch` may "
-                      "pick a build that does not match.")
+
+def _install_hint(ctx: CheckContext, version: str | None) -> str:
+    """The CUDA build of torch for this driver, chosen as the scan's torch findings choose it."""
+    driver = ctx.scan.driver.cuda_driver_version if ctx.scan.driver else None
+    return (f"Install a CUDA build of PyTorch for this driver: {install_command(version, driver)}"
+            " (a plain `pip install torch` may pick a build that does not match).")
 
 
 def _torch_cuda_judgement(ctx: CheckContext) -> tuple[CheckStatus, str, str | None, str | None]:
@@ -34,13 +37,14 @@ def _torch_cuda_judgement(ctx: CheckContext) -> tuple[CheckStatus, str, str | No
     variant = alloc.torch_variant if alloc else None
     build_cuda = alloc.torch_cuda_version if alloc else None
     if version is None:
-        return FAIL, "torch is not installed in this Python environment", TORCH_INSTALL_HINT, None
+        return (FAIL, "torch is not installed in this Python environment",
+                _install_hint(ctx, None), None)
     for finding in ctx.findings_for("torch-cpu-only"):
         return FAIL, finding.title, finding.remedy, finding.id
     if variant in ("cpu", "rocm", "xpu"):
         kind = {"cpu": "CPU-only", "rocm": "ROCm", "xpu": "XPU"}[variant]
         return FAIL, f"torch {version} is a {kind} build, not a CUDA build", \
-            TORCH_INSTALL_HINT, None
+            _install_hint(ctx, version), None
     for finding in ctx.findings_for("driver-too-old"):
         too_old = (finding.severity or Severity.ERROR) >= Severity.ERROR
         return (FAIL if too_old else WARN), f"{finding.title}. {finding.detail}", \
@@ -48,7 +52,7 @@ def _torch_cuda_judgement(ctx: CheckContext) -> tuple[CheckStatus, str, str | No
     if variant is None:
         if ctx.scan.host.os != "Linux":
             return (FAIL, f"torch {version} on {ctx.scan.host.os}: PyPI's default build here "
-                          "has no CUDA", TORCH_INSTALL_HINT, None)
+                          "has no CUDA", _install_hint(ctx, version), None)
         return (WARN, f"torch {version} has no build label: PyPI's default Linux build uses CUDA, "
                       "but that is unconfirmed",
                 "Confirm CUDA works with `gpu-audit check --stages imports`.", None)

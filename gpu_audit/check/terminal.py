@@ -7,6 +7,8 @@ and the fix under every warning and failure. Colour only on a terminal and never
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from rich.console import Console
 from rich.table import Table
 
@@ -25,9 +27,9 @@ STATUS_STYLE = {
 }
 
 
-def checklist_table(report: CheckReport, verbose: bool = False) -> Table:
-    """One row per check (status, id, subject, outcome) and a ``fix:`` row under each problem;
-    long text wraps inside its column so the log stays readable."""
+def checklist_table(report: CheckReport, verbose: bool = False, remedies: bool = True) -> Table:
+    """One row per check (status, id, subject, outcome) and, with ``remedies``, a ``fix:`` row
+    under each problem; long text wraps inside its column so the log stays readable."""
     table = Table(box=None, show_header=False, pad_edge=False, padding=(0, 1, 0, 0))
     table.add_column("status", no_wrap=True, min_width=7)
     table.add_column("check", no_wrap=True)
@@ -39,9 +41,28 @@ def checklist_table(report: CheckReport, verbose: bool = False) -> Table:
         table.add_row(f"[{style}]{result.status.value.upper()}[/]", escape(result.id),
                       escape(result.subject),
                       f"[dim]{escape(result.summary)}[/]" if quiet else escape(result.summary))
-        if result.remedy and result.status is not CheckStatus.PASS:
+        if remedies and result.remedy and result.status is not CheckStatus.PASS:
             table.add_row("", "", "", f"[dim]fix:[/] {escape(result.remedy)}")
     return table
+
+
+def _print_checklist(report: CheckReport, console: Console, verbose: bool) -> None:
+    """The checklist row by row, each remedy under its check laid out so that its commands
+    paste whole (never wrapped inside an argument)."""
+    from gpu_audit.report.terminal import print_remedy
+
+    id_width = max((len(terminal(r.id, newlines=False)) for r in report.results), default=0)
+    subject_width = max((len(terminal(r.subject, newlines=False)) for r in report.results),
+                        default=0)
+    indent = 8 + id_width + 1 + subject_width + 1
+    if indent + 40 > console.width:
+        indent = 8
+    for result in report.results:
+        row = checklist_table(replace(report, results=[result]), verbose, remedies=False)
+        row.columns[1].width, row.columns[2].width = id_width, subject_width
+        console.print(row)
+        if result.remedy and result.status is not CheckStatus.PASS:
+            print_remedy(console, result.remedy, indent)
 
 
 def render_check(report: CheckReport, console: Console, verbose: bool = False) -> None:
@@ -50,7 +71,7 @@ def render_check(report: CheckReport, console: Console, verbose: bool = False) -
     console.print(terminal(verdict_line(report), newlines=False), markup=False, highlight=False,
                   soft_wrap=True)
     console.print()
-    console.print(checklist_table(report, verbose))
+    _print_checklist(report, console, verbose)
     console.print()
     counts = report.counts()
     tally = ", ".join(f"{counts[s.value]} {s.value}" for s in CheckStatus if counts[s.value])

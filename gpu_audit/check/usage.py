@@ -25,6 +25,7 @@ from gpu_audit.check.registry import (
 )
 from gpu_audit.check.results import CheckResult
 from gpu_audit.model import GpuProcess
+from gpu_audit.rules.duplicates import duplicate_groups
 from gpu_audit.units import fmt_bytes
 
 
@@ -133,10 +134,22 @@ def _is_own(p: GpuProcess, user: str | None) -> bool:
     return user is not None and p.user is not None and p.user == user
 
 
+def _copies_judged_elsewhere(ctx: CheckContext) -> dict[int, int]:
+    """Pid -> the pid of the copy to keep, for every process of a group of server copies that
+    ``duplicate-backends`` judges (its remedy keeps the oldest and stops the others); empty when
+    that check does not run or found nothing. The groups are the scan rule's own grouping."""
+    policy = ctx.policy
+    if (policy.duplicate_backends == "ignore" or "duplicate-backends" in policy.ignore
+            or not ctx.findings_for("duplicate-backend")):
+        return {}
+    return {p.pid: group[0].pid for group in duplicate_groups(ctx.scan.processes) for p in group}
+
+
 def _process_check(ctx: CheckContext, spec_id: str, mode: str, key: str,
                    chosen: list[GpuProcess], fine: str, what: str,
-                   remedy: str) -> Iterator[CheckResult]:
-    evidence = {"user": ctx.user, "processes": [process_brief(p) for p in chosen]}
+                   remedy: str, extra: dict | None = None) -> Iterator[CheckResult]:
+    evidence = {"user": ctx.user, "processes": [process_brief(p) for p in chosen],
+                **(extra or {})}
     if mode == "ignore":
         yield ignored_by_mode(spec_id, key, evidence)
         return
@@ -185,11 +198,21 @@ def own_processes(ctx: CheckContext) -> Iterator[CheckResult]:
     On a CI runner the runner's own user should hold no GPU before a job starts: such a process
     is a leftover of an earlier job (killed by a timeout, its children orphaned) and takes the
     memory the new job needs. Set `own_processes = "fail"` on dedicated runners, or
-    `"ignore"` when check runs beside your own work.
+    `"ignore"` when check runs beside your own work. Copies of one server that
+    `duplicate-backends` judges are left to it (its remedy keeps the oldest copy and stops the
+    others), so each process gets one remedy; evidence lists them as `duplicate_copies`.
     """
-    chosen = [p for p in _compute_processes(ctx) if _is_own(p, ctx.user)]
+    own = [p for p in _compute_processes(ctx) if _is_own(p, ctx.user)]
+    copies = _copies_judged_elsewhere(ctx)
+    chosen = [p for p in own if p.pid not in copies]
+    copy_pids = sorted({p.pid for p in own if p.pid in copies})
+    who = ctx.user or "this user"
+    fine = f"no process of {who} is on a GPU"
+    if copy_pids:
+        fine = (f"no process of {who} is on a GPU besides the server copies "
+                f"{' '.join(map(str, copy_pids))} (see duplicate-backends)")
     yield from _process_check(
-        ctx, "own-processes", ctx.policy.own_processes, "own_processes", chosen,
-        f"no process of {ctx.user or 'this user'} is on a GPU",
-        f"of {ctx.user or 'this user'}",
-        "ps -o pid,etime,args -p {pids}  # confirm they are left over, then: kill {pids}")
+        ctx, "own-processes", ctx.policy.own_processes, "own_processes", chosen, fine,
+        f"of {who}",
+        "ps -o pid,etime,args -p {pids}  # confirm they are left over, then: kill {pids}",
+        extra={"duplicate_copies": copy_pids})

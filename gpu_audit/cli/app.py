@@ -12,6 +12,7 @@ import errno
 import importlib
 import math
 import os
+import re
 import sys
 
 import typer
@@ -47,7 +48,9 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
+    # Help texts are plain text: "[tool.gpu-audit]" is a TOML table, not console markup.
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 120},
 )
 
 _state = {"verbose": 0}
@@ -62,7 +65,8 @@ def _version(value: bool) -> None:
 @app.callback()
 def _root(
     verbose: int = typer.Option(
-        0, "--verbose", "-v", count=True, help="Show tracebacks and debug detail."
+        0, "--verbose", "-v", count=True, show_default=False,
+        help="Show tracebacks and debug detail (also after the command: `gpu-audit scan -v`)."
     ),
     version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
@@ -98,6 +102,18 @@ def _invoked_command(args: list[str]) -> str | None:
     return None
 
 
+def hoist_verbose(args: list[str]) -> list[str]:
+    """``-v`` / ``-vv`` / ``--verbose`` anywhere before ``--`` moved in front of the command.
+
+    It is an option of ``gpu-audit`` itself, so typer accepts it only before the command; users
+    type it after (``gpu-audit scan -v``), as they do with every other flag.
+    """
+    cut = args.index("--") if "--" in args else len(args)
+    flags = [a for a in args[:cut] if a == "--verbose" or re.fullmatch(r"-v+", a)]
+    rest = [a for a in args[:cut] if not (a == "--verbose" or re.fullmatch(r"-v+", a))]
+    return [*flags, *rest, *args[cut:]]
+
+
 def _register_commands(args: list[str]) -> None:
     """Import the invoked command's module only, so a scan never pays for validate's imports;
     everything when no known command is named (``--help`` lists them all)."""
@@ -119,6 +135,7 @@ def main(argv: list[str] | None = None) -> int:
         err(problem)
         return EXIT_UNKNOWN
     try:
+        args = hoist_verbose(args)
         _register_commands(args)
         result = app(args=args, prog_name="gpu-audit", standalone_mode=False)
         failed = _flush_stdout()  # a full disk shows here, not as a traceback at exit

@@ -7,7 +7,7 @@ import sys
 import typer
 
 from gpu_audit.cli.app import app, err
-from gpu_audit.errors import UsageError
+from gpu_audit.errors import InputError, UsageError
 
 _HELP = (
     "Read logs, find known GPU failure signatures, and explain them root cause first.\n\n"
@@ -51,7 +51,10 @@ def explain(
     if "-" in logfiles and sys.stdin.isatty():
         err("reading the log from the terminal; paste it and end with Ctrl-D "
             "(or pipe it: `gpu-audit explain - < train.log`)")
-    result = explain_sources(logfiles, torch_version=torch_version or DETECT)
+    readable, unreadable = _readable(logfiles)
+    if not readable:
+        raise unreadable[0]
+    result = explain_sources(readable, torch_version=torch_version or DETECT)
     if json_out:
         from gpu_audit.serial import dumps
 
@@ -62,5 +65,31 @@ def explain(
         from gpu_audit.report.terminal import make_console
 
         render_terminal(result, make_console(), fail_on=threshold)
+    for problem in unreadable:
+        err(f"{problem} (not read; the explanation above covers the other logs)")
     failed = any(incident.severity >= threshold for incident in result.incidents)
-    raise typer.Exit(1 if failed else 0)
+    raise typer.Exit(3 if unreadable else 1 if failed else 0)
+
+
+def _readable(names: list[str]) -> tuple[list[str], list[InputError]]:
+    """The regular files that open (and everything else, read later), and the errors of those
+    that do not: one unreadable log does not hide what the others say."""
+    import os
+    import stat
+
+    from gpu_audit.explain.sources import STDIN, open_log
+
+    readable, unreadable = [], []
+    for name in names:
+        try:
+            if name != STDIN and (not os.path.exists(name)
+                                  or stat.S_ISREG(os.stat(name).st_mode)):
+                open_log(name)[0].close()
+        except InputError as exc:
+            unreadable.append(exc)
+            continue
+        except OSError as exc:
+            unreadable.append(InputError(f"{name}: cannot read: {exc.strerror or exc}"))
+            continue
+        readable.append(name)
+    return readable, unreadable

@@ -43,8 +43,8 @@ def merge(
 
 
 def emit(report, *, json_out: bool, out: Path | None, no_report: bool, command: str) -> None:
-    """stdout (JSON or the terminal summary) and the report files (markdown, its JSON twin and
-    the per-GPU table as CSV); shared with ``fleet``."""
+    """stdout (JSON or the terminal summary) and the report files (markdown, its JSON twin, the
+    per-GPU table as CSV and Parquet, the per-node heat map); shared with ``fleet``."""
     import socket
 
     from gpu_audit.fleet.document import fleet_document
@@ -58,12 +58,10 @@ def emit(report, *, json_out: bool, out: Path | None, no_report: bool, command: 
         sys.stdout.write(render_terminal(report, verbose=bool(verbose())))
     sys.stdout.flush()
     if not no_report:
-        from gpu_audit.fleet.render import gpu_csv
+        from gpu_audit.fleet.render import write_gpu_tables
         from gpu_audit.report.files import write_report
-        from gpu_audit.serial import write_atomic
 
         md = write_report(command, report.generated_at, socket.gethostname(), document,
                           render_markdown(report), out)
-        table = gpu_csv(report)
-        if md is not None and table is not None:
-            write_atomic(md.with_name(f"{md.stem}-gpus.csv"), table)
+        if md is not None:
+            write_gpu_tables(report, md, note=err)

@@ -36,6 +36,7 @@ SECTION_TITLES = {
     "gpu_audit.rules.environment": "Environment variables",
     "gpu_audit.rules.software": "Software compatibility",
     "gpu_audit.rules.health": "Hardware health",
+    "gpu_audit.rules.unsupported": "Hardware health",
     "gpu_audit.fleet.rules": "Fleet (gpu-audit fleet and merge)",
     "gpu_audit.fleet.outliers": "Fleet (gpu-audit fleet and merge)",
 }

@@ -62,7 +62,12 @@ def scan(
         help="Longest wait for the NVIDIA driver before reporting it hung.",
     ),
 ) -> None:
-    """Inventory GPUs, their processes, host memory and allocator settings; judge fitness."""
+    """Inventory GPUs, their processes, host memory and allocator settings; judge fitness.
+
+    Exit codes (the monitoring-plugin convention): 0 nothing at or above a warning; 1 the worst
+    finding is a warning; 2 a finding at or above --fail-on (default: error); 3 could not judge
+    (usage or configuration error, unreadable input); 130 interrupted.
+    """
     # The NVML read goes first, on its own threads: a slow driver answers while the rest of the
     # scan is imported and collected.
     nvml = None
@@ -103,17 +108,19 @@ def scan(
     code = exit_code(findings, threshold)
     document = scan_document(scanned, findings, code)
 
-    if json_out:
-        sys.stdout.write(dumps(document) + "\n")
-    else:
-        from gpu_audit.report.terminal import render_scan
-
-        render_scan(scanned, findings, code, verbose=bool(verbose()))
-
+    # The report is written first: an --out that cannot be written exits 3 before any verdict
+    # (with its own exit code) is printed.
     if not no_report:
         from gpu_audit.report.files import write_report
         from gpu_audit.report.markdown import render_scan_markdown
 
         markdown = render_scan_markdown(scanned, findings, code)
         write_report("scan", scanned.generated_at, scanned.host.hostname, document, markdown, out)
+
+    if json_out:
+        sys.stdout.write(dumps(document) + "\n")
+    else:
+        from gpu_audit.report.terminal import render_scan
+
+        render_scan(scanned, findings, code, verbose=bool(verbose()))
     raise typer.Exit(code)

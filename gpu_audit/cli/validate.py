@@ -196,10 +196,15 @@ def _print_summary(doc: dict[str, Any]) -> None:
             if stage["reason"]:
                 facts.append(terminal(stage["reason"], newlines=False))
             print(f"  {name:<{width}}  {stage['status']:<11} {'; '.join(facts)}")
-    if doc["recommendation"]:
-        print(f"recommendation: {doc['recommendation']['text']}")
+    recommendation = doc["recommendation"]
+    if recommendation:
+        print(f"recommendation: {recommendation['text']}" if recommendation["label"] else
+              recommendation["text"])
     for finding in doc["findings"]:
         if finding["severity"] in ("warning", "error", "critical"):
             print(f"  {finding['severity'].upper()} {finding['id']} "
                   f"({terminal(finding['subject'], newlines=False)}): "
                   f"{terminal(finding['title'], newlines=False)}")
+            for line in terminal(finding["remedy"] or "").splitlines():
+                if line.strip():
+                    print(f"    fix: {line.strip()}")

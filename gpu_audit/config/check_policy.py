@@ -16,7 +16,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpu_audit.config.files import OWN_FILE, PYPROJECT, TableRef, find_config_file
+from gpu_audit.config.files import (
+    OWN_FILE,
+    PYPROJECT,
+    PYPROJECT_TABLE,
+    TableRef,
+    file_base,
+    find_config_file,
+)
 from gpu_audit.config.load import CHECK_TABLE, Layers, Origin, process_environ
 from gpu_audit.config.policy import Policy, keys_of
 from gpu_audit.errors import ConfigError
@@ -70,8 +77,9 @@ def check_keys() -> dict[str, tuple[type, bool]]:
 
 def _check_table(path: Path) -> TableRef:
     """Where the check's keys are in ``path``: its check table, or the top level of a file
-    that is neither ``pyproject.toml`` nor ``gpu-audit.toml`` (a ``--policy`` file)."""
-    if path.name in (PYPROJECT, OWN_FILE):
+    that is neither ``pyproject.toml`` nor ``gpu-audit.toml`` (a ``--policy`` file) unless it
+    holds them in ``[tool.gpu-audit.check]``."""
+    if path.name in (PYPROJECT, OWN_FILE) or file_base(path) == PYPROJECT_TABLE:
         return TableRef(path, CHECK_TABLE, labelled=True)
     return TableRef(path)
 
@@ -95,7 +103,8 @@ def load_check_policy(
         if not path.is_file():
             raise ConfigError(f"{path}: policy file not found" if not path.exists()
                               else f"{path}: not a file")
-    own = path is not None and path.name in (PYPROJECT, OWN_FILE)
+    own = path is not None and (path.name in (PYPROJECT, OWN_FILE)
+                                or file_base(path) == PYPROJECT_TABLE)
     base = path if own else find_config_file(search_from)
     check_file = path or base
     layers = Layers(keys_of(CheckPolicy))

@@ -23,6 +23,9 @@ PYPROJECT_TABLE = ("tool", "gpu-audit")
 _WANTED = {float: "a number", int: "an integer", str: "a string", bool: "true or false",
            list: "a list of strings"}
 _HEADER = regex(r"^\s*\[\[?\s*([^\[\]]+?)\s*\]\]?\s*(#.*)?$")
+# A [tool.gpu-audit...] header (or a dotted ``tool.gpu-audit.key =`` line) in any file.
+_TOOL_FORM = regex(r"^\s*(?:\[\s*tool\s*\.\s*[\"']?gpu-audit|tool\s*\.\s*[\"']?gpu-audit)",
+                   re.M)
 
 
 def find_config_file(start: Path | None = None) -> Path | None:
@@ -77,7 +80,7 @@ def read_table(path: Path, table: tuple[str, ...] = ()) -> dict[str, Any]:
     except InputError as exc:
         raise ConfigError(f"cannot read {exc}") from None
     data = _parse_toml(path, raw)
-    if path.name == PYPROJECT:
+    if path.name == PYPROJECT or _uses_tool_table(path, data):
         tool = data.get("tool", {})
         if not isinstance(tool, dict):
             raise ConfigError(f"{path}: 'tool' must be a table, got {tool!r}")
@@ -89,6 +92,39 @@ def read_table(path: Path, table: tuple[str, ...] = ()) -> dict[str, Any]:
         if not isinstance(data, dict):
             raise ConfigError(f"{path}: [{table_path(path, table)}] must be a table")
     return data
+
+
+def _uses_tool_table(path: Path, data: dict[str, Any]) -> bool:
+    """Whether ``gpu-audit.toml`` (or a file named by ``--config``) holds its settings in a
+    ``[tool.gpu-audit]`` table, as pasted from a ``pyproject.toml``, instead of at the top level.
+
+    Either form is accepted; a file mixing them, or holding another ``[tool.*]`` table, is an
+    error naming the table, so no setting is silently ignored.
+    """
+    tool = data.get("tool")
+    if tool is None:
+        return False
+    if not isinstance(tool, dict) or set(tool) != {"gpu-audit"}:
+        others = sorted(set(tool) - {"gpu-audit"}) if isinstance(tool, dict) else []
+        name = f"[tool.{others[0]}]" if others else "'tool'"
+        raise ConfigError(f"{path}: {name} is not a gpu-audit table; put the settings at the top "
+                          "level or in [tool.gpu-audit]")
+    if set(data) != {"tool"}:
+        stray = sorted(set(data) - {"tool"})[0]
+        raise ConfigError(f"{path}: {stray!r} is outside [tool.gpu-audit], which this file also "
+                          "has; use one form or the other")
+    return True
+
+
+def file_base(path: Path) -> tuple[str, ...]:
+    """Where our settings sit in ``path``: ``("tool", "gpu-audit")`` or the top level."""
+    if path.name == PYPROJECT:
+        return PYPROJECT_TABLE
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return ()
+    return PYPROJECT_TABLE if _TOOL_FORM().search(text) else ()
 
 
 def _parse_toml(path: Path, raw: bytes) -> dict[str, Any]:
@@ -109,8 +145,7 @@ def _parse_toml(path: Path, raw: bytes) -> dict[str, Any]:
 def table_path(path: Path, table: tuple[str, ...] = ()) -> str:
     """The dotted name of our table in ``path`` (``tool.gpu-audit.check`` in a pyproject.toml,
     ``check`` in gpu-audit.toml, ``""`` for the top level of any other file)."""
-    base = PYPROJECT_TABLE if path.name == PYPROJECT else ()
-    return ".".join((*base, *table))
+    return ".".join((*file_base(path), *table))
 
 
 def _header_parts(header: str) -> list[str]:

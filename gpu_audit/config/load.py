@@ -38,6 +38,9 @@ from gpu_audit.errors import ConfigError
 
 ENV_PREFIX = "GPU_AUDIT_"
 CHECK_TABLE = ("check",)
+# The sub-tables of [tool.gpu-audit] that belong to a command: [tool.gpu-audit.check] and
+# [tool.gpu-audit.validate] ([check] and [validate] at the top of gpu-audit.toml).
+COMMAND_TABLES = ("check", "validate")
 _TRUE, _FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
 
 
@@ -115,6 +118,9 @@ class Layers:
         values: dict[str, Any] = {}
         for key, value in data.items():
             if root and isinstance(value, dict):
+                if key not in COMMAND_TABLES:
+                    raise ref.error(key, f"unknown table [{table_path(ref.path, (key,))}] (the "
+                                    f"tables a command reads: {', '.join(COMMAND_TABLES)})")
                 continue
             if key not in allowed:
                 raise ref.error(key, _unknown(ref, key, allowed))

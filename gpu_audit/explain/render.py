@@ -121,7 +121,8 @@ def render_terminal(result: ExplainResult, console: Any, *, fail_on: Severity) -
     lines = sum(s.lines for s in result.inputs)
     size = size_text(sum(s.bytes for s in result.inputs))
     failures = [i for i in result.incidents if i.severity >= fail_on]
-    console.print(Text(f"gpu-audit explain: {names} ({lines:,} lines, {size})", style="bold"),
+    console.print(Text(f"gpu-audit explain: {names} ({lines:,} line{'' if lines == 1 else 's'}, "
+                       f"{size})", style="bold"),
                   soft_wrap=True)
     if not result.incidents:
         console.print("No known GPU failure signature found.")

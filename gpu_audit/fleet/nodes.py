@@ -48,6 +48,8 @@ class Node:
     gpus: list[dict[str, Any]] = field(default_factory=list)
     worst: list[dict[str, Any]] = field(default_factory=list)
     duplicate_of: str | None = None
+    # GPU processes the node's own judgement flagged (see :func:`flagged_processes`).
+    processes: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def exit_code(self) -> int:
@@ -110,7 +112,53 @@ def node_from_document(document: Any, source: str, name: str | None = None) -> N
         cuda_driver_version=_text(driver.get("cuda_driver_version")),
         torch_version=_text(allocator.get("torch_version")),
         alloc_conf=conf, gpus=gpus, worst=worst,
+        processes=flagged_processes(document, scan),
     )
+
+
+# Where a node document flags GPU processes: the scan rule that finds copies of one server and
+# the check results about leftover processes (the user's own, and other users' or containers').
+DUPLICATE_RULE = "duplicate-backend"
+PROCESS_CHECKS = {"own-processes": "leftover", "foreign-processes": "foreign"}
+PROCESSES_KEPT = 64  # flagged processes kept per node (a node's count is always exact)
+
+
+def flagged_processes(document: dict[str, Any], scan: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per GPU process the node's own judgement flagged: ``kind`` is ``duplicate``
+    (a copy of a server; ``keep`` marks the oldest copy), ``leftover`` or ``foreign``."""
+    by_pid = {p.get("pid"): p for p in _list(scan.get("processes")) if isinstance(p, dict)}
+    rows: list[dict[str, Any]] = []
+
+    def row(kind: str, entry: dict[str, Any], status: str, **extra: Any) -> dict[str, Any]:
+        pid = entry.get("pid")
+        seen = _dict(by_pid.get(pid))
+        name = _text(entry.get("name")) or _text(seen.get("name"))
+        return {"kind": kind, "pid": pid if isinstance(pid, int) else None,
+                "user": _text(entry.get("user")) or _text(seen.get("user")),
+                "name": redact_text(name) if name else None,
+                "gpu_index": entry.get("gpu_index"),
+                "used_memory_bytes": entry.get("used_memory_bytes"), "status": status, **extra}
+
+    for finding in _list(document.get("findings")):
+        if not (isinstance(finding, dict) and finding.get("id") == DUPLICATE_RULE):
+            continue
+        judged = finding.get("check_status")  # a check document: what its policy made of it
+        if judged is not None and judged not in ("fail", "warn"):
+            continue
+        evidence = _dict(finding.get("evidence"))
+        keep = evidence.get("keep_pid")
+        status = str(judged or finding.get("severity") or "warning")
+        rows += [row("duplicate", m, status, keep=m.get("pid") == keep)
+                 for m in _list(evidence.get("members")) if isinstance(m, dict)]
+    for check in _list(document.get("checks")):
+        if not isinstance(check, dict) or check.get("status") not in ("fail", "warn"):
+            continue
+        kind = PROCESS_CHECKS.get(str(check.get("id")))
+        if kind:
+            rows += [row(kind, p, str(check["status"]))
+                     for p in _list(_dict(check.get("evidence")).get("processes"))
+                     if isinstance(p, dict)]
+    return rows[:PROCESSES_KEPT]
 
 
 def _unsupported(schema: Any) -> str:

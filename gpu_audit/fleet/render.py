@@ -1,15 +1,35 @@
-"""The fleet report for people: a terminal summary and the markdown report.
+"""The fleet report for people: a terminal summary, the markdown report and the files beside it.
 
 Summary first (how many nodes, how many fit, each unfit or silent node on one line), then the
-skew findings, the outlier table and the node table.
+skew findings, the outlier table, the heat map, the process table and the node table. Beside the
+markdown: the per-GPU table as CSV (always) and as Parquet (when pyarrow is installed:
+``pip install 'gpu-audit[parquet]'``), and the per-node heat map as PNG, linked from the
+markdown (which is written again with the link).
+
+The heat map has one row per node and one column per judged GPU quantity. A cell is the node's
+worst GPU on that quantity, measured against the median of the fleet's GPUs of the same model and
+scaled by the quantity's floor (the least distance the outlier rule counts): 0 is at the median
+or on the good side, 1 is a floor away on the bad side, and the colour saturates at 3. Beside
+each cell, where the map is small enough, the raw value. Large fleets show the nodes furthest
+from their peers. pandas and matplotlib (Agg) are imported only when these files are written.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import io
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
 from gpu_audit.fleet.judge import FleetReport
 from gpu_audit.fleet.nodes import Node
+from gpu_audit.fleet.outliers import METRICS, gpu_table
+from gpu_audit.fleet.registry import FleetView
 from gpu_audit.redact import redact_text
 from gpu_audit.report.escape import md_cell, terminal
+from gpu_audit.serial import write_atomic
+from gpu_audit.units import fmt_bytes
 
 NODES_LISTED = 50  # unfit/unknown nodes listed one per line before "... and N more"
 
@@ -59,16 +79,36 @@ def render_terminal(report: FleetReport, *, verbose: bool = False) -> str:
     return "\n".join(lines) + "\n"
 
 
-def gpu_csv(report: FleetReport) -> str | None:
-    """The per-GPU table of the counted nodes as CSV (None when no node has a GPU)."""
-    from gpu_audit.fleet.outliers import gpu_table
-    from gpu_audit.fleet.registry import FleetView
-
+def gpu_frame(report: FleetReport) -> Any:
+    """The per-GPU table of the counted nodes, a pandas frame (None when no node has a GPU)."""
     view = FleetView(report.nodes)
     if not any(n.gpus for n in view.live):
         return None
     frame = gpu_table(view)
-    return frame.drop(columns=["name"]).assign(model=frame["name"]).to_csv(index=False)
+    return frame.drop(columns=["name"]).assign(model=frame["name"])
+
+
+def _process_table(report: FleetReport) -> list[str]:
+    """Duplicate servers and leftover or foreign processes, by host and pid."""
+    found = [f for f in report.findings
+             if f.id in ("fleet-duplicate-backends", "fleet-leftover-processes")]
+    rows = [r for f in found for r in f.evidence.get("processes", [])]
+    if not rows:
+        return []
+    lines = ["", "## Duplicate backends and leftover processes", ""]
+    lines += [f"- **{f.id}**: {_cell(f.title)}. {_cell(f.detail)}" for f in found]
+    lines += ["", "| host | pid | kind | user | program | GPU | memory | node's verdict |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        kind = r["kind"] + (" (keep: oldest)" if r.get("keep") else "")
+        lines.append(f"| {_cell(r['host'])} | {r['pid'] if r['pid'] is not None else ''} | "
+                     f"{kind} | {_cell(r.get('user') or '')} | {_cell(r.get('name') or '')} | "
+                     f"{r.get('gpu_index') if r.get('gpu_index') is not None else ''} | "
+                     f"{fmt_bytes(r.get('used_memory_bytes'))} | {_cell(r.get('status'))} |")
+    shown = sum(f.evidence.get("count", 0) for f in found)
+    if shown > len(rows):
+        lines += ["", f"{shown - len(rows)} more in the JSON report's counts."]
+    return lines
 
 
 def _node_row(node: Node) -> str:
@@ -79,7 +119,8 @@ def _node_row(node: Node) -> str:
             f"{_cell(node.reason or '')} |")
 
 
-def render_markdown(report: FleetReport) -> str:
+def render_markdown(report: FleetReport, *, plot: str | None = None) -> str:
+    """The markdown report; ``plot`` is the file name of the heat map written beside it."""
     lines = [f"# gpu-audit fleet report ({report.source})", "",
              f"**{headline(report)}** (exit code {report.exit_code})", "",
              f"Generated {report.generated_at}."]
@@ -104,8 +145,15 @@ def render_markdown(report: FleetReport) -> str:
             e = f.evidence
             lines.append(f"| {_cell(f.subject)} | {e['metric']} | {e['value']} | {e['median']} | "
                          f"{e['mad']} | {e['z'] if e['z'] is not None else ''} | {e['peers']} |")
+    if plot:
+        lines += ["", "## Per-node heat map", "",
+                  "Each node's worst GPU per judged quantity, against the median of its GPU "
+                  "model across the fleet (0: at the median, 1: one outlier floor away on the "
+                  f"bad side). [{plot}]({plot})", "", f"![per-node heat map]({plot})"]
+    lines += _process_table(report)
     rest = [f for f in report.findings if f not in skews and f not in outliers
-            and f.id not in ("fleet-node-unfit", "fleet-node-unknown")]
+            and f.id not in ("fleet-node-unfit", "fleet-node-unknown", "fleet-duplicate-backends",
+                             "fleet-leftover-processes")]
     if rest:
         lines += ["", "## Other fleet findings", ""]
         lines += [f"- **{f.id}** ({f.severity.value if f.severity else 'info'}): "
@@ -115,3 +163,149 @@ def render_markdown(report: FleetReport) -> str:
               "|---|---|---|---|---|---|---|---|"]
     lines += [_node_row(n) for n in report.nodes]
     return "\n".join(lines) + "\n"
+
+
+# ------------------------------------------------------- files beside the markdown report
+
+PARQUET_HINT = "pip install 'gpu-audit[parquet]'"
+
+
+def parquet_engine() -> bool:
+    """Whether pandas can write Parquet here (pyarrow installed and importable)."""
+    try:
+        if importlib.util.find_spec("pyarrow") is None:
+            return False
+        import pyarrow  # noqa: F401
+    except (ImportError, ValueError):  # ValueError: a module without a spec in sys.modules
+        return False
+    return True
+
+
+def write_gpu_tables(report: FleetReport, md: Path,
+                     note: Callable[[str], None] | None = None) -> list[Path]:
+    """Write the per-GPU CSV, its Parquet twin and the heat map beside ``md``; returns the
+    files written. ``note`` hears what was not written and why."""
+    written: list[Path] = []
+    frame = gpu_frame(report)
+    if frame is None:
+        return written
+    written.append(write_atomic(md.with_name(f"{md.stem}-gpus.csv"), frame.to_csv(index=False)))
+    parquet = md.with_name(f"{md.stem}-gpus.parquet")
+    if parquet_engine():
+        buffer = io.BytesIO()
+        try:
+            _uniform(frame).to_parquet(buffer, index=False)
+        except (ValueError, TypeError, OverflowError) as exc:  # pyarrow's Arrow errors too
+            if note:
+                note(f"per-GPU table written as CSV only: Parquet failed ({exc})")
+        else:
+            written.append(write_atomic(parquet, buffer.getvalue()))
+    elif note:
+        note(f"per-GPU table written as CSV only: Parquet needs pyarrow ({PARQUET_HINT})")
+    png = heatmap_png(report)
+    if png is not None:
+        plot = write_atomic(md.with_name(f"{md.stem}-heatmap.png"), png)
+        written.append(plot)
+        write_atomic(md, render_markdown(report, plot=plot.name))
+    return written
+
+
+def _uniform(frame):
+    """The frame with every text column of one type: documents from several gpu-audit versions
+    may give one field as a bool here and a string there, which Parquet cannot store."""
+    frame = frame.copy()
+    for column in frame.select_dtypes(include="object").columns:
+        kinds = {type(v) for v in frame[column] if v is not None and v == v}
+        if len(kinds) > 1:
+            frame[column] = frame[column].map(lambda v: v if v is None or v != v else str(v))
+    return frame
+
+
+# ---------------------------------------------------------------------- the heat map
+
+NODES_DRAWN = 60  # rows of the map; a larger fleet shows its nodes furthest from their peers
+ANNOTATED = 40  # raw values are written in the cells up to this many rows
+SATURATION = 3.0
+
+
+def node_scores(report: FleetReport) -> tuple[Any, Any] | None:
+    """(scores, values): per node (index) and metric (columns), the node's worst GPU as a
+    floor-scaled distance from its model's median, and that GPU's raw value; None without GPUs.
+    """
+    view = FleetView(report.nodes)
+    if not any(n.gpus for n in view.live):
+        return None
+    frame = gpu_table(view)
+    frame["model"] = frame["name"].fillna("?").astype(str)
+    scores, values = {}, {}
+    for metric in METRICS:
+        column = frame[metric.column]
+        median = column.groupby(frame["model"]).transform("median")
+        deviation = column - median
+        floor = (metric.floor * median.abs()).where(median.abs() > 0) if metric.relative \
+            else metric.floor
+        if metric.side == "high":
+            bad = deviation
+        elif metric.side == "low":
+            bad = -deviation
+        else:
+            bad = deviation.abs()
+        score = (bad / floor).clip(lower=0)
+        worst = score.fillna(-1).groupby(frame["node"]).idxmax()
+        scores[metric.label] = score.loc[worst.to_numpy()].set_axis(worst.index)
+        values[metric.label] = column.loc[worst.to_numpy()].set_axis(worst.index)
+    import pandas as pd
+
+    order = [n.name for n in view.live if n.gpus]
+    score_frame = pd.DataFrame(scores).reindex(order)
+    value_frame = pd.DataFrame(values).reindex(order)
+    if len(order) > NODES_DRAWN:
+        top = score_frame.max(axis=1).fillna(0).sort_values(ascending=False, kind="stable")
+        keep = [n for n in order if n in set(top.index[:NODES_DRAWN])]
+        score_frame, value_frame = score_frame.loc[keep], value_frame.loc[keep]
+    return score_frame, value_frame
+
+
+def heatmap_png(report: FleetReport) -> bytes | None:
+    """The heat map as PNG bytes (None when no node has a GPU)."""
+    scored = node_scores(report)
+    if scored is None:
+        return None
+    scores, values = scored
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows, cols = scores.shape
+    total = sum(1 for n in FleetView(report.nodes).live if n.gpus)
+    fig, ax = plt.subplots(figsize=(2.0 + 1.6 * cols, 1.6 + 0.28 * rows), dpi=100)
+    try:
+        image = ax.imshow(scores.fillna(0).to_numpy(dtype=float), cmap="RdYlGn_r", vmin=0,
+                          vmax=SATURATION, aspect="auto", interpolation="nearest")
+        ax.set_xticks(range(cols), [c.replace(" (", "\n(") for c in scores.columns],
+                      fontsize=7)
+        ax.set_yticks(range(rows), [_label(n) for n in scores.index], fontsize=7)
+        if rows <= ANNOTATED:
+            for r in range(rows):
+                for c in range(cols):
+                    value = values.iat[r, c]
+                    text = "n/a" if value != value or value is None else f"{value:g}"
+                    ax.text(c, r, text, ha="center", va="center", fontsize=6)
+        shown = f" ({rows} of {total} nodes furthest from their peers)" if rows < total else ""
+        ax.set_title(f"Worst GPU per node vs its model's median{shown}", fontsize=9)
+        fig.colorbar(image, ax=ax, label="distance on the bad side (outlier floors)",
+                     shrink=0.8)
+        fig.tight_layout()
+        buffer = io.BytesIO()
+        fig.savefig(buffer, format="png")
+    finally:
+        plt.close(fig)
+    return buffer.getvalue()
+
+
+def _label(name: object) -> str:
+    """A node name fit for an axis label (printable, short)."""
+    text = "".join(ch if ch.isprintable() else "?" for ch in redact_text(str(name)))
+    text = text.replace("$", "\\$")  # matplotlib would read $...$ as mathtext
+    return text if len(text) <= 32 else text[:31] + "…"

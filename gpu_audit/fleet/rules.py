@@ -1,4 +1,6 @@
-"""Fleet rules: unfit and silent nodes, duplicates, mixed documents, and skew between nodes."""
+"""Fleet rules: unfit and silent nodes, duplicates, mixed documents, skew between nodes, and the
+GPU processes the nodes flagged (copies of one server, leftover or foreign processes), listed
+fleet-wide with host and pid so they can be stopped where they run."""
 
 from __future__ import annotations
 
@@ -10,8 +12,10 @@ from gpu_audit import __version__
 from gpu_audit.fleet.nodes import Node
 from gpu_audit.fleet.registry import FleetView, fleet_rule
 from gpu_audit.model import Finding, Severity
+from gpu_audit.units import fmt_bytes
 
 NAMES_SHOWN = 20  # node names listed in one finding's evidence; the count is always given
+ROWS_SHOWN = 200  # process rows in one finding's evidence; the counts are always exact
 
 
 def names(nodes: list[Node]) -> list[str]:
@@ -210,3 +214,80 @@ def alloc_conf_skew(view: FleetView) -> Iterator[Finding]:
     yield from skew(view, lambda n: n.alloc_conf or "(unset)", "PyTorch allocator setting",
                     "export the same PYTORCH_ALLOC_CONF and PYTORCH_CUDA_ALLOC_CONF in the "
                     "job's environment on every node")
+
+def process_rows(nodes: list[Node], kinds: tuple[str, ...]) -> list[dict[str, Any]]:
+    """host + pid rows of the flagged processes of ``kinds``, node by node."""
+    return [{"host": node.hostname or node.name, "node": node.name, **p}
+            for node in nodes for p in node.processes if p["kind"] in kinds]
+
+
+def _memory(rows: list[dict[str, Any]]) -> int:
+    return sum(r["used_memory_bytes"] for r in rows if isinstance(r["used_memory_bytes"], int))
+
+
+def _per_host_commands(rows: list[dict[str, Any]], verb: str) -> str:
+    hosts: dict[str, list[str]] = {}
+    for r in rows:
+        if r["pid"] is not None:
+            hosts.setdefault(r["host"], []).append(str(r["pid"]))
+    shown = list(hosts.items())[:5]
+    more = f"   # and {len(hosts) - 5} more host(s): see the evidence" if len(hosts) > 5 else ""
+    return "; ".join(f"ssh {h} {verb} {' '.join(pids)}" for h, pids in shown) + more
+
+
+@fleet_rule("fleet-duplicate-backends", severity=Severity.WARNING)
+def duplicate_backends(view: FleetView) -> Iterator[Finding]:
+    """Copies of the same server hold GPU memory, listed across the fleet by host and pid.
+
+    Gathered from each node's `duplicate-backend` findings (in a check document, the ones its
+    policy did not ignore): one row per copy with its host, pid, user, program, GPU and memory;
+    `keep` marks the oldest copy of each group, the one to keep. The memory the other copies
+    hold is given for the whole fleet. Check the pids on their host before stopping anything.
+    """
+    rows = process_rows(view.live, ("duplicate",))
+    if not rows:
+        return
+    extra = [r for r in rows if not r.get("keep")]
+    hosts = sorted({r["host"] for r in rows})
+    yield Finding(
+        subject="fleet",
+        title=f"{len(extra)} redundant server copies on {len(hosts)} node(s) hold "
+              f"{fmt_bytes(_memory(extra))}",
+        detail=f"Copies of one server on {', '.join(hosts[:10])}"
+               + (f" and {len(hosts) - 10} more" if len(hosts) > 10 else "")
+               + "; each node keeps its oldest copy.",
+        remedy=_per_host_commands(extra, "ps -o pid,lstart,args -p") + "   # then stop the "
+               "stale copies on their host",
+        evidence={"processes": rows[:ROWS_SHOWN], "count": len(rows),
+                  "redundant": len(extra), "nodes": len(hosts),
+                  "reclaimable_bytes": _memory(extra)},
+    )
+
+
+@fleet_rule("fleet-leftover-processes", severity=Severity.WARNING)
+def leftover_processes(view: FleetView) -> Iterator[Finding]:
+    """GPU processes that a node's check flagged, listed across the fleet by host and pid.
+
+    Gathered from each node's `own-processes` (leftovers of the user running check, e.g. an
+    earlier job killed by a timeout) and `foreign-processes` (other users' or containers')
+    results that warned or failed. One row per process: host, pid, kind (`leftover` or
+    `foreign`), user, program, GPU and memory. Only check documents carry these results.
+    """
+    rows = process_rows(view.live, ("leftover", "foreign"))
+    if not rows:
+        return
+    hosts = sorted({r["host"] for r in rows})
+    leftover = sum(1 for r in rows if r["kind"] == "leftover")
+    yield Finding(
+        subject="fleet",
+        title=f"{len(rows)} flagged GPU process(es) on {len(hosts)} node(s) hold "
+              f"{fmt_bytes(_memory(rows))}",
+        detail=f"{leftover} leftover process(es) of the checking user and "
+               f"{len(rows) - leftover} of other users or containers, on "
+               f"{', '.join(hosts[:10])}" + (f" and {len(hosts) - 10} more"
+                                             if len(hosts) > 10 else "") + ".",
+        remedy=_per_host_commands(rows, "ps -o pid,user,etime,args -p") + "   # confirm they "
+               "are left over, then stop them on their host (or ask their owners)",
+        evidence={"processes": rows[:ROWS_SHOWN], "count": len(rows), "leftover": leftover,
+                  "foreign": len(rows) - leftover, "nodes": len(hosts)},
+    )

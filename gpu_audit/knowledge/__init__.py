@@ -2,5 +2,6 @@
 
 Pure data and pure functions, no I/O. Each fact lives in exactly one module here and every
 command that needs it imports it: the out-of-memory message formats (:mod:`.oom`), the Xid
-catalogue (:mod:`.xid`) and the allocator settings (:mod:`.allocator`).
+catalogue (:mod:`.xid`), the allocator settings (:mod:`.allocator`) and the CUDA builds of
+PyTorch to suggest for a driver (:mod:`.torch_builds`).
 """

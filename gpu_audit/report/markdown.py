@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from gpu_audit.model import Finding, Scan
 from gpu_audit.report import allocator_table, tables
-from gpu_audit.report.escape import md_cell, md_code, md_fence, md_text
+from gpu_audit.report.escape import md_cell, md_code, md_text
+from gpu_audit.report.remedy import remedy_markdown
 
 md_escape = md_cell  # a table cell (kept for callers of the old name)
 
@@ -23,7 +24,7 @@ def findings_markdown(findings: list[Finding]) -> str:
         severity = f.severity.value if f.severity else "info"
         parts.append(
             f"### {severity.upper()} `{f.id}` ({md_text(f.subject)}): {md_text(f.title)}\n\n"
-            f"{md_text(f.detail, newlines=True)}\n\n**Fix:**\n\n{md_fence(f.remedy)}\n"
+            f"{md_text(f.detail, newlines=True)}\n\n**Fix:**\n\n{remedy_markdown(f.remedy)}\n"
         )
     return "\n".join(parts)
 

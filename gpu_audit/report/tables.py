@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from gpu_audit.knowledge.allocator.names import CUDA_VAR, NEW_VAR
 from gpu_audit.model import Finding, Gpu, GpuProcess, Scan
+from gpu_audit.rules.cmdline import ELLIPSIS, short_command
 from gpu_audit.rules.duplicates import annotate_duplicates, instance_port
 from gpu_audit.units import fmt_bytes, fmt_mib, pct
 
@@ -11,6 +12,7 @@ NA = "n/a"
 
 GPU_HEADERS = [
     "GPU",
+    "Bus id",
     "Name",
     "Memory used / total",
     "Free",
@@ -29,7 +31,7 @@ PROCESS_HEADERS = [
     "Started (UTC)",
     "Port",
     "Dup",
-    "Command / note",
+    "Command",
 ]
 
 
@@ -55,6 +57,17 @@ def gpu_state(gpu: Gpu) -> str:
     return " ".join(flags) or NA
 
 
+def bus_id(gpu: Gpu) -> str:
+    """The PCI bus id as kernel logs print it (``3b:00.0``; the domain only when not zero)."""
+    text = (gpu.pci_bus_id or "").strip().lower()
+    if not text:
+        return NA
+    domain, sep, rest = text.partition(":")
+    if sep and rest.count(":") == 1 and domain.strip("0") == "":
+        return rest
+    return text
+
+
 def gpu_row(gpu: Gpu) -> list[str]:
     free_pct = pct(gpu.memory_free_bytes, gpu.memory_total_bytes)
     pcie = NA
@@ -70,6 +83,7 @@ def gpu_row(gpu: Gpu) -> list[str]:
         )
     return [
         str(gpu.index),
+        bus_id(gpu),
         gpu.name or NA,
         f"{fmt_mib(gpu.memory_used_bytes)} / {fmt_mib(gpu.memory_total_bytes)}",
         f"{fmt_mib(gpu.memory_free_bytes)} ({free_pct:g}%)" if free_pct is not None else NA,
@@ -81,11 +95,16 @@ def gpu_row(gpu: Gpu) -> list[str]:
     ]
 
 
-def _command(p: GpuProcess, width: int) -> str:
-    text = " ".join(p.cmdline) if p.cmdline else (p.name or "")
-    if p.note:
-        text = f"{text} [{p.note}]" if text else p.note
-    return text if len(text) <= width else text[: width - 1] + "…"
+def process_command(p: GpuProcess, width: int) -> str:
+    """The process's command line (or name) and note in ``width`` characters, cut between whole
+    arguments so the script, module, ``--port`` and ``--local-rank`` stay visible."""
+    argv = list(p.cmdline) if p.cmdline else ([p.name] if p.name else [])
+    note = f"[{p.note}]" if p.note else ""
+    if not argv:
+        return note if len(note) <= width else note[: max(width - 1, 0)] + ELLIPSIS
+    if note:
+        return f"{short_command(argv, max(width - len(note) - 1, 12))} {note}"
+    return short_command(argv, width)
 
 
 def process_row(p: GpuProcess, width: int = 80) -> list[str]:
@@ -99,7 +118,7 @@ def process_row(p: GpuProcess, width: int = 80) -> list[str]:
         (p.start_time or NA).replace("T", " ").replace("Z", ""),
         str(port) if port is not None else "",
         f"#{p.duplicate_group}" if p.duplicate_group else "",
-        _command(p, width),
+        process_command(p, width),
     ]
 
 
@@ -156,4 +175,8 @@ def finding_counts(findings: list[Finding]) -> str:
     for f in findings:
         key = f.severity.value if f.severity else "info"
         counts[key] = counts.get(key, 0) + 1
-    return ", ".join(f"{n} {k}" for k, n in counts.items())
+    return ", ".join(f"{n} {k}{'s' if n > 1 and k in _COUNTABLE else ''}"
+                     for k, n in counts.items())
+
+
+_COUNTABLE = ("error", "warning")  # "2 errors", "2 warnings"; "2 critical", "2 info"

@@ -13,10 +13,13 @@ from typing import TextIO
 from rich import box
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from gpu_audit.model import Finding, Scan, Severity
 from gpu_audit.report import allocator_table, tables
+from gpu_audit.report.escape import terminal
 from gpu_audit.report.escape import terminal_markup as escape
+from gpu_audit.report.remedy import command_lines, is_command
 
 SEVERITY_STYLE = {
     Severity.CRITICAL: "bold white on red",
@@ -75,10 +78,30 @@ def make_console(file: TextIO | None = None) -> Console:
 
 
 def _table(headers: list[str], title: str) -> Table:
-    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
+                  collapse_padding=True)
     for header in headers:
         table.add_column(header, overflow="fold")
     return table
+
+
+def print_remedy(console: Console, remedy: str, indent: int) -> None:
+    """``fix:`` and the remedy. Commands are never wrapped by the console (a command broken
+    inside an argument pastes as two commands): whole, or continued with `` \\`` between whole
+    arguments. Sentences wrap like the text above them."""
+    pad = " " * indent
+    for n, line in enumerate(remedy.splitlines() or [""]):
+        lead = Text(pad) + (Text("fix:", style="dim") + " " if n == 0 else Text("     "))
+        if is_command(line):
+            for k, part in enumerate(command_lines(line.strip(), console.width - indent - 5)):
+                text = (lead if k == 0 else Text(pad + "     ")) + terminal(part, newlines=False)
+                console.print(text, soft_wrap=True)
+        else:
+            grid = Table.grid(padding=0)
+            grid.add_column(width=indent + 5, no_wrap=True)
+            grid.add_column()
+            grid.add_row(lead, terminal(line, newlines=False))
+            console.print(grid)
 
 
 def render_findings(console: Console, findings: list[Finding]) -> None:
@@ -86,18 +109,74 @@ def render_findings(console: Console, findings: list[Finding]) -> None:
         console.print("[green]No findings: nothing stands in the way of a run.[/]")
         return
     console.print("[bold]Findings[/]")
-    grid = Table.grid(padding=(0, 1))
-    grid.add_column(width=8, no_wrap=True)
-    grid.add_column(overflow="fold")
     for f in findings:
         severity = f.severity or Severity.INFO
+        grid = Table.grid(padding=(0, 1))
+        grid.add_column(width=8, no_wrap=True)
+        grid.add_column(overflow="fold")
         text = (
             f"[bold]{escape(f.id)}[/] ({escape(f.subject)}): {escape(f.title)}\n"
-            f"{escape(f.detail)}\n[dim]fix:[/] {escape(f.remedy)}"
+            f"{escape(f.detail)}"
         )
         grid.add_row(f"[{SEVERITY_STYLE[severity]}]{severity.value.upper()}[/]", text)
-        grid.add_row("", "")
-    console.print(grid)
+        console.print(grid)
+        print_remedy(console, f.remedy, indent=9)
+        console.print()
+
+
+# Where the GPU table is wider than the console, it is printed as two tables with these
+# columns, both starting with the GPU's index and bus id.
+_GPU_SPLIT = (("GPU", "Bus id", "Name", "Memory used / total", "Free", "Util", "Temp"),
+              ("GPU", "Bus id", "Power", "PCIe", "State"))
+
+
+def gpu_tables(scan: Scan, width: int) -> list[Table]:
+    """The GPUs in one table, or in two where one would not fit ``width`` unwrapped."""
+    rows = [tables.gpu_row(gpu) for gpu in scan.gpus]
+    headers = tables.GPU_HEADERS
+    needed = 2 + sum(max([len(h)] + [len(r[i]) for r in rows]) + 2 for i, h in enumerate(headers))
+    parts = [headers] if needed <= width else [list(part) for part in _GPU_SPLIT]
+    out = []
+    for n, part in enumerate(parts):
+        title = f"GPUs ({len(scan.gpus)})" + (", continued" if n else "")
+        table = _table(part, title)
+        for row in rows:
+            table.add_row(*(escape(row[headers.index(h)]) for h in part))
+        out.append(table)
+    return out
+
+
+def _started(value: str, narrow: bool) -> str:
+    """``2026-11-23 17:39:57``, or ``11-23 17:39`` where columns are scarce."""
+    if narrow and len(value) >= 16 and value[4] == "-":
+        return value[5:16]
+    return value
+
+
+def process_table(scan: Scan, width: int) -> Table:
+    """The GPU processes in ``width`` columns: the command gets what the other columns leave,
+    shortened between whole arguments, never wrapped."""
+    narrow = width < 120
+    headers = [h for h in tables.PROCESS_HEADERS if h != "Name"]
+    name_at = tables.PROCESS_HEADERS.index("Name")
+    started_at = headers.index("Started (UTC)")
+    rows = []
+    for p, row in tables.process_rows(scan, width=width):
+        row = row[:name_at] + row[name_at + 1:]
+        row[started_at] = _started(row[started_at], narrow)
+        rows.append((p, row))
+    fixed = 2  # the table's edges; columns are two apart
+    for i, header in enumerate(headers[:-1]):
+        fixed += max([len(r[i]) for _, r in rows] + [max(len(w) for w in header.split())]) + 2
+    command_width = max(width - fixed, 16)
+    table = _table(headers, f"GPU processes ({len(scan.processes)})")
+    command = table.columns[-1]
+    command.no_wrap, command.overflow, command.max_width = True, "ellipsis", command_width
+    for p, row in rows:
+        row[-1] = tables.process_command(p, command_width)
+        style = "yellow" if p.duplicate_group else None
+        table.add_row(*(escape(c) for c in row), style=style)
+    return table
 
 
 def render_scan(
@@ -112,16 +191,10 @@ def render_scan(
         console.print(f"[bold]{label + ':':<25}[/] {escape(value)}")
     console.print()
     if scan.gpus:
-        gpus = _table(tables.GPU_HEADERS, f"GPUs ({len(scan.gpus)})")
-        for gpu in scan.gpus:
-            gpus.add_row(*(escape(c) for c in tables.gpu_row(gpu)))
-        console.print(gpus)
+        for table in gpu_tables(scan, console.width):
+            console.print(table)
     if scan.processes:
-        procs = _table(tables.PROCESS_HEADERS, f"GPU processes ({len(scan.processes)})")
-        for p, row in tables.process_rows(scan):
-            style = "yellow" if p.duplicate_group else None
-            procs.add_row(*(escape(c) for c in row), style=style)
-        console.print(procs)
+        console.print(process_table(scan, console.width))
         if allocator_table.publishing(scan):
             alloc = _table(allocator_table.ALLOCATOR_HEADERS, allocator_table.ALLOCATOR_TITLE)
             for p in allocator_table.publishing(scan):

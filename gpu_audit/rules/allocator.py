@@ -150,7 +150,7 @@ def alloc_conf_ignored(scan: Scan, policy: Policy) -> Iterator[Finding]:
     - from torch 2.12 the old name is read first even when it is set to an empty string, which
       then hides `PYTORCH_ALLOC_CONF`;
     - `PYTORCH_NO_CUDA_MEMORY_CACHING` (any value) bypasses the caching allocator, and with it
-      every setting;
+      every setting (reported once, by `caching-allocator-disabled`);
     - expandable segments are not supported on Windows (torch warns "not supported on this
       platform" and carries on without them).
 
@@ -167,16 +167,6 @@ def alloc_conf_ignored(scan: Scan, policy: Policy) -> Iterator[Finding]:
     resolution = ac.resolve(cuda_value, new_value, version)
     evidence = {"torch_version": version_str, CUDA_VAR: cuda_value, NEW_VAR: new_value}
 
-    if _caching_disabled(alloc):
-        yield Finding(
-            subject="env",
-            title=f"{NO_CACHING_VAR} turns the allocator settings off",
-            detail=(f"With {NO_CACHING_VAR} set (to any value, 0 included) every "
-                    "allocation goes straight to cudaMalloc, so the caching allocator and its "
-                    "configuration are never used."),
-            remedy=f"unset {NO_CACHING_VAR}",
-            evidence={**evidence, NO_CACHING_VAR: alloc.environment[NO_CACHING_VAR]},
-        )
     if new_value and cuda_value is None and behaviour.era in ("legacy", "split", "unknown"):
         severity = Severity.INFO if behaviour.era == "unknown" else None
         why = behaviour.summary if behaviour.era != "unknown" else (

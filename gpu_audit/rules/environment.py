@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from gpu_audit.config import Policy
-from gpu_audit.knowledge.allocator import NO_CACHING_VAR
+from gpu_audit.knowledge.allocator.names import CUDA_VAR, NEW_VAR, NO_CACHING_VAR
 from gpu_audit.model import Finding, Gpu, Scan, Severity
 from gpu_audit.rules import rule
 
@@ -63,7 +63,8 @@ def caching_allocator_disabled(scan: Scan, policy: Policy) -> Iterator[Finding]:
     PyTorch checks only whether the variable exists, so `PYTORCH_NO_CUDA_MEMORY_CACHING=0` turns
     caching off too (pytorch/pytorch#145661). Without the cache every tensor allocation and free
     synchronises with the driver, which slows training severalfold, and `memory_stats()` and the
-    allocator settings stop meaning anything. Useful for memory debugging only.
+    allocator settings stop meaning anything: any set in `PYTORCH_CUDA_ALLOC_CONF` or
+    `PYTORCH_ALLOC_CONF` are named here, as never used. Useful for memory debugging only.
     """
     env = _env(scan)
     if NO_CACHING_VAR not in env:
@@ -71,13 +72,18 @@ def caching_allocator_disabled(scan: Scan, policy: Policy) -> Iterator[Finding]:
     value = env[NO_CACHING_VAR]
     zero = " (0 included: torch only checks that the variable exists)" if value.strip() in (
         "0", "", "false", "False") else ""
+    alloc = scan.allocator
+    unused = {name: setting for name, setting in (
+        (CUDA_VAR, alloc.pytorch_cuda_alloc_conf if alloc else None),
+        (NEW_VAR, alloc.pytorch_alloc_conf if alloc else None)) if setting}
+    moot = "".join(f" {name}={setting!r} is never used." for name, setting in unused.items())
     yield Finding(
         subject="env",
         title=f"{NO_CACHING_VAR} disables PyTorch's caching allocator",
         detail=(f"{NO_CACHING_VAR}={value!r} turns the cache off{zero}: every "
-                "allocation and free calls the driver, which slows a run severalfold."),
+                f"allocation and free calls the driver, which slows a run severalfold.{moot}"),
         remedy=f"unset {NO_CACHING_VAR}",
-        evidence={NO_CACHING_VAR: value},
+        evidence={NO_CACHING_VAR: value, **unused},
     )
 
 

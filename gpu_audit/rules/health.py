@@ -2,7 +2,8 @@
 
 A reading the GPU does not support is ``None`` in the scan: the rules skip it, and
 ``health-unsupported`` says which checks could not be made, so "not supported" is never read as
-"healthy". GPUs NVML reported as lost are left to the NVML rules.
+"healthy" (:mod:`gpu_audit.rules.unsupported`). GPUs NVML reported as lost are left to the NVML
+rules.
 """
 
 from __future__ import annotations
@@ -449,39 +450,4 @@ def xid_events(scan: Scan, policy: Policy) -> Iterator[Finding]:
                       "source": log.source, "truncated": log.truncated,
                       "xid_recent_hours": policy.xid_recent_hours},
             severity=worst,
-        )
-
-
-@rule("health-unsupported", severity=Severity.INFO)
-def health_unsupported(scan: Scan, policy: Policy) -> Iterator[Finding]:
-    """Health checks this GPU cannot answer ("not supported"), so they were not made.
-
-    Consumer and older GPUs do not report every reading: GeForce cards have no ECC, only data
-    center parts retire pages or remap rows, and some boards hide clock-event reasons or
-    temperature thresholds. The other checks skip what is missing; this finding lists it, so
-    that a missing reading is never mistaken for a healthy one.
-    """
-    if not scan.nvml.available:
-        return
-    for gpu in _live(scan):
-        missing = []
-        if gpu.ecc_mode is None and gpu.ecc_errors_uncorrected_volatile is None:
-            missing.append("ECC error counts")
-        if gpu.retired_pages_pending is None and gpu.remapped_rows_pending is None:
-            missing.append("memory repair (page retirement, row remapping)")
-        if gpu.throttle_reasons is None:
-            missing.append("clock-event (throttle) reasons")
-        if gpu.temperature_c is None or gpu.temperature_slowdown_c is None:
-            missing.append("temperature against its slowdown threshold")
-        if gpu.pcie_gen_current is None or gpu.pcie_width_current is None:
-            missing.append("PCIe link state")
-        if not missing:
-            continue
-        yield Finding(
-            subject=f"gpu:{gpu.index}",
-            title=f"{_label(gpu)}: not supported: {', '.join(missing)}",
-            detail=("This GPU (or its driver) does not report these readings, so their checks "
-                    "were not made."),
-            remedy="Nothing to fix; on consumer GPUs these readings do not exist",
-            evidence={"not_supported": missing},
         )

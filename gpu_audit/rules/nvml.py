@@ -1,12 +1,13 @@
-"""Whether gpu-audit could talk to the NVIDIA driver at all."""
+"""Whether gpu-audit could talk to the NVIDIA driver at all, and to each GPU."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
 from gpu_audit.config import Policy
-from gpu_audit.model import Finding, Scan, Severity
+from gpu_audit.model import Finding, Gpu, Scan, Severity
 from gpu_audit.rules import rule
+from gpu_audit.rules.health import _bus_key
 
 _REMEDIES = {
     "library-not-found": (
@@ -118,3 +119,55 @@ def nvml_unavailable(scan: Scan, policy: Policy) -> Iterator[Finding]:
         },
         severity=Severity.WARNING if no_hardware else None,
     )
+
+
+def _lost_bus_ids(scan: Scan, lost: list[Gpu]) -> dict[int, tuple[str, str]]:
+    """Lost GPU index -> (PCI bus id, where it came from). NVML's own reading first; a lost GPU
+    NVML could not name takes the one kernel-log Xid address that matches no other GPU (Xid 79,
+    "fallen off the bus", preferred), when that pairing is unambiguous."""
+    found = {g.index: (g.pci_bus_id, "nvml") for g in lost if g.pci_bus_id}
+    unnamed = [g for g in lost if not g.pci_bus_id]
+    log = scan.kernel_log
+    if len(unnamed) != 1 or log is None:
+        return found
+    known = {_bus_key(g.pci_bus_id) for g in scan.gpus if g.pci_bus_id}
+    addresses: dict[tuple, str] = {}
+    for event in sorted(log.xid_events, key=lambda e: e.xid != 79):
+        key = _bus_key(event.pci_bus_id)
+        if key is not None and key not in known:
+            addresses.setdefault(key, event.pci_bus_id or "")
+    if len(addresses) == 1:
+        found[unnamed[0].index] = (next(iter(addresses.values())), "kernel-log")
+    return found
+
+
+@rule("gpu-lost", severity=Severity.CRITICAL)
+def gpu_lost(scan: Scan, policy: Policy) -> Iterator[Finding]:
+    """A GPU has fallen off the bus: NVML answers "GPU is lost" and it cannot run anything.
+
+    The driver lost contact with the card (usually logged as Xid 79): every job placed on it
+    fails, and collective jobs on the other GPUs of the node hang waiting for it. The node must
+    be drained and the GPU reset (`nvidia-smi -r`) or the machine rebooted; a GPU that falls off
+    again is a hardware fault (card, riser, slot or power) to return under RMA, identified by
+    its PCI bus id. The bus id comes from NVML when it still answers, otherwise from the one
+    kernel-log Xid address that no other GPU has. `check`'s `gpu-count` fails on this finding.
+    """
+    lost = [g for g in scan.gpus if g.lost]
+    bus_ids = _lost_bus_ids(scan, lost)
+    for gpu in lost:
+        bus, source = bus_ids.get(gpu.index, (None, None))
+        where = f"PCI {bus}" if bus else "PCI address unknown"
+        rma = (f"the GPU at PCI {bus}" if bus else
+               "the GPU whose address `lspci -D -d 10de:` lists but `nvidia-smi` does not")
+        yield Finding(
+            subject=f"gpu:{gpu.index}",
+            title=f"GPU {gpu.index} ({where}) is lost: it has fallen off the bus",
+            detail=("NVML answers NVML_ERROR_GPU_IS_LOST for this GPU: the driver cannot reach "
+                    "it, so no job can use it, and multi-GPU jobs on this node will hang or "
+                    "fail."),
+            remedy=(f"Drain the node, then reset the GPU with no process on it: "
+                    f"`sudo nvidia-smi -r -i {gpu.index}` (or reboot). If it falls off the bus "
+                    f"again (`sudo dmesg -T | grep -i xid` shows Xid 79), open an RMA for {rma}."),
+            evidence={"gpu_index": gpu.index, "pci_bus_id": bus, "pci_bus_id_source": source,
+                      "uuid": gpu.uuid, "name": gpu.name},
+        )

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from gpu_audit.config import Policy
 from gpu_audit.model import Finding, GpuProcess, Scan, Severity
 from gpu_audit.rules import rule
+from gpu_audit.rules.cmdline import command_head
 from gpu_audit.rules.duplicates import duplicate_groups, instance_port
 from gpu_audit.units import fmt_bytes
 
@@ -48,7 +49,7 @@ def duplicate_backend(scan: Scan, policy: Policy) -> Iterator[Finding]:
             }
             for p in group
         ]
-        program = " ".join((keep.cmdline or [keep.name or "?"])[:4])
+        program = command_head(keep.cmdline or [keep.name or "?"], 4)
         pids = " ".join(str(p.pid) for p in extra)
         ports = ", ".join(str(m["port"]) for m in members if m["port"] is not None)
         yield Finding(

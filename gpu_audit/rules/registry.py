@@ -29,6 +29,7 @@ RULE_MODULES = (
     "gpu_audit.rules.environment",
     "gpu_audit.rules.software",
     "gpu_audit.rules.health",
+    "gpu_audit.rules.unsupported",
 )
 
 _ID = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")

@@ -12,19 +12,12 @@ import re
 from collections.abc import Iterator
 
 from gpu_audit.config import Policy
+from gpu_audit.knowledge.torch_builds import cuda_tuple, install_command
 from gpu_audit.model import Finding, Scan, Severity, TorchDevice
 from gpu_audit.rules import rule
 
-# CUDA builds published on download.pytorch.org, newest last (which exist varies by release).
-_PUBLISHED_CUDA_TAGS = ("11.8", "12.1", "12.4", "12.6", "12.8", "12.9", "13.0")
-_INDEX_URL = "https://download.pytorch.org/whl"
 # Jetson/integrated parts: their binaries run on that exact part only (CUDA docs).
 _INTEGRATED = {53, 62, 72, 87, 101}
-
-
-def _cuda(version: str | None) -> tuple[int, int] | None:
-    match = re.match(r"(\d+)\.(\d+)", version or "")
-    return (int(match[1]), int(match[2])) if match else None
 
 
 def _torch_cuda(scan: Scan) -> tuple[str | None, str]:
@@ -45,25 +38,6 @@ def _torch_version(scan: Scan) -> str | None:
     return scan.allocator.torch_version if scan.allocator is not None else None
 
 
-def _base_version(version: str) -> str:
-    return version.partition("+")[0]
-
-
-def build_for_driver(driver_cuda: tuple[int, int]) -> str | None:
-    """The newest published CUDA build tag (``cu124``) that this driver can run."""
-    fitting = [t for t in _PUBLISHED_CUDA_TAGS if (_cuda(t) or (99, 0)) <= driver_cuda]
-    return "cu" + fitting[-1].replace(".", "") if fitting else None
-
-
-def _install_hint(torch_version: str | None, tag: str | None) -> str:
-    pin = f"torch=={_base_version(torch_version)}" if torch_version else "torch"
-    if tag is None:
-        return ("install a CUDA build of torch that this driver supports, as shown at "
-                "https://pytorch.org/get-started/locally/")
-    return (f"pip install --force-reinstall '{pin}' --index-url {_INDEX_URL}/{tag}  "
-            f"# check at https://pytorch.org/get-started/locally/ that {tag} exists for it")
-
-
 @rule("driver-too-old", severity=Severity.ERROR)
 def driver_too_old(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """torch was built for a newer CUDA than the NVIDIA driver supports.
@@ -77,14 +51,13 @@ def driver_too_old(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """
     if scan.driver is None:
         return
-    driver = _cuda(scan.driver.cuda_driver_version)
+    driver = cuda_tuple(scan.driver.cuda_driver_version)
     torch_cuda_text, source = _torch_cuda(scan)
-    needed = _cuda(torch_cuda_text)
+    needed = cuda_tuple(torch_cuda_text)
     if driver is None or needed is None or needed <= driver:
         return
     version = _torch_version(scan)
     major = needed[0] > driver[0]
-    tag = build_for_driver(driver)
     evidence = {"torch_version": version, "torch_cuda_version": torch_cuda_text,
                 "torch_cuda_source": source,
                 "driver_version": scan.driver.driver_version,
@@ -105,7 +78,7 @@ def driver_too_old(scan: Scan, policy: Policy) -> Iterator[Finding]:
         title=(f"torch needs CUDA {torch_cuda_text}; the driver supports "
                f"{scan.driver.cuda_driver_version}"),
         detail=detail,
-        remedy=(f"Upgrade the NVIDIA driver, or {_install_hint(version, tag)}"),
+        remedy=f"Upgrade the NVIDIA driver, or {install_command(version, driver)}",
         evidence=evidence,
         severity=None if major else Severity.WARNING,
     )
@@ -140,14 +113,13 @@ def torch_cpu_only(scan: Scan, policy: Policy) -> Iterator[Finding]:
         source = f"package version {version}"
     if not cpu_only:
         return
-    driver = _cuda(scan.driver.cuda_driver_version) if scan.driver else None
-    tag = build_for_driver(driver) if driver else None
+    driver = scan.driver.cuda_driver_version if scan.driver else None
     yield Finding(
         subject="host",
         title=f"torch {version} is a CPU-only build on a host with {gpus} NVIDIA GPU(s)",
         detail=(f"{source}: this torch cannot use the GPUs; torch.cuda.is_available() is "
                 "False and a job either fails or runs on the CPU."),
-        remedy=_install_hint(version, tag),
+        remedy=install_command(version, driver),
         evidence={"torch_version": version, "gpu_count": gpus, "source": source,
                   "driver_cuda_version": scan.driver.cuda_driver_version if scan.driver else None},
     )

@@ -8,7 +8,9 @@ from typing import Any
 from gpu_audit import __version__
 from gpu_audit.knowledge.allocator.names import CUDA_VAR
 from gpu_audit.report.escape import md_cell, md_code, md_text
+from gpu_audit.report.remedy import remedy_markdown
 from gpu_audit.snapshot.summary import DeviceSummary, SnapshotSummary
+from gpu_audit.snapshot.verdict import device_verdict
 from gpu_audit.units import fmt_bytes
 
 SCHEMA = "gpu-audit.snapshot/1"
@@ -21,6 +23,8 @@ def snapshot_document(summary: SnapshotSummary, *, generated_at: str, source: di
     devices = []
     for device in summary.devices:
         entry = dataclasses.asdict(device)
+        verdict = device_verdict(device)
+        entry["verdict"] = dataclasses.asdict(verdict) if verdict is not None else None
         if device.trace is not None:
             small = device.trace.timeline.downsampled()
             entry["trace"]["timeline"] = dataclasses.asdict(small)
@@ -87,7 +91,7 @@ def device_overview(d: DeviceSummary) -> list[tuple[str, str]]:
 
 POOL_HEADERS = ["Pool", "Stream", "Segments", "Reserved", "Allocated", "Free", "Free blocks",
                 "Largest free", "External frag."]
-ALLOC_HEADERS = ["Size", "Requested", "Pool", "Allocated at", "Stack (innermost first)"]
+ALLOC_HEADERS = ["Count", "Size", "Requested", "Pool", "Allocated at", "Stack (innermost first)"]
 SITE_HEADERS = ["Allocation site", "Live allocations", "Bytes"]
 
 
@@ -102,11 +106,14 @@ def pool_rows(d: DeviceSummary) -> list[list[str]]:
 
 
 def allocation_rows(d: DeviceSummary, stack: int = 3) -> list[list[str]]:
-    return [
-        [fmt_bytes(a.size_bytes), fmt_bytes(a.requested_bytes), a.pool, a.site or NA,
-         " < ".join(a.frames[:stack]) or NA]
-        for a in d.largest_allocations
-    ]
+    """The biggest live allocations, identical rows (size, request, pool, site, stack) merged
+    into one with their count."""
+    merged: dict[tuple[str, ...], int] = {}
+    for a in d.largest_allocations:
+        row = (fmt_bytes(a.size_bytes), fmt_bytes(a.requested_bytes), a.pool, a.site or NA,
+               " < ".join(a.frames[:stack]) or NA)
+        merged[row] = merged.get(row, 0) + 1
+    return [[f"{n}×" if n > 1 else "1", *row] for row, n in merged.items()]
 
 
 def site_rows(d: DeviceSummary) -> list[list[str]]:
@@ -134,6 +141,10 @@ def render_markdown(summary: SnapshotSummary, *, title: str, generated_at: str,
         out += [f"![memory over the recorded history]({plot})", ""]
     for d in summary.devices:
         out += [f"## Device {d.device}", ""]
+        verdict = device_verdict(d)
+        if verdict is not None:
+            out += [f"**Verdict: {md_text(verdict.title)}.** {md_text(verdict.explanation)}", "",
+                    "**Fix:**", "", remedy_markdown(verdict.remedy), ""]
         out += [*_md_table(["", ""], [[k, v] for k, v in device_overview(d)]), ""]
         if d.pools:
             out += ["### Pools", "", *_md_table(POOL_HEADERS, pool_rows(d)), ""]
@@ -154,9 +165,11 @@ def render_markdown(summary: SnapshotSummary, *, title: str, generated_at: str,
 def render_terminal(summary: SnapshotSummary, console: Any, *, source: str) -> None:
     """The summary on a rich console (tables; plain text when piped)."""
     from rich import box
+    from rich.padding import Padding
     from rich.table import Table
 
     from gpu_audit.report.escape import terminal_markup as escape
+    from gpu_audit.report.terminal import print_remedy
 
     def table(headers: list[str], rows: list[list[str]], title: str) -> Table:
         t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
@@ -174,6 +187,12 @@ def render_terminal(summary: SnapshotSummary, console: Any, *, source: str) -> N
         console.print(f"[dim]note: {escape(note)}[/]")
     for d in summary.devices:
         console.print(f"\n[bold]Device {d.device}[/]")
+        verdict = device_verdict(d)
+        if verdict is not None:
+            console.print(f"  [bold]Verdict: {escape(verdict.title)}[/]")
+            console.print(Padding(escape(verdict.explanation), (0, 0, 0, 2)))
+            print_remedy(console, verdict.remedy, indent=2)
+            console.print()
         for label, value in device_overview(d):
             console.print(f"  {escape(label + ':'):<30} {escape(value)}")
         if d.pools:

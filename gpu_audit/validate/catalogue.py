@@ -6,6 +6,7 @@ which means what the scan rule of that name documents; a test keeps the two in s
 from __future__ import annotations
 
 from gpu_audit.model import Severity
+from gpu_audit.validate.gates import DRIFT_MIN_CYCLES
 
 SECTION = "Validation runs (gpu-audit validate)"
 
@@ -80,16 +81,19 @@ The allocator had to free its cache to satisfy allocations.
 
 `num_alloc_retries` grew during the stage: each retry is a synchronising `cudaFree` of cached
 blocks, slow and a sign that memory is nearly exhausted or fragmented."""),
-    "reserved-drift": (Severity.WARNING, """\
+    "reserved-drift": (Severity.WARNING, f"""\
 Reserved GPU memory grows cycle after cycle: a leak suspect.
 
 A steady slope over the stage (reported in bytes per cycle) would reach the GPU's capacity in a
-long run; look for tensors kept across cycles (losses accumulated with their graphs, caches)."""),
-    "rss-drift": (Severity.WARNING, """\
+long run; look for tensors kept across cycles (losses accumulated with their graphs, caches).
+Raised only from a stage of at least {DRIFT_MIN_CYCLES} completed cycles: the least-squares fit
+after the warm-up needs that many to tell a leak from a one-off step."""),
+    "rss-drift": (Severity.WARNING, f"""\
 Host memory (RSS) grows cycle after cycle: a leak suspect.
 
 Reported with its slope in bytes per cycle. Python objects kept across cycles (metrics lists
-holding tensors, growing caches, data-loader workers) are the usual cause."""),
+holding tensors, growing caches, data-loader workers) are the usual cause. Raised only from a
+stage of at least {DRIFT_MIN_CYCLES} completed cycles, like `reserved-drift`."""),
     "cpu-fallback": (Severity.WARNING, """\
 `--device auto` found no usable GPU and the validation ran on the CPU.
 

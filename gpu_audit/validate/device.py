@@ -18,6 +18,32 @@ from gpu_audit.knowledge.allocator import BOTH_VARS
 from gpu_audit.validate.channels import StageFailed, one_line
 
 ROUND_TRIP_ELEMENTS = 1 << 20
+CPU_THREADS_MAX = 8
+
+
+def cpu_threads(environ: dict[str, str] | None = None,
+                available: int | None = None) -> tuple[int, str]:
+    """How many threads torch uses in a CPU stage, and why.
+
+    ``OMP_NUM_THREADS`` when the user set it; else half the CPUs this process may run on (at
+    least 1, at most :data:`CPU_THREADS_MAX`). torch's default is one thread per core, and its
+    intra-op pool waits for its slowest thread at every operation: one other busy process on one
+    core then stretches every cycle many times over. Leaving half the CPUs to the runner and the
+    rest of the host, and using the same count in every stage and variant, keeps cycle times
+    comparable between stages, variants and runs."""
+    environ = os.environ if environ is None else environ
+    given = (environ.get("OMP_NUM_THREADS") or "").strip()
+    if given.isdigit() and int(given) > 0:
+        return int(given), "OMP_NUM_THREADS is set"
+    if available is None:
+        try:
+            available = len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            available = os.cpu_count() or 1
+    count = max(1, min(CPU_THREADS_MAX, available // 2))
+    return count, (f"half of the {available} CPU(s) this process may use (at least 1, at most "
+                   f"{CPU_THREADS_MAX}), so that other processes on the host do not stall "
+                   "torch's thread pool and cycle times stay comparable")
 
 
 def device_info(torch: Any, device: str, emulate_bytes: int | None,
@@ -45,8 +71,14 @@ def device_info(torch: Any, device: str, emulate_bytes: int | None,
     else:
         from gpu_audit.validate.telemetry import host_memory_available
 
+        count, why = cpu_threads()
         if torch is not None:
+            torch.set_num_threads(count)
+            count = torch.get_num_threads()
             round_trip(torch, torch.device("cpu"))
+        else:  # torch is read when the workload imports it later
+            os.environ.setdefault("OMP_NUM_THREADS", str(count))
+        info["torch_threads"] = {"count": count, "why": why}
         if emulate_bytes:
             warnings.append("--emulate-memory applies to GPUs only; the CPU run is not capped")
         info["memory_budget_bytes"] = host_memory_available()
@@ -120,7 +152,7 @@ def probe_devices() -> dict[str, Any]:
         import torch
     except BaseException as exc:
         return {"torch": None, "cuda": False, "reason": f"torch does not import: {one_line(exc)}",
-                "devices": []}
+                "torch_missing": torch_missing(exc), "devices": []}
     result: dict[str, Any] = {"torch": torch.__version__, "cuda": False, "devices": []}
     try:
         if not torch.cuda.is_available():
@@ -134,6 +166,14 @@ def probe_devices() -> dict[str, Any]:
     except Exception as exc:
         result["reason"] = f"CUDA cannot initialise: {one_line(exc)}"
     return result
+
+
+def torch_missing(exc: BaseException) -> bool:
+    """Whether ``import torch`` failed because torch is not installed (rather than broken)."""
+    if not isinstance(exc, ModuleNotFoundError):
+        return False
+    name = exc.name or (str(exc).split("'")[1] if str(exc).count("'") >= 2 else "")
+    return name.split(".")[0] == "torch"
 
 
 def no_cuda_reason(torch: Any) -> str:

@@ -265,12 +265,12 @@ def _cycle_findings(plan: Plan, key: str, where: str, done: list[dict[str, Any]]
     # Projected over the long run being rehearsed: the final stage, and at least 500 cycles.
     horizon = max(plan.final_cycles, len(done), DEFAULT_CYCLES)
     budget = ready.get("total_memory_bytes")
-    if is_leak_suspect(summary.reserved_drift, horizon, budget):
+    if is_leak_suspect(summary.reserved_drift, horizon, budget, cycles=len(done)):
         slope = summary.reserved_drift.slope_per_cycle  # type: ignore[union-attr]
         findings.append(_drift_finding("reserved-drift", where, stage, "reserved GPU memory",
                                        slope, summary.reserved_drift.r2,  # type: ignore[union-attr]
                                        horizon, budget))
-    if is_leak_suspect(summary.rss_drift, horizon, host_memory_bytes):
+    if is_leak_suspect(summary.rss_drift, horizon, host_memory_bytes, cycles=len(done)):
         slope = summary.rss_drift.slope_per_cycle  # type: ignore[union-attr]
         findings.append(_drift_finding("rss-drift", where, stage, "host memory (RSS)", slope,
                                        summary.rss_drift.r2,  # type: ignore[union-attr]

@@ -46,6 +46,11 @@ _REQUIRE = re.compile(
 )
 DRIFT_WARMUP_FRACTION = 0.1
 DRIFT_MIN_POINTS = 10
+# Fewest completed cycles a drift finding (reserved-drift, rss-drift) is raised from: below it a
+# least-squares line through a handful of points after the warm-up follows one-off steps (a
+# cache filling, the host's allocator growing an arena) as readily as a leak, so the slope is
+# still reported but not judged.
+DRIFT_MIN_CYCLES = 30
 DRIFT_MIN_R2 = 0.5
 
 
@@ -83,6 +88,7 @@ class Drift:
 class LegSummary:
     cycles_done: int
     median_cycle_s: float | None
+    iqr_cycle_s: float | None  # interquartile range of the cycle times: their run-to-run spread
     p95_cycle_s: float | None
     max_cycle_s: float | None
     total_cycle_s: float
@@ -195,6 +201,7 @@ def summarize(records: Sequence[dict[str, Any]]) -> LegSummary:
     return LegSummary(
         cycles_done=len(records),
         median_cycle_s=plain_float(times.median()),
+        iqr_cycle_s=plain_float(times.quantile(0.75) - times.quantile(0.25)),
         p95_cycle_s=plain_float(times.iloc[p95_index]) if len(times) else None,
         max_cycle_s=plain_float(peaks["cycle_s"]),
         total_cycle_s=float(times.sum()),
@@ -231,10 +238,17 @@ def _drift(frame: pd.DataFrame, field_name: str) -> Drift | None:
     return Drift(slope_per_cycle=float(slope), r2=float(r2), points=len(points))
 
 
-def is_leak_suspect(found: Drift | None, horizon_cycles: int, budget_bytes: int | None) -> bool:
-    """A steady rise (R² >= 0.5) that, kept up over ``horizon_cycles``, would take 2% of the
-    memory budget (at least 64 MiB; 256 MiB when the budget is unknown)."""
+def is_leak_suspect(found: Drift | None, horizon_cycles: int, budget_bytes: int | None, *,
+                    cycles: int | None = None) -> bool:
+    """A steady rise (R² >= 0.5) over at least :data:`DRIFT_MIN_CYCLES` completed cycles
+    (``cycles``; by default the points of the fit plus the warm-up) that, kept up over
+    ``horizon_cycles``, would take 2% of the memory budget (at least 64 MiB; 256 MiB when the
+    budget is unknown)."""
     if found is None or found.slope_per_cycle <= 0 or found.r2 < DRIFT_MIN_R2:
+        return False
+    if cycles is None:
+        cycles = math.ceil(found.points / (1 - DRIFT_WARMUP_FRACTION))
+    if cycles < DRIFT_MIN_CYCLES:
         return False
     threshold = max(64 * MIB, 0.02 * budget_bytes) if budget_bytes else 256 * MIB
     return found.slope_per_cycle * horizon_cycles >= threshold

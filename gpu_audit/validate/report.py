@@ -1,9 +1,8 @@
 """The validation report: a JSON document (``gpu-audit.validate/1``), its markdown twin, plots.
 
-Renderers only: everything comes from the run folder's plan, state and cycle log. matplotlib is
-imported inside :func:`write_plots` alone (Agg backend), and a missing matplotlib only skips the
-plots. An allocator sweep's comparison (:func:`compare_variants`) aggregates each variant's stage
-summaries with pandas, imported there.
+Renderers only: everything comes from the run folder's plan, state and cycle log. The plots are
+drawn by :mod:`gpu_audit.validate.plots`. An allocator sweep's comparison
+(:func:`compare_variants`) aggregates each variant's stage summaries with pandas, imported there.
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ from gpu_audit import __version__
 from gpu_audit.knowledge.allocator import CUDA_VAR, alloc_conf_export
 from gpu_audit.report.escape import md_cell, md_code, md_text
 from gpu_audit.serial import dumps, to_jsonable, write_atomic
-from gpu_audit.units import GIB, fmt_bytes, fmt_seconds, utc_now
+from gpu_audit.units import fmt_bytes, fmt_seconds, utc_now
 from gpu_audit.validate.findings import leg_gates_for_state, validate_findings
 from gpu_audit.validate.gates import plain_float, plain_int, summarize
 from gpu_audit.validate.plan import Plan, leg_key
@@ -75,7 +74,9 @@ def build_document(run: RunDir, plan: Plan, state: RunState,
         "comparison": comparison,
         "recommendation": recommendation,
         "findings": to_jsonable(findings),
-        "files": {"cycles": str(run.cycles_path), "state": str(run.state_path),
+        # No cycle ran (the imports stage failed, say): no log to point at.
+        "files": {"cycles": str(run.cycles_path) if run.cycles_path.exists() else None,
+                  "state": str(run.state_path),
                   "report_md": str(run.path / "report.md"),
                   "report_json": str(run.path / "report.json"), "plots": []},
     }
@@ -115,6 +116,8 @@ def _variant_doc(run: RunDir, plan: Plan, state: RunState,
             "attempts": leg.attempts,
             "duration_s": leg.duration_s,
             "device": ready.get("device"),
+            "torch_threads": ready.get("torch_threads"),
+            "host_load": leg.load_avg or None,
             "summary": to_jsonable(summary) if summary else None,
             "gates": [to_jsonable(g) for g in gates],
             "worker": {"pid": leg.worker_pid, "exit_code": leg.exit_code, "signal": leg.signal,
@@ -149,7 +152,7 @@ def compare_variants(plan: Plan, variants: list[dict[str, Any]], state: RunState
         [{"label": variant["label"], **stage["summary"]}
          for variant in variants for stage in variant["stages"] if stage["summary"]],
         columns=["label", "peak_reserved_bytes", "worst_fragmentation_pct", "alloc_retries",
-                 "ooms", "oom_retries", "median_cycle_s"])
+                 "ooms", "oom_retries", "median_cycle_s", "iqr_cycle_s"])
     numbers = summaries.set_index("label").apply(pd.to_numeric, errors="coerce")
     per_variant = numbers.astype("float64").groupby(level="label", sort=False).agg({
         "peak_reserved_bytes": "max",
@@ -158,6 +161,7 @@ def compare_variants(plan: Plan, variants: list[dict[str, Any]], state: RunState
         "ooms": lambda column: column.sum(min_count=1),
         "oom_retries": "sum",
         "median_cycle_s": lambda column: column.iloc[-1],  # the deepest stage that ran
+        "iqr_cycle_s": lambda column: column.iloc[-1],
     }).reindex([variant["label"] for variant in variants])
     rows = []
     for variant, (_, figures) in zip(variants, per_variant.iterrows(), strict=True):
@@ -177,40 +181,78 @@ def compare_variants(plan: Plan, variants: list[dict[str, Any]], state: RunState
             "oom_retries": plain_int(figures["oom_retries"]) or 0,
             "unrecovered_oom": any(s["failure"] == "oom" for s in stages),
             "median_cycle_s": plain_float(figures["median_cycle_s"]),
+            "iqr_cycle_s": plain_float(figures["iqr_cycle_s"]),
         })
-    return rows, recommend(rows, on_cpu=not any(v["allocator"]["applies"] for v in variants),
-                           torch_version=plan.torch_version)
+    on_cpu = state.device.resolved == "cpu" or not any(v["allocator"]["applies"]
+                                                        for v in variants)
+    return rows, recommend(rows, on_cpu=on_cpu, torch_version=plan.torch_version)
+
+
+# When one variant's cycles count as faster than another's.
+NOISE_RULE = ("a difference in cycle time counts only when the gap between two variants' median "
+              "cycle times is larger than the larger of their interquartile ranges (the spread "
+              "of the middle half of the per-cycle times of the deepest stage that ran)")
+
+
+def faster_beyond_noise(fast: dict[str, Any], slow: dict[str, Any]) -> bool:
+    """Whether ``fast``'s median cycle beats ``slow``'s by more than the run-to-run spread
+    (:data:`NOISE_RULE`)."""
+    if fast["median_cycle_s"] is None or slow["median_cycle_s"] is None:
+        return False
+    spread = max(fast.get("iqr_cycle_s") or 0.0, slow.get("iqr_cycle_s") or 0.0)
+    return slow["median_cycle_s"] - fast["median_cycle_s"] > spread
 
 
 def recommend(rows: list[dict[str, Any]], *, on_cpu: bool = False,
               torch_version: str | None = None) -> dict[str, Any]:
     """The value to use: among variants that passed, fewest OOMs and retries, then least
-    fragmentation (in 5-point steps, finer differences are noise), then fastest."""
+    fragmentation (in 5-point steps, finer differences are noise), then a faster median cycle,
+    but only beyond the run-to-run spread (:data:`NOISE_RULE`). None on the CPU, where allocator
+    settings do nothing, and none when the variants differ only within the spread."""
+    if on_cpu:
+        return {"label": None, "alloc_conf": None, "rule": NOISE_RULE,
+                "text": "No recommendation: the run used the CPU, where PyTorch's CUDA allocator "
+                        "settings do nothing, so the variants differ only by chance. Run the "
+                        "sweep on a GPU (--device cuda)."}
     passed = [r for r in rows if r["passed"]]
     if not passed:
-        return {"label": None, "alloc_conf": None,
+        return {"label": None, "alloc_conf": None, "rule": NOISE_RULE,
                 "text": "No value passed every stage, so max_split_size_mb alone does not fix "
                         "this run: see the findings (a smaller batch, or expandable_segments)."}
 
-    def score(row: dict[str, Any]) -> tuple[Any, ...]:
+    def memory_score(row: dict[str, Any]) -> tuple[Any, ...]:
         frag = row["worst_fragmentation_pct"]
-        return (row["oom_retries"], row["alloc_retries"] or 0,
-                int((frag or 0) // 5), row["median_cycle_s"] or 0.0)
+        return (row["oom_retries"], row["alloc_retries"] or 0, int((frag or 0) // 5))
 
-    best = min(passed, key=score)
+    best_score = min(memory_score(r) for r in passed)
+    tied = [r for r in passed if memory_score(r) == best_score]
+    timing = ""
+    if len(tied) == 1:
+        best = tied[0]
+    else:
+        winners = [r for r in tied if all(faster_beyond_noise(r, o) for o in tied if o is not r)]
+        if not winners:
+            medians = ", ".join(f"{r['label']} {fmt_seconds(r['median_cycle_s'])} (IQR "
+                                f"{fmt_seconds(r.get('iqr_cycle_s'))})" for r in tied)
+            return {"label": None, "alloc_conf": None, "rule": NOISE_RULE,
+                    "text": f"No recommendation: {', '.join(r['label'] for r in tied)} had the "
+                            "same OOM retries, cache flushes and fragmentation, and their "
+                            f"median cycles ({medians}) differ by less than the run-to-run "
+                            f"spread; {NOISE_RULE}. Leave max_split_size_mb unset unless "
+                            "memory says otherwise."}
+        best = winners[0]
+        timing = "; its median cycle is faster than the others' by more than their spread"
     facts = (f"passed every stage with {best['oom_retries']} OOM retries and "
              f"{best['alloc_retries'] or 0} allocator cache flushes, worst fragmentation "
              f"{_pct(best['worst_fragmentation_pct'])}, median cycle "
-             f"{fmt_seconds(best['median_cycle_s'])}")
+             f"{fmt_seconds(best['median_cycle_s'])}{timing}")
     if best["alloc_conf"]:
         text = (f"{best['label']} {facts}. For the real run: "
                 f"`{alloc_conf_export(best['alloc_conf'], torch_version)}`")
     else:
         text = f"the default allocator settings {facts}: leave max_split_size_mb unset"
-    if on_cpu:
-        text += (". Caution: this ran on the CPU, where these settings do nothing; compare on "
-                 "the GPU.")
-    return {"label": best["label"], "alloc_conf": best["alloc_conf"], "text": text}
+    return {"label": best["label"], "alloc_conf": best["alloc_conf"], "text": text,
+            "rule": NOISE_RULE}
 
 
 def render_markdown(doc: dict[str, Any]) -> str:
@@ -235,17 +277,20 @@ def render_markdown(doc: dict[str, Any]) -> str:
         lines.append(f"- Note: {note}")
     if doc["recommendation"]:
         lines += ["", "## Recommendation", "", doc["recommendation"]["text"]]
+        if doc["recommendation"].get("rule"):
+            lines += ["", f"Rule: {doc['recommendation']['rule']}."]
     if doc["comparison"]:
         lines += ["", "## Allocator settings compared", "",
                   "| variant | result | peak reserved | worst fragmentation | alloc retries | "
-                  "OOMs (retries) | median cycle |", "|---|---|---|---|---|---|---|"]
+                  "OOMs (retries) | median cycle (IQR) |", "|---|---|---|---|---|---|---|"]
         for row in doc["comparison"]:
             ooms = row["ooms"] if row["ooms"] is not None else "n/a"
             retries = row["alloc_retries"] if row["alloc_retries"] is not None else "n/a"
             lines.append(f"| `{row['label']}` | {row['status']} | "
                          f"{fmt_bytes(row['peak_reserved_bytes'])} | "
                          f"{_pct(row['worst_fragmentation_pct'])} | {retries} | "
-                         f"{ooms} ({row['oom_retries']}) | {fmt_seconds(row['median_cycle_s'])} |")
+                         f"{ooms} ({row['oom_retries']}) | {fmt_seconds(row['median_cycle_s'])} "
+                         f"({fmt_seconds(row.get('iqr_cycle_s'))}) |")
     for variant in doc["variants"]:
         lines += _variant_markdown(variant, len(doc["variants"]) > 1)
     lines += ["", "## Findings", ""]
@@ -263,9 +308,11 @@ def render_markdown(doc: dict[str, Any]) -> str:
         lines += [f"![{Path(p).stem}]({Path(p).name})" for p in plots]
     elif doc["files"].get("plots_note"):
         lines += ["## Plots", "", doc["files"]["plots_note"]]
-    lines += ["", "## Files", "", f"- per-cycle log: {md_code(doc['files']['cycles'])}",
-              f"- run state: {md_code(doc['files']['state'])}", f"- JSON twin: "
-              f"{md_code(doc['files']['report_json'])}", ""]
+    cycles = doc["files"]["cycles"]
+    lines += ["", "## Files", ""]
+    lines += [f"- per-cycle log: {md_code(cycles)}"] if cycles else []
+    lines += [f"- run state: {md_code(doc['files']['state'])}",
+              f"- JSON twin: {md_code(doc['files']['report_json'])}", ""]
     return "\n".join(lines)
 
 
@@ -306,6 +353,7 @@ def _variant_markdown(variant: dict[str, Any], several: bool) -> list[str]:
             f"{summary.get('oom_retries', 0) if summary else '-'} | "
             f"{fmt_bytes(summary.get('max_rss_bytes'))} | "
             f"{md_cell(stage['reason'] or '')} |")
+    lines += _host_lines(variant["stages"])
     gated = [s for s in variant["stages"] if s["gates"]]
     if gated:
         lines += ["", "Gates:", ""]
@@ -317,63 +365,19 @@ def _variant_markdown(variant: dict[str, Any], several: bool) -> list[str]:
     return lines
 
 
-def write_plots(doc: dict[str, Any], records: dict[str, list[dict[str, Any]]], folder: Path,
-                plan: Plan) -> tuple[list[str], str | None]:
-    """PNG plots per variant: memory per cycle, fragmentation per cycle. Returns (paths, note)."""
-    try:
-        import matplotlib
+def _host_lines(stages: list[dict[str, Any]]) -> list[str]:
+    """CPU threads and the host's load per stage: what makes CPU cycle times move."""
+    def fmt(values: list[float] | None) -> str:
+        return "/".join(f"{v:.2f}" for v in values) if values else "n/a"
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return [], "Plots skipped: matplotlib is not installed (`pip install matplotlib`)."
-    written: list[str] = []
-    for variant in plan.variants:
-        series = []
-        boundaries = []
-        for stage in plan.stages:
-            done = completed_cycles(records.get(leg_key(variant.label, stage.name), []))
-            if done:
-                boundaries.append((len(series), stage.name))
-                series.extend(done)
-        if not series:
-            continue
-        xs = list(range(len(series)))
-        cuda = any(r.get("reserved_bytes") is not None for r in series)
-        figure, axis = plt.subplots(figsize=(9, 4))
-        if cuda:
-            for name, label in (("allocated_bytes", "allocated"), ("reserved_bytes", "reserved"),
-                                ("reserved_peak_bytes", "reserved (peak in cycle)")):
-                axis.plot(xs, [_gib(r.get(name)) for r in series], label=label, linewidth=1)
-            axis.set_ylabel("GiB")
-            axis.set_title(f"GPU memory per cycle ({variant.label})")
-        else:
-            axis.plot(xs, [_gib(r.get("rss_bytes")) for r in series], label="host RSS")
-            axis.set_ylabel("GiB")
-            axis.set_title(f"Host memory per cycle ({variant.label}; CPU run)")
-        _stage_marks(axis, boundaries)
-        axis.set_xlabel("cycle (all stages in order)")
-        axis.legend(loc="best", fontsize="small")
-        figure.tight_layout()
-        path = folder / f"memory-{variant.label}.png"
-        written.append(_save(figure, path, plt))
-        if cuda:
-            figure, axis = plt.subplots(figsize=(9, 3.5))
-            axis.plot(xs, [r.get("fragmentation_pct") for r in series],
-                      label="inactive split / reserved")
-            axis.plot(xs, [r.get("cache_slack_pct") for r in series],
-                      label="(reserved - allocated) / reserved", linewidth=0.8)
-            axis.axhline(plan.max_fragmentation_pct, color="red", linestyle=":", linewidth=1,
-                         label="gate")
-            _stage_marks(axis, boundaries)
-            axis.set_ylim(0, 100)
-            axis.set_ylabel("%")
-            axis.set_xlabel("cycle (all stages in order)")
-            axis.set_title(f"Fragmentation per cycle ({variant.label})")
-            axis.legend(loc="best", fontsize="small")
-            figure.tight_layout()
-            written.append(_save(figure, folder / f"fragmentation-{variant.label}.png", plt))
-    return written, None if written else "No cycles ran, so there is nothing to plot."
+    threads = {(t["count"], t["why"]) for s in stages if (t := s.get("torch_threads"))}
+    lines = [f"torch threads in CPU stages: {count} ({why})" for count, why in sorted(threads)]
+    loads = [f"- {stage['name']}: {fmt(load.get('start'))} at start, {fmt(load.get('end'))} at "
+             "end" for stage in stages if (load := stage.get("host_load") or {})
+             and (load.get("start") or load.get("end"))]
+    if loads:
+        lines += ["", "Host load average (1/5/15 min) while each stage ran:", "", *loads]
+    return ["", *lines] if lines else []
 
 
 def write_report(run: RunDir, plan: Plan, state: RunState,
@@ -381,34 +385,16 @@ def write_report(run: RunDir, plan: Plan, state: RunState,
                  host_memory_bytes: int | None = None) -> dict[str, Any]:
     doc = build_document(run, plan, state, records, host_memory_bytes=host_memory_bytes)
     if plots:
-        paths, note = write_plots(doc, records, run.path, plan)
+        from gpu_audit.validate.plots import write_plots
+
+        cycles = {key: completed_cycles(legs) for key, legs in records.items()}
+        paths, note = write_plots(cycles, run.path, plan)
         doc["files"]["plots"] = paths
         if note:
             doc["files"]["plots_note"] = note
     write_atomic(run.path / "report.json", dumps(doc) + "\n")
     write_atomic(run.path / "report.md", render_markdown(doc))
     return doc
-
-
-def _save(figure: Any, path: Path, plt: Any) -> str:
-    import io
-
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=110)
-    plt.close(figure)
-    write_atomic(path, buffer.getvalue())
-    return str(path)
-
-
-def _stage_marks(axis: Any, boundaries: list[tuple[int, str]]) -> None:
-    for x, name in boundaries:
-        axis.axvline(x, color="grey", linestyle="--", linewidth=0.6)
-        axis.annotate(name, (x, 1), xycoords=("data", "axes fraction"), fontsize="x-small",
-                      rotation=90, va="top", ha="right", color="grey")
-
-
-def _gib(value: Any) -> float | None:
-    return value / GIB if isinstance(value, (int, float)) else None
 
 
 def _pct(value: Any) -> str:

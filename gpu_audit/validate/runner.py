@@ -149,6 +149,7 @@ class Runner:
         leg.exit_code = leg.signal = leg.stderr_tail = None
         leg.failure_detail, leg.explanation = {}, []
         leg.started_at, leg.finished_at = utc_now(), None
+        leg.load_avg = {"start": host_load(), "end": None}
         self.run.write_state(self.state)
         device = self.state.device.resolved or "cpu"
         prior = completed_cycles(load_records(self.run.cycles_path).get(key, []))
@@ -166,6 +167,7 @@ class Runner:
                                                                  if "cycle_s" in r])
         leg.duration_s = round((leg.duration_s or 0.0) + time.monotonic() - began, 3)
         leg.finished_at = utc_now()
+        leg.load_avg["end"] = host_load()
         leg.exit_code = outcome.returncode
         if outcome.returncode is not None and outcome.returncode < 0:
             leg.signal = signal_name(-outcome.returncode)
@@ -316,6 +318,14 @@ class Runner:
     def _restore_signal_handlers(self, previous: dict[int, Any]) -> None:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+def host_load() -> list[float] | None:
+    """The host's load average over 1, 5 and 15 minutes (``None`` where there is none)."""
+    try:
+        return [round(value, 2) for value in os.getloadavg()]
+    except (AttributeError, OSError):
+        return None
 
 
 def _read_tail(path: Path, offset: int) -> str:

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpu_audit.errors import UsageError
+from gpu_audit.errors import ConfigError, UsageError
+from gpu_audit.knowledge.torch_builds import GET_STARTED_URL
 from gpu_audit.units import utc_now
 from gpu_audit.validate.plan import Plan
 from gpu_audit.validate.spawn import worker_env
@@ -50,6 +51,7 @@ def run_validation(plan: Plan | None = None, *, out_dir: Path = Path("reports"),
     from gpu_audit.validate.state import RunLock, find_run, load_records
 
     out_dir = Path(out_dir)
+    chosen: DeviceChoice | None = None
     reporter = make_progress(progress)
     say = note or reporter.note
     if resume is not None:
@@ -67,6 +69,7 @@ def run_validation(plan: Plan | None = None, *, out_dir: Path = Path("reports"),
     else:
         if plan is None:
             raise ValueError("run_validation needs a plan or a run to resume")
+        chosen = resolve_device(plan.device)  # before the run folder: no torch is exit 3
         try:
             run, state = start_run(plan, out_dir, run_id)
         except OSError as exc:
@@ -75,11 +78,12 @@ def run_validation(plan: Plan | None = None, *, out_dir: Path = Path("reports"),
         lock = RunLock(run.lock_path)
         lock.acquire()
         say(f"run {run.run_id}: {run.path}")
+    finished = False
     try:
         for warning in plan.warnings:
             say(f"warning: {warning}")
-        if state.device.resolved is None:
-            state.device = resolve_device(plan.device)
+        if state.device.resolved is None or chosen is not None:
+            state.device = chosen or resolve_device(plan.device)
             if state.device.fallback_reason and state.device.resolved == "cpu":
                 say(f"warning: no usable CUDA device ({state.device.fallback_reason}); "
                     "running on the CPU")
@@ -88,11 +92,13 @@ def run_validation(plan: Plan | None = None, *, out_dir: Path = Path("reports"),
             + (f" ({state.device.name})" if state.device.name else ""))
         runner = Runner(run, plan, state, progress=reporter, note=say, lock=lock)
         code = runner.execute()
+        run.remove_empty_scratch()
         records = load_records(run.cycles_path)
         document = write_report(run, plan, state, records, plots=plots,
                                 host_memory_bytes=psutil.virtual_memory().total)
+        finished = True  # the runner has waited for its workers: nobody else holds the lock
     finally:
-        lock.release()
+        lock.release(remove=finished)
     return ValidationResult(run=run, plan=plan, state=state, document=document, exit_code=code)
 
 
@@ -132,10 +138,18 @@ def new_state(run_id: str, plan: Plan, device: DeviceChoice) -> RunState:
 
 def resolve_device(requested: str, *, probe: Callable[[], dict[str, Any]] | None = None
                    ) -> DeviceChoice:
-    """``auto``/``cuda``: the CUDA device with the most free memory (asked in a subprocess)."""
+    """``auto``/``cuda``: the CUDA device with the most free memory (asked in a subprocess).
+
+    Raises :class:`ConfigError` when torch is not installed: nothing could run."""
     if requested == "cpu" or requested.startswith("cuda:"):
+        import importlib.util
+
+        if importlib.util.find_spec("torch") is None:  # looked up, not imported
+            raise ConfigError(torch_missing_message("No module named 'torch'"))
         return DeviceChoice(requested=requested, resolved=requested)
     found = (probe or probe_devices)()
+    if found.get("torch_missing"):
+        raise ConfigError(torch_missing_message(found.get("reason")))
     devices = sorted(found.get("devices") or [], key=lambda d: (-d["free_bytes"], d["index"]))
     if devices:
         best = devices[0]
@@ -147,6 +161,15 @@ def resolve_device(requested: str, *, probe: Callable[[], dict[str, Any]] | None
         # The worker fails the first stage with the full explanation.
         return DeviceChoice(requested=requested, resolved="cuda", fallback_reason=reason)
     return DeviceChoice(requested=requested, resolved="cpu", fallback_reason=reason)
+
+
+def torch_missing_message(reason: str | None) -> str:
+    """Why validate cannot start without torch, and how to get the right build."""
+    reason = (reason or "").removeprefix("torch does not import: ") or "it does not import"
+    return (f"torch is not installed for {sys.executable} ({reason}); "
+            "validate runs your workload with torch. Install the build that matches this "
+            f"machine's CUDA driver into this environment (choose it at {GET_STARTED_URL}; "
+            "`gpu-audit scan` shows the driver's CUDA version), then run validate again")
 
 
 def probe_devices() -> dict[str, Any]:

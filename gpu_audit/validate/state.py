@@ -115,6 +115,8 @@ class LegState:
     failure_detail: dict[str, Any] = field(default_factory=dict)  # memory at OOM, traceback...
     stderr_tail: str | None = None
     explanation: list[dict[str, Any]] = field(default_factory=list)
+    # os.getloadavg() (1, 5, 15 min) when the stage's last attempt started and ended
+    load_avg: dict[str, list[float] | None] = field(default_factory=dict)
 
 
 @dataclass
@@ -166,6 +168,15 @@ class RunDir:
 
     def scratch_dir(self, key: str) -> Path:
         return self.path / "scratch" / leg_file(key)
+
+    def remove_empty_scratch(self) -> None:
+        """Drop the stages' scratch folders the workload left empty (and ``scratch/`` itself)."""
+        root = self.path / "scratch"
+        for folder in sorted(root.glob("*"), reverse=True):
+            with contextlib.suppress(OSError):
+                folder.rmdir()  # only when empty: the workload's own files stay
+        with contextlib.suppress(OSError):
+            root.rmdir()
 
     def write_plan(self, plan: Plan) -> None:
         write_atomic(self.plan_path, dumps({"schema": PLAN_SCHEMA, "plan": plan}) + "\n")
@@ -238,27 +249,42 @@ class RunLock:
 
     def acquire(self, wait_s: float = 30.0) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        if fcntl is None:
-            self.fd = fd
-            return
         deadline = time.monotonic() + wait_s
         while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            if fcntl is None:
+                self.fd = fd
+                return
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
+                if self._still_the_lock_file(fd):
+                    self.fd = fd
+                    return
+                os.close(fd)  # its holder finished and removed it: lock the new one
+                continue
             except OSError:
+                os.close(fd)
                 if time.monotonic() >= deadline:
-                    os.close(fd)
                     raise UsageError(
                         f"run {self.path.parent.name} is in use by another gpu-audit process "
                         f"(its lock {self.path} is held); wait for it to finish or stop it"
                     ) from None
                 time.sleep(0.2)
-        self.fd = fd
 
-    def release(self) -> None:
+    def _still_the_lock_file(self, fd: int) -> bool:
+        """Whether ``fd`` is the file at :attr:`path` (a finished run removes its lock file)."""
+        try:
+            return os.path.samestat(os.fstat(fd), os.stat(self.path))
+        except FileNotFoundError:
+            return False
+
+    def release(self, *, remove: bool = False) -> None:
+        """Let go of the lock; ``remove`` deletes the lock file first, for a run whose worker
+        has ended (a worker still holding the inherited lock must keep its file)."""
         if self.fd is not None:
+            if remove:
+                with contextlib.suppress(OSError):
+                    os.unlink(self.path)
             with contextlib.suppress(OSError):
                 os.close(self.fd)
             self.fd = None

@@ -6,6 +6,7 @@ import pytest
 
 from gpu_audit.check.results import StageOutcome
 from gpu_audit.model import Driver
+from gpu_audit.rules import evaluate
 from tests import builders as b
 from tests.check.support import FAIL, PASS, SKIP, WARN, no_driver, only, run, with_torch
 
@@ -65,3 +66,18 @@ def test_torch_cuda_follows_the_imports_stage():
     result = only(run(scan, require_torch_cuda=True, stages=[failed]), "torch-cuda")
     assert result.status is FAIL and "no CUDA-capable device" in result.summary
     assert result.remedy == "Check the driver with `nvidia-smi`."
+
+
+@pytest.mark.parametrize(("version", "variant"), [(None, None), ("2.5.1+rocm6.2", "rocm"),
+                                                  ("2.5.1+cpu", "cpu")])
+def test_scan_and_check_suggest_the_same_cuda_build_for_one_driver(version, variant):
+    """A driver supporting CUDA 12.2 runs the cu121 build, whoever gives the advice."""
+    driver = Driver("535.104.05", "12.535.104.05", "12.2")
+    scan = with_torch(b.scan(driver=driver), version, variant, None)
+    result = only(run(scan, require_torch_cuda=True), "torch-cuda")
+    assert result.status is FAIL
+    assert "download.pytorch.org/whl/cu121" in result.remedy, result.remedy
+    assert "cu124" not in result.remedy
+    for finding in evaluate(scan):
+        if "download.pytorch.org" in finding.remedy:
+            assert "whl/cu121" in finding.remedy and finding.remedy in result.remedy

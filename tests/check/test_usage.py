@@ -94,3 +94,24 @@ def test_process_checks_skip_without_gpu_readings():
     for check_id in ("foreign-processes", "own-processes", "duplicate-backends",
                      "unattributed-vram"):
         assert only(report, check_id).status is SKIP, check_id
+
+
+def test_one_remedy_per_process_across_duplicate_backends_and_own_processes():
+    """Three copies of one server and an unrelated worker, all of the user running check."""
+    report = run(b.gtx1650_three_uvicorn(), user="alice")
+    dup = only(report, "duplicate-backends")
+    assert dup.evidence["keep_pid"] == 2101 and dup.evidence["stop_pids"] == [2202, 2303]
+    own = only(report, "own-processes")
+    assert [p["pid"] for p in own.evidence["processes"]] == [2404]
+    assert own.evidence["duplicate_copies"] == [2101, 2202, 2303]
+    assert own.remedy.endswith("kill 2404")
+    for pid in ("2101", "2202", "2303"):
+        assert pid not in own.remedy
+    # without the duplicate-backends check, own-processes is the one remedy for every copy
+    relaxed = only(run(b.gtx1650_three_uvicorn(), user="alice", duplicate_backends="ignore"),
+                   "own-processes")
+    assert relaxed.remedy.endswith("kill 2101 2202 2303 2404")
+    # only copies left: nothing else to say here
+    copies_only = b.scan(processes=[b.uvicorn(2101, 8000), b.uvicorn(2202, 8080)])
+    alone = only(run(copies_only, user="alice"), "own-processes")
+    assert alone.status is PASS and "2101 2202 (see duplicate-backends)" in alone.summary

@@ -41,3 +41,54 @@ def test_unknown_command_is_a_usage_error(cli_env):
     assert result.returncode == 3
     assert "No such command" in result.stderr
     assert "internal error" not in result.stderr
+
+
+def _help_texts(command: str) -> list[str]:
+    """Every option help text of ``command`` as written in its module."""
+    import importlib
+
+    import typer
+
+    from gpu_audit.cli.app import app
+
+    importlib.import_module(f"gpu_audit.cli.{COMMANDS[command]}")
+    group = typer.main.get_group(app)
+    click_command = group.commands[command]
+    commands = getattr(click_command, "commands", {}).values() or [click_command]
+    return [p.help for c in commands for p in c.params if getattr(p, "help", None)]
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_help_shows_square_brackets_as_written(cli_env, command):
+    """``[tool.gpu-audit]`` in a help text is a TOML table, not console markup to swallow."""
+    bracketed = {word for text in _help_texts(command)
+                 for word in __import__("re").findall(r"\[[a-z][\w.-]*\]", text)}
+    helped = gpu_audit([command, "--help"], dict(cli_env, COLUMNS="400"))
+    assert helped.returncode == 0
+    shown = __import__("re").sub(r"-\s+", "-", " ".join(helped.stdout.split()))  # unwrapped
+    missing = [word for word in sorted(bracketed) if word not in shown]
+    assert not missing, f"{command} --help lost {missing}"
+
+
+def test_validate_config_help_names_its_tables(cli_env):
+    helped = gpu_audit(["validate", "--help"], dict(cli_env, COLUMNS="400"))
+    assert "Read [tool.gpu-audit] / [tool.gpu-audit.validate] from this file." in " ".join(
+        helped.stdout.split())
+
+
+def test_verbose_works_after_the_command_and_is_a_counter(cli_env):
+    from gpu_audit.cli.app import hoist_verbose
+
+    assert hoist_verbose(["scan", "-v", "--json"]) == ["-v", "scan", "--json"]
+    assert hoist_verbose(["validate", "-vv", "--", "python", "t.py", "-v"]) == [
+        "-vv", "validate", "--", "python", "t.py", "-v"]
+    result = gpu_audit(["scan", "-v", "--timeout", "nope"], cli_env)
+    assert "No such option: -v" not in result.stderr
+    assert result.returncode == 3
+    top = gpu_audit(["--help"], cli_env)
+    assert "[default: 0]" not in top.stdout
+
+
+def test_scan_help_states_the_exit_codes(cli_env):
+    helped = " ".join(gpu_audit(["scan", "--help"], cli_env).stdout.split())
+    assert "Exit codes" in helped and "130 interrupted" in helped

@@ -146,3 +146,22 @@ def test_ptx_from_a_newer_toolkit_says_why_and_what_to_do(cli_env) -> None:
     fix = out.split("Fix:", 1)[1].splitlines()[1:]
     remedy = " ".join(line.strip() for line in fix if line.startswith("     "))
     assert "nvidia-smi" in remedy and "update the NVIDIA driver" in remedy
+
+
+def test_a_readable_log_is_explained_even_when_another_cannot_be_read(tmp_path: Path,
+                                                                     cli_env) -> None:
+    good = FIXTURES / "a100_fragmented_oom_torch23.log"
+    missing = tmp_path / "missing.log"
+    done = explain([str(good), str(missing), "--torch-version", "2.4.1+cu124"], cli_env)
+    out, err = done.stdout.decode(), done.stderr.decode()
+    assert done.returncode == 3
+    assert "CUDA out of memory: fragmentation" in out
+    assert f"{missing}: no such file" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_the_line_count_is_worded_for_one_line(tmp_path: Path, cli_env) -> None:
+    one = tmp_path / "one.log"
+    one.write_text("all good\n")
+    out = explain([str(one)], cli_env).stdout.decode()
+    assert "(1 line," in out and "(1 lines" not in out

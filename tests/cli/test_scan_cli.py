@@ -219,3 +219,14 @@ def test_bad_environment_value_is_exit_3_naming_the_variable(cli_env, tmp_path):
     assert "environment variable GPU_AUDIT_MIN_FREE_VRAM_PCT: key 'min_free_vram_pct' must be " \
         "a number, got 'ten'" in result.stderr
     assert "Traceback" not in result.stderr and result.stdout == ""
+
+
+def test_an_unwritable_out_prints_no_verdict_before_exiting_3(cli_env, tmp_path):
+    saved = saved_scan(tmp_path, b.gtx1650_three_uvicorn())
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    result = run_scan(["--from", str(saved), "--out", str(blocker / "reports")], cli_env,
+                      tmp_path)
+    assert result.returncode == 3
+    assert "exit code" not in result.stdout
+    assert "cannot write the report" in result.stderr and "Traceback" not in result.stderr

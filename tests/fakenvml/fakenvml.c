@@ -14,7 +14,9 @@
  * return; "errors" maps function names to the NVML return code to answer; "missing_symbols" makes
  * the listed entry points answer NVML_ERROR_FUNCTION_NOT_FOUND (an older driver);
  * "unknown_field_ids" are field-value ids answered NVML_ERROR_INVALID_ARGUMENT (also an older
- * driver); "call_delay_ms" delays every call (a slow driver). Unknown keys are refused.
+ * driver); a GPU's "unsupported_field_ids" are field-value ids answered NOT_SUPPORTED while the
+ * dedicated calls still answer; "call_delay_ms" delays every call (a slow driver). Unknown keys
+ * are refused.
  *
  * A scenario that cannot be read makes nvmlInit fail with NVML_ERROR_UNKNOWN and a message on
  * stderr, so a broken test fixture is never mistaken for a GPU. FAKE_NVML_CALL_LOG, when set, names
@@ -189,7 +191,7 @@ static const char *const GPU_KEYS[] = {
     "remapped_rows_uncorrectable", "remapped_rows_pending", "remapped_rows_failure",
     "pcie_gen_current", "pcie_gen_max", "pcie_gen_gpu_max", "pcie_width_current",
     "pcie_width_max", "pcie_tx_kbps", "pcie_rx_kbps", "display_active", "display_mode",
-    "processes", "lost", "unsupported", "hang", "errors", NULL};
+    "processes", "lost", "unsupported", "unsupported_field_ids", "hang", "errors", NULL};
 
 static const char *const PROCESS_KEYS[] = {
     "pid", "used_memory_bytes", "type", "sm_util_pct", NULL};
@@ -1204,6 +1206,8 @@ static void field_value(fake_gpu *gpu, nvmlFieldValue_t *v) {
         return;
     }
     if (!key || json_list_contains(gpu->json, "unsupported", group)) return;
+    /* A field the driver answers NOT_SUPPORTED while its dedicated call still works. */
+    if (json_list_contains_integer(gpu->json, "unsupported_field_ids", v->fieldId)) return;
     if (v->fieldId == 2 && !json_get(gpu->json, key)) key = "ecc_mode";
     unsigned int enabled;
     /* Error counters exist only while ECC is on, as with nvmlDeviceGetTotalEccErrors. */

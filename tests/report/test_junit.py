@@ -51,7 +51,7 @@ def test_statuses_map_to_failure_error_skipped_and_warning_text(tmp_path):
     assert "fix: ps -o pid,lstart,args -p 2101 2202 2303" in failure.text
 
     own = cases[("node1.host", "own-processes")]
-    assert own.is_passed and own.system_out.startswith("WARNING: 4 processes of alice hold")
+    assert own.is_passed and own.system_out.startswith("WARNING: 1 process of alice holds")
 
     name = cases[("node1.host", "gpu-name")]
     (skipped,) = name.result

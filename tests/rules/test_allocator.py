@@ -6,6 +6,7 @@ import dataclasses
 
 from gpu_audit.config import Policy
 from gpu_audit.model import AllocatorConfig, Scan, Severity, TorchProbe
+from gpu_audit.rules import evaluate
 from gpu_audit.rules.allocator import (
     alloc_conf_advice,
     alloc_conf_conflict,
@@ -141,11 +142,14 @@ def test_empty_old_name_hides_the_new_one_from_2_12():
     assert "empty PYTORCH_CUDA_ALLOC_CONF" in finding.title
 
 
-def test_no_cuda_memory_caching_makes_every_setting_moot():
+def test_no_cuda_memory_caching_makes_every_setting_moot_and_is_reported_once():
     scan = job_env(cuda="expandable_segments:True",
                    environment={"PYTORCH_NO_CUDA_MEMORY_CACHING": "0"})
-    (finding,) = run(alloc_conf_ignored, scan)
-    assert finding.remedy == "unset PYTORCH_NO_CUDA_MEMORY_CACHING"
+    assert run(alloc_conf_ignored, scan) == []
+    (finding,) = [f for f in evaluate(scan) if "PYTORCH_NO_CUDA_MEMORY_CACHING" in f.remedy]
+    assert finding.id == "caching-allocator-disabled"
+    assert "PYTORCH_CUDA_ALLOC_CONF='expandable_segments:True' is never used" in finding.detail
+    assert finding.evidence["PYTORCH_CUDA_ALLOC_CONF"] == "expandable_segments:True"
 
 
 def test_expandable_segments_are_ignored_on_windows():

@@ -10,7 +10,6 @@ from gpu_audit.model import KernelLog, NvmlStatus, Scan, Severity, XidEvent
 from gpu_audit.rules.health import (
     compute_mode_restricted,
     ecc_uncorrectable,
-    health_unsupported,
     hw_slowdown,
     memory_repair_pending,
     mig_enabled,
@@ -22,6 +21,7 @@ from gpu_audit.rules.health import (
     thermal_slowdown,
     xid_events,
 )
+from gpu_audit.rules.unsupported import health_unsupported
 from tests import builders as b
 
 # What NVML reports for a healthy, idle data-center GPU: every health reading supported.
@@ -81,6 +81,27 @@ def test_a_consumer_gpu_without_ecc_never_fails_and_says_not_supported():
     assert finding.evidence["not_supported"] == [
         "ECC error counts", "memory repair (page retirement, row remapping)"]
     assert "not supported" in finding.title
+
+
+def test_identical_unsupported_readings_on_many_gpus_are_one_finding_worded_by_the_gpu_kind():
+    scan = node(*(h100(i, throttle_reasons=None) for i in range(8)))
+    (finding,) = run(health_unsupported, scan)
+    assert finding.subject == "host" and finding.evidence["gpus"] == list(range(8))
+    assert finding.title.startswith("GPU 0-7 (NVIDIA H100 80GB HBM3): not supported")
+    assert finding.evidence["not_supported"] == ["clock-event (throttle) reasons"]
+    assert finding.evidence["gpu_kind"] == "data-center"
+    assert "consumer" not in finding.remedy and "data-center GPU reports these" in finding.remedy
+    assert "-i 0,1,2,3,4,5,6,7" in finding.remedy
+    # a different gap on one GPU is its own finding, about that GPU
+    mixed = node(*(h100(i, throttle_reasons=None, pcie_gen_current=None if i == 5 else 5)
+                   for i in range(8)))
+    merged, single = sorted(run(health_unsupported, mixed), key=lambda f: len(f.evidence["gpus"]),
+                            reverse=True)
+    assert merged.evidence["gpus"] == [0, 1, 2, 3, 4, 6, 7] and "GPU 0-4,6-7" in merged.title
+    assert single.subject == "gpu:5" and single.evidence["gpus"] == [5]
+    (consumer,) = run(health_unsupported, node(gtx1650()))
+    assert consumer.subject == "gpu:0" and consumer.evidence["gpu_kind"] == "consumer"
+    assert "consumer (GeForce, TITAN) GPUs do not have these readings" in consumer.remedy
 
 
 def test_lost_gpus_are_left_to_the_nvml_rules():

@@ -3,7 +3,7 @@ from __future__ import annotations
 import dataclasses
 
 from gpu_audit.config import Policy
-from gpu_audit.model import NvmlStatus, Severity
+from gpu_audit.model import KernelLog, NvmlStatus, Severity, XidEvent
 from gpu_audit.rules import evaluate, exit_code
 from gpu_audit.rules.gpu import low_free_vram
 from gpu_audit.rules.host import low_host_memory, swap_pressure
@@ -98,3 +98,18 @@ def test_a_hung_nvml_call_is_an_error_naming_the_call_and_gpu():
     assert finding.evidence["calls"] == ["nvmlDeviceGetFieldValues"]
     assert "--gpu-reset -i 1" in finding.remedy
     assert list(nvml_hung(b.scan(probe_errors=[slow_but_fine]), Policy())) == []
+
+
+def test_gpu_lost_names_the_pci_address_from_the_kernel_log_when_nvml_cannot():
+    scan = b.scan(gpus=[b.gpu(0, pci_bus_id="00000000:1B:00.0"), b.Gpu(index=1, lost=True)])
+    log = KernelLog(source="dmesg", readable=True, xid_events=[
+        XidEvent(xid=79, pci_bus_id="0000:3b:00", message="GPU has fallen off the bus."),
+        XidEvent(xid=13, pci_bus_id="0000:1b:00", message="Graphics Exception")])
+    (finding,) = [f for f in evaluate(dataclasses.replace(scan, kernel_log=log))
+                  if f.id == "gpu-lost"]
+    assert finding.severity is Severity.CRITICAL and finding.subject == "gpu:1"
+    assert finding.evidence["pci_bus_id"] == "0000:3b:00"
+    assert finding.evidence["pci_bus_id_source"] == "kernel-log"
+    assert "RMA for the GPU at PCI 0000:3b:00" in finding.remedy
+    (bare,) = [f for f in evaluate(scan) if f.id == "gpu-lost"]
+    assert bare.evidence["pci_bus_id"] is None and "lspci -D -d 10de:" in bare.remedy

@@ -7,9 +7,9 @@ import dataclasses
 import pytest
 
 from gpu_audit.config import Policy
+from gpu_audit.knowledge.torch_builds import build_for_driver
 from gpu_audit.model import AllocatorConfig, Driver, Scan, Severity, TorchDevice, TorchProbe
 from gpu_audit.rules.software import (
-    build_for_driver,
     driver_too_old,
     no_kernel_image,
     runs_on,

@@ -78,3 +78,21 @@ def test_auto_picks_the_device_with_the_most_free_memory(tmp_path: Path, cli_env
                          "--run-id", "r", "--no-plots"], cli_env, timeout=600)
     assert done.returncode == 0, done.stderr
     assert state_of(run_dir(tmp_path, "r"))["device"]["resolved"] == f"cuda:{best['index']}"
+
+
+def test_a_gpu_sweep_recommends_only_beyond_the_spread(tmp_path: Path, cli_env: dict) -> None:
+    from gpu_audit.validate.report import faster_beyond_noise
+
+    done = run_validate(["--device", "cuda", "--stage", "smoke,classical", "--workload",
+                         f"{TINY}:Counter", "--max-split-size-mb", "none,128,512", "--out",
+                         str(tmp_path), "--run-id", "r", "--json"], cli_env, timeout=600)
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    rows, found = doc["comparison"], doc["recommendation"]
+    assert all(row["iqr_cycle_s"] is not None for row in rows)
+    assert found["rule"]
+    if found["label"] is not None and "faster than the others" in found["text"]:
+        best = next(row for row in rows if row["label"] == found["label"])
+        assert all(faster_beyond_noise(best, row) for row in rows if row is not best)
+    run = run_dir(tmp_path, "r")
+    assert sorted(p.name for p in run.glob("*.png")) == ["fragmentation.png", "memory.png"]

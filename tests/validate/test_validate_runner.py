@@ -61,8 +61,11 @@ def test_the_whole_plan_with_a_tiny_workload(tmp_path: Path, cli_env: dict) -> N
     record = cycles_of(run, "default/full")[0]
     assert record["reserved_bytes"] is None and record["rss_bytes"] > 0  # CPU: CUDA figures null
     assert (run / "report.md").read_text().startswith("# gpu-audit validate: PASSED")
-    assert (run / "memory-default.png").read_bytes()[:4] == b"\x89PNG"
+    assert (run / "memory.png").read_bytes()[:4] == b"\x89PNG"
     assert "[default/full] passed" in done.stderr  # plain progress lines on stderr
+    # A finished run leaves no lock and no scratch folders its workload did not use.
+    assert not (run / ".lock").exists()
+    assert not (run / "scratch").exists()
 
 
 def test_an_oom_that_recovers_at_half_the_batch(tmp_path: Path, cli_env: dict) -> None:
@@ -137,6 +140,10 @@ def test_a_workload_that_does_not_import(tmp_path: Path, cli_env: dict) -> None:
     assert "No module named 'gpu_audit_no_such_package'" in legs["default/imports"]["reason"]
     assert legs["default/smoke"]["status"] == "skipped"
     assert "workload-import-failed" in finding_ids(run)
+    # No cycle ran, so the report points at no per-cycle log.
+    assert not (run / "cycles.jsonl").exists()
+    assert report_of(run)["files"]["cycles"] is None
+    assert "per-cycle log" not in (run / "report.md").read_text()
 
 
 def test_a_crash_in_native_code_is_reported_with_where_it_happened(tmp_path: Path,
@@ -247,7 +254,11 @@ def test_each_allocator_value_gets_both_variables_and_a_comparison(tmp_path: Pat
                     {"PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:128",
                      "PYTORCH_ALLOC_CONF": "max_split_size_mb:128"}]
     assert [row["label"] for row in doc["comparison"]] == ["max-split-none", "max-split-128"]
-    assert "ran on the CPU" in doc["recommendation"]["text"]
+    # Allocator settings do nothing on the CPU: no value is recommended, nothing to paste.
+    recommendation = doc["recommendation"]
+    assert recommendation["label"] is None and recommendation["alloc_conf"] is None
+    assert "the run used the CPU" in recommendation["text"]
+    assert "PYTORCH_ALLOC_CONF=" not in recommendation["text"]
     assert "alloc-conf-cpu" in {f["id"] for f in doc["findings"]}
 
 

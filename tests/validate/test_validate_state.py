@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import subprocess
 import sys
 import time
@@ -136,3 +138,20 @@ def test_the_lock_is_held_while_a_child_that_inherited_it_lives(tmp_path: Path) 
         child.kill()
         child.wait()
     RunLock(tmp_path / ".lock").acquire(wait_s=2)
+
+
+def test_a_finished_run_removes_its_lock_and_a_later_runner_locks_a_new_one(tmp_path: Path) -> None:
+    path = tmp_path / ".lock"
+    first = RunLock(path)
+    first.acquire()
+    waiting = os.open(path, os.O_RDWR)  # a resume that opened the old file and waits on it
+    first.release(remove=True)
+    assert not path.exists()
+    second = RunLock(path)
+    second.acquire(wait_s=0)  # locks a new file, not the removed one the waiter holds open
+    assert os.path.samestat(os.fstat(second.fd), os.stat(path))
+    fcntl.flock(waiting, fcntl.LOCK_EX | fcntl.LOCK_NB)  # the old inode is free...
+    os.close(waiting)
+    with pytest.raises(UsageError):  # ...but the run is locked through the file at the path
+        RunLock(path).acquire(wait_s=0.3)
+    second.release(remove=True)

@@ -1,7 +1,8 @@
 """What NVML says about the driver and each GPU, read field by field into plain dataclasses.
 
 Most useful first, so that a driver that hangs late in a GPU's sequence still leaves the
-essentials. Power and memory-health values come in one ``nvmlDeviceGetFieldValues`` call and
+essentials. Power and memory-health values come in one ``nvmlDeviceGetFieldValues`` call (a
+value it does not give is asked through its dedicated call) and
 each process list is read into a ready buffer in one call: a slow driver answers each call in
 tens of milliseconds.
 """
@@ -133,6 +134,9 @@ class GpuReader(Calls):
         self._processes: dict[int, list[Any]] = {}  # pid -> [used_memory_bytes, kinds]
         # Power fields the field-values call did not settle, left to the dedicated calls.
         self._power_unread = {field for field, _ in _POWER_CALLS}
+        # Memory-health fields likewise: one the field-values call answers "not supported" (or
+        # does not know) is asked again through its dedicated call.
+        self._health_unread = set(HEALTH_FIELDS.values())
 
     # -- what the waiting thread sees
 
@@ -269,6 +273,11 @@ class GpuReader(Calls):
             return
         if values is None:
             return
+        self._take_field_values(name, values)
+        if self._health_unread:
+            self._read_memory_health_one_by_one(handle)
+
+    def _take_field_values(self, name: str, values: Any) -> None:
         power: dict[int, int] = {}
         for value in values:
             field_id, code = value.fieldId, value.nvmlReturn
@@ -281,10 +290,12 @@ class GpuReader(Calls):
                     power[field_id] = int(number)
                 else:
                     self._set(**{field: bool(number) if field in BOOLEAN_FIELDS else number})
+                    self._health_unread.discard(field)
             elif code not in UNKNOWN_FIELD:
                 what = f" for field {field_id} ({field})"
                 self.failed(name, self.nvml.NVMLError(code), what=what)
                 self._power_unread.discard(field)  # already reported: do not ask twice
+                self._health_unread.discard(field)
         self._take_power(power)
 
     def _take_power(self, power: dict[int, int]) -> None:
@@ -299,33 +310,46 @@ class GpuReader(Calls):
                 self._power_unread.discard(field)
 
     def _read_memory_health_one_by_one(self, handle: Any) -> None:
-        """The same values through the dedicated calls, for drivers without field values."""
-        ecc = self.call("nvmlDeviceGetEccMode", handle)
-        if ecc is not None:
-            self._set(ecc_mode=bool(ecc[0]))
+        """The memory-health values the field-values call did not give (all of them on drivers
+        without that call), through the dedicated calls."""
+        unread = self._health_unread
+        with self.lock:
+            ecc_mode = self._fields.get("ecc_mode")
+        if "ecc_mode" in unread:
+            ecc = self.call("nvmlDeviceGetEccMode", handle)
+            ecc_mode = None if ecc is None else bool(ecc[0])
+            if ecc_mode is not None:
+                self._set(ecc_mode=ecc_mode)
+        if ecc_mode is not None:  # counters exist where the GPU reports an ECC mode
             for field, error_type, counter in (
                 ("ecc_errors_corrected_volatile", 0, 0),
                 ("ecc_errors_uncorrected_volatile", 1, 0),
                 ("ecc_errors_corrected_aggregate", 0, 1),
                 ("ecc_errors_uncorrected_aggregate", 1, 1),
             ):
-                count = self.call("nvmlDeviceGetTotalEccErrors", handle, error_type, counter)
-                self._set(**{field: count})
-        rows = self.call("nvmlDeviceGetRemappedRows", handle)
-        if rows is not None:
-            self._set(
-                remapped_rows_correctable=rows[0],
-                remapped_rows_uncorrectable=rows[1],
-                remapped_rows_pending=bool(rows[2]),
-                remapped_rows_failure=bool(rows[3]),
-            )
+                if field in unread:
+                    count = self.call("nvmlDeviceGetTotalEccErrors", handle, error_type, counter)
+                    self._set(**{field: count})
+        remap_fields = ("remapped_rows_correctable", "remapped_rows_uncorrectable",
+                        "remapped_rows_pending", "remapped_rows_failure")
+        remaps = not all(field in unread for field in remap_fields)  # some read as fields
+        if any(field in unread for field in remap_fields):
+            rows = self.call("nvmlDeviceGetRemappedRows", handle)
+            if rows is not None:
+                remaps = True
+                values = (rows[0], rows[1], bool(rows[2]), bool(rows[3]))
+                self._set(**{field: value for field, value in zip(remap_fields, values, strict=True)
+                             if field in unread})
+        if remaps:
             return  # GPUs that remap rows (Ampere and later) do not retire pages
         for field, cause in (("retired_pages_sbe", 0), ("retired_pages_dbe", 1)):
-            pages = self.call("nvmlDeviceGetRetiredPages", handle, cause)
-            self._set(**{field: None if pages is None else len(pages)})
-        pending = self.call("nvmlDeviceGetRetiredPagesPendingStatus", handle)
-        if pending is not None:
-            self._set(retired_pages_pending=bool(pending))
+            if field in unread:
+                pages = self.call("nvmlDeviceGetRetiredPages", handle, cause)
+                self._set(**{field: None if pages is None else len(pages)})
+        if "retired_pages_pending" in unread:
+            pending = self.call("nvmlDeviceGetRetiredPagesPendingStatus", handle)
+            if pending is not None:
+                self._set(retired_pages_pending=bool(pending))
 
     def _read_activity(self, handle: Any) -> None:
         nvml = self.nvml

@@ -23,6 +23,7 @@ from gpu_audit.explain.signatures.registry import (
     named,
     signature,
 )
+from gpu_audit.knowledge.torch_builds import build_for_driver, install_command
 
 CLASS = document_class("driver-mismatch", __doc__)
 
@@ -66,7 +67,13 @@ def _driver_too_old(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext)
                 if numbers.get("driver_cuda_version") else "")
     explanation = (f"This torch was built for a newer CUDA than the installed NVIDIA driver "
                    f"supports{supports}, so CUDA cannot start.")
-    return advice(sig, numbers, explanation, _TORCH_FOR_DRIVER)
+    driver_cuda = numbers.get("driver_cuda_version")
+    if build_for_driver(driver_cuda) is None:
+        return advice(sig, numbers, explanation, _TORCH_FOR_DRIVER)
+    command = install_command(None, driver_cuda)
+    return advice(sig, numbers, explanation,
+                  f"Install a torch wheel built for this driver: {command}, or update the NVIDIA "
+                  "driver.")
 
 
 @signature("driver-mismatch/no-kernel-image",

@@ -1,0 +1,128 @@
+"""Remedies laid out so that what is pasted is what was meant.
+
+A remedy is either a shell command (``pip install …``, ``export …``, ``kill …``; perhaps with a
+trailing ``# comment``) or a sentence that quotes commands in backticks. A command is never broken
+inside an argument: it is printed whole when it fits, otherwise one argument (or flag and value)
+per line joined by `` \\`` continuations, and its comment follows on ``#`` lines of its own.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+
+from gpu_audit.report.escape import md_code, md_fence, md_text
+
+_COMMAND_START = re.compile(r"^(?:[a-z][\w.+-]*|\./\S+|/\S+)(?:\s|$)")
+
+
+def is_command(line: str) -> bool:
+    """A line to paste into a shell, not a sentence: it starts with a lower-case program name,
+    a path, or a variable assignment, and quotes nothing in backticks."""
+    text = line.strip()
+    code = split_comment(text)[0]
+    return bool(_COMMAND_START.match(text)) and "`" not in code and not code.endswith(".")
+
+
+def split_comment(line: str) -> tuple[str, str]:
+    """``(command, comment)``: the comment from the first ``#`` that starts a word outside
+    quotes (without the ``#``), or ``""``."""
+    quote = ""
+    for i, ch in enumerate(line):
+        if quote:
+            if ch == quote:
+                quote = ""
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "#" and (i == 0 or line[i - 1].isspace()):
+            return line[:i].rstrip(), line[i + 1:].strip()
+    return line.rstrip(), ""
+
+
+def shell_words(command: str) -> list[str]:
+    """The words of ``command`` as written (quotes kept), split at unquoted whitespace."""
+    words, current, quote = [], "", ""
+    for ch in command:
+        if quote:
+            current += ch
+            if ch == quote:
+                quote = ""
+        elif ch in "'\"":
+            quote = ch
+            current += ch
+        elif ch.isspace():
+            if current:
+                words.append(current)
+            current = ""
+        else:
+            current += ch
+    if current:
+        words.append(current)
+    return words
+
+
+def _argument_groups(words: list[str]) -> list[str]:
+    """Words with each ``--flag`` joined to its value, so a flag never ends a line."""
+    groups: list[str] = []
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if (word.startswith("-") and "=" not in word and i + 1 < len(words)
+                and not words[i + 1].startswith("-")):
+            groups.append(f"{word} {words[i + 1]}")
+            i += 2
+        else:
+            groups.append(word)
+            i += 1
+    return groups
+
+
+def command_lines(line: str, width: int) -> list[str]:
+    """``line`` as lines of at most ``width`` characters where arguments allow: whole if it
+    fits, else continued with `` \\`` between whole arguments (later lines indented by two),
+    its comment on ``# `` lines after it."""
+    if len(line) <= width:
+        return [line]
+    command, comment = split_comment(line)
+    out: list[str] = []
+    current = ""
+    for group in _argument_groups(shell_words(command)):
+        candidate = f"{current} {group}" if current else group
+        if current and len(candidate) + 2 > width:
+            out.append(current + " \\")
+            current = "  " + group
+        else:
+            current = candidate
+    if current:
+        out.append(current)
+    if comment:
+        out += ["# " + part for part in textwrap.wrap(comment, max(width - 2, 20),
+                                                       break_long_words=False,
+                                                       break_on_hyphens=False)]
+    return out
+
+
+def _md_prose(line: str) -> str:
+    """A sentence as markdown: its backticked commands as code spans, the rest escaped."""
+    parts = line.split("`")
+    if len(parts) % 2 == 0:  # an unpaired backtick: all of it is text
+        return md_text(line)
+    return "".join(md_code(part) if i % 2 else md_text(part) for i, part in enumerate(parts))
+
+
+def remedy_markdown(remedy: str) -> str:
+    """A remedy as markdown: commands in a code block to copy, sentences as text."""
+    blocks: list[str] = []
+    code: list[str] = []
+    for line in remedy.splitlines():
+        if is_command(line):
+            code.append(line.strip())
+            continue
+        if code:
+            blocks.append(md_fence("\n".join(code)))
+            code = []
+        if line.strip():
+            blocks.append(_md_prose(line.strip()))
+    if code:
+        blocks.append(md_fence("\n".join(code)))
+    return "\n\n".join(blocks)
