@@ -198,13 +198,42 @@ def _print_summary(doc: dict[str, Any]) -> None:
             print(f"  {name:<{width}}  {stage['status']:<11} {'; '.join(facts)}")
     recommendation = doc["recommendation"]
     if recommendation:
-        print(f"recommendation: {recommendation['text']}" if recommendation["label"] else
-              recommendation["text"])
+        _print_wrapped(f"recommendation: {recommendation['text']}" if recommendation["label"]
+                       else recommendation["text"])
     for finding in doc["findings"]:
         if finding["severity"] in ("warning", "error", "critical"):
-            print(f"  {finding['severity'].upper()} {finding['id']} "
-                  f"({terminal(finding['subject'], newlines=False)}): "
-                  f"{terminal(finding['title'], newlines=False)}")
+            _print_wrapped(f"  {finding['severity'].upper()} {finding['id']} "
+                           f"({terminal(finding['subject'], newlines=False)}): "
+                           f"{terminal(finding['title'], newlines=False)}", indent="    ")
             for line in terminal(finding["remedy"] or "").splitlines():
                 if line.strip():
-                    print(f"    fix: {line.strip()}")
+                    _print_fix(line.strip())
+
+
+def _columns() -> int:
+    import shutil
+
+    return max(shutil.get_terminal_size().columns, 40)
+
+
+def _print_wrapped(text: str, indent: str = "") -> None:
+    """Prose wrapped at the terminal's width between words, never inside one (a flag such as
+    ``--device`` must not break across lines)."""
+    import textwrap
+
+    print("\n".join(textwrap.wrap(text, _columns() - 1, subsequent_indent=indent,
+                                   break_long_words=False, break_on_hyphens=False)))
+
+
+def _print_fix(line: str) -> None:
+    """A fix line: a command stays whole or continues with `` \\`` between whole arguments."""
+    from gpu_audit.report.remedy import command_lines, is_command
+
+    prefix = "    fix: "
+    if not is_command(line):
+        _print_wrapped(prefix + line, indent=" " * len(prefix))
+        return
+    lines = command_lines(line, _columns() - 1 - len(prefix))
+    print(prefix + lines[0])
+    for rest in lines[1:]:
+        print(" " * len(prefix) + rest)

@@ -137,3 +137,26 @@ def test_the_reference_workload_runs_a_few_cycles_of_every_stage(tmp_path: Path,
     assert full[0]["metrics"]["qubits"] >= 16 and full[0]["metrics"]["norm_error"] < 1e-3
     assert "qubits" not in cycles_of(run, "default/classical")[0]["metrics"]
     assert cycles_of(run, "default/quantum-lite")[0]["metrics"]["qubits"] <= 16
+
+
+def test_the_summary_wraps_between_words_and_keeps_commands_whole(monkeypatch, capsys):
+    import shlex
+
+    from gpu_audit.cli.validate import _print_fix, _print_wrapped
+
+    monkeypatch.setenv("COLUMNS", "80")
+    _print_wrapped("No recommendation: the run used the CPU, where PyTorch's CUDA allocator "
+                   "settings do nothing, so the variants differ only by chance. Run the sweep "
+                   "on a GPU (--device cuda).")
+    prose = capsys.readouterr().out
+    assert all(len(line) < 80 for line in prose.splitlines())
+    assert "(--device cuda)." in prose  # the flag is not broken across lines
+    _print_fix("pip install --force-reinstall 'torch==2.13.0' --index-url "
+               "https://download.pytorch.org/whl/cu130  # check the build exists")
+    fix = capsys.readouterr().out.splitlines()
+    assert all(len(line) < 80 for line in fix) and len(fix) > 1
+    command = [line.removeprefix("    fix: ").strip().removesuffix("\\")
+               for line in fix if not line.strip().startswith("#")]
+    assert shlex.split(" ".join(command)) == [
+        "pip", "install", "--force-reinstall", "torch==2.13.0", "--index-url",
+        "https://download.pytorch.org/whl/cu130"]
