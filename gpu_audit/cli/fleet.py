@@ -86,20 +86,27 @@ def _run(command: str, *, address: str | None, policy_file: Path | None, timeout
     raise typer.Exit(report.exit_code)
 
 
+# The options both subcommands take (typer reads each declaration afresh).
+ADDRESS = typer.Option(None, "--address", metavar="ADDR", help=ADDRESS_HELP)
+TIMEOUT = typer.Option(60.0, "--timeout", min=1.0, metavar="SECONDS",
+                       help="Wall-clock limit for connecting and the whole fan-out.")
+JSON_OUT = typer.Option(False, "--json", help="Print the fleet report as JSON (gpu-audit.fleet/1).")
+OUT = typer.Option(None, "--out", metavar="DIR",
+                   help="Folder for the report files (default: reports).")
+NO_REPORT = typer.Option(False, "--no-report", help="Do not write the report files.")
+
+
 @fleet_app.command("scan", epilog=EXIT_CODES_HELP)
 def fleet_scan(
-    address: str | None = typer.Option(None, "--address", metavar="ADDR", help=ADDRESS_HELP),
+    address: str | None = ADDRESS,
     policy_file: Path | None = typer.Option(
         None, "--policy", metavar="FILE",
         help="Thresholds TOML for every node (default: the nearest gpu-audit.toml or "
              "pyproject.toml here)."),
-    timeout: float = typer.Option(60.0, "--timeout", min=1.0, metavar="SECONDS",
-                                  help="Wall-clock limit for connecting and the whole fan-out."),
-    json_out: bool = typer.Option(False, "--json",
-                                  help="Print the fleet report as JSON (gpu-audit.fleet/1)."),
-    out: Path | None = typer.Option(None, "--out", metavar="DIR",
-                                    help="Folder for the report files (default: reports)."),
-    no_report: bool = typer.Option(False, "--no-report", help="Do not write the report files."),
+    timeout: float = TIMEOUT,
+    json_out: bool = JSON_OUT,
+    out: Path | None = OUT,
+    no_report: bool = NO_REPORT,
 ) -> None:
     """`gpu-audit scan` on every alive node of the Ray cluster, judged as one fleet."""
     _run("scan", address=address, policy_file=policy_file, timeout=timeout, json_out=json_out,
@@ -108,18 +115,15 @@ def fleet_scan(
 
 @fleet_app.command("check", epilog=EXIT_CODES_HELP)
 def fleet_check(
-    address: str | None = typer.Option(None, "--address", metavar="ADDR", help=ADDRESS_HELP),
+    address: str | None = ADDRESS,
     policy_file: Path | None = typer.Option(
         None, "--policy", metavar="FILE",
         help="Check policy TOML for every node (default: the check table of the nearest "
              "gpu-audit.toml or pyproject.toml here)."),
-    timeout: float = typer.Option(60.0, "--timeout", min=1.0, metavar="SECONDS",
-                                  help="Wall-clock limit for connecting and the whole fan-out."),
-    json_out: bool = typer.Option(False, "--json",
-                                  help="Print the fleet report as JSON (gpu-audit.fleet/1)."),
-    out: Path | None = typer.Option(None, "--out", metavar="DIR",
-                                    help="Folder for the report files (default: reports)."),
-    no_report: bool = typer.Option(False, "--no-report", help="Do not write the report files."),
+    timeout: float = TIMEOUT,
+    json_out: bool = JSON_OUT,
+    out: Path | None = OUT,
+    no_report: bool = NO_REPORT,
 ) -> None:
     """`gpu-audit check` on every alive node of the Ray cluster, judged as one fleet."""
     _run("check", address=address, policy_file=policy_file, timeout=timeout, json_out=json_out,
