@@ -9,6 +9,7 @@ import stat
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -35,17 +36,38 @@ def _char_device(tmp_path: Path) -> Path:
     return path
 
 
-def _read_fifo(path: Path, into: list[bytes]) -> threading.Thread:
-    def reader() -> None:
-        while True:  # a probe's open and close reads as an empty message: read again
-            with open(path, "rb") as handle:
-                if data := handle.read():
-                    into.append(data)
-                    return
+def _read_fifo(path: Path, into: list[bytes], expected: int) -> threading.Event:
+    """A reader that has the FIFO open before this returns and collects ``expected`` bytes.
 
-    thread = threading.Thread(target=reader, daemon=True)
-    thread.start()
-    return thread
+    It opens the read end without blocking, so it is a reader from the start: a writer opening
+    the FIFO after this returns always finds it (no probe, whose open and close would leave a
+    moment with no reader).
+    """
+    opened, done = threading.Event(), threading.Event()
+
+    def reader() -> None:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        opened.set()
+        chunks, got, deadline = [], 0, time.monotonic() + 10
+        try:
+            while got < expected and time.monotonic() < deadline:
+                try:
+                    chunk = os.read(fd, 65536)
+                except BlockingIOError:
+                    chunk = b""
+                if chunk:
+                    chunks.append(chunk)
+                    got += len(chunk)
+                else:
+                    time.sleep(0.005)
+        finally:
+            os.close(fd)
+            into.append(b"".join(chunks))
+            done.set()
+
+    threading.Thread(target=reader, daemon=True).start()
+    opened.wait(5)
+    return done
 
 
 def test_a_character_device_is_written_through_not_replaced(tmp_path):
@@ -59,24 +81,11 @@ def test_a_fifo_with_a_reader_gets_the_content(tmp_path):
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
     got: list[bytes] = []
-    thread = _read_fifo(fifo, got)
-    for _ in range(200):  # the reader's open must come first, or the FIFO has no reader
-        if _fifo_has_reader(fifo):
-            break
+    done = _read_fifo(fifo, got, 200_000)
     write_atomic(fifo, "x" * 200_000)
-    thread.join(10)
+    done.wait(10)
     assert got == [b"x" * 200_000]
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
-
-
-def _fifo_has_reader(fifo: Path) -> bool:
-    """Whether a reader has the FIFO open (the reader sees this probe as an empty message)."""
-    try:
-        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
-        return True
-    except OSError:
-        threading.Event().wait(0.01)
-        return False
 
 
 def test_a_fifo_nobody_reads_is_an_error_not_a_hang(tmp_path):
@@ -165,10 +174,17 @@ def test_junit_to_a_fifo_with_a_reader_and_to_a_symlink(cli_env, tmp_path):
     saved = saved_scan(tmp_path, b.scan())
     fifo = tmp_path / "junit.pipe"
     os.mkfifo(fifo)
-    loop = f"while not (d := open({str(fifo)!r}).read()): pass\nprint(d)"
+    # The reader holds the read end open from the start (no moment without a reader), then
+    # reads until the writer has written and closed.
+    loop = (f"import os, time\nfd = os.open({str(fifo)!r}, os.O_RDONLY | os.O_NONBLOCK)\n"
+            "print('ready', flush=True)\ndata, deadline = b'', time.monotonic() + 30\n"
+            "while time.monotonic() < deadline:\n"
+            "    try:\n        chunk = os.read(fd, 65536)\n"
+            "    except BlockingIOError:\n        time.sleep(0.005)\n        continue\n"
+            "    if chunk:\n        data += chunk\n    elif data:\n        break\n"
+            "    else:\n        time.sleep(0.005)\nprint(data.decode())")
     reader = subprocess.Popen([sys.executable, "-c", loop], stdout=subprocess.PIPE, text=True)
-    while not _fifo_has_reader(fifo):
-        pass
+    assert reader.stdout is not None and reader.stdout.readline().strip() == "ready"
     result = run_check(["--from", str(saved), "--user", "ci", "--no-report", "--junit",
                         str(fifo)], cli_env, tmp_path)
     assert result.returncode == 0, result.stderr
