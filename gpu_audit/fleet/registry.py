@@ -3,14 +3,12 @@ severity, the docstring is the documentation), over a whole fleet instead of one
 
 from __future__ import annotations
 
-import dataclasses
-import importlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from gpu_audit.fleet.nodes import Node
 from gpu_audit.model import Finding, Severity
-from gpu_audit.rules.registry import _ID, Rule
+from gpu_audit.rules.registry import Registry, Rule
 
 FLEET_RULE_MODULES = ("gpu_audit.fleet.rules", "gpu_audit.fleet.outliers")
 SECTION = "Fleet (fleet and merge)"
@@ -29,39 +27,18 @@ class FleetView:
 
 
 FleetRuleFunc = Callable[[FleetView], Iterator[Finding]]
-_REGISTRY: dict[str, Rule] = {}
+FLEET_RULES = Registry("fleet rule", FLEET_RULE_MODULES, prefix="fleet-")
 
 
 def fleet_rule(rule_id: str, *, severity: Severity) -> Callable[[FleetRuleFunc], FleetRuleFunc]:
-    """Register ``func`` as the fleet rule for ``rule_id``."""
-    if not _ID.match(rule_id) or not rule_id.startswith("fleet-"):
-        raise ValueError(f"fleet rule id {rule_id!r} must be kebab-case and start with fleet-")
-
-    def register(func: FleetRuleFunc) -> FleetRuleFunc:
-        if rule_id in _REGISTRY and _REGISTRY[rule_id].func is not func:
-            raise ValueError(f"fleet rule id {rule_id!r} registered twice")
-        if not func.__doc__:
-            raise ValueError(f"fleet rule {rule_id!r} has no docstring (it is its documentation)")
-        _REGISTRY[rule_id] = Rule(rule_id, severity, func)  # type: ignore[arg-type]
-        return func
-
-    return register
+    """Register ``func`` as the fleet rule for ``rule_id`` (which starts with ``fleet-``)."""
+    return FLEET_RULES.rule(rule_id, severity=severity)
 
 
 def all_fleet_rules() -> dict[str, Rule]:
-    for module in FLEET_RULE_MODULES:
-        importlib.import_module(module)
-    return dict(sorted(_REGISTRY.items()))
+    return FLEET_RULES.all()
 
 
 def evaluate_fleet(view: FleetView, ignore: frozenset[str] = frozenset()) -> list[Finding]:
     """Every fleet finding, worst first."""
-    findings: list[Finding] = []
-    for rule_obj in all_fleet_rules().values():
-        if rule_obj.id in ignore:
-            continue
-        for finding in rule_obj.func(view):  # type: ignore[arg-type]
-            findings.append(dataclasses.replace(
-                finding, id=rule_obj.id, severity=finding.severity or rule_obj.severity))
-    findings.sort(key=lambda f: (-(f.severity or Severity.INFO).rank, f.id, f.subject))
-    return findings
+    return FLEET_RULES.evaluate(view, ignore=ignore)

@@ -11,13 +11,15 @@ import dataclasses
 import importlib
 import inspect
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from gpu_audit.config import Policy
 from gpu_audit.model import Finding, Scan, Severity
 
 RuleFunc = Callable[[Scan, Policy], Iterator[Finding]]
+F = TypeVar("F", bound=Callable[..., Any])
 
 RULE_MODULES = (
     "gpu_audit.rules.nvml",
@@ -39,7 +41,7 @@ _ID = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 class Rule:
     id: str
     severity: Severity
-    func: RuleFunc
+    func: Callable[..., Iterable[Finding]]
 
     @property
     def summary(self) -> str:
@@ -50,46 +52,68 @@ class Rule:
         return inspect.cleandoc(self.func.__doc__ or "")
 
 
-_REGISTRY: dict[str, Rule] = {}
+class Registry:
+    """Rules of one kind (the scan's, the fleet's): a stable kebab-case id each, a default
+    severity, a docstring that is the documentation, registered by importing ``modules``."""
+
+    def __init__(self, kind: str, modules: tuple[str, ...], prefix: str = "") -> None:
+        self.kind, self.modules, self.prefix = kind, modules, prefix
+        self._rules: dict[str, Rule] = {}
+
+    def rule(self, rule_id: str, *, severity: Severity) -> Callable[[F], F]:
+        """Register the decorated function as the rule for ``rule_id``."""
+        if not _ID.match(rule_id) or not rule_id.startswith(self.prefix):
+            wanted = f" starting with {self.prefix}" if self.prefix else ""
+            raise ValueError(f"{self.kind} id {rule_id!r} is not kebab-case{wanted}")
+
+        def register(func: F) -> F:
+            if rule_id in self._rules and self._rules[rule_id].func is not func:
+                raise ValueError(f"{self.kind} id {rule_id!r} registered twice")
+            if not func.__doc__:
+                raise ValueError(f"{self.kind} {rule_id!r} has no docstring (it is the "
+                                 "rule's documentation)")
+            self._rules[rule_id] = Rule(rule_id, severity, func)
+            return func
+
+        return register
+
+    def all(self) -> dict[str, Rule]:
+        for module in self.modules:
+            importlib.import_module(module)
+        return dict(sorted(self._rules.items()))
+
+    def evaluate(self, *args: Any, ignore: Iterable[str] = ()) -> list[Finding]:
+        """Every finding of every rule called with ``args``, stamped with the rule's id and
+        default severity (a rule may set another on purpose), worst first."""
+        skipped = set(ignore)
+        findings = [
+            dataclasses.replace(finding, id=r.id, severity=finding.severity or r.severity)
+            for r in self.all().values() if r.id not in skipped
+            for finding in r.func(*args)
+        ]
+        return worst_first(findings)
+
+
+def worst_first(findings: list[Finding]) -> list[Finding]:
+    return sorted(findings, key=lambda f: (-(f.severity or Severity.INFO).rank, f.id, f.subject))
+
+
+SCAN_RULES = Registry("rule", RULE_MODULES)
 
 
 def rule(rule_id: str, *, severity: Severity) -> Callable[[RuleFunc], RuleFunc]:
-    """Register ``func`` as the rule for ``rule_id``."""
-    if not _ID.match(rule_id):
-        raise ValueError(f"rule id {rule_id!r} is not kebab-case")
-
-    def register(func: RuleFunc) -> RuleFunc:
-        if rule_id in _REGISTRY and _REGISTRY[rule_id].func is not func:
-            raise ValueError(f"rule id {rule_id!r} registered twice")
-        if not func.__doc__:
-            raise ValueError(f"rule {rule_id!r} has no docstring (it is the rule's documentation)")
-        _REGISTRY[rule_id] = Rule(rule_id, severity, func)
-        return func
-
-    return register
+    """Register ``func`` as the scan rule for ``rule_id``."""
+    return SCAN_RULES.rule(rule_id, severity=severity)
 
 
 def all_rules() -> dict[str, Rule]:
-    for module in RULE_MODULES:
-        importlib.import_module(module)
-    return dict(sorted(_REGISTRY.items()))
+    return SCAN_RULES.all()
 
 
 def evaluate(scan: Scan, policy: Policy | None = None) -> list[Finding]:
     """Every finding for ``scan``, worst first, minus the ids the policy ignores."""
     policy = policy or Policy()
-    findings: list[Finding] = []
-    for rule_obj in all_rules().values():
-        if rule_obj.id in policy.ignore:
-            continue
-        for finding in rule_obj.func(scan, policy):
-            findings.append(
-                dataclasses.replace(
-                    finding, id=rule_obj.id, severity=finding.severity or rule_obj.severity
-                )
-            )
-    findings.sort(key=lambda f: (-(f.severity or Severity.INFO).rank, f.id, f.subject))
-    return findings
+    return SCAN_RULES.evaluate(scan, policy, ignore=policy.ignore)
 
 
 def worst(findings: list[Finding]) -> Severity | None:

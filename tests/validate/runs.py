@@ -62,6 +62,20 @@ def wait_for_cycles(run: Path, leg: str, count: int, timeout: float = 60) -> Non
         time.sleep(0.02)
 
 
+def signal_after_cycles(runner: subprocess.Popen[str], run: Path, leg: str, cycles: int,
+                        signum: int) -> str:
+    """Send ``signum`` to a running ``validate`` once ``leg`` has logged ``cycles`` cycles; its
+    stderr once it has exited (killed if it would not)."""
+    try:
+        wait_for_cycles(run, leg, cycles)
+        runner.send_signal(signum)
+        _, stderr = runner.communicate(timeout=60)
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+    return stderr
+
+
 def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)

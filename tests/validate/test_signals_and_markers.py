@@ -16,9 +16,9 @@ from tests.validate.runs import (
     assert_each_cycle_once,
     run_dir,
     run_validate,
+    signal_after_cycles,
     start_validate,
     state_of,
-    wait_for_cycles,
 )
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="process control is POSIX here")
@@ -32,13 +32,7 @@ def test_sighup_saves_state_like_sigterm_and_resume_finishes(tmp_path: Path,
             "--cycles", "40"]
     runner = start_validate(args, cli_env)
     run = run_dir(tmp_path, "r")
-    try:
-        wait_for_cycles(run, "default/full", 8)
-        runner.send_signal(signal.SIGHUP)
-        _, stderr = runner.communicate(timeout=60)
-    finally:
-        if runner.poll() is None:
-            runner.kill()
+    stderr = signal_after_cycles(runner, run, "default/full", 8, signal.SIGHUP)
     assert runner.returncode == 130, stderr
     assert state_of(run)["status"] == "interrupted"
     resumed = run_validate(["--resume", "r", "--out", str(tmp_path), "--no-plots"], cli_env)

@@ -22,6 +22,7 @@ from tests.validate.runs import (
     report_of,
     run_dir,
     run_validate,
+    signal_after_cycles,
     start_validate,
     state_of,
     wait_for_cycles,
@@ -222,13 +223,7 @@ def test_ctrl_c_saves_state_exits_130_and_resume_finishes(tmp_path: Path,
     runner = start_validate(tiny("SlowCounter", tmp_path, "--stage", "full", "--cycles", "60"),
                             cli_env)
     run = run_dir(tmp_path, "r")
-    try:
-        wait_for_cycles(run, "default/full", 17)
-        runner.send_signal(signal.SIGINT)
-        _, stderr = runner.communicate(timeout=60)
-    finally:
-        if runner.poll() is None:
-            runner.kill()
+    stderr = signal_after_cycles(runner, run, "default/full", 17, signal.SIGINT)
     assert runner.returncode == 130, stderr
     assert "stopping after the current cycle" in stderr
     state = state_of(run)
