@@ -9,9 +9,9 @@
 # code is the fleet's (0 OK, 1 WARNING, 2 a node is unfit, 3 a node gave no verdict).
 # The same two commands work for a CI matrix or a Kubernetes Job: gather the documents, merge.
 #
-# In a node health check (Slurm HealthCheckProgram or a prolog), one node judges itself:
-#   gpu-audit check --no-report || scontrol update nodename="$(hostname -s)" state=drain \
-#       reason="gpu-audit check failed"
+# In a node health check, prolog or epilog, one node judges itself with
+# `gpu-audit check --slurm healthcheck|prolog|epilog`: see examples/slurm-healthcheck.sh,
+# slurm-prolog.sh, slurm-epilog.sh and slurm-gpu-audit.conf.
 #SBATCH --job-name=gpu-audit-fleet
 #SBATCH --ntasks-per-node=1
 #SBATCH --time=00:05:00

@@ -1,44 +1,33 @@
 #!/usr/bin/env bash
-# gpu-audit as a Slurm node health check: the node judges itself and drains itself when unfit.
+# gpu-audit as a Slurm node health check: the node judges every GPU and drains itself when it
+# has a node problem.
 #
-# slurm.conf, with gpu-audit and this script installed on every GPU node:
+# slurm.conf (see examples/slurm-gpu-audit.conf):
 #   HealthCheckProgram=/etc/slurm/gpu-audit-healthcheck.sh
 #   HealthCheckInterval=300
-#   HealthCheckNodeState=IDLE     # between jobs only: a running job's processes are not leftovers
-# or before / after every job:
-#   Prolog=/etc/slurm/gpu-audit-healthcheck.sh
-#   Epilog=/etc/slurm/gpu-audit-healthcheck.sh
+# LBNL NHC, which drains by itself (nhc.conf):
+#   * || check_cmd_status -t 60 -r 0 env GPU_AUDIT_DRAIN=0 /etc/slurm/gpu-audit-healthcheck.sh
 #
-# When `gpu-audit check` fails (exit 2) the script drains the node with the reason, e.g.
-#   scontrol update NodeName=gpu-node-07 State=DRAIN Reason="gpu-audit: ecc-uncorrectable: ..."
-# prints that reason (the slurmd log keeps it) and exits 1. slurmd ignores a health check's exit
-# code (the program drains the node itself, as here); a prolog that exits non-zero also drains
-# the node and requeues the job (Slurm may then show its own "Prolog error" as the reason).
-# WARNING (1) and UNKNOWN (3: e.g. a policy error) are printed, never drained on.
-# GPU_AUDIT_POLICY names a check policy TOML (e.g. own_processes = "fail" on dedicated nodes).
+# `gpu-audit check --slurm healthcheck` prints one line and exits 2 only for the node's
+# problems (a GPU lost or failing, a driver that does not answer); a running job's warnings
+# and processes never count. On 2 this script drains the node with that line as the reason,
+#   scontrol update NodeName=gpu-node-07 State=DRAIN Reason="gpu-audit: gpu-lost on gpu:3: ..."
+# prints it and exits 1 (slurmd ignores a health check's exit code; NHC reads it). 0 and 3 (no
+# verdict, e.g. a policy error) exit 0 and are never drained on.
+#   GPU_AUDIT         the gpu-audit command (default: gpu-audit on PATH)
+#   GPU_AUDIT_POLICY  a check policy TOML
+#   GPU_AUDIT_DRAIN=0 print the reason and exit 1, but leave the draining to the caller (NHC)
 set -u
-
 node="${SLURMD_NODENAME:-$(hostname -s)}"
-doc="$(mktemp)"
-trap 'rm -f "$doc"' EXIT
-
-gpu-audit check --json --no-report ${GPU_AUDIT_POLICY:+--policy "$GPU_AUDIT_POLICY"} > "$doc"
+line="$(${GPU_AUDIT:-gpu-audit} check --slurm healthcheck \
+  ${GPU_AUDIT_POLICY:+--policy "$GPU_AUDIT_POLICY"} 2>&1)"
 rc=$?
 if [ "$rc" -ne 2 ]; then
-  echo "gpu-audit check on $node: exit $rc (0 OK, 1 WARNING, 3 UNKNOWN): not draining"
+  echo "gpu-audit healthcheck on $node: exit $rc (0 OK, 3 UNKNOWN): not draining: $line"
   exit 0
 fi
-
-# The drain reason: "gpu-audit: " and the first failed checks, on one line.
-reason="$(python3 - "$doc" <<'PY'
-import json, sys
-checks = json.load(open(sys.argv[1], encoding="utf-8")).get("checks", [])
-failed = [f"{c['id']}: {c.get('summary') or c.get('title')}" for c in checks
-          if isinstance(c, dict) and c.get("status") == "fail"]
-text = " ".join(("gpu-audit: " + "; ".join(failed[:2] or ["check failed"])).split())
-print(text if len(text) <= 200 else text[:199] + "…")
-PY
-)" || reason="gpu-audit: check failed"
-echo "gpu-audit check on $node: unfit, draining: $reason"
-scontrol update NodeName="$node" State=DRAIN Reason="$reason"
+echo "gpu-audit healthcheck on $node: draining: $line"
+if [ "${GPU_AUDIT_DRAIN:-1}" != 0 ]; then
+  scontrol update NodeName="$node" State=DRAIN Reason="${line:0:200}"
+fi
 exit 1

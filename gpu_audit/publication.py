@@ -62,6 +62,17 @@ def private_dir_problem(path: Path) -> str | None:
     return folder_status_problem(info)
 
 
+def no_runtime_dir() -> bool:
+    """True when none of this user's runtime folders exists, so there is nothing to read (the
+    reader, :mod:`gpu_audit.collect.monitor_files`, need not even be imported). A folder that
+    cannot be examined counts as existing: the reader reports why it could not look."""
+    try:
+        return all(private_dir_problem(path) == "does not exist"
+                   for path in runtime_dir_candidates())
+    except Exception:  # let the reader say what went wrong
+        return False
+
+
 def folder_status_problem(info: os.stat_result) -> str | None:
     """Why a folder with this status is not private to us: a directory we own, mode 0700."""
     if not stat.S_ISDIR(info.st_mode):

@@ -27,6 +27,7 @@ LAYER_OF = {
     "gpu_audit.knowledge": BASE,
     "gpu_audit.inputs": BASE,
     "gpu_audit.publication": BASE,  # the monitor publication format: writer and reader share it
+    "gpu_audit.gpu_selection": BASE,  # --gpus: which GPUs a run judges (pure)
     "gpu_audit.collect": COLLECT,
     "gpu_audit.snapshot.load": COLLECT,
     "gpu_audit.rules": ANALYSIS, "gpu_audit.check": ANALYSIS, "gpu_audit.explain": ANALYSIS,
@@ -39,18 +40,30 @@ LAYER_OF = {
     "gpu_audit.validate.report": RENDER, "gpu_audit.validate.progress": RENDER,
     "gpu_audit.validate.plots": RENDER,
     "gpu_audit.fleet.render": RENDER,
+    "gpu_audit.diff": ANALYSIS, "gpu_audit.diff.render": RENDER,
     "gpu_audit.monitor": RUNTIME, "gpu_audit.oom": RUNTIME, "gpu_audit.chunked": RUNTIME,
     "gpu_audit.validate.worker": RUNTIME, "gpu_audit.validate.stage": RUNTIME,
     "gpu_audit.validate.device": RUNTIME, "gpu_audit.validate.telemetry": RUNTIME,
     "gpu_audit.validate.protocol": RUNTIME, "gpu_audit.validate.workloads": RUNTIME,
     "gpu_audit.validate.channels": RUNTIME, "gpu_audit.validate.spawn": RUNTIME,
     "gpu_audit.validate.state": RUNTIME, "gpu_audit.validate.checkpoints": RUNTIME,
+    "gpu_audit.validate.leg": RUNTIME,
+    "gpu_audit.validate.script.hook": RUNTIME, "gpu_audit.validate.script.inject": RUNTIME,
+    "gpu_audit.validate.script.supervisor": RUNTIME, "gpu_audit.validate.script.streams": RUNTIME,
+    "gpu_audit.validate.script.outside": RUNTIME, "gpu_audit.validate.script.launch": RUNTIME,
     "gpu_audit.cli": COMMANDS, "gpu_audit.__main__": COMMANDS,
     "gpu_audit.validate.runner": COMMANDS, "gpu_audit.validate.start": COMMANDS,
     "gpu_audit.validate.checklist": COMMANDS,
     "gpu_audit.explain.files": COMMANDS, "gpu_audit.explain.sources": COMMANDS,
     "gpu_audit.explain.parallel": COMMANDS,
     "gpu_audit.fleet.ray": COMMANDS,
+    "gpu_audit.hooks": COMMANDS,  # scheduler hooks: orchestrate collect, judge, spool state
+    "gpu_audit.diag": ANALYSIS,
+    "gpu_audit.diag.render": RENDER, "gpu_audit.diag.plots": RENDER,
+    "gpu_audit.diag.worker": RUNTIME, "gpu_audit.diag.probes": RUNTIME,
+    "gpu_audit.diag.memtest": RUNTIME,
+    "gpu_audit.diag.runner": COMMANDS, "gpu_audit.diag.supervise": COMMANDS,
+    "gpu_audit.diag.checklist": COMMANDS,
 }
 
 MAY_IMPORT = {
@@ -70,7 +83,12 @@ ALLOWED = {
     ("gpu_audit.monitor.oom_snapshot", "gpu_audit.snapshot.render"),
     # The validation worker reads its stage from the checked plan (plain data).
     ("gpu_audit.validate.stage", "gpu_audit.validate.plan"),
+    ("gpu_audit.validate.leg", "gpu_audit.validate.plan"),
     ("gpu_audit.validate.state", "gpu_audit.validate.plan"),
+    # The script supervisor fills the placeholders of its command from the checked plan.
+    ("gpu_audit.validate.script.supervisor", "gpu_audit.validate.script.spec"),
+    # A program that is not Python is measured from outside: NVML through its one collector.
+    ("gpu_audit.validate.script.outside", "gpu_audit.collect.nvml.deadlines"),
     # The run folder is read back to judge and report a run (its records, not its code).
     ("gpu_audit.validate.findings", "gpu_audit.validate.state"),
     ("gpu_audit.validate.verdict", "gpu_audit.validate.state"),

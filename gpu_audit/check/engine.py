@@ -5,7 +5,7 @@ from __future__ import annotations
 from gpu_audit.check.registry import SKIP, CheckContext, all_checks
 from gpu_audit.check.results import CheckReport, CheckResult, StageOutcome
 from gpu_audit.config import CheckPolicy
-from gpu_audit.model import Scan
+from gpu_audit.model import Finding, Scan
 from gpu_audit.rules import all_rules, evaluate
 
 
@@ -17,9 +17,11 @@ def known_ids() -> set[str]:
 def every_id() -> set[str]:
     """Every id ``[tool.gpu-audit]``'s ``ignore`` may name: it serves every command, so
     validation finding ids too."""
+    from gpu_audit.diag.catalogue import DIAG_FINDINGS
+    from gpu_audit.diff import all_diff_rules
     from gpu_audit.validate.catalogue import VALIDATION_FINDINGS
 
-    return known_ids() | set(VALIDATION_FINDINGS)
+    return known_ids() | set(VALIDATION_FINDINGS) | set(all_diff_rules()) | set(DIAG_FINDINGS)
 
 
 def run_checks(ctx: CheckContext) -> list[CheckResult]:
@@ -51,11 +53,14 @@ def judge(
     stages: list[StageOutcome] | None = None,
     generated_at: str | None = None,
     duration_s: float | None = None,
+    findings: list[Finding] | None = None,
 ) -> CheckReport:
     """Evaluate the scan rules under ``policy`` and every check; the report carries the verdict
     and exit code. The rules and the checks read the same policy, so a check that views a
-    finding agrees with it by construction."""
-    findings = evaluate(scan, policy)
+    finding agrees with it by construction. ``findings`` given are used instead of evaluating
+    the rules on ``scan`` (``check --gpus``: judged on the whole machine, then limited)."""
+    if findings is None:
+        findings = evaluate(scan, policy)
     ctx = CheckContext(
         scan=scan,
         policy=policy,

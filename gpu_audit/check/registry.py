@@ -34,6 +34,7 @@ CHECK_MODULES = (
     "gpu_audit.check.usage",
     "gpu_audit.check.software",
     "gpu_audit.check.findings",
+    "gpu_audit.check.diag",
 )
 
 

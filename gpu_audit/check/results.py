@@ -115,16 +115,25 @@ def verdict_line(report: CheckReport) -> str:
     Nagios, Icinga and Slurm health-check wrappers read the first line of output; the perfdata
     after ``|`` lets them graph the counts.
     """
-    counts = report.counts()
+    return f"CHECK {report.verdict.name}: {verdict_summary(report)} | {verdict_perfdata(report)}"
+
+
+def verdict_summary(report: CheckReport) -> str:
+    """The status line's text: the checks that did not pass (four at most), or how many did."""
     problems = report.by_status(CheckStatus.FAIL, CheckStatus.UNKNOWN, CheckStatus.WARN)
     if problems:
         named = ", ".join(f"{r.id} ({r.subject})" if r.subject != "host" else r.id
                           for r in problems[:4])
         more = f" and {len(problems) - 4} more" if len(problems) > 4 else ""
-        text = f"{named}{more} on {report.hostname}"
-    else:
-        ran = counts["pass"]
-        text = f"{ran} check{'s' if ran != 1 else ''} passed on {report.hostname}"
-    perf = " ".join(f"{name}={counts[name]};;;0" for name in ("fail", "unknown", "warn", "pass",
-                                                             "skip"))
-    return f"CHECK {report.verdict.name}: {text} | {perf}"
+        return f"{named}{more} on {report.hostname}"
+    ran = report.counts()["pass"]
+    return f"{ran} check{'s' if ran != 1 else ''} passed on {report.hostname}"
+
+
+def verdict_perfdata(report: CheckReport) -> str:
+    """The status line's performance data: how many checks ended in each status."""
+    counts = report.counts()
+    return " ".join(f"{name}={counts[name]};;;0" for name in PERFDATA_ORDER)
+
+
+PERFDATA_ORDER = ("fail", "unknown", "warn", "pass", "skip")  # statuses, worst first

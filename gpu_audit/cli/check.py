@@ -10,7 +10,9 @@ from pathlib import Path
 import typer
 
 from gpu_audit.cli.app import app, err, verbose
+from gpu_audit.cli.monitoring import FORMAT_HELP, monitored
 from gpu_audit.errors import InputError, UsageError
+from gpu_audit.gpu_selection import SPEC_FORMS
 from gpu_audit.model import Scan, Severity
 
 SEVERITIES = ", ".join(s.value for s in Severity)
@@ -45,6 +47,7 @@ def current_user() -> str | None:
 
 
 @app.command(epilog=EXIT_CODES_HELP)
+@monitored
 def check(
     policy_file: Path | None = typer.Option(
         None, "--policy", metavar="FILE",
@@ -72,12 +75,30 @@ def check(
                                     help="Folder for the markdown report and its JSON twin "
                                          "(default: reports)."),
     no_report: bool = typer.Option(False, "--no-report", help="Do not write the report files."),
+    output_format: str | None = typer.Option(None, "--format", metavar="FORMAT",
+                                             help=FORMAT_HELP),
     no_annotations: bool = typer.Option(
         False, "--no-annotations",
         help="Under GitHub Actions, do not emit ::error/::warning annotations."),
     timeout: float = typer.Option(5.0, "--timeout", min=0.1, max=86400, metavar="SECONDS",
                                   help="Longest wait for the NVIDIA driver before reporting it "
                                        "hung."),
+    gpus: str | None = typer.Option(
+        None, "--gpus", metavar="SPEC",
+        help=f"Judge only these GPUs: {SPEC_FORMS}; host checks still apply (default: all)."),
+    diag_level: int | None = typer.Option(
+        None, "--diag", min=1, max=3, metavar="LEVEL",
+        help="Also run `gpu-audit diag` at this level on the judged GPUs (1: seconds, for CI); "
+             "each diag finding becomes a line of the checklist."),
+    slurm: str | None = typer.Option(
+        None, "--slurm", metavar="HOOK",
+        help="Run as a Slurm hook: prolog, epilog or healthcheck. One undecorated line; exit 2 "
+             "only for the node's problems (hardware or driver faults, memory a finished job "
+             "left), 0 otherwise, 3 no verdict. See examples/slurm-*.sh."),
+    spool: Path | None = typer.Option(
+        None, "--spool", metavar="DIR",
+        help="With --slurm: folder for the prolog's scan, kept for the epilog (default: "
+             "/var/spool/gpu-audit; created 0700, refused when another user could write it)."),
 ) -> None:
     """The CI pre-run checklist: scan this runner and judge it against a policy.
 
@@ -88,9 +109,11 @@ def check(
     import dataclasses
 
     from gpu_audit.check.engine import every_id, judge
+    from gpu_audit.cli.monitoring import output_format as format_in_force
     from gpu_audit.config import load_check_policy
 
     started = time.perf_counter()
+    fmt = format_in_force(output_format, json_out)
     stage_names = parse_stages(stages)
     policy = load_check_policy(policy_file, known_ids=every_id())
     if fail_on is not None:
@@ -100,6 +123,15 @@ def check(
             raise UsageError(f"--fail-on: {exc}") from None
         policy = dataclasses.replace(policy, fail_on=threshold.value,
                                      warn_on=min(threshold, policy.warn_on_severity).value)
+    if slurm is not None:
+        raise typer.Exit(_slurm_hook(slurm, policy, spool=spool, from_file=from_file,
+                                     gpus=gpus, timeout=timeout,
+                                     refused={"--json": json_out, "--junit": junit,
+                                              "--stages": stages, "--out": out,
+                                              "--format": output_format,
+                                              "--diag": diag_level}))
+    if spool is not None:
+        raise UsageError("--spool keeps a Slurm hook's state: use it with --slurm")
     stage_names = stage_names if stage_names is not None else list(policy.stages)
     if from_file is not None and stage_names:
         raise UsageError("--from judges a saved document; validation stages need this machine "
@@ -120,12 +152,54 @@ def check(
                               require_torch_cuda=policy.require_torch_cuda,
                               out_dir=None if no_report else (out or Path("reports")),
                               note=err)
+    if diag_level is not None:
+        if from_file is not None:
+            raise UsageError("--from judges a saved document; --diag needs this machine")
+        from gpu_audit.diag.checklist import run_diag_stage
+
+        outcomes.append(run_diag_stage(scan, diag_level, gpus, note=err))
+    findings = None
+    if gpus is not None and scan.nvml.available:
+        scan, findings = _limited(scan, policy, gpus)
     report = judge(scan, policy,
                    user=user or recorded_user or current_user(), stages=outcomes,
-                   duration_s=round(time.perf_counter() - started, 3))
-    _emit(report, json_out=json_out, junit=junit, out=out, no_report=no_report,
-          annotate=not no_annotations)
+                   duration_s=round(time.perf_counter() - started, 3), findings=findings)
+    _emit(report, json_out=fmt == "json", junit=junit, out=out, no_report=no_report,
+          annotate=not no_annotations, nagios=fmt == "nagios")
     raise typer.Exit(report.exit_code)
+
+
+def _limited(scan: Scan, policy, spec: str) -> tuple[Scan, list]:
+    """The scan limited to the GPUs ``spec`` selects, and the findings about them: judged on the
+    whole machine, so host findings stay and those of other GPUs and their processes go."""
+    from gpu_audit.gpu_selection import apply_selection, resolve_gpus, select_findings
+    from gpu_audit.rules import evaluate
+
+    selection = resolve_gpus(spec, scan.gpus, os.environ)
+    findings = select_findings(evaluate(scan, policy), scan, selection)
+    return apply_selection(scan, selection), findings
+
+
+def _slurm_hook(kind: str, policy, *, spool: Path | None, from_file: Path | None,
+                gpus: str | None, timeout: float, refused: dict[str, object]) -> int:
+    """``check --slurm HOOK``: see :mod:`gpu_audit.hooks.slurm`."""
+    from gpu_audit.hooks import DEFAULT_SPOOL, HOOKS, run_hook
+
+    if kind not in HOOKS:
+        raise UsageError(f"--slurm: unknown hook {kind!r} (expected one of {', '.join(HOOKS)})")
+    given = [flag for flag, value in refused.items() if value]
+    if given:
+        raise UsageError(f"--slurm prints one line and writes no report: drop {given[0]}")
+
+    def collect() -> Scan:
+        if from_file is not None:
+            return _saved_scan(from_file)[0]
+        from gpu_audit.collect import collect_scan
+
+        return collect_scan(timeout_s=timeout)
+
+    return run_hook(kind, policy=policy, environ=os.environ, spool=spool or DEFAULT_SPOOL,
+                    collect=collect, gpus=gpus)
 
 
 def _saved_scan(path: Path) -> tuple[Scan, str | None]:
@@ -138,16 +212,22 @@ def _saved_scan(path: Path) -> tuple[Scan, str | None]:
 
 
 def _emit(report, *, json_out: bool, junit: Path | None, out: Path | None, no_report: bool,
-          annotate: bool) -> None:
+          annotate: bool, nagios: bool = False) -> None:
     """Every output of one run: stdout, the JUnit file, GitHub's summary and annotations,
     the report files."""
     from gpu_audit.check.document import check_document
+    from gpu_audit.gpu_selection import selection_of
     from gpu_audit.report import github
     from gpu_audit.serial import dumps, write_atomic
 
     document = check_document(report)
+    document["gpu_selection"] = selection_of(report.scan)
     if json_out:
         sys.stdout.write(dumps(document) + "\n")
+    elif nagios:
+        from gpu_audit.report.nagios import render_check_nagios
+
+        sys.stdout.write(render_check_nagios(report))
     else:
         from gpu_audit.check.terminal import render_check
         from gpu_audit.report.terminal import make_console
@@ -172,7 +252,7 @@ def _emit(report, *, json_out: bool, junit: Path | None, out: Path | None, no_re
         from gpu_audit.report.files import write_report
 
         write_report("check", report.generated_at, report.hostname, document,
-                     github.render_check_markdown(report), out)
+                     github.render_check_markdown(report), out, keep=report.policy.keep_reports)
 
     if junit is not None:
         from gpu_audit.report.junit import render_junit

@@ -39,16 +39,17 @@ SECTION_TITLES = {
     "gpu_audit.rules.unsupported": "Hardware health",
     "gpu_audit.fleet.rules": "Fleet (gpu-audit fleet and merge)",
     "gpu_audit.fleet.outliers": "Fleet (gpu-audit fleet and merge)",
+    "gpu_audit.diff.rules": "Before and after a job (gpu-audit diff)",
 }
 
 PAGE_INTRO = """\
 # Finding reference
 
-Every finding `gpu-audit scan`, `gpu-audit check`, `gpu-audit validate` and the fleet commands
-(`gpu-audit fleet`, `gpu-audit merge`) can report: its id, its default severity and what it
-means. A rule may raise or lower the severity of one finding where its text says so. Ignore a
-scan or check id with `ignore = ["id", ...]` under `[tool.gpu-audit]`; `--fail-on SEVERITY`
-sets the severity that fails the run.
+Every finding `gpu-audit scan`, `gpu-audit check`, `gpu-audit validate`, the fleet commands
+(`gpu-audit fleet`, `gpu-audit merge`) and `gpu-audit diff` can report: its id, its default
+severity and what it means. A rule may raise or lower the severity of one finding where its
+text says so. Ignore a scan or check id with `ignore = ["id", ...]` under `[tool.gpu-audit]`;
+`--fail-on SEVERITY` sets the severity that fails the run.
 
 The second part lists the failure classes and message signatures `gpu-audit explain`
 recognises in logs.
@@ -79,7 +80,8 @@ Explained = Union["ClassDoc", "Signature", None]  # an explain class or signatur
 
 def all_entries() -> dict[str, Entry]:
     """The scan rules, then validate's findings (an id both use keeps the scan rule's text),
-    then the fleet rules."""
+    then the fleet rules, then diff's."""
+    from gpu_audit.diff import all_diff_rules
     from gpu_audit.fleet.registry import all_fleet_rules
     from gpu_audit.rules import all_rules
     from gpu_audit.validate.catalogue import SECTION, VALIDATION_FINDINGS
@@ -89,6 +91,13 @@ def all_entries() -> dict[str, Entry]:
         entries.setdefault(finding_id, CatalogueEntry(finding_id, severity, doc, SECTION))
     for finding_id, fleet_rule in all_fleet_rules().items():
         entries.setdefault(finding_id, fleet_rule)
+    for finding_id, diff_rule in all_diff_rules().items():
+        entries.setdefault(finding_id, diff_rule)
+    from gpu_audit.diag.catalogue import DIAG_FINDINGS
+    from gpu_audit.diag.catalogue import SECTION as DIAG_SECTION
+
+    for finding_id, (severity, doc) in DIAG_FINDINGS.items():
+        entries.setdefault(finding_id, CatalogueEntry(finding_id, severity, doc, DIAG_SECTION))
     return entries
 
 

@@ -2,72 +2,81 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
-import typer
-
-from gpu_audit.cli.app import app, verbose
+from gpu_audit.cli.app import verbose
+from gpu_audit.cli.declared import Option, command
+from gpu_audit.cli.monitoring import FORMAT_HELP, monitored
 from gpu_audit.errors import UsageError
+from gpu_audit.gpu_selection import SPEC_FORMS
 from gpu_audit.model import Severity
 
 SEVERITIES = ", ".join(s.value for s in Severity)
 
+# Declared as data: typer builds the command from these, and a plain `scan --json --no-report`
+# line is parsed from them without loading typer (gpu_audit.cli.declared). A new option is one
+# entry here and one keyword of scan() below.
+OPTIONS = (
+    Option("json_out", "--json", bool, False,
+           help="Print the scan as JSON (schema gpu-audit.scan/1)."),
+    Option("out", "--out", Path, metavar="DIR",
+           help="Folder for the markdown report and its JSON twin (default: reports)."),
+    Option("no_report", "--no-report", bool, False, help="Do not write the report files."),
+    Option("output_format", "--format", str, metavar="FORMAT", help=FORMAT_HELP),
+    Option("prometheus", "--prometheus", Path, metavar="FILE",
+           help="Also write the scan as a node_exporter textfile (gpu_audit_* gauges, atomic); "
+           "a scan that cannot judge writes gpu_audit_scan_success 0 there."),
+    Option("from_file", "--from", Path, metavar="FILE",
+           help="Judge a saved `scan --json` document instead of this machine."),
+    Option("fail_on", "--fail-on", str, metavar="SEVERITY",
+           help=f"Exit 2 at or above this severity ({SEVERITIES}) (default: error)."),
+    Option("config", "--config", Path, metavar="FILE",
+           help="Read thresholds from this TOML file instead of searching "
+           "(GPU_AUDIT_<KEY> variables still override it)."),
+    Option("pid", "--pid", int, help="Read allocator settings from this process's environment."),
+    Option("torch_check", "--torch", bool, False,
+           help="Also import torch in a child process: CUDA build, kernels for each GPU, "
+           "allocator."),
+    Option("timeout", "--timeout", float, 5.0, min=0.1, max=86400, metavar="SECONDS",
+           help="Longest wait for the NVIDIA driver before reporting it hung."),
+    Option("gpus", "--gpus", str, metavar="SPEC",
+           help=f"Judge only these GPUs: {SPEC_FORMS}; host findings still apply (default: all)."),
+)
 
-@app.command()
+
+@command("scan", OPTIONS)
+@monitored
 def scan(
-    json_out: bool = typer.Option(
-        False, "--json", help="Print the scan as JSON (schema gpu-audit.scan/1)."
-    ),
-    out: Path | None = typer.Option(
-        None,
-        "--out",
-        metavar="DIR",
-        help="Folder for the markdown report and its JSON twin (default: reports).",
-    ),
-    no_report: bool = typer.Option(False, "--no-report", help="Do not write the report files."),
-    from_file: Path | None = typer.Option(
-        None,
-        "--from",
-        metavar="FILE",
-        help="Judge a saved `scan --json` document instead of this machine.",
-    ),
-    fail_on: str | None = typer.Option(
-        None,
-        "--fail-on",
-        metavar="SEVERITY",
-        help=f"Exit 2 at or above this severity ({SEVERITIES}) (default: error).",
-    ),
-    config: Path | None = typer.Option(
-        None,
-        "--config",
-        metavar="FILE",
-        help="Read thresholds from this TOML file instead of searching "
-        "(GPU_AUDIT_<KEY> variables still override it).",
-    ),
-    pid: int | None = typer.Option(
-        None, "--pid", help="Read allocator settings from this process's environment."
-    ),
-    torch_check: bool = typer.Option(
-        False,
-        "--torch",
-        help="Also import torch in a child process: CUDA build, kernels for each GPU, allocator.",
-    ),
-    timeout: float = typer.Option(
-        5.0,
-        "--timeout",
-        min=0.1,
-        max=86400,
-        metavar="SECONDS",
-        help="Longest wait for the NVIDIA driver before reporting it hung.",
-    ),
-) -> None:
+    *,
+    json_out: bool,
+    out: Path | None,
+    no_report: bool,
+    output_format: str | None,
+    prometheus: Path | None,
+    from_file: Path | None,
+    fail_on: str | None,
+    config: Path | None,
+    pid: int | None,
+    torch_check: bool,
+    timeout: float,
+    gpus: str | None,
+) -> int:
     """Inventory GPUs, their processes, host memory and allocator settings; judge fitness.
 
     Exit codes (the monitoring-plugin convention): 0 nothing at or above a warning; 1 the worst
     finding is a warning; 2 a finding at or above --fail-on (default: error); 3 could not judge
     (usage or configuration error, unreadable input); 130 interrupted.
     """
+    from gpu_audit.cli.monitoring import output_format as format_in_force
+
+    fmt = format_in_force(output_format, json_out)
+    json_out = fmt == "json"
+    if prometheus is not None:
+        from gpu_audit.report.prometheus import check_textfile_target
+
+        check_textfile_target(prometheus)
     # The NVML read goes first, on its own threads: a slow driver answers while the rest of the
     # scan is imported and collected.
     nvml = None
@@ -78,6 +87,12 @@ def scan(
 
     from gpu_audit.collect import collect_scan
     from gpu_audit.config import load_policy
+    from gpu_audit.gpu_selection import (
+        apply_selection,
+        resolve_gpus,
+        select_findings,
+        selection_of,
+    )
     from gpu_audit.report.jsonout import load_scan_document, scan_document
     from gpu_audit.rules import evaluate, exit_code
     from gpu_audit.serial import dumps
@@ -105,8 +120,15 @@ def scan(
 
         scanned = attach_torch_probe(scanned)
     findings = evaluate(scanned, policy)
+    if gpus is not None and scanned.nvml.available:
+        # Judged on the whole machine, then limited: host findings stay, other GPUs' go. With
+        # NVML down there is nothing to select; its finding says why.
+        selection = resolve_gpus(gpus, scanned.gpus, os.environ)
+        findings = select_findings(findings, scanned, selection)
+        scanned = apply_selection(scanned, selection)
     code = exit_code(findings, threshold)
     document = scan_document(scanned, findings, code)
+    document["gpu_selection"] = selection_of(scanned)
 
     # The report is written first: an --out that cannot be written exits 3 before any verdict
     # (with its own exit code) is printed.
@@ -115,12 +137,22 @@ def scan(
         from gpu_audit.report.markdown import render_scan_markdown
 
         markdown = render_scan_markdown(scanned, findings, code)
-        write_report("scan", scanned.generated_at, scanned.host.hostname, document, markdown, out)
+        write_report("scan", scanned.generated_at, scanned.host.hostname, document, markdown, out,
+                     keep=policy.keep_reports)
+    if prometheus is not None:
+        from gpu_audit.cli.monitoring import elapsed_s
+        from gpu_audit.report.prometheus import render_textfile, write_textfile
 
-    if json_out:
+        write_textfile(prometheus, render_textfile(scanned, findings, code, duration_s=elapsed_s()))
+
+    if fmt == "nagios":
+        from gpu_audit.report.nagios import render_scan_nagios
+
+        sys.stdout.write(render_scan_nagios(scanned, findings, code))
+    elif json_out:
         sys.stdout.write(dumps(document) + "\n")
     else:
         from gpu_audit.report.terminal import render_scan
 
         render_scan(scanned, findings, code, verbose=bool(verbose()))
-    raise typer.Exit(code)
+    return code

@@ -14,7 +14,8 @@ from gpu_audit.cli.app import app, err
 _PLAN_FLAGS = ("stage", "cycles", "disable_quantum", "quantum_lite", "max_split_size_mb",
                "alloc_conf", "device", "emulate_memory", "workload", "max_retries", "require",
                "checkpoint_every", "retry_backoff", "hang_factor", "hang_min", "hang_max",
-               "startup_timeout", "seed", "run_id")
+               "startup_timeout", "seed", "run_id", "command", "metric", "cycle_pattern",
+               "batch")
 
 
 @app.command()
@@ -91,8 +92,29 @@ def validate(
     config: Path | None = typer.Option(
         None, "--config", metavar="FILE",
         help="Read [tool.gpu-audit] / [tool.gpu-audit.validate] from this file."),
+    cycle_pattern: str | None = typer.Option(
+        None, "--cycle-pattern", metavar="REGEX",
+        help="With -- COMMAND: an output line matching REGEX ends a cycle (used when the "
+             "script neither calls gpu_audit.monitor.step() nor steps a torch optimizer)."),
+    metric: list[str] | None = typer.Option(
+        None, "--metric", metavar="NAME=REGEX",
+        help="With -- COMMAND: a number read from output lines, e.g. "
+             "'loss=loss[=:]\\s*([0-9.eE+-]+)', for --require 'mean(loss)<2'. Repeatable."),
+    batch: int | None = typer.Option(
+        None, "--batch", metavar="N",
+        help="With -- COMMAND: the value of {batch}; a stage whose command runs out of memory "
+             "runs again with it halved, up to --max-retries times."),
+    command: list[str] | None = typer.Argument(
+        None, metavar="[-- COMMAND...]",
+        help="Your own script, unchanged, run once per stage: placeholders {cycles}, {stage}, "
+             "{run_dir}, {quantum}, {resume}."),
 ) -> None:
-    """Rehearse your own training cycle in stages before the long run; resumable.
+    """Rehearse your own training script in stages before the long run; resumable.
+
+    gpu-audit validate --disable-quantum --cycles 50 -- python train.py --steps {cycles}
+    runs your script unchanged once per stage (telemetry injected at interpreter start-up;
+    cycles from gpu_audit.monitor.step(), optimizer steps or --cycle-pattern). Without a
+    command it runs a workload class (--workload) or the built-in reference workload.
 
     Stages imports, smoke (3 cycles), classical (50), quantum-lite (50) and full (500) each run
     in a process of their own, under the allocator settings you choose, and each gates the next.
@@ -116,7 +138,9 @@ def validate(
              "workload": workload, "max_retries": max_retries, "require": require,
              "checkpoint_every": checkpoint_every, "retry_backoff": retry_backoff,
              "hang_factor": hang_factor, "hang_min": hang_min, "hang_max": hang_max,
-             "startup_timeout": startup_timeout, "seed": seed, "run_id": run_id}
+             "startup_timeout": startup_timeout, "seed": seed, "run_id": run_id,
+             "command": command, "metric": metric, "cycle_pattern": cycle_pattern,
+             "batch": batch}
     folder = out or Path("reports")
     if resume is not None:
         given = [f"--{name.replace('_', '-')}" for name in _PLAN_FLAGS if flags[name]
@@ -166,7 +190,7 @@ def _merge(from_file: dict[str, Any], flags: dict[str, Any]) -> dict[str, Any]:
     """Options: flags over the configuration file over the defaults."""
     names = {"stage": "stages", "require": "requires", "retry_backoff": "retry_backoff_s",
              "hang_min": "hang_min_s", "hang_max": "hang_max_s",
-             "startup_timeout": "startup_timeout_s"}
+             "startup_timeout": "startup_timeout_s", "metric": "metrics"}
     merged = dict(from_file)
     for flag, value in flags.items():
         if flag == "run_id" or value is None or value == []:

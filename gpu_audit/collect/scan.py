@@ -32,17 +32,23 @@ def collect_scan(
 
     from gpu_audit.collect.host import read_host
     from gpu_audit.collect.kernel_log import read_kernel_log
-    from gpu_audit.collect.monitor_files import attach_allocator_states, read_publications
     from gpu_audit.collect.processes import read_processes
     from gpu_audit.collect.software import read_allocator_config
+    from gpu_audit.publication import no_runtime_dir
 
     host, host_errors = read_host()
-    # What processes running gpu_audit.monitor publish about their own allocator.
-    published = read_publications()
+    # What processes running gpu_audit.monitor publish about their own allocator (where no
+    # runtime folder exists, as on most machines, its reader is not even imported).
+    published = None
+    if not no_runtime_dir():
+        from gpu_audit.collect.monitor_files import attach_allocator_states, read_publications
+
+        published = read_publications()
     allocator, allocator_errors = read_allocator_config(pid)
     reading = pending.result()
     processes, process_errors = read_processes(reading.processes, host.container)
-    processes = attach_allocator_states(processes, reading.gpus, published)
+    if published is not None:
+        processes = attach_allocator_states(processes, reading.gpus, published)
     # Xid lines come from the NVIDIA driver: without one there is nothing to look for.
     kernel_log, kernel_errors = read_kernel_log() if reading.status.available else (None, [])
     return Scan(
@@ -57,7 +63,7 @@ def collect_scan(
             *reading.probe_errors,
             *process_errors,
             *allocator_errors,
-            *published.probe_errors(),
+            *(published.probe_errors() if published is not None else []),
             *kernel_errors,
         ],
         kernel_log=kernel_log,

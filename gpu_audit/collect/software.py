@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import importlib
 import os
-import platform
 import re
 import sys
 from pathlib import Path
@@ -150,7 +149,10 @@ def unlabelled_build(system: str | None = None) -> tuple[str | None, str | None]
     On Linux the CUDA version comes from the ``nvidia-cuda-runtime`` wheel installed beside it;
     Windows and macOS wheels from PyPI are CPU-only.
     """
-    system = system or platform.system()
+    if not system:
+        import platform  # only here: a scan of a labelled torch (or none) never imports it
+
+        system = platform.system()
     if system in ("Windows", "Darwin"):
         return "cpu", None
     if system != "Linux":

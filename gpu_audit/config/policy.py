@@ -50,6 +50,7 @@ class Policy:
     busy_utilization_pct: float = 20.0  # a GPU this busy should run its PCIe link at full speed
     small_gpu_gib: float = 8.0  # at or below this, allocator advice is given unasked
     xid_recent_hours: float = 24.0  # application-caused Xids older than this are only noted
+    keep_reports: int = 50  # reports per command kept in the report folder (0: keep all)
     fail_on: str = "error"
     ignore: list[str] = field(default_factory=list)  # finding ids (and, for check, check ids)
     source: str | None = field(default=None, metadata={"internal": True})

@@ -1,5 +1,10 @@
 """From candidate lines to incidents: match, deduplicate, attach continuations, order by cause.
 
+A candidate is first read joined with the lines it wraps onto (:mod:`.joining`); a joined
+message is one occurrence spanning its lines, which are not read again. A message that is only
+quoted (documentation, an error catalogue) opens no incident, and one the program says it
+caught becomes a warning (:mod:`.mentions`).
+
 Memory stays bounded whatever the log's size: an incident keeps its first, most detailed and
 latest occurrence, at most :data:`MAX_LOCATIONS` locations and :data:`MAX_RANKS` ranks, and
 counts the rest.
@@ -12,6 +17,8 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from gpu_audit.explain.joining import join
+from gpu_audit.explain.mentions import handled_in, is_catalogue, is_mention
 from gpu_audit.explain.scanner import Candidate
 from gpu_audit.explain.signatures import SIGNATURES, AdviceContext, Signature
 from gpu_audit.model import Severity
@@ -34,6 +41,7 @@ _RANK = re.compile(
 class Location:
     source: str
     line: int
+    end_line: int | None = None  # the last line of a message wrapped over several lines
 
 
 @dataclass(frozen=True)
@@ -66,11 +74,13 @@ class Incident:
 class _Occurrence:
     source_index: int
     line: int
+    end_line: int
     text: str
     match_start: int
     numbers: dict[str, Any]
     rank: int | None
     signature: Signature
+    handled: bool = False  # the program caught it and went on
 
     @property
     def detail(self) -> int:
@@ -85,14 +95,15 @@ class _Group:
     primary: _Occurrence
     latest: _Occurrence
     count: int = 0
-    locations: list[tuple[int, int]] = field(default_factory=list)
+    locations: list[tuple[int, int, int]] = field(default_factory=list)
     extra_locations: int = 0
     ranks: set[int] = field(default_factory=set)
     source_indexes: set[int] = field(default_factory=set)
+    handled: int = 0  # occurrences the program caught and went on from
 
     def note(self, occ: _Occurrence) -> None:
         if len(self.locations) < MAX_LOCATIONS:
-            self.locations.append((occ.source_index, occ.line))
+            self.locations.append((occ.source_index, occ.line, occ.end_line))
         else:
             self.extra_locations += 1
         if occ.rank is not None and len(self.ranks) < MAX_RANKS:
@@ -137,6 +148,9 @@ class Classifier:
         self._ctx = AdviceContext(torch_version)
         self._groups: dict[tuple[Any, ...], _Group] = {}
         self._recent: dict[str, deque[tuple[_Group, _Occurrence]]] = {}
+        self._read_to: dict[int, int] = {}  # per source: the last line a joined match used
+        self._facts: dict[str, Any] = {}
+        self._catalogues: set[int] = set()  # sources that are error catalogues, not logs
         self.sources: list[str] = []
 
     def add_source(self, name: str) -> int:
@@ -144,16 +158,31 @@ class Classifier:
         return len(self.sources) - 1
 
     def feed(self, source_index: int, candidate: Candidate) -> None:
-        found = match_signature(candidate.text)
+        read_to = self._read_to.get(source_index, 0)
+        if candidate.line <= read_to:
+            return  # already read as part of a joined message
+        if source_index not in self._catalogues and is_catalogue(candidate.text):
+            self._catalogues.add(source_index)
+        found, text, first, last = self._match(candidate, read_to)
         if found is None:
             return
+        if last > candidate.line:
+            self._read_to[source_index] = last
         sig, match = found
+        if is_mention(candidate, text, match):
+            return
         try:
-            numbers = sig.extract(match, candidate.text) if sig.extract else {}
+            numbers = sig.extract(match, text) if sig.extract else {}
         except (ValueError, OverflowError):  # a number of thousands of digits: none read
             numbers = {}
-        occ = _Occurrence(source_index, candidate.line, candidate.text, match.start(), numbers,
-                          _rank(candidate.text), sig)
+        if sig.fact:
+            self._facts.update((k, v) for k, v in numbers.items() if v is not None)
+            return
+        if sig.handles:
+            self._handle(source_index, sig, first)
+            return
+        occ = _Occurrence(source_index, first, last, text, match.start(), numbers, _rank(text),
+                          sig)
         if sig.attach and self._attach(occ):
             return
         if sig.attach == "only":
@@ -167,7 +196,34 @@ class Classifier:
         group.latest = occ
         group.note(occ)
         group.refresh_primary(occ)
+        if handled_in(sig.cls, text, match.end(), candidate):
+            group.handled += 1
+            occ.handled = True
         self._recent.setdefault(sig.cls, deque(maxlen=_RECENT_PER_CLASS)).append((group, occ))
+
+    @staticmethod
+    def _match(candidate: Candidate, read_to: int
+               ) -> tuple[tuple[Signature, re.Match[str]] | None, str, int, int]:
+        """The signature that reads the candidate: on its line joined with the lines around
+        it when that match covers the line itself, else on the line alone."""
+        joined = join(candidate, read_to)
+        if joined is not None:
+            found = match_signature(joined.text)
+            if found is not None:
+                lines = joined.lines_of(found[1].start(), found[1].end())
+                if lines is not None:
+                    return found, joined.text, lines[0], lines[1]
+        return match_signature(candidate.text), candidate.text, candidate.line, candidate.line
+
+    def _handle(self, source_index: int, sig: Signature, line: int) -> None:
+        """A line saying that a recent failure of class ``sig.handles`` was caught."""
+        for group, target in reversed(self._recent.get(str(sig.handles), ())):
+            if target.source_index != source_index or not 0 <= line - target.line <= sig.window:
+                continue
+            if not target.handled:
+                target.handled = True
+                group.handled += 1
+            return
 
     def _attach(self, occ: _Occurrence) -> bool:
         """Merge a continuation line's numbers into the occurrence it continues."""
@@ -199,7 +255,9 @@ class Classifier:
 
     def incidents(self) -> list[Incident]:
         """Every incident, root cause first."""
-        built = [self._build(group) for group in self._groups.values()]
+        self._ctx = replace(self._ctx, facts=dict(self._facts))
+        built = [self._build(group) for group in self._groups.values()
+                 if not group.source_indexes <= self._catalogues]
         built.sort(key=lambda item: (item[0].severity < Severity.ERROR, item[0].tier, item[1]))
         incidents = [incident for incident, _order in built]
         return _with_roles(incidents)
@@ -209,8 +267,14 @@ class Classifier:
         numbers = dict(occ.numbers)
         if len(group.ranks) > 1:
             numbers["_ranks"] = sorted(group.ranks)  # for the text only
+        numbers["_count"] = group.count  # some messages matter only when they repeat
         advice = occ.signature.advise(numbers, self._ctx)
-        locations = [Location(self.sources[s], line) for s, line in group.locations]
+        if group.handled >= group.count and advice.severity >= Severity.ERROR:
+            advice = replace(advice, severity=Severity.WARNING, tier=5.0,
+                             explanation=advice.explanation + " The program caught it and went "
+                             "on (the log says so), so it did not end the run.")
+        locations = [Location(self.sources[s], line, end if end > line else None)
+                     for s, line, end in group.locations]
         incident = Incident(
             cls=occ.signature.cls,
             signature=occ.signature.id,

@@ -4,7 +4,9 @@ The file is cut into ranges of :data:`RANGE_BYTES` that start and end at line bo
 worker process runs the same :class:`~gpu_audit.explain.scanner.BlockScanner` over its range
 and returns its candidate lines (numbered within the range) and its newline count; the parent
 renumbers them and classifies them in file order, so the result is identical to a sequential
-scan. At most two ranges per worker are in flight, so memory stays bounded.
+scan: each worker also reads the bytes just before and after its range as context (never as
+candidates), and only the last range takes the file's last lines. At most two ranges per
+worker are in flight, so memory stays bounded.
 """
 
 from __future__ import annotations
@@ -13,8 +15,15 @@ import os
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import replace
 
-from gpu_audit.explain.scanner import BLOCK_SIZE, BlockScanner, Candidate
+from gpu_audit.explain.scanner import (
+    BLOCK_SIZE,
+    LOOKAHEAD,
+    LOOKBEHIND,
+    BlockScanner,
+    Candidate,
+)
 
 PARALLEL_MIN_BYTES = 64 << 20  # below this, starting workers costs more than it saves
 RANGE_BYTES = 16 << 20
@@ -57,20 +66,23 @@ def _ranges(path: str, size: int) -> Iterator[tuple[int, int]]:
             start = end
 
 
-def scan_range(path: str, start: int, end: int) -> tuple[list[tuple[int, str]], int, int]:
-    """Candidates (line within the range, text), newline count and bytes of one range."""
-    scanner = BlockScanner()
-    found: list[tuple[int, str]] = []
+def scan_range(path: str, start: int, end: int) -> tuple[list[Candidate], int, int]:
+    """Candidates (numbered within the range), newline count and bytes of one range."""
+    found: list[Candidate] = []
     with open(path, "rb") as handle:
-        handle.seek(start)
+        size = os.fstat(handle.fileno()).st_size
+        first = max(0, start - LOOKBEHIND - 1)
+        handle.seek(first)
+        scanner = BlockScanner(before=handle.read(start - first))
         remaining = end - start
         while remaining > 0:
             chunk = handle.read(min(BLOCK_SIZE, remaining))
             if not chunk:
                 break
             remaining -= len(chunk)
-            found.extend((c.line, c.text) for c in scanner.feed(chunk))
-    found.extend((c.line, c.text) for c in scanner.finish())
+            found.extend(scanner.feed(chunk))
+        after = handle.read(LOOKAHEAD) if end < size else b""
+    found.extend(scanner.finish(after, tail=end >= size, at_end=end + len(after) >= size))
     return found, scanner.lines, scanner.bytes
 
 
@@ -87,7 +99,7 @@ class ParallelScan:
 
     def __iter__(self) -> Iterator[Candidate]:
         size = os.path.getsize(self.path)
-        pending: deque[Future[tuple[list[tuple[int, str]], int, int]]] = deque()
+        pending: deque[Future[tuple[list[Candidate], int, int]]] = deque()
         ranges = _ranges(self.path, size)
         with ProcessPoolExecutor(max_workers=self.workers) as pool:
             for start, end in ranges:
@@ -101,11 +113,11 @@ class ParallelScan:
                 handle.seek(size - 1)
                 self._ends_with_newline = handle.read(1) == b"\n"
 
-    def _collect(self, result: tuple[list[tuple[int, str]], int, int]) -> Iterator[Candidate]:
+    def _collect(self, result: tuple[list[Candidate], int, int]) -> Iterator[Candidate]:
         found, newlines, nbytes = result
         self.collected = True
-        for line, text in found:
-            yield Candidate(self.lines + line, text)
+        for candidate in found:
+            yield replace(candidate, line=self.lines + candidate.line)
         self.lines += newlines
         self.bytes += nbytes
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpu_audit.explain.api import SCHEMA, ExplainResult
-from gpu_audit.explain.classify import Incident
+from gpu_audit.explain.classify import Incident, Location
 from gpu_audit.explain.signatures.texts import size_text
 from gpu_audit.model import Severity
 
@@ -35,7 +35,8 @@ def incident_to_json(incident: Incident) -> dict[str, Any]:
         "diagnosis": incident.diagnosis,
         "count": incident.count,
         "line_numbers": list(incident.line_numbers),
-        "locations": [{"source": loc.source, "line": loc.line} for loc in incident.locations],
+        "locations": [{"source": loc.source, "line": loc.line, "end_line": loc.end_line}
+                      for loc in incident.locations],
         "sources": list(incident.sources),
         "ranks": list(incident.ranks),
         "excerpt": incident.excerpt,
@@ -92,13 +93,18 @@ def _label(key: str) -> str:
     return key.replace("_", " ")
 
 
+def _lines(loc: Location) -> str:
+    return f"{loc.line}-{loc.end_line}" if loc.end_line else str(loc.line)
+
+
 def _where(incident: Incident, single_source: bool) -> str:
     shown = incident.locations[:_MAX_SHOWN_LOCATIONS]
     if single_source:
-        places = ", ".join(str(loc.line) for loc in shown)
-        text = f"line{'s' if len(incident.locations) > 1 else ''} {places}"
+        places = ", ".join(_lines(loc) for loc in shown)
+        several = len(incident.locations) > 1 or shown[0].end_line is not None
+        text = f"line{'s' if several else ''} {places}"
     else:
-        text = ", ".join(f"{loc.source}:{loc.line}" for loc in shown)
+        text = ", ".join(f"{loc.source}:{_lines(loc)}" for loc in shown)
     hidden = len(incident.locations) - len(shown)
     if hidden > 0:
         text += f" (+{hidden} more)"

@@ -11,53 +11,100 @@ Lines end at ``\\n``; a ``\\r`` also ends a segment for matching (progress bars 
 ``\\r``, and a traceback often lands after the last redraw) without changing line numbers. A line
 longer than :data:`MAX_CARRY` is scanned in pieces, and a candidate is cut to a window around
 its hit, so one enormous line costs neither memory nor quadratic time.
+
+Each candidate carries its neighbouring segments (up to :data:`CONTEXT_LINES` each side, within
+:data:`LOOKBEHIND` / :data:`LOOKAHEAD` bytes), so that a message wrapped over several lines can
+be joined again (:mod:`gpu_audit.explain.joining`) without decoding the lines nobody needs. A
+block is scanned only up to :data:`LOOKAHEAD` bytes before its end, so the context a candidate
+gets never depends on how the stream was cut into blocks. The last :data:`TAIL_LINES` lines of
+a stream are candidates whatever the prefilter says: how a job ended (a shell's ``Killed`` in
+the shell's language) is written there.
 """
 
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+
+from gpu_audit.knowledge.signals import KILLED_WORDS
 
 BLOCK_SIZE = 4 << 20
 MAX_CARRY = 1 << 20  # a line longer than this is scanned in pieces
 WINDOW_BEFORE = 2048  # bytes of a long line kept before a hit
 WINDOW_AFTER = 6144  # ... and after it (a full OOM message with a process list fits)
 _KEY_OVERLAP = 256  # longer than any prefilter match
+LOOKBEHIND = 4096  # bytes of context before a candidate's segment
+LOOKAHEAD = 4096  # ... and after it
+CONTEXT_LINES = 8  # segments of context kept on each side
+CONTEXT_CHARS = 1024  # a context segment longer than this is cut
+TAIL_LINES = 6  # the stream's last lines, always candidates ...
+TAIL_BYTES = 2048  # ... within this many bytes of its end
 
 # Keys grouped by their first character: each pattern has a literal prefix, so each pass is a
 # fast scan. Together they cover every signature in :mod:`gpu_audit.explain.signatures`
 # (tests/explain checks each fixture line through this path).
+_OTHER_KILLED_WORDS = b"|".join(
+    re.escape(word.encode()) for word in sorted(set(KILLED_WORDS.values()) - {"Killed"},
+                                                key=len, reverse=True))
 PREFILTER: tuple[re.Pattern[bytes], ...] = tuple(
     re.compile(pattern)
     for pattern in (
         rb"rror(?!s)",  # RuntimeError, CUDA error, NCCL error, ...Error: ("errors" is prose)
         rb"emory",  # out of memory, Out Of Memory, MemoryError, illegal memory access
+        # a launcher's exit status for a process killed with SIGKILL (137, -9)
+        # (also when a terminal or logger wrapped the line before the number)
+        rb"xit(?:ed)?(?: with)?(?: a)?[ _]?(?:status|code)(?: code)?[ :=]*(?:\r?\n[ \t]*)?"
+        rb"(?:137|-9)\b",
+        rb"eturn(?:ed)?[ _]?code[ :=]*(?:\r?\n[ \t]*)?(?:137|-9)\b",  # returncode -9
         rb"A(?:ssertion `|LLOC_CONF|SSERT FAILED)",
         rb"C(?:UDA(?:[ _]|CachingAllocator|AllocatorConfig)|U(?:BLAS|SOLVER|SPARSE)_STATUS|UFFT_"
         rb"|UDNN_(?:STATUS|BACKEND)"
-        rb"|uda failure|achingAllocator|aught collective|onnection closed by peer"
-        rb"|an't initialize NVML)",
+        rb"|uda failure|achingAllocator|aught collective|onnection closed by (?:remote )?peer"
+        rb"|an't initialize NVML|urrently allocated +: )",
         rb"G(?:PU(?: is lost| has fallen| \d+ has a total|\d+ [^\n]{0,80}?which is of cuda "
         rb"capability)|ET was unable)",
         rb"K(?:ill|ILL)",
         rb"N(?:V(?:RM|ML|IDIA(?:-SMI| driver)|Link|LINK)|CCL(?: WARN| error| comm| oper| work|\(|"
-        rb"\.cpp|'s))",
+        rb"\.cpp|'s| INFO [\w/.-]+\.(?:cc|h|cu|cpp|hpp):\d+ -> [1-7]\b))",
         rb"P(?:yTorch|YTORCH_|rocess \d+ has|TX)",
         rb"X(?:id|ID)",
+        # the shell's word for Killed in another language, alone at the start of a line (after
+        # a job number): the hit is the line after the newline (group "at")
+        rb"\n(?P<at>[ \t*_`>]*(?:\[\d+\][+-]?[ \t]+(?:\d+[ \t]+)?)?(?:"
+        + _OTHER_KILLED_WORDS + rb"))",
+        rb"oom(?:-killer|_reaper)",  # the kernel's OOM killer at work: "invoked oom-killer"
+        # the numbers of the cudaMallocAsync backend's OOM message, one per line
+        rb"Requested +: ", rb"Device limit +: ", rb"\(according to CUDA\): ",
     )
 )
 
 _ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+_BREAK = re.compile(rb"\r?\n|\r")
+# Typographic quotes and odd spaces (a forum's or a translator's) read as the plain ones;
+# one character for one, so positions do not move.
+_PLAIN = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201a": "'", "\u201b": "'",
+                        "\u201c": '"', "\u201d": '"', "\u201e": '"', "\u00a0": " ",
+                        "\u2009": " ", "\u202f": " ", "\u3000": " "})
+
+
+def clean_text(raw: bytes) -> str:
+    """Text for matching: undecodable bytes replaced, colour codes and control bytes removed;
+    white space kept (indentation, and a space where a terminal wrapped, are evidence)."""
+    text = raw.decode("utf-8", errors="replace")
+    if "\x1b" in text:
+        text = _ANSI.sub("", text)
+    return _CONTROL.sub("", text).translate(_PLAIN)
 
 
 def clean_line(raw: bytes) -> str:
     """Text for matching: undecodable bytes replaced, colour codes and control bytes removed."""
-    text = raw.decode("utf-8", errors="replace")
-    if "\x1b" in text:
-        text = _ANSI.sub("", text)
-    return _CONTROL.sub("", text).strip()
+    return clean_text(raw).strip()
+
+
+Context = tuple[tuple[int, str], ...]  # (lines away from the candidate's line, text)
 
 
 @dataclass(frozen=True)
@@ -66,16 +113,25 @@ class Candidate:
 
     line: int  # 1-based line number in its source
     text: str
+    before: Context = ()  # the segments before it, nearest last
+    after: Context = ()  # the segments after it, nearest first
+    tail: bool = False  # one of the stream's last lines, taken without a prefilter hit
+    own: str = ""  # the segment's text as written (unstripped); "" for a window of a long line
 
 
 class BlockScanner:
-    """Feed bytes in any chunking; get candidates with their line numbers."""
+    """Feed bytes in any chunking; get candidates with their line numbers.
 
-    def __init__(self) -> None:
-        self.lines = 0  # newlines before the start of the carried buffer
+    ``before`` is text that precedes the stream (context only: never scanned or counted), for
+    a worker that scans one range of a file.
+    """
+
+    def __init__(self, before: bytes = b"") -> None:
+        self.lines = 0  # newlines before the start of the pending bytes
         self.bytes = 0
-        self._carry = b""
-        self._carry_offset = 0  # absolute offset of _carry[0]
+        self._history = before[-(LOOKBEHIND + 1):]  # already scanned, kept as context
+        self._pending = b""  # not scanned yet; starts at a line start (or inside a huge line)
+        self._offset = 0  # absolute offset of _pending[0]
         self._covered_to = 0  # absolute offset up to which text was already classified
         self._saw_data = False
         self._ends_with_newline = True
@@ -86,26 +142,44 @@ class BlockScanner:
         self._saw_data = True
         self.bytes += len(data)
         self._ends_with_newline = data.endswith(b"\n")
-        buf = self._carry + data if self._carry else data
-        cut = buf.rfind(b"\n") + 1
-        keep_from = cut
-        if cut == 0:
-            if len(buf) < MAX_CARRY:
-                self._carry = buf
+        base = len(self._history)
+        # one copy of the block: the context kept, the bytes not scanned yet, the new ones
+        buf = b"".join((self._history, self._pending, data)) if base or self._pending else data
+        # Scan whole lines that have LOOKAHEAD bytes after them; keep the rest for later.
+        end = buf.rfind(b"\n", base, max(base, len(buf) - LOOKAHEAD)) + 1
+        if end == 0:
+            if len(buf) - base < MAX_CARRY:
+                self._pending = buf[base:]
                 return
             # One enormous line: scan all but a tail, which stays as context for the next piece;
             # the kept tail overlaps the scanned part so that a key across the cut is not lost.
-            cut = len(buf) - WINDOW_AFTER
-            keep_from = cut - _KEY_OVERLAP
-        yield from self._scan(buf, cut)
-        self._carry_offset += keep_from
-        self._carry = buf[keep_from:]
+            pending = buf[base:]
+            end = len(pending) - WINDOW_AFTER
+            yield from self._scan(pending, 0, end, context=False)
+            self._history = b""
+            self._advance(pending, 0, end - _KEY_OVERLAP)
+            return
+        yield from self._scan(buf, base, end)
+        self._history = buf[max(0, end - LOOKBEHIND - 1):end]
+        self._advance(buf, base, end)
 
-    def finish(self) -> Iterator[Candidate]:
-        if self._carry:
-            yield from self._scan(self._carry, len(self._carry))
-            self._carry_offset += len(self._carry)
-            self._carry = b""
+    def _advance(self, buf: bytes, base: int, keep_from: int) -> None:
+        """Drop ``buf[base:keep_from]`` (scanned) from the pending bytes."""
+        self._offset += keep_from - base
+        self._pending = buf[keep_from:]
+
+    def finish(self, after: bytes = b"", tail: bool = True,
+               at_end: bool | None = None) -> Iterator[Candidate]:
+        """The candidates left. ``after`` is text that follows the stream (context only);
+        ``at_end``: the stream's text ends with ``after`` (default: when ``after`` is empty);
+        ``tail``: take the last lines as candidates too."""
+        if self._pending:
+            base = len(self._history)
+            buf = self._history + self._pending + after
+            yield from self._scan(buf, base, base + len(self._pending),
+                                  at_end=not after if at_end is None else at_end, tail=tail)
+            self._offset += len(self._pending)
+            self._pending = b""
 
     @property
     def line_count(self) -> int:
@@ -114,18 +188,27 @@ class BlockScanner:
             return 0
         return self.lines + (0 if self._ends_with_newline else 1)
 
-    def _scan(self, buf: bytes, end: int) -> Iterator[Candidate]:
-        """Classify-worthy lines among those starting before ``end``; count the newlines."""
-        hits: list[int] = []
+    def _scan(self, buf: bytes, lo: int, end: int, *, context: bool = True,
+              at_end: bool = False, tail: bool = False) -> Iterator[Candidate]:
+        """Classify-worthy segments among those starting in ``buf[lo:end]``; count newlines.
+
+        ``buf[:lo]`` was scanned before (context only); ``buf[end:]`` is context after.
+        """
+        keyed: list[int] = []
         for pattern in PREFILTER:
-            hits.extend(match.start() for match in pattern.finditer(buf, 0, end))
-        counted_to = 0
+            at = pattern.groupindex.get("at", 0)
+            keyed.extend(match.start(at) for match in pattern.finditer(buf, lo, end))
+        hits = [(hit, False) for hit in keyed]
+        if tail:
+            keyed.sort()
+            hits.extend((start, True) for start in _tail_starts(buf, lo, end))
+        counted_to = lo
         newlines = self.lines
         if hits:
             hits.sort()
-            base = self._carry_offset
-            covered = self._covered_to - base  # may be negative: nothing covered in buf yet
-            for hit in hits:
+            base = self._offset - lo  # absolute offset of buf[0]
+            covered = self._covered_to - base  # may be before lo: nothing covered in buf yet
+            for hit, is_tail in hits:
                 if hit < covered:
                     continue
                 start = max(buf.rfind(b"\n", 0, hit), buf.rfind(b"\r", 0, hit)) + 1
@@ -136,9 +219,18 @@ class BlockScanner:
                 counted_to = start
                 covered = stop
                 self._covered_to = base + stop
-                text = clean_line(buf[start:stop])
-                if text:
-                    yield Candidate(newlines + 1, text)
+                if is_tail and bisect_left(keyed, stop) > bisect_left(keyed, start):
+                    is_tail = False  # a keyed segment anyway
+                own = clean_text(buf[start:stop])
+                text = own.strip()
+                if not text:
+                    continue
+                if context:
+                    whole = stop - start < WINDOW_BEFORE + WINDOW_AFTER
+                    yield Candidate(newlines + 1, text, _before(buf, start),
+                                    _after(buf, stop, at_end), is_tail, own if whole else "")
+                else:
+                    yield Candidate(newlines + 1, text, tail=is_tail)
         self.lines = newlines + buf.count(b"\n", counted_to, end)
 
 
@@ -146,6 +238,70 @@ def _segment_end(buf: bytes, pos: int) -> int:
     newline, carriage = buf.find(b"\n", pos), buf.find(b"\r", pos)
     ends = [i for i in (newline, carriage) if i != -1]
     return min(ends) if ends else len(buf)
+
+
+def _before(buf: bytes, start: int) -> Context:
+    """The segments that end right before ``start``, whole ones within LOOKBEHIND bytes."""
+    first = start - LOOKBEHIND
+    if first > 0 and buf[first - 1:first] not in (b"\n", b"\r"):
+        first = _segment_end(buf, first) + 1  # skip a partial segment
+    first = max(first, 0)
+    if first >= start:
+        return ()
+    pieces = _BREAK.split(buf[first:start])[:-1]  # the text before start ends with a break
+    breaks = [b.group() for b in _BREAK.finditer(buf, first, start)]
+    out: list[tuple[int, str]] = []
+    back = 0
+    for piece, brk in zip(reversed(pieces), reversed(breaks), strict=False):
+        if brk.endswith(b"\n"):
+            back += 1
+        out.append((back, clean_text(piece[:CONTEXT_CHARS])))
+        if len(out) >= CONTEXT_LINES:
+            break
+    return tuple(reversed(out))
+
+
+def _after(buf: bytes, stop: int, at_end: bool) -> Context:
+    """The segments after the one ending at ``stop``, whole ones within LOOKAHEAD bytes."""
+    limit = min(len(buf), stop + LOOKAHEAD)
+    out: list[tuple[int, str]] = []
+    ahead = 0
+    pos = stop
+    while len(out) < CONTEXT_LINES and pos < limit:
+        brk = _BREAK.match(buf, pos)
+        if brk is None:
+            # a long line cut by the window: nothing after it is its neighbour
+            break
+        if brk.group().endswith(b"\n"):
+            ahead += 1
+        pos = brk.end()
+        nxt = _BREAK.search(buf, pos, limit)
+        if nxt is None:
+            if not (at_end and limit == len(buf)) or pos >= limit:
+                break
+            out.append((ahead, clean_text(buf[pos:limit][:CONTEXT_CHARS])))
+            break
+        out.append((ahead, clean_text(buf[pos:nxt.start()][:CONTEXT_CHARS])))
+        pos = nxt.start()
+    return tuple(out)
+
+
+def _tail_starts(buf: bytes, lo: int, end: int) -> list[int]:
+    """Where the stream's last TAIL_LINES lines (within TAIL_BYTES) start, in ``buf[lo:end]``."""
+    starts: list[int] = []
+    stop = end
+    if stop > lo and buf[stop - 1:stop] == b"\n":
+        stop -= 1  # the final newline ends the last line; it does not start another
+    floor = max(lo, end - TAIL_BYTES)
+    while len(starts) < TAIL_LINES:
+        start = buf.rfind(b"\n", 0, stop) + 1
+        if start < floor:
+            break
+        starts.append(start)
+        if start == 0 or start <= lo:
+            break
+        stop = start - 1
+    return starts
 
 
 def scan_chunks(chunks: Iterable[bytes], scanner: BlockScanner | None = None

@@ -14,6 +14,13 @@ monitor's snapshot on OOM. PyTorch's caching allocator has printed three shapes 
   newest releases open with ``Out of memory. Tried to allocate`` instead of ``CUDA out of
   memory``.
 
+The cudaMallocAsync backend (``PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync``) has its own
+message, one number per line (c10/cuda/CUDAMallocAsyncAllocator.cpp, ``mallocAsync``):
+``Allocation on device 0 would exceed allowed memory. (out of memory)`` then ``Currently
+allocated : A``, ``Requested : R``, ``Device limit : T``, ``Free (according to CUDA): F`` and
+``PyTorch limit (set by user-supplied memory fraction)``; it has no cache, so nothing is
+reserved beyond what is allocated.
+
 "Tried to allocate" is the segment size the allocator asked the driver for, not the tensor.
 Every number uses the key names of :data:`OOM_KEYS`, whoever reports it.
 """
@@ -35,7 +42,8 @@ CUDA_OOM_KINDS = (TORCH_OOM, MASKED_OOM, DEVICE_OOM)  # device memory ran out
 
 # The caching allocator's own message, on every backend it is built for.
 TORCH_OOM_PATTERN = (r"\b(?:(?P<backend>CUDA|HIP|XPU|MUSA|NPU) out of memory\b"
-                     r"|Out of memory\. Tried to allocate|MPS backend out of memory)")
+                     r"|Out of memory\. Tried to allocate|MPS backend out of memory"
+                     r"|would exceed allowed memory\. \(out of memory\))")
 # The NVML assert fires inside reportProcessMemoryInfo, which runs only on the OOM path of the
 # caching allocator (the same assert in PeerToPeerAccess.cpp is not an OOM).
 MASKED_OOM_PATTERN = (r"NVML_SUCCESS == .{0,120}INTERNAL ASSERT FAILED"
@@ -79,14 +87,20 @@ OOM_KEYS = (
 _FIELDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (name, re.compile(pattern))
     for name, pattern in (
-        ("requested_bytes", rf"Tried to allocate ({SIZE})"),
-        ("gpu_index", r"\(GPU (\d+);|\bGPU (\d+) has a total capac"),
-        ("capacity_bytes", rf"({SIZE}) total capacity|has a total capac\w*ty of ({SIZE})"),
-        ("free_bytes", rf"({SIZE}) free;|of which ({SIZE}) is free"),
+        ("requested_bytes", rf"Tried to allocate ({SIZE})|\bRequested +: ({SIZE})"),
+        ("gpu_index", r"\(GPU (\d+);|\bGPU (\d+) has a total capac"
+                      r"|Allocation on device (\d+) would exceed"),
+        ("capacity_bytes", rf"({SIZE}) total capacity|has a total capac\w*ty of ({SIZE})"
+                           rf"|Device limit +: ({SIZE})"),
+        ("free_bytes", rf"({SIZE}) free;|of which ({SIZE}) is free"
+                       rf"|Free \(according to CUDA\): ({SIZE})"),
         ("allowed_bytes", rf"({SIZE}) allowed;"),
         ("allocated_bytes",
-         rf"({SIZE}) already allocated|Of the allocated memory ({SIZE}) is allocated by PyTorch"),
-        ("reserved_bytes", rf"({SIZE}) reserved in total by PyTorch"),
+         rf"({SIZE}) already allocated|Of the allocated memory ({SIZE}) is allocated by PyTorch"
+         rf"|Currently allocated +: ({SIZE})"),
+        # cudaMallocAsync keeps no cache: what it has allocated is all it holds
+        ("reserved_bytes",
+         rf"({SIZE}) reserved in total by PyTorch|Currently allocated +: ({SIZE})"),
         ("reserved_unallocated_bytes",
          rf"({SIZE}) is reserved by PyTorch but unallocated|({SIZE}) cached\)"),
         ("private_pool_bytes", rf"with ({SIZE}) allocated in private pools"),

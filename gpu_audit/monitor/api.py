@@ -69,6 +69,15 @@ def stop() -> None:
 
 _core: ModuleType | None = None
 
+# Called with ``n`` on every step(), whether or not a monitor runs: ``gpu-audit validate --
+# COMMAND`` counts a script's cycles so. A listener must be cheap and must not raise.
+STEP_LISTENERS: list[Callable[[int], None]] = []
+
+
+def add_step_listener(listener: Callable[[int], None]) -> None:
+    if listener not in STEP_LISTENERS:
+        STEP_LISTENERS.append(listener)
+
 
 def _monitor_core() -> ModuleType:
     """``gpu_audit.monitor.core``, imported once: ``step()`` runs in the training loop, where
@@ -80,7 +89,10 @@ def _monitor_core() -> ModuleType:
 
 
 def step(n: int = 1) -> None:
-    """Count ``n`` training steps on the running monitor (no-op when none runs)."""
+    """Count ``n`` training steps on the running monitor (no-op when none runs), and tell the
+    step listeners (:func:`add_step_listener`)."""
+    for listener in STEP_LISTENERS:
+        listener(n)
     monitor = (_core or _monitor_core()).active()
     if monitor is not None:
         monitor.step(n)

@@ -10,6 +10,7 @@ passes such strings through the function for its format:
 - :func:`workflow_data` / :func:`workflow_property`: a GitHub workflow command's message and
   property values;
 - :func:`xml_text`: JUnit XML text and attribute values;
+- :func:`plugin_text`: a line of monitoring-plugin (Nagios) output;
 - :func:`md_text`, :func:`md_cell` and :func:`md_code`: markdown prose, table cells and inline
   code (code blocks: :func:`md_fence`).
 """
@@ -81,6 +82,12 @@ def xml_text(text: str) -> str:
     """Text XML 1.0 can carry: characters it cannot are replaced by U+FFFD (ElementTree escapes
     ``<``, ``&`` and quotes itself)."""
     return _XML_INVALID.sub("\ufffd", str(text))
+
+
+def plugin_text(text: str) -> str:
+    """One line of monitoring-plugin output (``--format nagios``): :func:`terminal` on one
+    line, and no ``|``, which would start performance data there."""
+    return terminal(text, newlines=False).replace("|", "/")
 
 
 def _html(text: str) -> str:

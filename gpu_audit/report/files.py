@@ -1,10 +1,11 @@
 """Where reports land: ``reports/<command>-<UTC timestamp>-p<pid>-<host>.md`` with a ``.json``
-twin."""
+twin; and how many stay (:func:`prune_reports`, the ``keep_reports`` setting)."""
 
 from __future__ import annotations
 
 import os
 import re
+import stat
 import sys
 from pathlib import Path
 from typing import Any
@@ -46,11 +47,14 @@ def write_report(
     document: dict[str, Any],
     markdown: str,
     out: Path | None,
+    keep: int | None = None,
 ) -> Path | None:
     """Write the markdown report and its JSON twin atomically; returns the markdown's path.
 
     With an explicit ``out`` a write failure is the user's error (exit 3); with the default
     folder it is a warning, so a read-only working directory does not stop a scan.
+    ``keep``: then keep only the newest ``keep`` reports of ``command`` in the folder
+    (:func:`prune_reports`; ``None`` or 0 keeps all).
     """
     folder = out or DEFAULT_FOLDER
     try:
@@ -64,4 +68,74 @@ def write_report(
         print(f"gpu-audit: {message}; pass --out DIR or --no-report", file=sys.stderr)
         return None
     print(f"report: {md}", file=sys.stderr)
+    if keep:
+        prune_reports(folder, command, keep, own=stem)
     return md
+
+
+REPORT_SUFFIXES = (".md", ".json")
+
+
+def report_name_pattern(command: str) -> re.Pattern[str]:
+    """What :func:`report_stem` names for ``command`` (``.md`` or ``.json``): group ``stamp``
+    and ``stem``. Nothing else in a folder matches it: not temporary files (they start with a
+    dot), not another command's reports, not the fleet's ``-gpus.csv`` tables."""
+    return re.compile(rf"^(?P<stem>{re.escape(command)}-(?P<stamp>\d{{8}}T\d{{6}}(?:\.\d+)?Z)"
+                      r"-p\d+(?:\.\d+)?-[A-Za-z0-9._-]+)\.(?:md|json)$")
+
+
+def prune_reports(folder: Path, command: str, keep: int, *, own: str | None = None) -> list[Path]:
+    """Delete all but the newest ``keep`` reports of ``command`` in ``folder``; returns what
+    was deleted.
+
+    Only files gpu-audit names (:func:`report_name_pattern`) are touched, and of those only
+    regular files this user owns: a symbolic link, a folder or another user's file with such a
+    name is neither counted nor deleted. A report is its markdown and JSON twin (one stem).
+    Newest is by the UTC time in the name; reports of the same second as the oldest one kept
+    are all kept, so runs started together (each with its own name) never delete each other's
+    report, and ``own`` (the stem this run wrote) is never deleted. Another run deleting the
+    same file first is not an error, nor is a file that cannot be deleted (a warning).
+    """
+    if keep <= 0:
+        return []
+    pattern = report_name_pattern(command)
+    uid = os.geteuid()
+    stamps: dict[str, str] = {}
+    names: dict[str, list[str]] = {}
+    try:
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                match = pattern.match(entry.name)
+                if match is None:
+                    continue
+                try:
+                    st = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue  # gone already
+                if not stat.S_ISREG(st.st_mode) or st.st_uid != uid:
+                    continue
+                stamps[match["stem"]] = match["stamp"]
+                names.setdefault(match["stem"], []).append(entry.name)
+    except OSError as exc:
+        print(f"gpu-audit: cannot list {folder} to prune old reports: {exc.strerror or exc}",
+              file=sys.stderr)
+        return []
+    newest_first = sorted(stamps, key=lambda stem: (stamps[stem], stem), reverse=True)
+    if len(newest_first) <= keep:
+        return []
+    oldest_kept = stamps[newest_first[keep - 1]]
+    deleted = []
+    for stem in newest_first[keep:]:
+        if stem == own or stamps[stem] >= oldest_kept:
+            continue
+        for name in names[stem]:
+            try:
+                os.unlink(folder / name)
+            except FileNotFoundError:
+                continue  # another run pruned it first
+            except OSError as exc:
+                print(f"gpu-audit: cannot delete the old report {folder / name}: "
+                      f"{exc.strerror or exc}", file=sys.stderr)
+                continue
+            deleted.append(folder / name)
+    return deleted

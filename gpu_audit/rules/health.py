@@ -8,10 +8,10 @@ rules.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 
 from gpu_audit.config import Policy
+from gpu_audit.gpu_selection import bus_key
 from gpu_audit.knowledge.xid import (
     APP_ORIGINS,
     MACHINE_ORIGINS,
@@ -374,13 +374,6 @@ def mig_enabled(scan: Scan, policy: Policy) -> Iterator[Finding]:
         )
 
 
-def _bus_key(bus_id: str | None) -> tuple[int, int, int] | None:
-    """(domain, bus, device) from ``00000000:3B:00.0`` (NVML) or ``0000:3b:00`` (kernel log)."""
-    match = re.fullmatch(r"([0-9a-fA-F]+):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})(?:\.[0-7])?",
-                         (bus_id or "").strip())
-    return (int(match[1], 16), int(match[2], 16), int(match[3], 16)) if match else None
-
-
 def _machine_first(info: XidInfo, than: XidInfo) -> bool:
     """Between Xids of equal severity the machine's fault names the remedy, not the program's."""
     return info.origin in MACHINE_ORIGINS and than.origin not in MACHINE_ORIGINS
@@ -412,9 +405,9 @@ def xid_events(scan: Scan, policy: Policy) -> Iterator[Finding]:
         return
     # Group by device: a GPU NVML lists, or (fallen off the bus, NVML down) its PCI address.
     groups: dict[tuple[str, str], list[XidEvent]] = {}
-    keys = {_bus_key(g.pci_bus_id): g for g in scan.gpus}
+    keys = {bus_key(g.pci_bus_id): g for g in scan.gpus}
     for event in log.xid_events:
-        gpu = keys.get(_bus_key(event.pci_bus_id))
+        gpu = keys.get(bus_key(event.pci_bus_id))
         if gpu is not None:
             group = (f"gpu:{gpu.index}", _label(gpu))
         else:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from gpu_audit.config import Policy
+from gpu_audit.gpu_selection import bus_key
 from gpu_audit.model import Finding, Gpu, Scan, Severity
 from gpu_audit.rules import rule
-from gpu_audit.rules.health import _bus_key
 
 _REMEDIES = {
     "library-not-found": (
@@ -130,10 +130,10 @@ def _lost_bus_ids(scan: Scan, lost: list[Gpu]) -> dict[int, tuple[str, str]]:
     log = scan.kernel_log
     if len(unnamed) != 1 or log is None:
         return found
-    known = {_bus_key(g.pci_bus_id) for g in scan.gpus if g.pci_bus_id}
+    known = {bus_key(g.pci_bus_id) for g in scan.gpus if g.pci_bus_id}
     addresses: dict[tuple, str] = {}
     for event in sorted(log.xid_events, key=lambda e: e.xid != 79):
-        key = _bus_key(event.pci_bus_id)
+        key = bus_key(event.pci_bus_id)
         if key is not None and key not in known:
             addresses.setdefault(key, event.pci_bus_id or "")
     if len(addresses) == 1:

@@ -6,7 +6,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 
 from gpu_audit.config import Policy
-from gpu_audit.model import Finding, GpuProcess, Scan, Severity
+from gpu_audit.model import Finding, Gpu, GpuProcess, Scan, Severity
 from gpu_audit.rules import rule
 from gpu_audit.rules.cmdline import command_head
 from gpu_audit.rules.duplicates import duplicate_groups, instance_port
@@ -74,6 +74,14 @@ def duplicate_backend(scan: Scan, policy: Policy) -> Iterator[Finding]:
         )
 
 
+def unattributed_bytes(gpu: Gpu, members: list[GpuProcess]) -> int | None:
+    """``gpu``'s used memory that none of ``members`` (its listed processes) accounts for;
+    ``None`` when the used memory or any process's memory is not reported."""
+    if gpu.memory_used_bytes is None or any(p.used_memory_bytes is None for p in members):
+        return None
+    return gpu.memory_used_bytes - sum(p.used_memory_bytes or 0 for p in members)
+
+
 @rule("unattributed-vram", severity=Severity.WARNING)
 def unattributed_vram(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """Device memory in use that no visible process accounts for.
@@ -89,14 +97,12 @@ def unattributed_vram(scan: Scan, policy: Policy) -> Iterator[Finding]:
     for p in scan.processes:
         by_gpu[p.gpu_index].append(p)
     for gpu in scan.gpus:
-        if gpu.memory_used_bytes is None:
-            continue
         members = by_gpu.get(gpu.index, [])
-        if any(p.used_memory_bytes is None for p in members):
+        unattributed = unattributed_bytes(gpu, members)
+        if unattributed is None:
             continue  # per-process memory not reported (WDDM, MIG, old drivers): cannot judge
-        accounted = sum(p.used_memory_bytes or 0 for p in members)
+        accounted = gpu.memory_used_bytes - unattributed
         allowance = policy.unattributed_vram_allowance_bytes + (gpu.memory_reserved_bytes or 0)
-        unattributed = gpu.memory_used_bytes - accounted
         if unattributed <= allowance:
             continue
         yield Finding(

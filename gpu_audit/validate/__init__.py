@@ -16,7 +16,8 @@ Modules: :mod:`.plan` (stages, flags, checks), :mod:`.start` (start or resume a 
 (run folder, log, resume), :mod:`.checkpoints` (saved and read without trusting the file),
 :mod:`.findings` and :mod:`.catalogue`, :mod:`.report`,
 :mod:`.protocol` (the workload protocol) and :mod:`.workloads.reference` (the built-in
-workload). Nothing here imports torch in the runner.
+workload); :mod:`.script` runs the user's own command instead (``validate -- COMMAND``).
+Nothing here imports torch in the runner.
 """
 
 from __future__ import annotations

@@ -29,13 +29,17 @@ A cycle still ran out of memory after every retry.
 
 Each out-of-memory is retried after garbage collection, synchronisation and `empty_cache` with
 the batch scale halved, up to `--max-retries`. When the last retry fails too, the workload's state
-and the partial results are saved and the stage fails with what memory was in use."""),
+and the partial results are saved and the stage fails with what memory was in use. A command run
+with `validate -- COMMAND` gets no retry (half a step of its own loop cannot be re-run): its
+out-of-memory fails the stage at once, read from its output, and the remedy points to an
+allocator sweep or a smaller batch."""),
     "stage-hung": (Severity.CRITICAL, """\
 A cycle ran past the hang limit and the stage's worker was stopped.
 
 The limit is derived from the stage's own cycle times (`--hang-factor` times the slowest cycle so
 far, between `--hang-min` and `--hang-max`). The worker's stack at that moment is in the stage
-log; the finding names the line it was waiting on."""),
+log; the finding names the line it was waiting on. A command run with `validate -- COMMAND`
+hangs when it completes no cycle and prints nothing for that long."""),
     "worker-died": (Severity.CRITICAL, """\
 The stage's worker process died (a signal, an abort, an unexpected exit).
 

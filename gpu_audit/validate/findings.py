@@ -75,6 +75,18 @@ _FAILURE_REMEDY = {
 }
 
 
+EXCERPT_LINES = 8
+_SCRIPT_TITLES = {"error": "the command failed", "crash": "the command died",
+                  "import": "the command's program or its torch is missing"}
+SCRIPT_OOM_REMEDY = (
+    "Lower the batch size your command runs with (or give it a smaller one in the command), "
+    "free the GPU (see `gpu-audit scan`), or compare allocator settings: "
+    "`gpu-audit validate --max-split-size-mb 128,512 -- COMMAND` or "
+    "`--alloc-conf expandable_segments:True`. With a {batch} placeholder and --batch N, "
+    "gpu-audit re-runs the stage at half the batch. For retries inside the step, wrap it "
+    "with `gpu_audit.retry_on_oom` or use a workload class (--workload).")
+
+
 def subject(plan: Plan, key: str) -> str:
     return f"stage:{key}" if len(plan.variants) > 1 else f"stage:{split_leg(key)[1]}"
 
@@ -85,7 +97,9 @@ def leg_gates(plan: Plan, key: str, records: list[dict[str, Any]], *, completed:
     if stage.cycles == 0:
         return []
     summary = summarize(records)
-    results = default_gates(records, summary, planned=stage.cycles, completed=completed,
+    # A script stage with no cycles seen is judged as a whole: its one record is the stage.
+    planned = 1 if records and records[0].get("whole_stage") else stage.cycles
+    results = default_gates(records, summary, planned=planned, completed=completed,
                             unrecovered_oom=unrecovered_oom,
                             max_fragmentation_pct=plan.max_fragmentation_pct,
                             max_swap_used_bytes=plan.max_swap_used_bytes)
@@ -100,7 +114,8 @@ def leg_gates_for_state(plan: Plan, key: str, leg: LegState,
                         records: list[dict[str, Any]]) -> list[GateResult]:
     stage = plan.stage(split_leg(key)[1])
     done = completed_cycles(records)
-    return leg_gates(plan, key, done, completed=len(done) >= stage.cycles,
+    whole = bool(done) and bool(done[0].get("whole_stage"))
+    return leg_gates(plan, key, done, completed=whole or len(done) >= stage.cycles,
                      unrecovered_oom=leg.reason if leg.failure == "oom" else None)
 
 
@@ -153,6 +168,8 @@ def _failure_findings(plan: Plan, key: str, leg: LegState, where: str,
     if leg.failure == "gate":
         return _gate_findings(plan, key, leg, where, done)
     finding_id, title = _FAILURE_IDS.get(leg.failure, ("workload-error", "the stage failed"))
+    if plan.script is not None:
+        title = _SCRIPT_TITLES.get(leg.failure, title)
     detail = leg.reason or title
     evidence: dict[str, Any] = {"cycles_done": leg.cycles_done, "attempts": leg.attempts}
     remedy = _FAILURE_REMEDY.get(leg.failure, "")
@@ -165,8 +182,17 @@ def _failure_findings(plan: Plan, key: str, leg: LegState, where: str,
         detail = detail.rstrip(". ")
         if in_use:
             detail += f". In use when it failed: {in_use}"
-        detail += (". The workload's state and the partial results were saved; --resume RUN "
-                   "continues from this cycle.")
+        if extra.get("script"):
+            detail += (". gpu-audit cannot retry half a step of your script's own loop, so the "
+                       "in-step OOM retry of workload classes does not apply; it re-runs the "
+                       "stage under each allocator variant you list (--max-split-size-mb "
+                       "128,512, --alloc-conf) and you can lower the batch the command gets.")
+            remedy = SCRIPT_OOM_REMEDY
+        else:
+            detail += (". The workload's state and the partial results were saved; --resume "
+                       "RUN continues from this cycle.")
+    if extra.get("returncode") is not None:
+        evidence["command_exit_code"] = extra["returncode"]
     if leg.signal:
         evidence["signal"] = leg.signal
     if leg.exit_code is not None:
@@ -179,6 +205,10 @@ def _failure_findings(plan: Plan, key: str, leg: LegState, where: str,
                 detail += f": {top['explanation']}"
         if top.get("remedy") and top["remedy"] not in remedy:
             remedy = f"{top['remedy']}\n{remedy}".strip()
+        if top.get("excerpt"):
+            excerpt = "\n".join(str(top["excerpt"]).splitlines()[:EXCERPT_LINES])
+            detail += f"\nExcerpt of the log:\n{excerpt}"
+            evidence["log_excerpt"] = excerpt
     return [_finding(finding_id, Severity.CRITICAL, where, f"stage {split_leg(key)[1]}: {title}",
                      detail, remedy, evidence)]
 

@@ -27,6 +27,7 @@ from gpu_audit.knowledge.allocator import BOTH_VARS, max_split_minimum
 from gpu_audit.units import installed_torch_version, parse_size
 from gpu_audit.validate.allocconf import AllocConf, parse_alloc_conf, with_max_split
 from gpu_audit.validate.gates import parse_requirement
+from gpu_audit.validate.script.spec import ScriptSpec, make_spec, script_notes
 
 STAGE_NAMES = ("imports", "smoke", "classical", "quantum-lite", "full")
 QUANTUM_MODES = ("off", "lite", "full")
@@ -86,6 +87,7 @@ class Plan:
     torch_version: str | None
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    script: ScriptSpec | None = None  # an unmodified command instead of a workload class
 
     def leg_keys(self) -> list[str]:
         return [leg_key(v.label, s.name) for v in self.variants for s in self.stages]
@@ -129,6 +131,12 @@ class ValidateOptions:
     startup_timeout_s: float = 900.0
     seed: int = 0
     config_dir: str | None = None  # folder of the configuration file, for module workloads
+    command: list[str] | None = None  # everything after `--`: the user's own script
+    cycle_pattern: str | None = None
+    metrics: list[str] | dict[str, str] | None = None
+    quantum_flags: dict[str, str] | None = None
+    resume_flag: str | None = None
+    batch: int | None = None  # {batch} of a command: where to start, halved after an OOM
 
 
 # [tool.gpu-audit.validate] key -> (option name, type for check_value)
@@ -151,6 +159,12 @@ CONFIG_KEYS: dict[str, tuple[str, type]] = {
     "hang_max_s": ("hang_max_s", float),
     "startup_timeout_s": ("startup_timeout_s", float),
     "seed": ("seed", int),
+    "command": ("command", list),
+    "cycle_pattern": ("cycle_pattern", str),
+    "metrics": ("metrics", dict),  # name -> regex, read specially
+    "quantum_flags": ("quantum_flags", dict),  # off/lite/full -> words, read specially
+    "resume_flag": ("resume_flag", str),
+    "batch": ("batch", int),
 }
 
 
@@ -165,6 +179,8 @@ def read_validate_config(path: Path) -> dict[str, Any]:
         option, expected = CONFIG_KEYS[key]
         if key == "max_split_size_mb":
             values[option] = _config_max_split(path, value)
+        elif expected is dict:
+            values[option] = _config_strings(path, key, value)
         elif key == "emulate_memory" and isinstance(value, int) and not isinstance(value, bool):
             values[option] = str(value)
         else:
@@ -173,6 +189,14 @@ def read_validate_config(path: Path) -> dict[str, Any]:
         values["checkpoint_every"] = str(values["checkpoint_every"])
     values["config_dir"] = str(path.parent.resolve())
     return values
+
+
+def _config_strings(path: Path, key: str, value: Any) -> dict[str, str]:
+    """A table of strings (``metrics``, ``quantum_flags``)."""
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        raise ConfigError(f"{path}:{key_line(path, key, TABLE) or '?'}: key {key!r} must be a "
+                          f"table of strings, got {value!r}")
+    return {str(k): v for k, v in value.items()}
 
 
 def _config_max_split(path: Path, value: Any) -> str:
@@ -222,6 +246,10 @@ def build_plan(options: ValidateOptions, policy: Policy | None = None, *,
     variants = plan_variants(options, torch_version, env, memory_fraction_set=emulate is not None,
                              warnings=warnings, notes=notes)
     workload, paths = _workload(options, here)
+    script = _script(options)
+    if script is not None:
+        workload = f"command: {script.display()}"
+        notes.extend(script_notes(script))
     return Plan(
         stages=stages,
         variants=variants,
@@ -244,7 +272,27 @@ def build_plan(options: ValidateOptions, policy: Policy | None = None, *,
         torch_version=torch_version,
         notes=notes,
         warnings=warnings,
+        script=script,
     )
+
+
+def _script(options: ValidateOptions) -> ScriptSpec | None:
+    """The user's command (``-- COMMAND...`` or ``command = [...]``), checked."""
+    given = [name for name, value in (("--cycle-pattern", options.cycle_pattern),
+                                      ("--metric", options.metrics),
+                                      ("resume_flag", options.resume_flag),
+                                      ("--batch", options.batch)) if value]
+    if not options.command:
+        if given:
+            raise UsageError(f"{', '.join(given)} applies to a command run with "
+                             "`gpu-audit validate [OPTIONS] -- COMMAND...`; none was given")
+        return None
+    if options.workload:
+        raise UsageError("--workload and a command after `--` are two different workloads; "
+                         "give one")
+    return make_spec(options.command, cycle_pattern=options.cycle_pattern,
+                     metrics=options.metrics, quantum_flags=options.quantum_flags,
+                     resume_flag=options.resume_flag, batch=options.batch)
 
 
 def plan_stages(cycles: int, *, disable_quantum: bool, quantum_lite: bool,

@@ -32,26 +32,15 @@ from gpu_audit.validate.channels import (
     one_line,
 )
 from gpu_audit.validate.device import device_info
-from gpu_audit.validate.plan import split_leg
+from gpu_audit.validate.leg import StageLeg
 from gpu_audit.validate.spawn import apply_alloc_conf
 from gpu_audit.validate.state import DISK_FULL_ERRNOS, disk_full_reason
 
 
-class StageWorker:
+class StageWorker(StageLeg):
     def __init__(self, run_dir: Path, leg: str, device: str, attempt: int, events: Events,
                  control: Control) -> None:
-        from gpu_audit.validate.state import RunDir
-
-        self.run = RunDir(run_dir)
-        self.plan = self.run.read_plan()
-        self.leg = leg
-        self.variant_label, self.stage_name = split_leg(leg)
-        self.variant = self.plan.variant(self.variant_label)
-        self.stage = self.plan.stage(self.stage_name)
-        self.device = device
-        self.attempt = attempt
-        self.events = events
-        self.control = control
+        super().__init__(run_dir, leg, device, attempt, events, control)
         self.torch: Any = None
         self.ctx: Any = None
         self.warnings: list[str] = []

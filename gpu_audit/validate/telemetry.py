@@ -8,7 +8,8 @@ over the cycle after ``reset_peak_memory_stats``) and ``mem_get_info``; on the C
 On Linux both come from ``/proc`` files kept open and re-read with ``pread``: opening a ``/proc``
 file costs a path walk that, right after a cycle has kept the CPU busy elsewhere, takes a few
 hundred microseconds (psutil opens the file on every call); a re-read of an open one takes tens.
-Elsewhere psutil answers.
+Elsewhere psutil answers (imported when first needed: :func:`cuda_sample` and
+:func:`read_rss` also run inside a user's script, through ``validate -- COMMAND``'s hook).
 """
 
 from __future__ import annotations
@@ -16,8 +17,6 @@ from __future__ import annotations
 import os
 import time
 from typing import Any
-
-import psutil
 
 from gpu_audit.units import KIB
 
@@ -39,7 +38,6 @@ class Telemetry:
         self.device = device
         self.cuda = device.startswith("cuda") and torch is not None
         self.torch = torch
-        self.process = psutil.Process()
         self._statm = _open_proc("/proc/self/statm")
         self._meminfo = _open_proc("/proc/meminfo")
         self._page_size = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -70,40 +68,17 @@ class Telemetry:
         return record
 
     def _rss(self) -> int:
-        if self._statm is not None:
-            try:
-                return int(os.pread(self._statm, 256, 0).split()[1]) * self._page_size
-            except (OSError, ValueError, IndexError):
-                self._statm = None
-        return self.process.memory_info().rss
+        rss = read_rss(self._statm, self._page_size)
+        if rss is None:
+            self._statm = None
+            import psutil
+
+            rss = psutil.Process().memory_info().rss
+        return rss
 
     def _cuda_sample(self) -> dict[str, Any]:
-        cuda = self.torch.cuda
-        stats = cuda.memory_stats(self.device)
-        free, total = cuda.mem_get_info(self.device)
-        allocated = stats.get("allocated_bytes.all.current", 0)
-        reserved = stats.get("reserved_bytes.all.current", 0)
-        inactive_split = stats.get("inactive_split_bytes.all.current", 0)
-        retries = stats.get("num_alloc_retries", 0)
-        ooms = stats.get("num_ooms", 0)
-        sample = {
-            "allocated_bytes": allocated,
-            "allocated_peak_bytes": stats.get("allocated_bytes.all.peak", allocated),
-            "reserved_bytes": reserved,
-            "reserved_peak_bytes": stats.get("reserved_bytes.all.peak", reserved),
-            "active_bytes": stats.get("active_bytes.all.current", 0),
-            "active_peak_bytes": stats.get("active_bytes.all.peak", 0),
-            "inactive_split_bytes": inactive_split,
-            "inactive_split_peak_bytes": stats.get("inactive_split_bytes.all.peak", 0),
-            "fragmentation_pct": round(100.0 * inactive_split / reserved, 2) if reserved else 0.0,
-            "cache_slack_pct": (round(100.0 * (reserved - allocated) / reserved, 2)
-                                if reserved else 0.0),
-            "alloc_retries": retries - self._retries_seen,
-            "ooms": ooms - self._ooms_seen,
-            "device_free_bytes": free,
-            "device_used_bytes": total - free,
-        }
-        self._retries_seen, self._ooms_seen = retries, ooms
+        sample, self._retries_seen, self._ooms_seen = cuda_sample(
+            self.torch, self.device, self._retries_seen, self._ooms_seen)
         return sample
 
     def _swap(self) -> int | None:
@@ -124,6 +99,8 @@ class Telemetry:
                 return total - free  # what psutil reports as used
             except (OSError, ValueError, KeyError, IndexError):
                 self._meminfo = None
+        import psutil
+
         try:
             return psutil.swap_memory().used
         except (OSError, RuntimeError):
@@ -140,7 +117,51 @@ def _open_proc(path: str) -> int | None:
 
 
 def host_memory_available() -> int | None:
+    import psutil
+
     try:
         return psutil.virtual_memory().available
     except (OSError, RuntimeError):
         return None
+
+
+def read_rss(statm_fd: int | None, page_size: int) -> int | None:
+    """Resident memory from an open ``/proc/<pid>/statm`` (``None`` when it cannot be read)."""
+    if statm_fd is None:
+        return None
+    try:
+        return int(os.pread(statm_fd, 256, 0).split()[1]) * page_size
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def cuda_sample(torch: Any, device: Any, retries_seen: int, ooms_seen: int
+                ) -> tuple[dict[str, Any], int, int]:
+    """The CUDA columns of a cycle record (:data:`CUDA_FIELDS`), and the allocator's retry and
+    OOM counters now (the next call's ``retries_seen``/``ooms_seen``)."""
+    cuda = torch.cuda
+    stats = cuda.memory_stats(device)
+    free, total = cuda.mem_get_info(device)
+    allocated = stats.get("allocated_bytes.all.current", 0)
+    reserved = stats.get("reserved_bytes.all.current", 0)
+    inactive_split = stats.get("inactive_split_bytes.all.current", 0)
+    retries = stats.get("num_alloc_retries", 0)
+    ooms = stats.get("num_ooms", 0)
+    sample = {
+        "allocated_bytes": allocated,
+        "allocated_peak_bytes": stats.get("allocated_bytes.all.peak", allocated),
+        "reserved_bytes": reserved,
+        "reserved_peak_bytes": stats.get("reserved_bytes.all.peak", reserved),
+        "active_bytes": stats.get("active_bytes.all.current", 0),
+        "active_peak_bytes": stats.get("active_bytes.all.peak", 0),
+        "inactive_split_bytes": inactive_split,
+        "inactive_split_peak_bytes": stats.get("inactive_split_bytes.all.peak", 0),
+        "fragmentation_pct": round(100.0 * inactive_split / reserved, 2) if reserved else 0.0,
+        "cache_slack_pct": (round(100.0 * (reserved - allocated) / reserved, 2)
+                            if reserved else 0.0),
+        "alloc_retries": retries - retries_seen,
+        "ooms": ooms - ooms_seen,
+        "device_free_bytes": free,
+        "device_used_bytes": total - free,
+    }
+    return sample, retries, ooms

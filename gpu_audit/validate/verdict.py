@@ -66,14 +66,17 @@ def judge(plan: Plan, key: str, leg: LegState, outcome: WorkerRun,
         leg.status, leg.reason = "interrupted", "interrupted by the user; resume with --resume"
         return
     if outcome.hung:
-        where = stage_location(tail)
+        # A command's stack is its own (its Pythons dump it through the hook).
+        where = stage_location(tail) if plan.script is None else script_location(tail)
         cycle = leg.cycles_done
         slowest = outcome.slowest_cycle_s
         basis = (f"{plan.hang_factor:g} x the slowest cycle so far ({slowest:.3g} s), "
                  f"bounded to {plan.hang_min_s:g}-{plan.hang_max_s:g} s"
                  if slowest is not None else "the start-up limit")
+        what = ("the worker was stopped" if plan.script is None else
+                "the command printed nothing in that time either; it was stopped")
         fail(leg, "hang", f"cycle {cycle} did not finish within {outcome.hang_limit_s:.3g} s "
-             f"({basis}); the worker was stopped" + (f"; it was at {where}" if where else ""),
+             f"({basis}); {what}" + (f"; it was at {where}" if where else ""),
              {"cycle": cycle, "limit_s": outcome.hang_limit_s, "where": where})
         return
     if not done:
@@ -91,7 +94,7 @@ def judge(plan: Plan, key: str, leg: LegState, outcome: WorkerRun,
         fail(leg, done.get("failure") or "error", done.get("reason") or "failed", detail)
         leg.explanation = explain_text((trace or "") + "\n" + tail, fallback=False)
         return
-    if stage.cycles and leg.cycles_done < stage.cycles:
+    if stage.cycles and leg.cycles_done < stage.cycles and not done.get("whole_stage"):
         fail(leg, "crash", f"the worker finished after {leg.cycles_done} of {stage.cycles} "
              "cycles")
         return
@@ -118,7 +121,7 @@ def explain_text(text: str, *, fallback: bool = True) -> list[dict[str, Any]]:
         return []
     try:
         from gpu_audit.explain.api import classify_text
-    except ImportError:
+    except Exception:  # not installed, or broken: the stage is still judged
         classify_text = None
     if classify_text is not None:
         try:
@@ -142,12 +145,12 @@ def explain_text(text: str, *, fallback: bool = True) -> list[dict[str, Any]]:
 
 
 def _incident_dict(incident: Any) -> dict[str, Any]:
-    fields = ("cls", "title", "role", "explanation", "diagnosis", "remedy", "numbers")
+    fields = ("cls", "title", "role", "explanation", "diagnosis", "remedy", "numbers", "excerpt")
     data = {name: getattr(incident, name, None) for name in fields}
     severity = getattr(incident, "severity", None)
     data["severity"] = getattr(severity, "value", severity)
     data["numbers"] = data["numbers"] or {}
-    for name in ("title", "explanation", "diagnosis", "remedy"):
+    for name in ("title", "explanation", "diagnosis", "remedy", "excerpt"):
         if isinstance(data[name], str):
             data[name] = redact_text(data[name])
     return json.loads(json.dumps(data, default=str))
@@ -159,16 +162,7 @@ def stage_location(tail: str) -> str | None:
     The innermost frame, and the innermost frame of the user's own code when that is further
     out (a hang inside ``time.sleep`` or a crash inside a library is best read with both).
     """
-    blocks: list[list[str]] = []
-    current: list[str] | None = None
-    for line in tail.splitlines():
-        if "(most recent call first)" in line:
-            current = []
-            blocks.append(current)
-        elif current is not None and line.startswith("  File "):
-            current.append(line.strip())
-        else:
-            current = None
+    blocks = _stack_blocks(tail)
     # Any thread may take the signal, so find the stack that runs the stage, not "Current".
     for frames in reversed(blocks):
         if frames and any(marker in frame for frame in frames
@@ -179,6 +173,32 @@ def stage_location(tail: str) -> str | None:
                 return f"{innermost}, called from {own}"
             return innermost
     return None
+
+
+def script_location(tail: str) -> str | None:
+    """Where a command's Python was, from the last stack dump in the log holding a frame of the
+    user's own code: that frame, with the innermost one when it lies deeper in a library."""
+    blocks = _stack_blocks(tail)
+    for frames in reversed(blocks):
+        own = next((f for f in frames if not _library_frame(f)), None)
+        if own is not None:
+            return own if own == frames[0] else f"{frames[0]}, called from {own}"
+    return None
+
+
+def _stack_blocks(tail: str) -> list[list[str]]:
+    """The frames of each faulthandler dump in ``tail``, innermost first."""
+    blocks: list[list[str]] = []
+    current: list[str] | None = None
+    for line in tail.splitlines():
+        if "(most recent call first)" in line:
+            current = []
+            blocks.append(current)
+        elif current is not None and line.startswith("  File "):
+            current.append(line.strip())
+        else:
+            current = None
+    return blocks
 
 
 def _library_frame(frame: str) -> bool:

@@ -69,11 +69,15 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(probe_devices()))
         return 0
 
-    from gpu_audit.validate.stage import StageWorker
+    from gpu_audit.validate.state import RunDir
 
     events, control = _setup_process()
     try:
-        worker = StageWorker(args.run_dir, args.leg, args.device, args.attempt, events, control)
+        if RunDir(args.run_dir).read_plan().script is not None:  # validate -- COMMAND
+            from gpu_audit.validate.script.supervisor import ScriptStage as Worker
+        else:
+            from gpu_audit.validate.stage import StageWorker as Worker
+        worker = Worker(args.run_dir, args.leg, args.device, args.attempt, events, control)
         return worker.run_stage()
     except Exception as exc:
         events.send({"ev": "done", "status": "failed", "failure": "internal",

@@ -113,7 +113,8 @@ def test_slurm_health_check_drains_an_unfit_node_with_the_reason(fake_nvml, cli_
     args = (tmp_path / "scontrol.log").read_text().split("\n---\n")[0].splitlines()
     assert args[:3] == ["update", "NodeName=gpu-node-07", "State=DRAIN"]
     (reason,) = args[3:]
-    assert reason.startswith("Reason=gpu-audit: ecc-uncorrectable: ") and len(reason) < 220
+    assert reason.startswith("Reason=gpu-audit: ecc-uncorrectable on gpu:0: uncorrected_volatile=2")
+    assert len(reason) < 220
     assert reason.removeprefix("Reason=") in unfit.stdout
 
 

@@ -23,10 +23,15 @@ from gpu_audit.explain.signatures.registry import (
 )
 from gpu_audit.knowledge.allocator import (
     CUDA_VAR,
+    EXPANDABLE_CONFLICTS,
+    EXPANDABLE_CONFLICTS_FIXED_IN,
     KEYS,
     NEW_VAR,
     alloc_conf_export,
     alloc_conf_variables,
+    expandable_conflicts,
+    raw_settings,
+    with_settings,
 )
 from gpu_audit.model import Severity
 
@@ -89,13 +94,14 @@ def _value_too_small(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext
 
 
 @signature("alloc-conf/malformed",
-           r"Error parsing CachingAllocator settings, expected (?P<expected>\S+)|Index out of "
+           r"Error parsing (?:CachingAllocator settings, expected (?P<expected>\S+)|the allocator "
+           r"config)|Index out of "
            r"bounds in ConfigTokenizer|Expected a single True/False argument for (?P<option>\w+)|"
            r"For roundups, the (?:divisions|intervals) ha(?:s|ve) to be power of 2|"
            r"(?P<gc>garbage_collect(?:ion)?_threshold) (?:too small|too big|is invalid)|Number "
            r"of register threads has to be power of 2",
            ("CachingAllocator", "ConfigTokenizer", "True/False", "roundups", "garbage_collect",
-            "register threads"),
+            "register threads", "allocator config"),
            "The allocator configuration string is malformed", tier=0.0,
            example="RuntimeError: Error parsing CachingAllocator settings, expected :")
 def _malformed(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
@@ -155,4 +161,79 @@ def _expandable_unsupported(sig: Signature, numbers: dict[str, Any], ctx: Advice
                    "fragmentation remedies based on it do not apply here.")
     remedy = ("Use max_split_size_mb instead, or update the driver:\n"
               + alloc_conf_export("max_split_size_mb:128", ctx.torch_version))
+    return advice(sig, numbers, explanation, remedy)
+
+
+@signature("alloc-conf/setting",
+           r"PYTORCH_(?:CUDA_|HIP_)?ALLOC_CONF[\"']?\]?\s*=\s*[\"']?(?P<alloc_conf>\w+:[^\s\"'`]+)",
+           ("ALLOC_CONF",), "The allocator configuration this job set",
+           severity=Severity.INFO, tier=5.0, fact=True,
+           example='export PYTORCH_CUDA_ALLOC_CONF="expandable_segments:True,max_split_size_mb:32"')
+def _setting(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    explanation = (f"The log sets the allocator configuration "
+                   f"{numbers.get('alloc_conf', '?')}; failures that depend on it name it.")
+    return advice(sig, numbers, explanation, "Nothing to do by itself.")
+
+
+@signature("alloc-conf/expandable-assert",
+           r"(?P<assertion>!?[\w>.-]*expandable_segment\w*[^\n]{0,40}?) INTERNAL ASSERT FAILED"
+           r"(?: at \"?(?P<source_file>[^\"\s:]+)\"?:?(?P<source_line>\d+)?)?",
+           ("expandable_segment",),
+           "expandable_segments conflicts with other allocator options", tier=0.0,
+           example='RuntimeError: !block->expandable_segment_ INTERNAL ASSERT FAILED at '
+           '"../c10/cuda/CUDACachingAllocator.cpp":2814, please report a bug to PyTorch.')
+def _expandable_assert(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    numbers = dict(numbers)
+    conf = ctx.facts.get("alloc_conf")
+    conflicts = expandable_conflicts(raw_settings(conf)) if conf else []
+    if isinstance(numbers.get("source_file"), str):
+        numbers["source_file"] = numbers["source_file"].rsplit("/", 1)[-1]
+    fixed_in = ".".join(str(n) for n in EXPANDABLE_CONFLICTS_FIXED_IN)
+    if conflicts:
+        numbers["alloc_conf"] = conf
+        numbers["conflicting_options"] = conflicts
+        named = " and ".join(conflicts)
+        explanation = (
+            f"The log sets {conf}: expandable_segments together with {named}. Before torch "
+            f"{fixed_in} the caching allocator then treats expandable segments like ordinary "
+            "ones when it frees or splits blocks near the memory limit, and this internal "
+            "assert fires: a configuration conflict, not a bug to report, usually at a moment "
+            "when memory was nearly full.")
+        kept = with_settings(conf, dict.fromkeys(conflicts))
+        remedy = (f"Drop {named} (expandable segments already avoid the fragmentation they "
+                  f"fight), or upgrade to torch {fixed_in} or newer:\n"
+                  + alloc_conf_export(kept, ctx.torch_version))
+    else:
+        listed = " or ".join(EXPANDABLE_CONFLICTS)
+        explanation = (
+            "An internal assert about expandable segments fired in the caching allocator. In "
+            f"torch before {fixed_in} it fires when expandable_segments:True is combined with "
+            f"{listed} and memory runs nearly full; the log does not show which options were "
+            "set.")
+        remedy = (f"Check {_variables_text(ctx)}: remove {listed} when expandable_segments is "
+                  f"on, or upgrade to torch {fixed_in} or newer, e.g.\n"
+                  + alloc_conf_export("expandable_segments:True", ctx.torch_version))
+    return advice(sig, numbers, explanation, remedy)
+
+
+@signature("alloc-conf/driver-vmm",
+           r"CUDA driver error: (?P<driver_error>[a-z][a-z ]*[a-z])",
+           ("CUDA driver error",),
+           "The CUDA driver refused the virtual-memory calls of expandable segments", tier=0.0,
+           example="RuntimeError: CUDA driver error: operation not supported")
+def _driver_vmm(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    numbers = dict(numbers)
+    conf = ctx.facts.get("alloc_conf")
+    if conf:
+        numbers["alloc_conf"] = conf
+    setting = f" (the log sets {conf})" if conf else ""
+    explanation = (
+        f"A CUDA driver API call failed with '{numbers.get('driver_error', '?')}'. In PyTorch "
+        "these calls come from expandable segments" + setting + ", which map GPU memory with "
+        "the driver's virtual-memory functions (cuMemCreate, cuMemMap, cuMemSetAccess); WSL2, "
+        "vGPU, Jetson and old drivers lack them or refuse them.")
+    kept = with_settings(conf, {"expandable_segments": "False"}) if conf else (
+        "expandable_segments:False")
+    remedy = ("Switch expandable segments off on this platform (or update the driver):\n"
+              + alloc_conf_export(kept, ctx.torch_version))
     return advice(sig, numbers, explanation, remedy)

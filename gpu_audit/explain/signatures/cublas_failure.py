@@ -41,6 +41,8 @@ def _library_call(match: re.Match[str], line: str) -> dict[str, Any]:
     found = named(match, line)
     if isinstance(found.get("call"), str):  # `cublasGemmEx( handle, opa, ...)` -> cublasGemmEx
         found["call"] = found["call"].split("(", 1)[0].strip()
+    if gpu := re.search(r"\bGPU ?[=:] ?(\d+)\b", line):  # CNTK: "... ; GPU=1 ; hostname=..."
+        found["gpu_index"] = int(gpu[1])
     return found
 
 

@@ -21,6 +21,8 @@ from gpu_audit.explain.signatures.registry import (
     Signature,
     advice,
     document_class,
+    fixed,
+    named,
     signature,
 )
 from gpu_audit.explain.signatures.texts import REDUCE_MEMORY, SCAN_OTHERS, size_text
@@ -31,6 +33,7 @@ from gpu_audit.knowledge.oom import (
     diagnose_oom,
     extract_oom_fields,
 )
+from gpu_audit.model import Severity
 from gpu_audit.units import SIZE
 
 CLASS = document_class("cuda-oom", __doc__)
@@ -56,14 +59,28 @@ def _size(numbers: dict[str, Any], key: str) -> str:
 
 @signature("cuda-oom/message-detail",
            rf"Tried to allocate {SIZE}|has a total capac\w*ty of|total capacity;|is allocated by "
-           r"PyTorch|reserved by PyTorch|memory in use|already allocated;",
+           r"PyTorch|reserved by PyTorch|memory in use|already allocated;|"
+           # the cudaMallocAsync backend's lines (knowledge/oom.py)
+           rf"^(?:Currently allocated|Requested|Device limit) +: {SIZE}|"
+           rf"^Free \(according to CUDA\): {SIZE}",
            ("Tried to allocate", "total capac", "by PyTorch", "memory in use",
-            "already allocated"),
+            "already allocated", "Currently allocated", "Requested", "Device limit",
+            "according to CUDA"),
            "CUDA out of memory (continued)", extract=_oom_detail, attach="only", window=8,
            example="and 301.94 MiB is reserved by PyTorch but unallocated.")
+@signature("cuda-oom/headless",
+           rf"Tried to allocate {SIZE} ?(?:\(GPU \d+; {SIZE} total capacity|\. GPU \d+ has a "
+           r"total capac)|memory try setting (?:max_split_size_mb|PYTORCH_(?:CUDA_)?ALLOC_CONF="
+           r"expandable_segments:True) to avoid fragmentation",
+           ("Tried to allocate", "to avoid fragmentation"), "CUDA out of memory",
+           extract=_oom_detail, group="cuda-oom", attach="prefer", window=8,
+           example="Tried to allocate 20.00 MiB (GPU 0; 1.96 GiB total capacity; 1.24 GiB "
+           "already allocated; 2.88 MiB free; 1.25 GiB reserved in total by PyTorch)")
 @signature("cuda-oom/caching-allocator",
-           r"\b(?:(?P<backend>CUDA|HIP|XPU|MUSA|NPU) out of memory\b|Out of memory\. Tried to "
-           r"allocate)(?:.*?Tried to allocate (?P<over_1eb>more than 1EB))?",
+           r"(?<![A-Z_])(?:(?P<backend>CUDA|HIP|XPU|MUSA|NPU) out of memory\b|Out of memory\. "
+           r"Tried to allocate)(?:.*?Tried to allocate (?P<over_1eb>more than 1EB))?|"
+           # the cudaMallocAsync backend (knowledge/oom.py)
+           r"Allocation on device \d+ would exceed allowed memory\. \(out of memory\)",
            ("out of memory", "Out of memory. Tried"),
            "CUDA out of memory", extract=_oom, group="cuda-oom",
            example="torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 "
@@ -157,9 +174,19 @@ def _too_large(sig: Signature, raw: dict[str, Any], numbers: dict[str, Any], req
     return advice(sig, numbers, explanation, remedy, title=title, diagnosis="too-large")
 
 
+def _raw_oom(match: re.Match[str], line: str) -> dict[str, Any]:
+    """The request's size where the allocator states it (TensorFlow: "failed to allocate 17.79G
+    (19104890880 bytes) from device")."""
+    found = named(match, line)
+    if size := re.search(r"failed to allocate [^(\n]{0,20}\((\d+) bytes\)", line):
+        found["requested_bytes"] = int(size[1])
+    return found
+
+
 @signature("cuda-oom/cuda-error", DEVICE_OOM_PATTERN,
            ("out of memory", "OUT_OF_MEMORY", "MemoryAllocation"),
            "CUDA out of memory (outside PyTorch's allocator)", group="cuda-oom-raw",
+           extract=_raw_oom,
            example="RuntimeError: CUDA error: out of memory")
 def _cuda_oom_raw(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
     explanation = (
@@ -171,3 +198,15 @@ def _cuda_oom_raw(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -
     remedy = (f"{SCAN_OTHERS}\nIf the memory is this job's own:\n{REDUCE_MEMORY}\n"
               "If NCCL's buffers are the last straw, NCCL_BUFFSIZE (e.g. 2097152) shrinks them.")
     return advice(sig, numbers, explanation, remedy, diagnosis="unknown")
+
+
+fixed("cuda-oom/caught",
+      r"(?i:skipping (?:this |the )?batch)", ("kipping batch", "kipping this batch",
+                                             "kipping the batch"),
+      "The program caught an out-of-memory and skipped the batch", severity=Severity.INFO,
+      tier=5.0, handles="cuda-oom", window=4,
+      example="| WARNING: ran out of memory on GPU #2, skipping batch",
+      explanation="The training loop caught the out-of-memory, dropped that batch and went on "
+      "(fairseq and others do this): the run did not die of it.",
+      remedy="Nothing, unless it happens often: then lower the batch size (or max tokens) so "
+      "fewer batches are dropped.")

@@ -49,6 +49,13 @@ _ASSERT_HINTS = (
            ("device-side assert", "CUDA_ERROR_ASSERT", "cudaErrorAssert"),
            "A device-side assertion failed in a CUDA kernel", group="device-assert",
            example="RuntimeError: CUDA error: device-side assert triggered")
+@signature("device-assert/garbled-assertion",
+           # threads asserting at once interleave their lines; the assertion still stands out
+           r"(?=[^\n]*\.cuh?\b)[^\n]*?Assertion `(?P<assertion>[^`']+?)` failed",
+           ("Assertion `",), "A device-side assertion failed in a CUDA kernel",
+           group="device-assert",
+           example="] Assertion `idx_dim >= 0 && idx_dim < index_size && \"index out of bounds\""
+           ",0/pytorch/aten/src/ATen/native/cuda/ScatterGatherKernel.cu` failed.")
 @signature("device-assert/kernel-assertion",
            r"(?:(?P<source_file>[\w./\\-]+\.cuh?):(?P<source_line>\d+): .*?)?block: "
            r"\[(?P<block>\d+,\s*\d+,\s*\d+)\],?\s*thread: \[(?P<thread>\d+,\s*\d+,\s*\d+)\]\s*"

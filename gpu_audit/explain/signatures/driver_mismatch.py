@@ -142,9 +142,14 @@ def _gpu_too_old(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) ->
 
 
 @signature("driver-mismatch/gpu-not-supported-by-driver",
-           r"installed in this system is\s*not supported by the(?:\s*NVRM:)?\s*(?:NVIDIA "
-           r"(?P<driver_version>[\d.]+) driver release)?",
-           ("not supported by the",), "The installed NVIDIA driver does not support this GPU",
+           r"installed in this system is\s*not supported by(?: the)?(?:\s*NVRM:)?\s*(?:NVIDIA "
+           r"(?P<driver_version>[\d.]+) driver release|(?P<open_module>open nvidia\.ko))?|"
+           # a GPU only a legacy branch supports (the kernel prints it over several lines)
+           r"installed in this system[^\n]{0,6}?supported through the NVIDIA "
+           r"(?P<legacy_branch>\S+) Legacy drivers(?:[^\n]*?The (?P<driver_version_>[\d.]+) "
+           r"NVIDIA driver will ignore)?",
+           ("not supported by", "Legacy drivers"),
+           "The installed NVIDIA driver does not support this GPU",
            tier=0.0,
            example="[   12.8842] NVRM: installed in this system is not supported by the NVIDIA "
            "460.91.03 driver release.")
@@ -153,6 +158,14 @@ def _gpu_not_supported(sig: Signature, numbers: dict[str, Any], ctx: AdviceConte
     explanation = (f"The NVIDIA kernel driver{release} does not support this GPU: the GPU is "
                    "newer than the driver (update the driver), or older than the driver branch "
                    "supports (use a legacy driver branch).")
+    if numbers.get("legacy_branch"):
+        explanation = (f"This GPU is supported only by the NVIDIA {numbers['legacy_branch']} "
+                       f"legacy driver branch; the installed driver{release} ignores it, so no "
+                       "GPU is usable (nvidia-smi and CUDA find none).")
+    elif numbers.get("open_module"):
+        explanation = ("The open NVIDIA kernel module (nvidia.ko from open-gpu-kernel-modules) "
+                       "supports only GPUs with a GPU System Processor (Turing and newer); this "
+                       "older GPU needs the proprietary module.")
     remedy = ("Install a driver branch that lists this GPU (`nvidia-smi` stays unusable until "
               "then); check the kernel log (`sudo dmesg -T | grep -i nvrm`) for the PCI ID.")
     return advice(sig, numbers, explanation, remedy)

@@ -28,6 +28,8 @@ from gpu_audit.model import Severity
 
 CLASS = document_class("gpu-hardware", __doc__)
 
+_PCI = r"(?:[0-9A-Fa-f]{3,8}:)?[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?"  # a PCI bus id
+
 # Where in the causal chain an Xid of each origin sits (see the registry's tiers).
 _XID_TIER = {"hardware": 0.0, "driver": 0.0, "informational": 0.5, "unknown": 0.5,
              "application": 1.5, "consequence": 2.5}
@@ -50,7 +52,10 @@ def _xid(match: re.Match[str], line: str) -> dict[str, Any]:
 
 
 @signature("gpu-hardware/xid-mention",
-           r"(?<![\w-])X[Ii][Dd](?:\s+error)?[\s:=#]+(?P<xid>\d{1,3})\b(?P<rest>.*)",
+           # a report names the GPU (a number, a PCI address) or the node; prose about Xids
+           # in general does not
+           r"^(?=[^\n]*?(?:\bGPU ?#?\d|\bPCI\b|[0-9a-fA-F]{2}:[0-9a-fA-F]{2}[.:]|\bnode\w*\d))"
+           r"[^\n]*?(?<![\w-])X[Ii][Dd](?:\s+error)?[\s:=#]+(?P<xid>\d{1,3})\b(?P<rest>.*)",
            ("Xid", "XID"), "GPU Xid event", extract=_xid, key_field="xid",
            example="gpu-health: node07 GPU 3 reported XID 79 at 02:41")
 @signature("gpu-hardware/xid",
@@ -81,8 +86,11 @@ def _xid_event(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> A
 
 
 fixed("gpu-hardware/fallen-off-bus",
-      r"(?:GPU (?P<pci_bus_id>[0-9A-Fa-f:.]+): )?GPU has fallen off the bus|GPU is lost|"
-      r"NVMLError_GpuIsLost|GPUIsLost",
+      # "GPU 0000:3b:00.0: GPU has fallen off the bus", and the kernel's longer "The NVIDIA GPU
+      # 0000:b3:00.0 (PCI ID: ...) installed in this system has fallen off the bus"
+      rf"(?:GPU (?:at )?(?:PCI:)?(?P<pci_bus_id>{_PCI})\b[^\n]{{0,160}}?)?(?:GPU )?has fallen "
+      r"off the bus|fallen off the bus and is not responding|GPU is lost|NVMLError_GpuIsLost|"
+      r"GPUIsLost",
       ("fallen off the bus", "GPU is lost", "IsLost"), "GPU has fallen off the bus",
       severity=Severity.CRITICAL, tier=0.0, group="off-the-bus",
       example="pynvml.NVMLError_GpuIsLost: GPU is lost",
@@ -103,7 +111,7 @@ fixed("gpu-hardware/uncorrectable-ecc",
       "ECC,ROW_REMAPPER,PAGE_RETIREMENT`; repeated uncorrectable errors mean replacing the GPU.")
 
 fixed("gpu-hardware/nvlink-uncorrectable",
-      r"uncorrectable NVLink error was detected|CUDA_ERROR_NVLINK_UNCORRECTABLE|"
+      r"uncorrectable NVLink error (?:was )?detected|CUDA_ERROR_NVLINK_UNCORRECTABLE|"
       r"cudaErrorNvlinkUncorrectable",
       ("NVLink error", "NVLINK_UNCORRECTABLE", "NvlinkUncorrectable"),
       "Uncorrectable NVLink error", severity=Severity.CRITICAL, tier=0.0,
@@ -114,7 +122,8 @@ fixed("gpu-hardware/nvlink-uncorrectable",
       remedy=xid_info(74).action)
 
 fixed("gpu-hardware/rm-init-failed",
-      r"RmInitAdapter failed!?(?: \((?P<code>[^)]+)\))?", ("RmInitAdapter",),
+      rf"(?:GPU (?P<pci_bus_id>{_PCI}): )?RmInitAdapter failed!?(?: \((?P<code>[^)]+)\))?",
+      ("RmInitAdapter",),
       "The NVIDIA driver failed to initialise a GPU", severity=Severity.CRITICAL, tier=0.0,
       example="[  30.112100] NVRM: RmInitAdapter failed! (0x26:0xffff:1401)",
       explanation="The NVIDIA driver could not initialise a GPU (RmInitAdapter failed): failed "
@@ -155,3 +164,70 @@ fixed("gpu-hardware/unknown-error",
       "that fell off the bus, or a crash of another process on the same GPU.",
       remedy="Look for an Xid at the same time (`sudo dmesg -T | grep -i xid`) and run `gpu-audit "
       "scan`; if the GPU is missing or unusable, reset it or reboot.")
+
+
+fixed("gpu-hardware/device-handle",
+      rf"Unable to determine the device handle for GPU ?(?P<pci_bus_id>{_PCI}): "
+      r"(?P<reason>Unknown Error|GPU is lost)",
+      ("Unable to determine the device handle",),
+      "nvidia-smi cannot reach one of the GPUs", severity=Severity.CRITICAL, tier=0.0,
+      key_field="pci_bus_id",
+      example="Unable to determine the device handle for GPU 0000:0B:00.0: Unknown Error",
+      explanation="nvidia-smi lists the GPU on the PCI bus but the driver cannot talk to it: the "
+      "GPU fell off the bus, hangs, or failed to initialise (the kernel log has the Xid, often "
+      "79, or PCIe errors). Jobs on it are dead or hung.",
+      remedy=xid_info(79).action)
+
+fixed("gpu-hardware/gsp-timeout",
+      r"NVRM: [^\n]*?(?:GSP Timeout|Heartbeat timed out|Memory Subsystem Error detected|"
+      r"Timeout waiting for RPC from GSP)",
+      ("GSP Timeout", "Heartbeat timed out", "Memory Subsystem Error", "RPC from GSP"),
+      "The GPU's firmware (GSP) stopped responding", severity=Severity.CRITICAL, tier=0.0,
+      example="[   24.302465] NVRM: GPU6 _kgspIsHeartbeatTimedOut: Heartbeat timed out, "
+      "currentTimeMs 812751949 heartbeat 1899482 heartbeatWithOffsetMs 812745879 diff 6070 "
+      "timeout 5200",
+      explanation="The GPU System Processor (the firmware that runs the GPU on recent drivers) "
+      "stopped answering the driver, or the GPU's memory subsystem failed: the same fault the "
+      "driver reports as Xid 119/120 when it gets that far. The GPU hangs until it is reset.",
+      remedy=xid_info(119).action)
+
+fixed("gpu-hardware/pcie-aer",
+      r"AER: (?:Multiple )?(?P<aer_severity>Uncorrected \((?:Fatal|Non-Fatal)\)) error "
+      r"received|PCIe Bus Error: severity=(?P<aer_severity_>Uncorrected \((?:Fatal|Non-Fatal)\))|"
+      rf"nvidia (?P<pci_bus_id>{_PCI}): AER: can't recover",
+      ("AER:", "PCIe Bus Error"), "Uncorrectable PCIe error on the GPU's link (AER)",
+      tier=0.2, group="pcie-aer",
+      example="pcieport 0000:00:03.0: AER: Multiple Uncorrected (Fatal) error received: "
+      "0000:00:03.0",
+      explanation="The PCIe link between the host and the GPU reported an uncorrectable error "
+      "(Advanced Error Reporting): the GPU can drop off the bus or hang, and the jobs on it with "
+      "it. A flood of corrected errors on the same port points at the same failing link, riser "
+      "or slot.",
+      remedy="Drain the node; check `sudo dmesg -T | grep -i -e aer -e xid` and `lspci -vvv -s "
+      "<bus id>` (link speed and width); reseat the GPU and its riser or cable, update the "
+      "system BIOS; a GPU that keeps failing needs service.")
+
+
+AER_FLOOD = 10  # corrected PCIe errors on one port that mean a failing link, not noise
+
+
+@signature("gpu-hardware/pcie-aer-corrected",
+           rf"(?P<port>{_PCI})?:? ?AER: Corrected error received|PCIe Bus Error: "
+           r"severity=Corrected",
+           ("AER: Corrected", "severity=Corrected"), "Corrected PCIe errors (AER)",
+           severity=Severity.WARNING, tier=4.0, group="pcie-aer-corrected",
+           example="pcieport 0000:00:03.0: AER: Corrected error received: 0000:00:03.0")
+def _aer_corrected(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    count = int(numbers.get("_count") or 1)
+    remedy = ("Watch the count (`sudo dmesg -T | grep -ci 'AER: Corrected'`); if it grows, drain "
+              "the node, reseat the GPU and its riser or cable, and check `lspci -vvv` for a "
+              "link trained below its speed or width.")
+    if count >= AER_FLOOD:
+        explanation = (f"The kernel logged {count} corrected PCIe errors: each was fixed by a "
+                       "retry, but a flood like this means the link to the device is failing; a "
+                       "GPU behind it hangs, slows down or drops off the bus.")
+        return advice(sig, numbers, explanation, remedy, severity=Severity.ERROR, tier=0.3,
+                      title="A flood of corrected PCIe errors: the link is failing")
+    explanation = ("The PCIe link corrected an error by retrying; a few are harmless, many in a "
+                   "row point at a failing link, riser or slot.")
+    return advice(sig, numbers, explanation, remedy)

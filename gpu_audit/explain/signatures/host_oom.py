@@ -4,8 +4,10 @@ This is the machine's RAM, not the GPU's. In training it usually comes from Data
 (each holds its own copy of the dataset's Python objects), pinned-memory buffers, loading a
 whole checkpoint into RAM, or a leak that grows every step. The kernel's OOM killer, Slurm's
 cgroup enforcement and Kubernetes kill the process with SIGKILL, which it cannot report itself,
-so the evidence is in the kernel log, the scheduler's messages, or a bare ``Killed``. DataLoader
-workers also pass batches through /dev/shm, which is 64 MB in a container unless configured.
+so the evidence is in the kernel log, the scheduler's messages, a launcher's exit status (137,
+-9), or a bare ``Killed`` from the shell, in the shell's language (``已杀死``, ``Getötet``, ...)
+at the end of the log. DataLoader workers also pass batches through /dev/shm, which is 64 MB in
+a container unless configured.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from gpu_audit.explain.signatures.registry import (
     signature,
 )
 from gpu_audit.explain.signatures.texts import size_text
+from gpu_audit.knowledge.signals import KILLED_WORDS, killed_words_pattern
 from gpu_audit.units import SIZE, size_or_none
 
 CLASS = document_class("host-oom", __doc__)
@@ -43,6 +46,8 @@ _SHM = (
 
 def _kernel_oom(match: re.Match[str], line: str) -> dict[str, Any]:
     found = named(match, line)
+    if "oom_reaper" in match[0]:  # sizes after the reaper freed the memory: all 0
+        return found
     for field in ("total-vm", "anon-rss", "file-rss", "shmem-rss"):
         kb = re.search(rf"{field}:(\d+)kB", line)
         if kb:
@@ -69,6 +74,12 @@ def _sizes_to_bytes(*keys: str) -> Extractor:
     return extract
 
 
+@signature("host-oom/memcg-oom-path",
+           r"\b(?P<scope>mem_cgroup_out_of_memory)\+0x",
+           ("mem_cgroup_out_of_memory",),
+           "The OOM killer ran for a memory cgroup (continued)", extract=named,
+           group="oom-killer", attach="only", window=24,
+           example="[ 7781.223099]  mem_cgroup_out_of_memory+0x131/0x150")
 @signature("host-oom/killed-process",
            r"Killed process (?P<pid>\d+) \((?P<process_name>[^)]*)\)", ("Killed process",),
            "The kernel's OOM killer killed a process", extract=_kernel_oom, group="oom-killer",
@@ -77,13 +88,19 @@ def _sizes_to_bytes(*keys: str) -> Extractor:
            "anon-rss:30111000kB, file-rss:0kB, shmem-rss:0kB")
 @signature("host-oom/kernel-oom-killer",
            r"(?P<scope>Memory cgroup out of memory|Out of memory(?: \(oom_kill_allocating_task\))?)"
-           r": [Kk]ill(?:ed)? process (?P<pid>\d+) \((?P<process_name>[^)]*)\)",
+           r": [Kk]ill(?:ed)? process (?P<pid>\d+) \((?P<process_name>[^)]*)\)|"
+           # the kernel's report around a kill, when its "Killed process" line is cut or
+           # filtered out: the task that triggered it, the reaper that freed the victim
+           r"(?P<trigger>[^\s\]]+) invoked oom-killer: gfp_mask=|"
+           r"oom_reaper: reaped process (?P<pid_>\d+) \((?P<process_name_>[^)]*)\)",
            ("out of memory: Kill", "Out of memory: Kill", "Out of memory: kill",
-            "oom_kill_allocating"),
+            "oom_kill_allocating", "invoked oom-killer", "oom_reaper"),
            "The kernel's OOM killer killed a process", extract=_kernel_oom, group="oom-killer",
            example="[ 301.772100] Memory cgroup out of memory: Killed process 5512 (python3) "
            "total-vm:30000000kB, anon-rss:20000000kB, file-rss:0kB, shmem-rss:0kB")
 def _oom_killer(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    if numbers.get("pid") is None or numbers.get("trigger"):
+        return _oom_killer_at_work(sig, numbers)
     who = f"{numbers.get('process_name', 'a process')} (pid {numbers.get('pid', '?')}"
     if numbers.get("anon_rss_bytes") is not None:
         who += f", {size_text(numbers['anon_rss_bytes'])} resident"
@@ -101,6 +118,27 @@ def _oom_killer(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> 
     return advice(sig, numbers, explanation, _HOST_MEMORY, title=title)
 
 
+def _oom_killer_at_work(sig: Signature, numbers: dict[str, Any]) -> Advice:
+    """The OOM killer seen without its "Killed process" line (cut or filtered out)."""
+    cgroup = "cgroup" in str(numbers.get("scope", "")).lower()
+    where = ("A memory cgroup (container or job) reached its limit"
+             if cgroup else "The host ran out of RAM")
+    parts = [f"{where} and the kernel's OOM killer ran"]
+    if numbers.get("trigger"):
+        parts.append(f"; {numbers['trigger']} asked for memory that could not be found")
+    if numbers.get("pid") is not None:
+        parts.append(f"; it killed {numbers.get('process_name', 'a process')} "
+                     f"(pid {numbers['pid']})")
+    explanation = (
+        "".join(parts) + ". This is host memory, not GPU memory: in training it usually comes "
+        "from DataLoader workers (each holds its own copy of the dataset's Python objects), "
+        "pinned-memory buffers, loading a whole checkpoint into RAM, or a leak that grows every "
+        "step. `sudo dmesg -T | grep -i 'killed process'` names the process that was killed.")
+    title = ("The cgroup memory limit was hit (OOM killer)" if cgroup
+             else "The host ran out of RAM (OOM killer)")
+    return advice(sig, numbers, explanation, _HOST_MEMORY, title=title)
+
+
 fixed("host-oom/slurm-oom-kill",
       r"Detected (?P<events>\d+) oom[-_]kill events?(?:\(s\))? in (?:StepId=|step )?"
       r"(?P<step>[\w.]+)|task (?P<task>\d+): Out Of Memory",
@@ -111,6 +149,33 @@ fixed("host-oom/slurm-oom-kill",
       "--mem-per-cpu limit for host RAM was reached (not GPU memory).",
       remedy="Raise --mem (or --mem-per-gpu) for the job, or use less host memory: "
       + _HOST_MEMORY)
+
+fixed("host-oom/ray-oom-killer",
+      r"Memory on the node \(IP: [^)]*\) where the (?:task|actor)|Ray killed this worker|"
+      r"ray\.exceptions\.OutOfMemoryError|exceeds the memory usage threshold",
+      ("Memory on the node", "Ray killed this worker", "ray.exceptions.OutOfMemoryError",
+       "exceeds the memory usage threshold"),
+      "Ray's memory monitor killed a worker: the node ran low on RAM",
+      example="ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on "
+      "memory. Memory on the node (IP: 10.0.0.5, ID: 7f3c) where the task (task ID: 1a2b, "
+      "name=train, pid=4503, memory used=30.5GB) was running was 31.2GB / 32.0GB (0.975), which "
+      "exceeds the memory usage threshold of 0.95. Ray killed this worker",
+      explanation="Ray's memory monitor saw the node's host memory above its threshold "
+      "(RAY_memory_usage_threshold, 0.95 by default) and killed a worker to save the node: "
+      "host RAM, not GPU memory.",
+      remedy="Give the task more memory (num_cpus/memory in its resources, fewer tasks per node), "
+      "or use less host memory: " + _HOST_MEMORY)
+
+fixed("host-oom/kubernetes-evicted",
+      r"(?:The node was|node was|Node is) low on resource: memory", ("low on resource: memory",),
+      "Kubernetes evicted the pod: the node ran low on memory",
+      example="Warning  Evicted  3m  kubelet  The node was low on resource: memory. Container "
+      "trainer was using 30Gi, which exceeds its request of 8Gi.",
+      explanation="The node ran short of RAM and the kubelet evicted (killed) pods, starting "
+      "with those using most above their memory request: this job's containers were killed "
+      "for host memory.",
+      remedy="Set resources.requests.memory close to what the job really uses (and a limit), "
+      "or use less host memory: " + _HOST_MEMORY)
 
 fixed("host-oom/kubernetes-oomkilled", r"\bOOMKilled\b", ("OOMKilled",),
       "The container was OOMKilled",
@@ -162,8 +227,8 @@ fixed("host-oom/shared-memory",
 
 fixed("host-oom/cpu-allocator",
       r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory): you tried to "
-      r"allocate (?P<requested_bytes>\d+) bytes",
-      ("DefaultCPUAllocator",), "PyTorch could not allocate host memory",
+      r"allocate (?P<requested_bytes>\d+) bytes|Torch: not enough memory: you tried to allocate",
+      ("DefaultCPUAllocator", "not enough memory"), "PyTorch could not allocate host memory",
       example="RuntimeError: [enforce fail at alloc_cpu.cpp:114] data. DefaultCPUAllocator: not "
       "enough memory: you tried to allocate 3355443200 bytes.",
       explanation="PyTorch could not allocate host memory for a CPU tensor.", remedy=_HOST_MEMORY)
@@ -182,12 +247,28 @@ fixed("host-oom/memory-error", r"(?:^|[\]>]\s*|:\s)MemoryError(?::\s|\s*$)", ("M
       remedy=_HOST_MEMORY)
 
 
+_KILLED = killed_words_pattern()
+
+
 @signature("host-oom/shell-killed",
-           r"^\s*Killed\s*$|line \d+:\s+(?P<pid>\d+) Killed\s+(?P<command>.+)", ("Killed",),
+           # the shell's word alone on its line (bold in markdown, or right after a progress
+           # bar that had no newline), after "line N: PID", or after a job number
+           rf"^[\s*_`>]*(?:{_KILLED})[\s*_`.!]*$|(?<=[\]|])\s*(?:{_KILLED})\s*$|"
+           rf"\w+ \d+:\s+(?P<pid>\d+) (?:{_KILLED})\s+(?P<command>\S.*)|"
+           rf"^\[\d+\][+-]?\s+(?:(?P<pid_>\d+)\s+)?(?:{_KILLED}|killed)\s{{2,}}(?P<command_>\S.*)|"
+           r"^zsh: killed\s+(?P<command__>\S.*)",
+           ("Killed", "killed", *sorted(set(KILLED_WORDS.values()) - {"Killed"})),
            "The job was killed (SIGKILL)", tier=1.5,
            example="./train.sh: line 12: 48211 Killed                  python train.py")
 @signature("host-oom/sigkill",
-           r"Signal 9 \(SIGKILL\) received by PID (?P<pid>\d+)", ("SIGKILL",),
+           r"Signal 9 \(SIGKILL\) received by PID (?P<pid>\d+)|"
+           r"failed \(exitcode: -9\) local_rank: (?P<local_rank>\d+) \(pid: (?P<pid_>\d+)\)|"
+           r"exitcode\s*: -9 \(pid: (?P<pid__>\d+)\)|"
+           r"(?:exit(?:ed)?(?: with)?(?: a)? (?:status|code)(?: code)?|returned non-zero exit "
+           r"status|return ?code|"
+           r"exit_code)[\s:=]*(?:137|-9)(?!\d|\.\d)|died with (?:<Signals\.)?SIGKILL|"
+           r"(?:terminated|killed) by signal (?:SIGKILL|9)\b|signal 9: SIGKILL",
+           ("SIGKILL", "-9", "137"),
            "A worker was killed with SIGKILL", tier=1.5,
            example="torch.distributed.elastic.multiprocessing.api:[ERROR] failed (exitcode: -9) "
            "local_rank: 0 (pid: 88123) of binary: /usr/bin/python3 ... Signal 9 (SIGKILL) "

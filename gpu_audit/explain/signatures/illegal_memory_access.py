@@ -33,6 +33,8 @@ CLASS = document_class("illegal-memory-access", __doc__)
            example="RuntimeError: CUDA error: an illegal instruction was encountered")
 @signature("illegal-memory-access/misaligned-address",
            r"(?:error|Error)(?: \[CUDA\])?: misaligned address|Cuda failure 'misaligned address|"
+           r"\berror=\d+ : misaligned address|"  # THCudaCheck FAIL file=... line=... error=74
+           r"cudaSuccess \(\d+ vs\. 0\)\s+misaligned address|"
            r"MISALIGNED_ADDRESS|cudaErrorMisalignedAddress",
            ("isaligned",), "Misaligned memory access in a CUDA kernel",
            example="RuntimeError: CUDA error: misaligned address")

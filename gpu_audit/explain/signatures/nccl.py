@@ -25,6 +25,7 @@ from gpu_audit.explain.signatures.registry import (
     signature,
 )
 from gpu_audit.explain.signatures.texts import size_text
+from gpu_audit.knowledge.nccl import nccl_error_text
 
 CLASS = document_class("nccl", __doc__)
 
@@ -165,18 +166,32 @@ _NCCL_KINDS = {
 @signature("nccl/error-kind",
            r"\bnccl(?P<kind_detail>SystemError|UnhandledCudaError|InternalError|InvalidUsage|"
            r"InvalidArgument|RemoteError)\b",
-           ("nccl",), "NCCL error detail", attach="only", window=6,
+           ("nccl",), "NCCL error detail", attach="prefer", window=6, tier=3.0,
            example="ncclSystemError: System call (e.g. socket, malloc) or external library call "
            "failed or device error.")
 @signature("nccl/error",
-           r"NCCL [Ee]rror(?: in: (?P<location>[^,]+),| (?P<code>\d+):) "
+           r"NCCL [Ee]rror(?: in: (?P<location>[^,]+),| (?P<code>\d+):|:) "
            r"(?P<kind>[a-z][a-z /]*?[a-z])(?=\s*\(run with|,|"
            r"\.|\s*$)(?:.*?NCCL version (?P<nccl_version>\d+(?:\.\d+)+(?:\+\w+(?:\.\d+)*)?))?",
            ("NCCL error", "NCCL Error"), "NCCL call failed", tier=3.0, key_field="kind",
            example="RuntimeError: NCCL error in: /pytorch/torch/lib/c10d/ProcessGroupNCCL.cpp:514, "
            "unhandled system error, NCCL version 2.4.8")
+@signature("nccl/return-code",
+           r"NCCL INFO (?P<location>[\w./-]+\.(?:cc|cu|h|hpp|cpp)):(?P<source_line>\d+) -> "
+           r"(?P<result_code>[1-6])\b",
+           ("NCCL INFO",), "NCCL call failed (return-code trail)", tier=3.0,
+           key_field="result_code", attach="prefer", window=12,
+           example="node01:4101:4188 [0] NCCL INFO misc/socket.cc:484 -> 2")
+@signature("nccl/error-text",
+           r"\b(?P<kind>unhandled system error|unhandled cuda error|remote process exited or "
+           r"there was a network error)\b",
+           ("unhandled system error", "unhandled cuda error", "remote process exited"),
+           "NCCL call failed", tier=3.0, key_field="kind",
+           example="terminate called after throwing an instance of 'std::runtime_error' what(): "
+           "unhandled system error")
 def _nccl_error(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
-    kind = str(numbers.get("kind") or "").lower()
+    kind = str(numbers.get("kind") or nccl_error_text(numbers.get("result_code"))
+               or nccl_error_text(numbers.get("kind_detail")) or "").lower()
     detail_kind = str(numbers.get("kind_detail") or "")
     tier, explanation, remedy = _NCCL_KINDS.get(kind, (
         3.0, "An NCCL call failed; NCCL errors usually follow a failure elsewhere (a crashed "
@@ -191,6 +206,9 @@ def _nccl_error(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> 
         tier = 1.0
     if detail_kind:
         explanation += f" (NCCL: {detail_kind})"
+    if numbers.get("result_code") is not None:
+        explanation += (f" NCCL's debug output shows the failure passed up as return code "
+                        f"{numbers['result_code']}, first from {numbers.get('location', '?')}.")
     title = f"NCCL error: {kind}" if kind else sig.title
     return advice(sig, numbers, explanation, remedy, tier=tier, title=title)
 
@@ -218,11 +236,13 @@ def _cuda_failure(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -
 
 
 fixed("nccl/network",
-      r"NCCL WARN .*?(?:Got completion (?:from peer (?P<peer>\S+) )?with (?:error|status=)\s*"
-      r"(?P<status>\d+)|(?P<closed>Connection closed by remote peer|Connection reset by peer)|"
-      r"Call to (?P<call>ibv_\w+) failed|(?P<socket>socketProgress\w*|socketStartConnect)[^\n]*"
-      r"(?:fail|closed|refused|abort))",
-      ("NCCL WARN",), "NCCL network failure between ranks", tier=2.0,
+      r"(?:NCCL WARN |NET/\w+ ?: ).*?(?:Got completion (?:from peer (?P<peer>\S+) )?with "
+      r"(?:error|status=)\s*(?P<status>\d+)|(?P<closed>Connection closed by remote peer|"
+      r"Connection reset by peer)|Call to (?P<call>ibv_\w+) failed|(?P<socket>socketProgress\w*|"
+      r"socketStartConnect|socketFinalizeAccept)[^\n]*(?:fail|closed|refused|abort|wrong type))|"
+      r"(?P<closed_>Connection closed by remote peer)",
+      ("NCCL WARN", "NET/", "Connection closed by remote peer"),
+      "NCCL network failure between ranks", tier=2.0,
       example="node03:41377:41955 [3] transport/net_ib.cc:1696 NCCL WARN NET/IB : Got completion "
       "from peer 10.20.0.14<55437> with status=12 opcode=0 len=0 vendor err 129 (Send)",
       explanation="NCCL lost a connection between ranks. Either a peer process died (its own log "

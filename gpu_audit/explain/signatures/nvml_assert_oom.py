@@ -26,11 +26,12 @@ from gpu_audit.explain.signatures.texts import REBOOT_MISMATCH, REDUCE_MEMORY
 CLASS = document_class("nvml-assert-oom", __doc__)
 
 # The caching allocator's NVML assert, and (more general) the same assert anywhere in PyTorch.
-NVML_ASSERT_IN_ALLOCATOR = (
-    r"NVML_SUCCESS == (?P<call>.+?) INTERNAL ASSERT FAILED at \"?(?P<file>[^\"\s:]*"
-    r"CUDACachingAllocator\.cpp)\"?:?(?P<source_line>\d+)?")
-NVML_ASSERT = (r"NVML_SUCCESS == (?P<call>.+?) INTERNAL ASSERT FAILED at \"?(?P<file>[^\"\s:]+)\"?"
-               r":?(?P<source_line>\d+)?")
+NVML_ASSERT_IN_ALLOCATOR = (  # also as a translator rendered "INTERNAL ASSERT FAILED at"
+    r"NVML_SUCCESS == (?P<call>.+?)\s*(?:INTERNAL ASSERT FAILED at |[^\x00-\x7f]{1,20})[\"'`]?"
+    r"(?P<file>[^\"'`\s:]*CUDACachingAllocator\.cpp)[\"'`]?(?::|[^\d\n]{1,4})?"
+    r"(?P<source_line>\d+)?")  # the path in double, single or back quotes, or none
+NVML_ASSERT = (r"NVML_SUCCESS == (?P<call>.+?) INTERNAL ASSERT FAILED at [\"'`]?"
+               r"(?P<file>[^\"'`\s:]+)[\"'`]?:?(?P<source_line>\d+)?")
 
 
 def nvml_assert(match: re.Match[str], _line: str) -> dict[str, Any]:

@@ -32,6 +32,14 @@ _NVML_MISMATCH = (
     "module have different versions: the driver was upgraded, often by unattended upgrades, "
     "while the old kernel module is still loaded. nvidia-smi and NVML fail until they match, "
     "and CUDA often does too.")
+_LIBRARY_MISSING = (
+    "libnvidia-ml.so.1 (NVML, part of the NVIDIA driver) could not be found or loaded: no driver "
+    "is installed, the container was started without the driver's libraries, or the tool runs "
+    "where there is no NVIDIA GPU (a GPU monitor on a laptop or a Mac).")
+_LIBRARY_REMEDY = (
+    "Install the NVIDIA driver on the host; in containers use the NVIDIA Container Toolkit "
+    "(`docker run --gpus all`) rather than copying driver libraries into the image; check with "
+    "`ldconfig -p | grep libnvidia-ml`.")
 # Lines that nvidia-smi and the kernel print only for a version mismatch.
 _MISMATCH_ONLY = {"nvml-unavailable/nvrm-api-mismatch", "nvml-unavailable/library-version",
                   "nvml-unavailable/nvrm-kernel-version"}
@@ -42,7 +50,9 @@ _MISMATCH_ONLY = {"nvml-unavailable/nvrm-api-mismatch", "nvml-unavailable/librar
            ("this kernel module has",), "NVIDIA kernel module version", attach="only", window=4,
            example="NVRM: this kernel module has the version 550.90.07.  Please")
 @signature("nvml-unavailable/nvrm-api-mismatch",
-           r"NVRM: API mismatch: the client has the version (?P<client_version>[\d.]+)",
+           r"NVRM: API mismatch: the client (?:'[^']*' \(pid \d+\) )?has the version "
+           r"(?P<client_version>[\d.]+)(?:[^\n]*?this kernel module has the version "
+           r"(?P<kernel_version>\d+(?:\.\d+)+))?",
            ("API mismatch",), "NVIDIA driver user-space and kernel module versions differ",
            tier=0.0, attach="prefer", window=4,
            example="[  812.332110] NVRM: API mismatch: the client has the version 550.127.05, "
@@ -51,7 +61,7 @@ _MISMATCH_ONLY = {"nvml-unavailable/nvrm-api-mismatch", "nvml-unavailable/librar
            r"nvidia-container-cli: initialization error: (?:nvml error: (?P<reason>[^:]+)|"
            r"load library failed: (?P<library>libnvidia-ml[^:]*))",
            ("nvidia-container-cli",), "The container runtime could not initialise NVML",
-           tier=0.0,
+           tier=0.5,
            example="nvidia-container-cli: initialization error: nvml error: driver/library "
            "version mismatch: unknown")
 @signature("nvml-unavailable/pynvml",
@@ -60,12 +70,20 @@ _MISMATCH_ONLY = {"nvml-unavailable/nvrm-api-mismatch", "nvml-unavailable/librar
            r"detected an NVML/RM version mismatch)",
            ("NVML",), "NVML is not usable (pynvml)", tier=0.0,
            example="pynvml.NVMLError_LibraryNotFound: NVML Shared Library Not Found")
+@signature("nvml-unavailable/library-missing",
+           r"(?P<library>libnvidia-ml\.so(?:\.\d+)?): cannot open shared object file|"
+           r"(?:[Cc]an't|[Cc]annot|[Ff]ailed to|[Cc]ould not|[Uu]nable to) (?:load|find|open) "
+           r"(?:the )?NVML(?: shared)? library",
+           ("libnvidia-ml", "NVML library", "NVML shared library"),
+           "The NVML library (libnvidia-ml.so.1) cannot be loaded", tier=0.0,
+           example="OSError: libnvidia-ml.so.1: cannot open shared object file: No such file or "
+           "directory")
 @signature("nvml-unavailable/library-version",
            r"NVML library version: (?P<library_version>[\d.]+)",
            ("NVML library version",), "NVML library version", attach="only", window=4,
            example="NVML library version: 550.127")
 @signature("nvml-unavailable/init-failed", r"Failed to initialize NVML: (?P<reason>[^\n]+)",
-           ("initialize NVML",), "NVML could not be initialised", tier=0.0,
+           ("initialize NVML",), "NVML could not be initialised", tier=0.5,
            example="Failed to initialize NVML: Driver/library version mismatch")
 def _nvml_init(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
     reason = str(numbers.get("reason") or numbers.get("kind") or numbers.get("text") or "")
@@ -92,13 +110,9 @@ def _nvml_init(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> A
         explanation = "This user cannot open the GPU device files (/dev/nvidia*)."
         remedy = ("Check `ls -l /dev/nvidia*` and the user's groups; in containers pass the "
                   "GPUs with the NVIDIA Container Toolkit (`--gpus all`).")
-    elif "librarynotfound" in low or "library not found" in low or numbers.get("library"):
-        explanation = ("libnvidia-ml.so.1 (NVML, part of the NVIDIA driver) could not be found: "
-                       "no driver is installed, or the container was started without the "
-                       "driver's libraries.")
-        remedy = ("Install the NVIDIA driver on the host; in containers use the NVIDIA Container "
-                  "Toolkit (`docker run --gpus all`) rather than copying driver libraries into "
-                  "the image.")
+    elif ("librarynotfound" in low or "library not found" in low or numbers.get("library")
+          or sig.id == "nvml-unavailable/library-missing"):
+        explanation, remedy = _LIBRARY_MISSING, _LIBRARY_REMEDY
     elif "notloaded" in low or "not loaded" in low:
         explanation = "The NVIDIA kernel module is not loaded, so NVML has no driver to talk to."
         remedy = ("`lsmod | grep nvidia`; reinstall the driver for the running kernel (DKMS) or "
@@ -112,7 +126,8 @@ def _nvml_init(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> A
 @signature("nvml-unavailable/nvidia-smi-no-driver",
            r"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver|"
            r"NVIDIA-SMI couldn't find (?P<missing>libnvidia-ml\.so)",
-           ("NVIDIA-SMI",), "nvidia-smi cannot talk to the NVIDIA driver", tier=0.0,
+           # a symptom: a kernel message about why the driver did not load ranks before it
+           ("NVIDIA-SMI",), "nvidia-smi cannot talk to the NVIDIA driver", tier=0.5,
            example="NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA "
            "driver. Make sure that the latest NVIDIA driver is installed and running.")
 def _nvidia_smi_no_driver(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:

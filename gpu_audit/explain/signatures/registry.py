@@ -43,6 +43,9 @@ Extractor = Callable[[re.Match[str], str], dict[str, Any]]
 @dataclass(frozen=True)
 class AdviceContext:
     torch_version: str | None = None  # the torch the remedies are for (None: unknown)
+    # what the log says about its setting, from the lines of "fact" signatures (e.g. the
+    # allocator configuration it exported), whichever line of the log they are on
+    facts: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -69,13 +72,14 @@ class ClassDoc:
 
 
 def named(match: re.Match[str], _line: str) -> dict[str, Any]:
-    """The regex's named groups that matched, digits as ints."""
+    """The regex's named groups that matched, digits as ints. A group named with trailing
+    underscores (``pid_``) is another spelling of the same number (``pid``)."""
     out: dict[str, Any] = {}
     for key, value in match.groupdict().items():
         if value is None:
             continue
         value = value.strip().rstrip(".,;:")
-        out[key] = int(value) if value.isdigit() else value
+        out.setdefault(key.rstrip("_"), int(value) if value.isdigit() else value)
     return out
 
 
@@ -97,6 +101,8 @@ class Signature:
     attach: str | None = None
     window: int = 8
     key_field: str | None = None  # occurrences with different values of this number stay apart
+    fact: bool = False  # a setting the log states: its numbers go to AdviceContext.facts
+    handles: str | None = None  # a class whose recent failure this line says was caught
 
     def advise(self, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
         """What these numbers, read from a line of this shape, mean and what to do."""

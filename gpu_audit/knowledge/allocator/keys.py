@@ -144,3 +144,18 @@ def max_split_minimum(torch_version: str | None) -> int:
     """The smallest ``max_split_size_mb`` that takes effect as written on ``torch_version``."""
     floor = split_minimum(torch_release(torch_version))
     return floor if floor is not None else LARGE_BUFFER_MB
+
+
+# Options that, together with expandable_segments:True, let the native allocator free or split
+# an expandable segment like an ordinary one near the memory limit, tripping an internal assert
+# (``!block->expandable_segment_``); torch 2.5 keeps them apart (PyTorch pull request 134338).
+EXPANDABLE_CONFLICTS = ("max_split_size_mb", "garbage_collection_threshold")
+EXPANDABLE_CONFLICTS_FIXED_IN: Release = (2, 5)
+
+
+def expandable_conflicts(settings: dict[str, str]) -> list[str]:
+    """The options in ``settings`` (key -> raw value) that conflict with expandable segments
+    on torch before 2.5; empty unless expandable_segments is on."""
+    if str(settings.get("expandable_segments", "")).strip().lower() not in ("true", "1"):
+        return []
+    return [key for key in EXPANDABLE_CONFLICTS if key in settings]

@@ -1,0 +1,132 @@
+"""``gpu-audit diag``: active GPU tests in levels, judged against what the GPU model should do."""
+
+from __future__ import annotations
+
+import signal
+import sys
+from pathlib import Path
+
+import typer
+
+from gpu_audit.cli.app import app, err
+from gpu_audit.errors import UsageError
+from gpu_audit.gpu_selection import SPEC_FORMS
+
+EXIT_CODES_HELP = ("Exit codes: 0 OK, 1 WARNING, 2 CRITICAL (a test failed), 3 UNKNOWN (bad "
+                   "flags, busy GPUs without --force, or a test that could not run), "
+                   "130 interrupted (every worker stopped).")
+
+
+def parse_plant(text: str | None) -> tuple[int, int] | None:
+    """``OFFSET:BIT`` of the test mode's planted memory fault."""
+    if text is None:
+        return None
+    offset, _, bit = text.partition(":")
+    if not (offset.isdigit() and bit.isdigit() and int(bit) < 8):
+        raise UsageError(f"--plant-fault: {text!r} is not OFFSET:BIT (a byte offset and a bit "
+                         "0-7, e.g. 4096:3)")
+    return int(offset), int(bit)
+
+
+@app.command(epilog=EXIT_CODES_HELP)
+def diag(
+    level: int = typer.Option(1, "--level", min=1, max=3, metavar="1|2|3",
+                              help="1: seconds (CUDA works, a pattern round trip, a matmul, peer "
+                                   "access, plus the checklist); 2: about a minute per GPU "
+                                   "(memory patterns over most free memory, bandwidths, matmul "
+                                   "throughput per dtype, GPU-to-GPU copies and all-reduce); 3: "
+                                   "minutes (sustained load with NVML sampled every second)."),
+    gpus: str | None = typer.Option(
+        None, "--gpus", metavar="SPEC",
+        help=f"GPUs to test: {SPEC_FORMS} (default: all)."),
+    json_out: bool = typer.Option(False, "--json",
+                                  help="Print the result as JSON (schema gpu-audit.diag/1)."),
+    out: Path | None = typer.Option(None, "--out", metavar="DIR",
+                                    help="Folder for the markdown report, its JSON twin and the "
+                                         "level-3 plots (default: reports)."),
+    no_report: bool = typer.Option(False, "--no-report", help="Do not write the report files."),
+    timeout: float = typer.Option(120.0, "--timeout", min=1, max=86400, metavar="SECONDS",
+                                  help="Longest one test may run before its worker is stopped "
+                                       "and the test reported hung."),
+    duration: float = typer.Option(120.0, "--duration", min=2, max=86400, metavar="SECONDS",
+                                   help="Length of level 3's sustained load."),
+    force: bool = typer.Option(False, "--force",
+                               help="Test GPUs that other processes are using (it disturbs them "
+                                    "and lowers the figures)."),
+    device: str = typer.Option("cuda", "--device", hidden=True,
+                               help="cpu: the test mode (tests run by torch on the CPU with "
+                                    "small sizes; NVML is still read)."),
+    plant_fault: str | None = typer.Option(None, "--plant-fault", hidden=True,
+                                           metavar="OFFSET:BIT",
+                                           help="Test mode: flip this bit in the memory test."),
+) -> None:
+    """Active GPU tests: is each GPU's memory sound, are its bandwidths and throughput what the
+    model should deliver, does it hold its speed under load?
+
+    Torch runs in child processes with deadlines. Says how much memory and time it will take
+    before it starts; refuses GPUs other processes use unless --force; Ctrl-C stops every worker.
+    """
+    from gpu_audit.diag.render import diag_document, render_terminal
+    from gpu_audit.diag.results import DiagOptions
+    from gpu_audit.diag.runner import run_diag
+    from gpu_audit.serial import dumps
+
+    if device not in ("cuda", "cpu"):
+        raise UsageError(f"--device: {device!r} is not cuda or cpu")
+    options = DiagOptions(level=level, gpus=gpus, timeout_s=timeout, force=force,
+                          device=device, duration_s=duration, plant=parse_plant(plant_fault))
+    previous = _stop_on_signals()
+    try:
+        result = run_diag(options, note=err)
+    except KeyboardInterrupt:
+        err("interrupted: every diag worker was stopped; no report written")
+        raise typer.Exit(130) from None
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    document = diag_document(result)
+    if json_out:
+        sys.stdout.write(dumps(document) + "\n")
+    else:
+        sys.stdout.write(render_terminal(result))
+    sys.stdout.flush()
+    if not no_report:
+        _write_report(result, document, out)
+    raise typer.Exit(result.exit_code)
+
+
+def _stop_on_signals() -> dict:
+    """SIGTERM and SIGHUP (a closed terminal) stop diag as Ctrl-C does: workers killed, exit 130
+    (they lead sessions of their own, so nothing else would stop them)."""
+    def interrupt(signum, frame) -> None:
+        raise KeyboardInterrupt
+
+    previous = {}
+    for name in ("SIGTERM", "SIGHUP"):
+        signum = getattr(signal, name, None)
+        if signum is not None:
+            previous[signum] = signal.signal(signum, interrupt)
+    return previous
+
+
+def _write_report(result, document: dict, out: Path | None) -> None:
+    """The markdown report, its JSON twin and the level-3 plots, side by side (atomic writes)."""
+    from gpu_audit.diag.plots import write_plots
+    from gpu_audit.diag.render import render_markdown
+    from gpu_audit.report.files import DEFAULT_FOLDER, unique_stem
+    from gpu_audit.serial import dumps, write_atomic
+
+    folder = out or DEFAULT_FOLDER
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        stem = unique_stem(folder, "diag", result.generated_at, result.hostname)
+        plots = write_plots(result, folder, stem)
+        write_atomic(folder / f"{stem}.json", dumps(document) + "\n")
+        path = write_atomic(folder / f"{stem}.md", render_markdown(result, plots))
+    except OSError as exc:
+        message = f"cannot write the report to {folder}: {exc.strerror or exc}"
+        if out is not None:
+            raise UsageError(message + " (pass a writable --out DIR)") from None
+        err(f"{message}; pass --out DIR or --no-report")
+        return
+    print(f"report: {path}", file=sys.stderr)

@@ -1,0 +1,102 @@
+"""What ``scan`` and ``check`` share for monitoring systems: ``--format`` and the outputs a run
+that fails must still leave (not a command of its own).
+
+A Nagios check that cannot judge prints ``GPU-AUDIT UNKNOWN - <why>`` on stdout (exit 3), and a
+scan with ``--prometheus FILE`` that cannot judge still writes ``gpu_audit_scan_success 0``
+there, so the failure is seen where the results are watched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from gpu_audit.errors import GpuAuditError, UsageError
+
+FORMATS = ("terminal", "json", "nagios")
+FORMAT_HELP = ("Output: terminal (default), json (as --json) or nagios (a monitoring-plugin "
+               "status line first; exit code unchanged).")
+
+_started: list[float] = []
+
+
+def output_format(value: str | None, json_out: bool) -> str:
+    """The ``--format`` in force (``--json`` is ``--format json``)."""
+    if value is None:
+        return "json" if json_out else "terminal"
+    chosen = value.strip().lower()
+    if chosen not in FORMATS:
+        raise UsageError(f"--format: unknown format {value!r} (expected one of: "
+                         f"{', '.join(FORMATS)})")
+    if json_out and chosen != "json":
+        raise UsageError(f"--json and --format {chosen} cannot be combined")
+    return chosen
+
+
+def elapsed_s() -> float | None:
+    """Seconds since the current command started (``None`` outside one)."""
+    return round(time.perf_counter() - _started[-1], 3) if _started else None
+
+
+def monitored(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap a command whose options include ``output_format`` (and perhaps ``prometheus``):
+    when it fails to judge, the Nagios UNKNOWN line and the failure textfile are still written,
+    then the error goes on to the usual handling (one line on stderr, exit 3)."""
+
+    @functools.wraps(command)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        _started.append(time.perf_counter())
+        try:
+            return command(*args, **kwargs)
+        except (Exception, KeyboardInterrupt) as exc:
+            if not _is_exit(exc):
+                _failed(exc, kwargs)
+            raise
+        finally:
+            _started.pop()
+
+    return run
+
+
+def _is_exit(exc: BaseException) -> bool:
+    """typer's Exit: a command's verdict, not a failure (never raised where typer is not loaded,
+    as on the plain command lines that run without it)."""
+    typer = sys.modules.get("typer")
+    return typer is not None and isinstance(exc, typer.Exit)
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted"
+    if isinstance(exc, GpuAuditError):
+        return str(exc)
+    return f"internal error: {type(exc).__name__}: {exc}"
+
+
+def _failed(exc: BaseException, options: dict[str, Any]) -> None:
+    prometheus: Path | None = options.get("prometheus")
+    if prometheus is not None:
+        import socket
+
+        from gpu_audit.report.prometheus import render_failure, write_textfile
+
+        data = render_failure(socket.gethostname(), duration_s=elapsed_s(),
+                              timestamp_s=time.time())
+        with contextlib.suppress(GpuAuditError, OSError):  # the path itself may be the problem
+            write_textfile(prometheus, data)
+    if _nagios(options):
+        from gpu_audit.report.nagios import unknown_output
+
+        with contextlib.suppress(OSError, ValueError):
+            sys.stdout.write(unknown_output(_reason(exc)))
+            sys.stdout.flush()
+
+
+def _nagios(options: dict[str, Any]) -> bool:
+    value = options.get("output_format")
+    return isinstance(value, str) and value.strip().lower() == "nagios"

@@ -1,0 +1,164 @@
+"""``gpu-audit diag``'s outputs: the JSON document (``gpu-audit.diag/1``), the markdown report
+and the terminal summary. Every figure is shown beside its expectation and the ratio."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpu_audit import __version__
+from gpu_audit.diag.results import DiagResult, Figure, GpuRun
+from gpu_audit.model import Severity
+from gpu_audit.serial import to_jsonable
+
+SCHEMA = "gpu-audit.diag/1"
+VERDICTS = {0: "OK", 1: "WARNING", 2: "CRITICAL", 3: "UNKNOWN", 130: "INTERRUPTED"}
+
+
+def _gpu_document(run: GpuRun, result: DiagResult) -> dict[str, Any]:
+    figures = [f for f in result.judgement.figures if f.subject == run.subject]
+    sustained = result.judgement.sustained.get(run.index)
+    return {
+        "index": run.index, "name": run.name, "uuid": run.uuid, "pci_bus_id": run.pci_bus_id,
+        "pcie": {"gen_current": run.pcie_gen_current, "gen_max": run.pcie_gen_max,
+                 "width_current": run.pcie_width_current, "width_max": run.pcie_width_max},
+        "power_limit_w": run.power_limit_w,
+        "memory_free_bytes": run.memory_free_bytes,
+        "plan": result.plans.get(run.index),
+        "worker": to_jsonable(run.worker),
+        "tests": run.tests,
+        "figures": [to_jsonable(f) for f in figures],
+        "sustained": None if sustained is None and not run.ticks else {
+            "summary": sustained, "tflops": run.ticks, "t_s": run.tick_times_s,
+            "worker": to_jsonable(run.sustain_worker) if run.sustain_worker else None,
+            "nvml_samples": run.samples, "new_xids": run.new_xids},
+    }
+
+
+def diag_document(result: DiagResult) -> dict[str, Any]:
+    judgement = result.judgement
+    peers = result.peers
+    findings = sorted(judgement.findings,
+                      key=lambda f: (-(f.severity or Severity.INFO).rank, f.subject, f.id))
+    return {
+        "schema": SCHEMA,
+        "tool_version": __version__,
+        "generated_at": result.generated_at,
+        "hostname": result.hostname,
+        "level": result.options.level,
+        "device": result.options.device,
+        "test_mode": result.options.device == "cpu",
+        "driver_version": result.driver_version,
+        "torch_version": result.torch_version,
+        "selection": result.selection.to_dict() if result.selection else None,
+        "estimate": result.estimate,
+        "duration_s": result.duration_s,
+        "gpus": [_gpu_document(run, result) for run in result.gpus],
+        "peers": None if peers is None else {
+            "indices": peers.indices, "peer_access": peers.matrix,
+            "nvlink": {str(k): v for k, v in peers.nvlink.items()}, "tests": peers.tests,
+            "worker": to_jsonable(peers.worker),
+            "figures": [to_jsonable(f) for f in judgement.figures
+                        if "->" in f.subject or f.subject == "node"]},
+        "checklist": result.checklist,
+        "findings": to_jsonable(findings),
+        "unknown": judgement.unknown,
+        "summary": {"exit_code": result.exit_code,
+                    "verdict": VERDICTS.get(result.exit_code, "UNKNOWN"),
+                    "counts": {s.value: sum(f.severity is s for f in findings)
+                               for s in Severity}},
+    }
+
+
+def _num(value: float | None, digits: int = 3) -> str:
+    return "n/a" if value is None else f"{value:.{digits}g}"
+
+
+def figure_row(f: Figure) -> str:
+    ratio = "n/a" if f.ratio is None else f"{f.ratio:.0%}"
+    mark = " LOW" if f.low else ""
+    basis = f.basis or "no expectation"
+    return (f"| {f.subject} | {f.metric} | {_num(f.measured)} {f.unit} | "
+            f"{_num(f.expected)} | {ratio}{mark} | {basis} |")
+
+
+def render_markdown(result: DiagResult, plots: dict[int, str] | None = None) -> str:
+    doc = diag_document(result)
+    lines = [f"# gpu-audit diag level {result.options.level}: {doc['summary']['verdict']}", "",
+             f"- host: {result.hostname}; generated {result.generated_at}; "
+             f"{result.duration_s} s",
+             f"- driver {result.driver_version or 'n/a'}, torch {result.torch_version or 'n/a'}"
+             + ("; **test mode: the tests ran on the CPU**" if doc["test_mode"] else ""),
+             f"- GPUs: {', '.join(f'{g.index} ({g.name})' for g in result.gpus)}"]
+    if result.selection is not None:
+        lines.append(f"- selection: {result.selection.reason}")
+    lines += ["", "## Findings", ""]
+    if not result.judgement.findings:
+        lines.append("No findings.")
+    for f in doc["findings"]:
+        lines += [f"- **{f['severity']}** `{f['id']}` ({f['subject']}): {f['title']}: "
+                  f"{f['detail']}", f"  - remedy: {f['remedy']}"]
+    for reason in result.judgement.unknown:
+        lines.append(f"- **could not judge**: {reason}")
+    if result.checklist:
+        lines += ["", "## Checklist (what `gpu-audit check` judges)", ""]
+        lines += [f"- {r['status']} `{r['id']}` ({r['subject']}): {r['summary']}"
+                  for r in result.checklist]
+    if result.judgement.figures:
+        lines += ["", "## Figures", "",
+                  "Expected = peak x the share a healthy GPU reaches with this method; "
+                  "LOW below 70% of that (or 85% of the node's other GPUs).", "",
+                  "| subject | metric | measured | expected | ratio | basis |",
+                  "|---|---|---|---|---|---|"]
+        lines += [figure_row(f) for f in result.judgement.figures]
+        sources = sorted({f.source for f in result.judgement.figures if f.source})
+        if sources:
+            lines += ["", "Sources: " + "; ".join(sources)]
+    if result.peers is not None and result.peers.matrix is not None:
+        idx = result.peers.indices
+        lines += ["", "## Peer access", "", "| from \\ to | " + " | ".join(map(str, idx)) + " |",
+                  "|---" * (len(idx) + 1) + "|"]
+        for a, row in zip(idx, result.peers.matrix, strict=False):
+            cells = ["-" if v is None else "yes" if v else "NO" for v in row]
+            lines.append(f"| {a} | " + " | ".join(cells) + " |")
+        links = [f"GPU {i}: " + (f"{(result.peers.nvlink.get(i) or {}).get('active_links')} "
+                                 "active" if result.peers.nvlink.get(i) else "not reported")
+                 for i in idx]
+        lines += ["", "NVLink as NVML reports it: " + "; ".join(links)]
+    for index, summary in sorted(result.judgement.sustained.items()):
+        lines += ["", f"## Sustained load, GPU {index}", "",
+                  f"- throughput {_num(summary['baseline_tflops'])} -> "
+                  f"{_num(summary['tail_tflops'])} TFLOPS (decay {summary['decay_pct']}%, "
+                  f"bound {summary['decay_bound_pct']:g}%)",
+                  f"- SM clock {_num(summary['sm_clock_first_mhz'], 5)} -> "
+                  f"{_num(summary['sm_clock_last_mhz'], 5)} MHz; up to "
+                  f"{_num(summary['temperature_max_c'])} C, {_num(summary['power_max_w'])} W "
+                  f"(limit {_num(summary['power_limit_w'])} W)",
+                  f"- throttle reasons: {summary['throttle_reasons'] or 'none'}"]
+        if plots and index in plots:
+            lines += ["", f"![GPU {index} under load]({plots[index]})"]
+    return "\n".join(lines) + "\n"
+
+
+def render_terminal(result: DiagResult) -> str:
+    """The summary for a terminal: verdict line, findings, figures."""
+    doc = diag_document(result)
+    counts = doc["summary"]["counts"]
+    lines = [f"DIAG {doc['summary']['verdict']}: level {result.options.level} on "
+             f"{len(result.gpus)} GPU(s) of {result.hostname}"
+             + (" (test mode: CPU)" if doc["test_mode"] else "")
+             + " | " + " ".join(f"{k}={v}" for k, v in counts.items())]
+    for f in doc["findings"]:
+        lines.append(f"  {f['severity'].upper():8} {f['id']} ({f['subject']}): {f['detail']}")
+        lines.append(f"           remedy: {f['remedy']}")
+    for reason in result.judgement.unknown:
+        lines.append(f"  UNKNOWN  {reason}")
+    for r in result.checklist:
+        lines.append(f"  check {r['status']:7} {r['id']} ({r['subject']}): {r['summary']}")
+    if result.judgement.figures:
+        lines.append("  figures (measured / expected = ratio):")
+        for f in result.judgement.figures:
+            ratio = "" if f.ratio is None else f" = {f.ratio:.0%}"
+            expected = "" if f.expected is None else f" / {_num(f.expected)} ({f.basis})"
+            lines.append(f"    {f.subject:14} {f.metric:18} {_num(f.measured)} {f.unit}"
+                         f"{expected}{ratio}{'  LOW' if f.low else ''}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,309 @@
+"""Before and after a job (``gpu-audit diff``)"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from gpu_audit.diff.view import DiffView
+from gpu_audit.gpu_selection import bus_key
+from gpu_audit.knowledge.xid import MACHINE_ORIGINS, recovery_action, xid_info, xid_severity
+from gpu_audit.model import Finding, Gpu, Severity, XidEvent
+from gpu_audit.redact import redact_text
+from gpu_audit.rules.registry import Registry, Rule
+from gpu_audit.units import GIB, MIB, fmt_mib
+
+DIFF_RULE_MODULES = ("gpu_audit.diff.rules",)
+DIFF_RULES = Registry("diff rule", DIFF_RULE_MODULES)
+
+# GPU memory in use that no process accounts for may grow this much before it is a finding.
+UNRELEASED_MIN_BYTES = 1 * GIB
+
+DiffRuleFunc = Callable[[DiffView], Iterator[Finding]]
+
+
+def diff_rule(rule_id: str, *, severity: Severity) -> Callable[[DiffRuleFunc], DiffRuleFunc]:
+    return DIFF_RULES.rule(rule_id, severity=severity)
+
+
+def all_diff_rules() -> dict[str, Rule]:
+    return DIFF_RULES.all()
+
+
+def evaluate_diff(view: DiffView, ignore: frozenset[str] = frozenset()) -> list[Finding]:
+    """Every finding of the diff rules, worst first."""
+    return DIFF_RULES.evaluate(view, ignore=ignore)
+
+
+def _label(gpu: Gpu) -> str:
+    return f"GPU {gpu.index}" + (f" ({gpu.pci_bus_id})" if gpu.pci_bus_id else "")
+
+
+def _rise(before: int | None, after: int | None) -> int:
+    """How much a counter went up; 0 when either reading is unknown (a driver reload resets
+    volatile counters: a fall is no rise)."""
+    if before is None or after is None:
+        return 0
+    return max(0, after - before)
+
+
+@diff_rule("job-vram-leak", severity=Severity.ERROR)
+def job_vram_leak(view: DiffView) -> Iterator[Finding]:
+    """A process of the finished job still holds GPU memory after the job.
+
+    The job ended, but a process it started (a stray DataLoader worker, a detached server, a
+    zombie whose parent did not reap it) is still on its GPU, and the memory it holds is lost to
+    the next job. Which processes count as the job's is explained under `gpu-audit diff --help`:
+    absent from BEFORE, on the job's GPUs, and of the job's user when that is known. The node
+    should be drained until the process is gone and the memory is back.
+    """
+    for p in view.job_processes():
+        mib = round(p.used_memory_bytes / MIB) if p.used_memory_bytes is not None else None
+        who = p.user or "unknown user"
+        yield Finding(
+            subject=f"pid:{p.pid}",
+            title=(f"pid {p.pid} ({who}) still holds {fmt_mib(p.used_memory_bytes)} on GPU "
+                   f"{p.gpu_index} after the job"),
+            detail=(f"{redact_text(p.name or 'a process')} (pid {p.pid}, {who}, status "
+                    f"{p.status or 'unknown'}) appeared during the job and is still on GPU "
+                    f"{p.gpu_index}" + ("" if p.visible else "; its PID is not visible here "
+                                        "(another PID namespace, or it has exited)") + "."),
+            remedy=(f"ps -o pid,user,etime,stat,args -p {p.pid}   # then, as its owner or root: "
+                    f"kill {p.pid}; drain the node until `nvidia-smi` shows the memory free"),
+            evidence={"pid": p.pid, "user": p.user, "gpu_index": p.gpu_index,
+                      "used_memory_mib": mib, "status": p.status,
+                      "name": redact_text(p.name) if p.name else None,
+                      "visible": p.visible},
+        )
+
+
+@diff_rule("vram-unreleased", severity=Severity.ERROR)
+def vram_unreleased(view: DiffView) -> Iterator[Finding]:
+    """GPU memory in use grew during the job and no process accounts for it afterwards.
+
+    After the job, the GPU holds more memory than before (at least 1 GiB) that no listed process
+    explains: a context left by a process that died without the driver reclaiming it, or a
+    process in another container. Only a GPU reset (or a reboot) returns it; drain the node.
+    """
+    if view.before is None:
+        return
+    held: dict[int, int] = {}
+    for scan in (view.before, view.after):
+        for p in scan.processes:
+            key = id(scan), p.gpu_index
+            held[key] = held.get(key, 0) + (p.used_memory_bytes or 0)
+    for old, new in view.pairs:
+        if old.memory_used_bytes is None or new.memory_used_bytes is None:
+            continue
+        loose_before = old.memory_used_bytes - held.get((id(view.before), old.index), 0)
+        loose_after = new.memory_used_bytes - held.get((id(view.after), new.index), 0)
+        grown = loose_after - max(0, loose_before)
+        if grown < UNRELEASED_MIN_BYTES:
+            continue
+        yield Finding(
+            subject=f"gpu:{new.index}",
+            title=f"{_label(new)}: {fmt_mib(grown)} more in use that no process accounts for",
+            detail=(f"Memory used went from {fmt_mib(old.memory_used_bytes)} to "
+                    f"{fmt_mib(new.memory_used_bytes)}; listed processes hold "
+                    f"{fmt_mib(held.get((id(view.after), new.index), 0))} after the job."),
+            remedy=(f"nvidia-smi -i {new.index}   # no process left? then, with the node "
+                    f"drained: sudo nvidia-smi -r -i {new.index} (or reboot)"),
+            evidence={"gpu_index": new.index, "unreleased_mib": round(grown / MIB),
+                      "used_before_mib": round(old.memory_used_bytes / MIB),
+                      "used_after_mib": round(new.memory_used_bytes / MIB)},
+        )
+
+
+_ECC = (("ecc_errors_uncorrected_volatile", True), ("ecc_errors_uncorrected_aggregate", True),
+        ("ecc_errors_corrected_volatile", False), ("ecc_errors_corrected_aggregate", False))
+
+
+@diff_rule("ecc-errors-increased", severity=Severity.CRITICAL)
+def ecc_errors_increased(view: DiffView) -> Iterator[Finding]:
+    """ECC error counters went up during the job.
+
+    Uncorrectable (double-bit) errors that appear while a job runs mean the memory is failing:
+    the job may have computed on corrupted data, and the next one may crash (critical).
+    Corrected (single-bit) errors alone are repaired on the fly; a rise is a warning worth
+    watching, as it often precedes uncorrectable ones.
+    """
+    for old, new in view.pairs:
+        rises = {name: _rise(getattr(old, name), getattr(new, name)) for name, _ in _ECC}
+        uncorrected = max(rises[n] for n, bad in _ECC if bad)
+        corrected = max(rises[n] for n, bad in _ECC if not bad)
+        if not uncorrected and not corrected:
+            continue
+        what = (f"{uncorrected} uncorrectable" if uncorrected else f"{corrected} corrected")
+        yield Finding(
+            subject=f"gpu:{new.index}",
+            title=f"{_label(new)}: {what} ECC error(s) during the job",
+            detail="; ".join(f"{n}: {getattr(old, n)} to {getattr(new, n)}"
+                             for n, _ in _ECC if rises[n]),
+            remedy=(f"Drain the node; with no process on it: sudo nvidia-smi -r -i {new.index}, "
+                    "then `dcgmi diag -r 3`; if the errors recur, contact the vendor"
+                    if uncorrected else
+                    f"nvidia-smi -q -d ECC -i {new.index}   # watch the count; drain if it "
+                    "keeps rising"),
+            evidence={"gpu_index": new.index, "uncorrected_increase": uncorrected,
+                      "corrected_increase": corrected,
+                      **{n: getattr(new, n) for n, _ in _ECC}},
+            severity=Severity.CRITICAL if uncorrected else Severity.WARNING,
+        )
+
+
+@diff_rule("retired-pages-increased", severity=Severity.ERROR)
+def retired_pages_increased(view: DiffView) -> Iterator[Finding]:
+    """The GPU retired memory pages during the job.
+
+    Page retirement (GPUs before Ampere) takes memory with repeated errors out of use; a page
+    retired for a double-bit error (DBE) means data was lost (critical). The retirement takes
+    effect after a GPU reset, so the node needs draining and a reset either way.
+    """
+    for old, new in view.pairs:
+        sbe = _rise(old.retired_pages_sbe, new.retired_pages_sbe)
+        dbe = _rise(old.retired_pages_dbe, new.retired_pages_dbe)
+        if not sbe and not dbe:
+            continue
+        yield Finding(
+            subject=f"gpu:{new.index}",
+            title=f"{_label(new)}: {sbe + dbe} page(s) retired during the job ({dbe} for "
+                  "double-bit errors)",
+            detail=(f"retired pages, single-bit: {old.retired_pages_sbe} to "
+                    f"{new.retired_pages_sbe}; double-bit: {old.retired_pages_dbe} to "
+                    f"{new.retired_pages_dbe}; pending: {new.retired_pages_pending}"),
+            remedy=f"Drain the node; with no process on it: sudo nvidia-smi -r -i {new.index}",
+            evidence={"gpu_index": new.index, "sbe_increase": sbe, "dbe_increase": dbe,
+                      "retired_pages_sbe": new.retired_pages_sbe,
+                      "retired_pages_dbe": new.retired_pages_dbe},
+            severity=Severity.CRITICAL if dbe else Severity.ERROR,
+        )
+
+
+@diff_rule("remapped-rows-increased", severity=Severity.ERROR)
+def remapped_rows_increased(view: DiffView) -> Iterator[Finding]:
+    """The GPU remapped memory rows during the job.
+
+    Row remapping (Ampere and later) replaces failing memory rows with spares after a GPU reset.
+    A row remapped for an uncorrectable error means data was lost during the job (error); rows
+    remapped for correctable errors alone are routine repair (warning).
+    """
+    for old, new in view.pairs:
+        bad = _rise(old.remapped_rows_uncorrectable, new.remapped_rows_uncorrectable)
+        fine = _rise(old.remapped_rows_correctable, new.remapped_rows_correctable)
+        if not bad and not fine:
+            continue
+        yield Finding(
+            subject=f"gpu:{new.index}",
+            title=f"{_label(new)}: {bad + fine} row(s) remapped during the job ({bad} for "
+                  "uncorrectable errors)",
+            detail=(f"remapped rows, uncorrectable: {old.remapped_rows_uncorrectable} to "
+                    f"{new.remapped_rows_uncorrectable}; correctable: "
+                    f"{old.remapped_rows_correctable} to {new.remapped_rows_correctable}; "
+                    f"pending: {new.remapped_rows_pending}"),
+            remedy=f"Drain the node; with no process on it: sudo nvidia-smi -r -i {new.index}",
+            evidence={"gpu_index": new.index, "uncorrectable_increase": bad,
+                      "correctable_increase": fine,
+                      "remapped_rows_uncorrectable": new.remapped_rows_uncorrectable,
+                      "remapped_rows_correctable": new.remapped_rows_correctable},
+            severity=Severity.ERROR if bad else Severity.WARNING,
+        )
+
+
+def _event_key(event: XidEvent) -> tuple:
+    return (event.xid, event.pci_bus_id, event.uptime_s, event.message)
+
+
+@diff_rule("xid-new", severity=Severity.ERROR)
+def xid_new(view: DiffView) -> Iterator[Finding]:
+    """The NVIDIA driver logged Xid errors between BEFORE and AFTER.
+
+    Each new code is reported with its meaning and origin: codes a program causes (13, 31, 43:
+    an illegal memory access in a kernel) are the job's own fault and keep their lower severity;
+    hardware and driver codes (48, 79, 94/95, 119, ...) are the node's. A scan whose kernel log
+    was unreadable cannot be compared (run the scans as root, or with read access to the log).
+    """
+    after = view.after.kernel_log
+    if view.before is None or after is None or not after.readable:
+        return
+    before = view.before.kernel_log
+    known = {_event_key(e) for e in before.xid_events} if before is not None else set()
+    if before is not None and not before.readable:
+        return
+    new = [e for e in after.xid_events if _event_key(e) not in known]
+    by_code: dict[tuple[int, str | None], list[XidEvent]] = {}
+    for event in new:
+        by_code.setdefault((event.xid, event.pci_bus_id), []).append(event)
+    gpus = {bus_key(g.pci_bus_id): g for g in view.after.gpus if bus_key(g.pci_bus_id)}
+    for (xid, bus), events in by_code.items():
+        info = xid_info(xid)
+        severity = max(xid_severity(e.xid, recovery_action(e.message)) for e in events)
+        gpu = gpus.get(bus_key(bus))
+        subject = f"gpu:{gpu.index}" if gpu else "host"
+        yield Finding(
+            subject=subject,
+            title=f"Xid {xid} x{len(events)} during the job" + (f" at {bus}" if bus else "")
+                  + f": {info.meaning}",
+            detail=f"{info.mnemonic} ({info.origin}). Last: {redact_text(events[-1].message)}",
+            remedy=info.action,
+            evidence={"xid": xid, "count": len(events), "pci_bus_id": bus,
+                      "origin": info.origin, "machine_fault": info.origin in MACHINE_ORIGINS,
+                      "last_message": redact_text(events[-1].message)},
+            severity=severity,
+        )
+
+
+_THROTTLE = {
+    "hw_slowdown": Severity.ERROR,
+    "hw_thermal_slowdown": Severity.ERROR,
+    "hw_power_brake_slowdown": Severity.ERROR,
+    "sw_thermal_slowdown": Severity.WARNING,
+    "sw_power_cap": Severity.INFO,
+}
+
+
+@diff_rule("throttle-started", severity=Severity.WARNING)
+def throttle_started(view: DiffView) -> Iterator[Finding]:
+    """Clock-limiting reasons that were not active before the job are active after it.
+
+    Hardware slowdown, hardware thermal slowdown and the power brake are the board protecting
+    itself (error); software thermal slowdown means the GPU runs hot (warning); the software
+    power cap is ordinary under load (info). Idle, application-clock and sync-boost reasons are
+    not reported.
+    """
+    for old, new in view.pairs:
+        started = [r for r in new.throttle_reasons or []
+                   if r in _THROTTLE and r not in (old.throttle_reasons or [])]
+        if not started or old.throttle_reasons is None:
+            continue
+        worst = max(_THROTTLE[r] for r in started)
+        yield Finding(
+            subject=f"gpu:{new.index}",
+            title=f"{_label(new)}: clocks now limited by {', '.join(started)}",
+            detail=(f"active before: {', '.join(old.throttle_reasons) or 'none'}; after: "
+                    f"{', '.join(new.throttle_reasons or []) or 'none'}; temperature "
+                    f"{old.temperature_c} to {new.temperature_c} C"),
+            remedy=(f"nvidia-smi -q -d PERFORMANCE,TEMPERATURE,POWER -i {new.index}   # check "
+                    "the cooling and the power supply"),
+            evidence={"gpu_index": new.index, "started": started,
+                      "temperature_c": new.temperature_c, "power_draw_w": new.power_draw_w},
+            severity=worst,
+        )
+
+
+@diff_rule("gpu-missing", severity=Severity.CRITICAL)
+def gpu_missing(view: DiffView) -> Iterator[Finding]:
+    """A GPU BEFORE listed is missing from AFTER, or is now lost.
+
+    The driver no longer sees the card, or answers "GPU is lost" (fallen off the bus, usually
+    with Xid 79): the node must be drained and the GPU reset or the machine rebooted.
+    """
+    gone = [(g, "no longer listed") for g in view.missing]
+    gone += [(new, "lost (fallen off the bus)") for old, new in view.pairs
+             if new.lost and not old.lost]
+    for gpu, how in gone:
+        yield Finding(
+            subject=f"gpu:{gpu.index}",
+            title=f"{_label(gpu)} {how} after the job",
+            detail=f"{gpu.name or 'the GPU'} ({gpu.uuid or 'no UUID'}) was present before.",
+            remedy="Drain the node; `nvidia-smi -r` or a reboot, then check `dmesg | grep Xid`",
+            evidence={"gpu_index": gpu.index, "uuid": gpu.uuid, "pci_bus_id": gpu.pci_bus_id},
+        )

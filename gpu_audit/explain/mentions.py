@@ -1,0 +1,88 @@
+"""Failure messages that are quoted, not reported, and failures the program says it caught.
+
+Documentation, pull requests and explainers quote failure messages that never happened: "the
+first kernel launch fails with either `CUDA error: no kernel image ...`, or ...", "you will see
+the following error message". A match is such a *mention* when
+
+- it lies inside an inline code span that the sentence goes on after (```...`, or```; but
+  "`...` error" names the writer's own), or
+- it is a cell of a markdown table (``| 79 | GPU has fallen off the bus |``), or
+- the words just before it on its line say the message is hypothetical ("you will see", "fails
+  with either", "for example:"), or, for a message in an inline code span, the few lines above
+  do.
+
+An issue that pastes its own error (at the end of a sentence, in a code block, in a title) is
+not a mention. A failure is *caught* when the same line, or a line of its signature class's
+``handles`` signatures right after it, says the program went on (``skipping batch``).
+"""
+
+from __future__ import annotations
+
+import re
+
+from gpu_audit.explain.scanner import Candidate
+from gpu_audit.explain.signatures import SIGNATURES
+
+# Inline code, and quotation marks that prose (not a log) puts around a quoted message.
+_CODE_SPAN = re.compile(r"``(.+?)``|`([^`\n]+)`|「[^」\n]+」|『[^』\n]+』|«[^»\n]+»")
+_WORDS_AFTER = re.compile(r"[^\W\d_]{2,}")
+# "I get `CUDA out of memory` error when ...": the writer's own failure, named after the quote.
+_OWN_REPORT = re.compile(r"\W*(?:errors?|exceptions?|messages?|crash(?:es)?)\b", re.IGNORECASE)
+# Phrases that announce a message as an example or a possibility, not as what happened.
+HYPOTHETICAL = re.compile(
+    r"\byou(?:'ll| will| may| might| would| could| can)(?: also)? (?:see|get|encounter|hit|"
+    r"notice|observe)\b|\b(?:fails?|failing|crash(?:es)?|errors? out) with either\b|"
+    r"\bwith either\b|\b(?:for example|for instance|e\.g\.|such as)[,:]?\s*$|"
+    r"\b(?:looks|look) like this:?\s*$|可能(?:有|会|出现|报)|場合があります",
+    re.IGNORECASE)
+# A row of a markdown table (a list of errors and their meanings), not a log line.
+_TABLE_ROW = re.compile(r"^\|(?:[^|\n]*\|){2,}\s*$")
+# A line of an error catalogue: the message as the value of a pattern or signature field.
+_CATALOGUE = re.compile(
+    r"(?:^|[\s{,\"'])[\"']?(?:regex|pattern|signature|error_regex|match_regex)[\"']?\s*[:=]",
+    re.IGNORECASE)
+_LINES_ABOVE = 3
+
+
+def is_mention(candidate: Candidate, text: str, match: re.Match[str]) -> bool:
+    """Is the message matched in ``text`` quoted as an example rather than reported?"""
+    quoted = next((span for span in _CODE_SPAN.finditer(text)
+                   if span.start() <= match.start() and match.end() <= span.end()), None)
+    if quoted is not None:
+        rest = text[quoted.end():].split("`", 1)[0]
+        if _WORDS_AFTER.search(rest) and not _OWN_REPORT.match(rest):
+            return True
+    if HYPOTHETICAL.search(text[:match.start()]) or _TABLE_ROW.match(text):
+        return True
+    if quoted is None:  # a pasted log after "you will see:" in a bug report is still a report
+        return False
+    above = [line for _, line in candidate.before if line.strip()][-_LINES_ABOVE:]
+    return any(HYPOTHETICAL.search(line.strip()) for line in above)
+
+
+def is_catalogue(text: str) -> bool:
+    """Is this line a field of an error catalogue (``REGEX=...``, ``"signature": "..."``)? A
+    document with such lines lists failures; it does not report one."""
+    return bool(_CATALOGUE.search(text))
+
+
+_HANDLERS: dict[str, tuple[re.Pattern[str], ...]] = {}
+for _sig in SIGNATURES:
+    if _sig.handles:
+        _HANDLERS.setdefault(_sig.handles, ())
+        _HANDLERS[_sig.handles] += (_sig.regex,)
+
+
+_HANDLED_WITHIN = 2  # lines after a failure that may say it was caught
+
+
+def handled_in(cls: str, text: str, after: int, candidate: Candidate | None = None) -> bool:
+    """Does ``text`` after position ``after`` (or one of the next lines) say that the failure
+    of class ``cls`` was caught and the program went on?"""
+    patterns = _HANDLERS.get(cls, ())
+    if not patterns:
+        return False
+    rest = [text[after:]]
+    if candidate is not None:
+        rest.extend(line for _, line in candidate.after[:_HANDLED_WITHIN])
+    return any(pattern.search(part) for pattern in patterns for part in rest)

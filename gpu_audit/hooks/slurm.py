@@ -1,0 +1,176 @@
+"""``gpu-audit check --slurm prolog|epilog|healthcheck``: gpu-audit as Slurm's hooks need it.
+
+- **prolog** (``Prolog=``, runs before each job on its node): scans, limits the judgement to the
+  job's GPUs (``SLURM_JOB_GPUS``, see :mod:`gpu_audit.gpu_selection`), keeps the scan in the
+  spool folder as ``prolog-<SLURM_JOB_ID>.json`` for the epilog, and fails only for the node's
+  problems (:mod:`gpu_audit.diff.drain`).
+- **epilog** (``Epilog=``, after each job): scans again, compares with the prolog's record
+  (``gpu-audit diff``, the job's user from ``SLURM_JOB_USER``), and fails for the node's
+  problems, among them GPU memory the job's processes still hold; the record is removed and,
+  when the node is failed, the diff is kept as ``epilog-<SLURM_JOB_ID>.json``.
+- **healthcheck** (``HealthCheckProgram=`` or NHC): every GPU, no job, no state.
+
+Output: one line on standard output, no decoration. Exit codes: 0 the node is fine (the job's
+own warnings do not count), 2 a node problem (the line is the drain reason,
+``gpu-audit: <finding id> on <gpu>: <numbers>``), 3 no verdict (bad flags or spool folder, or
+no answer within the deadline). Slurm drains a node whose prolog or epilog exits non-zero; the
+wrapper scripts in ``examples/`` turn 3 into a logged 0, so that gpu-audit's own trouble never
+drains a node.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import signal
+import socket
+import time
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+
+from gpu_audit.config import Policy
+from gpu_audit.diff import DiffReport, compare
+from gpu_audit.diff.drain import drain_reason, node_problems
+from gpu_audit.errors import GpuAuditError, InputError
+from gpu_audit.gpu_selection import (
+    JOB_VARIABLES,
+    GpuSelection,
+    apply_selection,
+    resolve_gpus,
+    select_findings,
+    selection_of,
+)
+from gpu_audit.hooks import spool as spool_mod
+from gpu_audit.model import Finding, Scan
+from gpu_audit.report.escape import terminal
+from gpu_audit.rules import evaluate, exit_code
+from gpu_audit.serial import dumps, from_jsonable, write_atomic
+
+HOOKS = ("prolog", "epilog", "healthcheck")
+# Slurm's PrologEpilogTimeout and HealthCheckInterval are minutes; a hook answers well within.
+HOOK_DEADLINE_S = 30.0
+EXIT_OK, EXIT_NODE_PROBLEM, EXIT_UNKNOWN = 0, 2, 3
+# An epilog that finds memory still held looks once more after this long.
+SETTLE_S = 3.0
+SETTLING = frozenset({"job-vram-leak", "vram-unreleased"})
+
+
+class HookTimeout(GpuAuditError):
+    """The hook gave no verdict within its deadline."""
+
+
+@contextlib.contextmanager
+def deadline(seconds: float, kind: str) -> Iterator[None]:
+    """Raise :class:`HookTimeout` in the main thread after ``seconds`` (a hung driver call, a
+    stuck file system): the hook always answers."""
+    def expired(signum: int, frame: object) -> None:
+        raise HookTimeout(f"UNKNOWN: the {kind} gave no verdict within {seconds:g} s")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def job_selection(spec: str | None, scan: Scan,
+                  environ: Mapping[str, str]) -> GpuSelection | None:
+    """``spec`` among the scan's GPUs; for ``job`` outside any GPU allocation (none of the
+    job variables set) an empty selection: a job without GPUs leaves only host findings."""
+    if not scan.nvml.available:
+        return None  # nothing to select; the nvml-unavailable finding says why
+    if spec == "job" and not any(name in environ for name in JOB_VARIABLES):
+        return GpuSelection("job", (), "no " + ", ".join(JOB_VARIABLES) + ": the job has no "
+                                       "GPU; only host findings apply")
+    return resolve_gpus(spec, scan.gpus, environ)
+
+
+def _load_record(raw: bytes | None, where: Path, notes: list[str]) -> Scan | None:
+    from gpu_audit.report.jsonout import SCAN_SCHEMA
+
+    if raw is None:
+        notes.append(f"no prolog record {where.name}")
+        return None
+    try:
+        data = json.loads(raw)
+        if not isinstance(data, dict) or data.get("schema") != SCAN_SCHEMA:
+            raise InputError("not a gpu-audit.scan/1 document")
+        return from_jsonable(Scan, data)
+    except (ValueError, RecursionError, InputError) as exc:
+        notes.append(f"prolog record {where.name} unreadable ({str(exc)[:80]})")
+        return None
+
+
+def run_hook(kind: str, *, policy: Policy, environ: Mapping[str, str], spool: Path,
+             collect: Callable[[], Scan], gpus: str | None = None,
+             deadline_s: float = HOOK_DEADLINE_S, settle_s: float = SETTLE_S,
+             emit: Callable[[str], None] = print) -> int:
+    """Run one hook; ``emit`` gets its one line; returns its exit code (0, 2; errors raise)."""
+    if kind not in HOOKS:
+        raise InputError(f"--slurm {kind!r}: expected one of {', '.join(HOOKS)}")
+    with deadline(deadline_s, kind):
+        job = None if kind == "healthcheck" else spool_mod.job_id(environ.get("SLURM_JOB_ID"))
+        folder = None if job is None else spool_mod.open_spool(spool)
+        spec = gpus or ("job" if job else None)
+        limited, findings = _judged(collect(), spec, policy, environ)
+        problems = node_problems(findings)
+        notes: list[str] = []
+        if folder is not None and job is not None:
+            spool_mod.prune(folder)
+            record = spool_mod.record_path(folder, job)
+            if kind == "prolog":
+                _keep(record, limited, findings, policy)
+            else:
+                before = _load_record(spool_mod.read_record(record), record, notes)
+                user = environ.get("SLURM_JOB_USER") or None
+                report, problems = _epilog(before, limited, findings, policy, user, notes)
+                if settle_s > 0 and any(p.id in SETTLING for p in problems):
+                    # Memory of processes killed at the job's end can take a moment to return.
+                    time.sleep(settle_s)
+                    limited, findings = _judged(collect(), spec, policy, environ)
+                    report, problems = _epilog(before, limited, findings, policy, user, [])
+                spool_mod.remove(record)
+                if problems:
+                    from gpu_audit.diff.render import diff_document
+
+                    write_atomic(folder / f"epilog-{job}.json",
+                                 dumps(diff_document(report)) + "\n", mode=0o600)
+    if problems:
+        emit(drain_reason(problems))
+        return EXIT_NODE_PROBLEM
+    judged = len(limited.gpus)
+    left = sum(1 for f in findings if f.severity and f.severity.rank >= 1)
+    suffix = f"; {'; '.join(notes)}" if notes else ""
+    emit(terminal(f"gpu-audit: OK: {kind} on {limited.host.hostname or socket.gethostname()}: "
+                  f"no node problem ({judged} GPU(s) judged; {left} other finding(s) at "
+                  f"warning or above, none the node's){suffix}", newlines=False))
+    return EXIT_OK
+
+
+def _keep(record: Path, limited: Scan, findings: list[Finding], policy: Policy) -> None:
+    from gpu_audit.report.jsonout import scan_document
+
+    document = scan_document(limited, findings, exit_code(findings, policy.fail_on_severity))
+    document["gpu_selection"] = selection_of(limited)
+    write_atomic(record, dumps(document) + "\n", mode=0o600)
+
+
+def _judged(scan: Scan, spec: str | None, policy: Policy,
+            environ: Mapping[str, str]) -> tuple[Scan, list[Finding]]:
+    """The scan limited to ``spec``'s GPUs and the findings about them (judged on the whole
+    machine)."""
+    selection = job_selection(spec, scan, environ)
+    findings = select_findings(evaluate(scan, policy), scan, selection)
+    return apply_selection(scan, selection), findings
+
+
+def _epilog(before: Scan | None, after: Scan, findings: list[Finding], policy: Policy,
+            user: str | None, notes: list[str]) -> tuple[DiffReport, list[Finding]]:
+    try:
+        report = compare(before, after, policy=policy, job_user=user)
+    except InputError as exc:  # a record of another machine: judge without it
+        notes.append(f"prolog record not comparable ({exc})")
+        report = compare(None, after, policy=policy, job_user=user)
+    return report, node_problems([*report.findings, *findings])

@@ -1,0 +1,379 @@
+"""Inside the user's script: count its cycles, measure each, stop it when the stage is done.
+
+``gpu-audit validate -- COMMAND`` puts a ``sitecustomize`` on ``PYTHONPATH``
+(:mod:`gpu_audit.validate.script.inject`) that calls :func:`install` when any Python of the
+command starts: the script itself, ``torchrun``'s or ``accelerate``'s workers, and
+``multiprocessing`` children, since they inherit the environment. Nothing happens until one of
+two modules is imported (a watcher on ``sys.meta_path`` waits for them):
+
+- ``torch``: a global optimizer step post-hook is registered (torch >= 2.0) and, with
+  ``--emulate-memory``, the per-process memory fraction is queued to apply as CUDA initialises,
+  so before the script's first allocation;
+- ``gpu_audit.monitor.api``: ``monitor.step()`` calls reach :meth:`Hook.on_monitor_step`.
+
+A cycle is a ``monitor.step()`` when the script calls it, else a step of the first optimizer
+that steps (a second optimizer, as in a GAN, does not count twice). Each cycle appends one JSON
+line to this process's stream, ``<streams>/rank-<RANK>.jsonl`` (``pid-<pid>.jsonl`` without a
+rank), which the script supervisor reads: the cycle's wall time, host RSS and, once CUDA is
+initialised, the allocator's figures. With a stop count, the hook ends the process cleanly
+(``SystemExit(0)``) once that many cycles are done: in the last ``monitor.step()``, or as the
+next cycle starts its work (its first module forward, or else its optimizer step), so the rest
+of the last cycle (its prints) has run, no collective is in flight and no further update
+happens: between two steps, never inside one.
+
+It also makes SIGUSR1 dump every thread's stack to stderr (unless the script handles SIGUSR1
+itself), so that a hung command's stage log says where it waited.
+
+Cheap and harmless by design: standard library only until a cycle needs torch's figures, no
+thread, one ``write`` per cycle (two with the output marker). Any failure is reported once on
+stderr, then the hook stays quiet and the script runs on.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Any
+
+ENV_STREAMS = "GPU_AUDIT_SCRIPT_STREAMS"  # folder for the per-rank streams; unset: no hook
+ENV_STOP_AFTER = "GPU_AUDIT_SCRIPT_STOP_AFTER"  # cycles after which to end the process
+ENV_EMULATE = "GPU_AUDIT_SCRIPT_EMULATE_BYTES"  # --emulate-memory, in bytes
+ENV_PIPE = "GPU_AUDIT_SCRIPT_PIPE"  # "<st_dev>:<st_ino>" of the supervisor's output pipe
+MARKER = "\x1egpu-audit-cycle "  # a cycle's end in the output (the supervisor strips it)
+PREFIX = "gpu-audit validate hook"
+
+_hook: Hook | None = None
+
+
+class Hook:
+    def __init__(self, folder: str, stop_after: int | None, emulate_bytes: int | None) -> None:
+        self.folder = folder
+        self.stop_after = stop_after
+        self.emulate_bytes = emulate_bytes
+        self.disabled = False
+        self.memory_fraction: float | None = None
+        self.torch: Any = None
+        self.stopped = False
+        self.cuda_sample: Any = None
+        self.dumps: Any = None
+        self._reset(time.perf_counter())
+
+    def _reset(self, began: float) -> None:
+        self.pid = os.getpid()
+        self.fd: int | None = None
+        self.name = ""
+        self.marks: str | None = None
+        self.source: str | None = None
+        self.count = 0
+        self.stop_pending = False  # (a forked child must not inherit a pending stop)
+        self.optimizer: int | None = None
+        self.last = began
+        self.retries_seen = self.ooms_seen = 0
+        self.cuda_seen = False
+        self.statm: int | None = None
+        self.page_size = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+    # -- what the script's steps call --------------------------------------------------------
+
+    def on_optimizer_step(self, optimizer: Any, args: Any = None, kwargs: Any = None) -> None:
+        if self.disabled or self.source == "monitor":
+            return
+        if os.getpid() != self.pid:  # a forked child trains on its own: a stream of its own
+            self._reset(time.perf_counter())
+        if self.optimizer is None:
+            self.optimizer = id(optimizer)
+        elif id(optimizer) != self.optimizer:
+            return
+        self.source = "optimizer"
+        self._cycle(1)
+
+    def on_monitor_step(self, n: int = 1) -> None:
+        if self.disabled:
+            return
+        if os.getpid() != self.pid:
+            self._reset(time.perf_counter())
+        if self.source != "monitor":
+            # monitor.step() outranks optimizer steps: count again from the first cycle.
+            self.source, self.count = "monitor", 0
+        self._cycle(n)
+
+    # -- a cycle ------------------------------------------------------------------------------
+
+    def _cycle(self, n: int) -> None:
+        try:
+            now = time.perf_counter()
+            record = {"n": self.count, "src": self.source, "t": time.time(),
+                      "cycle_s": round(now - self.last, 6), "rss_bytes": self._rss()}
+            if self.count == 0:
+                record["first"] = True  # its time includes the script's start-up
+            self.last = now
+            self._cuda(record)
+            self._write(record)
+            if self.marks:
+                os.write(1, (self.marks % (self.source, self.count)).encode())
+        except Exception as exc:
+            self.fail(exc)
+            return
+        self.count += n
+        if self.stop_after is not None and self.count >= self.stop_after:
+            if self.source == "monitor":
+                self.stop()  # monitor.step() closes the cycle: nothing of it is left to run
+            else:
+                # The rest of this cycle (its prints) runs first: the process ends as the next
+                # one starts its work, at its first module forward or its next optimizer step.
+                self.stop_pending = True
+                self._arm_forward_stop()
+
+    def _arm_forward_stop(self) -> None:
+        register = getattr(getattr(self.torch, "nn", None), "modules", None)
+        register = getattr(getattr(register, "module", None),
+                           "register_module_forward_pre_hook", None)
+        if register is not None:
+            register(self.before_forward)
+
+    def before_forward(self, module: Any, args: Any) -> None:
+        if self.stop_pending and os.getpid() == self.pid:
+            self.stop()
+
+    def before_optimizer_step(self, optimizer: Any, args: Any = None, kwargs: Any = None
+                              ) -> None:
+        if self.stop_pending and id(optimizer) == self.optimizer and os.getpid() == self.pid \
+                and self.source == "optimizer":
+            self.stop()
+
+    def stop(self) -> None:
+        """End the process cleanly, between two cycles: the script unwinds (its ``finally``
+        blocks and ``atexit`` handlers run) and exits 0."""
+        with _suppress():
+            self._write({"ev": "stop", "n": self.count})
+        self.stopped = True
+        raise SystemExit(0)
+
+    def after_exit_handlers(self) -> None:
+        """The last ``atexit`` handler (registered first): after a stop, leave without the
+        interpreter's final teardown. The script's loop was left by an exception whose frames
+        keep its objects alive until then, and destroying a live process group or data-loader
+        threads at that point can abort the process (``terminate called without an active
+        exception``), which would turn a clean stop into a crash."""
+        if self.stopped and os.getpid() == self.pid:
+            for stream in (sys.stdout, sys.stderr):
+                with _suppress():
+                    stream.flush()
+            os._exit(0)
+
+    def _rss(self) -> int | None:
+        if self.statm is None:
+            try:
+                self.statm = os.open("/proc/self/statm", os.O_RDONLY)
+            except OSError:
+                return None
+        try:
+            return int(os.pread(self.statm, 256, 0).split()[1]) * self.page_size
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def _cuda(self, record: dict[str, Any]) -> None:
+        torch = self.torch
+        if torch is None or not torch.cuda.is_initialized():
+            return
+        if self.cuda_sample is None:
+            from gpu_audit.validate.telemetry import cuda_sample
+
+            self.cuda_sample = cuda_sample
+        device = torch.cuda.current_device()
+        sample, self.retries_seen, self.ooms_seen = self.cuda_sample(
+            torch, device, self.retries_seen, self.ooms_seen)
+        torch.cuda.reset_peak_memory_stats(device)  # the next record's peaks are its own
+        record.update(sample)
+        if not self.cuda_seen:
+            self.cuda_seen = True
+            record["device"] = _device_facts(torch, device)
+            record["device"]["memory_fraction"] = self.memory_fraction
+
+    def _write(self, record: dict[str, Any]) -> None:
+        if self.fd is None:
+            import json
+
+            self.dumps = json.JSONEncoder(separators=(",", ":"), default=str).encode
+            self.fd = self._open()
+            self.marks = self._marker_format()
+            self._write({"ev": "hello", **_identity(self.torch)})
+        os.write(self.fd, self.dumps(record).encode() + b"\n")
+
+    def _open(self) -> int:
+        rank = os.environ.get("RANK")
+        self.name = f"rank-{int(rank)}" if rank and rank.isdigit() else f"pid-{os.getpid()}"
+        os.makedirs(self.folder, exist_ok=True)
+        return os.open(os.path.join(self.folder, self.name + ".jsonl"),
+                       os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+
+    def _marker_format(self) -> str | None:
+        """Cycle markers go to stdout only when it is the supervisor's own pipe: a program
+        that captures a child's output (and parses it) never sees one."""
+        try:
+            info = os.fstat(1)
+        except OSError:
+            return None
+        if f"{info.st_dev}:{info.st_ino}" != os.environ.get(ENV_PIPE):
+            return None
+        return f"{MARKER}{self.name} %s %d\n"
+
+    def fail(self, exc: BaseException) -> None:
+        if not self.disabled:
+            self.disabled = True
+            print(f"{PREFIX}: disabled after an error ({type(exc).__name__}: {exc}); the script "
+                  "runs on without per-cycle telemetry", file=sys.stderr, flush=True)
+
+    # -- when modules arrive ------------------------------------------------------------------
+
+    def on_torch(self, torch: Any) -> None:
+        self.torch = torch
+        import importlib
+
+        optimizer = importlib.import_module("torch.optim.optimizer")
+        # torch < 2.0 has none: cycles then come from monitor.step() or the output only.
+        register = getattr(optimizer, "register_optimizer_step_post_hook", None)
+        if register is not None:
+            register(self.on_optimizer_step)
+            optimizer.register_optimizer_step_pre_hook(self.before_optimizer_step)
+        if self.emulate_bytes:
+            torch.cuda._lazy_call(self._cap_memory)
+
+    def _cap_memory(self) -> None:
+        try:
+            torch = self.torch
+            index = torch.cuda.current_device()
+            total = torch.cuda.get_device_properties(index).total_memory
+            if self.emulate_bytes and self.emulate_bytes < total:
+                self.memory_fraction = self.emulate_bytes / total
+                torch.cuda.set_per_process_memory_fraction(self.memory_fraction, index)
+        except Exception as exc:
+            self.fail(exc)
+
+    def on_monitor(self, module: Any) -> None:
+        module.add_step_listener(self.on_monitor_step)
+
+
+class _ImportWatcher:
+    """Calls ``callbacks[name](module)`` once ``name`` has been imported (a ``sys.meta_path``
+    finder that wraps the real loader's ``exec_module``); leaves ``sys.meta_path`` when done."""
+
+    def __init__(self, callbacks: dict[str, Any], hook: Hook) -> None:
+        self.callbacks = callbacks
+        self.hook = hook
+        self.busy: set[str] = set()
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        callback = self.callbacks.get(name)
+        if callback is None or name in self.busy:
+            return None
+        self.busy.add(name)
+        try:
+            spec = None
+            for finder in list(sys.meta_path):
+                find = getattr(finder, "find_spec", None)
+                if finder is self or find is None:
+                    continue
+                spec = find(name, path, target)
+                if spec is not None:
+                    break
+        finally:
+            self.busy.discard(name)
+        loader = getattr(spec, "loader", None)
+        original = getattr(loader, "exec_module", None)
+        if original is None:
+            return spec
+
+        def exec_module(module: Any) -> None:
+            original(module)
+            self.callbacks.pop(name, None)
+            if not self.callbacks:
+                self.leave()
+            try:
+                callback(module)
+            except Exception as exc:
+                self.hook.fail(exc)
+
+        try:
+            loader.exec_module = exec_module  # type: ignore[union-attr]
+        except (AttributeError, TypeError):
+            return spec
+        return spec
+
+    def leave(self) -> None:
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+
+
+def install(environ: Any = os.environ) -> Hook | None:
+    """Start the hook in this process when the supervisor asked for it (else nothing)."""
+    global _hook
+    folder = environ.get(ENV_STREAMS)
+    if not folder or _hook is not None:
+        return _hook
+    try:
+        stop = environ.get(ENV_STOP_AFTER)
+        emulate = environ.get(ENV_EMULATE)
+        hook = Hook(folder, int(stop) if stop else None, int(emulate) if emulate else None)
+        callbacks = {"torch": hook.on_torch, "gpu_audit.monitor.api": hook.on_monitor}
+        for name in list(callbacks):
+            module = sys.modules.get(name)
+            if module is not None:
+                callbacks.pop(name)(module)
+        if callbacks:
+            sys.meta_path.insert(0, _ImportWatcher(callbacks, hook))
+        _stacks_on_usr1()
+        import atexit
+
+        atexit.register(hook.after_exit_handlers)
+        _hook = hook
+    except Exception as exc:
+        print(f"{PREFIX}: not started ({type(exc).__name__}: {exc}); the script runs without "
+              "per-cycle telemetry", file=sys.stderr, flush=True)
+    return _hook
+
+
+def _stacks_on_usr1() -> None:
+    """SIGUSR1 writes every thread's stack to stderr (the stage log) instead of ending the
+    process, unless the script handles SIGUSR1 itself: the supervisor forwards the runner's
+    SIGUSR1 to the command before stopping a hung one, so the report can say where it hung."""
+    import signal
+
+    if hasattr(signal, "SIGUSR1") and signal.getsignal(signal.SIGUSR1) == signal.SIG_DFL:
+        import faulthandler
+
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
+
+
+def _suppress() -> Any:
+    import contextlib
+
+    return contextlib.suppress(Exception)
+
+
+def _identity(torch: Any) -> dict[str, Any]:
+    return {"pid": os.getpid(), "rank": _int(os.environ.get("RANK")),
+            "local_rank": _int(os.environ.get("LOCAL_RANK")),
+            "world_size": _int(os.environ.get("WORLD_SIZE")),
+            "python": sys.version.split()[0], "argv": sys.argv[:1],
+            "torch_version": getattr(torch, "__version__", None) if torch else None,
+            "torch_cuda": getattr(getattr(torch, "version", None), "cuda", None)
+            if torch else None}
+
+
+def _device_facts(torch: Any, index: int) -> dict[str, Any]:
+    facts: dict[str, Any] = {"index": index}
+    try:
+        props = torch.cuda.get_device_properties(index)
+        facts.update(name=props.name, total_memory_bytes=props.total_memory)
+        settings = torch.cuda.memory._snapshot().get("allocator_settings")
+        facts["allocator_settings"] = settings
+        facts["allocator_backend"] = torch.cuda.memory.get_allocator_backend()
+    except Exception as exc:
+        facts["error"] = f"{type(exc).__name__}: {exc}"
+    return facts
+
+
+def _int(text: str | None) -> int | None:
+    return int(text) if text and text.isdigit() else None

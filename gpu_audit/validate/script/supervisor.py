@@ -1,0 +1,479 @@
+"""The stage worker for ``validate -- COMMAND``: runs the user's command for one stage.
+
+Started by the runner exactly as the protocol worker is (same events, same stop requests, same
+hang watchdog, same per-cycle log), it:
+
+- for ``imports``: checks that the program exists and, for a Python program (``python``, or a
+  script whose ``#!`` names a Python, such as ``torchrun``), that torch imports in it under the
+  stage's environment (and that CUDA answers, on a GPU);
+- for the other stages: expands the placeholders (:mod:`.spec`), starts the command in this
+  process group with the allocator settings in both variables, ``CUDA_VISIBLE_DEVICES`` for the
+  chosen device, ``PYTHONUNBUFFERED=1`` and the hook's ``sitecustomize`` first on
+  ``PYTHONPATH``; copies its output into the stage log; turns its per-rank streams and output
+  into cycle records (:mod:`.streams`); samples memory from outside (:mod:`.outside`);
+- ends it cleanly after the stage's cycles when the command has no ``{cycles}``: the hook
+  exits the script after its last step; with cycles from ``--cycle-pattern`` the command's
+  processes get SIGTERM after the last matching line (then SIGKILL after a grace period);
+- on a stop request (Ctrl-C at the runner, or the runner gone), stops the command the same way.
+  Scripts resume at stage granularity: the stage runs again from its start (``{resume}``).
+
+The OOM retry of protocol workloads does not apply: half a step of someone else's loop cannot be
+re-run. An out-of-memory fails the stage, with the allocator's numbers from the message.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+from gpu_audit.knowledge.allocator import BOTH_VARS
+from gpu_audit.redact import redact_text
+from gpu_audit.units import utc_now
+from gpu_audit.validate.channels import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_PASSED,
+    CycleEvents,
+    StageFailed,
+    StageInterrupted,
+)
+from gpu_audit.validate.leg import StageLeg
+from gpu_audit.validate.script.hook import (
+    ENV_EMULATE,
+    ENV_PIPE,
+    ENV_STOP_AFTER,
+    ENV_STREAMS,
+    MARKER,
+)
+from gpu_audit.validate.script.launch import (
+    IMPORT_CHECK,
+    INJECT_DIR,
+    cuda_visible_devices,
+    python_of,
+    resolve_program,
+    signal_name,
+)
+from gpu_audit.validate.script.spec import expand
+from gpu_audit.validate.script.streams import SOURCES, Cycles, StreamReader
+from gpu_audit.validate.spawn import apply_alloc_conf
+from gpu_audit.validate.state import leg_file
+
+STOP_GRACE_S = 5.0  # SIGTERM to SIGKILL; within the worker's own grace when orphaned
+POLL_S = 0.1
+ALIVE_EVENT_S = 1.0  # output keeps the hang watchdog quiet, told at most this often
+TAIL_LINES = 400
+
+
+
+class ScriptStage(StageLeg):
+    def __init__(self, run_dir: Path, leg: str, device: str, attempt: int, events: Any,
+                 control: Any) -> None:
+        super().__init__(run_dir, leg, device, attempt, events, control)
+        self.spec = self.plan.script
+        self.warnings: list[str] = []
+        self.cycles_done = 0
+        self.log: Any = None
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.output: Any = None
+        self.tail: deque[str] = deque(maxlen=TAIL_LINES)
+        self.stopping: str | None = None  # why gpu-audit ended the command, if it did
+        self.stop_deadline = float("inf")
+        apply_alloc_conf(self.variant.alloc_conf)
+        if hasattr(signal, "SIGUSR1"):
+            # The runner's "where are you stuck" goes to the command (its Pythons dump their
+            # stacks through the hook), not to this supervisor, whose stack says nothing.
+            import faulthandler
+
+            faulthandler.unregister(signal.SIGUSR1)
+            signal.signal(signal.SIGUSR1, self._forward_usr1)
+
+    # -- the stage ---------------------------------------------------------------------------
+
+    def run_stage(self) -> int:
+        try:
+            if self.stage.cycles == 0:
+                self.events.send({"ev": "ready", **self.ready_info()})
+                self.check_imports()
+                return self.finish("passed")
+            return self.run_command()
+        except StageInterrupted:
+            return self.finish("interrupted")
+        except StageFailed as failed:
+            return self.finish("failed", failed.failure, failed.reason, failed.detail)
+        finally:
+            if self.log is not None:
+                self.log.close()
+
+    def environment(self) -> dict[str, str]:
+        env = dict(os.environ)
+        apply_alloc_conf(self.variant.alloc_conf, env)
+        paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != INJECT_DIR]
+        env["PYTHONPATH"] = os.pathsep.join([INJECT_DIR, *paths])
+        env["PYTHONUNBUFFERED"] = "1"
+        visible = cuda_visible_devices(self.device, env.get("CUDA_VISIBLE_DEVICES"))
+        if visible is not None:
+            env["CUDA_VISIBLE_DEVICES"] = visible
+        return env
+
+    def ready_info(self, env: dict[str, str] | None = None) -> dict[str, Any]:
+        env = env or self.environment()
+        return {"pid": None, "python": sys.version.split()[0], "device": self.device,
+                "alloc_env": {name: env.get(name) for name in BOTH_VARS},
+                "cuda_visible_devices": env.get("CUDA_VISIBLE_DEVICES"),
+                "memory_budget_bytes": self.plan.emulate_memory_bytes,
+                "memory_fraction": None, "allocator_settings": None, "torch_version": None,
+                "script": True, "warnings": self.warnings}
+
+    def check_imports(self) -> None:
+        env = self.environment()
+        argv = self.command()
+        program = resolve_program(argv[0], env, self.plan.workload_paths[0])
+        if program is None:
+            raise StageFailed("import", f"the command's program {argv[0]!r} was not found (not "
+                              "on PATH, or not executable)")
+        python = python_of(program)
+        if python is None:
+            self.warnings.append(f"{argv[0]} is not a Python program: the imports stage checked "
+                                 "that it exists; telemetry comes from outside it (NVML, RSS, "
+                                 "swap) and from its output")
+            return
+        self.phase("import-torch")
+        kind = "cuda" if self.device.startswith("cuda") else "cpu"
+        try:
+            done = subprocess.run([python, "-c", IMPORT_CHECK, kind], env=env,
+                                  capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                                  timeout=self.plan.startup_timeout_s,
+                                  cwd=self.plan.workload_paths[0])
+        except subprocess.TimeoutExpired:
+            raise StageFailed("import", f"importing torch in {python} took longer than "
+                              f"{self.plan.startup_timeout_s:g} s") from None
+        except OSError as exc:
+            raise StageFailed("import", f"cannot run {python}: {exc}") from None
+        sys.stderr.write(done.stdout + done.stderr)
+        line = next((ln for ln in done.stdout.splitlines()
+                     if ln.startswith("GPU-AUDIT-IMPORTS ")), None)
+        if done.returncode != 0 or line is None:
+            last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+            failure = "cuda" if kind == "cuda" and "import torch" not in done.stderr \
+                and "ModuleNotFoundError" not in done.stderr else "import"
+            what = "torch does not import" + (" or CUDA does not work" if kind == "cuda" else "")
+            raise StageFailed(failure, f"{what} in {python} (the command's Python): "
+                              f"{redact_text(last)}", {"traceback": done.stderr[-4000:]})
+        import json
+
+        info = json.loads(line.split(" ", 1)[1])
+        self.events.send({"ev": "ready", **self.ready_info(env), **info})
+
+    def command(self, batch: int | None = None) -> list[str]:
+        scratch = self.run.scratch_dir(self.leg)
+        scratch.mkdir(parents=True, exist_ok=True)
+        return expand(self.spec, stage=self.stage.name, cycles=self.stage.cycles,
+                      quantum=self.stage.quantum, run_dir=str(scratch.resolve()),
+                      resumed=self.attempt > 1, batch=batch)
+
+    # -- a stage with cycles -----------------------------------------------------------------
+
+    def run_command(self) -> int:
+        """The stage; with a ``{batch}`` placeholder, again at half the batch after an
+        out-of-memory (up to ``--max-retries`` times), each time from the stage's start."""
+        batch = self.spec.batch
+        retries: list[dict[str, Any]] = []
+        while True:
+            try:
+                return self.run_once(batch, retries)
+            except StageFailed as failed:
+                if failed.failure != "oom" or batch is None:
+                    raise
+                entry = {"attempt": len(retries) + 1, "kind": failed.detail.get("kind"),
+                         "message": failed.reason, "batch": batch,
+                         "batch_scale": batch / (self.spec.batch or batch), "delay_s": 0.0,
+                         "memory": failed.detail.get("memory") or {}, "gave_up": False}
+                if batch <= 1 or len(retries) >= self.plan.max_retries:
+                    entry["gave_up"] = True
+                    failed.detail["retries"] = [*retries, entry]
+                    failed.reason += (f", at batch {batch} after {len(retries)} halving(s) of "
+                                      f"{{batch}} from {self.spec.batch}")
+                    raise
+                retries.append(entry)
+                batch = max(1, batch // 2)
+                self.warnings.append(f"the command ran out of memory at batch {entry['batch']}; "
+                                     f"the stage ran again from its start at batch {batch}")
+                if self.log is not None:
+                    self.log.close()
+                self.proc, self.stopping, self.cycles_done = None, None, 0
+                self.tail.clear()
+
+    def run_once(self, batch: int | None, retries: list[dict[str, Any]]) -> int:
+        from gpu_audit.validate.script.outside import OutsideSampler
+        from gpu_audit.validate.state import CycleLog
+
+        env = self.environment()
+        argv = self.command(batch)
+        folder = f"attempt-{self.attempt}" + (f"-retry-{len(retries)}" if retries else "")
+        streams = self.run.path / "streams" / leg_file(self.leg) / folder
+        streams.mkdir(parents=True, exist_ok=True)
+        env[ENV_STREAMS] = str(streams)
+        stop_after = None if self.spec.counts_its_cycles else self.stage.cycles
+        if stop_after is not None:
+            env[ENV_STOP_AFTER] = str(stop_after)
+        if self.plan.emulate_memory_bytes and self.device.startswith("cuda"):
+            env[ENV_EMULATE] = str(self.plan.emulate_memory_bytes)
+        elif self.plan.emulate_memory_bytes:
+            self.warnings.append("--emulate-memory applies to GPUs only; the CPU run is not "
+                                 "capped")
+        self.log = CycleLog(self.run.cycles_path)
+        self.log.append({"type": "stage-start", "leg": self.leg, "from_cycle": 0,
+                         "attempt": self.attempt, "at": utc_now(), "command": redact_text(
+                             " ".join(argv))})
+        print(f"gpu-audit: running {redact_text(' '.join(argv))}", file=sys.stderr, flush=True)
+        reader, writer = os.pipe()  # its identity tells the hook where markers may go
+        info = os.fstat(writer)
+        env[ENV_PIPE] = f"{info.st_dev}:{info.st_ino}"
+        try:
+            self.proc = subprocess.Popen(argv, env=env, cwd=self.plan.workload_paths[0],
+                                         stdin=subprocess.DEVNULL, stdout=writer,
+                                         stderr=writer)
+        except OSError as exc:
+            os.close(reader)
+            raise StageFailed("error", f"cannot start the command {argv[0]!r}: "
+                              f"{exc.strerror or exc}") from None
+        finally:
+            os.close(writer)
+        self.output = os.fdopen(reader, "rb")
+        began = time.monotonic()
+        ready = self.ready_info(env) | {"pid": self.proc.pid,
+                                        "command": redact_text(" ".join(argv))}
+        self.events.send({"ev": "ready", **ready})
+        self.events.send({"ev": "started", "from_cycle": 0, "planned": self.stage.cycles})
+        self.phase("cycles")
+        sampler = OutsideSampler(self.proc.pid, nvml=self.device.startswith("cuda")).start()
+        scale = batch / self.spec.batch if batch and self.spec.batch else 1.0
+        base = {"type": "cycle", "leg": self.leg, "variant": self.variant_label,
+                "stage": self.stage.name, "attempt": self.attempt, "batch_scale": scale,
+                "oom_retries": []}
+        progress = CycleEvents(self.events)
+        unlogged = list(retries)  # the first record of a re-run carries the OOMs before it
+
+        def emit(record: dict[str, Any]) -> None:
+            record = {**record, "ended_at": utc_now(precise=True)}
+            if unlogged:
+                record["oom_retries"] = list(unlogged)
+                unlogged.clear()
+            self.log.append(record)
+            self.cycles_done = max(self.cycles_done, record["cycle"] + 1)
+            progress.cycle_done(record, record.get("cycle_s") or 0.0,
+                                last=self.cycles_done == self.stage.cycles)
+            if stop_after is not None and cycles.source == "pattern" \
+                    and cycles.written + 1 >= stop_after and not self.stopping:
+                self.stopping = f"stopped by gpu-audit after {stop_after} cycles (SIGTERM " \
+                                "after the last matching output line)"
+                self.terminate()
+
+        def restart(reason: str) -> None:
+            self.log.append({"type": "stage-start", "leg": self.leg, "from_cycle": 0,
+                             "attempt": self.attempt, "at": utc_now(), "reason": reason})
+            self.cycles_done = 0
+
+        cycles = Cycles(base, cycle_pattern=self.spec.cycle_pattern, metrics=self.spec.metrics,
+                        emit=emit, restart=restart, outside=sampler.current, started=time.time())
+        try:
+            self.watch(cycles, StreamReader(streams), ready)
+        finally:
+            sampler.stop()
+            self.stop_command()
+        duration = time.monotonic() - began
+        whole = cycles.finish(duration, sampler.peaks)
+        if sampler.nvml_note:
+            self.warnings.append(sampler.nvml_note)
+        return self.outcome(cycles, whole, stop_after)
+
+    def watch(self, cycles: Cycles, reader: StreamReader, ready: dict[str, Any]) -> None:
+        lines: queue.Queue[tuple[float, str] | None] = queue.Queue()
+        threading.Thread(target=self._read_output, args=(lines,), daemon=True).start()
+        told_device = False
+        output_done = False
+        while True:
+            if self.control.stop.is_set() and not self.stopping:
+                self.stopping = "interrupted"
+                self.terminate()
+            if self.stopping and time.monotonic() > self.stop_deadline:
+                self.kill_tree()  # it did not stop within the grace period
+            # One wake-up per POLL_S, however fast the command prints: the supervisor shares
+            # the machine with the script it measures.
+            time.sleep(POLL_S)
+            with contextlib.suppress(OSError, ValueError):
+                sys.stderr.buffer.flush()
+            try:
+                while not output_done:
+                    item = lines.get_nowait()
+                    if item is None:
+                        output_done = True
+                    else:
+                        cycles.line(item[1], item[0])
+            except queue.Empty:
+                pass
+            for stem, record in reader.read():
+                cycles.stream(stem, record, time.monotonic())
+            cycles.flush(time.monotonic())
+            if cycles.device and not told_device:
+                told_device = True
+                self.events.send({"ev": "ready", **self._device_ready(ready, cycles)})
+            if output_done and self.proc.poll() is not None:
+                for stem, record in reader.read():
+                    cycles.stream(stem, record, time.monotonic())
+                return
+
+    def _read_output(self, lines: queue.Queue[tuple[float, str] | None]) -> None:
+        out = sys.stderr.buffer
+        alive_at = 0.0
+        try:
+            for raw in self.output:
+                read_at = time.time()  # the hook's clock: lines are placed between cycles by it
+                now = time.monotonic()
+                text = raw.decode("utf-8", "replace").rstrip("\r\n")
+                at = text.find(MARKER)
+                marker = text[at:] if at >= 0 else None
+                if at >= 0:  # a marker, maybe after output printed without a newline
+                    text, raw = text[:at], text[:at].encode() + b"\n"
+                if at != 0:
+                    with contextlib.suppress(OSError, ValueError):
+                        out.write(raw)  # flushed by the main loop every POLL_S and at the end
+                    self.tail.append(text)
+                    lines.put((read_at, text))
+                if marker is not None:
+                    lines.put((read_at, marker))
+                if now - alive_at >= ALIVE_EVENT_S and at != 0:
+                    alive_at = now
+                    self.events.send({"ev": "output"})  # keeps the hang watchdog waiting
+        except (OSError, ValueError):
+            pass
+        finally:
+            with contextlib.suppress(OSError, ValueError):
+                out.flush()
+            lines.put(None)
+            with contextlib.suppress(OSError):
+                self.output.close()
+
+    def _device_ready(self, ready: dict[str, Any], cycles: Cycles) -> dict[str, Any]:
+        device = cycles.device or {}
+        hello = next(iter(cycles.hello.values()), {})
+        return {**ready, "torch_version": hello.get("torch_version"),
+                "torch_cuda": hello.get("torch_cuda"), "device_name": device.get("name"),
+                "total_memory_bytes": device.get("total_memory_bytes"),
+                "allocator_settings": device.get("allocator_settings"),
+                "allocator_backend": device.get("allocator_backend"),
+                "memory_fraction": device.get("memory_fraction")}
+
+    # -- how it ended ------------------------------------------------------------------------
+
+    def outcome(self, cycles: Cycles, whole: dict[str, Any] | None,
+                stop_after: int | None) -> int:
+        from gpu_audit.knowledge.oom import oom_kind_of_text, oom_numbers
+
+        code = self.proc.returncode  # type: ignore[union-attr]
+        source = cycles.source
+        ranks = cycles.ranks_seen
+        if len(ranks) > 1:
+            self.warnings.append(f"{len(ranks)} processes reported cycles ({', '.join(ranks)}); "
+                                 f"the cycle records follow {cycles.primary}, the others' "
+                                 "figures are under 'ranks'")
+        if source is not None:
+            self.warnings.append(f"cycles counted from {SOURCES[source]}")
+        if self.stopping == "interrupted":
+            raise StageInterrupted()
+        tail = "\n".join(self.tail)
+        stopped = self.stopping is not None or cycles.stopped_by_hook
+        if stopped and stop_after is not None:
+            self.warnings.append(f"the command has no {{cycles}} placeholder: gpu-audit ended "
+                                 f"it after the stage's {stop_after} cycles, between two steps")
+        ended_by_us = self.stopping is not None and self.cycles_done >= self.stage.cycles
+        if code != 0 and not ended_by_us:
+            kind = oom_kind_of_text(tail)
+            how = (f"was killed by signal {signal_name(-code)}" if code < 0
+                   else f"exited with code {code}")
+            detail: dict[str, Any] = {"returncode": code, "cycles_done": self.cycles_done}
+            done = f"{self.cycles_done} cycle{'' if self.cycles_done == 1 else 's'}"
+            if kind is not None:
+                detail.update({"kind": kind, "memory": oom_numbers(tail), "script": True})
+                raise StageFailed("oom", f"the command ran out of memory ({kind}) after {done} "
+                                  f"and {how}", detail)
+            raise StageFailed("crash" if code < 0 else "error",
+                              f"the command {how} after {done}", detail)
+        if whole is not None:
+            self.warnings.append("no cycle was seen (no gpu_audit.monitor.step(), no optimizer "
+                                 "step, no line matching --cycle-pattern): the stage was "
+                                 "judged as a whole, on its exit code, its output and the "
+                                 "memory sampled from outside")
+            return self.finish("passed", whole_stage=True)
+        if self.cycles_done < self.stage.cycles:
+            raise StageFailed("error", f"the command ended (exit code {code}) after "
+                              f"{self.cycles_done} of {self.stage.cycles} cycles, counted from "
+                              f"{SOURCES[source or 'pattern']}; if one cycle of your script is "
+                              "not one optimizer step, call gpu_audit.monitor.step() once per "
+                              "cycle or pass --cycle-pattern REGEX",
+                              {"returncode": code, "cycles_done": self.cycles_done})
+        return self.finish("passed")
+
+    def terminate(self) -> None:
+        """SIGTERM to every process of the command (it runs in this process group, so the
+        runner's kill of the group reaches it too)."""
+        for proc in self._tree():
+            with contextlib.suppress(Exception):
+                proc.send_signal(signal.SIGTERM)
+        self.stop_deadline = time.monotonic() + STOP_GRACE_S
+
+    def _forward_usr1(self, signum: int, frame: Any) -> None:
+        for proc in self._tree():
+            with contextlib.suppress(Exception):
+                proc.send_signal(signal.SIGUSR1)
+
+    def kill_tree(self) -> None:
+        for proc in self._tree():
+            with contextlib.suppress(Exception):
+                proc.kill()
+
+    def stop_command(self) -> None:
+        """The command and whatever it left behind are gone when the stage ends."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            if not self.stopping:
+                self.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=STOP_GRACE_S)
+        self.kill_tree()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=STOP_GRACE_S)
+
+    def _tree(self) -> list[Any]:
+        import psutil
+
+        try:
+            me = psutil.Process()
+            return me.children(recursive=True)
+        except psutil.Error:
+            return []
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def phase(self, name: str) -> None:
+        self.events.send({"ev": "phase", "phase": name})
+
+    def finish(self, status: str, failure: str | None = None, reason: str | None = None,
+               detail: dict[str, Any] | None = None, whole_stage: bool = False) -> int:
+        self.events.send({"ev": "done", "status": status, "failure": failure, "reason": reason,
+                          "detail": detail or {}, "cycles_done": self.cycles_done,
+                          "warnings": self.warnings, "whole_stage": whole_stage,
+                          "script": True})
+        if reason:
+            print(f"gpu-audit worker: stage {self.leg} {status}: {reason}", file=sys.stderr)
+        return {"passed": EXIT_PASSED, "interrupted": EXIT_INTERRUPTED}.get(status, EXIT_FAILED)

@@ -1,0 +1,236 @@
+"""A plain ``gpu-audit scan`` line runs without typer (gpu_audit.cli.declared); the two ways of
+running a command must not differ in anything a user or a script sees: stdout, stderr, exit code.
+
+Each matrix line runs once through the plain parser and once through typer (``FAST_PATH`` off),
+in two processes on the same fake node, and the results are compared.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.fakegpu import h100_node
+
+pytest_plugins = ["tests.fakegpu"]
+
+# Runs every line of argv[2] (a JSON list of command lines) through main() in this process and
+# writes what each one printed and returned to argv[3]; argv[1] "typer" turns the plain parser off.
+# A second element "fail:NAME" replaces scan's function with one that raises NAME.
+RUNNER = r"""
+import contextlib, errno, io, json, sys
+from gpu_audit.cli import app
+from gpu_audit.cli.declared import DECLARED
+
+mode, lines, result_file = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
+app.FAST_PATH = mode == "fast"
+failure = sys.argv[4] if len(sys.argv) > 4 else None
+if failure:
+    import gpu_audit.cli.scan
+    from gpu_audit.errors import UsageError
+
+    def fail(**options):
+        raise {
+            "interrupt": KeyboardInterrupt(), "eof": EOFError(),
+            "pipe": BrokenPipeError(errno.EPIPE, "Broken pipe"),
+            "nospace": OSError(errno.ENOSPC, "No space left on device"),
+            "usage": UsageError("--gpus: no such GPU"), "bug": RuntimeError("boom"),
+        }[failure]
+
+    DECLARED["scan"] = DECLARED["scan"]._replace(function=fail)
+results = []
+for line in lines:
+    plain = app._fast_command(app.hoist_verbose(line)) is not None
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = app.main(line)
+        except SystemExit as exc:
+            code = ("SystemExit", exc.code)
+    results.append({"line": line, "plain": plain, "code": code, "out": out.getvalue(),
+                    "err": err.getvalue()})
+    app._state["verbose"] = 0
+with open(result_file, "w") as f:
+    json.dump({"results": results, "typer": "typer" in sys.modules}, f)
+"""
+
+STAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z")
+# What changes between two scans of the same machine: free memory, resident sizes, its duration.
+MOVING = re.compile(r'"(memory_available_bytes|swap_\w+_bytes|rss_bytes|scan_duration_s)": [\d.]+')
+
+REPORT_NAME = re.compile(r"\d{8}T\d{6}Z-p\d+")  # reports/scan-20261123T185816Z-p6874-vm.md
+
+
+def _normalised(text: str) -> str:
+    """The same scan twice differs only in when it was taken and what memory was free."""
+    text = REPORT_NAME.sub("<stamp>-<pid>", STAMP.sub("<time>", text))
+    return MOVING.sub(r'"\1": 0', text)
+
+
+def run_both(env: dict[str, str], tmp_path: Path, lines: list[list[str]], failure: str = "",
+             ) -> tuple[dict, dict]:
+    outcomes = []
+    for mode in ("fast", "typer"):
+        cwd = tmp_path / mode
+        cwd.mkdir(exist_ok=True)
+        result = cwd / "result.json"
+        argv = [sys.executable, "-c", RUNNER, mode, json.dumps(lines), str(result)]
+        completed = subprocess.run([*argv, *([failure] if failure else [])], env=env, cwd=cwd,
+                                   capture_output=True, text=True, timeout=300)
+        assert completed.returncode == 0, completed.stderr
+        outcomes.append(json.loads(result.read_text()))
+    return outcomes[0], outcomes[1]
+
+
+@pytest.fixture
+def node(fake_nvml, cli_env, tmp_path: Path) -> tuple[dict[str, str], Path]:
+    env = fake_nvml(h100_node(2), base=cli_env)
+    saved = tmp_path / "saved.json"
+    completed = subprocess.run(
+        [sys.executable, "-m", "gpu_audit", "scan", "--json", "--no-report"], env=env,
+        cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert completed.returncode in (0, 1, 2), completed.stderr
+    saved.write_text(completed.stdout)
+    return env, saved
+
+
+def test_plain_and_typer_parsing_give_the_same_results(node, tmp_path: Path):
+    env, saved = node
+    doc = str(saved)
+    bad_config = tmp_path / "bad.toml"
+    bad_config.write_text("[tool.gpu-audit\n")
+    config = tmp_path / "good.toml"
+    config.write_text("[tool.gpu-audit]\nfail_on = \"warning\"\n")
+    plain = [
+        ["scan", "--json", "--no-report"],
+        ["-v", "scan", "--no-report", "--json"],
+        ["scan", "--json", "--no-report", "-vv"],
+        ["scan", "--json", "--no-report", "--timeout", "2"],
+        ["scan", "--json", "--no-report", "--timeout=2.5", "--gpus", "1"],
+        ["scan", "--json", "--no-report", "--gpus=9"],
+        ["scan", "--from", doc, "--json", "--no-report"],
+        ["scan", "--from", doc, "--no-report"],
+        ["scan", "--from", doc, "--format", "nagios", "--no-report"],
+        ["scan", "--from", doc, "--format=JSON", "--no-report"],
+        ["scan", "--from", doc, "--json", "--format", "nagios", "--no-report"],
+        ["scan", "--from", doc, "--format", "xml", "--no-report"],
+        ["scan", "--from", doc, "--json", "--fail-on", "warning", "--no-report"],
+        ["scan", "--from", doc, "--json", "--fail-on", "bogus", "--no-report"],
+        ["scan", "--from", doc, "--json", "--config", str(config), "--no-report"],
+        ["scan", "--from", doc, "--json", "--config", str(bad_config), "--no-report"],
+        ["scan", "--from", str(tmp_path / "missing.json"), "--json", "--no-report"],
+        ["scan", "--from", doc, "--pid", "1", "--json", "--no-report"],
+        ["scan", "--from", doc, "--json", "--out", "reports"],
+        ["scan", "--from", doc, "--json", "--no-report", "--prometheus", "gpu.prom"],
+        ["scan", "--from", doc, "--format", "nagios", "--no-report",
+         "--prometheus", "missing-folder/gpu.prom"],
+        ["scan", "--json", "--no-report", "--timeout", "86400", "--pid", "999999999"],
+    ]
+    for_typer = [
+        ["scan", "--help"],
+        ["scan", "-h"],
+        ["--version"],
+        ["scan", "--bogus"],
+        ["scan", "extra"],
+        ["scan", "--json=1", "--no-report"],
+        ["scan", "--json", "--json", "--no-report"],
+        ["scan", "--timeout"],
+        ["scan", "--timeout", "0", "--json", "--no-report"],
+        ["scan", "--timeout", "86401", "--json", "--no-report"],
+        ["scan", "--timeout", "nan", "--json", "--no-report"],
+        ["scan", "--timeout=inf", "--json", "--no-report"],
+        ["scan", "--timeout", "-1", "--json", "--no-report"],
+        ["scan", "--pid", "x", "--json", "--no-report"],
+        ["scan", "--pid=", "--json", "--no-report"],
+        ["scan", "--from", doc, "--json", "--out", "", "--no-report"],
+        ["scan", "--", "--json"],
+        ["-x", "scan"],
+        ["scan", "-vx"],
+    ]
+    fast, typer = run_both(env, tmp_path, plain + for_typer)
+    assert not typer["results"][0]["plain"]  # FAST_PATH off: every line went through typer
+    for ours, theirs in zip(fast["results"], typer["results"], strict=True):
+        line = ours["line"]
+        assert ours["plain"] == (line in plain), line
+        assert ours["code"] == theirs["code"], line
+        assert _normalised(ours["out"]) == _normalised(theirs["out"]), line
+        assert _normalised(ours["err"]) == _normalised(theirs["err"]), line
+    codes = {tuple(r["line"]): r["code"] for r in fast["results"]}
+    assert codes[("scan", "--from", doc, "--json", "--fail-on", "bogus", "--no-report")] == 3
+    assert codes[("scan", "--timeout", "0", "--json", "--no-report")] == 3
+    assert codes[("scan", "--help")] == 0
+    # The reports went where they were asked to, on both paths.
+    assert list((tmp_path / "fast" / "reports").iterdir())
+    assert list((tmp_path / "typer" / "reports").iterdir())
+
+
+@pytest.mark.parametrize("failure", ["interrupt", "eof", "pipe", "nospace", "usage", "bug"])
+def test_a_command_that_stops_stops_alike_on_both_paths(node, tmp_path: Path, failure: str):
+    env, _ = node
+    lines = [["scan", "--json", "--no-report"], ["-v", "scan", "--json", "--no-report"]]
+    fast, typer = run_both(env, tmp_path, lines, failure)
+    for ours, theirs in zip(fast["results"], typer["results"], strict=True):
+        assert ours["plain"] and not theirs["plain"]
+        assert (ours["code"], ours["out"]) == (theirs["code"], theirs["out"]), failure
+        # -v adds a traceback; its file paths and line numbers are the same code's
+        assert ours["err"].splitlines()[-2:] == theirs["err"].splitlines()[-2:], failure
+
+
+def test_a_plain_scan_line_never_loads_typer(node, tmp_path: Path):
+    env, saved = node
+    fast, _ = run_both(env, tmp_path, [["scan", "--json", "--no-report"],
+                                       ["scan", "--from", str(saved), "--format", "nagios",
+                                        "--no-report"]])
+    assert [r["plain"] for r in fast["results"]] == [True, True]
+    assert fast["typer"] is False
+
+
+# The console script's run(): after a plain line the process ends without the interpreter's
+# teardown, but with everything an exit owes: atexit handlers, threads that are not daemons, and
+# every buffered byte of output.
+EXITING = r"""
+import atexit, sys, threading, time
+from pathlib import Path
+from gpu_audit.cli import app
+
+atexit.register(lambda: print("atexit ran", file=sys.stderr))
+
+
+class Torn:
+    def __del__(self):
+        print("torn down", file=sys.stderr)
+
+
+kept = Torn()  # freed by the interpreter's teardown only
+
+def late():
+    time.sleep(0.3)
+    Path("thread-done").write_text("yes")
+
+if sys.argv[1] == "thread":
+    threading.Thread(target=late).start()
+sys.argv = ["gpu-audit", *sys.argv[2:]]
+app.run()
+"""
+
+
+@pytest.mark.parametrize("thread", ["thread", "none"])
+def test_a_plain_scan_exits_with_everything_an_exit_owes(node, tmp_path: Path, thread: str):
+    env, saved = node
+    line = ["scan", "--from", str(saved), "--json", "--no-report", "--fail-on", "critical"]
+    completed = subprocess.run([sys.executable, "-c", EXITING, thread, *line], env=env,
+                               cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    expected = subprocess.run([sys.executable, "-m", "gpu_audit", *line], env=env, cwd=tmp_path,
+                              capture_output=True, text=True, timeout=120)
+    assert completed.returncode == expected.returncode
+    assert completed.stdout == expected.stdout  # a pipe: fully buffered, all of it flushed
+    assert json.loads(completed.stdout)["schema"] == "gpu-audit.scan/1"
+    assert (tmp_path / "thread-done").exists() == (thread == "thread")
+    # No teardown when it may be skipped; while a thread runs, the interpreter's usual exit.
+    ending = ["atexit ran", "torn down"] if thread == "thread" else ["atexit ran"]
+    assert completed.stderr.splitlines()[-len(ending):] == ending

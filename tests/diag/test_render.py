@@ -1,0 +1,57 @@
+"""The diag document and report: every figure beside its expectation and ratio; the schema."""
+
+from __future__ import annotations
+
+import json
+
+from gpu_audit.diag.judge import judge
+from gpu_audit.diag.render import diag_document, render_markdown, render_terminal
+from gpu_audit.diag.results import DiagOptions, DiagResult
+from tests.diag import recorded
+
+
+def result_of(level: int, runs) -> DiagResult:
+    return DiagResult(options=DiagOptions(level=level), generated_at="2026-11-23T10:00:00Z",
+                      hostname="node7", selection=None, gpus=runs, peers=None,
+                      judgement=judge(level, runs), plans={}, estimate={"seconds": 60},
+                      driver_version="550.90.07", torch_version="2.5.1")
+
+
+def test_document_schema_and_figures() -> None:
+    doc = diag_document(result_of(2, [recorded.half_width_h100()]))
+    assert doc["schema"] == "gpu-audit.diag/1" and doc["tool_version"]
+    assert doc["generated_at"] == "2026-11-23T10:00:00Z"
+    assert doc["summary"]["exit_code"] == 1 and doc["summary"]["verdict"] == "WARNING"
+    h2d = next(f for f in doc["gpus"][0]["figures"] if f["metric"] == "h2d-bandwidth")
+    assert h2d["measured"] == 25.6 and h2d["expected"] == 25.2 and h2d["basis"] == "link"
+    assert doc["gpus"][0]["pcie"]["width_current"] == 8
+    json.dumps(doc)  # plain JSON
+
+
+def test_markdown_and_terminal_put_each_figure_beside_its_expectation() -> None:
+    result = result_of(3, [recorded.decaying_h100()])
+    markdown = render_markdown(result, {0: "diag-x-gpu0.png"})
+    assert markdown.startswith("# gpu-audit diag level 3: CRITICAL")
+    assert "| gpu:0 | matmul-bf16 | 720 TFLOPS | 643 | 112% | table |" in markdown
+    assert "## Sustained load, GPU 0" in markdown and "![GPU 0 under load](diag-x-gpu0.png)" \
+        in markdown
+    assert "nvidia-tensor-core-gpu-datasheet" in markdown  # the table's source is cited
+    text = render_terminal(result)
+    assert text.startswith("DIAG CRITICAL: level 3 on 1 GPU(s) of node7")
+    assert "diag-thermal-decay" in text and "matmul-bf16" in text and "= 112%" in text
+
+
+def test_peer_access_matrix_beside_nvlink() -> None:
+    from gpu_audit.diag.results import PeerRun, WorkerOutcome
+
+    runs = [recorded.h100_run(0), recorded.h100_run(1)]
+    peers = PeerRun(indices=[0, 1], matrix=[[None, True], [False, None]],
+                    nvlink={0: {"active_links": 18, "peer_pci_bus_ids": []}, 1: None},
+                    worker=WorkerOutcome(status="done"))
+    result = result_of(1, runs)
+    result.peers = peers
+    result.judgement = judge(1, runs, peers)
+    markdown = render_markdown(result)
+    assert "| 0 | - | yes |" in markdown and "| 1 | NO | - |" in markdown
+    assert "GPU 0: 18 active; GPU 1: not reported" in markdown
+    assert diag_document(result)["peers"]["peer_access"] == [[None, True], [False, None]]
