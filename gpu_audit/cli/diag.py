@@ -88,7 +88,9 @@ def diag(
     if json_out:
         sys.stdout.write(dumps(document) + "\n")
     else:
-        sys.stdout.write(render_terminal(result))
+        import shutil
+
+        sys.stdout.write(render_terminal(result, max(shutil.get_terminal_size().columns, 40) - 1))
     sys.stdout.flush()
     if not no_report:
         _write_report(result, document, out)

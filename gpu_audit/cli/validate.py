@@ -241,23 +241,12 @@ def _columns() -> int:
 
 
 def _print_wrapped(text: str, indent: str = "") -> None:
-    """Prose wrapped at the terminal's width between words, never inside one (a flag such as
-    ``--device`` must not break across lines)."""
-    import textwrap
+    from gpu_audit.report.remedy import wrapped
 
-    print("\n".join(textwrap.wrap(text, _columns() - 1, subsequent_indent=indent,
-                                   break_long_words=False, break_on_hyphens=False)))
+    print("\n".join(wrapped(text, _columns() - 1, indent)))
 
 
 def _print_fix(line: str) -> None:
-    """A fix line: a command stays whole or continues with `` \\`` between whole arguments."""
-    from gpu_audit.report.remedy import command_lines, is_command
+    from gpu_audit.report.remedy import fix_lines
 
-    prefix = "    fix: "
-    if not is_command(line):
-        _print_wrapped(prefix + line, indent=" " * len(prefix))
-        return
-    lines = command_lines(line, _columns() - 1 - len(prefix))
-    print(prefix + lines[0])
-    for rest in lines[1:]:
-        print(" " * len(prefix) + rest)
+    print("\n".join(fix_lines(line, _columns() - 1, "    fix: ")))

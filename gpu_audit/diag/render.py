@@ -8,6 +8,8 @@ from typing import Any
 from gpu_audit import __version__
 from gpu_audit.diag.results import DiagResult, Figure, GpuRun
 from gpu_audit.model import Severity
+from gpu_audit.report.escape import terminal
+from gpu_audit.report.remedy import fix_lines, wrapped
 from gpu_audit.serial import to_jsonable
 
 SCHEMA = "gpu-audit.diag/1"
@@ -139,21 +141,26 @@ def render_markdown(result: DiagResult, plots: dict[int, str] | None = None) -> 
     return "\n".join(lines) + "\n"
 
 
-def render_terminal(result: DiagResult) -> str:
-    """The summary for a terminal: verdict line, findings, figures."""
+def render_terminal(result: DiagResult, width: int = 100) -> str:
+    """The summary for a terminal ``width`` columns wide: verdict line, findings (prose wrapped
+    between words, fix commands kept whole), figures."""
     doc = diag_document(result)
     counts = doc["summary"]["counts"]
-    lines = [f"DIAG {doc['summary']['verdict']}: level {result.options.level} on "
-             f"{len(result.gpus)} GPU(s) of {result.hostname}"
-             + (" (test mode: CPU)" if doc["test_mode"] else "")
-             + " | " + " ".join(f"{k}={v}" for k, v in counts.items())]
+    lines = wrapped(f"DIAG {doc['summary']['verdict']}: level {result.options.level} on "
+                    f"{len(result.gpus)} GPU(s) of {terminal(result.hostname, newlines=False)}"
+                    + (" (test mode: CPU)" if doc["test_mode"] else "")
+                    + " | " + " ".join(f"{k}={v}" for k, v in counts.items()), width, "    ")
     for f in doc["findings"]:
-        lines.append(f"  {f['severity'].upper():8} {f['id']} ({f['subject']}): {f['detail']}")
-        lines.append(f"           remedy: {f['remedy']}")
+        lines += wrapped(f"  {f['severity'].upper():8} {f['id']} ({f['subject']}): "
+                         f"{terminal(f['detail'], newlines=False)}", width, " " * 11)
+        for remedy in terminal(f["remedy"] or "").splitlines():
+            if remedy.strip():
+                lines += fix_lines(remedy.strip(), width, "           fix: ")
     for reason in result.judgement.unknown:
-        lines.append(f"  UNKNOWN  {reason}")
+        lines += wrapped(f"  UNKNOWN  {terminal(reason, newlines=False)}", width, " " * 11)
     for r in result.checklist:
-        lines.append(f"  check {r['status']:7} {r['id']} ({r['subject']}): {r['summary']}")
+        lines += wrapped(f"  check {r['status']:7} {r['id']} ({r['subject']}): "
+                         f"{terminal(r['summary'], newlines=False)}", width, " " * 11)
     if result.judgement.figures:
         lines.append("  figures (measured / expected = ratio):")
         for f in result.judgement.figures:

@@ -102,6 +102,23 @@ def command_lines(line: str, width: int) -> list[str]:
     return out
 
 
+def wrapped(text: str, width: int, indent: str = "") -> list[str]:
+    """Prose wrapped at ``width`` between words, never inside one (a flag such as ``--device``
+    must not break across lines); later lines start with ``indent``."""
+    return textwrap.wrap(text, max(width, 20), subsequent_indent=indent,
+                         break_long_words=False, break_on_hyphens=False) or [text]
+
+
+def fix_lines(line: str, width: int, prefix: str) -> list[str]:
+    """A remedy line after ``prefix`` (``"    fix: "``): a command stays whole or continues with
+    `` \\`` between whole arguments; a sentence wraps between words."""
+    pad = " " * len(prefix)
+    if not is_command(line):
+        return wrapped(prefix + line, width, indent=pad)
+    first, *rest = command_lines(line, max(width - len(prefix), 20))
+    return [prefix + first, *(pad + more for more in rest)]
+
+
 def _md_prose(line: str) -> str:
     """A sentence as markdown: its backticked commands as code spans, the rest escaped."""
     parts = line.split("`")

@@ -55,3 +55,13 @@ def test_peer_access_matrix_beside_nvlink() -> None:
     assert "| 0 | - | yes |" in markdown and "| 1 | NO | - |" in markdown
     assert "GPU 0: 18 active; GPU 1: not reported" in markdown
     assert diag_document(result)["peers"]["peer_access"] == [[None, True], [False, None]]
+
+
+def test_terminal_prose_wraps_between_words_and_commands_stay_whole() -> None:
+    text = render_terminal(result_of(3, [recorded.decaying_h100()]), width=60)
+    findings = [line for line in text.splitlines() if not line.startswith("    gpu:")]
+    assert all(len(line) <= 60 for line in findings), [x for x in findings if len(x) > 60]
+    words = text.split()
+    assert "diag-thermal-decay" in words  # an id is never cut
+    fixes = [line for line in text.splitlines() if line.lstrip().startswith("fix: ")]
+    assert fixes, text
