@@ -59,25 +59,24 @@ class DiffView:
         """AFTER's processes that BEFORE did not have (all of them without BEFORE)."""
         if self.before is None:
             return list(self.after.processes)
-        old = self._keyed(self.before)
-        by_index = {g.index: g for g in self.after.gpus}
-        out = []
-        for p in self.after.processes:
-            twin = old.get(process_key(p, by_index))
-            if twin is None or _restarted(twin, p):
-                out.append(p)
-        return out
+        return self._unmatched(self.after, self.before, these_are_after=True)
 
     def left(self) -> list[GpuProcess]:
         """BEFORE's processes that AFTER no longer has."""
         if self.before is None:
             return []
-        new = self._keyed(self.after)
-        by_index = {g.index: g for g in self.before.gpus}
+        return self._unmatched(self.before, self.after, these_are_after=False)
+
+    def _unmatched(self, these: Scan, other: Scan, *, these_are_after: bool) -> list[GpuProcess]:
+        """The processes of ``these`` with no twin in ``other``, or whose twin is another
+        process under the same pid (it restarted in between)."""
+        keyed = self._keyed(other)
+        by_index = {g.index: g for g in these.gpus}
         out = []
-        for p in self.before.processes:
-            twin = new.get(process_key(p, by_index))
-            if twin is None or _restarted(p, twin):
+        for p in these.processes:
+            twin = keyed.get(process_key(p, by_index))
+            old, new = (twin, p) if these_are_after else (p, twin)
+            if twin is None or _restarted(old, new):
                 out.append(p)
         return out
 
