@@ -23,7 +23,10 @@ table also gives the median CPU time (user + system, all threads) of each comman
 jobs disturb much less, and its ratio to nvitop's.
 
     python3 bench/bench_scan.py [--runs 10] [--slow-runs 5] [--delay-ms 20] [--profile]
-                                [--installed]
+                                [--installed] [--check]
+
+``--check`` also times ``gpu-audit check --json --no-report`` (the CI pre-run checklist: the same
+scan, judged against the default policy), reported next to the scan; the targets stay the scan's.
 
 Exit status: 0 when both targets are met, 1 when one is missed, 3 when a tool failed to run.
 """
@@ -68,7 +71,7 @@ class Tool:
     ok_codes: tuple[int, ...] = (0,)
 
 
-def tools(installed: bool = False) -> list[Tool]:
+def tools(installed: bool = False, check: bool = False) -> list[Tool]:
     found = []
     script = Path(sys.executable).parent / "gpu-audit"
     if installed and not script.exists():
@@ -77,6 +80,9 @@ def tools(installed: bool = False) -> list[Tool]:
     scan = [*command, "scan", "--json", "--no-report"]
     # scan's exit code is its verdict (0 OK, 1 warning, 2 critical); 3 means it could not judge.
     found.append(Tool("gpu-audit scan", scan, (0, 1, 2)))
+    if check:
+        found.append(Tool("gpu-audit check", [*command, "check", "--json", "--no-report"],
+                          (0, 1, 2)))
     # The NVML collector alone, to tell its share of a scan from the CLI's start-up.
     found.append(Tool("read_nvml only", [sys.executable, "-c", READ_NVML_ONLY]))
     for name, args in (("nvitop", ["-1"]), ("gpustat", ["--json"])):
@@ -93,9 +99,10 @@ def check_output(tool: Tool, completed: subprocess.CompletedProcess[str]) -> str
     if completed.returncode not in tool.ok_codes:
         tail = (completed.stderr or completed.stdout).strip().splitlines()[-3:]
         return f"exit {completed.returncode}: {' | '.join(tail)}"
-    if tool.name in ("gpu-audit scan", "read_nvml only"):
+    if tool.name in ("gpu-audit scan", "read_nvml only", "gpu-audit check"):
         try:
-            gpus = json.loads(completed.stdout)["gpus"]
+            document = json.loads(completed.stdout)
+            gpus = (document["snapshot"] if tool.name == "gpu-audit check" else document)["gpus"]
         except (ValueError, KeyError, TypeError) as exc:
             tail = completed.stderr.strip().splitlines()[-3:]
             return f"no scan document on stdout ({exc}); stderr: {' | '.join(tail)}"
@@ -211,6 +218,8 @@ def main() -> int:
     parser.add_argument("--profile", action="store_true", help="profile one gpu-audit scan")
     parser.add_argument("--installed", action="store_true",
                         help="time the installed gpu-audit, not the source tree")
+    parser.add_argument("--check", action="store_true",
+                        help="also time `gpu-audit check --json --no-report`")
     args = parser.parse_args()
 
     try:
@@ -218,7 +227,7 @@ def main() -> int:
     except FakeNvmlUnavailable as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 3
-    tool_list = tools(args.installed)
+    tool_list = tools(args.installed, args.check)
     sleepers = start_sleepers(GPUS)
     try:
         with tempfile.TemporaryDirectory(prefix="bench-scan-") as tmp:

@@ -14,7 +14,11 @@ repeats by more than the harness costs; a pair, run back to back, mostly shares 
 time of each side over the repeats and the medians are printed too.
 
 It also times the hook's own work per cycle (the optimizer post-hook with its record, written to
-a file, and the marker) in this process, without torch's step: the harness floor.
+a file, and the marker) in this process, without torch's step: the harness floor; and the same
+with CUDA figures answered by the stand-in of tests/validate/cuda_standin.py (no GPU needed),
+read on every cycle and sampled (at most one read per ``CUDA_SAMPLE_S``), with how many cycles
+were read. The stand-in's ``memory_stats()`` is a small dict, far cheaper than torch's: those
+figures show how many reads the sampling saves, not what a read costs on a real GPU.
 
     python3 bench/bench_validate_script.py [--steps 300] [--repeats 5]
 
@@ -93,12 +97,18 @@ def validated(loop: Path, steps: int, env: dict[str, str], out: Path, run: int) 
     return float(match[1])
 
 
-def hook_floor(cycles: int = 20000) -> float:
-    """Seconds per cycle of the hook's own work (record, stream write, marker) in-process."""
-    from gpu_audit.validate.script.hook import Hook
+def hook_floor(cycles: int = 20000, cuda: bool = False,
+               sample_s: float | None = None) -> tuple[float, int]:
+    """Seconds per cycle of the hook's own work (record, stream write, marker) in-process, and
+    the cycles whose CUDA figures were read (``cuda``: from the stand-in)."""
+    from gpu_audit.validate.script.hook import CUDA_SAMPLE_S, Hook
 
     with tempfile.TemporaryDirectory() as folder:
-        hook = Hook(folder, None, None)
+        hook = Hook(folder, None, None, CUDA_SAMPLE_S if sample_s is None else sample_s)
+        if cuda:
+            from tests.validate.cuda_standin import standin_torch
+
+            hook.torch = standin_torch()
         hook.marks = None
         optimizer = object()
         hook.on_optimizer_step(optimizer)  # opens the stream
@@ -114,7 +124,8 @@ def hook_floor(cycles: int = 20000) -> float:
             finally:
                 os.dup2(saved, 1)
                 os.close(saved)
-    return elapsed / cycles
+        reads = hook.torch.cuda.reads - 1 if cuda else 0  # less the stream-opening cycle's
+    return elapsed / cycles, reads
 
 
 def main() -> int:
@@ -125,7 +136,9 @@ def main() -> int:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPU_AUDIT_")}
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
     env["PYTHONUNBUFFERED"] = "1"  # what validate gives the script: the bare run matches it
-    floor = hook_floor()
+    floor, _ = hook_floor()
+    every, every_reads = hook_floor(cuda=True, sample_s=0.0)
+    sampled, sampled_reads = hook_floor(cuda=True)
     bare_times: list[float] = []
     validated_times: list[float] = []
     with tempfile.TemporaryDirectory() as folder:
@@ -153,6 +166,9 @@ def main() -> int:
     print(f"load average:    {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
     print(f"hook floor:      {floor * 1e6:.1f} us per cycle "
           f"({100 * floor / best_bare:.3f}% of the bare step)")
+    print(f"stand-in CUDA:   read every cycle {every * 1e6:.1f} us per cycle "
+          f"({every_reads} of 20000 cycles read); sampled {sampled * 1e6:.1f} us per cycle "
+          f"({sampled_reads} of 20000 read)")
     return 0 if paired < TARGET_PCT else 1
 
 

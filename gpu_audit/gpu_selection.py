@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 from gpu_audit.errors import UsageError
 from gpu_audit.model import Finding, Gpu, KernelLog, Scan
+from gpu_audit.units import noun, plural
 
 JOB_VARIABLES = ("SLURM_STEP_GPUS", "SLURM_JOB_GPUS", "CUDA_VISIBLE_DEVICES")
 NO_GPU_VALUES = frozenset({"", "-1", "nodevfiles", "none"})
@@ -79,8 +80,8 @@ def resolve_gpus(spec: str | None, gpus: Sequence[Gpu],
     indices = _resolve_entries(_entries(text, "--gpus"), gpus, by_index=_nvml_index(gpus),
                                where="--gpus")
     listed = ",".join(str(i) for i in indices)
-    return GpuSelection(text, indices, f"--gpus {text}: GPU(s) {listed} chosen on the command "
-                                       "line")
+    chosen = f"{noun(len(indices), 'GPU')} {listed}"
+    return GpuSelection(text, indices, f"--gpus {text}: {chosen} chosen on the command line")
 
 
 def _entries(text: str, where: str) -> list[str]:
@@ -115,7 +116,8 @@ def _resolve_entries(entries: Iterable[str], gpus: Sequence[Gpu], *, by_index: d
 def _resolve_entry(entry: str, gpus: Sequence[Gpu], by_index: dict[int, int],
                    where: str) -> list[int]:
     count = len(gpus)
-    available = f"this node has {count} GPU(s)" if count else "NVML lists no GPU on this node"
+    available = (f"this node has {plural(count, 'GPU')}" if count
+                 else "NVML lists no GPU on this node")
     span = re.fullmatch(r"(\d+)(?:-(\d+))?", entry)
     if span:
         first, last = int(span[1]), int(span[2] or span[1])
@@ -197,8 +199,8 @@ def apply_selection(scan: Scan, selection: GpuSelection | None) -> Scan:
     """``scan`` limited to the selected GPUs: their GPUs, their processes, their probe errors
     and their Xid events (events of a GPU NVML does not list stay: they are the node's). The
     number of NVIDIA devices on the PCI bus becomes unknown (it counts the machine's GPUs, which
-    a selection is not). The selection is recorded in ``extra["gpu_selection"]`` so a saved
-    document says what it shows.
+    a selection is not). The selection is recorded in ``Scan.gpu_selection`` (the document's
+    top-level ``gpu_selection``) so a saved document says what it shows.
     """
     if selection is None:
         return scan
@@ -219,7 +221,7 @@ def apply_selection(scan: Scan, selection: GpuSelection | None) -> Scan:
         processes=[p for p in scan.processes if p.gpu_index in wanted],
         probe_errors=[e for e in scan.probe_errors if _keep_subject(e.subject, scan, wanted)],
         kernel_log=kernel_log,
-        extra={**scan.extra, "gpu_selection": selection.to_dict()},
+        gpu_selection=selection.to_dict(),
     )
 
 
@@ -252,5 +254,4 @@ def select_findings(findings: Sequence[Finding], scan: Scan,
 
 def selection_of(scan: Scan) -> dict[str, object] | None:
     """The selection a (possibly saved) scan recorded, as JSON data; ``None`` for every GPU."""
-    found = scan.extra.get("gpu_selection")
-    return found if isinstance(found, dict) else None
+    return scan.gpu_selection

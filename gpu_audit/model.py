@@ -319,6 +319,10 @@ class Scan:
     extra: dict[str, Any] = field(default_factory=dict)
     torch_probe: TorchProbe | None = None  # only with ``scan --torch``
     kernel_log: KernelLog | None = None  # None: not looked at (not Linux, or an old saved scan)
+    # The GPUs this scan was limited to (``--gpus``, a Slurm job's GPUs): the
+    # ``gpu_selection.GpuSelection`` as JSON data, the document's top-level ``gpu_selection``
+    # field, read back by ``--from``; None: every GPU of the machine.
+    gpu_selection: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)

@@ -69,6 +69,20 @@ BENIGN_NAMES = lazy(
     re.I,
 )
 
+# Secret names that, on their own, also label plain words: their value is masked unless it is one
+# short word of letters ("SIGNATURE=CUDA error: ..." in an error catalogue, "Signature: valid").
+# A signature that is a secret (an HMAC, a presigned URL's) is hex or base64, with digits or
+# symbols; names that merely contain the word (``X-Amz-Signature``) always mask their value.
+WORD_LABELS = frozenset({"signature"})
+_plain_word = lazy(r"^[A-Za-z]{1,15}$")
+
+# NCCL's process tag, ``host:PID:TID [device] NCCL ...`` (``node01:4101:4188 [0] NCCL INFO``,
+# ``node01:4101:4188 [0] include/shm.h:28 NCCL WARN``),
+# maybe behind a launcher's ``[default0]:``: whatever the host is called (``user``, ``auth01``,
+# an anonymised ``login``), the tag is no name with a secret value.
+_process_tag = lazy(r"(?:^|[\]:])[A-Za-z0-9][\w.-]*:\d+:\d+$")
+_device_tag = lazy(r"^\[\d+\]$")
+
 # Names whose value is ``user:password``: the part after the colon is masked.
 PAIR_NAMES = lazy(r"^(?:login|user|userpass|basic[-_.]?auth|proxy[-_.]?user)$", re.I)
 
@@ -126,6 +140,12 @@ def is_secret_name(name: str) -> bool:
     return any(rule.pattern().search(bare) for rule in NAME_RULES)
 
 
+def _labels_words(name: str) -> bool:
+    """True when ``name`` is one of :data:`WORD_LABELS` itself (``SIGNATURE``, ``--signature``;
+    not ``X-Amz-Signature`` or ``WEBHOOK_SIGNATURE``, always secrets)."""
+    return name.lstrip("-").lower() in WORD_LABELS
+
+
 def _text_rules(text: str) -> str:
     for rule in TEXT_RULES:
         if rule.id == "quoted-pair":
@@ -147,15 +167,18 @@ class _Walker:
     def __init__(self) -> None:
         self.mask_next = False
         self.pair_next = False
+        self.words_kept = False  # the name before the next word labels plain words too
         self.program: tuple[frozenset[str], frozenset[str]] = (frozenset(), frozenset())
 
     def word(self, word: str) -> str:
         if self.mask_next or self.pair_next:
-            pair = self.pair_next
-            self.mask_next = self.pair_next = False
+            pair, words_kept = self.pair_next, self.words_kept
+            self.mask_next = self.pair_next = self.words_kept = False
             if not _flag().match(word):
                 if not pair and word.lower().rstrip(":") in _SCHEME_WORDS:
                     self.mask_next = True  # "Bearer X": X is the secret
+                    return word
+                if words_kept and _plain_word().match(word):
                     return word
                 return _pair(word) if pair else MASK
         base = word.rsplit("/", 1)[-1]
@@ -183,11 +206,13 @@ class _Walker:
             head = f"{match['dashes']}{name}{match['sep']}"
             if not value:  # "Authorization:" or "--token=" then the value in the next word
                 if is_secret_name(name):
-                    self.mask_next = True
+                    self.mask_next, self.words_kept = True, _labels_words(name)
                 elif PAIR_NAMES().match(name):
                     self.pair_next = True
                 return word
             if is_secret_name(name):
+                if _labels_words(name) and _plain_word().match(value):
+                    return word
                 return head + MASK
             if PAIR_NAMES().match(name):
                 return head + _pair(value)
@@ -196,7 +221,7 @@ class _Walker:
         elif word.startswith("-"):
             name = word.lstrip("-")
             if is_secret_name(name):
-                self.mask_next = True
+                self.mask_next, self.words_kept = True, _labels_words(name)
             elif PAIR_NAMES().match(name):
                 self.pair_next = True
             return _text_rules(word)
@@ -216,7 +241,16 @@ def redact_text(text: str) -> str:
     if len(parts) == 1:
         return _Walker()._one(text) if not _space().search(text) else text
     walker = _Walker()
-    return "".join(part if i % 2 else walker.word(part) for i, part in enumerate(parts))
+    return "".join(part if i % 2 or _nccl_tag(parts, i) else walker.word(part)
+                   for i, part in enumerate(parts))
+
+
+def _nccl_tag(parts: list[str], i: int) -> bool:
+    """Whether word ``parts[i]`` (words at even indexes) is NCCL's ``host:PID:TID`` tag: a
+    ``[device]`` follows, then ``NCCL`` (after a source location in NCCL's warnings)."""
+    return ("NCCL" in parts[i + 4:i + 7:2] and i + 2 < len(parts)
+            and _device_tag().match(parts[i + 2]) is not None
+            and _process_tag().search(parts[i]) is not None)
 
 
 def redact_cmdline(args: Iterable[str]) -> list[str]:

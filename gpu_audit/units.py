@@ -7,6 +7,8 @@
   (file and folder names).
 - Versions: torch's ``(major, minor)`` release from any version string, the torch installed in
   this environment (from package metadata; torch is never imported), dotted driver versions.
+- Percentages are shown by :func:`fmt_pct` (``33.3%``); counts of things by :func:`plural`
+  (``1 GPU``, ``2 GPUs``), never ``GPU(s)``.
 """
 
 from __future__ import annotations
@@ -93,6 +95,26 @@ def pct(part: float | None, whole: float | None) -> float | None:
     if part is None or not whole:
         return None
     return round(100.0 * part / whole, 1)
+
+
+def fmt_pct(value: object, *, decimals: int | None = None, missing: str = "n/a") -> str:
+    """A percentage as printed everywhere: ``42.5%``; ``decimals`` fixes the places (``42%``,
+    ``42.50%``), by default the shortest form of the number (``50%``, ``33.3%``). ``missing``
+    stands for ``None`` or anything that is not a number (a JSON field gone wrong)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return missing
+    return f"{value:.{decimals}f}%" if decimals is not None else f"{value:g}%"
+
+
+def noun(count: int, word: str, many: str | None = None) -> str:
+    """``word`` as it goes with ``count``: ``GPU`` for 1, ``GPUs`` otherwise (``many`` when the
+    plural is not ``word`` + ``s``: ``noun(2, "process", "processes")``)."""
+    return word if count == 1 else (many or f"{word}s")
+
+
+def plural(count: int, word: str, many: str | None = None) -> str:
+    """``1 GPU``, ``0 GPUs``, ``2 processes`` (with ``many="processes"``)."""
+    return f"{count} {noun(count, word, many)}"
 
 
 # --- time ------------------------------------------------------------------------------------

@@ -56,7 +56,7 @@ def test_explicit_forms(spec, indices):
 
 
 @pytest.mark.parametrize(("spec", "message"), [
-    ("7", r"GPU 7 does not exist \(this node has 4 GPU\(s\)\)"),
+    ("7", r"GPU 7 does not exist \(this node has 4 GPUs\)"),
     ("0,,1", "empty entry"),
     ("3-1", "runs backwards"),
     ("GPU-ffff", "names no GPU"),

@@ -61,7 +61,7 @@ LAYER_OF = {
     "gpu_audit.diag": ANALYSIS,
     "gpu_audit.diag.render": RENDER, "gpu_audit.diag.plots": RENDER,
     "gpu_audit.diag.worker": RUNTIME, "gpu_audit.diag.probes": RUNTIME,
-    "gpu_audit.diag.memtest": RUNTIME,
+    "gpu_audit.diag.memtest": RUNTIME, "gpu_audit.diag.lifeline": RUNTIME,
     "gpu_audit.diag.runner": COMMANDS, "gpu_audit.diag.supervise": COMMANDS,
     "gpu_audit.diag.checklist": COMMANDS,
 }

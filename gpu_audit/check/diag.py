@@ -18,7 +18,9 @@ def diag(ctx: CheckContext) -> Iterator[CheckResult]:
     GPUs' peer access is compared with the NVLink NVML reports. Each diag finding becomes a line
     of its own: critical and error findings fail, warnings warn; ids listed in `ignore` are
     dropped. GPUs other processes use are not tested: the check is then unknown (see
-    `gpu-audit diag --force`).
+    `gpu-audit diag --force`). So it is when the installed torch cannot use a GPU (not installed,
+    or a CPU-only build): nothing is known about the GPUs, and the remedy is the install of a
+    CUDA build for this driver.
     """
     stage = ctx.stage("diag")
     if stage is None:

@@ -28,13 +28,16 @@ def run_checks(ctx: CheckContext) -> list[CheckResult]:
     """Every check in checklist order; checks the policy ignores become one ``skip`` line.
 
     Ignoring the one finding a check views also skips that check (``swap-pressure`` skips
-    ``swap``); a check viewing several findings (``torch-cuda``) runs on without the ignored one.
+    ``swap``); a check viewing several findings (``torch-cuda``), or one that judges other facts
+    too (``gpu-count``, which counts the GPUs beside viewing ``gpu-lost``), runs on without the
+    ignored one.
     """
     ignored = set(ctx.policy.ignore)
     results: list[CheckResult] = []
     for spec in all_checks().values():
         missing = [f for f in spec.views if ctx.rule_ids and f not in ctx.rule_ids]
-        if spec.id in ignored or (len(spec.views) == 1 and spec.views[0] in ignored):
+        only_view = len(spec.views) == 1 and not spec.judges_more
+        if spec.id in ignored or (only_view and spec.views[0] in ignored):
             results.append(CheckResult(spec.id, "host", SKIP, spec.title, "ignored by the policy",
                                        evidence={"ignored_by": ctx.policy.source or "policy"}))
         elif missing:

@@ -29,7 +29,7 @@ from gpu_audit.check.registry import (
 )
 from gpu_audit.check.results import CheckResult
 from gpu_audit.model import Gpu
-from gpu_audit.units import fmt_bytes, pct, version_tuple
+from gpu_audit.units import fmt_bytes, fmt_pct, pct, plural, version_tuple
 
 
 @check("nvidia-driver", "NVIDIA driver", "min_driver_version", "min_cuda_driver_version",
@@ -92,13 +92,14 @@ def nvidia_driver(ctx: CheckContext) -> Iterator[CheckResult]:
         yield result("nvidia-driver", "host", PASS, described, evidence=evidence)
 
 
-@check("gpu-count", "GPUs present", "min_gpus", views=("gpu-lost",))
+@check("gpu-count", "GPUs present", "min_gpus", views=("gpu-lost",), judges_more=True)
 def gpu_count(ctx: CheckContext) -> Iterator[CheckResult]:
     """At least `min_gpus` GPUs (1 by default) are visible to the driver, and none is lost.
 
     A GPU that has fallen off the bus (the scan's `gpu-lost` finding: NVML answers "GPU is
     lost", usually with Xid 79 in the kernel log) fails the check even when enough others
-    remain: the machine needs a GPU reset or a reboot. Ignoring `gpu-lost` skips this check.
+    remain: the machine needs a GPU reset or a reboot. Ignoring `gpu-lost` drops only that
+    failure: a lost GPU is still not counted among those present.
     Outside containers, fewer GPUs through NVML than NVIDIA devices on the PCI bus
     is a warning (a device the driver did not bring up). NVML ignores `CUDA_VISIBLE_DEVICES`,
     so the count is the machine's, not the job's.
@@ -112,7 +113,7 @@ def gpu_count(ctx: CheckContext) -> Iterator[CheckResult]:
                 "lost_pci_bus_ids": [f.evidence["pci_bus_id"] for f in lost],
                 "nvidia_pci_devices": pci, "names": [g.name for g in usable]}
     names = ", ".join(sorted({g.name or "?" for g in usable}))
-    found = f"{len(usable)} GPU{'s' if len(usable) != 1 else ''}" + (f" ({names})" if names else "")
+    found = plural(len(usable), "GPU") + (f" ({names})" if names else "")
     if lost:
         indexes = ", ".join(str(i) for i in evidence["lost"])
         yield result(
@@ -126,7 +127,7 @@ def gpu_count(ctx: CheckContext) -> Iterator[CheckResult]:
                       f"{len(scan.gpus)}: check `sudo dmesg | grep -i nvrm` and, in a container, "
                       "that all GPUs are passed through (`--gpus all`).")
         else:
-            remedy = (f"Run this job on a runner with at least {policy.min_gpus} GPU(s) "
+            remedy = (f"Run this job on a runner with at least {plural(policy.min_gpus, 'GPU')} "
                       "(use runner labels or tags), or lower `min_gpus`.")
         yield result("gpu-count", "host", FAIL,
                      f"{found}; the policy needs at least {policy.min_gpus}",
@@ -230,7 +231,7 @@ def free_vram(ctx: CheckContext) -> Iterator[CheckResult]:
     min_pct = policy.min_free_vram_pct
     needs = " and ".join(part for part in (
         f">= {gib_text(policy.min_free_vram_gib)}" if min_bytes is not None else "",
-        f">= {min_pct:g}%") if part)
+        f">= {fmt_pct(min_pct)}") if part)
 
     def judge(gpu: Gpu) -> CheckResult:
         subject = f"gpu:{gpu.index}"
@@ -245,7 +246,7 @@ def free_vram(ctx: CheckContext) -> Iterator[CheckResult]:
             return result("free-vram", subject, UNKNOWN, "free memory not reported",
                           evidence=evidence, remedy=f"nvidia-smi -i {gpu.index}")
         shown = f"{fmt_bytes(free)} of {fmt_bytes(total)} free" + (
-            f" ({free_pct:g}%)" if free_pct is not None else "")
+            f" ({fmt_pct(free_pct)})" if free_pct is not None else "")
         low = ctx.finding_on("low-free-vram", subject)
         if low is None and (min_bytes is None or free >= min_bytes):
             return result("free-vram", subject, PASS, f"{shown}; needs {needs}", evidence=evidence)

@@ -71,6 +71,9 @@ class CheckSpec:
     func: CheckFunc
     policy_keys: tuple[str, ...]
     views: tuple[str, ...] = ()  # the scan findings this check maps to its statuses
+    # True when the check judges more than its one viewed finding (gpu-count counts the GPUs):
+    # ignoring that finding then leaves it out of the check instead of skipping the check.
+    judges_more: bool = False
 
     @property
     def doc(self) -> str:
@@ -84,16 +87,17 @@ class CheckSpec:
 _CHECKS: dict[str, CheckSpec] = {}
 
 
-def check(check_id: str, title: str, *policy_keys: str,
-          views: tuple[str, ...] = ()) -> Callable[[CheckFunc], CheckFunc]:
-    """Register ``func`` as the check ``check_id``; ``views`` names the scan findings it maps."""
+def check(check_id: str, title: str, *policy_keys: str, views: tuple[str, ...] = (),
+          judges_more: bool = False) -> Callable[[CheckFunc], CheckFunc]:
+    """Register ``func`` as the check ``check_id``; ``views`` names the scan findings it maps,
+    ``judges_more`` says it judges other facts too (see :attr:`CheckSpec.judges_more`)."""
 
     def register(func: CheckFunc) -> CheckFunc:
         if check_id in _CHECKS and _CHECKS[check_id].func is not func:
             raise ValueError(f"check id {check_id!r} registered twice")
         if not func.__doc__:
             raise ValueError(f"check {check_id!r} has no docstring (it is its documentation)")
-        _CHECKS[check_id] = CheckSpec(check_id, title, func, policy_keys, views)
+        _CHECKS[check_id] = CheckSpec(check_id, title, func, policy_keys, views, judges_more)
         return func
 
     return register

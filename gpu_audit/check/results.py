@@ -14,6 +14,7 @@ from typing import Any
 
 from gpu_audit.config import CheckPolicy
 from gpu_audit.model import Finding, Scan
+from gpu_audit.units import plural
 
 
 class CheckStatus(enum.Enum):
@@ -127,7 +128,7 @@ def verdict_summary(report: CheckReport) -> str:
         more = f" and {len(problems) - 4} more" if len(problems) > 4 else ""
         return f"{named}{more} on {report.hostname}"
     ran = report.counts()["pass"]
-    return f"{ran} check{'s' if ran != 1 else ''} passed on {report.hostname}"
+    return f"{plural(ran, 'check')} passed on {report.hostname}"
 
 
 def verdict_perfdata(report: CheckReport) -> str:

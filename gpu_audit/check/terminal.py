@@ -15,6 +15,7 @@ from rich.table import Table
 from gpu_audit.check.results import CheckReport, CheckStatus, verdict_line
 from gpu_audit.gpu_selection import selection_of
 from gpu_audit.report.escape import terminal, terminal_markup
+from gpu_audit.units import plural
 
 # Every foreign string (subjects, summaries, the policy path) goes through the console escape.
 escape = terminal_markup
@@ -82,8 +83,8 @@ def render_check(report: CheckReport, console: Console, verbose: bool = False) -
     if selected is not None:
         console.print(f"[dim]GPUs judged: {escape(str(selected.get('reason')))}[/]")
     if report.scan.probe_errors:
-        console.print(f"[dim]{len(report.scan.probe_errors)} measurement(s) could not be "
-                      "taken" + (":" if verbose else " (-v lists them)") + "[/]")
+        console.print(f"[dim]{plural(len(report.scan.probe_errors), 'measurement')} could "
+                      "not be taken" + (":" if verbose else " (-v lists them)") + "[/]")
         if verbose:
             for error in report.scan.probe_errors:
                 console.print(f"[dim]  {escape(error.subject)}: {escape(error.message)}[/]")

@@ -26,7 +26,7 @@ from gpu_audit.check.registry import (
 from gpu_audit.check.results import CheckResult
 from gpu_audit.model import GpuProcess
 from gpu_audit.rules.duplicates import duplicate_groups
-from gpu_audit.units import fmt_bytes
+from gpu_audit.units import fmt_bytes, plural
 
 
 @check("swap", "Swap in use", "max_swap_used_gib", "swap", views=("swap-pressure",))
@@ -96,7 +96,8 @@ def duplicate_backends(ctx: CheckContext) -> Iterator[CheckResult]:
     evidence = {"gpu_processes": len(ctx.scan.processes), "duplicate_groups": len(groups)}
     yield from _mapped_findings(ctx, "duplicate-backends", "duplicate-backend",
                                 ctx.policy.duplicate_backends, "duplicate_backends",
-                                f"no copies among {len(ctx.scan.processes)} GPU process(es)",
+                                "no copies among "
+                                + plural(len(ctx.scan.processes), "GPU process", "GPU processes"),
                                 evidence)
 
 

@@ -167,6 +167,11 @@ def _run_typer(args: list[str]) -> int:
         err("interrupted")
         return EXIT_INTERRUPTED
     except ClickException as exc:
+        from gpu_audit.cli.monitoring import usage_error_output
+
+        nagios = usage_error_output(args, exc.format_message())
+        if nagios is not None:  # a monitoring system reads stdout: a status line, not nothing
+            sys.stdout.write(nagios)
         exc.show(file=sys.stderr)
         return EXIT_UNKNOWN
     return result if isinstance(result, int) else EXIT_OK

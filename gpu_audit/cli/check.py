@@ -7,9 +7,8 @@ import sys
 import time
 from pathlib import Path
 
-import typer
-
-from gpu_audit.cli.app import app, err, verbose
+from gpu_audit.cli.app import err, verbose
+from gpu_audit.cli.declared import Option, command
 from gpu_audit.cli.monitoring import FORMAT_HELP, monitored
 from gpu_audit.errors import InputError, UsageError
 from gpu_audit.gpu_selection import SPEC_FORMS
@@ -46,75 +45,100 @@ def current_user() -> str | None:
         return None
 
 
-@app.command(epilog=EXIT_CODES_HELP)
+# Declared as data: typer builds the command from these, and a plain `check --json` line is
+# parsed from them without loading typer (gpu_audit.cli.declared). A new option is one entry here
+# and one keyword of check() below.
+OPTIONS = (
+    Option("policy_file", "--policy", Path, metavar="FILE",
+           help="Policy TOML with keys at top level (default: the check table of the nearest "
+           "gpu-audit.toml or pyproject.toml). GPU_AUDIT_<KEY> variables override it."),
+    Option("junit", "--junit", Path, metavar="FILE",
+           help="Write a JUnit XML report (one test case per check)."),
+    Option("json_out", "--json", bool, False,
+           help="Print the result as JSON (schema gpu-audit.check/1)."),
+    Option("stages", "--stages", str, metavar="LIST",
+           help="Also run these validation stages after the static checks: imports,smoke."),
+    Option("from_file", "--from", Path, metavar="FILE",
+           help="Judge a saved `scan --json` or `check --json` document instead of this machine."),
+    Option("fail_on", "--fail-on", str, metavar="SEVERITY",
+           help=f"Scan findings at or above this severity fail: {SEVERITIES} (default: the "
+           "policy's fail_on, error)."),
+    Option("user", "--user", str, metavar="NAME",
+           help="Count GPU processes of NAME as own processes (default: the user running "
+           "check; with --slurm, the job's user from SLURM_JOB_USER or SLURM_JOB_UID)."),
+    Option("out", "--out", Path, metavar="DIR",
+           help="Folder for the markdown report and its JSON twin (default: reports)."),
+    Option("no_report", "--no-report", bool, False, help="Do not write the report files."),
+    Option("output_format", "--format", str, metavar="FORMAT", help=FORMAT_HELP),
+    Option("prometheus", "--prometheus", Path, metavar="FILE",
+           help="Also write the result as a node_exporter textfile (the scan's gpu_audit_* "
+           "gauges, gpu_audit_check_status and one gpu_audit_check_passed per check; atomic); "
+           "a check that cannot judge writes gpu_audit_scan_success 0 there."),
+    Option("no_annotations", "--no-annotations", bool, False,
+           help="Under GitHub Actions, do not emit ::error/::warning annotations."),
+    Option("timeout", "--timeout", float, 5.0, min=0.1, max=86400, metavar="SECONDS",
+           help="Longest wait for the NVIDIA driver before reporting it hung."),
+    Option("gpus", "--gpus", str, metavar="SPEC",
+           help=f"Judge only these GPUs: {SPEC_FORMS}; host checks still apply (default: all)."),
+    Option("diag_level", "--diag", int, min=1, max=3, metavar="LEVEL",
+           help="Also run `gpu-audit diag` at this level on the judged GPUs (1: seconds, for "
+           "CI); each diag finding becomes a line of the checklist."),
+    Option("slurm", "--slurm", str, metavar="HOOK",
+           help="Run as a Slurm hook: prolog, epilog or healthcheck. One undecorated line; exit "
+           "2 only for the node's problems (hardware or driver faults, memory a finished job "
+           "left), 0 otherwise, 3 no verdict. See examples/slurm-*.sh."),
+    Option("spool", "--spool", Path, metavar="DIR",
+           help="With --slurm: folder for the prolog's scan, kept for the epilog (default: "
+           "/var/spool/gpu-audit; created 0700, refused when another user could write it)."),
+)
+
+
+@command("check", OPTIONS, epilog=EXIT_CODES_HELP)
 @monitored
 def check(
-    policy_file: Path | None = typer.Option(
-        None, "--policy", metavar="FILE",
-        help="Policy TOML with keys at top level (default: the check table of the nearest "
-             "gpu-audit.toml or pyproject.toml). GPU_AUDIT_<KEY> variables override it."),
-    junit: Path | None = typer.Option(None, "--junit", metavar="FILE",
-                                      help="Write a JUnit XML report (one test case per check)."),
-    json_out: bool = typer.Option(False, "--json",
-                                  help="Print the result as JSON (schema gpu-audit.check/1)."),
-    stages: str | None = typer.Option(
-        None, "--stages", metavar="LIST",
-        help="Also run these validation stages after the static checks: imports,smoke."),
-    from_file: Path | None = typer.Option(
-        None, "--from", metavar="FILE",
-        help="Judge a saved `scan --json` or `check --json` document instead of this machine."),
-    fail_on: str | None = typer.Option(
-        None, "--fail-on", metavar="SEVERITY",
-        help=f"Scan findings at or above this severity fail: {SEVERITIES} (default: the "
-             "policy's fail_on, error)."),
-    user: str | None = typer.Option(
-        None, "--user", metavar="NAME",
-        help="Count GPU processes of NAME as own processes (default: the user running "
-             "check)."),
-    out: Path | None = typer.Option(None, "--out", metavar="DIR",
-                                    help="Folder for the markdown report and its JSON twin "
-                                         "(default: reports)."),
-    no_report: bool = typer.Option(False, "--no-report", help="Do not write the report files."),
-    output_format: str | None = typer.Option(None, "--format", metavar="FORMAT",
-                                             help=FORMAT_HELP),
-    no_annotations: bool = typer.Option(
-        False, "--no-annotations",
-        help="Under GitHub Actions, do not emit ::error/::warning annotations."),
-    timeout: float = typer.Option(5.0, "--timeout", min=0.1, max=86400, metavar="SECONDS",
-                                  help="Longest wait for the NVIDIA driver before reporting it "
-                                       "hung."),
-    gpus: str | None = typer.Option(
-        None, "--gpus", metavar="SPEC",
-        help=f"Judge only these GPUs: {SPEC_FORMS}; host checks still apply (default: all)."),
-    diag_level: int | None = typer.Option(
-        None, "--diag", min=1, max=3, metavar="LEVEL",
-        help="Also run `gpu-audit diag` at this level on the judged GPUs (1: seconds, for CI); "
-             "each diag finding becomes a line of the checklist."),
-    slurm: str | None = typer.Option(
-        None, "--slurm", metavar="HOOK",
-        help="Run as a Slurm hook: prolog, epilog or healthcheck. One undecorated line; exit 2 "
-             "only for the node's problems (hardware or driver faults, memory a finished job "
-             "left), 0 otherwise, 3 no verdict. See examples/slurm-*.sh."),
-    spool: Path | None = typer.Option(
-        None, "--spool", metavar="DIR",
-        help="With --slurm: folder for the prolog's scan, kept for the epilog (default: "
-             "/var/spool/gpu-audit; created 0700, refused when another user could write it)."),
-) -> None:
+    *,
+    policy_file: Path | None,
+    junit: Path | None,
+    json_out: bool,
+    stages: str | None,
+    from_file: Path | None,
+    fail_on: str | None,
+    user: str | None,
+    out: Path | None,
+    no_report: bool,
+    output_format: str | None,
+    prometheus: Path | None,
+    no_annotations: bool,
+    timeout: float,
+    gpus: str | None,
+    diag_level: int | None,
+    slurm: str | None,
+    spool: Path | None,
+) -> int:
     """The CI pre-run checklist: scan this runner and judge it against a policy.
 
     Each check passes, warns or fails with its evidence.
     With GITHUB_STEP_SUMMARY set, the markdown summary is appended to that file.
     Under GitHub Actions, failures and warnings also become workflow annotations.
     """
+    started = time.perf_counter()
+    from gpu_audit.cli.monitoring import output_format as format_in_force
+
+    fmt = format_in_force(output_format, json_out)
+    stage_names = parse_stages(stages)
+    nvml = None
+    if from_file is None and slurm is None:
+        # As in scan: the NVML read goes first, on its own threads, so a slow driver answers
+        # while the checks are imported and the policy is read.
+        from gpu_audit.collect.nvml import start_read
+
+        nvml = start_read(timeout)
+
     import dataclasses
 
     from gpu_audit.check.engine import every_id, judge
-    from gpu_audit.cli.monitoring import output_format as format_in_force
     from gpu_audit.config import load_check_policy
 
-    started = time.perf_counter()
-    fmt = format_in_force(output_format, json_out)
-    stage_names = parse_stages(stages)
     policy = load_check_policy(policy_file, known_ids=every_id())
     if fail_on is not None:
         try:
@@ -124,14 +148,17 @@ def check(
         policy = dataclasses.replace(policy, fail_on=threshold.value,
                                      warn_on=min(threshold, policy.warn_on_severity).value)
     if slurm is not None:
-        raise typer.Exit(_slurm_hook(slurm, policy, spool=spool, from_file=from_file,
-                                     gpus=gpus, timeout=timeout,
-                                     refused={"--json": json_out, "--junit": junit,
-                                              "--stages": stages, "--out": out,
-                                              "--format": output_format,
-                                              "--diag": diag_level}))
+        return _slurm_hook(slurm, policy, spool=spool, from_file=from_file, gpus=gpus,
+                           timeout=timeout, user=user,
+                           refused={"--json": json_out, "--junit": junit, "--stages": stages,
+                                    "--out": out, "--format": output_format,
+                                    "--diag": diag_level, "--prometheus": prometheus})
     if spool is not None:
         raise UsageError("--spool keeps a Slurm hook's state: use it with --slurm")
+    if prometheus is not None:
+        from gpu_audit.report.prometheus import check_textfile_target
+
+        check_textfile_target(prometheus)
     stage_names = stage_names if stage_names is not None else list(policy.stages)
     if from_file is not None and stage_names:
         raise UsageError("--from judges a saved document; validation stages need this machine "
@@ -143,7 +170,7 @@ def check(
     else:
         from gpu_audit.collect import collect_scan
 
-        scan = collect_scan(timeout_s=timeout)
+        scan = collect_scan(timeout_s=timeout, nvml=nvml)
     outcomes = []
     if stage_names:
         from gpu_audit.validate.checklist import run_stages
@@ -165,8 +192,8 @@ def check(
                    user=user or recorded_user or current_user(), stages=outcomes,
                    duration_s=round(time.perf_counter() - started, 3), findings=findings)
     _emit(report, json_out=fmt == "json", junit=junit, out=out, no_report=no_report,
-          annotate=not no_annotations, nagios=fmt == "nagios")
-    raise typer.Exit(report.exit_code)
+          annotate=not no_annotations, nagios=fmt == "nagios", prometheus=prometheus)
+    return report.exit_code
 
 
 def _limited(scan: Scan, policy, spec: str) -> tuple[Scan, list]:
@@ -181,7 +208,8 @@ def _limited(scan: Scan, policy, spec: str) -> tuple[Scan, list]:
 
 
 def _slurm_hook(kind: str, policy, *, spool: Path | None, from_file: Path | None,
-                gpus: str | None, timeout: float, refused: dict[str, object]) -> int:
+                gpus: str | None, timeout: float, user: str | None,
+                refused: dict[str, object]) -> int:
     """``check --slurm HOOK``: see :mod:`gpu_audit.hooks.slurm`."""
     from gpu_audit.hooks import DEFAULT_SPOOL, HOOKS, run_hook
 
@@ -199,7 +227,8 @@ def _slurm_hook(kind: str, policy, *, spool: Path | None, from_file: Path | None
         return collect_scan(timeout_s=timeout)
 
     return run_hook(kind, policy=policy, environ=os.environ, spool=spool or DEFAULT_SPOOL,
-                    collect=collect, gpus=gpus)
+                    collect=collect, gpus=gpus, user=user,
+                    deadline_s=policy.slurm_hook_deadline_s, settle_s=policy.slurm_settle_s)
 
 
 def _saved_scan(path: Path) -> tuple[Scan, str | None]:
@@ -212,14 +241,19 @@ def _saved_scan(path: Path) -> tuple[Scan, str | None]:
 
 
 def _emit(report, *, json_out: bool, junit: Path | None, out: Path | None, no_report: bool,
-          annotate: bool, nagios: bool = False) -> None:
+          annotate: bool, nagios: bool = False, prometheus: Path | None = None) -> None:
     """Every output of one run: stdout, the JUnit file, GitHub's summary and annotations,
-    the report files."""
+    the report files, the node_exporter textfile."""
     from gpu_audit.check.document import check_document
     from gpu_audit.gpu_selection import selection_of
     from gpu_audit.report import github
     from gpu_audit.serial import dumps, write_atomic
 
+    if prometheus is not None:  # first: a file that cannot be written exits 3 before any verdict
+        from gpu_audit.cli.monitoring import elapsed_s
+        from gpu_audit.report.prometheus import render_check_textfile, write_textfile
+
+        write_textfile(prometheus, render_check_textfile(report, duration_s=elapsed_s()))
     document = check_document(report)
     document["gpu_selection"] = selection_of(report.scan)
     if json_out:

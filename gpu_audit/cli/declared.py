@@ -59,6 +59,7 @@ class Declared(NamedTuple):
     name: str
     options: tuple[Option, ...]
     function: Callable[..., int]
+    epilog: str | None = None  # shown after the options in --help
 
 
 DECLARED: dict[str, Declared] = {}
@@ -67,13 +68,14 @@ _TYPER_APP = "gpu_audit.cli.typer_app"
 
 
 def command(
-    name: str, options: Sequence[Option]
+    name: str, options: Sequence[Option], *, epilog: str | None = None
 ) -> Callable[[Callable[..., int]], Callable[..., int]]:
     """Declare ``gpu-audit NAME``: the decorated function takes every option as a keyword
-    argument and returns the exit code; its docstring is the command's help."""
+    argument and returns the exit code; its docstring is the command's help, ``epilog`` the text
+    after the options."""
 
     def declare(function: Callable[..., int]) -> Callable[..., int]:
-        declared = Declared(name, tuple(options), function)
+        declared = Declared(name, tuple(options), function, epilog)
         DECLARED[name] = declared
         typer_app = sys.modules.get(_TYPER_APP)
         if typer_app is not None:  # typer is in use: the command joins its app now

@@ -13,8 +13,8 @@ from gpu_audit.errors import UsageError
 from gpu_audit.gpu_selection import SPEC_FORMS
 
 EXIT_CODES_HELP = ("Exit codes: 0 OK, 1 WARNING, 2 CRITICAL (a test failed), 3 UNKNOWN (bad "
-                   "flags, busy GPUs without --force, or a test that could not run), "
-                   "130 interrupted (every worker stopped).")
+                   "flags, busy GPUs without --force, a torch without CUDA, a GPU in MIG mode, "
+                   "or a test that could not run), 130 interrupted (every worker stopped).")
 
 
 def parse_plant(text: str | None) -> tuple[int, int] | None:
@@ -75,6 +75,11 @@ def diag(
         raise UsageError(f"--device: {device!r} is not cuda or cpu")
     options = DiagOptions(level=level, gpus=gpus, timeout_s=timeout, force=force,
                           device=device, duration_s=duration, plant=parse_plant(plant_fault))
+    keep = None
+    if not no_report:  # read before the tests run: a bad setting stops diag before it starts
+        from gpu_audit.config import load_policy
+
+        keep = load_policy().keep_reports
     previous = _stop_on_signals()
     try:
         result = run_diag(options, note=err)
@@ -93,7 +98,7 @@ def diag(
         sys.stdout.write(render_terminal(result, max(shutil.get_terminal_size().columns, 40) - 1))
     sys.stdout.flush()
     if not no_report:
-        _write_report(result, document, out)
+        _write_report(result, document, out, keep)
     raise typer.Exit(result.exit_code)
 
 
@@ -111,11 +116,12 @@ def _stop_on_signals() -> dict:
     return previous
 
 
-def _write_report(result, document: dict, out: Path | None) -> None:
-    """The markdown report, its JSON twin and the level-3 plots, side by side (atomic writes)."""
-    from gpu_audit.diag.plots import write_plots
+def _write_report(result, document: dict, out: Path | None, keep: int | None = None) -> None:
+    """The markdown report, its JSON twin and the level-3 plots, side by side (atomic writes);
+    then only the newest ``keep`` diag reports (with their plots) stay in the folder."""
+    from gpu_audit.diag.plots import PLOT_ENDINGS, write_plots
     from gpu_audit.diag.render import render_markdown
-    from gpu_audit.report.files import DEFAULT_FOLDER, unique_stem
+    from gpu_audit.report.files import DEFAULT_FOLDER, prune_reports, unique_stem
     from gpu_audit.serial import dumps, write_atomic
 
     folder = out or DEFAULT_FOLDER
@@ -132,3 +138,5 @@ def _write_report(result, document: dict, out: Path | None) -> None:
         err(f"{message}; pass --out DIR or --no-report")
         return
     print(f"report: {path}", file=sys.stderr)
+    if keep:
+        prune_reports(folder, "diag", keep, own=stem, companions=PLOT_ENDINGS)

@@ -46,6 +46,10 @@ def diff(
     config: Path | None = typer.Option(
         None, "--config", metavar="FILE",
         help="Read thresholds and `ignore` from this TOML file instead of searching."),
+    unreleased_min_gib: float | None = typer.Option(
+        None, "--unreleased-min-gib", metavar="GIB",
+        help="vram-unreleased: report memory no process accounts for from this much growth on "
+             "(the policy's unreleased_vram_min_gib, default 1)."),
     out: Path | None = typer.Option(None, "--out", metavar="DIR",
                                     help="Folder for the markdown report and its JSON twin "
                                          "(default: reports)."),
@@ -68,6 +72,14 @@ def diff(
     if json_out and markdown:
         raise UsageError("--json and --markdown cannot be combined")
     policy = load_policy(config, known_ids=every_id)
+    if unreleased_min_gib is not None:
+        import dataclasses
+
+        from gpu_audit.config.policy import validate_values
+
+        validate_values({"unreleased_vram_min_gib": unreleased_min_gib},
+                        lambda key, message: UsageError(f"--unreleased-min-gib: {message}"))
+        policy = dataclasses.replace(policy, unreleased_vram_min_gib=unreleased_min_gib)
     try:
         threshold = Severity.parse(fail_on) if fail_on else None
     except ValueError as exc:

@@ -82,7 +82,8 @@ def _run(command: str, *, address: str | None, policy_file: Path | None, timeout
         raise UsageError(f"the Ray cluster at {target} has no alive node")
     report = judge_fleet(nodes, source="ray",
                          duration_s=round(time.perf_counter() - started, 3))
-    emit(report, json_out=json_out, out=out, no_report=no_report, command=f"fleet-{command}")
+    emit(report, json_out=json_out, out=out, no_report=no_report, command=f"fleet-{command}",
+         keep=policy.keep_reports)
     raise typer.Exit(report.exit_code)
 
 

@@ -34,17 +34,24 @@ def merge(
     from gpu_audit.fleet.inputs import read_nodes
     from gpu_audit.fleet.judge import judge_fleet
 
+    keep = None
+    if not no_report:
+        from gpu_audit.config import load_policy
+
+        keep = load_policy().keep_reports  # retention of the report folder
     started = time.perf_counter()
     nodes = read_nodes(paths, note=err)
     report = judge_fleet(nodes, source="merge",
                          duration_s=round(time.perf_counter() - started, 3))
-    emit(report, json_out=json_out, out=out, no_report=no_report, command="merge")
+    emit(report, json_out=json_out, out=out, no_report=no_report, command="merge", keep=keep)
     raise typer.Exit(report.exit_code)
 
 
-def emit(report, *, json_out: bool, out: Path | None, no_report: bool, command: str) -> None:
+def emit(report, *, json_out: bool, out: Path | None, no_report: bool, command: str,
+         keep: int | None = None) -> None:
     """stdout (JSON or the terminal summary) and the report files (markdown, its JSON twin, the
-    per-GPU table as CSV and Parquet, the per-node heat map); shared with ``fleet``."""
+    per-GPU table as CSV and Parquet, the per-node heat map); shared with ``fleet``. ``keep``:
+    the policy's ``keep_reports`` (older reports of ``command`` and their tables are deleted)."""
     import socket
 
     from gpu_audit.fleet.document import fleet_document
@@ -58,10 +65,10 @@ def emit(report, *, json_out: bool, out: Path | None, no_report: bool, command: 
         sys.stdout.write(render_terminal(report, verbose=bool(verbose())))
     sys.stdout.flush()
     if not no_report:
-        from gpu_audit.fleet.render import write_gpu_tables
+        from gpu_audit.fleet.render import BESIDE_REPORT, write_gpu_tables
         from gpu_audit.report.files import write_report
 
         md = write_report(command, report.generated_at, socket.gethostname(), document,
-                          render_markdown(report), out)
+                          render_markdown(report), out, keep=keep, companions=BESIDE_REPORT)
         if md is not None:
             write_gpu_tables(report, md, note=err)

@@ -2,8 +2,10 @@
 that fails must still leave (not a command of its own).
 
 A Nagios check that cannot judge prints ``GPU-AUDIT UNKNOWN - <why>`` on stdout (exit 3), and a
-scan with ``--prometheus FILE`` that cannot judge still writes ``gpu_audit_scan_success 0``
-there, so the failure is seen where the results are watched.
+scan or check with ``--prometheus FILE`` that cannot judge still writes
+``gpu_audit_scan_success 0`` there, so the failure is seen where the results are watched. A
+command line typer refuses (an unknown option, a bad value) with ``--format nagios`` gets the
+same UNKNOWN line (:func:`usage_error_output`).
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ def monitored(command: Callable[..., Any]) -> Callable[..., Any]:
             return command(*args, **kwargs)
         except (Exception, KeyboardInterrupt) as exc:
             if not _is_exit(exc):
-                _failed(exc, kwargs)
+                _failed(exc, kwargs, check=command.__name__ == "check")
             raise
         finally:
             _started.pop()
@@ -78,7 +80,7 @@ def _reason(exc: BaseException) -> str:
     return f"internal error: {type(exc).__name__}: {exc}"
 
 
-def _failed(exc: BaseException, options: dict[str, Any]) -> None:
+def _failed(exc: BaseException, options: dict[str, Any], *, check: bool = False) -> None:
     prometheus: Path | None = options.get("prometheus")
     if prometheus is not None:
         import socket
@@ -86,7 +88,7 @@ def _failed(exc: BaseException, options: dict[str, Any]) -> None:
         from gpu_audit.report.prometheus import render_failure, write_textfile
 
         data = render_failure(socket.gethostname(), duration_s=elapsed_s(),
-                              timestamp_s=time.time())
+                              timestamp_s=time.time(), check=check)
         with contextlib.suppress(GpuAuditError, OSError):  # the path itself may be the problem
             write_textfile(prometheus, data)
     if _nagios(options):
@@ -100,3 +102,28 @@ def _failed(exc: BaseException, options: dict[str, Any]) -> None:
 def _nagios(options: dict[str, Any]) -> bool:
     value = options.get("output_format")
     return isinstance(value, str) and value.strip().lower() == "nagios"
+
+
+def usage_error_output(args: list[str], message: str) -> str | None:
+    """The Nagios UNKNOWN output for a command line typer refused, when that line asks for
+    ``--format nagios`` (the last ``--format`` given, as typer reads it) of a command that has
+    ``--format``; ``None`` otherwise. Without it Nagios would show typer's usage text."""
+    from gpu_audit.cli.app import _invoked_command
+    from gpu_audit.cli.declared import DECLARED
+
+    cut = args.index("--") if "--" in args else len(args)
+    chosen = None
+    for at, arg in enumerate(args[:cut]):
+        name, equals, value = arg.partition("=")
+        if name != "--format":
+            continue
+        if not equals:
+            value = args[at + 1] if at + 1 < cut else ""
+        chosen = value
+    declared = DECLARED.get(_invoked_command(args) or "")
+    if chosen is None or chosen.strip().lower() != "nagios" or declared is None or \
+            not any(option.name == "--format" for option in declared.options):
+        return None
+    from gpu_audit.report.nagios import unknown_output
+
+    return unknown_output(f"usage error: {message}")

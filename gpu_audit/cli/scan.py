@@ -91,7 +91,6 @@ def scan(
         apply_selection,
         resolve_gpus,
         select_findings,
-        selection_of,
     )
     from gpu_audit.report.jsonout import load_scan_document, scan_document
     from gpu_audit.rules import evaluate, exit_code
@@ -128,7 +127,6 @@ def scan(
         scanned = apply_selection(scanned, selection)
     code = exit_code(findings, threshold)
     document = scan_document(scanned, findings, code)
-    document["gpu_selection"] = selection_of(scanned)
 
     # The report is written first: an --out that cannot be written exits 3 before any verdict
     # (with its own exit code) is printed.

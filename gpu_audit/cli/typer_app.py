@@ -91,7 +91,7 @@ def add_declared(declared: Declared) -> None:
     run.__module__ = function.__module__
     run.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
     run.__annotations__ = {**annotations, "return": None}
-    app.command(declared.name)(run)
+    app.command(declared.name, epilog=declared.epilog)(run)
 
 
 for _declared in list(DECLARED.values()):

@@ -54,6 +54,10 @@ class CheckPolicy(Policy):
     warn_on: str = "warning"
     require_torch_cuda: bool = False
     stages: list[str] = field(default_factory=list)
+    # check --slurm: the hook answers within this (Slurm's hook timeouts are minutes) ...
+    slurm_hook_deadline_s: float = 30.0
+    # ... and an epilog that finds memory still held looks once more after this long (0: never)
+    slurm_settle_s: float = 3.0
 
     @property
     def warn_on_severity(self) -> Severity:
@@ -114,6 +118,7 @@ def load_check_policy(
         layers.table(_check_table(check_file), layers.keys, rank=2)
     layers.environment(process_environ(environ), rank=3)
     _check_severities(layers)
+    _check_settle_within_deadline(layers)
     policy = CheckPolicy(**layers.values, source=layers.source())
     if known_ids is not None:
         check_ignored_ids(layers.added_ids, known_ids)
@@ -133,6 +138,19 @@ def _check_severities(layers: Layers) -> None:
     origin = layers.origins["warn_on"]
     raise origin.error("warn_on", f"warn_on ({warn_on.value!r}) must not be above fail_on "
                                   f"({fail_on.value!r})")
+
+
+def _check_settle_within_deadline(layers: Layers) -> None:
+    """The epilog's second look must fit in the hook's deadline, with time to scan again."""
+    deadline = layers.values.get("slurm_hook_deadline_s", CheckPolicy.slurm_hook_deadline_s)
+    settle = layers.values.get("slurm_settle_s", CheckPolicy.slurm_settle_s)
+    if settle < deadline:
+        return
+    key = max(("slurm_settle_s", "slurm_hook_deadline_s"), key=lambda k: layers.rank.get(k, 0))
+    origin = layers.origins.get(key) or layers.origins.get("slurm_settle_s") \
+        or layers.origins["slurm_hook_deadline_s"]
+    raise origin.error(key, f"slurm_settle_s ({settle:g} s) must be below "
+                            f"slurm_hook_deadline_s ({deadline:g} s)")
 
 
 def check_ignored_ids(named: dict[str, Origin], known_ids: set[str]) -> None:

@@ -51,6 +51,8 @@ class Policy:
     small_gpu_gib: float = 8.0  # at or below this, allocator advice is given unasked
     xid_recent_hours: float = 24.0  # application-caused Xids older than this are only noted
     keep_reports: int = 50  # reports per command kept in the report folder (0: keep all)
+    # diff (and the Slurm epilog): memory in use that no process accounts for may grow this much
+    unreleased_vram_min_gib: float = 1.0
     fail_on: str = "error"
     ignore: list[str] = field(default_factory=list)  # finding ids (and, for check, check ids)
     source: str | None = field(default=None, metadata={"internal": True})
@@ -64,9 +66,21 @@ class Policy:
         return int(self.unattributed_vram_allowance_mib * MIB)
 
     @property
+    def unreleased_vram_min_bytes(self) -> int:
+        return int(self.unreleased_vram_min_gib * GIB)
+
+    @property
     def fail_on_severity(self) -> Severity:
         return Severity.parse(self.fail_on)
 
+
+# Keys with a narrower range than "not negative, at most MAX_NUMBER": key -> (lowest, whether
+# the lowest itself is allowed, highest, unit for messages).
+RANGES: dict[str, tuple[float, bool, float, str]] = {
+    "unreleased_vram_min_gib": (0.0, False, MAX_NUMBER, "GiB"),
+    "slurm_hook_deadline_s": (0.0, False, 3600.0, "seconds"),
+    "slurm_settle_s": (0.0, True, 300.0, "seconds"),
+}
 
 MODE_KEYS = ("free_vram", "swap", "duplicate_backends", "unattributed_vram", "foreign_processes",
              "own_processes")
@@ -100,6 +114,12 @@ def validate_values(values: dict[str, Any], complain: Complaint) -> None:
                 raise complain(key, f"key {key!r} must not be negative, got {value!r}")
             if key.endswith("_pct") and value > 100:
                 raise complain(key, f"key {key!r} is a percentage (0-100), got {value!r}")
+            if key in RANGES:
+                low, low_allowed, high, unit = RANGES[key]
+                if value < low or (value == low and not low_allowed) or value > high:
+                    above = f"at least {low:g}" if low_allowed else f"above {low:g}"
+                    raise complain(key, f"key {key!r} must be {above} and at most {high:g} "
+                                        f"({unit}), got {value!r}")
     for key in MODE_KEYS:
         if key in values and values[key] not in MODES:
             raise complain(key, f"key {key!r} must be one of {', '.join(map(repr, MODES))}, "

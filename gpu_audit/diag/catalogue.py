@@ -15,7 +15,9 @@ CUDA did not work on a GPU: no context, a kernel that did not run or answered wr
 
 Level 1 creates a CUDA context on each selected GPU in a child process, launches a small kernel
 and checks its answer. A failure here means no GPU work can run on that GPU, whatever NVML
-reports. The finding carries torch's error."""),
+reports. The finding carries torch's error. A torch that cannot use any GPU (not installed, or
+a CPU-only build) is not this finding: that is software, so diag gives no verdict (exit 3) and
+names the install of a CUDA build for this driver."""),
     "diag-memory-error": (Severity.CRITICAL, """\
 GPU memory returned data other than what was written.
 
@@ -103,6 +105,15 @@ This GPU model has no row in gpu-audit's table of expectations.
 Its figures are judged against the node's other GPUs of the same model and, for the sustained
 load, against its own first seconds; nothing fails for lack of a row. The figures are in the
 report for comparison with the vendor's datasheet."""),
+    "diag-mig-not-tested": (Severity.INFO, """\
+A selected GPU has MIG mode on: diag did not test it, and gives no verdict on it.
+
+With Multi-Instance GPU on, work runs in MIG instances, each a slice of the GPU's memory and
+SMs; diag does not test the instances one by one. Measured in one slice, the GPU's bandwidth and
+throughput would be judged against the whole GPU's datasheet figures and read as false alarms,
+so the GPU is left untested and the run counts as unknown (exit 3) unless another GPU fails.
+`nvidia-smi -L` lists the instances; choose the other GPUs with `--gpus`, or turn MIG off to
+test the whole GPU."""),
 }
 
 

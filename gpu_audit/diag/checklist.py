@@ -15,6 +15,7 @@ from gpu_audit.diag.results import DiagOptions
 from gpu_audit.errors import UsageError
 from gpu_audit.model import Scan
 from gpu_audit.serial import to_jsonable
+from gpu_audit.units import noun, plural
 
 
 def run_diag_stage(scan: Scan, level: int, gpus: str | None, *,
@@ -34,10 +35,15 @@ def run_diag_stage(scan: Scan, level: int, gpus: str | None, *,
     code = result.exit_code
     status = {0: "passed", 1: "passed", 2: "failed"}.get(code, "error")
     tested = ", ".join(str(g.index) for g in result.gpus)
-    summary = (f"level {level} on GPU(s) {tested}: " +
+    raised = sum(1 for f in judgement.findings if f.severity and f.severity.rank > 0)
+    summary = (f"level {level} on {noun(len(result.gpus), 'GPU')} {tested}: " +
                ("; ".join(judgement.unknown) if code == 3 and judgement.unknown else
-                f"{len([f for f in judgement.findings if f.severity and f.severity.rank > 0])}"
-                " finding(s) at warning or above"))
+                f"{plural(raised, 'finding')} at warning or above"))
+    unusable = judgement.torch_unusable  # no verdict: the remedy is the torch install
+    mig = [f.remedy for f in judgement.findings if f.id == "diag-mig-not-tested"]
+    remedy = unusable["remedy"] if unusable else (mig[0] if mig and code == 3 else None)
     return StageOutcome("diag", status, summary, duration_s=result.duration_s, device=device,
+                        remedy=remedy,
                         evidence={"findings": findings, "unknown": judgement.unknown,
+                                  "torch_unusable": unusable,
                                   "level": level, "gpus": [g.index for g in result.gpus]})

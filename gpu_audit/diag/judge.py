@@ -26,19 +26,23 @@ from gpu_audit.knowledge.gpu_models import (
     find_model,
     pcie_gbs,
 )
+from gpu_audit.knowledge.torch_builds import install_command
 from gpu_audit.model import Severity
 
+NO_CUDA_TORCH = ("torch-missing", "torch-build")  # a worker's fatal kinds that are no verdict
 _RESEAT = ("Reseat the GPU and its riser or cable, check the slot's lanes in the board manual "
            "and the BIOS PCIe settings; `nvidia-smi -q -d PCIE` shows the link.")
 
 
 def judge(level: int, gpus: list[GpuRun], peers: PeerRun | None = None,
-          table: tuple[GpuModelSpec, ...] = MODELS) -> DiagJudgement:
-    """Findings and figures for one diag run (``table``: the expectations; tests pass their own)."""
+          table: tuple[GpuModelSpec, ...] = MODELS,
+          driver_cuda: str | None = None) -> DiagJudgement:
+    """Findings and figures for one diag run (``table``: the expectations; tests pass their own;
+    ``driver_cuda``: the newest CUDA the driver supports, for the torch build to suggest)."""
     out = DiagJudgement()
     specs = {g.index: find_model(g.name, table) for g in gpus}
     for gpu in gpus:
-        _judge_worker(out, gpu, gpu.worker, "tests")
+        _judge_worker(out, gpu, gpu.worker, "tests", driver_cuda)
         _judge_correctness(out, gpu)
         out.figures.extend(_gpu_figures(gpu, specs[gpu.index]))
     _compare_with_peers(out, gpus)
@@ -47,7 +51,8 @@ def judge(level: int, gpus: list[GpuRun], peers: PeerRun | None = None,
     unknown_names = sorted({g.name or "?" for g in gpus if specs[g.index] is None
                             and g.worker.status == "done"})
     for name in unknown_names:
-        members = [g.index for g in gpus if (g.name or "?") == name]
+        members = [g.index for g in gpus if (g.name or "?") == name
+                   and g.worker.status == "done"]
         compared = f"the node's other {name}" if len(members) > 1 else "no other GPU"
         out.findings.append(diag_finding(
             "diag-model-unknown", f"gpu:{members[0]}", f"No expectations for {name}",
@@ -60,7 +65,7 @@ def judge(level: int, gpus: list[GpuRun], peers: PeerRun | None = None,
     if level >= 3:
         for gpu in gpus:
             if gpu.sustain_worker is not None:
-                _judge_worker(out, gpu, gpu.sustain_worker, "sustained load")
+                _judge_worker(out, gpu, gpu.sustain_worker, "sustained load", driver_cuda)
             judge_sustained(out, gpu)
     return out
 
@@ -68,7 +73,8 @@ def judge(level: int, gpus: list[GpuRun], peers: PeerRun | None = None,
 # ------------------------------------------------------------------------------ workers
 
 
-def _judge_worker(out: DiagJudgement, gpu: GpuRun, worker, what: str) -> None:
+def _judge_worker(out: DiagJudgement, gpu: GpuRun, worker, what: str,
+                  driver_cuda: str | None = None) -> None:
     subject = gpu.subject
     label = f"GPU {gpu.index}" + (f" ({gpu.name})" if gpu.name else "")
     evidence = {"test": worker.test, "returncode": worker.returncode,
@@ -86,6 +92,8 @@ def _judge_worker(out: DiagJudgement, gpu: GpuRun, worker, what: str) -> None:
             f"the worker died during {worker.test or 'start-up'} "
             f"(exit status {worker.returncode})", "Read the log lines in the evidence; "
             "`sudo dmesg | tail` shows driver errors and out-of-memory kills.", evidence))
+    elif worker.status == "fatal" and worker.kind in NO_CUDA_TORCH:
+        _no_cuda_torch(out, worker, driver_cuda)
     elif worker.status == "fatal" and worker.kind == "cuda":
         out.findings.append(diag_finding(
             "diag-cuda-failed", subject, f"CUDA does not work on {label}",
@@ -94,8 +102,40 @@ def _judge_worker(out: DiagJudgement, gpu: GpuRun, worker, what: str) -> None:
             "CUDA_VISIBLE_DEVICES is at fault.", {"reason": worker.reason}))
     elif worker.status == "fatal":
         out.unknown.append(worker.reason or "the worker could not start")
+    elif worker.status == "not-run" and worker.kind == "mig":
+        out.findings.append(diag_finding(
+            "diag-mig-not-tested", subject, f"{label} was not tested: MIG mode is on",
+            "MIG mode is on: work on this GPU runs in MIG instances, each a slice of its memory "
+            "and SMs, which diag does not test one by one; a slice judged against the whole "
+            "GPU's figures would read as a false alarm, so the GPU was left untested",
+            f"nvidia-smi -L  # lists GPU {gpu.index}'s MIG instances\n"
+            f"sudo nvidia-smi -i {gpu.index} -mig 0  # to test the whole GPU: MIG off (needs "
+            f"a GPU reset and no running jobs), then gpu-audit diag --gpus {gpu.index}",
+            {"mig_mode": True, "gpu_uuid": gpu.uuid}))
+        out.unknown.append(f"GPU {gpu.index}: not tested, MIG mode is on (diag-mig-not-tested)")
     elif worker.status == "not-run":
         out.unknown.append(f"GPU {gpu.index}: {worker.reason or 'the tests did not run'}")
+
+
+def _no_cuda_torch(out: DiagJudgement, worker, driver_cuda: str | None) -> None:
+    """No verdict: the installed torch cannot use a GPU (missing, or built without CUDA), so
+    nothing is known about the GPUs. Said once for the run, with the install that fixes it."""
+    if out.torch_unusable is not None:
+        return
+    version = worker.ready.get("torch_version") or worker.facts.get("torch_version")
+    python = worker.facts.get("python")
+    if worker.kind == "torch-missing":
+        problem = "not-installed"
+        detail = f"torch is not installed for {python or 'this Python'}"
+    else:
+        problem = f"{worker.facts.get('variant') or 'cpu-only'}-build"
+        detail = worker.reason or f"torch {version} is built without CUDA"
+    detail += ("; diag runs its tests with torch, so it gives no verdict on the GPUs (nothing "
+               "was tested)")
+    out.torch_unusable = {"problem": problem, "torch_version": version, "torch_cuda": None,
+                          "python": python, "detail": detail,
+                          "remedy": install_command(version, driver_cuda)}
+    out.unknown.append(detail)
 
 
 def _judge_correctness(out: DiagJudgement, gpu: GpuRun) -> None:

@@ -12,6 +12,10 @@ from pathlib import Path
 from gpu_audit.diag.results import DiagResult, GpuRun
 from gpu_audit.serial import write_atomic
 
+# What a plot's name adds to its report's stem, for the GPU indices a node can have: the old
+# reports pruned by ``keep_reports`` take their plots along.
+PLOT_ENDINGS = tuple(f"-gpu{index}.png" for index in range(64))
+
 
 def write_plots(result: DiagResult, folder: Path, stem: str) -> dict[int, str]:
     """``<stem>-gpu<N>.png`` per GPU that ran the sustained load; GPU index -> file name."""
@@ -27,7 +31,7 @@ def write_plots(result: DiagResult, folder: Path, stem: str) -> dict[int, str]:
         return {}
     written = {}
     for run in runs:
-        name = f"{stem}-gpu{run.index}.png"
+        name = f"{stem}-gpu{run.index}.png"  # one of PLOT_ENDINGS
         _plot(plt, run, result.judgement.sustained.get(run.index) or {}, folder / name)
         written[run.index] = name
     return written

@@ -11,6 +11,7 @@ from gpu_audit.model import Severity
 from gpu_audit.report.escape import terminal
 from gpu_audit.report.remedy import fix_lines, wrapped
 from gpu_audit.serial import to_jsonable
+from gpu_audit.units import plural
 
 SCHEMA = "gpu-audit.diag/1"
 VERDICTS = {0: "OK", 1: "WARNING", 2: "CRITICAL", 3: "UNKNOWN", 130: "INTERRUPTED"}
@@ -64,6 +65,7 @@ def diag_document(result: DiagResult) -> dict[str, Any]:
         "checklist": result.checklist,
         "findings": to_jsonable(findings),
         "unknown": judgement.unknown,
+        "torch_unusable": judgement.torch_unusable,
         "summary": {"exit_code": result.exit_code,
                     "verdict": VERDICTS.get(result.exit_code, "UNKNOWN"),
                     "counts": {s.value: sum(f.severity is s for f in findings)
@@ -101,6 +103,8 @@ def render_markdown(result: DiagResult, plots: dict[int, str] | None = None) -> 
                   f"{f['detail']}", f"  - remedy: {f['remedy']}"]
     for reason in result.judgement.unknown:
         lines.append(f"- **could not judge**: {reason}")
+    if result.judgement.torch_unusable:
+        lines.append(f"  - remedy: {result.judgement.torch_unusable['remedy']}")
     if result.checklist:
         lines += ["", "## Checklist (what `gpu-audit check` judges)", ""]
         lines += [f"- {r['status']} `{r['id']}` ({r['subject']}): {r['summary']}"
@@ -146,8 +150,9 @@ def render_terminal(result: DiagResult, width: int = 100) -> str:
     between words, fix commands kept whole), figures."""
     doc = diag_document(result)
     counts = doc["summary"]["counts"]
+    host = terminal(result.hostname, newlines=False)
     lines = wrapped(f"DIAG {doc['summary']['verdict']}: level {result.options.level} on "
-                    f"{len(result.gpus)} GPU(s) of {terminal(result.hostname, newlines=False)}"
+                    f"{plural(len(result.gpus), 'GPU')} of {host}"
                     + (" (test mode: CPU)" if doc["test_mode"] else "")
                     + " | " + " ".join(f"{k}={v}" for k, v in counts.items()), width, "    ")
     for f in doc["findings"]:
@@ -158,6 +163,9 @@ def render_terminal(result: DiagResult, width: int = 100) -> str:
                 lines += fix_lines(remedy.strip(), width, "           fix: ")
     for reason in result.judgement.unknown:
         lines += wrapped(f"  UNKNOWN  {terminal(reason, newlines=False)}", width, " " * 11)
+    if result.judgement.torch_unusable:
+        lines += fix_lines(terminal(result.judgement.torch_unusable["remedy"], newlines=False),
+                           width, "           fix: ")
     for r in result.checklist:
         lines += wrapped(f"  check {r['status']:7} {r['id']} ({r['subject']}): "
                          f"{terminal(r['summary'], newlines=False)}", width, " " * 11)

@@ -15,10 +15,14 @@ class WorkerOutcome:
     """How one worker process ended."""
 
     status: str = "not-run"  # "done", "hung", "died", "fatal" (torch or CUDA unusable), "not-run"
+    # (kind "mig": left untested, MIG mode is on)
     test: str | None = None  # the test running when it hung or died
     limit_s: float | None = None
     reason: str | None = None
-    kind: str | None = None  # for "fatal": "torch" or "cuda"
+    # For "fatal": "torch-missing", "torch" (does not import), "torch-build" (built without
+    # CUDA), "cuda" (a CUDA build that cannot use the GPU); and what the worker said beside it.
+    kind: str | None = None
+    facts: dict[str, Any] = field(default_factory=dict)
     returncode: int | None = None
     log_tail: str | None = None
     ready: dict[str, Any] = field(default_factory=dict)  # the worker's "ready" event
@@ -38,6 +42,7 @@ class GpuRun:
     pcie_width_max: int | None = None
     power_limit_w: float | None = None
     memory_free_bytes: int | None = None
+    mig_mode: bool | None = None  # MIG on: not tested (its instances are not tested one by one)
     tests: dict[str, dict[str, Any]] = field(default_factory=dict)
     worker: WorkerOutcome = field(default_factory=WorkerOutcome)
     ticks: list[float] = field(default_factory=list)  # sustained load: TFLOPS per second
@@ -85,6 +90,9 @@ class DiagJudgement:
     findings: list[Finding] = field(default_factory=list)
     unknown: list[str] = field(default_factory=list)  # why some part could not be judged
     sustained: dict[int, dict[str, Any]] = field(default_factory=dict)  # level 3, per GPU
+    # The installed torch cannot use a GPU (missing, or built without CUDA): no verdict. Keys:
+    # problem, torch_version, torch_cuda, python, detail, remedy.
+    torch_unusable: dict[str, Any] | None = None
 
     def worst(self) -> Severity | None:
         return max((f.severity for f in self.findings if f.severity), default=None)

@@ -14,19 +14,20 @@ read and sampled, so the fake NVML of the test suite plays the GPUs.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Callable
 from typing import Any
 
-from gpu_audit.diag.judge import judge
+from gpu_audit.diag.judge import NO_CUDA_TORCH, judge
 from gpu_audit.diag.results import DiagOptions, DiagResult, GpuRun, PeerRun, WorkerOutcome
 from gpu_audit.diag.supervise import Child, run_children, worker_args
 from gpu_audit.errors import UsageError
 from gpu_audit.gpu_selection import GpuSelection, pci_key, resolve_gpus
 from gpu_audit.knowledge.gpu_models import MODELS, GpuModelSpec, find_model
 from gpu_audit.model import Gpu, Scan
-from gpu_audit.units import GIB, MIB, fmt_bytes, utc_now
+from gpu_audit.units import GIB, MIB, fmt_bytes, noun, utc_now
 
 MEMTEST_PASSES = 5 * 67  # buffer passes of the 67 patterns (write, expected, compare)
 STARTUP_S = 10.0  # torch import and CUDA context, per worker, for the estimate
@@ -76,7 +77,7 @@ def estimate(plans: dict[int, dict[str, Any]], options: DiagOptions,
     """GPU memory (per GPU, at most) and wall time the run will take, roughly."""
     per_gpu_s, memory = 0.0, 0
     if options.level == 1:  # the GPUs' workers run together
-        per_gpu_s = -(STARTUP_S + 3) * (len(plans) - 1)
+        per_gpu_s = -(STARTUP_S + 3) * max(0, len(plans) - 1)
     for plan in plans.values():
         seconds = STARTUP_S + 3
         need = plan["roundtrip_bytes"] * 2 + 512 * MIB
@@ -90,7 +91,7 @@ def estimate(plans: dict[int, dict[str, Any]], options: DiagOptions,
     if peers:
         n = len(plans)
         total += STARTUP_S + (n * (n - 1) + 2) * (next(iter(plans.values()))["measure_s"] + 0.5)
-    if options.level >= 3:
+    if options.level >= 3 and plans:
         total += STARTUP_S + options.duration_s
     return {"memory_per_gpu_bytes": memory if options.device == "cuda" else None,
             "seconds": round(total), "gpus": len(plans)}
@@ -115,7 +116,8 @@ def refuse_busy(scan: Scan, indices: list[int]) -> None:
     listed = "; ".join(f"GPU {i}: {', '.join(procs)}" for i, procs in sorted(busy.items()))
     free = [i for i in indices if i not in busy]
     hint = f"--gpus {','.join(map(str, free))}, " if free else ""
-    raise UsageError(f"other processes are using the GPU(s) diag would load ({listed}): diag "
+    which = noun(len(busy), "the GPU", "the GPUs")
+    raise UsageError(f"other processes are using {which} diag would load ({listed}): diag "
                      f"would disturb them and measure less than the GPU can do; wait for them, "
                      f"choose other GPUs ({hint}--gpus), or pass --force")
 
@@ -126,7 +128,8 @@ def _gpu_run(gpu: Gpu | None, index: int, name: str | None) -> GpuRun:
     return GpuRun(index=gpu.index, name=gpu.name, uuid=gpu.uuid, pci_bus_id=gpu.pci_bus_id,
                   pcie_gen_current=gpu.pcie_gen_current, pcie_gen_max=gpu.pcie_gen_max,
                   pcie_width_current=gpu.pcie_width_current, pcie_width_max=gpu.pcie_width_max,
-                  power_limit_w=gpu.power_limit_w, memory_free_bytes=gpu.memory_free_bytes)
+                  power_limit_w=gpu.power_limit_w, memory_free_bytes=gpu.memory_free_bytes,
+                  mig_mode=gpu.mig_mode)
 
 
 def _visible(gpus: list[GpuRun], device: str) -> dict[str, str]:
@@ -164,30 +167,43 @@ def run_diag(options: DiagOptions, *, scan: Scan | None = None,
     by_index = {g.index: g for g in nvml_gpus}
     runs = [_gpu_run(g, g.index, g.name) for g in nvml_gpus] or \
         [_gpu_run(None, 0, "CPU (test mode)")]
+    # A GPU in MIG mode runs work in instances (slices of it), which diag does not test one by
+    # one: judged against the whole GPU's figures a slice would be a false alarm. Left untested.
+    for run in runs:
+        if run.mig_mode:
+            run.worker = WorkerOutcome(status="not-run", kind="mig", reason="MIG mode is on")
+    tested = [r for r in runs if not r.mig_mode]
     plans = {r.index: plan_for(by_index.get(r.index), options, find_model(r.name, table))
-             for r in runs}
-    with_peers = len(runs) >= 2 and not cpu
+             for r in tested}
+    with_peers = len(tested) >= 2 and not cpu
     cost = estimate(plans, options, with_peers)
     memory = cost["memory_per_gpu_bytes"]
-    note(f"diag level {options.level} on {len(runs)} "
-         f"{'GPU' if not cpu else 'device'}{'s' if len(runs) != 1 else ''} "
-         f"({', '.join(str(r.index) for r in runs)}"
+    untested = ", ".join(str(r.index) for r in runs if r.mig_mode)
+    note(f"diag level {options.level} on {len(tested)} "
+         f"{'GPU' if not cpu else 'device'}{'s' if len(tested) != 1 else ''} "
+         f"({', '.join(str(r.index) for r in tested)}"
          f"{', tests on the CPU: test mode' if cpu else ''}): "
          + (f"up to {fmt_bytes(memory)} of GPU memory per GPU, " if memory else "")
          + f"about {cost['seconds']} s"
          + (f" ({cost['seconds'] / 60:.0f} min)" if cost["seconds"] >= 120 else "")
          + f"; each test may take up to {options.timeout_s:g} s "
-           "(Ctrl-C stops it cleanly)")
+           "(Ctrl-C stops it cleanly)"
+         + (f"; not tested, MIG mode on: GPU {untested}" if untested else ""))
 
     if options.level == 1:  # nothing is measured at level 1: every GPU at once, in seconds
-        _run_tests(runs, plans, options, note)
+        _run_tests(tested, plans, options, note)
     else:  # one GPU at a time, so host transfers do not share the host's bandwidth
-        for run in runs:
+        for position, run in enumerate(tested):
             _run_tests([run], plans, options, note)
-    peers = _run_peers(runs, plans, options, note) if with_peers else None
+            if run.worker.status == "fatal" and run.worker.kind in NO_CUDA_TORCH:
+                for rest in tested[position + 1:]:  # the same torch would fail the same way
+                    rest.worker = dataclasses.replace(run.worker)
+                break
+    peers = _run_peers(tested, plans, options, note) if with_peers else None
     if options.level >= 3:
-        _run_sustained(runs, plans, options, note)
-    judgement = judge(options.level, runs, peers, table=table)
+        _run_sustained(tested, plans, options, note)
+    driver_cuda = scan.driver.cuda_driver_version if scan.driver else None
+    judgement = judge(options.level, runs, peers, table=table, driver_cuda=driver_cuda)
     checklist, checklist_exit = ([], 0)
     if options.checklist and not cpu:
         checklist, checklist_exit = checklist_summary(scan, selection)

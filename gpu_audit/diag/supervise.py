@@ -4,6 +4,8 @@ Each worker leads a session of its own (so a Ctrl-C in the terminal reaches only
 which then kills every worker's process group: nothing is left holding a GPU). Every test the
 worker announces (``{"ev": "phase", "limit_s": S}``) sets its deadline; a worker past it is
 killed and reported as hung. Several workers may run at once (the sustained load of level 3).
+A worker dies with gpu-audit, also when gpu-audit is killed outright (:mod:`.lifeline`): its
+stdin is a pipe only this process holds, and it knows this process's pid.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpu_audit.diag.lifeline import parent_environment
 from gpu_audit.diag.results import WorkerOutcome
 from gpu_audit.redact import redact_text
 from gpu_audit.validate.spawn import EOF, kill_group, read_events, worker_env
@@ -56,6 +59,7 @@ def worker_args(device: str, mode: str, plan: dict[str, Any]) -> list[str]:
 
 def child_environment(extra: dict[str, str]) -> dict[str, str]:
     env = worker_env(None)  # a fresh allocator: the user's allocator settings are not diag's
+    env.update(parent_environment())
     env.update(extra)
     return env
 
@@ -63,7 +67,7 @@ def child_environment(extra: dict[str, str]) -> dict[str, str]:
 def _start(child: Child) -> None:
     child.log = tempfile.TemporaryFile()  # noqa: SIM115 - closed in _finish
     popen: dict[str, Any] = {"start_new_session": True} if os.name == "posix" else {}
-    child.proc = subprocess.Popen(child.args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+    child.proc = subprocess.Popen(child.args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                   stderr=child.log, env=child_environment(child.env), **popen)
     child.deadline = time.monotonic() + child.startup_s
     child.outcome.status = "running"
@@ -86,6 +90,7 @@ def _handle(child: Child, event: dict[str, Any]) -> None:
         child.outcome.status = "fatal"
         child.outcome.kind = event.get("kind")
         child.outcome.reason = event.get("reason")
+        child.outcome.facts = {k: v for k, v in event.items() if k not in ("ev", "kind", "reason")}
     elif kind == "done":
         child.outcome.status = "done"
         child.outcome.test = None
@@ -117,6 +122,7 @@ def _finish(child: Child) -> None:
     with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=10)
     kill_group(proc)  # anything it started
+    _cut_lifeline(child)
     child.outcome.returncode = proc.returncode
     if child.outcome.status == "running":
         child.outcome.status = "died"
@@ -126,6 +132,13 @@ def _finish(child: Child) -> None:
     with contextlib.suppress(OSError):
         child.log.close()
     child.finished = True
+
+
+def _cut_lifeline(child: Child) -> None:
+    """Close the worker's stdin (its lifeline) once it has exited."""
+    if child.proc is not None and child.proc.stdin is not None:
+        with contextlib.suppress(OSError):
+            child.proc.stdin.close()
 
 
 def run_children(children: list[Child], poll_s: float = 0.1) -> None:
@@ -166,6 +179,7 @@ def run_children(children: list[Child], poll_s: float = 0.1) -> None:
                 kill_group(child.proc)
                 with contextlib.suppress(Exception):
                     child.proc.wait(timeout=5)
+                _cut_lifeline(child)
                 with contextlib.suppress(OSError):
                     child.log.close()
         raise

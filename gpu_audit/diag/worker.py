@@ -9,10 +9,15 @@ process. Events go to the parent as one JSON object per line on the file descrip
 stdout at start (stdout then points at stderr, so library output cannot corrupt them):
 
 - ``{"ev": "ready", ...}`` once torch is imported;
+- ``{"ev": "fatal", "kind": K, "reason": ...}`` when it cannot test: ``torch-missing``,
+  ``torch`` (torch does not import), ``torch-build`` (a torch without CUDA: no verdict on the
+  GPU), ``cuda`` (a CUDA build of torch that cannot use the GPU: the GPU or its driver);
 - ``{"ev": "phase", "test": NAME, "limit_s": S}`` before each test: the parent kills the worker
   when the test runs past ``limit_s`` (a hung kernel, a dead GPU);
 - ``{"ev": "result", "test": NAME, "record": {...}}`` after it, ``{"ev": "tick", ...}`` every
   second of the sustained load, ``{"ev": "done"}`` at the end.
+
+Its stdin is the parent's lifeline (:mod:`.lifeline`): the worker dies with gpu-audit.
 
 The plan's ``plant`` (byte offset, bit) flips that bit of the memory test's buffer after the
 first pattern is written: the test mode's proof that a bad cell is found and named.
@@ -27,6 +32,8 @@ import sys
 import time
 import traceback
 from typing import Any
+
+from gpu_audit.diag import lifeline
 
 LEVEL1 = ("context", "kernel-launch", "round-trip", "matmul-check")
 LEVEL2 = ("memtest", "memory-bandwidth", "host-bandwidth", "matmul")
@@ -164,6 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mode", choices=("gpu", "peers", "sustain"), default="gpu")
     parser.add_argument("--plan", required=True, help="the tests' sizes and limits, as JSON")
     args = parser.parse_args(argv)
+    lifeline.hold()  # dies with gpu-audit, also when gpu-audit is killed outright
     events = Events(os.dup(1))
     os.dup2(2, 1)
     plan = json.loads(args.plan)
@@ -172,12 +180,25 @@ def main(argv: list[str] | None = None) -> int:
     try:
         import torch
     except BaseException as exc:
-        events.send({"ev": "fatal", "kind": "torch", "reason": f"torch does not import: "
-                                                               f"{_one_line(exc)}"})
+        from gpu_audit.validate.device import torch_missing
+
+        missing = torch_missing(exc)
+        events.send({"ev": "fatal", "kind": "torch-missing" if missing else "torch",
+                     "reason": f"torch does not import: {_one_line(exc)}",
+                     "python": sys.executable})
         return 3
     info: dict[str, Any] = {"ev": "ready", "torch_version": torch.__version__,
                             "torch_cuda": getattr(torch.version, "cuda", None),
                             "import_s": round(time.perf_counter() - started, 2), "pid": os.getpid()}
+    if args.device == "cuda" and info["torch_cuda"] is None:
+        # A torch built without CUDA (CPU-only, or ROCm): software, not the GPU, is at fault.
+        events.send(info)
+        variant = "ROCm" if getattr(torch.version, "hip", None) else "CPU-only"
+        events.send({"ev": "fatal", "kind": "torch-build", "variant": variant.lower(),
+                     "reason": f"torch {torch.__version__} is a {variant} build "
+                               "(torch.version.cuda is None): it cannot use an NVIDIA GPU",
+                     "torch_version": torch.__version__, "python": sys.executable})
+        return 0
     if args.device == "cuda":
         try:
             available = torch.cuda.is_available()
@@ -185,7 +206,6 @@ def main(argv: list[str] | None = None) -> int:
             available, info["reason"] = False, _one_line(exc)
         if not available:
             reason = info.get("reason") or (
-                "a CPU-only torch build" if torch.version.cuda is None else
                 "torch finds no usable CUDA device (driver, CUDA_VISIBLE_DEVICES)")
             events.send({"ev": "fatal", "kind": "cuda",
                          "reason": f"CUDA does not initialise: {reason}",

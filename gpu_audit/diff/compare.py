@@ -92,7 +92,8 @@ def compare(before: Scan | None, after: Scan, *, policy: Policy | None = None,
                          "log started again")
     else:
         notes.append("no BEFORE document: only the job's user tells its leftovers")
-    view = DiffView.of(before, after, job_user)
+    view = DiffView.of(before, after, job_user,
+                       unreleased_min_bytes=policy.unreleased_vram_min_bytes)
     findings = evaluate_diff(view, ignore=frozenset(policy.ignore))
     after_findings = evaluate(after, policy)
     if before is not None:

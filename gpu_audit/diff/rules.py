@@ -10,13 +10,10 @@ from gpu_audit.knowledge.xid import MACHINE_ORIGINS, recovery_action, xid_info, 
 from gpu_audit.model import Finding, Gpu, Severity, XidEvent
 from gpu_audit.redact import redact_text
 from gpu_audit.rules.registry import Registry, Rule
-from gpu_audit.units import GIB, MIB, fmt_mib
+from gpu_audit.units import MIB, fmt_mib
 
 DIFF_RULE_MODULES = ("gpu_audit.diff.rules",)
 DIFF_RULES = Registry("diff rule", DIFF_RULE_MODULES)
-
-# GPU memory in use that no process accounts for may grow this much before it is a finding.
-UNRELEASED_MIN_BYTES = 1 * GIB
 
 DiffRuleFunc = Callable[[DiffView], Iterator[Finding]]
 
@@ -80,9 +77,10 @@ def job_vram_leak(view: DiffView) -> Iterator[Finding]:
 def vram_unreleased(view: DiffView) -> Iterator[Finding]:
     """GPU memory in use grew during the job and no process accounts for it afterwards.
 
-    After the job, the GPU holds more memory than before (at least 1 GiB) that no listed process
-    explains: a context left by a process that died without the driver reclaiming it, or a
-    process in another container. Only a GPU reset (or a reboot) returns it; drain the node.
+    After the job, the GPU holds more memory than before (at least `unreleased_vram_min_gib`,
+    1 GiB by default) that no listed process explains: a context left by a process that died
+    without the driver reclaiming it, or a process in another container. Only a GPU reset (or a
+    reboot) returns it; drain the node.
     """
     if view.before is None:
         return
@@ -97,7 +95,7 @@ def vram_unreleased(view: DiffView) -> Iterator[Finding]:
         loose_before = old.memory_used_bytes - held.get((id(view.before), old.index), 0)
         loose_after = new.memory_used_bytes - held.get((id(view.after), new.index), 0)
         grown = loose_after - max(0, loose_before)
-        if grown < UNRELEASED_MIN_BYTES:
+        if grown < view.unreleased_min_bytes:
             continue
         yield Finding(
             subject=f"gpu:{new.index}",

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from gpu_audit.config.policy import Policy
 from gpu_audit.model import Gpu, GpuProcess, Scan
+from gpu_audit.units import GIB
 
 
 def gpu_key(gpu: Gpu) -> str:
@@ -40,9 +42,13 @@ class DiffView:
     job_user: str | None = None
     pairs: list[tuple[Gpu, Gpu]] = field(default_factory=list)  # (before, after) per GPU
     missing: list[Gpu] = field(default_factory=list)  # in BEFORE, gone from AFTER
+    # the policy's unreleased_vram_min_gib: growth of memory no process accounts for below this
+    # is not a finding
+    unreleased_min_bytes: int = int(Policy.unreleased_vram_min_gib * GIB)
 
     @classmethod
-    def of(cls, before: Scan | None, after: Scan, job_user: str | None = None) -> DiffView:
+    def of(cls, before: Scan | None, after: Scan, job_user: str | None = None, *,
+           unreleased_min_bytes: int | None = None) -> DiffView:
         pairs: list[tuple[Gpu, Gpu]] = []
         missing: list[Gpu] = []
         if before is not None:
@@ -53,7 +59,9 @@ class DiffView:
                     missing.append(gpu)
                 else:
                     pairs.append((gpu, found))
-        return cls(before, after, job_user, pairs, missing)
+        if unreleased_min_bytes is None:
+            return cls(before, after, job_user, pairs, missing)
+        return cls(before, after, job_user, pairs, missing, unreleased_min_bytes)
 
     def appeared(self) -> list[GpuProcess]:
         """AFTER's processes that BEFORE did not have (all of them without BEFORE)."""

@@ -12,6 +12,7 @@ from gpu_audit.explain.api import SCHEMA, ExplainResult
 from gpu_audit.explain.classify import Incident, Location
 from gpu_audit.explain.signatures.texts import size_text
 from gpu_audit.model import Severity
+from gpu_audit.units import fmt_pct, noun
 
 _ROLE_LABEL = {
     "root-cause": "ROOT CAUSE",
@@ -77,7 +78,7 @@ def format_number(key: str, value: Any) -> str | None:
     if key.endswith("_bytes") and isinstance(value, int):
         return size_text(value)
     if key.endswith("_pct"):
-        return f"{value}%"
+        return fmt_pct(value, missing=str(value))
     if key.endswith("_ms"):
         return f"{value} ms"
     if key.endswith("_s"):
@@ -102,7 +103,7 @@ def _where(incident: Incident, single_source: bool) -> str:
     if single_source:
         places = ", ".join(_lines(loc) for loc in shown)
         several = len(incident.locations) > 1 or shown[0].end_line is not None
-        text = f"line{'s' if several else ''} {places}"
+        text = f"{noun(2 if several else 1, 'line')} {places}"
     else:
         text = ", ".join(f"{loc.source}:{_lines(loc)}" for loc in shown)
     hidden = len(incident.locations) - len(shown)
@@ -113,7 +114,7 @@ def _where(incident: Incident, single_source: bool) -> str:
     if incident.ranks:
         ranks = ", ".join(str(r) for r in incident.ranks[:16])
         more = "…" if len(incident.ranks) > 16 else ""
-        text += f"; rank{'s' if len(incident.ranks) > 1 else ''} {ranks}{more}"
+        text += f"; {noun(len(incident.ranks), 'rank')} {ranks}{more}"
     return text
 
 
@@ -127,7 +128,7 @@ def render_terminal(result: ExplainResult, console: Any, *, fail_on: Severity) -
     lines = sum(s.lines for s in result.inputs)
     size = size_text(sum(s.bytes for s in result.inputs))
     failures = [i for i in result.incidents if i.severity >= fail_on]
-    console.print(Text(f"gpu-audit explain: {names} ({lines:,} line{'' if lines == 1 else 's'}, "
+    console.print(Text(f"gpu-audit explain: {names} ({lines:,} {noun(lines, 'line')}, "
                        f"{size})", style="bold"),
                   soft_wrap=True)
     if not result.incidents:

@@ -29,7 +29,7 @@ from gpu_audit.fleet.registry import FleetView
 from gpu_audit.redact import redact_text
 from gpu_audit.report.escape import md_cell, terminal
 from gpu_audit.serial import write_atomic
-from gpu_audit.units import fmt_bytes
+from gpu_audit.units import fmt_bytes, plural
 
 NODES_LISTED = 50  # unfit/unknown nodes listed one per line before "... and N more"
 
@@ -46,8 +46,8 @@ def _plain(text: object) -> str:
 def headline(report: FleetReport) -> str:
     c = report.counts()
     fit = c["ok"] + c["warning"]
-    dup = f", {c['duplicates']} duplicate document(s)" if c["duplicates"] else ""
-    return (f"fleet {report.status}: {c['nodes']} node(s), {fit} fit ({c['warning']} with "
+    dup = f", {plural(c['duplicates'], 'duplicate document')}" if c["duplicates"] else ""
+    return (f"fleet {report.status}: {plural(c['nodes'], 'node')}, {fit} fit ({c['warning']} with "
             f"warnings), {c['critical']} unfit, {c['unknown']} unknown{dup}")
 
 
@@ -181,6 +181,11 @@ def parquet_engine() -> bool:
     return True
 
 
+# What write_gpu_tables puts beside a report ``<stem>.md``: ``<stem><ending>``; retention
+# deletes them with their report.
+BESIDE_REPORT = ("-gpus.csv", "-gpus.parquet", "-heatmap.png")
+
+
 def write_gpu_tables(report: FleetReport, md: Path,
                      note: Callable[[str], None] | None = None) -> list[Path]:
     """Write the per-GPU CSV, its Parquet twin and the heat map beside ``md``; returns the
@@ -189,8 +194,9 @@ def write_gpu_tables(report: FleetReport, md: Path,
     frame = gpu_frame(report)
     if frame is None:
         return written
-    written.append(write_atomic(md.with_name(f"{md.stem}-gpus.csv"), frame.to_csv(index=False)))
-    parquet = md.with_name(f"{md.stem}-gpus.parquet")
+    written.append(write_atomic(md.with_name(md.stem + BESIDE_REPORT[0]),
+                                frame.to_csv(index=False)))
+    parquet = md.with_name(md.stem + BESIDE_REPORT[1])
     if parquet_engine():
         buffer = io.BytesIO()
         try:
@@ -204,7 +210,7 @@ def write_gpu_tables(report: FleetReport, md: Path,
         note(f"per-GPU table written as CSV only: Parquet needs pyarrow ({PARQUET_HINT})")
     png = heatmap_png(report)
     if png is not None:
-        plot = write_atomic(md.with_name(f"{md.stem}-heatmap.png"), png)
+        plot = write_atomic(md.with_name(md.stem + BESIDE_REPORT[2]), png)
         written.append(plot)
         write_atomic(md, render_markdown(report, plot=plot.name))
     return written

@@ -12,7 +12,7 @@ from gpu_audit import __version__
 from gpu_audit.fleet.nodes import Node
 from gpu_audit.fleet.registry import FleetView, fleet_rule
 from gpu_audit.model import Finding, Severity
-from gpu_audit.units import fmt_bytes
+from gpu_audit.units import fmt_bytes, plural
 
 NAMES_SHOWN = 20  # node names listed in one finding's evidence; the count is always given
 ROWS_SHOWN = 200  # process rows in one finding's evidence; the counts are always exact
@@ -110,9 +110,9 @@ def skew(view: FleetView, attr: Callable[[Node], Any], what: str,
     off = [n for n, v in values if v is not None and v != majority]
     yield Finding(
         subject="fleet",
-        title=f"{what} differs between nodes: {len(counts)} values, {len(off)} node(s) off "
+        title=f"{what} differs between nodes: {len(counts)} values, {plural(len(off), 'node')} off "
               f"the majority {majority}",
-        detail=", ".join(f"{v}: {c} node(s)" for v, c in counts.most_common(10)),
+        detail=", ".join(f"{v}: {plural(c, 'node')}" for v, c in counts.most_common(10)),
         remedy=remedy,
         evidence={"values": {str(v): c for v, c in counts.most_common()}, "majority": majority,
                   "nodes_off_majority": len(off), "nodes": names(off),
@@ -251,7 +251,7 @@ def duplicate_backends(view: FleetView) -> Iterator[Finding]:
     hosts = sorted({r["host"] for r in rows})
     yield Finding(
         subject="fleet",
-        title=f"{len(extra)} redundant server copies on {len(hosts)} node(s) hold "
+        title=f"{len(extra)} redundant server copies on {plural(len(hosts), 'node')} hold "
               f"{fmt_bytes(_memory(extra))}",
         detail=f"Copies of one server on {', '.join(hosts[:10])}"
                + (f" and {len(hosts) - 10} more" if len(hosts) > 10 else "")
@@ -280,9 +280,11 @@ def leftover_processes(view: FleetView) -> Iterator[Finding]:
     leftover = sum(1 for r in rows if r["kind"] == "leftover")
     yield Finding(
         subject="fleet",
-        title=f"{len(rows)} flagged GPU process(es) on {len(hosts)} node(s) hold "
+        title=f"{plural(len(rows), 'flagged GPU process', 'flagged GPU processes')} on "
+              f"{plural(len(hosts), 'node')} hold "
               f"{fmt_bytes(_memory(rows))}",
-        detail=f"{leftover} leftover process(es) of the checking user and "
+        detail=f"{plural(leftover, 'leftover process', 'leftover processes')} of the checking "
+               "user and "
                f"{len(rows) - leftover} of other users or containers, on "
                f"{', '.join(hosts[:10])}" + (f" and {len(hosts) - 10} more"
                                              if len(hosts) > 10 else "") + ".",

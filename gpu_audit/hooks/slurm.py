@@ -5,9 +5,10 @@
   spool folder as ``prolog-<SLURM_JOB_ID>.json`` for the epilog, and fails only for the node's
   problems (:mod:`gpu_audit.diff.drain`).
 - **epilog** (``Epilog=``, after each job): scans again, compares with the prolog's record
-  (``gpu-audit diff``, the job's user from ``SLURM_JOB_USER``), and fails for the node's
+  (``gpu-audit diff --user``, the job's user: see :func:`job_user`), and fails for the node's
   problems, among them GPU memory the job's processes still hold; the record is removed and,
-  when the node is failed, the diff is kept as ``epilog-<SLURM_JOB_ID>.json``.
+  when the node is failed, the diff is kept as ``epilog-<SLURM_JOB_ID>.json``. A process of
+  another known user never counts as the job's (:mod:`gpu_audit.diff.view`).
 - **healthcheck** (``HealthCheckProgram=`` or NHC): every GPU, no job, no state.
 
 Output: one line on standard output, no decoration. Exit codes: 0 the node is fine (the job's
@@ -28,7 +29,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
-from gpu_audit.config import Policy
+from gpu_audit.config import CheckPolicy, Policy
 from gpu_audit.diff import DiffReport, compare
 from gpu_audit.diff.drain import drain_reason, node_problems
 from gpu_audit.errors import GpuAuditError, InputError
@@ -38,20 +39,21 @@ from gpu_audit.gpu_selection import (
     apply_selection,
     resolve_gpus,
     select_findings,
-    selection_of,
 )
 from gpu_audit.hooks import spool as spool_mod
 from gpu_audit.model import Finding, Scan
 from gpu_audit.report.escape import terminal
 from gpu_audit.rules import evaluate, exit_code
 from gpu_audit.serial import dumps, from_jsonable, write_atomic
+from gpu_audit.units import plural
 
 HOOKS = ("prolog", "epilog", "healthcheck")
-# Slurm's PrologEpilogTimeout and HealthCheckInterval are minutes; a hook answers well within.
-HOOK_DEADLINE_S = 30.0
+# The defaults of the policy keys slurm_hook_deadline_s and slurm_settle_s (check passes the
+# policy's values): a hook answers well within Slurm's hook timeouts (minutes), and an epilog
+# that finds memory still held looks once more after SETTLE_S.
+HOOK_DEADLINE_S = CheckPolicy.slurm_hook_deadline_s
 EXIT_OK, EXIT_NODE_PROBLEM, EXIT_UNKNOWN = 0, 2, 3
-# An epilog that finds memory still held looks once more after this long.
-SETTLE_S = 3.0
+SETTLE_S = CheckPolicy.slurm_settle_s
 SETTLING = frozenset({"job-vram-leak", "vram-unreleased"})
 
 
@@ -87,6 +89,27 @@ def job_selection(spec: str | None, scan: Scan,
     return resolve_gpus(spec, scan.gpus, environ)
 
 
+def job_user(environ: Mapping[str, str], given: str | None = None) -> str | None:
+    """Whose processes were the job's: ``given`` (``check --user``) when set, else the job's
+    user from Slurm's prolog/epilog environment, ``SLURM_JOB_USER``, else the name of
+    ``SLURM_JOB_UID`` (its number when it has no name, as process owners are then reported);
+    ``None`` when none of them says."""
+    if given:
+        return given
+    name = (environ.get("SLURM_JOB_USER") or "").strip()
+    if name:
+        return name
+    uid = (environ.get("SLURM_JOB_UID") or "").strip()
+    if not uid.isdecimal():
+        return None
+    import pwd
+
+    try:
+        return pwd.getpwuid(int(uid)).pw_name
+    except (KeyError, OverflowError):
+        return uid
+
+
 def _load_record(raw: bytes | None, where: Path, notes: list[str]) -> Scan | None:
     from gpu_audit.report.jsonout import SCAN_SCHEMA
 
@@ -104,10 +127,11 @@ def _load_record(raw: bytes | None, where: Path, notes: list[str]) -> Scan | Non
 
 
 def run_hook(kind: str, *, policy: Policy, environ: Mapping[str, str], spool: Path,
-             collect: Callable[[], Scan], gpus: str | None = None,
+             collect: Callable[[], Scan], gpus: str | None = None, user: str | None = None,
              deadline_s: float = HOOK_DEADLINE_S, settle_s: float = SETTLE_S,
              emit: Callable[[str], None] = print) -> int:
-    """Run one hook; ``emit`` gets its one line; returns its exit code (0, 2; errors raise)."""
+    """Run one hook; ``emit`` gets its one line; returns its exit code (0, 2; errors raise).
+    ``user`` (``check --user``) overrides the job's user of the environment (:func:`job_user`)."""
     if kind not in HOOKS:
         raise InputError(f"--slurm {kind!r}: expected one of {', '.join(HOOKS)}")
     with deadline(deadline_s, kind):
@@ -124,7 +148,7 @@ def run_hook(kind: str, *, policy: Policy, environ: Mapping[str, str], spool: Pa
                 _keep(record, limited, findings, policy)
             else:
                 before = _load_record(spool_mod.read_record(record), record, notes)
-                user = environ.get("SLURM_JOB_USER") or None
+                user = job_user(environ, user)
                 report, problems = _epilog(before, limited, findings, policy, user, notes)
                 if settle_s > 0 and any(p.id in SETTLING for p in problems):
                     # Memory of processes killed at the job's end can take a moment to return.
@@ -143,9 +167,10 @@ def run_hook(kind: str, *, policy: Policy, environ: Mapping[str, str], spool: Pa
     judged = len(limited.gpus)
     left = sum(1 for f in findings if f.severity and f.severity.rank >= 1)
     suffix = f"; {'; '.join(notes)}" if notes else ""
+    counts = f"{plural(judged, 'GPU')} judged; {plural(left, 'other finding')}"
     emit(terminal(f"gpu-audit: OK: {kind} on {limited.host.hostname or socket.gethostname()}: "
-                  f"no node problem ({judged} GPU(s) judged; {left} other finding(s) at "
-                  f"warning or above, none the node's){suffix}", newlines=False))
+                  f"no node problem ({counts} at warning or above, none the node's){suffix}",
+                  newlines=False))
     return EXIT_OK
 
 
@@ -153,7 +178,6 @@ def _keep(record: Path, limited: Scan, findings: list[Finding], policy: Policy) 
     from gpu_audit.report.jsonout import scan_document
 
     document = scan_document(limited, findings, exit_code(findings, policy.fail_on_severity))
-    document["gpu_selection"] = selection_of(limited)
     write_atomic(record, dumps(document) + "\n", mode=0o600)
 
 

@@ -48,13 +48,15 @@ def write_report(
     markdown: str,
     out: Path | None,
     keep: int | None = None,
+    companions: tuple[str, ...] = (),
 ) -> Path | None:
     """Write the markdown report and its JSON twin atomically; returns the markdown's path.
 
     With an explicit ``out`` a write failure is the user's error (exit 3); with the default
     folder it is a warning, so a read-only working directory does not stop a scan.
     ``keep``: then keep only the newest ``keep`` reports of ``command`` in the folder
-    (:func:`prune_reports`; ``None`` or 0 keeps all).
+    (:func:`prune_reports`; ``None`` or 0 keeps all), with the ``companions`` files a command
+    writes beside its report (the fleet's ``-gpus.csv``).
     """
     folder = out or DEFAULT_FOLDER
     try:
@@ -69,28 +71,32 @@ def write_report(
         return None
     print(f"report: {md}", file=sys.stderr)
     if keep:
-        prune_reports(folder, command, keep, own=stem)
+        prune_reports(folder, command, keep, own=stem, companions=companions)
     return md
 
 
 REPORT_SUFFIXES = (".md", ".json")
 
 
-def report_name_pattern(command: str) -> re.Pattern[str]:
-    """What :func:`report_stem` names for ``command`` (``.md`` or ``.json``): group ``stamp``
-    and ``stem``. Nothing else in a folder matches it: not temporary files (they start with a
-    dot), not another command's reports, not the fleet's ``-gpus.csv`` tables."""
+def report_name_pattern(command: str, companions: tuple[str, ...] = ()) -> re.Pattern[str]:
+    """What :func:`report_stem` names for ``command`` (``.md`` or ``.json``, or one of the
+    ``companions`` endings such as ``-gpus.csv``): group ``stamp`` and ``stem``. Nothing else in
+    a folder matches it: not temporary files (they start with a dot), not another command's
+    reports, not files beside a report other than its ``companions``."""
+    endings = "|".join(re.escape(e) for e in (*REPORT_SUFFIXES, *companions))
     return re.compile(rf"^(?P<stem>{re.escape(command)}-(?P<stamp>\d{{8}}T\d{{6}}(?:\.\d+)?Z)"
-                      r"-p\d+(?:\.\d+)?-[A-Za-z0-9._-]+)\.(?:md|json)$")
+                      rf"-p\d+(?:\.\d+)?-[A-Za-z0-9._-]+)(?:{endings})$")
 
 
-def prune_reports(folder: Path, command: str, keep: int, *, own: str | None = None) -> list[Path]:
+def prune_reports(folder: Path, command: str, keep: int, *, own: str | None = None,
+                  companions: tuple[str, ...] = ()) -> list[Path]:
     """Delete all but the newest ``keep`` reports of ``command`` in ``folder``; returns what
     was deleted.
 
     Only files gpu-audit names (:func:`report_name_pattern`) are touched, and of those only
     regular files this user owns: a symbolic link, a folder or another user's file with such a
-    name is neither counted nor deleted. A report is its markdown and JSON twin (one stem).
+    name is neither counted nor deleted. A report is its markdown and JSON twin (one stem), and
+    the files named by the stem and one of ``companions`` (``-gpus.csv``, ``-heatmap.png``).
     Newest is by the UTC time in the name; reports of the same second as the oldest one kept
     are all kept, so runs started together (each with its own name) never delete each other's
     report, and ``own`` (the stem this run wrote) is never deleted. Another run deleting the
@@ -98,7 +104,7 @@ def prune_reports(folder: Path, command: str, keep: int, *, own: str | None = No
     """
     if keep <= 0:
         return []
-    pattern = report_name_pattern(command)
+    pattern = report_name_pattern(command, companions)
     uid = os.geteuid()
     stamps: dict[str, str] = {}
     names: dict[str, list[str]] = {}

@@ -40,6 +40,12 @@ Series (:data:`METRICS` documents each):
   ``gpu_audit_allocator_reserved_bytes``, ``gpu_audit_allocator_allocated_bytes``,
   ``gpu_audit_allocator_fragmentation_ratio`` (the worst process) and
   ``gpu_audit_allocator_monitored_processes``.
+
+``check --prometheus FILE`` writes the same series for the scan it judged, plus the check's own
+verdict (:data:`CHECK_METRICS`): ``gpu_audit_check_status`` (its exit code),
+``gpu_audit_checks{status}`` and ``gpu_audit_check_passed{id,subject,<GPU labels>}`` (1 passed,
+0 warned, failed or could not be judged; skipped checks are left out). A check that cannot judge
+writes ``gpu_audit_scan_success 0`` and ``gpu_audit_check_status 3``.
 """
 
 from __future__ import annotations
@@ -101,18 +107,33 @@ METRICS: dict[str, tuple[str, tuple[str, ...], bool]] = {
 }
 
 
+# What a check adds to the scan's series (same layout as METRICS).
+CHECK_METRICS: dict[str, tuple[str, tuple[str, ...], bool]] = {
+    "gpu_audit_check_status": (
+        "The check's exit code: 0 OK, 1 WARNING, 2 CRITICAL (the runner is unfit), 3 UNKNOWN "
+        "(could not judge).", (), False),
+    "gpu_audit_checks": ("Checks of each status (pass, warn, fail, skip, unknown).",
+                         ("status",), False),
+    "gpu_audit_check_passed": (
+        "1 when every result of this check on this subject passed, 0 when one warned, failed or "
+        "could not be judged (process subjects under 'pid'; skipped checks left out).",
+        ("id", "subject"), True),
+}
+
+
 class _Families:
     """One ``prometheus_client`` gauge per metric name, in a registry of their own."""
 
-    def __init__(self, hostname: str) -> None:
+    def __init__(self, hostname: str, *, check: bool = False) -> None:
         from prometheus_client import CollectorRegistry, Gauge
 
         self.registry = CollectorRegistry(auto_describe=True)
         self.host = {"Hostname": hostname, "hostname": hostname}
+        metrics = {**METRICS, **CHECK_METRICS} if check else METRICS
         self.gauges = {
             name: Gauge(name, doc, [*extra, *(GPU_LABELS if per_gpu else HOST_LABELS)],
                         registry=self.registry)
-            for name, (doc, extra, per_gpu) in METRICS.items()
+            for name, (doc, extra, per_gpu) in metrics.items()
         }
 
     def set(self, name: str, value: float, labels: dict[str, str] | None = None) -> None:
@@ -144,9 +165,15 @@ def finding_subject(subject: str) -> str:
 
 
 def _finding_labels(finding: Finding, gpus: dict[int, Gpu]) -> dict[str, str]:
-    subject = finding_subject(finding.subject)
-    labels = {"id": finding.id, "severity": (finding.severity or Severity.INFO).value,
-              "subject": subject}
+    return _subject_labels(finding.id, finding.subject, gpus,
+                           severity=(finding.severity or Severity.INFO).value)
+
+
+def _subject_labels(id_: str, subject: str, gpus: dict[int, Gpu],
+                    **extra: str) -> dict[str, str]:
+    """``id``, the bounded ``subject`` and the GPU labels of a finding or a check result."""
+    subject = finding_subject(subject)
+    labels = {"id": id_, **extra, "subject": subject}
     if subject.startswith("gpu:"):
         index = int(subject.split(":", 1)[1])
         return {**labels, **gpu_labels(gpus.get(index), index)}
@@ -212,6 +239,38 @@ def render_textfile(scan: Scan, findings: list[Finding], exit_code: int, *,
                     duration_s: float | None) -> bytes:
     """The textfile of a scan that judged the machine (``gpu_audit_scan_success 1``)."""
     families = _Families(scan.host.hostname)
+    _scan_series(families, scan, findings, exit_code, duration_s=duration_s)
+    return families.text()
+
+
+def render_check_textfile(report: Any, *, duration_s: float | None) -> bytes:
+    """The textfile of a check that judged the machine: the series of the scan it judged (its
+    status the exit code ``scan`` would give under the policy's ``fail_on``), then the check's
+    verdict (:data:`CHECK_METRICS`)."""
+    from gpu_audit.rules import exit_code
+
+    scan = report.scan
+    families = _Families(scan.host.hostname, check=True)
+    _scan_series(families, scan, report.findings,
+                 exit_code(report.findings, report.policy.fail_on_severity),
+                 duration_s=duration_s)
+    families.set("gpu_audit_check_status", report.exit_code)
+    for status, count in report.counts().items():
+        families.set("gpu_audit_checks", count, {"status": status})
+    gpus = {gpu.index: gpu for gpu in scan.gpus}
+    passed: dict[tuple[tuple[str, str], ...], int] = {}
+    for result in report.results:
+        if result.status.value == "skip":
+            continue
+        key = tuple(_subject_labels(result.id, result.subject, gpus).items())
+        passed[key] = min(passed.get(key, 1), int(result.status.value == "pass"))
+    for key, value in passed.items():
+        families.set("gpu_audit_check_passed", value, dict(key))
+    return families.text()
+
+
+def _scan_series(families: _Families, scan: Scan, findings: list[Finding], exit_code: int, *,
+                 duration_s: float | None) -> None:
     generated = parse_utc(scan.generated_at)
     _run_metrics(families, success=True, status=exit_code, duration_s=duration_s,
                  timestamp_s=generated.timestamp() if generated else None)
@@ -228,16 +287,18 @@ def render_textfile(scan: Scan, findings: list[Finding], exit_code: int, *,
     for finding in findings:
         families.inc("gpu_audit_finding", _finding_labels(finding, gpus))
     _memory_by_gpu(scan, families, gpus)
-    return families.text()
 
 
 def render_failure(hostname: str, *, duration_s: float | None, timestamp_s: float | None,
-                   status: int = 3) -> bytes:
-    """The textfile of a scan that could not judge: ``gpu_audit_scan_success 0`` and the exit
-    status, so an alert fires on the failure instead of on a file gone stale."""
-    families = _Families(hostname)
+                   status: int = 3, check: bool = False) -> bytes:
+    """The textfile of a scan (or, with ``check``, a check) that could not judge:
+    ``gpu_audit_scan_success 0`` and the exit status, so an alert fires on the failure instead of
+    on a file gone stale."""
+    families = _Families(hostname, check=check)
     _run_metrics(families, success=False, status=status, duration_s=duration_s,
                  timestamp_s=timestamp_s)
+    if check:
+        families.set("gpu_audit_check_status", status)
     return families.text()
 
 

@@ -20,6 +20,7 @@ from gpu_audit.report import allocator_table, tables
 from gpu_audit.report.escape import terminal
 from gpu_audit.report.escape import terminal_markup as escape
 from gpu_audit.report.remedy import command_lines, is_command
+from gpu_audit.units import plural
 
 SEVERITY_STYLE = {
     Severity.CRITICAL: "bold white on red",
@@ -206,7 +207,7 @@ def render_scan(
     render_findings(console, findings)
     if scan.probe_errors:
         console.print(
-            f"\n[dim]{len(scan.probe_errors)} measurement(s) could not be taken"
+            f"\n[dim]{plural(len(scan.probe_errors), 'measurement')} could not be taken"
             + ("" if verbose else " (-v lists them)")
             + "[/]"
         )

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from gpu_audit.config import Policy
 from gpu_audit.model import Finding, GpuProcess, ProcessAllocatorState, Scan, Severity
 from gpu_audit.rules import rule
-from gpu_audit.units import MIB, fmt_bytes, parse_utc
+from gpu_audit.units import MIB, fmt_bytes, fmt_pct, noun, parse_utc, plural
 
 # Below this much reserved-but-unallocated memory a high percentage is noise (a small process
 # with one cached 20 MiB segment is "90% fragmented" and harmless).
@@ -87,13 +87,13 @@ def allocator_fragmentation(scan: Scan, policy: Policy) -> Iterator[Finding]:
             continue
         trapped = a.inactive_split_bytes
         numbers = (f"PyTorch reserves {fmt_bytes(a.reserved_bytes)} but tensors use "
-                   f"{fmt_bytes(a.allocated_bytes)}: {fmt_bytes(slack)} ({frag:g}%) is reserved "
-                   f"but unallocated (threshold {threshold:g}%)")
+                   f"{fmt_bytes(a.allocated_bytes)}: {fmt_bytes(slack)} ({fmt_pct(frag)}) is "
+                   f"reserved but unallocated (threshold {fmt_pct(threshold)})")
         stale = f" Published {a.age_s:g} s before this scan." if (a.age_s or 0) > 60 else ""
         if a.expandable_segments:
             yield Finding(
                 subject=f"pid:{p.pid}",
-                title=f"{_where(p, a)}: {frag:g}% of reserved memory is unallocated "
+                title=f"{_where(p, a)}: {fmt_pct(frag)} of reserved memory is unallocated "
                       "despite expandable segments",
                 detail=(f"{numbers}. With expandable segments the slack is mapped free pages, "
                         f"which only empty_cache() or an allocation retry unmaps.{stale}"),
@@ -119,7 +119,7 @@ def allocator_fragmentation(scan: Scan, policy: Policy) -> Iterator[Finding]:
             known = f"{fmt_bytes(trapped)} of it" if trapped is not None else "Part of it"
             yield Finding(
                 subject=f"pid:{p.pid}",
-                title=f"{_where(p, a)}: {frag:g}% of reserved memory is fragmented",
+                title=f"{_where(p, a)}: {fmt_pct(frag)} of reserved memory is fragmented",
                 detail=(f"{numbers}. {known} is trapped in split segments, which cannot be "
                         "released while any block in them is in use: a large request can fail "
                         f"with plenty of memory nominally free.{stale}"),
@@ -169,14 +169,16 @@ def allocator_oom_retries(scan: Scan, policy: Policy) -> Iterator[Finding]:
             asked = "expandable_segments" in raw_settings(a.settings)
             if not asked and supports_expandable_segments(a.torch_version) is not False:
                 remedy += " " + _restart_remedy(a)
-        oom_text = f" and {ooms} out-of-memory error(s) were raised" if ooms else ""
+        oom_text = (f" and {plural(ooms, 'out-of-memory error')} {noun(ooms, 'was', 'were')} "
+                    "raised" if ooms else "")
         yield Finding(
             subject=f"pid:{p.pid}",
-            title=f"{_where(p, a)}: {retries} allocation retr{'y' if retries == 1 else 'ies'}"
+            title=f"{_where(p, a)}: {plural(retries, 'allocation retry', 'allocation retries')}"
                   f"{per}",
-            detail=(f"The allocator had to flush its cache and retry {retries} time(s){per}"
-                    f"{oom_text}; it holds {fmt_bytes(a.reserved_bytes)} reserved, "
-                    f"{fmt_bytes(a.allocated_bytes)} allocated. The process runs at the edge "
+            detail=(f"The allocator had to flush its cache and retry "
+                    f"{plural(retries, 'time')}{per}{oom_text}; it holds "
+                    f"{fmt_bytes(a.reserved_bytes)} reserved, {fmt_bytes(a.allocated_bytes)} "
+                    "allocated. The process runs at the edge "
                     "of device memory."),
             remedy=remedy,
             evidence=_evidence(p, a) | {"new_alloc_retries": retries, "new_ooms": ooms,

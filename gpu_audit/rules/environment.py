@@ -14,6 +14,7 @@ from gpu_audit.config import Policy
 from gpu_audit.knowledge.allocator.names import CUDA_VAR, NEW_VAR, NO_CACHING_VAR
 from gpu_audit.model import Finding, Gpu, Scan, Severity
 from gpu_audit.rules import rule
+from gpu_audit.units import plural
 
 
 def _env(scan: Scan) -> dict[str, str]:
@@ -150,7 +151,7 @@ def interpret_visible_devices(value: str, gpus: list[Gpu], count: int) -> Visibl
             elif index < 0:
                 problem, index = "is negative, which hides every GPU from there on", None
             elif index >= count:
-                problem, index = f"is beyond the {count} GPU(s) present", None
+                problem, index = f"is beyond the {plural(count, 'GPU')} present", None
         if index is None:
             return Visible(visible, entries[position:], f"{entry!r} {problem}", by_uuid)
         if index in visible:
@@ -180,9 +181,9 @@ def visible_devices_missing(scan: Scan, policy: Policy) -> Iterator[Finding]:
     valid = ",".join(str(i) for i in seen.visible) or ",".join(str(i) for i in range(count))
     yield Finding(
         subject="env",
-        title=(f"CUDA_VISIBLE_DEVICES={value!r} leaves {len(seen.visible)} of {count} GPU(s) "
-               "visible"),
-        detail=(f"{seen.reason}. CUDA will use {len(seen.visible)} GPU(s)"
+        title=(f"CUDA_VISIBLE_DEVICES={value!r} leaves {len(seen.visible)} of "
+               f"{plural(count, 'GPU')} visible"),
+        detail=(f"{seen.reason}. CUDA will use {plural(len(seen.visible), 'GPU')}"
                 + (f" and ignore {', '.join(seen.dropped)}" if seen.dropped else "") + "."),
         remedy=f"export CUDA_VISIBLE_DEVICES={valid}",
         evidence={"CUDA_VISIBLE_DEVICES": value, "gpu_count": count,

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from gpu_audit.config import Policy
 from gpu_audit.model import Finding, Scan, Severity
 from gpu_audit.rules import rule
-from gpu_audit.units import fmt_bytes, pct
+from gpu_audit.units import fmt_bytes, fmt_pct, pct
 
 
 @rule("low-free-vram", severity=Severity.WARNING)
@@ -35,7 +35,7 @@ def low_free_vram(scan: Scan, policy: Policy) -> Iterator[Finding]:
             title=f"GPU {gpu.index}: only {fmt_bytes(gpu.memory_free_bytes)} free",
             detail=(
                 f"{fmt_bytes(gpu.memory_free_bytes)} of {fmt_bytes(gpu.memory_total_bytes)} "
-                f"free ({free_pct:g}%, minimum {policy.min_free_vram_pct:g}%)."
+                f"free ({fmt_pct(free_pct)}, minimum {fmt_pct(policy.min_free_vram_pct)})."
                 + (f" Held by: {listing}." if listing else "")
             ),
             remedy=(

@@ -22,7 +22,7 @@ from gpu_audit.knowledge.xid import (
 )
 from gpu_audit.model import Finding, Gpu, Scan, Severity, XidEvent
 from gpu_audit.rules import rule
-from gpu_audit.units import parse_utc
+from gpu_audit.units import fmt_pct, noun, parse_utc, plural
 
 
 def _live(scan: Scan) -> list[Gpu]:
@@ -58,8 +58,8 @@ def ecc_uncorrectable(scan: Scan, policy: Policy) -> Iterator[Finding]:
         if volatile:
             yield Finding(
                 subject=f"gpu:{gpu.index}",
-                title=f"{_label(gpu)}: {volatile} uncorrectable ECC error(s) since the driver "
-                      "loaded",
+                title=f"{_label(gpu)}: {plural(volatile, 'uncorrectable ECC error')} since the "
+                      "driver loaded",
                 detail=("Uncorrectable memory errors since the driver loaded: the memory is "
                         "failing now, and any job on this GPU can crash or compute on corrupted "
                         "data."),
@@ -69,7 +69,8 @@ def ecc_uncorrectable(scan: Scan, policy: Policy) -> Iterator[Finding]:
         elif aggregate:
             yield Finding(
                 subject=f"gpu:{gpu.index}",
-                title=f"{_label(gpu)}: {aggregate} uncorrectable ECC error(s) in its lifetime",
+                title=(f"{_label(gpu)}: {plural(aggregate, 'uncorrectable ECC error')} in its "
+                       "lifetime"),
                 detail=("None since the driver loaded, so the bad memory has probably been "
                         "retired or remapped; watch for new ones."),
                 remedy=(f"nvidia-smi -q -d ECC,PAGE_RETIREMENT,ROW_REMAPPER -i {gpu.index}  "
@@ -276,13 +277,14 @@ def pcie_link_degraded(scan: Scan, policy: Policy) -> Iterator[Finding]:
             continue
         now = f"Gen{gpu.pcie_gen_current} x{gpu.pcie_width_current}"
         best = f"Gen{gpu.pcie_gen_max} x{gpu.pcie_width_max}"
+        busy = fmt_pct(util)
         yield Finding(
             subject=f"gpu:{gpu.index}",
-            title=f"{_label(gpu)}: PCIe link at {now}, capable of {best}, while {util}% busy",
+            title=f"{_label(gpu)}: PCIe link at {now}, capable of {best}, while {busy} busy",
             detail=("The link runs below its maximum "
                     + ("generation and width" if gen_low and width_low
                        else "generation" if gen_low else "width")
-                    + f" although the GPU is {util}% busy, so it is not a power-saving state."),
+                    + f" although the GPU is {busy} busy, so it is not a power-saving state."),
             remedy=(f"Reseat the card or riser, check the slot's lanes and BIOS PCIe settings; "
                     f"`nvidia-smi -q -d PCIE -i {gpu.index}` shows the link and its replay "
                     "counter"),
@@ -337,8 +339,9 @@ def compute_mode_restricted(scan: Scan, policy: Policy) -> Iterator[Finding]:
             severity, why = Severity.ERROR, "no process can create a CUDA context on it"
         elif holders:
             severity = Severity.ERROR
-            why = (f"process(es) {', '.join(map(str, holders))} already hold it, so a new job "
-                   "cannot start there")
+            named = f"{noun(len(holders), 'process', 'processes')} {', '.join(map(str, holders))}"
+            verb = "holds" if len(holders) == 1 else "hold"
+            why = f"{named} already {verb} it, so a new job cannot start there"
         else:
             severity, why = None, "only one process at a time can use it"
         yield Finding(
@@ -430,7 +433,7 @@ def xid_events(scan: Scan, policy: Policy) -> Iterator[Finding]:
         last = events[-1]
         yield Finding(
             subject=subject,
-            title=f"{label}: {len(events)} Xid event(s) since boot: "
+            title=f"{label}: {plural(len(events), 'Xid event')} since boot: "
                   + ", ".join(str(x) for x in sorted(counts)),
             detail=(f"{meanings}. Last: Xid {last.xid}"
                     + (f" at {last.time}" if last.time else "")

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from gpu_audit.config import Policy
 from gpu_audit.model import Finding, Scan, Severity
 from gpu_audit.rules import rule
-from gpu_audit.units import GIB, fmt_bytes, pct
+from gpu_audit.units import GIB, fmt_bytes, fmt_pct, pct
 
 
 @rule("swap-pressure", severity=Severity.WARNING)
@@ -18,6 +18,10 @@ def swap_pressure(scan: Scan, policy: Policy) -> Iterator[Finding]:
     pinned-memory staging and checkpoint writes all touch host memory) and is a step away from the
     kernel's OOM killer. Swap used by other programs still tells you memory is short before the
     run has even started. Configure with `max_swap_used_gib`.
+
+    A warning, about swap in use at the moment of the scan, whoever uses it. `gpu-audit
+    validate` judges the same limit against the swap used while its stages run, where going
+    over it fails the stage: that is its `stage-swap-pressure` error.
     """
     host = scan.host
     used = host.swap_used_bytes
@@ -66,7 +70,8 @@ def low_host_memory(scan: Scan, policy: Policy) -> Iterator[Finding]:
         title=f"Low host memory: {fmt_bytes(host.memory_available_bytes)} available",
         detail=(
             f"{fmt_bytes(host.memory_available_bytes)} of {fmt_bytes(host.memory_total_bytes)} "
-            f"RAM is available ({available_pct:g}%, minimum {policy.min_host_available_pct:g}%)."
+            f"RAM is available ({fmt_pct(available_pct)}, "
+            f"minimum {fmt_pct(policy.min_host_available_pct)})."
         ),
         remedy=(
             "List the largest processes with `ps -eo pid,user,rss,comm --sort=-rss | head` and "

@@ -8,6 +8,7 @@ from gpu_audit.config import Policy
 from gpu_audit.gpu_selection import bus_key
 from gpu_audit.model import Finding, Gpu, Scan, Severity
 from gpu_audit.rules import rule
+from gpu_audit.units import noun
 
 _REMEDIES = {
     "library-not-found": (
@@ -65,7 +66,8 @@ def nvml_hung(scan: Scan, policy: Policy) -> Iterator[Finding]:
             subject=subject,
             title=f"{target}: the driver did not answer {', '.join(calls)}",
             detail=(
-                f"NVML call(s) {', '.join(calls)} on {target} did not return within the "
+                f"NVML {noun(len(calls), 'call')} {', '.join(calls)} on {target} did not return "
+                "within the "
                 "scan's timeout; the readings they give are missing."
             ),
             remedy=(

@@ -10,7 +10,7 @@ from gpu_audit.model import Finding, Gpu, GpuProcess, Scan, Severity
 from gpu_audit.rules import rule
 from gpu_audit.rules.cmdline import command_head
 from gpu_audit.rules.duplicates import duplicate_groups, instance_port
-from gpu_audit.units import fmt_bytes
+from gpu_audit.units import fmt_bytes, plural
 
 
 def _vram_by_pid(processes: list[GpuProcess]) -> dict[int, int]:
@@ -110,7 +110,8 @@ def unattributed_vram(scan: Scan, policy: Policy) -> Iterator[Finding]:
             title=f"GPU {gpu.index}: {fmt_bytes(unattributed)} in use by no visible process",
             detail=(
                 f"{fmt_bytes(gpu.memory_used_bytes)} used, {fmt_bytes(accounted)} of it by the "
-                f"{len(members)} listed process(es); {fmt_bytes(unattributed)} is unaccounted "
+                f"{plural(len(members), 'listed process', 'listed processes')}; "
+                f"{fmt_bytes(unattributed)} is unaccounted "
                 f"for (allowance {fmt_bytes(allowance)})."
             ),
             remedy=(

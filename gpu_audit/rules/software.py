@@ -15,6 +15,7 @@ from gpu_audit.config import Policy
 from gpu_audit.knowledge.torch_builds import cuda_tuple, install_command
 from gpu_audit.model import Finding, Scan, Severity, TorchDevice
 from gpu_audit.rules import rule
+from gpu_audit.units import plural
 
 # Jetson/integrated parts: their binaries run on that exact part only (CUDA docs).
 _INTEGRATED = {53, 62, 72, 87, 101}
@@ -116,7 +117,7 @@ def torch_cpu_only(scan: Scan, policy: Policy) -> Iterator[Finding]:
     driver = scan.driver.cuda_driver_version if scan.driver else None
     yield Finding(
         subject="host",
-        title=f"torch {version} is a CPU-only build on a host with {gpus} NVIDIA GPU(s)",
+        title=f"torch {version} is a CPU-only build on a host with {plural(gpus, 'NVIDIA GPU')}",
         detail=(f"{source}: this torch cannot use the GPUs; torch.cuda.is_available() is "
                 "False and a job either fails or runs on the CPU."),
         remedy=install_command(version, driver),
@@ -220,7 +221,7 @@ def torch_cuda_unavailable(scan: Scan, policy: Policy) -> Iterator[Finding]:
     yield Finding(
         subject="host",
         title=f"torch {probe.torch_version} cannot use CUDA on this host",
-        detail=(f"torch.cuda.is_available() is False with {len(scan.gpus)} GPU(s) present"
+        detail=(f"torch.cuda.is_available() is False with {plural(len(scan.gpus), 'GPU')} present"
                 + (f"; torch said: {said[0]}" if said else "") + "."),
         remedy=("Run `nvidia-smi`: if it fails, reboot after the driver upgrade (or reload the "
                 "nvidia kernel modules); in a container, start it with the GPUs passed through "

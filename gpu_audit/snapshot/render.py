@@ -11,7 +11,7 @@ from gpu_audit.report.escape import md_cell, md_code, md_text
 from gpu_audit.report.remedy import remedy_markdown
 from gpu_audit.snapshot.summary import DeviceSummary, SnapshotSummary
 from gpu_audit.snapshot.verdict import device_verdict
-from gpu_audit.units import fmt_bytes
+from gpu_audit.units import fmt_bytes, fmt_pct
 
 SCHEMA = "gpu-audit.snapshot/1"
 NA = "n/a"
@@ -42,10 +42,6 @@ def snapshot_document(summary: SnapshotSummary, *, generated_at: str, source: di
     }
 
 
-def _pct(value: float | None) -> str:
-    return NA if value is None else f"{value:g}%"
-
-
 def expandable_free(d: DeviceSummary) -> int:
     return d.free_bytes - d.inactive_split_bytes - d.whole_free_segment_bytes
 
@@ -58,10 +54,10 @@ def device_overview(d: DeviceSummary) -> list[tuple[str, str]]:
         ("Reserved", fmt_bytes(d.reserved_bytes)),
         ("Allocated", f"{fmt_bytes(d.allocated_bytes)} (requested {fmt_bytes(d.requested_bytes)})"),
         ("Reserved but unallocated", f"{fmt_bytes(d.reserved_unallocated_bytes)} "
-                                     f"({_pct(d.fragmentation_pct)} of reserved)"),
+                                     f"({fmt_pct(d.fragmentation_pct)} of reserved)"),
         ("  trapped in split segments", f"{fmt_bytes(d.inactive_split_bytes)} "
-                                        f"({_pct(d.split_fragmentation_pct)} of reserved; "
-                                        f"{_pct(d.trapped_pct)} of the slack)"),
+                                        f"({fmt_pct(d.split_fragmentation_pct)} of reserved; "
+                                        f"{fmt_pct(d.trapped_pct)} of the slack)"),
         ("  whole free segments", f"{fmt_bytes(d.whole_free_segment_bytes)} "
                                   "(empty_cache() would release these)"),
     ]
@@ -70,7 +66,7 @@ def device_overview(d: DeviceSummary) -> list[tuple[str, str]]:
                                                   "(never split; empty_cache() unmaps it)"))
     lines += [
         ("  freed, awaiting streams", fmt_bytes(d.pending_free_bytes)),
-        ("Rounding waste", f"{fmt_bytes(d.free_internal_bytes)} ({_pct(d.rounding_waste_pct)} "
+        ("Rounding waste", f"{fmt_bytes(d.free_internal_bytes)} ({fmt_pct(d.rounding_waste_pct)} "
                            "of allocated)"),
         ("Largest free block", fmt_bytes(d.largest_free_block_bytes)),
     ]
@@ -89,8 +85,10 @@ def device_overview(d: DeviceSummary) -> list[tuple[str, str]]:
     return lines
 
 
-POOL_HEADERS = ["Pool", "Stream", "Segments", "Reserved", "Allocated", "Free", "Free blocks",
-                "Largest free", "External frag."]
+# Headers break where a terminal table may stack them on two lines (markdown joins them): the
+# terminal's Pools table then fits 80 columns, its figures kept whole on their line.
+POOL_HEADERS = ["Pool", "Stream", "Segments", "Reserved", "Allocated", "Free", "Free\nblocks",
+                "Largest\nfree", "External\nfrag."]
 ALLOC_HEADERS = ["Count", "Size", "Requested", "Pool", "Allocated at", "Stack (innermost first)"]
 SITE_HEADERS = ["Allocation site", "Live allocations", "Bytes"]
 
@@ -100,7 +98,7 @@ def pool_rows(d: DeviceSummary) -> list[list[str]]:
         [p.pool + (" (expandable)" if p.expandable else ""), str(p.stream), str(p.segments),
          fmt_bytes(p.reserved_bytes), fmt_bytes(p.allocated_bytes), fmt_bytes(p.free_bytes),
          str(p.free_blocks), fmt_bytes(p.largest_free_block_bytes),
-         _pct(p.external_fragmentation_pct)]
+         fmt_pct(p.external_fragmentation_pct)]
         for p in d.pools
     ]
 
@@ -121,7 +119,8 @@ def site_rows(d: DeviceSummary) -> list[list[str]]:
 
 
 def _md_table(headers: list[str], rows: list[list[str]]) -> list[str]:
-    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines = ["| " + " | ".join(h.replace("\n", " ") for h in headers) + " |",
+             "|" + "---|" * len(headers)]
     lines += ["| " + " | ".join(md_cell(c) for c in row) + " |" for row in rows]
     return lines
 
@@ -171,10 +170,16 @@ def render_terminal(summary: SnapshotSummary, console: Any, *, source: str) -> N
     from gpu_audit.report.escape import terminal_markup as escape
     from gpu_audit.report.terminal import print_remedy
 
-    def table(headers: list[str], rows: list[list[str]], title: str) -> Table:
-        t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-        for h in headers:
-            t.add_column(h, overflow="fold")
+    def table(headers: list[str], rows: list[list[str]], title: str, *,
+              whole_from: int | None = None) -> Table:
+        """Columns from ``whole_from`` on (figures) never wrap and sit one space apart; those
+        before it fold."""
+        t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
+                  padding=(0, 1) if whole_from is None else (0, 0))
+        for i, h in enumerate(headers):
+            whole = whole_from is not None and i >= whole_from
+            t.add_column(h, overflow="fold", no_wrap=whole, justify="right" if whole else "left",
+                         min_width=min(6, len(h)) if whole_from is not None else None)
         for row in rows:
             t.add_row(*(escape(c) for c in row))
         return t
@@ -193,10 +198,14 @@ def render_terminal(summary: SnapshotSummary, console: Any, *, source: str) -> N
             console.print(Padding(escape(verdict.explanation), (0, 0, 0, 2)))
             print_remedy(console, verdict.remedy, indent=2)
             console.print()
+        overview = Table.grid(padding=(0, 1), pad_edge=False)
+        overview.add_column(no_wrap=True, min_width=30)
+        overview.add_column(overflow="fold")
         for label, value in device_overview(d):
-            console.print(f"  {escape(label + ':'):<30} {escape(value)}")
+            overview.add_row(escape(label + ":"), escape(value))
+        console.print(Padding(overview, (0, 0, 0, 2)))
         if d.pools:
-            console.print(table(POOL_HEADERS, pool_rows(d), "Pools"))
+            console.print(table(POOL_HEADERS, pool_rows(d), "Pools", whole_from=2))
         if d.largest_allocations:
             console.print(table(ALLOC_HEADERS, allocation_rows(d, stack=2),
                                 "Biggest live allocations"))

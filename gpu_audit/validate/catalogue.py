@@ -1,6 +1,6 @@
-"""What each finding of ``gpu-audit validate`` means: listed by ``gpu-audit rules`` beside the scan
-rules. The ids are those :mod:`gpu_audit.validate.findings` emits, but for ``swap-pressure``,
-which means what the scan rule of that name documents; a test keeps the two in step.
+"""What each finding of ``gpu-audit validate`` means, and its severity: listed by ``gpu-audit
+rules`` beside the scan rules. The ids are those :mod:`gpu_audit.validate.findings` emits, which
+takes each finding's severity from here; a test keeps the two in step.
 """
 
 from __future__ import annotations
@@ -64,6 +64,14 @@ The share of reserved memory held in inactive split blocks passed the gate (50% 
 the allocator keeps memory it cannot hand out for the requests the workload makes. Expandable
 segments (`--alloc-conf expandable_segments:True`) usually help; `--max-split-size-mb 128,512`
 compares values."""),
+    "stage-swap-pressure": (Severity.ERROR, """\
+Swap use rose above the limit (`max_swap_used_gib`, 2 GiB by default) while a stage ran.
+
+A gate of the stage: the highest swap use sampled during its cycles is compared with the limit,
+and above it the stage fails, because the run being rehearsed would page host memory in and out
+for its whole length. This differs from the scan's `swap-pressure`, a warning about swap in use
+at the moment of the scan (possibly other programs', before any run started): here the swap was
+in use while the workload ran."""),
     "requirement-failed": (Severity.ERROR, """\
 A `--require` gate on the workload's metrics failed.
 

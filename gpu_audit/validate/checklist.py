@@ -54,6 +54,8 @@ def _stage_summary(stage: dict[str, Any], doc: dict[str, Any]) -> str:
         where = stage.get("device") or "?"
         name = doc.get("device", {}).get("name")
         on = f"{where} ({name})" if name and where.startswith("cuda") else where
+        if stage["name"] == "imports" and str(doc.get("workload")).startswith(COMMAND):
+            return _command_imports_summary(doc, on)
         if stage["name"] == "imports":
             version = doc.get("torch", {}).get("version")
             torch = f"torch {version}" if version else "torch"
@@ -66,6 +68,23 @@ def _stage_summary(stage: dict[str, Any], doc: dict[str, Any]) -> str:
         return stage.get("reason") or "not run: an earlier stage failed"
     failure = stage.get("failure") or "failed"
     return redact_text(f"{failure}: {stage.get('reason') or 'the stage failed'}")
+
+
+COMMAND = "command: "  # how a validation document names a command workload
+
+
+def _command_imports_summary(doc: dict[str, Any], on: str) -> str:
+    """The imports stage of the user's command checked its program, and torch in its Python
+    (gpu-audit's own torch, in the document, says nothing about that Python)."""
+    from gpu_audit.validate.script.launch import NOT_PYTHON
+
+    program = redact_text(str(doc["workload"])[len(COMMAND):].split(" ", 1)[0])
+    if any(NOT_PYTHON in str(f.get("title")) for f in doc.get("findings") or []):
+        return f"the command's program {program} was found ({NOT_PYTHON}: torch not checked)"
+    if on.startswith("cuda"):
+        return (f"torch imports in the command's Python ({program}); {on} initialised; a "
+                "tensor round-tripped")
+    return f"torch imports in the command's Python ({program}); the stages run on {on}"
 
 
 def _stage_status(stage: dict[str, Any]) -> str:
@@ -127,6 +146,24 @@ def outcomes_from_document(doc: dict[str, Any], names: list[str],
     return outcomes
 
 
+def _check_command(command: list[str], cwd: str, path: Path | None) -> None:
+    """A configured command whose program or script is missing is a configuration error (exit
+    3), before any stage runs: it says nothing about whether the runner is fit."""
+    import os
+
+    from gpu_audit.config.files import key_line
+    from gpu_audit.errors import ConfigError
+    from gpu_audit.validate.plan import TABLE
+    from gpu_audit.validate.script.launch import missing_in_command
+
+    problem = missing_in_command(command, os.environ, cwd)
+    if problem is None:
+        return
+    where = f"{path}:{key_line(path, 'command', TABLE) or '?'}: " if path is not None else ""
+    raise ConfigError(f"{where}key 'command' ({redact_text(' '.join(command))}): {problem}; "
+                      "check --stages runs it as the workload")
+
+
 @contextlib.contextmanager
 def _run_folder(out_dir: Path | None) -> Iterator[Path]:
     if out_dir is not None:
@@ -157,6 +194,8 @@ def run_stages(names: list[str], *, min_gpus: int, require_torch_cuda: bool,
     values["stages"] = list(names)
     values["device"] = validation_device(min_gpus, require_torch_cuda, values.get("device"))
     plan = build_plan(ValidateOptions(**values), load_policy(path, search=False))
+    if plan.script is not None:
+        _check_command(plan.script.command, plan.workload_paths[0], path)
     with _run_folder(out_dir) as folder:
         result = run_validation(plan, out_dir=folder, progress="auto", plots=False, note=note)
         if result.exit_code == 130:

@@ -15,6 +15,7 @@ import traceback
 from typing import Any
 
 from gpu_audit.knowledge.allocator import BOTH_VARS
+from gpu_audit.units import plural
 from gpu_audit.validate.channels import StageFailed, one_line
 
 ROUND_TRIP_ELEMENTS = 1 << 20
@@ -41,8 +42,8 @@ def cpu_threads(environ: dict[str, str] | None = None,
         except (AttributeError, OSError):
             available = os.cpu_count() or 1
     count = max(1, min(CPU_THREADS_MAX, available // 2))
-    return count, (f"half of the {available} CPU(s) this process may use (at least 1, at most "
-                   f"{CPU_THREADS_MAX}), so that other processes on the host do not stall "
+    return count, (f"half of the {plural(available, 'CPU')} this process may use (at least 1, "
+                   f"at most {CPU_THREADS_MAX}), so that other processes on the host do not stall "
                    "torch's thread pool and cycle times stay comparable")
 
 
@@ -96,8 +97,8 @@ def _init_cuda(torch: Any, device: str, cap: int | None, warnings: list[str]) ->
     count = torch.cuda.device_count()
     index = int(device.split(":")[1]) if ":" in device else torch.cuda.current_device()
     if index >= count:
-        raise StageFailed("cuda", f"{device} does not exist: {count} CUDA device"
-                          f"{'s' if count != 1 else ''} visible (cuda:0..cuda:{count - 1}; "
+        raise StageFailed("cuda", f"{device} does not exist: {plural(count, 'CUDA device')} "
+                          f"visible (cuda:0..cuda:{count - 1}; "
                           f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r})")
     device = f"cuda:{index}"
     try:

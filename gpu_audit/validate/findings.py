@@ -2,7 +2,8 @@
 
 Pure functions: the runner and the report call them on data loaded from the run folder.
 
-Finding ids (stable):
+Finding ids (stable); each one's severity and documentation live in
+:data:`gpu_audit.validate.catalogue.VALIDATION_FINDINGS`:
 
 - ``workload-import-failed``: torch or the workload does not import (critical)
 - ``cuda-unavailable``: CUDA does not initialise on the chosen device (critical)
@@ -12,7 +13,7 @@ Finding ids (stable):
 - ``workload-error``: the workload raised, or broke the protocol (critical)
 - ``disk-full``: the run folder's disk filled up; the run stops with exit 3 (critical)
 - ``alloc-fragmentation``: inactive-split share of reserved memory above the limit (error)
-- ``swap-pressure``: swap use above the limit during a stage (error)
+- ``stage-swap-pressure``: swap use above the limit while a stage ran; fails the stage (error)
 - ``requirement-failed``: a ``--require`` gate failed (error)
 - ``alloc-conf-not-applied``: the allocator reports other settings than asked (error)
 - ``oom-recovered``: out-of-memory errors recovered by retrying smaller (warning)
@@ -29,7 +30,8 @@ from __future__ import annotations
 from typing import Any
 
 from gpu_audit.model import Finding, Severity
-from gpu_audit.units import fmt_bytes
+from gpu_audit.units import fmt_bytes, fmt_pct, noun, plural
+from gpu_audit.validate.catalogue import VALIDATION_FINDINGS
 from gpu_audit.validate.gates import (
     GateResult,
     check_requirement,
@@ -124,7 +126,7 @@ def validate_findings(plan: Plan, state: RunState, records: dict[str, list[dict[
     findings: list[Finding] = []
     if state.device.fallback_reason and state.device.resolved == "cpu":
         findings.append(_finding(
-            "cpu-fallback", Severity.WARNING, "host",
+            "cpu-fallback", "host",
             "no usable GPU: the validation ran on the CPU",
             f"--device {state.device.requested} found no CUDA device "
             f"({state.device.fallback_reason}), so every stage ran on the CPU; allocator "
@@ -146,7 +148,7 @@ def validate_findings(plan: Plan, state: RunState, records: dict[str, list[dict[
         if variant.alloc_conf and device == "cpu" and not cpu_conf_noted:
             cpu_conf_noted = True
             findings.append(_finding(
-                "alloc-conf-cpu", Severity.INFO, where,
+                "alloc-conf-cpu", where,
                 "allocator settings do not apply on the CPU",
                 f"The run set PYTORCH_CUDA_ALLOC_CONF and PYTORCH_ALLOC_CONF to "
                 f"{variant.alloc_conf!r}, but it ran on the CPU, where PyTorch's CUDA caching "
@@ -154,7 +156,7 @@ def validate_findings(plan: Plan, state: RunState, records: dict[str, list[dict[
                 {"alloc_conf": variant.alloc_conf}))
         findings.extend(_settings_findings(variant.expected_settings, ready, where, variant))
         for warning in ready.get("warnings") or []:
-            findings.append(_finding("stage-warning", Severity.INFO, where, warning, warning,
+            findings.append(_finding("stage-warning", where, warning, warning,
                                      "", {}))
         if stage.cycles and done:
             findings.extend(_cycle_findings(plan, key, where, done, ready, host_memory_bytes))
@@ -209,7 +211,7 @@ def _failure_findings(plan: Plan, key: str, leg: LegState, where: str,
             excerpt = "\n".join(str(top["excerpt"]).splitlines()[:EXCERPT_LINES])
             detail += f"\nExcerpt of the log:\n{excerpt}"
             evidence["log_excerpt"] = excerpt
-    return [_finding(finding_id, Severity.CRITICAL, where, f"stage {split_leg(key)[1]}: {title}",
+    return [_finding(finding_id, where, f"stage {split_leg(key)[1]}: {title}",
                      detail, remedy, evidence)]
 
 
@@ -222,26 +224,26 @@ def _gate_findings(plan: Plan, key: str, leg: LegState, where: str,
             continue
         if gate.name == "fragmentation":
             findings.append(_finding(
-                "alloc-fragmentation", Severity.ERROR, where,
+                "alloc-fragmentation", where,
                 f"stage {stage}: allocator fragmentation above the limit", gate.detail,
                 "Try `gpu-audit validate --max-split-size-mb 128,256,512` to compare values, or "
                 "--alloc-conf expandable_segments:True.",
                 {"worst_fragmentation_pct": gate.value, "limit_pct": gate.limit}))
         elif gate.name == "swap":
             findings.append(_finding(
-                "swap-pressure", Severity.ERROR, where,
+                "stage-swap-pressure", where,
                 f"stage {stage}: swap in use above the limit", gate.detail,
                 "Free host memory (fewer data-loader workers, smaller pinned buffers) or add "
                 "RAM; `gpu-audit scan` shows what uses it.",
                 {"swap_used_bytes": gate.value, "limit_bytes": gate.limit}))
         elif gate.name.startswith("require"):
             findings.append(_finding(
-                "requirement-failed", Severity.ERROR, where,
+                "requirement-failed", where,
                 f"stage {stage}: {gate.name} failed", gate.detail,
                 "Check the workload's metric, or the requirement's threshold.",
                 {"value": gate.value, "limit": gate.limit}))
         else:
-            findings.append(_finding("workload-error", Severity.CRITICAL, where,
+            findings.append(_finding("workload-error", where,
                                      f"stage {stage}: {gate.name} failed", gate.detail, "", {}))
     return findings
 
@@ -254,7 +256,7 @@ def _settings_findings(expected: dict[str, Any], ready: dict[str, Any], where: s
     if not problems:
         return []
     return [_finding(
-        "alloc-conf-not-applied", Severity.ERROR, where,
+        "alloc-conf-not-applied", where,
         "the allocator did not take the requested settings",
         f"Asked for {variant.alloc_conf!r} (in PYTORCH_CUDA_ALLOC_CONF and PYTORCH_ALLOC_CONF, "
         f"set before torch was imported), but the allocator reports: {'; '.join(problems)}. "
@@ -272,9 +274,10 @@ def _cycle_findings(plan: Plan, key: str, where: str, done: list[dict[str, Any]]
     if summary.oom_retries:
         first = next(r["cycle"] for r in done if r.get("oom_retries"))
         findings.append(_finding(
-            "oom-recovered", Severity.WARNING, where,
+            "oom-recovered", where,
             f"stage {stage}: out of memory, recovered by retrying",
-            f"{summary.oom_retries} out-of-memory error(s) from cycle {first} on were recovered "
+            f"{plural(summary.oom_retries, 'out-of-memory error')} from cycle {first} on "
+            f"{noun(summary.oom_retries, 'was', 'were')} recovered "
             f"by cleaning up and retrying; the stage ended at batch scale "
             f"{summary.min_batch_scale:g}. The real run needs the same recovery, or a smaller "
             "batch.",
@@ -284,11 +287,11 @@ def _cycle_findings(plan: Plan, key: str, where: str, done: list[dict[str, Any]]
              "first_cycle": first}))
     if summary.alloc_retries:
         findings.append(_finding(
-            "alloc-retries", Severity.WARNING, where,
+            "alloc-retries", where,
             f"stage {stage}: the allocator flushed its cache to find memory",
-            f"{summary.alloc_retries} allocation(s) failed at first and succeeded only after "
-            "PyTorch freed its whole cache (num_alloc_retries): the run is at the edge of the "
-            "GPU's memory, and each flush costs a device synchronisation.",
+            f"{plural(summary.alloc_retries, 'allocation')} failed at first and succeeded only "
+            "after PyTorch freed its whole cache (num_alloc_retries): the run is at the edge of "
+            "the GPU's memory, and each flush costs a device synchronisation.",
             "Lower peak memory (batch, sequence length), or try expandable_segments:True.",
             {"alloc_retries": summary.alloc_retries,
              "peak_reserved_bytes": summary.peak_reserved_bytes}))
@@ -311,9 +314,10 @@ def _cycle_findings(plan: Plan, key: str, where: str, done: list[dict[str, Any]]
 def _drift_finding(finding_id: str, where: str, stage: str, what: str, slope: float, r2: float,
                    horizon: int, budget: int | None) -> Finding:
     growth = slope * horizon
-    share = f" ({100 * growth / budget:.0f}% of {fmt_bytes(budget)})" if budget else ""
+    share = (f" ({fmt_pct(100 * growth / budget, decimals=0)} of {fmt_bytes(budget)})"
+             if budget else "")
     return _finding(
-        finding_id, Severity.WARNING, where, f"stage {stage}: {what} grows cycle after cycle",
+        finding_id, where, f"stage {stage}: {what} grows cycle after cycle",
         f"{what.capitalize()} rises by {fmt_bytes(slope)} per cycle (least-squares fit after the "
         f"warm-up, R² {r2:.2f}); over {horizon} cycles that is {fmt_bytes(growth)}{share}. A "
         "leak suspect: something keeps tensors (a list of losses kept as tensors, a growing "
@@ -338,8 +342,10 @@ def _memory_sentence(memory: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
-def _finding(finding_id: str, severity: Severity, where: str, title: str, detail: str,
-             remedy: str, evidence: dict[str, Any]) -> Finding:
+def _finding(finding_id: str, where: str, title: str, detail: str, remedy: str,
+             evidence: dict[str, Any]) -> Finding:
+    """A finding whose severity is the one :data:`VALIDATION_FINDINGS` documents for its id."""
+    severity = VALIDATION_FINDINGS[finding_id][0]
     return Finding(subject=where, title=title, detail=detail, remedy=remedy, evidence=evidence,
                    id=finding_id, severity=severity)
 

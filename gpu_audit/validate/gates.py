@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gpu_audit.errors import UsageError
-from gpu_audit.units import MIB, fmt_bytes, parse_size
+from gpu_audit.units import MIB, fmt_bytes, fmt_pct, parse_size, plural
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -262,7 +262,7 @@ def default_gates(records: Sequence[dict[str, Any]], summary: LegSummary, *, pla
                    f"{summary.cycles_done} of {planned} cycles completed",
                    summary.cycles_done, planned),
         GateResult("no-unrecovered-oom", unrecovered_oom is None,
-                   unrecovered_oom or (f"{summary.oom_retries} OOM(s) recovered by retrying"
+                   unrecovered_oom or (f"{plural(summary.oom_retries, 'OOM')} recovered by retrying"
                                        if summary.oom_retries else "no out-of-memory error")),
     ]
     frag = summary.worst_fragmentation_pct
@@ -272,14 +272,15 @@ def default_gates(records: Sequence[dict[str, Any]], summary: LegSummary, *, pla
                                 None, max_fragmentation_pct))
     else:
         gates.append(GateResult("fragmentation", frag < max_fragmentation_pct,
-                                f"worst inactive-split share of reserved memory {frag:.1f}% "
-                                f"(limit {max_fragmentation_pct:g}%)",
+                                f"worst inactive-split share of reserved memory "
+                                f"{fmt_pct(frag, decimals=1)} "
+                                f"(limit {fmt_pct(max_fragmentation_pct)})",
                                 frag, max_fragmentation_pct))
     swap = summary.max_swap_used_bytes
     if swap is None:
         gates.append(GateResult("swap", None, "swap use unknown", None, max_swap_used_bytes))
     else:
-        gates.append(GateResult("swap", swap < max_swap_used_bytes,
+        gates.append(GateResult("swap", swap <= max_swap_used_bytes,
                                 f"highest swap use {fmt_bytes(swap)} "
                                 f"(limit {fmt_bytes(max_swap_used_bytes)})",
                                 swap, max_swap_used_bytes))

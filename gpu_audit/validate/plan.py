@@ -24,7 +24,7 @@ from typing import Any
 from gpu_audit.config import Policy, check_value, key_line, read_table, unknown_key_error
 from gpu_audit.errors import ConfigError, UsageError
 from gpu_audit.knowledge.allocator import BOTH_VARS, max_split_minimum
-from gpu_audit.units import installed_torch_version, parse_size
+from gpu_audit.units import installed_torch_version, parse_size, plural
 from gpu_audit.validate.allocconf import AllocConf, parse_alloc_conf, with_max_split
 from gpu_audit.validate.gates import parse_requirement
 from gpu_audit.validate.script.spec import ScriptSpec, make_spec, script_notes
@@ -51,7 +51,7 @@ class StageSpec:
         if self.name == "imports":
             return "imports, CUDA initialisation, a small allocation round trip"
         mode = {"off": "quantum off", "lite": "quantum lite", "full": "quantum full"}[self.quantum]
-        return f"{self.cycles} cycle{'s' if self.cycles != 1 else ''}, {mode}"
+        return f"{plural(self.cycles, 'cycle')}, {mode}"
 
 
 @dataclass(frozen=True)
@@ -185,6 +185,10 @@ def read_validate_config(path: Path) -> dict[str, Any]:
             values[option] = str(value)
         else:
             values[option] = check_value(path, key, value, expected, known, TABLE)
+        if key == "command" and not values[option]:
+            raise ConfigError(f"{path}:{key_line(path, key, TABLE) or '?'}: key 'command' is "
+                              "empty: name the program and its arguments, e.g. "
+                              "['python', 'train.py', '--steps', '{cycles}']")
     if "checkpoint_every" in values:
         values["checkpoint_every"] = str(values["checkpoint_every"])
     values["config_dir"] = str(path.parent.resolve())

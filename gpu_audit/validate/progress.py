@@ -12,7 +12,7 @@ import sys
 import time
 from typing import Any, Protocol
 
-from gpu_audit.units import fmt_bytes
+from gpu_audit.units import fmt_bytes, fmt_pct
 
 PLAIN_EVERY_S = 30.0
 PLAIN_EVERY_FRACTION = 0.1
@@ -45,7 +45,8 @@ def _memory_text(event: dict[str, Any]) -> str:
     reserved = event.get("reserved_bytes")
     if reserved is not None:
         frag = event.get("fragmentation_pct")
-        frag_text = f", frag {frag:.0f}%" if isinstance(frag, (int, float)) else ""
+        shown = fmt_pct(frag, decimals=0, missing="")
+        frag_text = f", frag {shown}" if shown else ""
         return f"reserved {fmt_bytes(reserved)}{frag_text}"
     rss = event.get("rss_bytes")
     return f"rss {fmt_bytes(rss)}" if rss is not None else ""

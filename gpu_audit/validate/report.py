@@ -14,7 +14,7 @@ from gpu_audit import __version__
 from gpu_audit.knowledge.allocator import CUDA_VAR, alloc_conf_export
 from gpu_audit.report.escape import md_cell, md_code, md_text
 from gpu_audit.serial import dumps, to_jsonable, write_atomic
-from gpu_audit.units import fmt_bytes, fmt_seconds, utc_now
+from gpu_audit.units import fmt_bytes, fmt_pct, fmt_seconds, plural, utc_now
 from gpu_audit.validate.findings import leg_gates_for_state, validate_findings
 from gpu_audit.validate.gates import plain_float, plain_int, summarize
 from gpu_audit.validate.plan import Plan, leg_key
@@ -244,7 +244,7 @@ def recommend(rows: list[dict[str, Any]], *, on_cpu: bool = False,
         timing = "; its median cycle is faster than the others' by more than their spread"
     facts = (f"passed every stage with {best['oom_retries']} OOM retries and "
              f"{best['alloc_retries'] or 0} allocator cache flushes, worst fragmentation "
-             f"{_pct(best['worst_fragmentation_pct'])}, median cycle "
+             f"{fmt_pct(best['worst_fragmentation_pct'], decimals=1)}, median cycle "
              f"{fmt_seconds(best['median_cycle_s'])}{timing}")
     if best["alloc_conf"]:
         text = (f"{best['label']} {facts}. For the real run: "
@@ -266,7 +266,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
                  f"Exit code {code}: {EXIT_MEANING.get(code, 'running')}.")
     lines += ["", f"- Workload: {md_code(doc['workload'])}",
               f"- Started {run['started_at']}, finished {run['finished_at'] or '-'}"
-              + (f", resumed {run['resumes']} time(s)" if run["resumes"] else ""),
+              + (f", resumed {plural(run['resumes'], 'time')}" if run["resumes"] else ""),
               f"- Device asked: `{doc['device']['requested']}`"
               + (f"; fell back to the CPU: {md_text(doc['device']['fallback_reason'])}"
                  if doc["device"].get("fallback_reason") else "")]
@@ -288,7 +288,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
             retries = row["alloc_retries"] if row["alloc_retries"] is not None else "n/a"
             lines.append(f"| `{row['label']}` | {row['status']} | "
                          f"{fmt_bytes(row['peak_reserved_bytes'])} | "
-                         f"{_pct(row['worst_fragmentation_pct'])} | {retries} | "
+                         f"{fmt_pct(row['worst_fragmentation_pct'], decimals=1)} | {retries} | "
                          f"{ooms} ({row['oom_retries']}) | {fmt_seconds(row['median_cycle_s'])} "
                          f"({fmt_seconds(row.get('iqr_cycle_s'))}) |")
     for variant in doc["variants"]:
@@ -349,7 +349,7 @@ def _variant_markdown(variant: dict[str, Any], several: bool) -> list[str]:
             f"| {stage['name']} ({stage['quantum']}) | {cycles} | **{stage['status']}** | "
             f"{fmt_seconds(summary.get('median_cycle_s'))} | "
             f"{fmt_bytes(summary.get('peak_reserved_bytes'))} | "
-            f"{_pct(summary.get('worst_fragmentation_pct'))} | "
+            f"{fmt_pct(summary.get('worst_fragmentation_pct'), decimals=1)} | "
             f"{summary.get('oom_retries', 0) if summary else '-'} | "
             f"{fmt_bytes(summary.get('max_rss_bytes'))} | "
             f"{md_cell(stage['reason'] or '')} |")
@@ -395,8 +395,4 @@ def write_report(run: RunDir, plan: Plan, state: RunState,
     write_atomic(run.path / "report.json", dumps(doc) + "\n")
     write_atomic(run.path / "report.md", render_markdown(doc))
     return doc
-
-
-def _pct(value: Any) -> str:
-    return f"{value:.1f}%" if isinstance(value, (int, float)) else "n/a"
 

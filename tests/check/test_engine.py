@@ -43,3 +43,20 @@ def test_the_rules_under_check_read_the_check_policy_so_both_agree():
     calm = run(scan, max_swap_used_gib=4)
     assert "swap-pressure" not in {f.id for f in calm.findings}
     assert only(calm, "swap").status is PASS
+
+
+def test_ignoring_gpu_lost_keeps_counting_the_gpus():
+    """gpu-count views gpu-lost but judges the count too: ignoring the finding drops only it."""
+    import dataclasses
+
+    from tests.check.test_gpus import idle_h100_node
+
+    node = idle_h100_node(2)
+    lost = dataclasses.replace(node, gpus=[node.gpus[0], b.Gpu(index=1, lost=True)])
+    short = only(run(lost, min_gpus=2, ignore=["gpu-lost"]), "gpu-count")
+    assert short.status is FAIL and "the policy needs at least 2" in short.summary
+    assert short.evidence["gpus"] == 1 and short.evidence["lost"] == []
+    enough = only(run(lost, min_gpus=1, ignore=["gpu-lost"]), "gpu-count")
+    assert enough.status is PASS and "GPU 1 lost" not in enough.summary
+    assert only(run(lost, min_gpus=1), "gpu-count").status is FAIL  # not ignored: lost fails
+    assert only(run(lost, min_gpus=1, ignore=["gpu-count"]), "gpu-count").status is SKIP

@@ -126,7 +126,7 @@ def test_check_judges_only_the_selected_gpus(env, tmp_path):
 
 
 @pytest.mark.parametrize(("args", "extra", "message"), [
-    (["--gpus", "9"], {}, "--gpus: GPU 9 does not exist (this node has 4 GPU(s))"),
+    (["--gpus", "9"], {}, "--gpus: GPU 9 does not exist (this node has 4 GPUs)"),
     (["--gpus", "GPU-nothing"], {}, "names no GPU"),
     (["--gpus", "0,,1"], {}, "empty entry"),
     (["--gpus", "job"], {}, "none of SLURM_STEP_GPUS"),

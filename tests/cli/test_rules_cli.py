@@ -91,7 +91,7 @@ def test_validation_findings_are_documented_and_listed(cli_env):
     source = Path(findings_module.__file__).read_text()
     emitted = set(re.findall(r'"([a-z]+(?:-[a-z]+)+)"', source))
     emitted -= {"gpu-audit"}  # the tool's own name in messages
-    documented = set(VALIDATION_FINDINGS) | set(all_rules())  # swap-pressure: the scan rule's
+    documented = set(VALIDATION_FINDINGS) | set(all_rules())
     assert emitted <= documented, emitted - documented
     listing = subprocess.run([sys.executable, "-m", "gpu_audit", "rules"], env=cli_env,
                              capture_output=True, text=True, timeout=60)

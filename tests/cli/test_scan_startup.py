@@ -66,3 +66,39 @@ def test_a_json_scan_loads_only_what_it_uses(fake_nvml, cli_env, tmp_path: Path)
     if importlib.util.find_spec("typer._click") is not None:
         # typer carries its own copy of click: importing click itself as well would cost ~20 ms.
         assert "click" not in modules
+
+
+CHECKED = LOADED.replace('"scan", "--json"', '"check", "--json"').replace(
+    '["gpus"]', '["snapshot"]["gpus"]')
+
+# A plain `check --json` line (a CI step, a cron job) runs without typer too, and pays for no
+# heavy optional dependency: those belong to validate's stages, fleet and explain.
+NOT_FOR_A_JSON_CHECK = [
+    "typer",
+    "click",
+    "gpu_audit.cli.typer_app",
+    "rich",
+    "gpu_audit.report.terminal",
+    "torch",
+    "pandas",
+    "matplotlib",
+    "prometheus_client",  # --prometheus only
+    "gpu_audit.explain",
+    "gpu_audit.monitor.core",
+]
+
+
+def test_a_json_check_loads_neither_typer_nor_heavy_dependencies(fake_nvml, cli_env,
+                                                                  tmp_path: Path):
+    env = fake_nvml(h100_node(2), base=cli_env)
+    env["GPU_AUDIT_RUNTIME_DIR"] = str(tmp_path / "no-monitor-here")
+    completed = subprocess.run(
+        [sys.executable, "-c", CHECKED], env=env, cwd=tmp_path, capture_output=True, text=True,
+        timeout=120,
+    )
+    assert completed.returncode == 0, completed.stderr
+    result = json.loads(completed.stdout)
+    assert result["code"] in (0, 1, 2) and result["gpus"] == 2  # it did check the machine
+    modules = set(result["modules"])
+    assert {"gpu_audit.check.engine", "gpu_audit.collect.nvml", "pynvml"} <= modules
+    assert sorted(modules.intersection(NOT_FOR_A_JSON_CHECK)) == []

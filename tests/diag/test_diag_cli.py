@@ -50,7 +50,7 @@ def test_level1_clean_run_and_report_files(fake_nvml, cli_env, tmp_path):
     env = fake_nvml(h100_node(3), base=cli_env)
     done = diag(["--level", "1", "--gpus", "1,2", "--out", str(tmp_path / "r")], env, tmp_path)
     assert done.returncode == 0, done.stderr + done.stdout
-    assert done.stdout.startswith("DIAG OK: level 1 on 2 GPU(s)")
+    assert done.stdout.startswith("DIAG OK: level 1 on 2 GPUs")
     [doc_path] = (tmp_path / "r").glob("diag-*.json")
     doc = json.loads(doc_path.read_text())
     assert [g["index"] for g in doc["gpus"]] == [1, 2]

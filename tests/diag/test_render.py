@@ -37,7 +37,7 @@ def test_markdown_and_terminal_put_each_figure_beside_its_expectation() -> None:
         in markdown
     assert "nvidia-tensor-core-gpu-datasheet" in markdown  # the table's source is cited
     text = render_terminal(result)
-    assert text.startswith("DIAG CRITICAL: level 3 on 1 GPU(s) of node7")
+    assert text.startswith("DIAG CRITICAL: level 3 on 1 GPU of node7")
     assert "diag-thermal-decay" in text and "matmul-bf16" in text and "= 112%" in text
 
 

@@ -47,7 +47,7 @@ def test_unreadable_files_are_named_unknown_nodes(tmp_path):
     assert result.returncode == 3
     assert "UNKNOWN  " in result.stdout and "truncated.json: not JSON" in result.stdout
     assert "binary.json: cannot read" in result.stdout
-    assert result.stdout.startswith("fleet UNKNOWN: 4 node(s), 2 fit")
+    assert result.stdout.startswith("fleet UNKNOWN: 4 nodes, 2 fit")
 
 
 def test_merge_writes_reports_and_skips_its_own_fleet_report(tmp_path):
@@ -57,7 +57,7 @@ def test_merge_writes_reports_and_skips_its_own_fleet_report(tmp_path):
     (md,) = (tmp_path / "run" / "fleet").glob("merge-*.md")
     text = md.read_text()
     assert text.startswith("# gpu-audit fleet report (merge)")
-    assert "fleet OK: 3 node(s), 3 fit" in text and "| gpu-node-00002 | OK | 8 |" in text
+    assert "fleet OK: 3 nodes, 3 fit" in text and "| gpu-node-00002 | OK | 8 |" in text
     (csv,) = (tmp_path / "run" / "fleet").glob("merge-*-gpus.csv")
     rows = csv.read_text().splitlines()
     assert rows[0].startswith("node,index,uuid,") and "temperature_c" in rows[0]
@@ -121,7 +121,7 @@ def test_slurm_example_runs_srun_then_merge(fake_nvml, cli_env, tmp_path):
     assert "Traceback" not in result.stderr, result.stderr
     assert len(list((tmp_path / "run-42").glob("check-*.json"))) == 3
     assert result.stdout.startswith("fleet "), result.stdout + result.stderr
-    assert "3 node(s)" in result.stdout and "fleet-driver-skew" in result.stdout
+    assert "3 nodes" in result.stdout and "fleet-driver-skew" in result.stdout
     (report,) = (tmp_path / "run-42" / "fleet").glob("merge-*.json")
     fleet = json.loads(report.read_text())
     assert fleet["summary"]["nodes"] == 3 and fleet["command"] == "check"

@@ -80,7 +80,7 @@ def test_kubernetes_jobs_check_every_node_then_merge(fake_nvml, cli_env, tmp_pat
     merged = subprocess.run(command, env=merge_env, capture_output=True, text=True, timeout=120)
     assert "Traceback" not in merged.stderr, merged.stderr
     assert merged.returncode == 2, merged.stdout + merged.stderr  # the Job fails: a node unfit
-    assert merged.stdout.startswith("fleet CRITICAL: 4 node(s), 3 fit"), merged.stdout
+    assert merged.stdout.startswith("fleet CRITICAL: 4 nodes, 3 fit"), merged.stdout
     fleet_dir = Path(run_dir) / "fleet"
     (report,) = fleet_dir.glob("merge-*[0-9a-z].json")
     fleet = json.loads(report.read_text())

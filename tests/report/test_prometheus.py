@@ -3,6 +3,7 @@ DCGM exporter's series, bounded in cardinality."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 
 import pytest
@@ -153,3 +154,61 @@ def test_a_failed_scan_still_says_so():
     assert one(metrics["gpu_audit_scan_success"], Hostname="node7").value == 0
     assert one(metrics["gpu_audit_scan_status"]).value == 3
     assert metrics.get("gpu_audit_finding", []) == []
+
+
+def check_report(scan, **policy):
+    from tests.check.support import run
+
+    return run(scan, **policy)
+
+
+def test_a_check_adds_its_verdict_to_the_scan_series():
+    from gpu_audit.report.prometheus import CHECK_METRICS, render_check_textfile
+
+    report = check_report(laptop_scan(), min_gpus=2)
+    text = render_check_textfile(report, duration_s=0.75)
+    metrics = parse(text)
+    assert one(metrics["gpu_audit_check_status"]).value == report.exit_code == 2
+    assert one(metrics["gpu_audit_scan_success"]).value == 1
+    assert one(metrics["gpu_audit_scan_duration_seconds"]).value == 0.75
+    # The scan's own series are all there, and its status is the scan's, not the check's.
+    assert one(metrics["gpu_audit_duplicate_backend_memory_bytes"], gpu="0").value > 0
+    assert one(metrics["gpu_audit_scan_status"]).value == 1  # warnings only
+    counts = {s.labels["status"]: s.value for s in metrics["gpu_audit_checks"]}
+    assert counts == report.counts()
+    passed = {(s.labels["id"], s.labels["subject"]): s.value
+              for s in metrics["gpu_audit_check_passed"]}
+    assert passed[("gpu-count", "host")] == 0
+    assert 1 in passed.values()
+    skipped = {r.id for r in report.results if r.status.value == "skip"} - \
+        {r.id for r in report.results if r.status.value != "skip"}
+    assert skipped and not skipped & {i for i, _ in passed}
+    for name, (_doc, extra, per_gpu) in CHECK_METRICS.items():
+        for s in metrics.get(name, []):
+            wanted = set(extra) | (set(GPU_LABELS) if per_gpu else {"Hostname", "hostname"})
+            assert set(s.labels) == wanted, (name, s.labels)
+    for pid in (p.pid for p in report.scan.processes):
+        assert f"pid:{pid}".encode() not in text and f'"{pid}"'.encode() not in text
+
+
+def test_check_results_on_processes_collapse_into_one_bounded_series():
+    from gpu_audit.check.results import CheckResult, CheckStatus
+    from gpu_audit.report.prometheus import render_check_textfile
+
+    report = check_report(laptop_scan())
+    extra = [CheckResult("example-process-check", f"pid:{pid}", status, "t", "s")
+             for pid, status in ((11, CheckStatus.PASS), (12, CheckStatus.WARN),
+                                 (13, CheckStatus.SKIP))]
+    report = dataclasses.replace(report, results=[*report.results, *extra])
+    metrics = parse(render_check_textfile(report, duration_s=None))
+    collapsed = one(metrics["gpu_audit_check_passed"], id="example-process-check")
+    assert collapsed.labels["subject"] == "pid" and collapsed.value == 0  # one of them warned
+
+
+def test_a_failed_check_still_says_so():
+    metrics = parse(render_failure("node7", duration_s=0.5, timestamp_s=1795255200.0,
+                                   check=True))
+    assert one(metrics["gpu_audit_scan_success"]).value == 0
+    assert one(metrics["gpu_audit_check_status"]).value == 3
+    assert "gpu_audit_check_status" not in parse(render_failure("n", duration_s=None,
+                                                                timestamp_s=None))

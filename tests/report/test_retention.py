@@ -98,3 +98,15 @@ def test_write_report_prunes_after_writing(tmp_path, capsys):
                       keep=2)
     assert md is not None and md.exists()
     assert len(stems(tmp_path)) == 2 and md.name.rsplit(".", 1)[0] in stems(tmp_path)
+
+
+def test_companions_are_deleted_with_their_report_and_only_when_named(tmp_path):
+    made = [make(tmp_path, "merge", s) for s in range(3)]
+    for stem in made:
+        (tmp_path / f"{stem}-gpus.csv").write_text("csv")
+    prune_reports(tmp_path, "merge", 2)  # without companions the tables are not its files
+    assert len(list(tmp_path.glob("*-gpus.csv"))) == 3
+    deleted = prune_reports(tmp_path, "merge", 1, companions=("-gpus.csv",))
+    assert {p.name for p in deleted} == {f"{made[1]}{e}" for e in (".md", ".json", "-gpus.csv")} \
+        | {f"{made[0]}-gpus.csv"}  # the table the first pruning left behind goes too
+    assert [p.name for p in tmp_path.glob("*-gpus.csv")] == [f"{made[2]}-gpus.csv"]

@@ -144,7 +144,7 @@ def test_retries_with_ooms_are_an_error():
     history = samples((0, 0, None), (3, 1, None))
     (finding,) = allocator_oom_retries(h100_job(state(history=history)), Policy())
     assert finding.severity is Severity.ERROR
-    assert "1 out-of-memory error(s) were raised" in finding.detail
+    assert "1 out-of-memory error was raised" in finding.detail
 
 
 @pytest.mark.parametrize(

@@ -107,7 +107,7 @@ def test_cpu_threads_leave_half_the_cpus_to_the_host() -> None:
     assert cpu_threads({}, available=128)[0] == CPU_THREADS_MAX
     count, why = cpu_threads({"OMP_NUM_THREADS": "5"}, available=2)
     assert count == 5 and "OMP_NUM_THREADS" in why
-    assert "half of the 2 CPU(s)" in cpu_threads({}, available=2)[1]
+    assert "half of the 2 CPUs" in cpu_threads({}, available=2)[1]
 
 
 def test_a_cpu_run_records_threads_and_host_load(tmp_path: Path, cli_env: dict) -> None:

@@ -34,7 +34,7 @@ from gpu_audit.knowledge.oom import (
     extract_oom_fields,
 )
 from gpu_audit.model import Severity
-from gpu_audit.units import SIZE
+from gpu_audit.units import SIZE, fmt_pct
 
 CLASS = document_class("cuda-oom", __doc__)
 
@@ -55,6 +55,13 @@ def _oom_detail(_match: re.Match[str], line: str) -> dict[str, Any]:
 
 def _size(numbers: dict[str, Any], key: str) -> str:
     return size_text(numbers.get(key))
+
+
+def _stated(numbers: dict[str, Any], key: str, text: str) -> str:
+    """``text`` with ``{}`` replaced by the figure the message stated; empty when it stated none,
+    so that a clause about a figure the message left out is left out too."""
+    value = numbers.get(key)
+    return text.format(size_text(value)) if value is not None else ""
 
 
 @signature("cuda-oom/message-detail",
@@ -99,9 +106,10 @@ def _cuda_oom(sig: Signature, raw: dict[str, Any], ctx: AdviceContext) -> Advice
             f"PyTorch asked the driver for {req} more{on_gpu} and only "
             f"{_size(numbers, 'free_bytes')} was free. Its cache held "
             f"{_size(numbers, 'reserved_unallocated_bytes')} reserved but not allocated "
-            f"({numbers['fragmentation_pct']}% of the {_size(numbers, 'reserved_bytes')} it had "
-            f"reserved): enough for the request, but in pieces too small to use. This is "
-            "fragmentation, not a model that is too big for the GPU.")
+            f"({fmt_pct(numbers['fragmentation_pct'])} of the "
+            f"{_size(numbers, 'reserved_bytes')} it had reserved): enough for the request, "
+            "but in pieces too small to use. This is fragmentation, not a model that is too big "
+            "for the GPU.")
         remedy = (fragmentation_remedy(ctx.torch_version) + "\n"
                   "Set it in the job's environment before Python starts. If the job still runs "
                   "out of memory, it is near the limit: " + REDUCE_MEMORY[0].lower()
@@ -111,17 +119,20 @@ def _cuda_oom(sig: Signature, raw: dict[str, Any], ctx: AdviceContext) -> Advice
         others = numbers.get("other_processes") or []
         if others:
             biggest = max(others, key=lambda p: p["used_bytes"] or 0)
+            largest = (f", {size_text(biggest['used_bytes'])}"
+                       if biggest["used_bytes"] is not None else "")
             held = (f"Other processes held {_size(numbers, 'other_processes_bytes')} of the "
-                    f"GPU's {_size(numbers, 'capacity_bytes')} (the largest, pid {biggest['pid']}, "
-                    f"{size_text(biggest['used_bytes'])})")
+                    f"GPU's {_size(numbers, 'capacity_bytes')} (the largest, pid {biggest['pid']}"
+                    f"{largest})")
         else:
             held = (f"{_size(numbers, 'non_pytorch_bytes')} of the GPU's "
                     f"{_size(numbers, 'capacity_bytes')} was held outside this process's PyTorch "
                     "cache (other processes, or this process's own non-PyTorch allocations)")
         explanation = (
-            f"{held}, while this job had {_size(numbers, 'reserved_bytes')} reserved. Its "
-            f"request of {req}{on_gpu} failed with {_size(numbers, 'free_bytes')} free: without "
-            "that memory it would have fitted.")
+            f"{held}{_stated(numbers, 'reserved_bytes', ', while this job had {} reserved')}. "
+            f"Its request of {req}{on_gpu} failed"
+            f"{_stated(numbers, 'free_bytes', ' with {} free')}: without that memory it would "
+            "have fitted.")
         remedy = SCAN_OTHERS
         title = "CUDA out of memory: other processes hold the GPU"
     elif diagnosis == "memory-fraction":
@@ -153,9 +164,9 @@ def _too_large(sig: Signature, raw: dict[str, Any], numbers: dict[str, Any], req
         what = "more than 1 EB" if raw.get("requested_over_1eb") else req
         explanation = (
             f"A single request of {what} is larger than the whole GPU"
-            f" ({_size(numbers, 'capacity_bytes')}). That is rarely a model that is slightly "
-            "too big: usually a tensor with a wrong shape (an unbounded sequence length, a "
-            "dimension multiplied by mistake) or a model that has to be sharded.")
+            f"{_stated(numbers, 'capacity_bytes', ' ({})')}. That is rarely a model that is "
+            "slightly too big: usually a tensor with a wrong shape (an unbounded sequence "
+            "length, a dimension multiplied by mistake) or a model that has to be sharded.")
         remedy = ("Check the shapes of the tensors created just before the failure (the "
                   "Python frames above the error).\n" + REDUCE_MEMORY)
         title = "CUDA out of memory: one allocation larger than the GPU"
@@ -163,12 +174,15 @@ def _too_large(sig: Signature, raw: dict[str, Any], numbers: dict[str, Any], req
         unalloc = numbers.get("reserved_unallocated_bytes")
         slack = (f" and only {size_text(unalloc)} of its cache was unused, so there was "
                  "nothing to defragment" if unalloc is not None else "")
+        gpu = _stated(numbers, "capacity_bytes", " on a {} GPU")
+        missed = f"{_stated(numbers, 'free_bytes', ' ({} free)')}{slack}"
+        held = " and ".join(part for part in (
+            _stated(numbers, "allocated_bytes", "{} allocated to live tensors"),
+            _stated(numbers, "reserved_bytes", "{} reserved")) if part)
         explanation = (
-            f"PyTorch had {_size(numbers, 'allocated_bytes')} allocated to live tensors and "
-            f"{_size(numbers, 'reserved_bytes')} reserved on a "
-            f"{_size(numbers, 'capacity_bytes')} GPU; the next request of {req} did not fit "
-            f"({_size(numbers, 'free_bytes')} free){slack}. The job's working set does not "
-            "fit this GPU.")
+            f"PyTorch had {held}{gpu}; the next request of {req} did not fit{missed}." if held
+            else f"The request of {req}{gpu} did not fit{missed}; the message does not state how "
+                 "much memory PyTorch held.") + " The job's working set does not fit this GPU."
         remedy = REDUCE_MEMORY
         title = "CUDA out of memory: the job needs more memory than the GPU has"
     return advice(sig, numbers, explanation, remedy, title=title, diagnosis="too-large")

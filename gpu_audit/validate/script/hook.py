@@ -15,17 +15,24 @@ A cycle is a ``monitor.step()`` when the script calls it, else a step of the fir
 that steps (a second optimizer, as in a GAN, does not count twice). Each cycle appends one JSON
 line to this process's stream, ``<streams>/rank-<RANK>.jsonl`` (``pid-<pid>.jsonl`` without a
 rank), which the script supervisor reads: the cycle's wall time, host RSS and, once CUDA is
-initialised, the allocator's figures. With a stop count, the hook ends the process cleanly
-(``SystemExit(0)``) once that many cycles are done: in the last ``monitor.step()``, or as the
-next cycle starts its work (its first module forward, or else its optimizer step), so the rest
-of the last cycle (its prints) has run, no collective is in flight and no further update
-happens: between two steps, never inside one.
+initialised, the allocator's figures. Those are read at most once per :data:`CUDA_SAMPLE_S`
+(``GPU_AUDIT_SCRIPT_CUDA_SAMPLE_MS``), and always on the first cycle, on the last one of a stop
+count and, for the cycles since the last read, as the process exits (an uncaught exception or
+out-of-memory included): each read resets the allocator's peak counters, so a read's peaks are
+the highest since the one before, and its retry and OOM counts all those since then; no peak
+falls between two reads. A cycle without a read carries no CUDA figures.
+
+With a stop count, the hook ends the process cleanly (``SystemExit(0)``) once that many cycles
+are done: in the last ``monitor.step()``, or as the next cycle starts its work (its first module
+forward, or else its optimizer step), so the rest of the last cycle (its prints) has run, no
+collective is in flight and no further update happens: between two steps, never inside one.
 
 It also makes SIGUSR1 dump every thread's stack to stderr (unless the script handles SIGUSR1
 itself), so that a hung command's stage log says where it waited.
 
 Cheap and harmless by design: standard library only until a cycle needs torch's figures, no
-thread, one ``write`` per cycle (two with the output marker). Any failure is reported once on
+thread, one ``write`` per cycle (two with the output marker), and for very fast steps a CUDA
+read only every few of them. Any failure is reported once on
 stderr, then the hook stays quiet and the script runs on.
 """
 
@@ -40,6 +47,8 @@ ENV_STREAMS = "GPU_AUDIT_SCRIPT_STREAMS"  # folder for the per-rank streams; uns
 ENV_STOP_AFTER = "GPU_AUDIT_SCRIPT_STOP_AFTER"  # cycles after which to end the process
 ENV_EMULATE = "GPU_AUDIT_SCRIPT_EMULATE_BYTES"  # --emulate-memory, in bytes
 ENV_PIPE = "GPU_AUDIT_SCRIPT_PIPE"  # "<st_dev>:<st_ino>" of the supervisor's output pipe
+ENV_SAMPLE_MS = "GPU_AUDIT_SCRIPT_CUDA_SAMPLE_MS"  # at most one CUDA read per this many ms
+CUDA_SAMPLE_S = 0.05  # the default: slower steps are all read, faster ones every ~50 ms
 MARKER = "\x1egpu-audit-cycle "  # a cycle's end in the output (the supervisor strips it)
 PREFIX = "gpu-audit validate hook"
 
@@ -47,8 +56,11 @@ _hook: Hook | None = None
 
 
 class Hook:
-    def __init__(self, folder: str, stop_after: int | None, emulate_bytes: int | None) -> None:
+    def __init__(self, folder: str, stop_after: int | None, emulate_bytes: int | None,
+                 sample_s: float = CUDA_SAMPLE_S) -> None:
         self.folder = folder
+        self.sample_s = sample_s
+        self.clock = time.perf_counter
         self.stop_after = stop_after
         self.emulate_bytes = emulate_bytes
         self.disabled = False
@@ -71,6 +83,8 @@ class Hook:
         self.last = began
         self.retries_seen = self.ooms_seen = 0
         self.cuda_seen = False
+        self.sampled_at: float | None = None  # the last CUDA read (self.clock)
+        self.unread: int | None = None  # the last cycle whose CUDA figures no read has taken
         self.statm: int | None = None
         self.page_size = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
@@ -108,7 +122,8 @@ class Hook:
             if self.count == 0:
                 record["first"] = True  # its time includes the script's start-up
             self.last = now
-            self._cuda(record)
+            last = self.stop_after is not None and self.count + n >= self.stop_after
+            self._cuda(record, force=last)
             self._write(record)
             if self.marks:
                 os.write(1, (self.marks % (self.source, self.count)).encode())
@@ -173,10 +188,19 @@ class Hook:
         except (OSError, ValueError, IndexError):
             return None
 
-    def _cuda(self, record: dict[str, Any]) -> None:
+    def _cuda(self, record: dict[str, Any], force: bool = False) -> None:
+        """The allocator's figures into ``record`` when they are due (see the module's
+        docstring): ``force`` on a stop count's last cycle."""
         torch = self.torch
         if torch is None or not torch.cuda.is_initialized():
             return
+        now = self.clock()
+        if not (force or not self.cuda_seen or self.sampled_at is None
+                or now - self.sampled_at >= self.sample_s):
+            self.unread = record["n"]
+            return
+        self.sampled_at = now
+        self.unread = None
         if self.cuda_sample is None:
             from gpu_audit.validate.telemetry import cuda_sample
 
@@ -190,6 +214,18 @@ class Hook:
             self.cuda_seen = True
             record["device"] = _device_facts(torch, device)
             record["device"]["memory_fraction"] = self.memory_fraction
+
+    def read_unread(self) -> None:
+        """As the process exits (an ``atexit`` handler): the CUDA figures of the cycles since
+        the last read, as an ``{"ev": "cuda", "n": <last cycle>}`` record the supervisor adds to
+        that cycle, so the peaks of a run's last moments (or of the step that raised) count."""
+        if self.unread is None or self.disabled or os.getpid() != self.pid:
+            return
+        with _suppress():
+            record: dict[str, Any] = {"ev": "cuda", "n": self.unread}
+            self._cuda(record, force=True)
+            if len(record) > 2:
+                self._write(record)
 
     def _write(self, record: dict[str, Any]) -> None:
         if self.fd is None:
@@ -315,7 +351,8 @@ def install(environ: Any = os.environ) -> Hook | None:
     try:
         stop = environ.get(ENV_STOP_AFTER)
         emulate = environ.get(ENV_EMULATE)
-        hook = Hook(folder, int(stop) if stop else None, int(emulate) if emulate else None)
+        hook = Hook(folder, int(stop) if stop else None, int(emulate) if emulate else None,
+                    sample_interval(environ.get(ENV_SAMPLE_MS)))
         callbacks = {"torch": hook.on_torch, "gpu_audit.monitor.api": hook.on_monitor}
         for name in list(callbacks):
             module = sys.modules.get(name)
@@ -327,11 +364,22 @@ def install(environ: Any = os.environ) -> Hook | None:
         import atexit
 
         atexit.register(hook.after_exit_handlers)
+        atexit.register(hook.read_unread)  # runs before after_exit_handlers (last in, first)
         _hook = hook
     except Exception as exc:
         print(f"{PREFIX}: not started ({type(exc).__name__}: {exc}); the script runs without "
               "per-cycle telemetry", file=sys.stderr, flush=True)
     return _hook
+
+
+def sample_interval(text: str | None) -> float:
+    """``GPU_AUDIT_SCRIPT_CUDA_SAMPLE_MS`` in seconds (0: every cycle); the default when unset
+    or not a number from 0 to 60000."""
+    try:
+        ms = float(text) if text else None
+    except ValueError:
+        ms = None
+    return ms / 1000 if ms is not None and 0 <= ms <= 60_000 else CUDA_SAMPLE_S
 
 
 def _stacks_on_usr1() -> None:

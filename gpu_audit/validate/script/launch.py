@@ -66,3 +66,47 @@ def signal_name(number: int) -> str:
         return signal.Signals(number).name
     except ValueError:
         return f"signal {number}"
+
+
+NOT_PYTHON = "is not a Python program"  # the imports stage's note about such a program
+# Python's own options that take the next argument as their value.
+_PYTHON_VALUE_OPTIONS = frozenset({"-W", "-X", "--check-hash-based-pycs"})
+
+
+def command_script(command: list[str], program: str) -> str | None:
+    """The script file ``command`` runs, when it names one: for a Python interpreter its first
+    argument that is not an option (none with ``-m``, ``-c`` or ``-``); for any other program
+    (``torchrun``, ``accelerate launch``) its first argument ending in ``.py``."""
+    args = command[1:]
+    if os.path.basename(program).startswith("python"):
+        skip = False
+        for arg in args:
+            if skip:
+                skip = False
+            elif arg in _PYTHON_VALUE_OPTIONS:
+                skip = True
+            elif arg == "-" or arg.startswith(("-m", "-c")):
+                return None
+            elif not arg.startswith("-"):
+                return arg
+        return None
+    return next((a for a in args if a.endswith(".py") and not a.startswith("-")), None)
+
+
+def missing_in_command(command: list[str], env: dict[str, str] | os._Environ[str],
+                       cwd: str) -> str | None:
+    """What ``command`` needs that is not there, as one sentence: its program (not on
+    ``PATH``, or not executable) or the script it runs (relative to ``cwd``, where the stages
+    start it); ``None`` when both are there. Words with a placeholder are not checked."""
+    if not command or "{" in command[0]:
+        return None
+    program = resolve_program(command[0], dict(env), cwd)
+    if program is None:
+        return f"its program {command[0]!r} was not found (not on PATH, or not executable)"
+    script = command_script(command, program)
+    if script is None or "{" in script:
+        return None
+    path = Path(script).expanduser()
+    if not (path if path.is_absolute() else Path(cwd) / path).is_file():
+        return f"the script {script!r} it runs was not found (in {cwd})"
+    return None

@@ -19,9 +19,13 @@
 
 A stream cycle is written once its lines are all in: its window's closing marker was read (or,
 without markers, the next cycle has been seen for :data:`LINE_GRACE_S`), or the command has
-ended. When the source of cycles changes (a ``monitor.step()`` is seen after optimizer steps,
-or the first hook cycle after pattern matches), a ``stage-start`` marker supersedes what was
-written from the old one.
+ended. The hook reads CUDA figures only every so often; the newest cycle without them waits for
+the next cycle or the end of the command, whose ``{"ev": "cuda"}`` record (the peaks since the
+last read, written as the process exits) it then carries.
+
+When the source of cycles changes (a ``monitor.step()`` is seen after optimizer steps, or the
+first hook cycle after pattern matches), a ``stage-start`` marker supersedes what was written
+from the old one.
 """
 
 from __future__ import annotations
@@ -122,6 +126,7 @@ class Cycles:
         self.open_cycle = 0  # with optimizer markers: the cycle lines now belong to
         self.collecting: dict[str, float] = {}  # with monitor markers: lines of the next cycle
         self.values: dict[int, dict[str, float]] = {}  # metrics placed by markers
+        self.cuda_read = False  # the primary's records carry CUDA figures (some of them)
 
     # -- input ------------------------------------------------------------------------------
 
@@ -135,6 +140,11 @@ class Cycles:
             return
         if not isinstance(record.get("n"), int):
             return
+        if event == "cuda":
+            self._late_cuda(stem, record)
+            return
+        if "allocated_bytes" in record and self._is_primary(stem):
+            self.cuda_read = True
         if record.get("device") and self.device is None:
             self.device = record["device"]
         source = record.get("src")
@@ -152,6 +162,21 @@ class Cycles:
             self.source = source
         self.pending[record["n"]] = record
         self.seen_at[record["n"]] = now
+
+    def _late_cuda(self, stem: str, record: dict[str, Any]) -> None:
+        """The CUDA figures read as a process exited, for its last cycle (still pending: see
+        :meth:`flush`)."""
+        figures = {k: record[k] for k in CUDA_FIELDS if k in record}
+        if self._is_primary(stem):
+            target = self.pending.get(record["n"])
+        else:
+            target = self.ranks.get(stem, {}).get(record["n"])
+        if target is not None and "allocated_bytes" not in target:
+            target.update(figures)
+
+    def _unread(self, record: dict[str, Any]) -> bool:
+        """A cycle the hook took no CUDA reading in, while it takes them."""
+        return self.cuda_read and "allocated_bytes" not in record
 
     def _is_primary(self, stem: str) -> bool:
         if self.primary is None and (stem == "rank-0" or not stem.startswith("rank-")):
@@ -224,8 +249,9 @@ class Cycles:
         numbers = sorted(self.pending)
         for position, n in enumerate(numbers):
             has_next = position + 1 < len(numbers)
-            if self.marked:
-                ready = final or n <= self.closed_upto
+            if self.marked:  # the newest cycle without CUDA figures waits for its late ones
+                ready = final or (n <= self.closed_upto
+                                  and (has_next or not self._unread(self.pending[n])))
             else:
                 ready = final or (has_next and now - self.seen_at[numbers[position + 1]]
                                   >= LINE_GRACE_S)

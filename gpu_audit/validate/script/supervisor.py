@@ -57,6 +57,7 @@ from gpu_audit.validate.script.hook import (
 from gpu_audit.validate.script.launch import (
     IMPORT_CHECK,
     INJECT_DIR,
+    NOT_PYTHON,
     cuda_visible_devices,
     python_of,
     resolve_program,
@@ -142,7 +143,7 @@ class ScriptStage(StageLeg):
                               "on PATH, or not executable)")
         python = python_of(program)
         if python is None:
-            self.warnings.append(f"{argv[0]} is not a Python program: the imports stage checked "
+            self.warnings.append(f"{argv[0]} {NOT_PYTHON}: the imports stage checked "
                                  "that it exists; telemetry comes from outside it (NVML, RSS, "
                                  "swap) and from its output")
             return
@@ -264,6 +265,8 @@ class ScriptStage(StageLeg):
         unlogged = list(retries)  # the first record of a re-run carries the OOMs before it
 
         def emit(record: dict[str, Any]) -> None:
+            if stop_after is not None and record["cycle"] >= stop_after:
+                return  # printed before the SIGTERM landed: past the stage's cycles
             record = {**record, "ended_at": utc_now(precise=True)}
             if unlogged:
                 record["oom_retries"] = list(unlogged)
