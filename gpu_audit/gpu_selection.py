@@ -18,8 +18,9 @@ devices (Slurm's ``ConstrainDevices=yes``), NVML lists only the job's GPUs while
 ``SLURM_JOB_GPUS`` keeps the node's numbering: a list as long as NVML's with an index beyond it
 then selects every GPU NVML lists, and the reason says so.
 
-New-style MIG UUIDs (``MIG-<uuid>`` without the GPU's UUID inside) cannot be tied to a GPU from
-what a scan records: they are refused with a message naming the other forms.
+New-style MIG UUIDs (``MIG-<uuid>`` without the GPU's UUID inside) select the GPU whose MIG
+devices the scan lists with that UUID (the selection is of whole GPUs: its other instances come
+with it); one the scan does not list is refused with a message naming the other forms.
 
 Pure: reads only the GPUs and the environment mapping it is given.
 """
@@ -132,8 +133,13 @@ def _resolve_entry(entry: str, gpus: Sequence[Gpu], by_index: dict[int, int],
         parent = re.split(r"[/:]", entry[len("MIG-"):], maxsplit=1)[0]
         return [_by_uuid(parent, gpus, where, entry)]
     if lowered.startswith("mig-"):
-        raise UsageError(f"{where}: MIG instance {entry!r} cannot be tied to its GPU from a scan;"
-                         " name the GPU by index, GPU-<uuid> or PCI bus id instead")
+        owners = sorted({g.index for g in gpus for m in g.mig_devices
+                         if m.uuid and m.uuid.lower() == lowered})
+        if owners:
+            return owners
+        raise UsageError(f"{where}: MIG instance {entry!r} cannot be tied to its GPU: no GPU"
+                         " lists it as a MIG device; name the GPU by index, GPU-<uuid> or PCI bus"
+                         " id instead")
     if lowered.startswith("gpu-"):
         return [_by_uuid(entry, gpus, where, entry)]
     key = pci_key(entry)

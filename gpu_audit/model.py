@@ -87,6 +87,23 @@ class Driver:
 
 
 @dataclass(frozen=True)
+class MigDevice:
+    """One MIG device of a GPU in MIG mode: a compute instance inside a GPU instance, which CUDA
+    sees as a device of its own (``CUDA_VISIBLE_DEVICES=MIG-...``)."""
+
+    index: int  # NVML's MIG device index on its GPU
+    uuid: str | None = None  # "MIG-..."
+    gpu_instance_id: int | None = None
+    compute_instance_id: int | None = None
+    profile: str | None = None  # "1g.10gb", "1c.2g.20gb": derived from slices and memory
+    memory_total_bytes: int | None = None
+    memory_used_bytes: int | None = None
+    sm_count: int | None = None  # streaming multiprocessors of its compute instance
+    gpu_instance_slices: int | None = None
+    compute_instance_slices: int | None = None
+
+
+@dataclass(frozen=True)
 class Gpu:
     """One device as NVML sees it. Any field may be ``None`` (not supported or not readable)."""
 
@@ -144,6 +161,15 @@ class Gpu:
     pcie_width_max: int | None = None
     display_active: bool | None = None
     lost: bool = False  # NVML answered "GPU is lost" (fallen off the bus)
+    mig_devices: list[MigDevice] = field(default_factory=list)  # MIG mode: its instances
+    memory_temperature_c: int | None = None  # HBM/GDDR, NVML_FI_DEV_MEMORY_TEMP
+    memory_temperature_max_c: int | None = None  # the GPU slows down above it (THRESHOLD_MEM_MAX)
+    power_min_limit_w: float | None = None  # the range the power limit may be set in
+    power_max_limit_w: float | None = None
+    graphics_clock_mhz: int | None = None
+    graphics_clock_max_mhz: int | None = None
+    ecc_mode_pending: bool | None = None  # in force after the next GPU reset or reboot
+    mig_mode_pending: bool | None = None  # likewise
 
 
 @dataclass(frozen=True)
@@ -221,6 +247,10 @@ class GpuProcess:
     note: str | None = None  # why some fields are missing
     duplicate_group: int | None = None  # set by the duplicate-backend analysis
     allocator: ProcessAllocatorState | None = None  # from gpu_audit.monitor, if published
+    # MIG: the instance it runs in (NVML's ids; the MIG device's uuid where one matches)
+    mig_gpu_instance_id: int | None = None
+    mig_compute_instance_id: int | None = None
+    mig_uuid: str | None = None
 
 
 @dataclass(frozen=True)

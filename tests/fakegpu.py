@@ -25,14 +25,22 @@ Per GPU: the field names of :class:`gpu_audit.model.Gpu` (``uuid``, ``name``, ``
 ``architecture`` as "turing", ``compute_capability`` as "7.5", ``throttle_reasons_mask``, ...)
 plus ``pci_device_id``, ``encoder_utilization_pct``, ``decoder_utilization_pct``,
 ``graphics_clock_mhz``, ``pcie_gen_gpu_max``, ``pcie_tx_kbps``/``pcie_rx_kbps``, ``display_mode``,
-``ecc_mode_pending``. A field that is absent or null answers NVML_ERROR_NOT_SUPPORTED.
+``ecc_mode_pending`` and ``mig_mode_pending`` (default: the current mode; the graphics clocks
+default to the SM clocks). A field that is absent or null answers NVML_ERROR_NOT_SUPPORTED.
 ``memory_used_bytes`` defaults to the sum of the processes' memory. Faults: ``lost`` (every call
 answers GPU_IS_LOST), ``unsupported`` (groups or function names answering NOT_SUPPORTED: see
 :data:`UNSUPPORTED_GROUPS`), ``unsupported_field_ids`` (``nvmlDeviceGetFieldValues`` ids answered
 NOT_SUPPORTED while the dedicated calls still answer), ``hang`` and ``errors`` as above but for
 this GPU only.
 ``processes``: a list of ``{"pid", "used_memory_bytes"`` (null: not available),
-``"type"`` ("compute", "graphics" or "compute+graphics")``}``.
+``"type"`` ("compute", "graphics" or "compute+graphics")``, "gpu_instance_id",
+"compute_instance_id"`` (the MIG instance it runs in)``}``.
+``mig_devices`` (a GPU with ``mig_mode`` true): a list of MIG devices, each a handle of its own
+(``nvmlDeviceGetMigDeviceHandleByIndex``) with ``uuid``, ``name``, ``gpu_instance_id``,
+``compute_instance_id``, ``memory_total_bytes``, ``memory_used_bytes`` (default: its processes'),
+``multiprocessor_count``, ``gpu_instance_slice_count``, ``compute_instance_slice_count``,
+``shared_*_count`` (``nvmlDeviceGetAttributes``) and ``unsupported``/``hang``/``errors``; a MIG
+handle lists the parent's processes whose instance ids are its own. See :func:`h100_mig_gpu`.
 
 The fake rejects unknown keys (``nvmlInit`` then fails with NVML_ERROR_UNKNOWN and says why on
 stderr), so a misspelt field never passes for an unsupported one.
@@ -357,9 +365,13 @@ def h100_gpu(index: int) -> dict[str, Any]:
         "temperature_slowdown_c": 90,
         "temperature_shutdown_c": 92,
         "temperature_max_operating_c": 87,
+        "memory_temperature_c": 38 + index % 4,  # HBM3
+        "memory_temperature_max_c": 95,
         "power_draw_w": 71.5,
         "power_limit_w": 700.0,
         "power_default_limit_w": 700.0,
+        "power_min_limit_w": 200.0,
+        "power_max_limit_w": 700.0,
         "sm_clock_mhz": 345,
         "memory_clock_mhz": 2619,
         "sm_clock_max_mhz": 1980,
@@ -409,6 +421,60 @@ def h100_node(
         "cuda_driver_version": 12040,
         "gpus": gpus,
     }
+
+
+# H100 80GB MIG profiles: (name, GPU slices, SMs, memory in MiB) as such a GPU lists them.
+H100_MIG_PROFILES = {
+    "1g.10gb": (1, 16, 9984),
+    "2g.20gb": (2, 32, 19968),
+    "3g.40gb": (3, 60, 40192),
+    "4g.40gb": (4, 64, 40192),
+    "7g.80gb": (7, 132, 80384),
+}
+
+
+def mig_device(
+    gpu_index: int, gpu_instance_id: int, profile: str = "1g.10gb", compute_instance_id: int = 0,
+    used_memory_bytes: int | None = None,
+) -> dict[str, Any]:
+    """One MIG device of an H100 80GB (a GPU instance with one compute instance over all of it);
+    its memory used is its processes' unless ``used_memory_bytes`` is given."""
+    slices, sms, memory_mib = H100_MIG_PROFILES[profile]
+    device = {
+        "uuid": f"MIG-{gpu_index:08x}-{gpu_instance_id:04x}-4c3d-8e9f-{compute_instance_id:012x}",
+        "name": f"NVIDIA H100 80GB HBM3 MIG {profile}",
+        "gpu_instance_id": gpu_instance_id,
+        "compute_instance_id": compute_instance_id,
+        "memory_total_bytes": memory_mib * MIB,
+        "multiprocessor_count": sms,
+        "gpu_instance_slice_count": slices,
+        "compute_instance_slice_count": slices,
+        "shared_copy_engine_count": slices,
+    }
+    if used_memory_bytes is not None:
+        device["memory_used_bytes"] = used_memory_bytes
+    return device
+
+
+def h100_mig_gpu(index: int, profiles: Sequence[str] = ("3g.40gb", "2g.20gb", "1g.10gb")) -> dict:
+    """An H100 in MIG mode with one GPU instance (and one compute instance) per profile.
+
+    As NVML reports such a GPU: utilization is not supported on the parent (it is per instance
+    in MIG mode); memory on the parent covers all instances.
+    """
+    gpu = h100_gpu(index)
+    gpu_instance_ids = {"7g.80gb": 0, "4g.40gb": 1, "3g.40gb": 2, "2g.20gb": 3, "1g.10gb": 7}
+    taken: set[int] = set()
+    devices = []
+    for profile in profiles:
+        gi = gpu_instance_ids[profile]
+        while gi in taken:
+            gi += 1
+        taken.add(gi)
+        devices.append(mig_device(index, gi, profile))
+    gpu.update(mig_mode=True, utilization_pct=None, memory_utilization_pct=None,
+               mig_devices=devices)
+    return gpu
 
 
 def broken_driver(code: int) -> dict[str, Any]:

@@ -10,8 +10,8 @@ row ends in one status:
 - ``agree``: equal within the field's tolerance;
 - ``disagree``: they differ by more than that;
 - ``moving``: a reading that changes by itself between two samples (current clocks, utilisation,
-  performance state, clock-event reasons, the current PCIe link, the GPU temperature within
-  2 C) and differs; not a disagreement;
+  performance state, clock-event reasons, the current PCIe link, the GPU and memory
+  temperatures within 2 C) and differs; not a disagreement;
 - ``only-gpu-audit`` / ``only-nvidia-smi``: one side has a value, the other prints N/A or lacks
   the element (for the fields gpu-audit does not collect at all, ``only-nvidia-smi`` marks a gap
   in gpu-audit, not an error);
@@ -19,9 +19,9 @@ row ends in one status:
 
 Tolerances: memory sizes within 1 MiB (nvidia-smi prints whole MiB); temperature thresholds,
 counters, modes, names and PCIe maxima exact; power draw within 5% or 2 W (each tool samples it
-at its own moment); power limits within 0.5 W (nvidia-smi rounds to 0.01 W); a process's memory
-within 1 MiB; max clocks exact. Processes are compared per GPU as sets of PIDs, then each common
-PID's memory and type.
+at its own moment); power limits (enforced, default, minimum, maximum) within 0.5 W (nvidia-smi
+rounds to 0.01 W); a process's memory within 1 MiB; max clocks and pending ECC/MIG modes
+exact. Processes are compared per GPU as sets of PIDs, then each common PID's memory and type.
 
 Exit status: 0 no disagreement, 1 at least one, 3 an input could not be read. The JSON written
 by ``--json-out`` holds every row (schema ``nvsmi-compare/1``).
@@ -298,9 +298,9 @@ GPU_FIELDS: list[Field] = [
     field("temperature_max_operating_c",
           lambda g: integer(raw(g, "temperature/gpu_temp_max_gpu_threshold"))),
     field("memory_temperature_c", lambda g: integer(raw(g, "temperature/memory_temp")),
-          collected=False),
+          moving(2)),
     field("memory_temperature_max_c",
-          lambda g: integer(raw(g, "temperature/gpu_temp_max_mem_threshold")), collected=False),
+          lambda g: integer(raw(g, "temperature/gpu_temp_max_mem_threshold"))),
     # power
     field("power_draw_w", power_draw, within_watts(0.05, 2.0)),
     field("power_limit_w", lambda g: number(raw(
@@ -311,26 +311,26 @@ GPU_FIELDS: list[Field] = [
         within_watts(0, 0.5)),
     field("power_min_limit_w", lambda g: number(raw(
         g, "gpu_power_readings/min_power_limit", "power_readings/min_power_limit")),
-        collected=False),
+        within_watts(0, 0.5)),
     field("power_max_limit_w", lambda g: number(raw(
         g, "gpu_power_readings/max_power_limit", "power_readings/max_power_limit")),
-        collected=False),
+        within_watts(0, 0.5)),
     # clocks
     field("sm_clock_mhz", lambda g: integer(raw(g, "clocks/sm_clock")), moving()),
     field("memory_clock_mhz", lambda g: integer(raw(g, "clocks/mem_clock")), moving()),
     field("sm_clock_max_mhz", lambda g: integer(raw(g, "max_clocks/sm_clock"))),
     field("memory_clock_max_mhz", lambda g: integer(raw(g, "max_clocks/mem_clock"))),
-    field("graphics_clock_mhz", lambda g: integer(raw(g, "clocks/graphics_clock")),
-          collected=False),
-    field("graphics_clock_max_mhz", lambda g: integer(raw(g, "max_clocks/graphics_clock")),
-          collected=False),
+    field("graphics_clock_mhz", lambda g: integer(raw(g, "clocks/graphics_clock")), moving()),
+    field("graphics_clock_max_mhz", lambda g: integer(raw(g, "max_clocks/graphics_clock"))),
     # modes
     field("persistence_mode", lambda g: flag(raw(g, "persistence_mode"))),
     field("compute_mode", lambda g: word(raw(g, "compute_mode"))),
     field("mig_mode", lambda g: flag(raw(g, "mig_mode/current_mig"))),
+    field("mig_mode_pending", lambda g: flag(raw(g, "mig_mode/pending_mig"))),
     field("display_active", lambda g: flag(raw(g, "display_active"))),
     # ECC, retired pages, remapped rows
     field("ecc_mode", lambda g: flag(raw(g, "ecc_mode/current_ecc"))),
+    field("ecc_mode_pending", lambda g: flag(raw(g, "ecc_mode/pending_ecc"))),
     field("ecc_errors_corrected_volatile", lambda g: ecc_total(g, "volatile", True)),
     field("ecc_errors_uncorrected_volatile", lambda g: ecc_total(g, "volatile", False)),
     field("ecc_errors_corrected_aggregate", lambda g: ecc_total(g, "aggregate", True)),

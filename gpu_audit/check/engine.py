@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpu_audit.check.registry import SKIP, CheckContext, all_checks
+from gpu_audit.check.registry import SKIP, CheckContext, all_checks, ignored_by_policy
 from gpu_audit.check.results import CheckReport, CheckResult, StageOutcome
 from gpu_audit.config import CheckPolicy
 from gpu_audit.model import Finding, Scan
@@ -17,11 +17,17 @@ def known_ids() -> set[str]:
 def every_id() -> set[str]:
     """Every id ``[tool.gpu-audit]``'s ``ignore`` may name: it serves every command, so
     validation finding ids too."""
+    return known_ids() | other_commands_ids()
+
+
+def other_commands_ids() -> set[str]:
+    """The finding ids of validate, diff and diag: loaded only to accept an ``ignore`` id that
+    :func:`known_ids` does not hold, so a check whose policy names none never imports them."""
     from gpu_audit.diag.catalogue import DIAG_FINDINGS
     from gpu_audit.diff import all_diff_rules
     from gpu_audit.validate.catalogue import VALIDATION_FINDINGS
 
-    return known_ids() | set(VALIDATION_FINDINGS) | set(all_diff_rules()) | set(DIAG_FINDINGS)
+    return set(VALIDATION_FINDINGS) | set(all_diff_rules()) | set(DIAG_FINDINGS)
 
 
 def run_checks(ctx: CheckContext) -> list[CheckResult]:
@@ -29,8 +35,8 @@ def run_checks(ctx: CheckContext) -> list[CheckResult]:
 
     Ignoring the one finding a check views also skips that check (``swap-pressure`` skips
     ``swap``); a check viewing several findings (``torch-cuda``), or one that judges other facts
-    too (``gpu-count``, which counts the GPUs beside viewing ``gpu-lost``), runs on without the
-    ignored one.
+    too (``gpu-count``, which counts the GPUs beside viewing ``gpu-lost``; ``free-vram`` and
+    ``nvidia-driver``), runs on without the ignored one and decides itself what is left to judge.
     """
     ignored = set(ctx.policy.ignore)
     results: list[CheckResult] = []
@@ -38,8 +44,7 @@ def run_checks(ctx: CheckContext) -> list[CheckResult]:
         missing = [f for f in spec.views if ctx.rule_ids and f not in ctx.rule_ids]
         only_view = len(spec.views) == 1 and not spec.judges_more
         if spec.id in ignored or (only_view and spec.views[0] in ignored):
-            results.append(CheckResult(spec.id, "host", SKIP, spec.title, "ignored by the policy",
-                                       evidence={"ignored_by": ctx.policy.source or "policy"}))
+            results.append(ignored_by_policy(spec.id, ctx.policy))
         elif missing:
             results.append(CheckResult(spec.id, "host", SKIP, spec.title,
                                        f"the {missing[0]} rule is not available"))

@@ -21,6 +21,7 @@ from gpu_audit.check.registry import (
     each_gpu,
     gib_text,
     ignored_by_mode,
+    ignored_by_policy,
     mode_status,
     not_configured,
     process_brief,
@@ -33,7 +34,7 @@ from gpu_audit.units import fmt_bytes, fmt_pct, pct, plural, version_tuple
 
 
 @check("nvidia-driver", "NVIDIA driver", "min_driver_version", "min_cuda_driver_version",
-       views=("nvml-unavailable",))
+       views=("nvml-unavailable",), judges_more=True)
 def nvidia_driver(ctx: CheckContext) -> Iterator[CheckResult]:
     """The NVIDIA driver answers through NVML and is as new as the policy asks.
 
@@ -43,8 +44,13 @@ def nvidia_driver(ctx: CheckContext) -> Iterator[CheckResult]:
     With `min_gpus = 0` a missing driver is not required and the check is skipped.
     `min_driver_version` ("535.104.05") and `min_cuda_driver_version` ("12.4", the newest CUDA
     the driver supports, as `nvidia-smi` shows it) fail older drivers.
+    Ignoring `nvml-unavailable` (a policy shared with CPU-only runners) skips the check where
+    NVML cannot be used; where it can, the driver's versions are still judged.
     """
     scan, policy = ctx.scan, ctx.policy
+    if not scan.nvml.available and "nvml-unavailable" in policy.ignore:
+        yield ignored_by_policy("nvidia-driver", policy)
+        return
     driver = scan.driver
     evidence = {
         "nvml_available": scan.nvml.available,
@@ -211,7 +217,7 @@ def gpu_memory(ctx: CheckContext) -> Iterator[CheckResult]:
 
 
 @check("free-vram", "GPU memory free", "min_free_vram_pct", "min_free_vram_gib", "free_vram",
-       views=("low-free-vram",))
+       views=("low-free-vram",), judges_more=True)
 def free_vram(ctx: CheckContext) -> Iterator[CheckResult]:
     """Each GPU has at least `min_free_vram_pct` of its size free, and `min_free_vram_gib` if set.
 
@@ -221,17 +227,23 @@ def free_vram(ctx: CheckContext) -> Iterator[CheckResult]:
     policy (10% by default; set it in `[tool.gpu-audit]`, or in the check table for check
     alone; 0 turns it off). `min_free_vram_gib` adds an absolute minimum. A GPU short of either
     fails (`free_vram = "warn"` or `"ignore"` relaxes that); the result lists what holds the
-    memory.
+    memory. Ignoring `low-free-vram` drops the share: the check then judges `min_free_vram_gib`
+    alone, and is skipped when that is not set.
     """
     policy = ctx.policy
     if policy.free_vram == "ignore":
         yield ignored_by_mode("free-vram", "free_vram")
         return
     min_bytes = policy.gib_bytes("min_free_vram_gib")
-    min_pct = policy.min_free_vram_pct
+    # the share is the low-free-vram rule's: ignoring that finding leaves the GiB minimum alone
+    share_judged = "low-free-vram" not in policy.ignore
+    if not share_judged and min_bytes is None:
+        yield ignored_by_policy("free-vram", policy)
+        return
+    min_pct = policy.min_free_vram_pct if share_judged else None
     needs = " and ".join(part for part in (
         f">= {gib_text(policy.min_free_vram_gib)}" if min_bytes is not None else "",
-        f">= {fmt_pct(min_pct)}") if part)
+        f">= {fmt_pct(min_pct)}" if share_judged else "") if part)
 
     def judge(gpu: Gpu) -> CheckResult:
         subject = f"gpu:{gpu.index}"
@@ -242,7 +254,7 @@ def free_vram(ctx: CheckContext) -> Iterator[CheckResult]:
         evidence = {"memory_free_bytes": free, "memory_total_bytes": total, "free_pct": free_pct,
                     "min_free_bytes": min_bytes, "min_free_pct": min_pct,
                     "holders": [process_brief(p) for p in holders]}
-        if free is None or (min_pct > 0 and free_pct is None):
+        if free is None or (min_pct and free_pct is None):
             return result("free-vram", subject, UNKNOWN, "free memory not reported",
                           evidence=evidence, remedy=f"nvidia-smi -i {gpu.index}")
         shown = f"{fmt_bytes(free)} of {fmt_bytes(total)} free" + (

@@ -127,6 +127,13 @@ def result(spec_id: str, subject: str, status: CheckStatus, summary: str, *,
                        else None, finding_id=finding_id)
 
 
+def ignored_by_policy(spec_id: str, policy: CheckPolicy) -> CheckResult:
+    """The ``skip`` of a check its policy's ``ignore`` leaves out (by its id, or by the finding
+    it views)."""
+    return result(spec_id, "host", SKIP, "ignored by the policy",
+                  evidence={"ignored_by": policy.source or "policy"})
+
+
 def not_configured(spec_id: str, key: str) -> CheckResult:
     return result(spec_id, "host", SKIP, f"not configured (set `{key}` in the policy)")
 

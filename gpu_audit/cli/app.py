@@ -167,8 +167,9 @@ def _run_typer(args: list[str]) -> int:
         err("interrupted")
         return EXIT_INTERRUPTED
     except ClickException as exc:
-        from gpu_audit.cli.monitoring import usage_error_output
+        from gpu_audit.cli.monitoring import usage_error_output, usage_error_textfile
 
+        usage_error_textfile(args)  # a stale "success 1" file would look healthy
         nagios = usage_error_output(args, exc.format_message())
         if nagios is not None:  # a monitoring system reads stdout: a status line, not nothing
             sys.stdout.write(nagios)

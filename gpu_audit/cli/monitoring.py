@@ -5,7 +5,8 @@ A Nagios check that cannot judge prints ``GPU-AUDIT UNKNOWN - <why>`` on stdout 
 scan or check with ``--prometheus FILE`` that cannot judge still writes
 ``gpu_audit_scan_success 0`` there, so the failure is seen where the results are watched. A
 command line typer refuses (an unknown option, a bad value) with ``--format nagios`` gets the
-same UNKNOWN line (:func:`usage_error_output`).
+same UNKNOWN line (:func:`usage_error_output`), and with ``--prometheus FILE`` the failure
+textfile (:func:`usage_error_textfile`).
 """
 
 from __future__ import annotations
@@ -108,22 +109,51 @@ def usage_error_output(args: list[str], message: str) -> str | None:
     """The Nagios UNKNOWN output for a command line typer refused, when that line asks for
     ``--format nagios`` (the last ``--format`` given, as typer reads it) of a command that has
     ``--format``; ``None`` otherwise. Without it Nagios would show typer's usage text."""
-    from gpu_audit.cli.app import _invoked_command
-    from gpu_audit.cli.declared import DECLARED
-
-    cut = args.index("--") if "--" in args else len(args)
-    chosen = None
-    for at, arg in enumerate(args[:cut]):
-        name, equals, value = arg.partition("=")
-        if name != "--format":
-            continue
-        if not equals:
-            value = args[at + 1] if at + 1 < cut else ""
-        chosen = value
-    declared = DECLARED.get(_invoked_command(args) or "")
-    if chosen is None or chosen.strip().lower() != "nagios" or declared is None or \
-            not any(option.name == "--format" for option in declared.options):
+    chosen = _option_value(args, "--format")
+    if chosen is None or chosen.strip().lower() != "nagios":
+        return None
+    if _command_with(args, "--format") is None:
         return None
     from gpu_audit.report.nagios import unknown_output
 
     return unknown_output(f"usage error: {message}")
+
+
+def usage_error_textfile(args: list[str]) -> None:
+    """For a command line typer refused that names ``--prometheus FILE`` (or
+    ``--prometheus=FILE``, the last one given, as typer reads it) of a command that has
+    ``--prometheus``: the failure textfile there (``gpu_audit_scan_success 0``, status 3),
+    atomically, so the previous run's file does not stay behind looking healthy. A path that
+    cannot be written is left alone: the usage error is what the run reports."""
+    path = _option_value(args, "--prometheus")
+    command = _command_with(args, "--prometheus")
+    if not path or path.startswith("-") or command is None:
+        return
+    _failed(UsageError("usage error"), {"prometheus": Path(path)}, check=command == "check")
+
+
+def _option_value(args: list[str], option: str) -> str | None:
+    """The value of the last ``option VALUE`` or ``option=VALUE`` before ``--`` (``""`` when it
+    ends the line), or ``None`` when it is not given."""
+    cut = args.index("--") if "--" in args else len(args)
+    chosen = None
+    for at, arg in enumerate(args[:cut]):
+        name, equals, value = arg.partition("=")
+        if name != option:
+            continue
+        if not equals:
+            value = args[at + 1] if at + 1 < cut else ""
+        chosen = value
+    return chosen
+
+
+def _command_with(args: list[str], option: str) -> str | None:
+    """The command of this line when it declares ``option``, else ``None``."""
+    from gpu_audit.cli.app import _invoked_command
+    from gpu_audit.cli.declared import DECLARED
+
+    command = _invoked_command(args)
+    declared = DECLARED.get(command or "")
+    if declared is None or not any(o.name == option for o in declared.options):
+        return None
+    return command

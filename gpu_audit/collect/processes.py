@@ -74,6 +74,10 @@ def describe(entry: NvmlProcessLike, in_container: bool) -> tuple[GpuProcess, li
         "gpu_uuid": entry.gpu_uuid,
         "used_memory_bytes": entry.used_memory_bytes,
         "type": entry.type,
+        # MIG: the instance it runs in (entries from elsewhere may not know)
+        "mig_gpu_instance_id": getattr(entry, "mig_gpu_instance_id", None),
+        "mig_compute_instance_id": getattr(entry, "mig_compute_instance_id", None),
+        "mig_uuid": getattr(entry, "mig_uuid", None),
     }
     errors: list[ProbeError] = []
     try:

@@ -11,7 +11,7 @@ alone, then ``GPU_AUDIT_<KEY>`` variables.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -93,6 +93,7 @@ def load_check_policy(
     *,
     search_from: Path | None = None,
     known_ids: set[str] | None = None,
+    more_ids: Callable[[], set[str]] | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> CheckPolicy:
     """The policy ``gpu-audit check`` judges with.
@@ -100,7 +101,8 @@ def load_check_policy(
     ``[tool.gpu-audit]`` of the nearest configuration file (or of ``path`` when it is one), then
     the check table of that file or the file ``path`` (``--policy``), then ``GPU_AUDIT_*``.
     ``known_ids`` (finding and check ids) lets ``ignore`` name a typo with a suggestion; without
-    it any id is accepted.
+    it any id is accepted. ``more_ids``, called only for an id ``known_ids`` lacks, gives the
+    rest (ids costlier to gather: other commands' catalogues).
     """
     if path is not None:
         path = Path(path)
@@ -121,7 +123,7 @@ def load_check_policy(
     _check_settle_within_deadline(layers)
     policy = CheckPolicy(**layers.values, source=layers.source())
     if known_ids is not None:
-        check_ignored_ids(layers.added_ids, known_ids)
+        check_ignored_ids(layers.added_ids, known_ids, more_ids)
     return policy
 
 
@@ -153,12 +155,16 @@ def _check_settle_within_deadline(layers: Layers) -> None:
                             f"slurm_hook_deadline_s ({deadline:g} s)")
 
 
-def check_ignored_ids(named: dict[str, Origin], known_ids: set[str]) -> None:
+def check_ignored_ids(named: dict[str, Origin], known_ids: set[str],
+                      more_ids: Callable[[], set[str]] | None = None) -> None:
     """Every id an ``ignore`` key or ``GPU_AUDIT_IGNORE`` names must exist: a misspelt id would
-    silently ignore nothing."""
+    silently ignore nothing. ``more_ids`` completes ``known_ids`` the first time an id is not in
+    it."""
     import difflib
 
     for item, origin in named.items():
+        if item not in known_ids and more_ids is not None:
+            known_ids, more_ids = known_ids | more_ids(), None
         if item in known_ids:
             continue
         close = difflib.get_close_matches(item, sorted(known_ids), n=1)

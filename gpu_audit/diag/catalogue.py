@@ -106,14 +106,19 @@ Its figures are judged against the node's other GPUs of the same model and, for 
 load, against its own first seconds; nothing fails for lack of a row. The figures are in the
 report for comparison with the vendor's datasheet."""),
     "diag-mig-not-tested": (Severity.INFO, """\
-A selected GPU has MIG mode on: diag did not test it, and gives no verdict on it.
+A selected GPU has MIG mode on but no MIG instance diag could test: no verdict on it.
 
 With Multi-Instance GPU on, work runs in MIG instances, each a slice of the GPU's memory and
-SMs; diag does not test the instances one by one. Measured in one slice, the GPU's bandwidth and
-throughput would be judged against the whole GPU's datasheet figures and read as false alarms,
-so the GPU is left untested and the run counts as unknown (exit 3) unless another GPU fails.
-`nvidia-smi -L` lists the instances; choose the other GPUs with `--gpus`, or turn MIG off to
-test the whole GPU."""),
+SMs, and diag tests each instance in a worker of its own (``CUDA_VISIBLE_DEVICES=MIG-...``,
+findings about ``gpu:N/mig:GI/CI``). A GPU in MIG mode with no instance created (or none NVML
+lists) has nothing to test: the whole GPU cannot be used while MIG mode is on. The run counts
+as unknown (exit 3) unless another GPU fails. `nvidia-smi mig -lgip` lists the profiles,
+`nvidia-smi mig -cgi PROFILES -C` creates instances; or turn MIG off to test the whole GPU.
+
+An instance's correctness tests and memory test are judged as a GPU's; its bandwidth and
+throughput only against the node's instances of the same profile (the datasheet figures are
+the whole GPU's), and alone they are reported without a verdict. Host transfers (PCIe), the
+tests between GPUs and the sustained load are not run per instance: the results say so."""),
 }
 
 

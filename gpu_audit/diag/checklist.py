@@ -34,9 +34,9 @@ def run_diag_stage(scan: Scan, level: int, gpus: str | None, *,
     findings = to_jsonable(judgement.findings)
     code = result.exit_code
     status = {0: "passed", 1: "passed", 2: "failed"}.get(code, "error")
-    tested = ", ".join(str(g.index) for g in result.gpus)
+    tested = ", ".join(g.subject.removeprefix("gpu:") for g in result.gpus)
     raised = sum(1 for f in judgement.findings if f.severity and f.severity.rank > 0)
-    summary = (f"level {level} on {noun(len(result.gpus), 'GPU')} {tested}: " +
+    summary = (f"level {level} on {noun(len({g.index for g in result.gpus}), 'GPU')} {tested}: " +
                ("; ".join(judgement.unknown) if code == 3 and judgement.unknown else
                 f"{plural(raised, 'finding')} at warning or above"))
     unusable = judgement.torch_unusable  # no verdict: the remedy is the torch install
@@ -46,4 +46,5 @@ def run_diag_stage(scan: Scan, level: int, gpus: str | None, *,
                         remedy=remedy,
                         evidence={"findings": findings, "unknown": judgement.unknown,
                                   "torch_unusable": unusable,
-                                  "level": level, "gpus": [g.index for g in result.gpus]})
+                                  "level": level, "gpus": sorted({g.index for g in result.gpus}),
+                                  "tested": [g.subject for g in result.gpus]})

@@ -26,6 +26,7 @@ from gpu_audit.knowledge.gpu_models import (
     find_model,
     pcie_gbs,
 )
+from gpu_audit.knowledge.mig import MIG_OFF_NEEDS, mig_off_command
 from gpu_audit.knowledge.torch_builds import install_command
 from gpu_audit.model import Severity
 
@@ -41,18 +42,21 @@ def judge(level: int, gpus: list[GpuRun], peers: PeerRun | None = None,
     ``driver_cuda``: the newest CUDA the driver supports, for the torch build to suggest)."""
     out = DiagJudgement()
     specs = {g.index: find_model(g.name, table) for g in gpus}
+    # A MIG instance's figures have no table expectation (the datasheet is the whole GPU's):
+    # they are judged against the node's instances of the same profile only.
+    spec_of = {g.subject: None if g.mig is not None else specs[g.index] for g in gpus}
     for gpu in gpus:
         _judge_worker(out, gpu, gpu.worker, "tests", driver_cuda)
         _judge_correctness(out, gpu)
-        out.figures.extend(_gpu_figures(gpu, specs[gpu.index]))
+        out.figures.extend(_gpu_figures(gpu, spec_of[gpu.subject]))
     _compare_with_peers(out, gpus)
     for gpu in gpus:
-        _bandwidth_findings(out, gpu, specs[gpu.index])
+        _bandwidth_findings(out, gpu, spec_of[gpu.subject])
     unknown_names = sorted({g.name or "?" for g in gpus if specs[g.index] is None
-                            and g.worker.status == "done"})
+                            and g.mig is None and g.worker.status == "done"})
     for name in unknown_names:
         members = [g.index for g in gpus if (g.name or "?") == name
-                   and g.worker.status == "done"]
+                   and g.mig is None and g.worker.status == "done"]
         compared = f"the node's other {name}" if len(members) > 1 else "no other GPU"
         out.findings.append(diag_finding(
             "diag-model-unknown", f"gpu:{members[0]}", f"No expectations for {name}",
@@ -76,7 +80,7 @@ def judge(level: int, gpus: list[GpuRun], peers: PeerRun | None = None,
 def _judge_worker(out: DiagJudgement, gpu: GpuRun, worker, what: str,
                   driver_cuda: str | None = None) -> None:
     subject = gpu.subject
-    label = f"GPU {gpu.index}" + (f" ({gpu.name})" if gpu.name else "")
+    label = gpu.label
     evidence = {"test": worker.test, "returncode": worker.returncode,
                 "log_tail": worker.log_tail}
     if worker.status == "hung":
@@ -105,13 +109,17 @@ def _judge_worker(out: DiagJudgement, gpu: GpuRun, worker, what: str,
     elif worker.status == "not-run" and worker.kind == "mig":
         out.findings.append(diag_finding(
             "diag-mig-not-tested", subject, f"{label} was not tested: MIG mode is on",
-            "MIG mode is on: work on this GPU runs in MIG instances, each a slice of its memory "
-            "and SMs, which diag does not test one by one; a slice judged against the whole "
-            "GPU's figures would read as a false alarm, so the GPU was left untested",
+            f"{worker.reason or 'MIG mode is on'}: work on this GPU runs in MIG instances, and "
+            "diag tests each instance in a worker of its own; with none to address (none "
+            "created, or NVML did not list them) the GPU was left untested (the whole GPU "
+            "cannot be tested while MIG mode is on)",
             f"nvidia-smi -L  # lists GPU {gpu.index}'s MIG instances\n"
-            f"sudo nvidia-smi -i {gpu.index} -mig 0  # to test the whole GPU: MIG off (needs "
-            f"a GPU reset and no running jobs), then gpu-audit diag --gpus {gpu.index}",
-            {"mig_mode": True, "gpu_uuid": gpu.uuid}))
+            f"sudo nvidia-smi mig -i {gpu.index} -lgip  # the GPU instance profiles it offers\n"
+            f"sudo nvidia-smi mig -i {gpu.index} -cgi 1g.10gb -C  # create instances (profiles "
+            f"from the list) with their compute instances, then gpu-audit diag --gpus "
+            f"{gpu.index}\n"
+            f"{mig_off_command(gpu.index)}  # or test the whole GPU: MIG off ({MIG_OFF_NEEDS})",
+            {"mig_mode": True, "gpu_uuid": gpu.uuid, "reason": worker.reason}))
         out.unknown.append(f"GPU {gpu.index}: not tested, MIG mode is on (diag-mig-not-tested)")
     elif worker.status == "not-run":
         out.unknown.append(f"GPU {gpu.index}: {worker.reason or 'the tests did not run'}")
@@ -209,6 +217,9 @@ def _figure(subject: str, metric: str, unit: str, measured: float | None, peak: 
 
 def _gpu_figures(gpu: GpuRun, spec: GpuModelSpec | None) -> Iterable[Figure]:
     subject, source = gpu.subject, spec.source if spec else None
+    if gpu.mig is not None:  # no datasheet figure for a slice: only its peers judge it
+        source = (f"MIG {gpu.mig.get('profile') or 'instance'}: compared with the node's "
+                  "instances of the same profile only")
     memory = gpu.tests.get("memory-bandwidth") or {}
     if "gbs" in memory:
         yield _figure(subject, "memory-bandwidth", "GB/s", memory["gbs"],
@@ -231,7 +242,7 @@ def _gpu_figures(gpu: GpuRun, spec: GpuModelSpec | None) -> Iterable[Figure]:
 def _compare_with_peers(out: DiagJudgement, gpus: list[GpuRun]) -> None:
     """A figure with no table expectation gets the median of the node's other GPUs of the same
     name; a figure under ``PEER_FRACTION`` of that median is low whatever the table says."""
-    name_of = {g.subject: g.name for g in gpus}
+    name_of = {g.subject: g.peer_group for g in gpus}
     for i, figure in enumerate(out.figures):
         if figure.measured is None:
             continue
@@ -257,7 +268,7 @@ def _compare_with_peers(out: DiagJudgement, gpus: list[GpuRun]) -> None:
 
 def _bandwidth_findings(out: DiagJudgement, gpu: GpuRun, spec: GpuModelSpec | None) -> None:
     mine = {f.metric: f for f in out.figures if f.subject == gpu.subject}
-    label = f"GPU {gpu.index}" + (f" ({gpu.name})" if gpu.name else "")
+    label = gpu.label
     for metric in ("memory-bandwidth", "h2d-bandwidth", "d2h-bandwidth"):
         figure = mine.get(metric)
         if figure is None or not figure.low:

@@ -26,7 +26,9 @@ def _gpu_document(run: GpuRun, result: DiagResult) -> dict[str, Any]:
                  "width_current": run.pcie_width_current, "width_max": run.pcie_width_max},
         "power_limit_w": run.power_limit_w,
         "memory_free_bytes": run.memory_free_bytes,
-        "plan": result.plans.get(run.index),
+        "plan": result.plans.get(run.key),
+        "subject": run.subject,
+        "mig": run.mig,  # a MIG instance: its uuid, ids, profile, SMs and shares
         "worker": to_jsonable(run.worker),
         "tests": run.tests,
         "figures": [to_jsonable(f) for f in figures],
@@ -92,7 +94,7 @@ def render_markdown(result: DiagResult, plots: dict[int, str] | None = None) -> 
              f"{result.duration_s} s",
              f"- driver {result.driver_version or 'n/a'}, torch {result.torch_version or 'n/a'}"
              + ("; **test mode: the tests ran on the CPU**" if doc["test_mode"] else ""),
-             f"- GPUs: {', '.join(f'{g.index} ({g.name})' for g in result.gpus)}"]
+             f"- GPUs: {', '.join(g.label.removeprefix('GPU ') for g in result.gpus)}"]
     if result.selection is not None:
         lines.append(f"- selection: {result.selection.reason}")
     lines += ["", "## Findings", ""]
@@ -145,6 +147,13 @@ def render_markdown(result: DiagResult, plots: dict[int, str] | None = None) -> 
     return "\n".join(lines) + "\n"
 
 
+def _tested(result: DiagResult) -> str:
+    """``2 GPUs``, ``2 GPUs (3 MIG instances)``."""
+    gpus = plural(len({g.index for g in result.gpus}), "GPU")
+    instances = sum(1 for g in result.gpus if g.mig is not None)
+    return gpus + (f" ({plural(instances, 'MIG instance')})" if instances else "")
+
+
 def render_terminal(result: DiagResult, width: int = 100) -> str:
     """The summary for a terminal ``width`` columns wide: verdict line, findings (prose wrapped
     between words, fix commands kept whole), figures."""
@@ -152,7 +161,7 @@ def render_terminal(result: DiagResult, width: int = 100) -> str:
     counts = doc["summary"]["counts"]
     host = terminal(result.hostname, newlines=False)
     lines = wrapped(f"DIAG {doc['summary']['verdict']}: level {result.options.level} on "
-                    f"{plural(len(result.gpus), 'GPU')} of {host}"
+                    f"{_tested(result)} of {host}"
                     + (" (test mode: CPU)" if doc["test_mode"] else "")
                     + " | " + " ".join(f"{k}={v}" for k, v in counts.items()), width, "    ")
     for f in doc["findings"]:

@@ -15,7 +15,7 @@ class WorkerOutcome:
     """How one worker process ended."""
 
     status: str = "not-run"  # "done", "hung", "died", "fatal" (torch or CUDA unusable), "not-run"
-    # (kind "mig": left untested, MIG mode is on)
+    # (kind "mig": left untested, MIG mode is on and no instance could be listed)
     test: str | None = None  # the test running when it hung or died
     limit_s: float | None = None
     reason: str | None = None
@@ -42,7 +42,7 @@ class GpuRun:
     pcie_width_max: int | None = None
     power_limit_w: float | None = None
     memory_free_bytes: int | None = None
-    mig_mode: bool | None = None  # MIG on: not tested (its instances are not tested one by one)
+    mig_mode: bool | None = None  # MIG on: its instances are tested, each a run of its own
     tests: dict[str, dict[str, Any]] = field(default_factory=dict)
     worker: WorkerOutcome = field(default_factory=WorkerOutcome)
     ticks: list[float] = field(default_factory=list)  # sustained load: TFLOPS per second
@@ -50,10 +50,35 @@ class GpuRun:
     samples: list[dict[str, Any]] = field(default_factory=list)  # NVML, every second (level 3)
     sustain_worker: WorkerOutcome | None = None
     new_xids: list[dict[str, Any]] | None = None  # None: the kernel log was not read
+    # A MIG instance of GPU ``index`` (``gpu_audit.diag.mig``): uuid, instance ("gi/ci"),
+    # profile, SM count and shares; None: a whole GPU.
+    mig: dict[str, Any] | None = None
 
     @property
     def subject(self) -> str:
+        if self.mig is not None:
+            return f"gpu:{self.index}/mig:{self.mig['instance']}"
         return f"gpu:{self.index}"
+
+    @property
+    def key(self) -> int | str:
+        """The run's key in the plans: its index, or its subject for a MIG instance."""
+        return self.subject if self.mig is not None else self.index
+
+    @property
+    def label(self) -> str:
+        """``GPU 0 (NVIDIA H100 ...)``, ``GPU 0 MIG 7/0 (1g.10gb)`` for an instance."""
+        if self.mig is not None:
+            profile = f" ({self.mig['profile']})" if self.mig.get("profile") else ""
+            return f"GPU {self.index} MIG {self.mig['instance']}{profile}"
+        return f"GPU {self.index}" + (f" ({self.name})" if self.name else "")
+
+    @property
+    def peer_group(self) -> str:
+        """What its figures may be compared with: the same model (and MIG profile)."""
+        if self.mig is not None:
+            return f"{self.name or '?'} MIG {self.mig.get('profile') or '?'}"
+        return self.name or "?"
 
 
 @dataclass
@@ -133,7 +158,7 @@ class DiagResult:
     gpus: list[GpuRun]
     peers: PeerRun | None
     judgement: DiagJudgement
-    plans: dict[int, dict[str, Any]]
+    plans: dict[int | str, dict[str, Any]]  # by GpuRun.key
     estimate: dict[str, Any]
     checklist: list[dict[str, Any]] = field(default_factory=list)
     checklist_exit: int = 0

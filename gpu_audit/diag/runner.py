@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from gpu_audit.diag import mig as mig_runs
 from gpu_audit.diag.judge import NO_CUDA_TORCH, judge
 from gpu_audit.diag.results import DiagOptions, DiagResult, GpuRun, PeerRun, WorkerOutcome
 from gpu_audit.diag.supervise import Child, run_children, worker_args
@@ -167,21 +168,19 @@ def run_diag(options: DiagOptions, *, scan: Scan | None = None,
     by_index = {g.index: g for g in nvml_gpus}
     runs = [_gpu_run(g, g.index, g.name) for g in nvml_gpus] or \
         [_gpu_run(None, 0, "CPU (test mode)")]
-    # A GPU in MIG mode runs work in instances (slices of it), which diag does not test one by
-    # one: judged against the whole GPU's figures a slice would be a false alarm. Left untested.
-    for run in runs:
-        if run.mig_mode:
-            run.worker = WorkerOutcome(status="not-run", kind="mig", reason="MIG mode is on")
-    tested = [r for r in runs if not r.mig_mode]
-    plans = {r.index: plan_for(by_index.get(r.index), options, find_model(r.name, table))
-             for r in tested}
-    with_peers = len(tested) >= 2 and not cpu
+    # A GPU in MIG mode runs work in MIG instances: each is tested in a worker of its own
+    # (gpu_audit.diag.mig). One whose instances cannot be listed is left untested.
+    runs = _with_mig_instances(runs, by_index)
+    tested = [r for r in runs if r.worker.kind != "mig"]
+    plans = {r.key: _plan(r, by_index.get(r.index), options, table) for r in tested}
+    whole = [r for r in tested if r.mig is None]
+    with_peers = len(whole) >= 2 and not cpu
     cost = estimate(plans, options, with_peers)
     memory = cost["memory_per_gpu_bytes"]
-    untested = ", ".join(str(r.index) for r in runs if r.mig_mode)
+    untested = ", ".join(str(r.index) for r in runs if r.worker.kind == "mig")
     note(f"diag level {options.level} on {len(tested)} "
          f"{'GPU' if not cpu else 'device'}{'s' if len(tested) != 1 else ''} "
-         f"({', '.join(str(r.index) for r in tested)}"
+         f"({', '.join(r.subject.removeprefix('gpu:') for r in tested)}"
          f"{', tests on the CPU: test mode' if cpu else ''}): "
          + (f"up to {fmt_bytes(memory)} of GPU memory per GPU, " if memory else "")
          + f"about {cost['seconds']} s"
@@ -199,9 +198,10 @@ def run_diag(options: DiagOptions, *, scan: Scan | None = None,
                 for rest in tested[position + 1:]:  # the same torch would fail the same way
                     rest.worker = dataclasses.replace(run.worker)
                 break
-    peers = _run_peers(tested, plans, options, note) if with_peers else None
+    peers = _run_peers(whole, plans, options, note) if with_peers else None
     if options.level >= 3:
-        _run_sustained(tested, plans, options, note)
+        _run_sustained(whole, plans, options, note)
+    _note_mig_skips(tested, options.level)
     driver_cuda = scan.driver.cuda_driver_version if scan.driver else None
     judgement = judge(options.level, runs, peers, table=table, driver_cuda=driver_cuda)
     checklist, checklist_exit = ([], 0)
@@ -218,6 +218,44 @@ def run_diag(options: DiagOptions, *, scan: Scan | None = None,
                       torch_version=torch_version)
 
 
+def _with_mig_instances(runs: list[GpuRun], by_index: dict[int, Gpu]) -> list[GpuRun]:
+    """Each MIG-mode GPU's run replaced by one run per MIG instance; a MIG-mode GPU whose
+    instances cannot be listed keeps its run, marked not run (``diag-mig-not-tested``)."""
+    out: list[GpuRun] = []
+    for run in runs:
+        gpu = by_index.get(run.index)
+        if not run.mig_mode or gpu is None:
+            out.append(run)
+            continue
+        instances = mig_runs.instance_runs(gpu)
+        if not instances:
+            run.worker = WorkerOutcome(status="not-run", kind="mig",
+                                       reason=mig_runs.untested_reason(gpu))
+        out.extend(instances or [run])
+    return out
+
+
+def _plan(run: GpuRun, gpu: Gpu | None, options: DiagOptions,
+          table: tuple[GpuModelSpec, ...]) -> dict[str, Any]:
+    if run.mig is None or gpu is None:
+        return plan_for(gpu, options, find_model(run.name, table))
+    # An instance: sized from its own memory; no datasheet bandwidth for the time estimate.
+    return mig_runs.instance_plan(plan_for(mig_runs.instance_gpu(gpu, run), options, None))
+
+
+def _note_mig_skips(runs: list[GpuRun], level: int) -> None:
+    """What MIG instances were not tested for, in their results (not measured, not faked)."""
+    for run in runs:
+        if run.mig is None or run.worker.status != "done":
+            continue
+        if level >= 2:
+            run.tests.setdefault("host-bandwidth", dict(mig_runs.HOST_BANDWIDTH_SKIPPED))
+            run.tests.setdefault("peers", {"skipped": True, "reason": mig_runs.PEERS_SKIPPED})
+        if level >= 3:
+            run.tests.setdefault("sustained", {"skipped": True,
+                                               "reason": mig_runs.SUSTAIN_SKIPPED})
+
+
 def _progress(note: Callable[[str], None], label: str) -> Callable[[dict[str, Any]], None]:
     def show(event: dict[str, Any]) -> None:
         if event.get("ev") == "phase":
@@ -227,11 +265,13 @@ def _progress(note: Callable[[str], None], label: str) -> Callable[[dict[str, An
     return show
 
 
-def _run_tests(runs: list[GpuRun], plans: dict[int, dict[str, Any]], options: DiagOptions,
+def _run_tests(runs: list[GpuRun], plans: dict[int | str, dict[str, Any]], options: DiagOptions,
                note: Callable[[str], None]) -> None:
-    children = [Child(f"gpu:{run.index}", worker_args(options.device, "gpu", plans[run.index]),
-                      _visible([run], options.device), startup_s=plans[run.index]["startup_s"],
-                      on_event=_progress(note, f"GPU {run.index}")) for run in runs]
+    children = [Child(run.subject, worker_args(options.device, "gpu", plans[run.key]),
+                      mig_runs.visible(run, options.device) if run.mig is not None
+                      else _visible([run], options.device), startup_s=plans[run.key]["startup_s"],
+                      on_event=_progress(note, run.label if run.mig is not None
+                                         else f"GPU {run.index}")) for run in runs]
     run_children(children)
     for run, child in zip(runs, children, strict=True):
         run.tests = child.results

@@ -111,8 +111,9 @@ def run_gpu_tests(torch: Any, device: Any, plan: dict[str, Any], events: Events)
         run("memtest", memtest, limit_s=float(plan.get("memtest_timeout_s", limit)))
         run("memory-bandwidth", lambda: probes.memory_bandwidth(
             torch, device, int(plan["bandwidth_bytes"]), seconds))
-        run("host-bandwidth", lambda: probes.host_bandwidth(
-            torch, device, int(plan["host_bytes"]), seconds))
+        if int(plan["host_bytes"]) > 0:  # 0: not measured here (a MIG instance)
+            run("host-bandwidth", lambda: probes.host_bandwidth(
+                torch, device, int(plan["host_bytes"]), seconds))
         for dtype in plan.get("dtypes", ("fp32", "tf32", "fp16", "bf16", "fp8")):
             run(f"matmul-{dtype}", lambda dtype=dtype: probes.matmul_throughput(
                 torch, device, dtype, int(plan["matmul_n"]), seconds))
@@ -189,7 +190,9 @@ def main(argv: list[str] | None = None) -> int:
         return 3
     info: dict[str, Any] = {"ev": "ready", "torch_version": torch.__version__,
                             "torch_cuda": getattr(torch.version, "cuda", None),
-                            "import_s": round(time.perf_counter() - started, 2), "pid": os.getpid()}
+                            "import_s": round(time.perf_counter() - started, 2), "pid": os.getpid(),
+                            # the devices this worker was given (a MIG instance: its MIG UUID)
+                            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
     if args.device == "cuda" and info["torch_cuda"] is None:
         # A torch built without CUDA (CPU-only, or ROCm): software, not the GPU, is at fault.
         events.send(info)

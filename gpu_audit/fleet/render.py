@@ -220,7 +220,10 @@ def _uniform(frame):
     """The frame with every text column of one type: documents from several gpu-audit versions
     may give one field as a bool here and a string there, which Parquet cannot store."""
     frame = frame.copy()
-    for column in frame.select_dtypes(include="object").columns:
+    # object columns, and pandas 3's own text dtype ("str"), which select_dtypes(include="object")
+    # still returns with a deprecation warning
+    text = [name for name, dtype in frame.dtypes.items() if str(dtype) in ("object", "str")]
+    for column in text:
         kinds = {type(v) for v in frame[column] if v is not None and v == v}
         if len(kinds) > 1:
             frame[column] = frame[column].map(lambda v: v if v is None or v != v else str(v))

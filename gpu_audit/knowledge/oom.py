@@ -202,8 +202,17 @@ def _other_processes(processes: list[dict[str, Any]], numbers: dict[str, Any]) -
 # --- cause -----------------------------------------------------------------------------------
 
 
+# What this process held when the request failed: with none of these nor the free memory, a
+# message states no figure that "too-large" could rest on.
+HELD_KEYS = ("allocated_bytes", "reserved_bytes", "reserved_unallocated_bytes", "process_bytes")
+
+
 def diagnose_oom(numbers: dict[str, Any]) -> str:
-    """fragmentation | too-large | other-processes | memory-fraction | unknown."""
+    """fragmentation | too-large | other-processes | memory-fraction | unknown.
+
+    "unknown" when the message states no request, or nothing beside it to judge it by (neither
+    the free memory nor what this process held), unless the request exceeds the whole GPU.
+    """
     requested, capacity = numbers.get("requested_bytes"), numbers.get("capacity_bytes")
     free, reserved = numbers.get("free_bytes"), numbers.get("reserved_bytes")
     unallocated, allowed = numbers.get("reserved_unallocated_bytes"), numbers.get("allowed_bytes")
@@ -220,6 +229,10 @@ def diagnose_oom(numbers: dict[str, Any]) -> str:
             and free + unallocated >= requested
             and unallocated >= FRAGMENTATION_MIN_PCT / 100.0 * reserved):
         return "fragmentation"
+    if free is None and all(numbers.get(key) is None for key in HELD_KEYS):
+        # Only the request's size (and perhaps the GPU's): nothing says what did not fit, so
+        # fragmentation, other processes and a job too big for the GPU cannot be told apart.
+        return "unknown"
     return "too-large"
 
 

@@ -40,7 +40,7 @@ def render_scan_markdown(scan: Scan, findings: list[Finding], exit_code: int) ->
     out += [md_table(["", ""], [[k, v] for k, v in tables.host_lines(scan)]), ""]
     out += ["## GPUs", ""]
     if scan.gpus:
-        out += [md_table(tables.GPU_HEADERS, [tables.gpu_row(g) for g in scan.gpus]), ""]
+        out += [md_table(tables.GPU_HEADERS, tables.gpu_rows(scan.gpus)), ""]
     else:
         reason = scan.nvml.message or scan.nvml.cause or "none found"
         out += [f"No GPU could be read: {md_text(reason)}", ""]

@@ -58,6 +58,51 @@ def gpu_state(gpu: Gpu) -> str:
     return " ".join(flags) or NA
 
 
+def temperatures(gpu: Gpu) -> str:
+    """``35 C``, with the memory's beside it where the GPU reports it: ``35 C (mem 38 C)``."""
+    text = _num(gpu.temperature_c, " C")
+    if gpu.memory_temperature_c is not None:
+        text += f" (mem {gpu.memory_temperature_c} C)"
+    return text
+
+
+def _on_off(value: bool) -> str:
+    return "on" if value else "off"
+
+
+def gpu_details(gpu: Gpu) -> str:
+    """What the GPU table leaves out, in one line (``scan -v``): the power limit and the range it
+    may be set in, clocks against their maxima, the memory temperature limit, and the ECC and MIG
+    modes with the mode a reset would bring."""
+    parts = []
+    if gpu.power_limit_w is not None:
+        extra = []
+        if gpu.power_default_limit_w is not None:
+            extra.append(f"default {gpu.power_default_limit_w:g} W")
+        if gpu.power_min_limit_w is not None and gpu.power_max_limit_w is not None:
+            extra.append(f"settable {gpu.power_min_limit_w:g}-{gpu.power_max_limit_w:g} W")
+        parts.append(f"power limit {gpu.power_limit_w:g} W"
+                     + (f" ({', '.join(extra)})" if extra else ""))
+    clocks = [f"{name} {_num(now, '')}/{_num(top, '')}" for name, now, top in (
+        ("SM", gpu.sm_clock_mhz, gpu.sm_clock_max_mhz),
+        ("graphics", gpu.graphics_clock_mhz, gpu.graphics_clock_max_mhz),
+        ("memory", gpu.memory_clock_mhz, gpu.memory_clock_max_mhz),
+    ) if now is not None or top is not None]
+    if clocks:
+        parts.append("clocks " + ", ".join(clocks) + " MHz (now/max)")
+    if gpu.memory_temperature_c is not None or gpu.memory_temperature_max_c is not None:
+        parts.append(f"memory temperature {_num(gpu.memory_temperature_c, ' C')} (limit "
+                     f"{_num(gpu.memory_temperature_max_c, ' C')})")
+    for name, current, pending in (("ECC", gpu.ecc_mode, gpu.ecc_mode_pending),
+                                   ("MIG", gpu.mig_mode, gpu.mig_mode_pending)):
+        if current is None:
+            continue
+        changing = pending is not None and pending != current
+        parts.append(f"{name} {_on_off(current)}"
+                     + (f" ({_on_off(pending)} after a reset)" if changing else ""))
+    return f"GPU {gpu.index}: " + ("; ".join(parts) or NA)
+
+
 def bus_id(gpu: Gpu) -> str:
     """The PCI bus id as kernel logs print it (``3b:00.0``; the domain only when not zero)."""
     text = (gpu.pci_bus_id or "").strip().lower()
@@ -89,11 +134,43 @@ def gpu_row(gpu: Gpu) -> list[str]:
         f"{fmt_mib(gpu.memory_used_bytes)} / {fmt_mib(gpu.memory_total_bytes)}",
         f"{fmt_mib(gpu.memory_free_bytes)} ({free_pct:g}%)" if free_pct is not None else NA,
         _num(gpu.utilization_pct, "%"),
-        _num(gpu.temperature_c, " C"),
+        temperatures(gpu),
         power,
         pcie,
         gpu_state(gpu),
     ]
+
+
+def mig_label(gpu_instance_id: int | None, compute_instance_id: int | None) -> str:
+    """A MIG instance as ``GPU instance/compute instance`` ids (``2/0``; ``?`` where unknown)."""
+    gi = "?" if gpu_instance_id is None else gpu_instance_id
+    ci = "?" if compute_instance_id is None else compute_instance_id
+    return f"{gi}/{ci}"
+
+
+def mig_rows(gpu: Gpu) -> list[list[str]]:
+    """One indented row per MIG instance of ``gpu``, under its row, in the GPU table's columns:
+    the instance's ids, profile and memory (the instance has no bus, power or PCIe of its own)."""
+    rows = []
+    for mig in gpu.mig_devices:
+        free = None
+        if mig.memory_total_bytes is not None and mig.memory_used_bytes is not None:
+            free = max(mig.memory_total_bytes - mig.memory_used_bytes, 0)
+        free_pct = pct(free, mig.memory_total_bytes)
+        rows.append([
+            f"  {mig_label(mig.gpu_instance_id, mig.compute_instance_id)}",
+            "",
+            f"  MIG {mig.profile or NA}" + (f", {mig.sm_count} SMs" if mig.sm_count else ""),
+            f"{fmt_mib(mig.memory_used_bytes)} / {fmt_mib(mig.memory_total_bytes)}",
+            f"{fmt_mib(free)} ({free_pct:g}%)" if free_pct is not None else NA,
+            "", "", "", "", "",
+        ])
+    return rows
+
+
+def gpu_rows(gpus: list[Gpu]) -> list[list[str]]:
+    """The GPU table's rows: each GPU, then its MIG instances."""
+    return [row for gpu in gpus for row in (gpu_row(gpu), *mig_rows(gpu))]
 
 
 def process_command(p: GpuProcess, width: int) -> str:
@@ -110,8 +187,11 @@ def process_command(p: GpuProcess, width: int) -> str:
 
 def process_row(p: GpuProcess, width: int = 80) -> list[str]:
     port = instance_port(p)
+    gpu = str(p.gpu_index)
+    if p.mig_gpu_instance_id is not None:  # MIG: the instance, as GPU/gi/ci
+        gpu += "/" + mig_label(p.mig_gpu_instance_id, p.mig_compute_instance_id)
     return [
-        str(p.gpu_index),
+        gpu,
         str(p.pid),
         p.user or NA,
         p.name or NA,

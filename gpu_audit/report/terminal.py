@@ -127,13 +127,13 @@ def render_findings(console: Console, findings: list[Finding]) -> None:
 
 # Where the GPU table is wider than the console, it is printed as two tables with these
 # columns, both starting with the GPU's index and bus id.
-_GPU_SPLIT = (("GPU", "Bus id", "Name", "Memory used / total", "Free", "Util", "Temp"),
-              ("GPU", "Bus id", "Power", "PCIe", "State"))
+_GPU_SPLIT = (("GPU", "Bus id", "Name", "Memory used / total", "Free", "Util"),
+              ("GPU", "Bus id", "Temp", "Power", "PCIe", "State"))
 
 
 def gpu_tables(scan: Scan, width: int) -> list[Table]:
     """The GPUs in one table, or in two where one would not fit ``width`` unwrapped."""
-    rows = [tables.gpu_row(gpu) for gpu in scan.gpus]
+    rows = tables.gpu_rows(scan.gpus)
     headers = tables.GPU_HEADERS
     needed = 2 + sum(max([len(h)] + [len(r[i]) for r in rows]) + 2 for i, h in enumerate(headers))
     parts = [headers] if needed <= width else [list(part) for part in _GPU_SPLIT]
@@ -194,6 +194,10 @@ def render_scan(
     if scan.gpus:
         for table in gpu_tables(scan, console.width):
             console.print(table)
+        if verbose:
+            for gpu in scan.gpus:
+                console.print(f"[dim]{escape(tables.gpu_details(gpu))}[/]")
+            console.print()
     if scan.processes:
         console.print(process_table(scan, console.width))
         if allocator_table.publishing(scan):

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 from gpu_audit.config import Policy
 from gpu_audit.gpu_selection import bus_key
+from gpu_audit.knowledge.mig import MIG_OFF_NEEDS, mig_off_command
 from gpu_audit.knowledge.xid import (
     APP_ORIGINS,
     MACHINE_ORIGINS,
@@ -371,8 +372,8 @@ def mig_enabled(scan: Scan, policy: Policy) -> Iterator[Finding]:
             title=f"{_label(gpu)}: MIG mode is enabled",
             detail=("Processes get MIG instances, not the full GPU; size the run for one "
                     "instance and address it by its MIG UUID (`nvidia-smi -L`)."),
-            remedy=(f"sudo nvidia-smi -i {gpu.index} -mig 0  # if the full GPU is wanted (needs "
-                    "a GPU reset and no running jobs)"),
+            remedy=(f"{mig_off_command(gpu.index)}  # if the full GPU is wanted "
+                    f"({MIG_OFF_NEEDS})"),
             evidence={"mig_mode": True},
         )
 

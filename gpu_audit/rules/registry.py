@@ -31,6 +31,7 @@ RULE_MODULES = (
     "gpu_audit.rules.environment",
     "gpu_audit.rules.software",
     "gpu_audit.rules.health",
+    "gpu_audit.rules.device_state",
     "gpu_audit.rules.unsupported",
 )
 

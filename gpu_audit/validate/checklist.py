@@ -8,9 +8,9 @@ three cycles. The workload and its settings are those ``gpu-audit validate`` wou
 
 from __future__ import annotations
 
-import contextlib
+import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,10 +31,10 @@ _REMEDIES = {
            "(see free-vram) or run the job on a larger GPU.",
     "hang": "CUDA work hung: check `sudo dmesg | grep -i xid` for driver errors; the GPU may "
             "need a reset (`sudo nvidia-smi -r`) or the machine a reboot.",
-    "crash": "The stage's worker died: read its log; `sudo dmesg | tail` shows kernel kills "
+    "crash": "The stage's worker died: read {log}; `sudo dmesg | tail` shows kernel kills "
              "(OOM killer) and driver errors.",
     "gate": "A quality gate of the validation plan failed: see the reason above.",
-    "error": "The workload raised an error: read the stage's log.",
+    "error": "The workload raised an error: read {log}.",
 }
 TAIL_LINES = 12
 
@@ -135,7 +135,8 @@ def outcomes_from_document(doc: dict[str, Any], names: list[str],
         remedy = None
         if status == "failed":
             remedy = next((e["remedy"] for e in explanation if e.get("remedy")), None) or \
-                _REMEDIES.get(stage.get("failure") or "", _REMEDIES["error"])
+                _REMEDIES.get(stage.get("failure") or "", _REMEDIES["error"]).format(
+                    log=_where_the_log_is(evidence))
         elif status == "error":
             remedy = ("gpu-audit could not run this stage: run `gpu-audit -v validate --stage "
                       f"{name}` and report the traceback.")
@@ -144,6 +145,17 @@ def outcomes_from_document(doc: dict[str, Any], names: list[str],
             duration_s=stage.get("duration_s"), device=stage.get("device"),
             evidence={k: v for k, v in evidence.items() if v is not None}, remedy=remedy))
     return outcomes
+
+
+def _where_the_log_is(evidence: dict[str, Any]) -> str:
+    """Where a failed stage's log can be read: the kept run folder's file, else its last lines
+    in the evidence (a run folder that was not kept is gone)."""
+    if evidence.get("log"):
+        return f"the stage's log, {evidence['log']}"
+    if evidence.get("log_tail"):
+        return ("the end of the stage's log, `log_tail` in this check's evidence "
+                "(`gpu-audit check --json`)")
+    return "the stage's log: `gpu-audit validate --stage NAME` keeps it in its run folder"
 
 
 def _check_command(command: list[str], cwd: str, path: Path | None) -> None:
@@ -164,23 +176,15 @@ def _check_command(command: list[str], cwd: str, path: Path | None) -> None:
                       "check --stages runs it as the workload")
 
 
-@contextlib.contextmanager
-def _run_folder(out_dir: Path | None) -> Iterator[Path]:
-    if out_dir is not None:
-        yield out_dir
-        return
-    with tempfile.TemporaryDirectory(prefix="gpu-audit-check-") as tmp:
-        yield Path(tmp)
-
-
 def run_stages(names: list[str], *, min_gpus: int, require_torch_cuda: bool,
                out_dir: Path | None = None,
                note: Callable[[str], None] | None = None) -> list[StageOutcome]:
     """Run the stages with ``gpu-audit validate``'s runner; one outcome per stage.
 
     ``out_dir`` keeps the run folder (``runs/<run-id>/`` with each stage's log); ``None`` runs
-    in a temporary folder. A bad ``[tool.gpu-audit.validate]`` raises gpu-audit's own errors
-    (exit 3); Ctrl-C raises :class:`KeyboardInterrupt` (exit 130).
+    in a temporary folder, removed afterwards unless a stage failed (its remedy names its log).
+    A bad ``[tool.gpu-audit.validate]`` raises gpu-audit's own errors (exit 3); Ctrl-C raises
+    :class:`KeyboardInterrupt` (exit 130).
     """
     from gpu_audit.config import find_config_file, load_policy
     from gpu_audit.validate import build_plan, run_validation
@@ -196,9 +200,19 @@ def run_stages(names: list[str], *, min_gpus: int, require_torch_cuda: bool,
     plan = build_plan(ValidateOptions(**values), load_policy(path, search=False))
     if plan.script is not None:
         _check_command(plan.script.command, plan.workload_paths[0], path)
-    with _run_folder(out_dir) as folder:
+    folder = out_dir if out_dir is not None else Path(tempfile.mkdtemp(prefix="gpu-audit-check-"))
+    keep = out_dir is not None
+    try:
         result = run_validation(plan, out_dir=folder, progress="auto", plots=False, note=note)
         if result.exit_code == 130:
             raise KeyboardInterrupt
-        kept = str(result.run.path) if out_dir is not None else None
-        return outcomes_from_document(result.document, names, kept)
+        outcomes = outcomes_from_document(result.document, names,
+                                          str(result.run.path) if keep else None)
+        if not keep and any(o.status == "failed" for o in outcomes):
+            # A failed stage's log outlives the temporary run folder: its remedy names the file.
+            keep = True
+            outcomes = outcomes_from_document(result.document, names, str(result.run.path))
+        return outcomes
+    finally:
+        if not keep:
+            shutil.rmtree(folder, ignore_errors=True)

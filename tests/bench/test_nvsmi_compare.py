@@ -98,10 +98,14 @@ def test_current_driver_layout_agrees_with_a_real_scan(scan_of, tmp_path):
                   "power_draw_w", "power_limit_w", "temperature_shutdown_c", "ecc_mode",
                   "ecc_errors_uncorrected_volatile", "remapped_rows_pending", "pcie_width_max",
                   "mig_mode", "persistence_mode", "compute_mode", "throttle_reasons",
-                  "process_pids", f"process[{OOM_PID}].used_memory_bytes", "driver_version"):
+                  "process_pids", f"process[{OOM_PID}].used_memory_bytes", "driver_version",
+                  "memory_temperature_c", "memory_temperature_max_c", "power_min_limit_w",
+                  "power_max_limit_w", "graphics_clock_mhz", "graphics_clock_max_mhz",
+                  "ecc_mode_pending", "mig_mode_pending"):
         assert status_of(document, field) == "agree", field
-    # What nvidia-smi prints and gpu-audit does not collect is listed as a gap, not an error.
-    assert status_of(document, "memory_temperature_c") == "only-nvidia-smi"
+    # Every field gpu-audit shows is compared: nothing nvidia-smi prints is left as a gap.
+    assert document["counts"]["only-nvidia-smi"] == 0, [
+        r["field"] for r in document["rows"] if r["status"] == "only-nvidia-smi"]
 
 
 def test_older_driver_layout_and_not_available_values(scan_of, tmp_path):
@@ -112,6 +116,10 @@ def test_older_driver_layout_and_not_available_values(scan_of, tmp_path):
     assert status_of(document, "power_limit_w") == "absent-both"  # N/A on both sides
     assert status_of(document, "ecc_errors_corrected_volatile") == "absent-both"
     assert status_of(document, "process_pids") == "agree"
+    for field in ("memory_temperature_c", "memory_temperature_max_c", "power_min_limit_w",
+                  "power_max_limit_w", "ecc_mode_pending", "mig_mode_pending"):
+        assert status_of(document, field) == "absent-both", field  # N/A on a GeForce
+    assert status_of(document, "graphics_clock_max_mhz") == "agree"
 
 
 def test_a_disagreement_planted_in_the_xml_is_reported(scan_of, tmp_path):
@@ -131,6 +139,36 @@ def test_a_disagreement_planted_in_the_scan_is_reported(scan_of, tmp_path):
     assert code == 1
     fields = {r["field"] for r in document["disagreements"]}
     assert {"power_limit_w", "memory_reserved_bytes"} <= fields
+
+
+def test_new_fields_planted_in_the_xml_disagree(scan_of, tmp_path):
+    xml = planted(tmp_path, H100_XML, "<gpu_temp_max_mem_threshold>95 C",
+                  "<gpu_temp_max_mem_threshold>85 C")
+    xml = planted(tmp_path, xml, "<min_power_limit>200.00 W", "<min_power_limit>250.00 W")
+    xml = planted(tmp_path, xml, "<max_power_limit>700.00 W", "<max_power_limit>650.00 W")
+    xml = planted(tmp_path, xml, "<graphics_clock>1980 MHz", "<graphics_clock>1755 MHz")
+    xml = planted(tmp_path, xml, "<pending_ecc>Enabled", "<pending_ecc>Disabled")
+    xml = planted(tmp_path, xml, "<pending_mig>Disabled", "<pending_mig>Enabled")
+    xml = planted(tmp_path, xml, "<memory_temp>38 C", "<memory_temp>39 C")  # moves by itself
+    code, _, document = run_compare(xml, scan_of(h100_scenario()), tmp_path)
+    assert code == 1
+    assert {r["field"] for r in document["disagreements"]} == {
+        "memory_temperature_max_c", "power_min_limit_w", "power_max_limit_w",
+        "graphics_clock_max_mhz", "ecc_mode_pending", "mig_mode_pending"}
+    assert status_of(document, "memory_temperature_c") == "moving"
+
+
+def test_new_fields_planted_in_the_scan_disagree(scan_of, tmp_path):
+    scenario = h100_scenario()
+    gpu = scenario["gpus"][0]
+    gpu.update(memory_temperature_c=60, memory_temperature_max_c=85, power_min_limit_w=100.0,
+               power_max_limit_w=600.0, graphics_clock_max_mhz=1755, ecc_mode_pending=False,
+               mig_mode_pending=True)
+    code, _, document = run_compare(H100_XML, scan_of(scenario), tmp_path)
+    assert code == 1
+    assert {r["field"] for r in document["disagreements"]} == {
+        "memory_temperature_c", "memory_temperature_max_c", "power_min_limit_w",
+        "power_max_limit_w", "graphics_clock_max_mhz", "ecc_mode_pending", "mig_mode_pending"}
 
 
 def test_a_process_only_one_side_lists_is_a_disagreement(scan_of, tmp_path):

@@ -41,3 +41,19 @@ def test_figures_the_message_left_out_are_left_out(message, present, absent) -> 
     for part in absent:
         assert part not in text, (part, text)
 
+
+
+@pytest.mark.parametrize("message", [
+    TRIED,
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 3)",
+    "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB",
+])
+def test_a_request_size_alone_is_not_read_as_a_job_too_big_for_the_gpu(message) -> None:
+    (oom,) = [i for i in classify_text(message + "\n", torch_version="2.3.1")
+              if i.signature.startswith("cuda-oom")]
+    assert oom.diagnosis == "unknown"
+    assert "does not fit this GPU" not in oom.explanation
+    assert "2.00 GiB" in oom.explanation and "cannot tell" in oom.explanation
+    assert oom.title == "CUDA out of memory"
+    # the advice covers every cause it could be: other processes, fragmentation, a smaller job
+    assert "gpu-audit scan" in oom.remedy and "expandable_segments" in oom.remedy

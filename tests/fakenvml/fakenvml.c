@@ -146,6 +146,8 @@ typedef struct {
     unsigned long long memory;
     int kinds; /* PROC_COMPUTE | PROC_GRAPHICS */
     unsigned int sm_util;
+    int has_instance; /* runs in a MIG instance: gpu_instance_id/compute_instance_id */
+    unsigned int gpu_instance_id, compute_instance_id;
 } fake_process;
 
 typedef struct fake_gpu {
@@ -154,6 +156,12 @@ typedef struct fake_gpu {
     int lost;
     size_t nproc;
     fake_process *procs;
+    /* MIG: a physical GPU's instances ("mig_devices"), each a handle of its own whose json is
+     * its "mig_devices" entry and whose processes are the parent's in that instance. */
+    size_t nmig;
+    struct fake_gpu *migs;
+    struct fake_gpu *parent; /* set on a MIG device handle only */
+    unsigned int gpu_instance_id, compute_instance_id;
 } fake_gpu;
 
 typedef fake_gpu *nvmlDevice_t;
@@ -191,10 +199,21 @@ static const char *const GPU_KEYS[] = {
     "remapped_rows_uncorrectable", "remapped_rows_pending", "remapped_rows_failure",
     "pcie_gen_current", "pcie_gen_max", "pcie_gen_gpu_max", "pcie_width_current",
     "pcie_width_max", "pcie_tx_kbps", "pcie_rx_kbps", "display_active", "display_mode",
-    "processes", "lost", "unsupported", "unsupported_field_ids", "hang", "errors", NULL};
+    "memory_temperature_c", "memory_temperature_max_c", "power_min_limit_w", "power_max_limit_w",
+    "mig_mode_pending",
+    "processes", "lost", "unsupported", "unsupported_field_ids", "hang", "errors",
+    "mig_devices", NULL};
+
+static const char *const MIG_KEYS[] = {
+    "uuid", "name", "gpu_instance_id", "compute_instance_id", "memory_total_bytes",
+    "memory_used_bytes", "multiprocessor_count", "gpu_instance_slice_count",
+    "compute_instance_slice_count", "shared_copy_engine_count", "shared_decoder_count",
+    "shared_encoder_count", "shared_jpeg_count", "shared_ofa_count", "unsupported", "hang",
+    "errors", NULL};
 
 static const char *const PROCESS_KEYS[] = {
-    "pid", "used_memory_bytes", "type", "sm_util_pct", NULL};
+    "pid", "used_memory_bytes", "type", "sm_util_pct", "gpu_instance_id", "compute_instance_id",
+    NULL};
 
 static int known_key(const char *const *keys, const char *key) {
     for (; *keys; keys++)
@@ -266,6 +285,13 @@ static int load_processes(fake_gpu *gpu, const char *where) {
         fp->memory = fp->has_memory ? (unsigned long long)memory : 0;
         json_get_integer(p, "sm_util_pct", &sm);
         fp->sm_util = (unsigned int)sm;
+        long long gi, ci;
+        if (json_get_integer(p, "gpu_instance_id", &gi) && gi >= 0) {
+            fp->has_instance = 1;
+            fp->gpu_instance_id = (unsigned int)gi;
+            fp->compute_instance_id =
+                json_get_integer(p, "compute_instance_id", &ci) && ci >= 0 ? (unsigned int)ci : 0;
+        }
         const char *type = json_get_string(p, "type");
         if (!type || strcmp(type, "compute") == 0) fp->kinds = PROC_COMPUTE;
         else if (strcmp(type, "graphics") == 0) fp->kinds = PROC_GRAPHICS;
@@ -274,6 +300,50 @@ static int load_processes(fake_gpu *gpu, const char *where) {
             snprintf(g_error_text, sizeof g_error_text,
                      "%s.type must be compute, graphics or compute+graphics", pwhere);
             return 0;
+        }
+    }
+    return 1;
+}
+
+/* A GPU's MIG devices: handles of their own, holding the parent's processes in their instance. */
+static int load_mig_devices(fake_gpu *gpu, const char *where) {
+    const jnode *list = json_get(gpu->json, "mig_devices");
+    if (!list) return 1;
+    if (list->type != J_ARRAY) {
+        snprintf(g_error_text, sizeof g_error_text, "%s.mig_devices must be a list", where);
+        return 0;
+    }
+    gpu->migs = calloc(list->length ? list->length : 1, sizeof *gpu->migs);
+    gpu->nmig = list->length;
+    for (size_t i = 0; i < list->length; i++) {
+        const jnode *m = list->items[i];
+        char mwhere[96];
+        snprintf(mwhere, sizeof mwhere, "%s.mig_devices[%zu]", where, i);
+        if (m->type != J_OBJECT) {
+            snprintf(g_error_text, sizeof g_error_text, "%s must be an object", mwhere);
+            return 0;
+        }
+        if (!check_keys(m, MIG_KEYS, mwhere)) return 0;
+        long long gi, ci;
+        if (!json_get_integer(m, "gpu_instance_id", &gi) || gi < 0 ||
+            !json_get_integer(m, "compute_instance_id", &ci) || ci < 0) {
+            snprintf(g_error_text, sizeof g_error_text,
+                     "%s needs gpu_instance_id and compute_instance_id", mwhere);
+            return 0;
+        }
+        fake_gpu *mig = &gpu->migs[i];
+        mig->index = (unsigned int)i;
+        mig->json = m;
+        mig->lost = gpu->lost;
+        mig->parent = gpu;
+        mig->gpu_instance_id = (unsigned int)gi;
+        mig->compute_instance_id = (unsigned int)ci;
+        mig->procs = calloc(gpu->nproc ? gpu->nproc : 1, sizeof *mig->procs);
+        for (size_t k = 0; k < gpu->nproc; k++) {
+            const fake_process *p = &gpu->procs[k];
+            if (p->has_instance && p->gpu_instance_id == mig->gpu_instance_id &&
+                p->compute_instance_id == mig->compute_instance_id)
+                mig->procs[mig->nproc++] = *p;
         }
     }
     return 1;
@@ -308,6 +378,7 @@ static int load_scenario_tree(void) {
         if (!check_keys(gpu->json, GPU_KEYS, where)) return 0;
         json_get_bool(gpu->json, "lost", &gpu->lost);
         if (!load_processes(gpu, where)) return 0;
+        if (!load_mig_devices(gpu, where)) return 0;
     }
     return 1;
 }
@@ -377,9 +448,18 @@ static nvmlReturn_t enter_call(const char *fn, int needs_init) {
 }
 
 static fake_gpu *gpu_of(nvmlDevice_t device) {
-    if (!device || device < g_gpus || device >= g_gpus + g_ngpus) return NULL;
-    if ((size_t)((char *)device - (char *)g_gpus) % sizeof(fake_gpu) != 0) return NULL;
-    return device;
+    if (!device) return NULL;
+    if (device >= g_gpus && device < g_gpus + g_ngpus) {
+        if ((size_t)((char *)device - (char *)g_gpus) % sizeof(fake_gpu) != 0) return NULL;
+        return device;
+    }
+    for (unsigned int i = 0; i < g_ngpus; i++) { /* a MIG device handle */
+        fake_gpu *migs = g_gpus[i].migs;
+        if (migs && device >= migs && device < migs + g_gpus[i].nmig &&
+            (size_t)((char *)device - (char *)migs) % sizeof(fake_gpu) == 0)
+            return device;
+    }
+    return NULL;
 }
 
 /* Prologue for per-device calls; group is the name a scenario lists under "unsupported". */
@@ -844,6 +924,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetTemperatureThreshold(nvmlDevice_t device, int t
     ENTER_DEVICE("temperature_thresholds");
     const char *key = threshold == 0   ? "temperature_shutdown_c"
                       : threshold == 1 ? "temperature_slowdown_c"
+                      : threshold == 2 ? "memory_temperature_max_c"
                       : threshold == 3 ? "temperature_max_operating_c"
                                        : NULL;
     unsigned int value;
@@ -917,6 +998,20 @@ EXPORT nvmlReturn_t nvmlDeviceGetPowerManagementDefaultLimit(nvmlDevice_t device
     if (!get_milliwatts(gpu, "power_default_limit_w", &value)) return NVML_ERROR_NOT_SUPPORTED;
     if (!limit) return NVML_ERROR_INVALID_ARGUMENT;
     *limit = value;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetPowerManagementLimitConstraints(nvmlDevice_t device,
+                                                                 unsigned int *min_limit,
+                                                                 unsigned int *max_limit) {
+    ENTER_DEVICE("power_limit");
+    unsigned int low, high;
+    if (!get_milliwatts(gpu, "power_min_limit_w", &low) ||
+        !get_milliwatts(gpu, "power_max_limit_w", &high))
+        return NVML_ERROR_NOT_SUPPORTED;
+    if (!min_limit || !max_limit) return NVML_ERROR_INVALID_ARGUMENT;
+    *min_limit = low;
+    *max_limit = high;
     return NVML_SUCCESS;
 }
 
@@ -1024,55 +1119,109 @@ EXPORT nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int *curr
     if (!get_flag(gpu, "mig_mode", &value)) return NVML_ERROR_NOT_SUPPORTED;
     if (!current || !pending) return NVML_ERROR_INVALID_ARGUMENT;
     *current = *pending = value;
+    get_flag(gpu, "mig_mode_pending", pending); /* a change waiting for a GPU reset */
     return NVML_SUCCESS;
 }
 
 EXPORT nvmlReturn_t nvmlDeviceIsMigDeviceHandle(nvmlDevice_t device, unsigned int *is_mig) {
     ENTER_DEVICE(NULL);
-    (void)gpu;
     if (!is_mig) return NVML_ERROR_INVALID_ARGUMENT;
-    *is_mig = 0; /* the fake has no MIG instances: every handle is a physical GPU */
+    *is_mig = gpu->parent != NULL;
     return NVML_SUCCESS;
 }
 
+/* The most MIG devices a GPU can hold (7 on the GPUs that have MIG, more if the scenario lists
+ * more), 0 with MIG disabled; indices past the instances that exist answer NOT_FOUND. */
+enum { FAKE_MAX_MIG_DEVICES = 7 };
+
 EXPORT nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsigned int *count) {
     ENTER_DEVICE("mig");
+    if (gpu->parent) return NVML_ERROR_INVALID_ARGUMENT;
     unsigned int mig;
     if (!get_flag(gpu, "mig_mode", &mig)) return NVML_ERROR_NOT_SUPPORTED;
     if (!count) return NVML_ERROR_INVALID_ARGUMENT;
-    *count = 0;
+    *count = !mig ? 0 : gpu->nmig > FAKE_MAX_MIG_DEVICES ? (unsigned int)gpu->nmig
+                                                         : FAKE_MAX_MIG_DEVICES;
     return NVML_SUCCESS;
 }
 
 EXPORT nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, unsigned int index,
                                                         nvmlDevice_t *mig) {
-    (void)index;
-    (void)mig;
     ENTER_DEVICE("mig");
-    (void)gpu;
-    return NVML_ERROR_NOT_FOUND;
+    if (gpu->parent || !mig) return NVML_ERROR_INVALID_ARGUMENT;
+    unsigned int enabled;
+    if (!get_flag(gpu, "mig_mode", &enabled)) return NVML_ERROR_NOT_SUPPORTED;
+    if (!enabled) return NVML_ERROR_INVALID_ARGUMENT;
+    if (index >= gpu->nmig) return NVML_ERROR_NOT_FOUND;
+    *mig = &gpu->migs[index];
+    return NVML_SUCCESS;
 }
 
 EXPORT nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t device,
                                                                  nvmlDevice_t *parent) {
-    (void)parent;
     ENTER_DEVICE(NULL);
-    (void)gpu;
-    return NVML_ERROR_INVALID_ARGUMENT; /* not a MIG handle */
+    if (!gpu->parent || !parent) return NVML_ERROR_INVALID_ARGUMENT; /* not a MIG handle */
+    *parent = gpu->parent;
+    return NVML_SUCCESS;
 }
 
 EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t device, unsigned int *id) {
-    (void)id;
     ENTER_DEVICE(NULL);
-    (void)gpu;
-    return NVML_ERROR_NOT_SUPPORTED;
+    if (!gpu->parent) return NVML_ERROR_NOT_SUPPORTED;
+    if (!id) return NVML_ERROR_INVALID_ARGUMENT;
+    *id = gpu->gpu_instance_id;
+    return NVML_SUCCESS;
 }
 
 EXPORT nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t device, unsigned int *id) {
-    (void)id;
     ENTER_DEVICE(NULL);
-    (void)gpu;
-    return NVML_ERROR_NOT_SUPPORTED;
+    if (!gpu->parent) return NVML_ERROR_NOT_SUPPORTED;
+    if (!id) return NVML_ERROR_INVALID_ARGUMENT;
+    *id = gpu->compute_instance_id;
+    return NVML_SUCCESS;
+}
+
+typedef struct {
+    unsigned int multiprocessorCount, sharedCopyEngineCount, sharedDecoderCount,
+        sharedEncoderCount, sharedJpegCount, sharedOfaCount, gpuInstanceSliceCount,
+        computeInstanceSliceCount;
+    unsigned long long memorySizeMB;
+} nvmlDeviceAttributes_t;
+
+/* Engine counts and slices of a MIG device; NVML answers these for MIG device handles only. */
+static nvmlReturn_t attributes_as(const char *name, nvmlDevice_t device,
+                                  nvmlDeviceAttributes_t *attributes) {
+    ENTER_DEVICE_AS(name, "mig");
+    if (!gpu->parent) return NVML_ERROR_NOT_SUPPORTED;
+    unsigned long long memory;
+    unsigned int sms;
+    if (!get_uint(gpu, "multiprocessor_count", &sms) ||
+        !get_ull(gpu, "memory_total_bytes", &memory))
+        return NVML_ERROR_NOT_SUPPORTED;
+    if (!attributes) return NVML_ERROR_INVALID_ARGUMENT;
+    memset(attributes, 0, sizeof *attributes);
+    attributes->multiprocessorCount = sms;
+    get_uint(gpu, "shared_copy_engine_count", &attributes->sharedCopyEngineCount);
+    get_uint(gpu, "shared_decoder_count", &attributes->sharedDecoderCount);
+    get_uint(gpu, "shared_encoder_count", &attributes->sharedEncoderCount);
+    get_uint(gpu, "shared_jpeg_count", &attributes->sharedJpegCount);
+    get_uint(gpu, "shared_ofa_count", &attributes->sharedOfaCount);
+    attributes->gpuInstanceSliceCount = 1;
+    get_uint(gpu, "gpu_instance_slice_count", &attributes->gpuInstanceSliceCount);
+    attributes->computeInstanceSliceCount = attributes->gpuInstanceSliceCount;
+    get_uint(gpu, "compute_instance_slice_count", &attributes->computeInstanceSliceCount);
+    attributes->memorySizeMB = memory / (1024ULL * 1024ULL);
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetAttributes_v2(nvmlDevice_t device,
+                                               nvmlDeviceAttributes_t *attributes) {
+    return attributes_as(__func__, device, attributes);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetAttributes(nvmlDevice_t device,
+                                            nvmlDeviceAttributes_t *attributes) {
+    return attributes_as(__func__, device, attributes);
 }
 
 static nvmlReturn_t driver_model_as(const char *name, nvmlDevice_t device) {
@@ -1193,7 +1342,10 @@ static void field_value(fake_gpu *gpu, nvmlFieldValue_t *v) {
         group = "power"; key = "power_draw_w"; type = VALUE_UINT; break;
     case 189:
         group = "power_default_limit"; key = "power_default_limit_w"; type = VALUE_UINT; break;
+    case 187: group = "power_limit"; key = "power_min_limit_w"; type = VALUE_UINT; break;
+    case 188: group = "power_limit"; key = "power_max_limit_w"; type = VALUE_UINT; break;
     case 190: group = "power_limit"; key = "power_limit_w"; type = VALUE_UINT; break;
+    case 82: group = "temperature"; key = "memory_temperature_c"; break; /* MEMORY_TEMP, C */
     default: break;
     }
     struct timespec now;
@@ -1212,7 +1364,12 @@ static void field_value(fake_gpu *gpu, nvmlFieldValue_t *v) {
     unsigned int enabled;
     /* Error counters exist only while ECC is on, as with nvmlDeviceGetTotalEccErrors. */
     if (v->fieldId >= 3 && v->fieldId <= 6 && !get_flag(gpu, "ecc_mode", &enabled)) return;
-    if (type == VALUE_UINT && !flag) { /* power, in milliwatts */
+    if (v->fieldId == 82) { /* a temperature, whole degrees */
+        unsigned int celsius;
+        if (!get_uint(gpu, key, &celsius)) return;
+        v->valueType = VALUE_UINT;
+        v->value.uiVal = celsius;
+    } else if (type == VALUE_UINT && !flag) { /* power, in milliwatts */
         unsigned int milliwatts;
         if (!get_milliwatts(gpu, key, &milliwatts)) return;
         v->valueType = VALUE_UINT;
@@ -1322,16 +1479,17 @@ static void fill_v2(const fake_process *p, void *out, unsigned int i) {
     nvmlProcessInfo_v2_t *row = (nvmlProcessInfo_v2_t *)out + i;
     row->pid = p->pid;
     row->usedGpuMemory = memory_or_na(p);
-    row->gpuInstanceId = 0xFFFFFFFFu; /* no MIG */
-    row->computeInstanceId = 0xFFFFFFFFu;
+    /* 0xFFFFFFFF: not in a MIG instance */
+    row->gpuInstanceId = p->has_instance ? p->gpu_instance_id : 0xFFFFFFFFu;
+    row->computeInstanceId = p->has_instance ? p->compute_instance_id : 0xFFFFFFFFu;
 }
 
 static void fill_detail(const fake_process *p, void *out, unsigned int i) {
     nvmlProcessDetail_v1_t *row = (nvmlProcessDetail_v1_t *)out + i;
     row->pid = p->pid;
     row->usedGpuMemory = memory_or_na(p);
-    row->gpuInstanceId = 0xFFFFFFFFu;
-    row->computeInstanceId = 0xFFFFFFFFu;
+    row->gpuInstanceId = p->has_instance ? p->gpu_instance_id : 0xFFFFFFFFu;
+    row->computeInstanceId = p->has_instance ? p->compute_instance_id : 0xFFFFFFFFu;
     row->usedGpuCcProtectedMemory = 0;
 }
 

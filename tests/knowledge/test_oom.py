@@ -223,8 +223,20 @@ def test_missing_numbers_stay_null_never_zero() -> None:
     n = complete_oom_numbers({"requested_bytes": gib(1)})
     assert n["capacity_bytes"] is None and n["fragmentation_pct"] is None
     assert n["other_processes"] is None and n["non_pytorch_bytes"] is None
-    assert diagnose_oom(n) == "too-large"
+    # the request alone: nothing it did not fit is stated, so nothing is concluded
+    assert diagnose_oom(n) == "unknown"
     assert diagnose_oom(complete_oom_numbers({})) == "unknown"
+
+
+def test_too_large_needs_a_figure_beside_the_request() -> None:
+    request = {"requested_bytes": gib(2), "gpu_index": 0}
+    assert diagnose_oom(numbers(**request, capacity_bytes=gib(80))) == "unknown"
+    assert diagnose_oom(numbers(**request, capacity_bytes=gib(80),
+                                free_bytes=gib(1))) == "too-large"
+    assert diagnose_oom(numbers(**request, reserved_bytes=gib(79))) == "too-large"
+    assert diagnose_oom(numbers(**request, process_bytes=gib(79))) == "too-large"
+    # larger than the whole GPU needs nothing else
+    assert diagnose_oom(numbers(requested_bytes=gib(100), capacity_bytes=gib(80))) == "too-large"
 
 
 # --- one parser for every reader -----------------------------------------------------------

@@ -266,8 +266,12 @@ class _ProcessInfoV1(ctypes.Structure):
     _fields_ = (("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong))
 
 
-def running_processes(nvml: ModuleType, name: str, handle: Any) -> list[tuple[int, int | None]]:
-    """(pid, used bytes) rows from one process-list entry point, in one call when they fit."""
+def running_processes(
+    nvml: ModuleType, name: str, handle: Any
+) -> list[tuple[int, int | None, int | None, int | None]]:
+    """(pid, used bytes, MIG GPU instance id, MIG compute instance id) rows from one process-list
+    entry point, in one call when they fit; the instance ids are None outside MIG (and from the
+    oldest entry point, which lacks them)."""
     row_type = _ProcessInfoV1 if not name.endswith(("_v2", "_v3")) else nvml.c_nvmlProcessInfo_v2_t
     fn = nvml._nvmlGetFunctionPointer(name)
     rows = _PROCESS_BUFFER_ROWS
@@ -285,6 +289,21 @@ def running_processes(nvml: ModuleType, name: str, handle: Any) -> list[tuple[in
             raise nvml.NVMLError(ret)
         rows = grown
     return [
-        (row.pid, None if row.usedGpuMemory == VALUE_NOT_AVAILABLE else row.usedGpuMemory)
+        (
+            row.pid,
+            None if row.usedGpuMemory == VALUE_NOT_AVAILABLE else row.usedGpuMemory,
+            *_instance_ids(row),
+        )
         for row in buffer[: count.value]
     ]
+
+
+_NO_INSTANCE = 0xFFFFFFFF  # a process-list row's instance id outside MIG
+
+
+def _instance_ids(row: Any) -> tuple[int | None, int | None]:
+    gi = getattr(row, "gpuInstanceId", _NO_INSTANCE)
+    ci = getattr(row, "computeInstanceId", _NO_INSTANCE)
+    if gi == _NO_INSTANCE:
+        return None, None
+    return gi, None if ci == _NO_INSTANCE else ci

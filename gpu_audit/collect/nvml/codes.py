@@ -72,6 +72,7 @@ VALUE_NOT_AVAILABLE = 0xFFFFFFFFFFFFFFFF  # usedGpuMemory when the driver cannot
 # nvmlDeviceGetFieldValues ids: power and memory health, read in one call.
 HEALTH_FIELDS = {
     1: "ecc_mode",  # NVML_FI_DEV_ECC_CURRENT
+    2: "ecc_mode_pending",  # NVML_FI_DEV_ECC_PENDING: the mode after the next reset
     3: "ecc_errors_corrected_volatile",  # NVML_FI_DEV_ECC_SBE_VOL_TOTAL
     4: "ecc_errors_uncorrected_volatile",  # NVML_FI_DEV_ECC_DBE_VOL_TOTAL
     5: "ecc_errors_corrected_aggregate",  # NVML_FI_DEV_ECC_SBE_AGG_TOTAL
@@ -85,13 +86,16 @@ HEALTH_FIELDS = {
     145: "remapped_rows_failure",  # NVML_FI_DEV_REMAPPED_FAILURE
 }
 BOOLEAN_FIELDS = frozenset(
-    {"ecc_mode", "retired_pages_pending", "remapped_rows_pending", "remapped_rows_failure"}
+    {"ecc_mode", "ecc_mode_pending", "retired_pages_pending", "remapped_rows_pending",
+     "remapped_rows_failure"}
 )
 # Power in milliwatts. The 1-second average is what nvmlDeviceGetPowerUsage reports on Ampere and
 # later; older GPUs have only the instant reading, which is what it reports there. Drivers older
 # than these ids (r530) answer them as unsupported, and the dedicated calls fill in.
 FI_POWER_AVERAGE = 185
 FI_POWER_INSTANT = 186
+FI_POWER_MIN_LIMIT = 187  # the range the limit may be set in, as
+FI_POWER_MAX_LIMIT = 188  # nvmlDeviceGetPowerManagementLimitConstraints
 FI_POWER_DEFAULT_LIMIT = 189
 FI_POWER_CURRENT_LIMIT = 190  # the limit in force, as nvmlDeviceGetEnforcedPowerLimit
 POWER_FIELD_NAMES = {
@@ -99,5 +103,11 @@ POWER_FIELD_NAMES = {
     FI_POWER_INSTANT: "power_draw_w",
     FI_POWER_DEFAULT_LIMIT: "power_default_limit_w",
     FI_POWER_CURRENT_LIMIT: "power_limit_w",
+    FI_POWER_MIN_LIMIT: "power_min_limit_w",
+    FI_POWER_MAX_LIMIT: "power_max_limit_w",
 }
-FIELD_VALUE_IDS = [*HEALTH_FIELDS, *POWER_FIELD_NAMES]
+# Readings only the field-values call gives (no dedicated call): None where it does not.
+# The memory (HBM/GDDR) temperature: nvmlDeviceGetTemperature(V) knows the GPU sensor only.
+FI_MEMORY_TEMP = 82  # NVML_FI_DEV_MEMORY_TEMP, in C
+READING_FIELDS = {FI_MEMORY_TEMP: "memory_temperature_c"}
+FIELD_VALUE_IDS = [*HEALTH_FIELDS, *POWER_FIELD_NAMES, *READING_FIELDS]

@@ -1,8 +1,9 @@
 """What NVML says about the driver and each GPU, read field by field into plain dataclasses.
 
 Most useful first, so that a driver that hangs late in a GPU's sequence still leaves the
-essentials. Power and memory-health values come in one ``nvmlDeviceGetFieldValues`` call (a
-value it does not give is asked through its dedicated call) and
+essentials. Power, memory-health values and the memory temperature come in one
+``nvmlDeviceGetFieldValues`` call (a value it does not give is asked through its dedicated call,
+where there is one) and
 each process list is read into a ready buffer in one call: a slow driver answers each call in
 tens of milliseconds.
 """
@@ -32,15 +33,19 @@ from gpu_audit.collect.nvml.codes import (
     FI_POWER_CURRENT_LIMIT,
     FI_POWER_DEFAULT_LIMIT,
     FI_POWER_INSTANT,
+    FI_POWER_MAX_LIMIT,
+    FI_POWER_MIN_LIMIT,
     FIELD_VALUE_IDS,
     HEALTH_FIELDS,
     NVML_ERROR_GPU_IS_LOST,
     NVML_SUCCESS,
     POWER_FIELD_NAMES,
     PSTATE_UNKNOWN,
+    READING_FIELDS,
     THROTTLE_REASONS,
     UNKNOWN_ARCHITECTURE,
 )
+from gpu_audit.collect.nvml.mig import instance_uuids, read_mig_devices
 from gpu_audit.model import Driver, Gpu, NvmlStatus, ProbeError
 
 _POWER_CALLS = (
@@ -48,6 +53,8 @@ _POWER_CALLS = (
     ("power_limit_w", "nvmlDeviceGetEnforcedPowerLimit"),
     ("power_default_limit_w", "nvmlDeviceGetPowerManagementDefaultLimit"),
 )
+# The range the power limit may be set in: one dedicated call gives both.
+_POWER_RANGE = frozenset({"power_min_limit_w", "power_max_limit_w"})
 
 
 @dataclass(frozen=True)
@@ -59,6 +66,9 @@ class NvmlProcessEntry:
     gpu_uuid: str | None
     used_memory_bytes: int | None
     type: str  # "compute", "graphics" or "compute+graphics" (a pid in both lists is merged)
+    mig_gpu_instance_id: int | None = None  # MIG: the instance it runs in
+    mig_compute_instance_id: int | None = None
+    mig_uuid: str | None = None
 
 
 @dataclass(frozen=True)
@@ -131,9 +141,10 @@ class GpuReader(Calls):
         self.index = index
         self.done = threading.Event()
         self._fields: dict[str, Any] = {"index": index}
-        self._processes: dict[int, list[Any]] = {}  # pid -> [used_memory_bytes, kinds]
+        # pid -> [used_memory_bytes, kinds, MIG gpu instance id, MIG compute instance id]
+        self._processes: dict[int, list[Any]] = {}
         # Power fields the field-values call did not settle, left to the dedicated calls.
-        self._power_unread = {field for field, _ in _POWER_CALLS}
+        self._power_unread = {field for field, _ in _POWER_CALLS} | _POWER_RANGE
         # Memory-health fields likewise: one the field-values call answers "not supported" (or
         # does not know) is asked again through its dedicated call.
         self._health_unread = set(HEALTH_FIELDS.values())
@@ -148,6 +159,7 @@ class GpuReader(Calls):
             errors = list(self.errors)
             current = self.current_call
         gpu = Gpu(**fields)
+        instances = instance_uuids(gpu.mig_devices)
         entries = [
             NvmlProcessEntry(
                 pid=pid,
@@ -155,8 +167,11 @@ class GpuReader(Calls):
                 gpu_uuid=gpu.uuid,
                 used_memory_bytes=memory,
                 type="+".join(k for k in ("compute", "graphics") if k in kinds),
+                mig_gpu_instance_id=gi,
+                mig_compute_instance_id=ci,
+                mig_uuid=None if gi is None else instances.get((gi, ci)),
             )
-            for pid, (memory, kinds) in processes.items()
+            for pid, (memory, kinds, gi, ci) in processes.items()
         ]
         return gpu, entries, errors, current
 
@@ -200,6 +215,7 @@ class GpuReader(Calls):
                 self._read_activity,
                 self._read_power_and_clocks,
                 self._read_modes,
+                self._read_mig_devices,
                 self._read_pcie,
                 self._read_static_identity,
             ):
@@ -257,15 +273,16 @@ class GpuReader(Calls):
                 f"nvmlDeviceGet{title}RunningProcesses{suffix}" for suffix in ("_v3", "_v2", "")
             )
             rows = self.call_newest(names, lambda name: running_processes(self.nvml, name, handle))
-            for pid, memory in rows or ():
+            for pid, memory, gi, ci in rows or ():
                 with self.lock:
-                    entry = self._processes.setdefault(pid, [memory, set()])
+                    entry = self._processes.setdefault(pid, [memory, set(), gi, ci])
                     entry[1].add(kind)
                     if memory is not None and (entry[0] is None or memory > entry[0]):
                         entry[0] = memory
 
     def _read_field_values(self, handle: Any) -> None:
-        """Power, ECC mode and counters, retired pages and remapped rows: one call."""
+        """Power and its limits, ECC modes and counters, retired pages, remapped rows and the
+        memory temperature: one call."""
         name = "nvmlDeviceGetFieldValues"
         values = self.call_unless_missing(name, handle, FIELD_VALUE_IDS)
         if values is MISSING:
@@ -281,13 +298,16 @@ class GpuReader(Calls):
         power: dict[int, int] = {}
         for value in values:
             field_id, code = value.fieldId, value.nvmlReturn
-            field = HEALTH_FIELDS.get(field_id) or POWER_FIELD_NAMES.get(field_id)
+            field = (HEALTH_FIELDS.get(field_id) or POWER_FIELD_NAMES.get(field_id)
+                     or READING_FIELDS.get(field_id))
             if field is None:
                 continue
             if code == NVML_SUCCESS:
                 number = field_number(value)
                 if field_id in POWER_FIELD_NAMES:
                     power[field_id] = int(number)
+                elif field_id in READING_FIELDS:
+                    self._set(**{field: int(number)})
                 else:
                     self._set(**{field: bool(number) if field in BOOLEAN_FIELDS else number})
                     self._health_unread.discard(field)
@@ -304,6 +324,8 @@ class GpuReader(Calls):
             ("power_draw_w", draw),
             ("power_limit_w", power.get(FI_POWER_CURRENT_LIMIT)),
             ("power_default_limit_w", power.get(FI_POWER_DEFAULT_LIMIT)),
+            ("power_min_limit_w", power.get(FI_POWER_MIN_LIMIT)),
+            ("power_max_limit_w", power.get(FI_POWER_MAX_LIMIT)),
         ):
             if milliwatts is not None:
                 self._set(**{field: _watts(milliwatts)})
@@ -315,11 +337,13 @@ class GpuReader(Calls):
         unread = self._health_unread
         with self.lock:
             ecc_mode = self._fields.get("ecc_mode")
-        if "ecc_mode" in unread:
+        if "ecc_mode" in unread or "ecc_mode_pending" in unread:
             ecc = self.call("nvmlDeviceGetEccMode", handle)
-            ecc_mode = None if ecc is None else bool(ecc[0])
-            if ecc_mode is not None:
-                self._set(ecc_mode=ecc_mode)
+            if "ecc_mode" in unread:
+                ecc_mode = None if ecc is None else bool(ecc[0])
+            if ecc is not None:
+                modes = {"ecc_mode": bool(ecc[0]), "ecc_mode_pending": bool(ecc[1])}
+                self._set(**{field: modes[field] for field in modes if field in unread})
         if ecc_mode is not None:  # counters exist where the GPU reports an ECC mode
             for field, error_type, counter in (
                 ("ecc_errors_corrected_volatile", 0, 0),
@@ -365,6 +389,7 @@ class GpuReader(Calls):
             ("temperature_slowdown_c", nvml.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN),
             ("temperature_shutdown_c", nvml.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN),
             ("temperature_max_operating_c", nvml.NVML_TEMPERATURE_THRESHOLD_GPU_MAX),
+            ("memory_temperature_max_c", nvml.NVML_TEMPERATURE_THRESHOLD_MEM_MAX),
         ):
             self._set(**{field: self.call("nvmlDeviceGetTemperatureThreshold", handle, threshold)})
         self._set(fan_speed_pct=self.call("nvmlDeviceGetFanSpeed", handle))
@@ -379,8 +404,14 @@ class GpuReader(Calls):
             ("memory_clock_mhz", "nvmlDeviceGetClockInfo", nvml.NVML_CLOCK_MEM),
             ("sm_clock_max_mhz", "nvmlDeviceGetMaxClockInfo", nvml.NVML_CLOCK_SM),
             ("memory_clock_max_mhz", "nvmlDeviceGetMaxClockInfo", nvml.NVML_CLOCK_MEM),
+            ("graphics_clock_mhz", "nvmlDeviceGetClockInfo", nvml.NVML_CLOCK_GRAPHICS),
+            ("graphics_clock_max_mhz", "nvmlDeviceGetMaxClockInfo", nvml.NVML_CLOCK_GRAPHICS),
         ):
             self._set(**{field: self.call(name, handle, clock)})
+        if self._power_unread & _POWER_RANGE:
+            limits = self.call("nvmlDeviceGetPowerManagementLimitConstraints", handle)
+            if limits is not None:
+                self._set(power_min_limit_w=_watts(limits[0]), power_max_limit_w=_watts(limits[1]))
         pstate = self.call("nvmlDeviceGetPerformanceState", handle)
         if pstate is not None and pstate != PSTATE_UNKNOWN:
             self._set(performance_state=pstate)
@@ -400,10 +431,17 @@ class GpuReader(Calls):
             self._set(compute_mode=COMPUTE_MODES.get(mode, f"unknown_{mode}"))
         mig = self.call("nvmlDeviceGetMigMode", handle)
         if mig is not None:
-            self._set(mig_mode=bool(mig[0]))
+            self._set(mig_mode=bool(mig[0]), mig_mode_pending=bool(mig[1]))
         display = self.call("nvmlDeviceGetDisplayActive", handle)
         if display is not None:
             self._set(display_active=bool(display))
+
+    def _read_mig_devices(self, handle: Any) -> None:
+        """A GPU in MIG mode: its MIG devices (asked only then, so other GPUs cost no call)."""
+        with self.lock:
+            mig_mode = self._fields.get("mig_mode")
+        if mig_mode:
+            self._set(mig_devices=read_mig_devices(self, handle))
 
     def _read_pcie(self, handle: Any) -> None:
         for field, name in (

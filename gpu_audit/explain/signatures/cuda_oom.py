@@ -148,6 +148,10 @@ def _cuda_oom(sig: Signature, raw: dict[str, Any], ctx: AdviceContext) -> Advice
         return _too_large(sig, raw, numbers, req)
     else:
         explanation = (
+            f"PyTorch's caching allocator could not find {req}{on_gpu}; the message does not "
+            "state how much memory was free or what PyTorch held, so gpu-audit cannot tell "
+            "fragmentation, other processes and a job too big for the GPU apart."
+            if numbers.get("requested_bytes") is not None else
             "PyTorch's caching allocator ran out of GPU memory; the message in this log carries "
             "no numbers, so gpu-audit cannot tell fragmentation from a job that is too big.")
         remedy = (f"{SCAN_OTHERS}\nIf the memory is this job's own: "
