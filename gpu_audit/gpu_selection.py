@@ -5,22 +5,28 @@ comma list whose entries are any of:
 
 - NVML indices, as ``nvidia-smi`` numbers them: ``0,2`` (ranges too: ``0-3``);
 - GPU UUIDs, ``GPU-6f3a9c1e-...``, whole or a prefix that names one GPU (as CUDA accepts them);
-- MIG instance UUIDs in the ``MIG-GPU-<gpu uuid>/<gi>/<ci>`` form, which select their GPU;
+- MIG instances: ``MIG-<uuid>`` (as ``nvidia-smi -L`` lists them) or the older
+  ``MIG-GPU-<gpu uuid>/<gi>/<ci>`` form (see below);
 - PCI bus ids in NVML's form ``00000000:3B:00.0``, the kernel's ``0000:3b:00.0`` or the short
   ``3b:00.0`` (case does not matter; the function may be left out).
 
 ``job`` reads, in order, ``SLURM_STEP_GPUS``, ``SLURM_JOB_GPUS`` and ``CUDA_VISIBLE_DEVICES``
 (the first one set). Their indices count GPUs in PCI bus order, which is how Slurm's ``gres``
-numbers GPUs and how ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` numbers them; UUID and ``MIG-GPU-`` entries
+numbers GPUs and how ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` numbers them; UUID and ``MIG-`` entries
 are matched as above. An empty value, ``NoDevFiles`` or ``-1`` means the job has no GPU: the
 selection is then empty and only host findings remain. When the scheduler confines the job's
 devices (Slurm's ``ConstrainDevices=yes``), NVML lists only the job's GPUs while
 ``SLURM_JOB_GPUS`` keeps the node's numbering: a list as long as NVML's with an index beyond it
 then selects every GPU NVML lists, and the reason says so.
 
-New-style MIG UUIDs (``MIG-<uuid>`` without the GPU's UUID inside) select the GPU whose MIG
-devices the scan lists with that UUID (the selection is of whole GPUs: its other instances come
-with it); one the scan does not list is refused with a message naming the other forms.
+A MIG entry selects that instance: its GPU is in ``indices`` and the instance's UUID in
+``mig_uuids``; applied, the GPU keeps only its chosen instances and their processes. ``MIG-<uuid>``
+is matched against the MIG devices the scan lists (one it does not list is refused with a
+message naming the other forms). ``MIG-GPU-<gpu uuid>/<gi>/<ci>`` names the instance by its GPU
+instance and compute instance ids (``/<ci>`` left out: every compute instance of that GPU
+instance); where the scan lists no MIG device of that GPU (a scan saved before instances were
+read), it selects the whole GPU, as it always did. A GPU also named whole (by index, UUID or bus
+id) is chosen whole.
 
 Pure: reads only the GPUs and the environment mapping it is given.
 """
@@ -33,26 +39,48 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from gpu_audit.errors import UsageError
-from gpu_audit.model import Finding, Gpu, KernelLog, Scan
+from gpu_audit.model import Finding, Gpu, GpuProcess, KernelLog, MigDevice, Scan
 from gpu_audit.units import noun, plural
 
 JOB_VARIABLES = ("SLURM_STEP_GPUS", "SLURM_JOB_GPUS", "CUDA_VISIBLE_DEVICES")
 NO_GPU_VALUES = frozenset({"", "-1", "nodevfiles", "none"})
 # The forms a spec takes, as every command's --gpus help names them.
-SPEC_FORMS = ("indices (0,2), GPU-<uuid>, MIG-GPU-<uuid>/.., PCI bus ids (0000:3b:00.0), or job "
+SPEC_FORMS = ("indices (0,2), GPU-<uuid>, MIG-<uuid>, PCI bus ids (0000:3b:00.0), or job "
               "(SLURM_STEP_GPUS, SLURM_JOB_GPUS or CUDA_VISIBLE_DEVICES)")
 
 
 @dataclass(frozen=True)
 class GpuSelection:
-    """The GPUs a run judges: the spec as given, their NVML indices, and why (one sentence)."""
+    """The GPUs a run judges: the spec as given, their NVML indices, and why (one sentence).
+
+    ``mig_uuids``: the MIG instances chosen (their GPUs are in ``indices``); a GPU none of whose
+    instances is named here is chosen whole. Empty: whole GPUs only.
+    """
 
     spec: str
     indices: tuple[int, ...]
     reason: str
+    mig_uuids: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, object]:
-        return {"spec": self.spec, "indices": list(self.indices), "reason": self.reason}
+        out: dict[str, object] = {"spec": self.spec, "indices": list(self.indices),
+                                  "reason": self.reason}
+        if self.mig_uuids:  # an optional key: absent for whole GPUs
+            out["mig_uuids"] = list(self.mig_uuids)
+        return out
+
+    def instances_of(self, gpu: Gpu) -> list[MigDevice] | None:
+        """The chosen MIG instances of ``gpu``; ``None`` when it is chosen whole."""
+        chosen = {u.lower() for u in self.mig_uuids}
+        picked = [m for m in gpu.mig_devices if m.uuid and m.uuid.lower() in chosen]
+        return picked or None
+
+
+def mig_label(mig: MigDevice) -> str:
+    """``GPU instance/compute instance`` ids, as subjects and ``nvidia-smi`` name them."""
+    gi = "?" if mig.gpu_instance_id is None else mig.gpu_instance_id
+    ci = "?" if mig.compute_instance_id is None else mig.compute_instance_id
+    return f"{gi}/{ci}"
 
 
 def pci_key(bus_id: str | None) -> tuple[int, int, int, int] | None:
@@ -78,11 +106,23 @@ def resolve_gpus(spec: str | None, gpus: Sequence[Gpu],
     text = spec.strip()
     if text.lower() == "job":
         return _job_selection(gpus, environ)
-    indices = _resolve_entries(_entries(text, "--gpus"), gpus, by_index=_nvml_index(gpus),
-                               where="--gpus")
-    listed = ",".join(str(i) for i in indices)
-    chosen = f"{noun(len(indices), 'GPU')} {listed}"
-    return GpuSelection(text, indices, f"--gpus {text}: {chosen} chosen on the command line")
+    indices, migs = _resolve_entries(_entries(text, "--gpus"), gpus, by_index=_nvml_index(gpus),
+                                     where="--gpus")
+    chosen = f"{noun(len(indices), 'GPU')} {_listed(indices, migs, gpus)}"
+    return GpuSelection(text, indices, f"--gpus {text}: {chosen} chosen on the command line",
+                        migs)
+
+
+def _listed(indices: Sequence[int], migs: Sequence[str], gpus: Sequence[Gpu]) -> str:
+    """``0,1 (MIG 7/0)``: the GPUs, each with its chosen instances."""
+    selection = GpuSelection("", tuple(indices), "", tuple(migs))
+    parts = []
+    for index in indices:
+        gpu = next((g for g in gpus if g.index == index), None)
+        picked = selection.instances_of(gpu) if gpu is not None else None
+        labels = f" (MIG {', '.join(mig_label(m) for m in picked)})" if picked else ""
+        parts.append(f"{index}{labels}")
+    return ",".join(parts)
 
 
 def _entries(text: str, where: str) -> list[str]:
@@ -105,17 +145,63 @@ def _pci_order(gpus: Sequence[Gpu]) -> dict[int, int]:
 
 
 def _resolve_entries(entries: Iterable[str], gpus: Sequence[Gpu], *, by_index: dict[int, int],
-                     where: str) -> tuple[int, ...]:
-    chosen: list[int] = []
+                     where: str) -> tuple[tuple[int, ...], tuple[str, ...]]:
+    """The GPUs chosen and the MIG instances chosen (of GPUs not also chosen whole)."""
+    whole: set[int] = set()
+    instances: dict[str, int] = {}  # MIG uuid -> its GPU, in the order given
     for entry in entries:
-        for index in _resolve_entry(entry, gpus, by_index, where):
-            if index not in chosen:
-                chosen.append(index)
-    return tuple(sorted(chosen))
+        for index, uuid in _resolve_entry(entry, gpus, by_index, where):
+            if uuid is None:
+                whole.add(index)
+            else:
+                instances.setdefault(uuid, index)
+    indices = tuple(sorted(whole | set(instances.values())))
+    return indices, tuple(u for u, index in instances.items() if index not in whole)
 
 
 def _resolve_entry(entry: str, gpus: Sequence[Gpu], by_index: dict[int, int],
-                   where: str) -> list[int]:
+                   where: str) -> list[tuple[int, str | None]]:
+    """(GPU index, MIG uuid or ``None`` for the whole GPU) for each thing ``entry`` names."""
+    lowered = entry.lower()
+    if lowered.startswith("mig-gpu-"):
+        return _old_mig_form(entry, gpus, where)
+    if lowered.startswith("mig-"):
+        owners = [(g.index, m.uuid) for g in gpus for m in g.mig_devices
+                  if m.uuid and m.uuid.lower() == lowered]
+        if owners:
+            return owners
+        raise UsageError(f"{where}: MIG instance {entry!r} cannot be tied to its GPU: no GPU"
+                         " lists it as a MIG device; name the GPU by index, GPU-<uuid> or PCI bus"
+                         " id instead")
+    return [(index, None) for index in _whole_gpus(entry, gpus, by_index, where)]
+
+
+def _old_mig_form(entry: str, gpus: Sequence[Gpu], where: str) -> list[tuple[int, str | None]]:
+    """``MIG-GPU-<gpu uuid>/<gi>/<ci>``: the instance(s) with those ids, or the whole GPU where
+    no id is given or the scan lists none of its MIG devices."""
+    match = re.fullmatch(r"(GPU-[^/:]*)(?:[/:](\d+)(?:[/:](\d+))?)?", entry[len("MIG-"):],
+                         re.IGNORECASE)
+    if match is None:
+        raise UsageError(f"{where}: {entry!r} is not a MIG-GPU-<uuid>/<gi>/<ci> MIG instance")
+    index = _by_uuid(match[1], gpus, where, entry)
+    gpu = next(g for g in gpus if g.index == index)
+    if match[2] is None or not gpu.mig_devices:
+        return [(index, None)]
+    gi, ci = int(match[2]), None if match[3] is None else int(match[3])
+    found = [m for m in gpu.mig_devices
+             if m.gpu_instance_id == gi and (ci is None or m.compute_instance_id == ci)]
+    listed = ", ".join(mig_label(m) for m in gpu.mig_devices)
+    if not found:
+        raise UsageError(f"{where}: {entry!r} names no MIG instance of GPU {index} (it lists "
+                         f"{listed})")
+    if any(not m.uuid for m in found):
+        raise UsageError(f"{where}: MIG instance {entry!r} of GPU {index} has no UUID NVML "
+                         f"reports; name the GPU by index instead")
+    return [(index, m.uuid) for m in found]
+
+
+def _whole_gpus(entry: str, gpus: Sequence[Gpu], by_index: dict[int, int],
+                where: str) -> list[int]:
     count = len(gpus)
     available = (f"this node has {plural(count, 'GPU')}" if count
                  else "NVML lists no GPU on this node")
@@ -128,19 +214,7 @@ def _resolve_entry(entry: str, gpus: Sequence[Gpu], by_index: dict[int, int],
         if missing:
             raise UsageError(f"{where}: GPU {missing[0]} does not exist ({available})")
         return [by_index[i] for i in range(first, last + 1)]
-    lowered = entry.lower()
-    if lowered.startswith("mig-gpu-"):
-        parent = re.split(r"[/:]", entry[len("MIG-"):], maxsplit=1)[0]
-        return [_by_uuid(parent, gpus, where, entry)]
-    if lowered.startswith("mig-"):
-        owners = sorted({g.index for g in gpus for m in g.mig_devices
-                         if m.uuid and m.uuid.lower() == lowered})
-        if owners:
-            return owners
-        raise UsageError(f"{where}: MIG instance {entry!r} cannot be tied to its GPU: no GPU"
-                         " lists it as a MIG device; name the GPU by index, GPU-<uuid> or PCI bus"
-                         " id instead")
-    if lowered.startswith("gpu-"):
+    if entry.lower().startswith("gpu-"):
         return [_by_uuid(entry, gpus, where, entry)]
     key = pci_key(entry)
     if key is not None and ":" in entry:
@@ -148,7 +222,7 @@ def _resolve_entry(entry: str, gpus: Sequence[Gpu], by_index: dict[int, int],
         if not exact:
             raise UsageError(f"{where}: no GPU at PCI bus id {entry!r} ({available})")
         return exact
-    raise UsageError(f"{where}: {entry!r} is not a GPU index, GPU-<uuid>, MIG-GPU-<uuid>/.. or "
+    raise UsageError(f"{where}: {entry!r} is not a GPU index, GPU-<uuid>, MIG-<uuid> or "
                      "PCI bus id (or all, or job)")
 
 
@@ -178,11 +252,11 @@ def _job_selection(gpus: Sequence[Gpu], environ: Mapping[str, str]) -> GpuSelect
             every = tuple(sorted(g.index for g in gpus))
             return GpuSelection("job", every, f"{shown}: the job's GPUs; NVML lists only those "
                                               f"{len(gpus)} (devices confined to the job)")
-    indices = _resolve_entries(entries, gpus, by_index=_pci_order(gpus),
-                               where=f"--gpus job ({shown})")
-    listed = ",".join(str(i) for i in indices)
+    indices, migs = _resolve_entries(entries, gpus, by_index=_pci_order(gpus),
+                                     where=f"--gpus job ({shown})")
+    listed = _listed(indices, migs, gpus)
     return GpuSelection("job", indices, f"{shown}: the job's GPUs (NVML index {listed}, by PCI "
-                                        "bus order)")
+                                        "bus order)", migs)
 
 
 # ------------------------------------------------------------------------- applying a selection
@@ -206,11 +280,13 @@ def apply_selection(scan: Scan, selection: GpuSelection | None) -> Scan:
     and their Xid events (events of a GPU NVML does not list stay: they are the node's). The
     number of NVIDIA devices on the PCI bus becomes unknown (it counts the machine's GPUs, which
     a selection is not). The selection is recorded in ``Scan.gpu_selection`` (the document's
-    top-level ``gpu_selection``) so a saved document says what it shows.
+    top-level ``gpu_selection``) so a saved document says what it shows. A GPU chosen by some of
+    its MIG instances keeps only those instances and their processes.
     """
     if selection is None:
         return scan
     wanted = set(selection.indices)
+    chosen = _chosen_instances(scan, selection)
     kernel_log = scan.kernel_log
     if kernel_log is not None:
         others = _other_gpus_buses(scan, wanted)
@@ -223,31 +299,64 @@ def apply_selection(scan: Scan, selection: GpuSelection | None) -> Scan:
     return dataclasses.replace(
         scan,
         host=host,
-        gpus=[g for g in scan.gpus if g.index in wanted],
-        processes=[p for p in scan.processes if p.gpu_index in wanted],
-        probe_errors=[e for e in scan.probe_errors if _keep_subject(e.subject, scan, wanted)],
+        gpus=[dataclasses.replace(g, mig_devices=chosen[g.index]) if g.index in chosen else g
+              for g in scan.gpus if g.index in wanted],
+        processes=[p for p in scan.processes if p.gpu_index in wanted and _in_chosen(p, chosen)],
+        probe_errors=[e for e in scan.probe_errors
+                      if _keep_subject(e.subject, scan, wanted, chosen)],
         kernel_log=kernel_log,
         gpu_selection=selection.to_dict(),
     )
 
 
-def _keep_subject(subject: str, scan: Scan, wanted: set[int]) -> bool:
-    kind, _, number = subject.partition(":")
+def _chosen_instances(scan: Scan, selection: GpuSelection) -> dict[int, list[MigDevice]]:
+    """GPU index -> its chosen MIG instances, for each GPU chosen by some of its instances."""
+    if not selection.mig_uuids:
+        return {}
+    wanted = set(selection.indices)
+    return {g.index: picked for g in scan.gpus
+            if g.index in wanted and (picked := selection.instances_of(g)) is not None}
+
+
+def _in_chosen(process: GpuProcess, chosen: dict[int, list[MigDevice]]) -> bool:
+    """Whether ``process`` runs in a chosen instance of its GPU (or its GPU is chosen whole)."""
+    devices = chosen.get(process.gpu_index)
+    if devices is None:
+        return True
+    if process.mig_uuid:
+        return any(m.uuid and m.uuid.lower() == process.mig_uuid.lower() for m in devices)
+    if process.mig_gpu_instance_id is not None:
+        return any(m.gpu_instance_id == process.mig_gpu_instance_id
+                   and process.mig_compute_instance_id in (None, m.compute_instance_id)
+                   for m in devices)
+    # NVML did not say which instance it runs in (no instance ids for it): it may be in a chosen
+    # one, so it stays with its GPU rather than being hidden from the selection.
+    return True
+
+
+def _keep_subject(subject: str, scan: Scan, wanted: set[int],
+                  chosen: dict[int, list[MigDevice]]) -> bool:
+    kind, _, rest = subject.partition(":")
+    number, _, instance = rest.partition("/mig:")
     if not number.isdigit():
         return True
     if kind == "gpu":
-        return int(number) in wanted
+        devices = chosen.get(int(number))
+        return int(number) in wanted and (
+            devices is None or not instance or instance in {mig_label(m) for m in devices})
     if kind == "pid":
-        gpus = {p.gpu_index for p in scan.processes if p.pid == int(number)}
-        return not gpus or bool(gpus & wanted)
+        mine = [p for p in scan.processes if p.pid == int(number)]
+        return not mine or any(p.gpu_index in wanted and _in_chosen(p, chosen) for p in mine)
     return True
 
 
 def keeps_subject(subject: str, scan: Scan, selection: GpuSelection | None) -> bool:
     """Whether a finding or check result about ``subject`` concerns the selection: host and env
-    subjects always do; ``gpu:N`` when N is selected; ``pid:N`` when that process uses a
-    selected GPU (or is not a GPU process of ``scan``, the whole machine's scan)."""
-    return selection is None or _keep_subject(subject, scan, set(selection.indices))
+    subjects always do; ``gpu:N`` when N is selected (``gpu:N/mig:GI/CI`` when that instance
+    is, or its GPU is chosen whole); ``pid:N`` when that process uses a selected GPU or instance
+    (or is not a GPU process of ``scan``, the whole machine's scan)."""
+    return selection is None or _keep_subject(subject, scan, set(selection.indices),
+                                              _chosen_instances(scan, selection))
 
 
 def select_findings(findings: Sequence[Finding], scan: Scan,

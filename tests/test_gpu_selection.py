@@ -14,7 +14,7 @@ from gpu_audit.gpu_selection import (
     select_findings,
     selection_of,
 )
-from gpu_audit.model import Finding, KernelLog, ProbeError, XidEvent
+from gpu_audit.model import Finding, KernelLog, MigDevice, ProbeError, XidEvent
 from tests import builders as b
 
 # NVML numbers GPUs by PCI bus order on real nodes; these four are listed out of bus order so
@@ -150,3 +150,73 @@ def test_findings_are_limited_by_subject():
     kept = [f.subject for f in select_findings(findings, scan, selection)]
     assert kept == ["host", "env", "gpu:2", "pid:200", "pid:999"]
     assert keeps_subject("gpu:0", scan, None)
+
+
+# ------------------------------------------------------------------------------- MIG instances
+
+
+def mig_gpus() -> list:
+    """GPU 0 whole; GPU 1 in MIG mode with GPU instances 2 (compute instances 0 and 1) and 7."""
+    devices = [MigDevice(index=0, uuid="MIG-aaaa", gpu_instance_id=2, compute_instance_id=0),
+               MigDevice(index=1, uuid="MIG-bbbb", gpu_instance_id=2, compute_instance_id=1),
+               MigDevice(index=2, uuid="MIG-cccc", gpu_instance_id=7, compute_instance_id=0)]
+    return [GPUS[0], b.gpu(1, uuid="GPU-1aaaaaaa-1111-2222-3333-444444444441",
+                           pci_bus_id=BUSES[1], mig_mode=True, mig_devices=devices)]
+
+
+@pytest.mark.parametrize(("spec", "indices", "migs"), [
+    ("MIG-cccc", (1,), ("MIG-cccc",)),
+    ("mig-CCCC", (1,), ("MIG-cccc",)),  # any case; the UUID as NVML lists it
+    ("0,MIG-aaaa", (0, 1), ("MIG-aaaa",)),
+    ("MIG-GPU-1aaaaaaa-1111-2222-3333-444444444441/7/0", (1,), ("MIG-cccc",)),
+    ("MIG-GPU-1aaaaaaa/2", (1,), ("MIG-aaaa", "MIG-bbbb")),  # every compute instance of GI 2
+    ("MIG-GPU-1aaaaaaa", (1,), ()),  # no instance ids: the whole GPU
+    ("MIG-cccc,1", (1,), ()),  # the GPU named whole too: whole
+])
+def test_mig_entries_choose_instances(spec, indices, migs):
+    selection = resolve_gpus(spec, mig_gpus(), {})
+    assert (selection.indices, selection.mig_uuids) == (indices, migs)
+    if migs:
+        assert selection.to_dict()["mig_uuids"] == list(migs)
+        assert "(MIG " in selection.reason
+    else:
+        assert "mig_uuids" not in selection.to_dict()
+
+
+def test_an_old_form_naming_no_listed_instance_is_refused():
+    with pytest.raises(UsageError, match=r"names no MIG instance of GPU 1 \(it lists 2/0, 2/1, "
+                                         r"7/0\)"):
+        resolve_gpus("MIG-GPU-1aaaaaaa/3/0", mig_gpus(), {})
+
+
+def test_job_with_a_mig_device_chooses_the_instance():
+    selection = resolve_gpus("job", mig_gpus(), {"CUDA_VISIBLE_DEVICES": "MIG-bbbb"})
+    assert (selection.indices, selection.mig_uuids) == ((1,), ("MIG-bbbb",))
+    assert selection.reason.startswith("CUDA_VISIBLE_DEVICES=MIG-bbbb: the job's GPUs")
+    assert "1 (MIG 2/1)" in selection.reason
+
+
+def test_apply_selection_keeps_the_chosen_instances_and_their_processes():
+    placed = [b.process(10, 100, gpu_index=1, mig_gpu_instance_id=7, mig_compute_instance_id=0,
+                        mig_uuid="MIG-cccc"),
+              b.process(20, 100, gpu_index=1, mig_gpu_instance_id=2, mig_compute_instance_id=0,
+                        mig_uuid="MIG-aaaa"),
+              b.process(30, 100, gpu_index=1, mig_gpu_instance_id=7),  # no uuid, no CI
+              b.process(40, 100, gpu_index=1),  # NVML gave no instance: it stays
+              b.process(50, 100, gpu_index=0)]
+    scan = b.scan(gpus=mig_gpus(), processes=placed,
+                  probe_errors=[ProbeError("nvml", "gpu:1/mig:2/0", "x"),
+                                ProbeError("nvml", "gpu:1/mig:7/0", "y")])
+    selection = resolve_gpus("MIG-cccc", scan.gpus, {})
+    limited = apply_selection(scan, selection)
+    [gpu] = limited.gpus
+    assert gpu.index == 1 and [m.uuid for m in gpu.mig_devices] == ["MIG-cccc"]
+    assert [p.pid for p in limited.processes] == [10, 30, 40]
+    assert [e.subject for e in limited.probe_errors] == ["gpu:1/mig:7/0"]
+    assert limited.gpu_selection["mig_uuids"] == ["MIG-cccc"]
+    kept = [s for s in ("gpu:1", "gpu:1/mig:7/0", "gpu:1/mig:2/0", "gpu:0", "pid:10", "pid:20",
+                        "pid:40", "pid:50", "host") if keeps_subject(s, scan, selection)]
+    assert kept == ["gpu:1", "gpu:1/mig:7/0", "pid:10", "pid:40", "host"]
+    # A GPU chosen whole keeps all its instances.
+    whole = apply_selection(scan, resolve_gpus("1", scan.gpus, {}))
+    assert len(whole.gpus[0].mig_devices) == 3 and len(whole.processes) == 4

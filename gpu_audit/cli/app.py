@@ -112,8 +112,16 @@ def _fast_command(args: list[str]) -> Any:
 
 
 def err(message: str) -> None:
-    """A message for the user on stderr (data goes to stdout)."""
-    print(f"gpu-audit: {message}", file=sys.stderr)
+    """A message for the user on stderr (data goes to stdout): one line in a log, wrapped
+    between words on a terminal so a flag or a path never breaks across lines."""
+    line = f"gpu-audit: {message}"
+    if "\n" not in line and sys.stderr.isatty():
+        import shutil
+
+        from gpu_audit.report.remedy import wrapped
+
+        line = "\n".join(wrapped(line, shutil.get_terminal_size().columns, "    "))
+    print(line, file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:

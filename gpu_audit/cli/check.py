@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from gpu_audit.cli.app import err, verbose
-from gpu_audit.cli.declared import Option, command
+from gpu_audit.cli.declared import NO_REPORT, NVML_TIMEOUT, OUT, Option, command
 from gpu_audit.cli.monitoring import FORMAT_HELP, monitored
 from gpu_audit.errors import InputError, UsageError
 from gpu_audit.gpu_selection import SPEC_FORMS
@@ -66,9 +66,8 @@ OPTIONS = (
     Option("user", "--user", str, metavar="NAME",
            help="Count GPU processes of NAME as own processes (default: the user running "
            "check; with --slurm, the job's user from SLURM_JOB_USER or SLURM_JOB_UID)."),
-    Option("out", "--out", Path, metavar="DIR",
-           help="Folder for the markdown report and its JSON twin (default: reports)."),
-    Option("no_report", "--no-report", bool, False, help="Do not write the report files."),
+    OUT,
+    NO_REPORT,
     Option("output_format", "--format", str, metavar="FORMAT", help=FORMAT_HELP),
     Option("prometheus", "--prometheus", Path, metavar="FILE",
            help="Also write the result as a node_exporter textfile (the scan's gpu_audit_* "
@@ -76,8 +75,7 @@ OPTIONS = (
            "a check that cannot judge writes gpu_audit_scan_success 0 there."),
     Option("no_annotations", "--no-annotations", bool, False,
            help="Under GitHub Actions, do not emit ::error/::warning annotations."),
-    Option("timeout", "--timeout", float, 5.0, min=0.1, max=86400, metavar="SECONDS",
-           help="Longest wait for the NVIDIA driver before reporting it hung."),
+    NVML_TIMEOUT,
     Option("gpus", "--gpus", str, metavar="SPEC",
            help=f"Judge only these GPUs: {SPEC_FORMS}; host checks still apply (default: all)."),
     Option("diag_level", "--diag", int, min=1, max=3, metavar="LEVEL",

@@ -55,6 +55,14 @@ class Option:
         return f"Option({self.param!r}, {self.name!r}, {self.type.__name__})"
 
 
+# Options several commands take, worded once.
+OUT = Option("out", "--out", Path, metavar="DIR",
+             help="Folder for the markdown report and its JSON twin (default: reports).")
+NO_REPORT = Option("no_report", "--no-report", bool, False, help="Do not write the report files.")
+NVML_TIMEOUT = Option("timeout", "--timeout", float, 5.0, min=0.1, max=86400, metavar="SECONDS",
+                      help="Longest wait for the NVIDIA driver before reporting it hung.")
+
+
 class Declared(NamedTuple):
     name: str
     options: tuple[Option, ...]

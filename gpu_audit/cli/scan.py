@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from gpu_audit.cli.app import verbose
-from gpu_audit.cli.declared import Option, command
+from gpu_audit.cli.declared import NO_REPORT, NVML_TIMEOUT, OUT, Option, command
 from gpu_audit.cli.monitoring import FORMAT_HELP, monitored
 from gpu_audit.errors import UsageError
 from gpu_audit.gpu_selection import SPEC_FORMS
@@ -21,9 +21,8 @@ SEVERITIES = ", ".join(s.value for s in Severity)
 OPTIONS = (
     Option("json_out", "--json", bool, False,
            help="Print the scan as JSON (schema gpu-audit.scan/1)."),
-    Option("out", "--out", Path, metavar="DIR",
-           help="Folder for the markdown report and its JSON twin (default: reports)."),
-    Option("no_report", "--no-report", bool, False, help="Do not write the report files."),
+    OUT,
+    NO_REPORT,
     Option("output_format", "--format", str, metavar="FORMAT", help=FORMAT_HELP),
     Option("prometheus", "--prometheus", Path, metavar="FILE",
            help="Also write the scan as a node_exporter textfile (gpu_audit_* gauges, atomic); "
@@ -39,8 +38,7 @@ OPTIONS = (
     Option("torch_check", "--torch", bool, False,
            help="Also import torch in a child process: CUDA build, kernels for each GPU, "
            "allocator."),
-    Option("timeout", "--timeout", float, 5.0, min=0.1, max=86400, metavar="SECONDS",
-           help="Longest wait for the NVIDIA driver before reporting it hung."),
+    NVML_TIMEOUT,
     Option("gpus", "--gpus", str, metavar="SPEC",
            help=f"Judge only these GPUs: {SPEC_FORMS}; host findings still apply (default: all)."),
 )

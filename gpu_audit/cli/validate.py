@@ -124,11 +124,11 @@ def validate(
     configuration error, or the run folder's disk filled up (finding disk-full; free space and
     --resume RUN), 130 interrupted (state saved; --resume RUN continues).
     """
-    from gpu_audit.config import find_config_file, load_policy
+    from gpu_audit.config import find_config_file, load_policy, read_validate_config
     from gpu_audit.errors import UsageError
     from gpu_audit.serial import dumps
     from gpu_audit.validate import run_validation
-    from gpu_audit.validate.plan import ValidateOptions, build_plan, read_validate_config
+    from gpu_audit.validate.plan import ValidateOptions, build_plan
 
     if progress not in ("auto", "bar", "plain", "none"):
         raise UsageError(f"--progress {progress!r}: expected auto, bar, plain or none")

@@ -1,6 +1,7 @@
 """The one policy: what each key means and its default (:mod:`.policy`, and the keys only check
 reads in :mod:`.check_policy`), the files it is read from (:mod:`.files`), and the layers that
-make the policy in force (:mod:`.load`).
+make the policy in force (:mod:`.load`). ``gpu-audit validate``'s own table is read in
+:mod:`.validate_config` (flag > file > default: no ``GPU_AUDIT_<KEY>`` variables for it).
 
 Precedence: flag > ``GPU_AUDIT_<KEY>`` environment variable > file > default. Names are imported
 on first use, so a rule that needs only :class:`Policy` loads nothing else.
@@ -23,6 +24,7 @@ _EXPORTS = {
     "load_policy": "gpu_audit.config.load",
     "policy_keys": "gpu_audit.config.policy",
     "read_table": "gpu_audit.config.files",
+    "read_validate_config": "gpu_audit.config.validate_config",
     "unknown_key_error": "gpu_audit.config.files",
 }
 __all__ = sorted(_EXPORTS)

@@ -15,9 +15,11 @@ GPU's link, and CUDA does not give peer access between MIG devices.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import Any
 
 from gpu_audit.diag.results import GpuRun
+from gpu_audit.gpu_selection import mig_label
 from gpu_audit.model import Gpu, MigDevice
 
 # The record a skipped test leaves in an instance's tests (a reason, no figure, no verdict).
@@ -33,9 +35,7 @@ SUSTAIN_SKIPPED = ("the sustained load (level 3) is not run on MIG instances: NV
 
 def instance_label(mig: MigDevice) -> str:
     """``GPU instance/compute instance`` ids, as subjects and ``nvidia-smi`` name them."""
-    gi = "?" if mig.gpu_instance_id is None else mig.gpu_instance_id
-    ci = "?" if mig.compute_instance_id is None else mig.compute_instance_id
-    return f"{gi}/{ci}"
+    return mig_label(mig)
 
 
 def _share(part: int | None, whole: int | None) -> float | None:
@@ -44,12 +44,13 @@ def _share(part: int | None, whole: int | None) -> float | None:
     return round(part / whole, 4)
 
 
-def instance_runs(gpu: Gpu) -> list[GpuRun]:
-    """One run per MIG instance of ``gpu`` that CUDA can address (one with a UUID)."""
+def instance_runs(gpu: Gpu, only: Sequence[MigDevice] | None = None) -> list[GpuRun]:
+    """One run per MIG instance of ``gpu`` that CUDA can address (one with a UUID); ``only``:
+    just those of its instances (a selection's), their shares still of all its instances."""
     runs = []
     sms = sum(m.sm_count or 0 for m in gpu.mig_devices) or None
     for mig in gpu.mig_devices:
-        if not mig.uuid:
+        if not mig.uuid or (only is not None and mig not in only):
             continue
         free = None
         if mig.memory_total_bytes is not None and mig.memory_used_bytes is not None:

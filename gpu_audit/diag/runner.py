@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from gpu_audit.diag import mig as mig_runs
@@ -27,7 +27,7 @@ from gpu_audit.diag.supervise import Child, run_children, worker_args
 from gpu_audit.errors import UsageError
 from gpu_audit.gpu_selection import GpuSelection, pci_key, resolve_gpus
 from gpu_audit.knowledge.gpu_models import MODELS, GpuModelSpec, find_model
-from gpu_audit.model import Gpu, Scan
+from gpu_audit.model import Gpu, GpuProcess, Scan
 from gpu_audit.units import GIB, MIB, fmt_bytes, noun, utc_now
 
 MEMTEST_PASSES = 5 * 67  # buffer passes of the 67 patterns (write, expected, compare)
@@ -98,25 +98,63 @@ def estimate(plans: dict[int, dict[str, Any]], options: DiagOptions,
             "seconds": round(total), "gpus": len(plans)}
 
 
-def busy_processes(scan: Scan, indices: list[int]) -> dict[int, list[str]]:
-    """GPU index -> descriptions of the compute processes of others on it."""
+def _disturbs(process: GpuProcess, run: GpuRun) -> bool:
+    """Whether ``process`` (on ``run``'s GPU) shares the memory ``run`` would test.
+
+    A whole GPU: every process on it. A MIG instance: the processes in its GPU instance. MIG
+    partitions the memory system by GPU instance (its memory, L2 slices and memory controllers
+    are its own), so a process in another GPU instance neither holds the memory the memory test
+    covers nor competes for the bandwidth measured; the compute instances of one GPU instance
+    share all of them, so a process in a sibling compute instance counts. Not isolated between
+    GPU instances: power, clocks and temperature are the whole GPU's, so a loaded neighbour can
+    lower the matmul figures through throttling (those are judged against the node's instances
+    of the same profile, not the datasheet). A process whose instance NVML did not report
+    counts: it may be in this one.
+    """
+    if run.mig is None:
+        return True
+    mine = run.mig.get("gpu_instance_id")
+    if process.mig_gpu_instance_id is not None and mine is not None:
+        return process.mig_gpu_instance_id == mine
+    if process.mig_uuid and run.mig.get("uuid"):
+        return process.mig_uuid.lower() == str(run.mig["uuid"]).lower()
+    return True
+
+
+def _targets(targets: Sequence[int | GpuRun]) -> list[GpuRun]:
+    return [t if isinstance(t, GpuRun) else GpuRun(index=t) for t in targets]
+
+
+def _named(run: GpuRun) -> str:
+    return f"GPU {run.index}" + (f" MIG {run.mig['instance']}" if run.mig is not None else "")
+
+
+def busy_processes(scan: Scan, targets: Sequence[int | GpuRun]) -> dict[int | str, list[str]]:
+    """Each busy target (a GPU index, or a run: a whole GPU or a MIG instance) by its run key
+    (the index; the subject for an instance) -> descriptions of the compute processes of
+    others that share its memory."""
     me = os.getpid()
-    busy: dict[int, list[str]] = {}
-    for p in scan.processes:
-        if p.gpu_index in indices and p.pid != me and "compute" in (p.type or "compute"):
-            busy.setdefault(p.gpu_index, []).append(
-                f"pid {p.pid} ({p.name or '?'}, {p.user or 'unknown user'}, "
-                f"{fmt_bytes(p.used_memory_bytes)})")
+    busy: dict[int | str, list[str]] = {}
+    for run in _targets(targets):
+        for p in scan.processes:
+            if p.gpu_index == run.index and p.pid != me and \
+                    "compute" in (p.type or "compute") and _disturbs(p, run):
+                busy.setdefault(run.key, []).append(
+                    f"pid {p.pid} ({p.name or '?'}, {p.user or 'unknown user'}, "
+                    f"{fmt_bytes(p.used_memory_bytes)})")
     return busy
 
 
-def refuse_busy(scan: Scan, indices: list[int]) -> None:
-    busy = busy_processes(scan, indices)
+def refuse_busy(scan: Scan, targets: Sequence[int | GpuRun]) -> None:
+    """Raises :class:`UsageError` naming the busy GPUs and MIG instances among ``targets``."""
+    runs = _targets(targets)
+    busy = busy_processes(scan, runs)
     if not busy:
         return
-    listed = "; ".join(f"GPU {i}: {', '.join(procs)}" for i, procs in sorted(busy.items()))
-    free = [i for i in indices if i not in busy]
-    hint = f"--gpus {','.join(map(str, free))}, " if free else ""
+    listed = "; ".join(f"{_named(r)}: {', '.join(busy[r.key])}" for r in runs if r.key in busy)
+    free = [str(r.mig["uuid"]) if r.mig is not None else str(r.index) for r in runs
+            if r.key not in busy]
+    hint = f"--gpus {','.join(free)}, " if free else ""
     which = noun(len(busy), "the GPU", "the GPUs")
     raise UsageError(f"other processes are using {which} diag would load ({listed}): diag "
                      f"would disturb them and measure less than the GPU can do; wait for them, "
@@ -162,16 +200,16 @@ def run_diag(options: DiagOptions, *, scan: Scan | None = None,
         why = ("the selection names no GPU" if selection is not None and not selection.indices
                else scan.nvml.message or "NVML reports no GPU")
         raise UsageError(f"no GPU to test: {why}; `gpu-audit scan` shows what the driver sees")
-    if not options.force:
-        refuse_busy(scan, [g.index for g in nvml_gpus])
     table = options.table if options.table is not None else (() if cpu else MODELS)
     by_index = {g.index: g for g in nvml_gpus}
     runs = [_gpu_run(g, g.index, g.name) for g in nvml_gpus] or \
         [_gpu_run(None, 0, "CPU (test mode)")]
     # A GPU in MIG mode runs work in MIG instances: each is tested in a worker of its own
     # (gpu_audit.diag.mig). One whose instances cannot be listed is left untested.
-    runs = _with_mig_instances(runs, by_index)
+    runs = _with_mig_instances(runs, by_index, selection)
     tested = [r for r in runs if r.worker.kind != "mig"]
+    if not options.force and nvml_gpus:  # the GPUs and instances it loads (not an untested one)
+        refuse_busy(scan, tested)
     plans = {r.key: _plan(r, by_index.get(r.index), options, table) for r in tested}
     whole = [r for r in tested if r.mig is None]
     with_peers = len(whole) >= 2 and not cpu
@@ -218,16 +256,19 @@ def run_diag(options: DiagOptions, *, scan: Scan | None = None,
                       torch_version=torch_version)
 
 
-def _with_mig_instances(runs: list[GpuRun], by_index: dict[int, Gpu]) -> list[GpuRun]:
-    """Each MIG-mode GPU's run replaced by one run per MIG instance; a MIG-mode GPU whose
-    instances cannot be listed keeps its run, marked not run (``diag-mig-not-tested``)."""
+def _with_mig_instances(runs: list[GpuRun], by_index: dict[int, Gpu],
+                        selection: GpuSelection | None = None) -> list[GpuRun]:
+    """Each MIG-mode GPU's run replaced by one run per MIG instance (per chosen instance, where
+    the selection names some); a MIG-mode GPU whose instances cannot be listed keeps its run,
+    marked not run (``diag-mig-not-tested``)."""
     out: list[GpuRun] = []
     for run in runs:
         gpu = by_index.get(run.index)
         if not run.mig_mode or gpu is None:
             out.append(run)
             continue
-        instances = mig_runs.instance_runs(gpu)
+        only = selection.instances_of(gpu) if selection is not None else None
+        instances = mig_runs.instance_runs(gpu, only)
         if not instances:
             run.worker = WorkerOutcome(status="not-run", kind="mig",
                                        reason=mig_runs.untested_reason(gpu))

@@ -142,7 +142,10 @@ def gpu_tables(scan: Scan, width: int) -> list[Table]:
         title = f"GPUs ({len(scan.gpus)})" + (", continued" if n else "")
         table = _table(part, title)
         for row in rows:
-            table.add_row(*(escape(row[headers.index(h)]) for h in part))
+            cells = [row[headers.index(h)] for h in part]
+            if n and not any(cell.strip() for cell in cells[2:]):
+                continue  # a MIG instance has no temperature, power or link of its own
+            table.add_row(*(escape(cell) for cell in cells))
         out.append(table)
     return out
 

@@ -164,8 +164,8 @@ def _check_command(command: list[str], cwd: str, path: Path | None) -> None:
     import os
 
     from gpu_audit.config.files import key_line
+    from gpu_audit.config.validate_config import VALIDATE_TABLE as TABLE
     from gpu_audit.errors import ConfigError
-    from gpu_audit.validate.plan import TABLE
     from gpu_audit.validate.script.launch import missing_in_command
 
     problem = missing_in_command(command, os.environ, cwd)
@@ -186,9 +186,9 @@ def run_stages(names: list[str], *, min_gpus: int, require_torch_cuda: bool,
     A bad ``[tool.gpu-audit.validate]`` raises gpu-audit's own errors (exit 3); Ctrl-C raises
     :class:`KeyboardInterrupt` (exit 130).
     """
-    from gpu_audit.config import find_config_file, load_policy
+    from gpu_audit.config import find_config_file, load_policy, read_validate_config
     from gpu_audit.validate import build_plan, run_validation
-    from gpu_audit.validate.plan import ValidateOptions, read_validate_config
+    from gpu_audit.validate.plan import ValidateOptions
 
     path = find_config_file()
     values = read_validate_config(path) if path is not None else {}

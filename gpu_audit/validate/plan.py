@@ -1,4 +1,5 @@
 """The stage plan: flags and ``[tool.gpu-audit.validate]`` in, a checked :class:`Plan` out.
+The table itself is read and its values checked in :mod:`gpu_audit.config.validate_config`.
 
 Stages run in order, each gating the next (DESIGN): ``imports``, ``smoke`` (3 cycles),
 ``classical`` (50, quantum off), ``quantum-lite`` (50, capped simulator), ``full`` (500).
@@ -21,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpu_audit.config import Policy, check_value, key_line, read_table, unknown_key_error
-from gpu_audit.errors import ConfigError, UsageError
+from gpu_audit.config import Policy
+from gpu_audit.errors import UsageError
 from gpu_audit.knowledge.allocator import BOTH_VARS, max_split_minimum
 from gpu_audit.units import installed_torch_version, parse_size, plural
 from gpu_audit.validate.allocconf import AllocConf, parse_alloc_conf, with_max_split
@@ -37,7 +38,6 @@ SMOKE_CYCLES = 3
 GATE_CYCLES = 50
 _DEVICE = re.compile(r"^(auto|cpu|cuda|cuda:\d+)$")
 _WORKLOAD_MODULE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
-TABLE = ("validate",)  # [tool.gpu-audit.validate], or [validate] in gpu-audit.toml
 
 
 @dataclass(frozen=True)
@@ -137,79 +137,6 @@ class ValidateOptions:
     quantum_flags: dict[str, str] | None = None
     resume_flag: str | None = None
     batch: int | None = None  # {batch} of a command: where to start, halved after an OOM
-
-
-# [tool.gpu-audit.validate] key -> (option name, type for check_value)
-CONFIG_KEYS: dict[str, tuple[str, type]] = {
-    "stages": ("stages", list),
-    "cycles": ("cycles", int),
-    "disable_quantum": ("disable_quantum", bool),
-    "quantum_lite": ("quantum_lite", bool),
-    "max_split_size_mb": ("max_split_size_mb", str),  # int or list of ints, read specially
-    "alloc_conf": ("alloc_conf", str),
-    "device": ("device", str),
-    "emulate_memory": ("emulate_memory", str),
-    "workload": ("workload", str),
-    "max_retries": ("max_retries", int),
-    "retry_backoff_s": ("retry_backoff_s", float),
-    "checkpoint_every_pct": ("checkpoint_every", float),
-    "require": ("requires", list),
-    "hang_factor": ("hang_factor", float),
-    "hang_min_s": ("hang_min_s", float),
-    "hang_max_s": ("hang_max_s", float),
-    "startup_timeout_s": ("startup_timeout_s", float),
-    "seed": ("seed", int),
-    "command": ("command", list),
-    "cycle_pattern": ("cycle_pattern", str),
-    "metrics": ("metrics", dict),  # name -> regex, read specially
-    "quantum_flags": ("quantum_flags", dict),  # off/lite/full -> words, read specially
-    "resume_flag": ("resume_flag", str),
-    "batch": ("batch", int),
-}
-
-
-def read_validate_config(path: Path) -> dict[str, Any]:
-    """``[tool.gpu-audit.validate]`` (or ``[validate]`` in gpu-audit.toml) as option values."""
-    table = read_table(path, TABLE)
-    known = list(CONFIG_KEYS)
-    values: dict[str, Any] = {}
-    for key, value in table.items():
-        if key not in CONFIG_KEYS:
-            raise unknown_key_error(path, key, known, TABLE)
-        option, expected = CONFIG_KEYS[key]
-        if key == "max_split_size_mb":
-            values[option] = _config_max_split(path, value)
-        elif expected is dict:
-            values[option] = _config_strings(path, key, value)
-        elif key == "emulate_memory" and isinstance(value, int) and not isinstance(value, bool):
-            values[option] = str(value)
-        else:
-            values[option] = check_value(path, key, value, expected, known, TABLE)
-        if key == "command" and not values[option]:
-            raise ConfigError(f"{path}:{key_line(path, key, TABLE) or '?'}: key 'command' is "
-                              "empty: name the program and its arguments, e.g. "
-                              "['python', 'train.py', '--steps', '{cycles}']")
-    if "checkpoint_every" in values:
-        values["checkpoint_every"] = str(values["checkpoint_every"])
-    values["config_dir"] = str(path.parent.resolve())
-    return values
-
-
-def _config_strings(path: Path, key: str, value: Any) -> dict[str, str]:
-    """A table of strings (``metrics``, ``quantum_flags``)."""
-    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
-        raise ConfigError(f"{path}:{key_line(path, key, TABLE) or '?'}: key {key!r} must be a "
-                          f"table of strings, got {value!r}")
-    return {str(k): v for k, v in value.items()}
-
-
-def _config_max_split(path: Path, value: Any) -> str:
-    items = value if isinstance(value, list) else [value]
-    if not items or not all(isinstance(v, int) and not isinstance(v, bool) for v in items):
-        raise ConfigError(f"{path}:{key_line(path, 'max_split_size_mb', TABLE) or '?'}: key "
-                          f"'max_split_size_mb' must be an integer or a list of integers, "
-                          f"got {value!r}")
-    return ",".join(str(v) for v in items)
 
 
 def build_plan(options: ValidateOptions, policy: Policy | None = None, *,

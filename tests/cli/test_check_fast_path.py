@@ -9,14 +9,11 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.cli.test_scan_fast_path import _normalised, run_both
-from tests.fakegpu import h100_node
+from tests.cli.test_scan_fast_path import _normalised, run_both, saved_node
 
 pytest_plugins = ["tests.fakegpu"]
 
@@ -50,14 +47,7 @@ def assert_same(fast: dict, typer: dict, plain: list[list[str]]) -> dict[tuple[s
 def node(fake_nvml, cli_env, tmp_path: Path) -> tuple[dict[str, str], Path]:
     env = {k: v for k, v in cli_env.items()
            if not k.startswith(("SLURM_", "GITHUB_")) and k not in ("CI", "CUDA_VISIBLE_DEVICES")}
-    env = fake_nvml(h100_node(2), base=env)
-    saved = tmp_path / "saved.json"
-    completed = subprocess.run(
-        [sys.executable, "-m", "gpu_audit", "scan", "--json", "--no-report"], env=env,
-        cwd=tmp_path, capture_output=True, text=True, timeout=120)
-    assert completed.returncode in (0, 1, 2), completed.stderr
-    saved.write_text(completed.stdout)
-    return env, saved
+    return saved_node(fake_nvml, env, tmp_path)
 
 
 def test_plain_and_typer_parsing_give_the_same_check_results(node, tmp_path: Path):

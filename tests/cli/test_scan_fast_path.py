@@ -87,9 +87,9 @@ def run_both(env: dict[str, str], tmp_path: Path, lines: list[list[str]], failur
     return outcomes[0], outcomes[1]
 
 
-@pytest.fixture
-def node(fake_nvml, cli_env, tmp_path: Path) -> tuple[dict[str, str], Path]:
-    env = fake_nvml(h100_node(2), base=cli_env)
+def saved_node(fake_nvml, base: dict[str, str], tmp_path: Path) -> tuple[dict[str, str], Path]:
+    """A fake two-GPU node's environment, and its scan saved for ``--from``."""
+    env = fake_nvml(h100_node(2), base=base)
     saved = tmp_path / "saved.json"
     completed = subprocess.run(
         [sys.executable, "-m", "gpu_audit", "scan", "--json", "--no-report"], env=env,
@@ -97,6 +97,11 @@ def node(fake_nvml, cli_env, tmp_path: Path) -> tuple[dict[str, str], Path]:
     assert completed.returncode in (0, 1, 2), completed.stderr
     saved.write_text(completed.stdout)
     return env, saved
+
+
+@pytest.fixture
+def node(fake_nvml, cli_env, tmp_path: Path) -> tuple[dict[str, str], Path]:
+    return saved_node(fake_nvml, cli_env, tmp_path)
 
 
 def test_plain_and_typer_parsing_give_the_same_results(node, tmp_path: Path):

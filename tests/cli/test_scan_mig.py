@@ -111,3 +111,52 @@ def test_a_saved_scan_keeps_its_instances():
     assert again.gpus[1].mig_devices == scan.gpus[1].mig_devices
     assert from_jsonable(Scan, {**to_jsonable(scan), "gpus": [{"index": 0}]}).gpus[0].mig_devices \
         == []  # a scan saved before instances were read
+
+
+BIG = "MIG-00000001-0002-4c3d-8e9f-000000000000"
+
+
+def test_gpus_with_a_mig_uuid_shows_only_that_instance(fake_nvml, cli_env, tmp_path):
+    env = fake_nvml(mig_node(), base=cli_env)
+    _, doc, _ = scan_json(env, tmp_path, "--gpus", SMALL)
+    [gpu] = doc["gpus"]
+    assert [m["uuid"] for m in gpu["mig_devices"]] == [SMALL]
+    assert [p["pid"] for p in doc["processes"]] == [4_194_500]  # it runs in 7/0
+    assert doc["gpu_selection"]["mig_uuids"] == [SMALL]
+    _, other, _ = scan_json(env, tmp_path, "--gpus", BIG)
+    assert [m["uuid"] for m in other["gpus"][0]["mig_devices"]] == [BIG]
+    assert other["processes"] == []
+    env["COLUMNS"] = "160"
+    done = subprocess.run([sys.executable, "-m", "gpu_audit", "scan", "--no-report", "--gpus",
+                           BIG], env=env, cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120)
+    assert "Traceback" not in done.stderr, done.stderr
+    lines = done.stdout.splitlines()
+    assert "GPU 1 (MIG 2/0) chosen on the command line" in done.stdout
+    assert any(line.startswith("   2/0") for line in lines)
+    assert not any(line.startswith("   7/0") for line in lines)
+    assert not any(line.lstrip().startswith("1/7/0") for line in lines)  # its process neither
+
+
+def check_json(env, cwd, *args):
+    done = subprocess.run([sys.executable, "-m", "gpu_audit", "check", "--json", *args], env=env,
+                          cwd=cwd, capture_output=True, text=True, timeout=120)
+    assert "Traceback" not in done.stderr, done.stderr
+    import json
+
+    return done.returncode, json.loads(done.stdout)
+
+
+def test_check_with_a_mig_uuid_judges_only_that_instance(fake_nvml, cli_env, tmp_path):
+    env = fake_nvml(mig_node(), base=cli_env)
+    status = {}
+    for uuid in (SMALL, BIG):
+        code, doc = check_json(env, tmp_path, "--gpus", uuid)
+        [foreign] = [c for c in doc["checks"] if c["id"] == "foreign-processes"]
+        status[uuid] = foreign["status"]
+        assert code in (0, 1, 2)
+        [gpu] = doc["snapshot"]["gpus"]
+        assert [m["uuid"] for m in gpu["mig_devices"]] == [uuid]
+        assert doc["gpu_selection"]["mig_uuids"] == [uuid]
+    # The other user's process runs in 7/0: it fails the check there, not in 2/0.
+    assert status == {SMALL: "fail", BIG: "pass"}

@@ -176,3 +176,53 @@ def test_check_diag_tests_the_instances_of_a_mig_gpu() -> None:
     assert "level 1 on GPU 1/mig:2/0, 1/mig:7/0, 1/mig:8/0:" in stage.summary
     assert stage.evidence["gpus"] == [1]
     assert stage.evidence["tested"] == ["gpu:1/mig:2/0", "gpu:1/mig:7/0", "gpu:1/mig:8/0"]
+
+
+def test_only_the_instances_with_processes_are_busy() -> None:
+    from gpu_audit.diag.runner import busy_processes, refuse_busy
+    from gpu_audit.errors import UsageError
+
+    big, small, other = instance_runs(mig_gpu())  # GPU instances 2, 7 and 8
+    scan = b.scan(gpus=[mig_gpu()], processes=[
+        b.process(4242, 2048, ["python", "train.py"], gpu_index=1, mig_gpu_instance_id=7,
+                  mig_compute_instance_id=0)])
+    assert list(busy_processes(scan, [big, small, other])) == ["gpu:1/mig:7/0"]
+    refuse_busy(scan, [big, other])  # a neighbour in another GPU instance does not count
+    with pytest.raises(UsageError, match=r"GPU 1 MIG 7/0: pid 4242 .*--gpus MIG-0,MIG-2, "):
+        refuse_busy(scan, [big, small, other])
+    # A sibling compute instance shares its GPU instance's memory; an unplaced process may be
+    # in any instance: both count.
+    sibling = b.process(5, 1, gpu_index=1, mig_gpu_instance_id=2, mig_compute_instance_id=1)
+    unplaced = b.process(6, 1, gpu_index=1)
+    assert list(busy_processes(b.scan(gpus=[mig_gpu()], processes=[sibling]), [big, small])) \
+        == ["gpu:1/mig:2/0"]
+    assert len(busy_processes(b.scan(gpus=[mig_gpu()], processes=[unplaced]),
+                              [big, small])) == 2
+
+
+def test_diag_tests_only_the_chosen_instance_and_refuses_only_a_busy_one(
+        fake_nvml, cli_env, tmp_path) -> None:
+    pytest.importorskip("torch")
+    scenario = h100_node(2)
+    gpu = scenario["gpus"][1] = h100_mig_gpu(1, ("3g.40gb", "1g.10gb"))
+    gpu["processes"] = [dict(fakegpu.process(4_194_500, 700 * MIB), gpu_instance_id=2,
+                             compute_instance_id=0)]
+    big_uuid, small_uuid = (m["uuid"] for m in gpu["mig_devices"])
+    env = fake_nvml(scenario, base=cli_env)
+    done = run_diag(env, tmp_path, "--level", "1", "--gpus", small_uuid)
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert [g["subject"] for g in doc["gpus"]] == ["gpu:1/mig:7/0"]
+    assert doc["gpus"][0]["worker"]["ready"]["cuda_visible_devices"] == small_uuid
+    assert doc["selection"]["mig_uuids"] == [small_uuid]
+    assert "(1/mig:7/0" in done.stderr
+    # The instance with the process is refused, alone or with its GPU; --force tests it.
+    for spec in (big_uuid, "1"):
+        refused = run_diag(env, tmp_path, "--level", "1", "--gpus", spec)
+        assert refused.returncode == 3 and "Traceback" not in refused.stderr
+        assert "GPU 1 MIG 2/0: pid 4194500" in refused.stderr
+        assert "GPU 1 MIG 7/0:" not in refused.stderr
+    assert f"--gpus {small_uuid}, --gpus" in refused.stderr
+    forced = run_diag(env, tmp_path, "--level", "1", "--gpus", big_uuid, "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert [g["subject"] for g in json.loads(forced.stdout)["gpus"]] == ["gpu:1/mig:2/0"]

@@ -82,7 +82,8 @@ def test_any_configuration_file(text, name, tmp_path_factory, saved_scan):
 
 def _validate_plan(path: Path) -> None:
     """What ``validate`` makes of the file, short of running anything: a plan or our error."""
-    from gpu_audit.validate.plan import ValidateOptions, build_plan, read_validate_config
+    from gpu_audit.config import read_validate_config
+    from gpu_audit.validate.plan import ValidateOptions, build_plan
 
     try:
         build_plan(ValidateOptions(**read_validate_config(path)), load_policy(path, environ={}),

@@ -61,3 +61,19 @@ def test_only_verbose_prints_the_detail_lines():
     scanned = scan(gpus=[gpu(0, **H100)])
     assert "settable 200-700 W" in rendered(scanned, 200, verbose=True)
     assert "settable" not in rendered(scanned, 200)
+
+
+def test_mig_instances_are_listed_once_where_they_have_figures():
+    from gpu_audit.model import MigDevice
+
+    instances = [MigDevice(i, f"MIG-{i}", gpu_instance_id=gi, compute_instance_id=0,
+                           profile=profile, memory_total_bytes=total << 20,
+                           memory_used_bytes=0, sm_count=sms)
+                 for i, (gi, profile, total, sms) in enumerate([(2, "3g.40gb", 40192, 60),
+                                                                (7, "1g.10gb", 9984, 16)])]
+    mig = gpu(1, **{**H100, "mig_mode": True}, mig_devices=instances)
+    text = rendered(scan(gpus=[gpu(0, **H100), mig]), 80)
+    first, _, continued = text.partition("continued")
+    assert "3g.40gb" in first and "1g.10gb" in first
+    # The continued table has temperature, power and link columns: an instance has none.
+    assert "2/0" in first and "2/0" not in continued and "7/0" not in continued

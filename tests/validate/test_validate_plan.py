@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gpu_audit.config import Policy
+from gpu_audit.config import Policy, read_validate_config
 from gpu_audit.errors import ConfigError, UsageError
 from gpu_audit.validate.allocconf import compare_settings, parse_alloc_conf
 from gpu_audit.validate.plan import (
@@ -15,7 +15,6 @@ from gpu_audit.validate.plan import (
     build_plan,
     checkpoint_interval,
     plan_stages,
-    read_validate_config,
 )
 
 

@@ -1,0 +1,86 @@
+"""The validate table: ``[tool.gpu-audit.validate]`` (``[validate]`` in ``gpu-audit.toml``).
+
+:func:`read_validate_config` reads it from the configuration file and checks every value, with
+errors that name the file, line and key as the other tables' do. The result holds only the keys
+the file sets, under the names of :class:`gpu_audit.validate.plan.ValidateOptions`, whose fields
+are the defaults; ``gpu-audit validate`` lays its flags over it. ``GPU_AUDIT_<KEY>`` variables do
+not set these keys.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from gpu_audit.config.files import TableRef, convert, suggestion
+
+VALIDATE_TABLE = ("validate",)  # [tool.gpu-audit.validate], or [validate] in gpu-audit.toml
+
+# key -> (option name in ValidateOptions, the value's type)
+VALIDATE_KEYS: dict[str, tuple[str, type]] = {
+    "stages": ("stages", list),
+    "cycles": ("cycles", int),
+    "disable_quantum": ("disable_quantum", bool),
+    "quantum_lite": ("quantum_lite", bool),
+    "max_split_size_mb": ("max_split_size_mb", str),  # int or list of ints, read specially
+    "alloc_conf": ("alloc_conf", str),
+    "device": ("device", str),
+    "emulate_memory": ("emulate_memory", str),  # "24GiB", or a number of bytes
+    "workload": ("workload", str),
+    "max_retries": ("max_retries", int),
+    "retry_backoff_s": ("retry_backoff_s", float),
+    "checkpoint_every_pct": ("checkpoint_every", float),
+    "require": ("requires", list),
+    "hang_factor": ("hang_factor", float),
+    "hang_min_s": ("hang_min_s", float),
+    "hang_max_s": ("hang_max_s", float),
+    "startup_timeout_s": ("startup_timeout_s", float),
+    "seed": ("seed", int),
+    "command": ("command", list),
+    "cycle_pattern": ("cycle_pattern", str),
+    "metrics": ("metrics", dict),  # name -> regex
+    "quantum_flags": ("quantum_flags", dict),  # off/lite/full -> words
+    "resume_flag": ("resume_flag", str),
+    "batch": ("batch", int),
+}
+
+
+def read_validate_config(path: Path) -> dict[str, Any]:
+    """The validate table of ``path`` as option values, plus ``config_dir`` (the file's folder,
+    where module workloads are looked up); a bad key is a
+    :class:`~gpu_audit.errors.ConfigError` at its line."""
+    path = Path(path)
+    ref = TableRef(path, VALIDATE_TABLE)
+    values: dict[str, Any] = {}
+    for key, value in ref.read().items():
+        if key not in VALIDATE_KEYS:
+            raise ref.error(key, f"unknown key {key!r}{suggestion(key, list(VALIDATE_KEYS))}")
+        option, expected = VALIDATE_KEYS[key]
+        values[option] = _value(ref, key, value, expected)
+    if "checkpoint_every" in values:
+        values["checkpoint_every"] = str(values["checkpoint_every"])
+    values["config_dir"] = str(path.parent.resolve())
+    return values
+
+
+def _value(ref: TableRef, key: str, value: Any, expected: type) -> Any:
+    if key == "max_split_size_mb":
+        items = value if isinstance(value, list) else [value]
+        if not items or not all(isinstance(v, int) and not isinstance(v, bool) for v in items):
+            raise ref.error(key, f"key {key!r} must be an integer or a list of integers, "
+                                 f"got {value!r}")
+        return ",".join(str(v) for v in items)
+    if expected is dict:
+        if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+            raise ref.error(key, f"key {key!r} must be a table of strings, got {value!r}")
+        return {str(k): v for k, v in value.items()}
+    if key == "emulate_memory" and isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    try:
+        converted = convert(value, expected)
+    except ValueError as exc:
+        raise ref.error(key, f"key {key!r} {exc}") from None
+    if key == "command" and not converted:
+        raise ref.error(key, "key 'command' is empty: name the program and its arguments, e.g. "
+                             "['python', 'train.py', '--steps', '{cycles}']")
+    return converted

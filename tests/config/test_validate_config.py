@@ -1,0 +1,76 @@
+"""``[tool.gpu-audit.validate]`` (``[validate]`` in gpu-audit.toml): read where the other tables
+are, with errors at the file, line and key."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from gpu_audit.config import read_validate_config
+from gpu_audit.config.validate_config import VALIDATE_KEYS
+from gpu_audit.errors import ConfigError
+
+
+def _pyproject(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "pyproject.toml"
+    path.write_text("[project]\nname = 'x'\n\n[tool.gpu-audit.validate]\n" + body)
+    return path
+
+
+def test_every_key_names_a_validate_option() -> None:
+    from gpu_audit.validate.plan import ValidateOptions
+
+    fields = {f.name for f in dataclasses.fields(ValidateOptions)}
+    assert {option for option, _ in VALIDATE_KEYS.values()} <= fields
+
+
+def test_values_come_back_as_options(tmp_path: Path) -> None:
+    path = _pyproject(tmp_path, 'cycles = 40\ncheckpoint_every_pct = 5\nemulate_memory = 1024\n'
+                                'max_split_size_mb = 128\nrequire = ["phi>0.3"]\n'
+                                'metrics = { loss = "loss=(\\\\S+)" }\n')
+    values = read_validate_config(path)
+    assert values == {"cycles": 40, "checkpoint_every": "5.0", "emulate_memory": "1024",
+                      "max_split_size_mb": "128", "requires": ["phi>0.3"],
+                      "metrics": {"loss": "loss=(\\S+)"}, "config_dir": str(tmp_path.resolve())}
+
+
+def test_the_own_file_reads_its_validate_table(tmp_path: Path) -> None:
+    path = tmp_path / "gpu-audit.toml"
+    path.write_text("min_free_vram_pct = 20\n\n[validate]\ncycles = 7\n")
+    assert read_validate_config(path)["cycles"] == 7
+
+
+def test_an_absent_table_sets_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "gpu-audit.toml"
+    path.write_text("min_free_vram_pct = 20\n")
+    assert read_validate_config(path) == {"config_dir": str(tmp_path.resolve())}
+
+
+@pytest.mark.parametrize(("body", "line", "message"), [
+    ("cycles = 4\ncylces = 40\n", 6, "unknown key 'cylces' (did you mean 'cycles'?)"),
+    ('cycles = "many"\n', 5, "key 'cycles' must be an integer, got 'many'"),
+    ("max_split_size_mb = [128, true]\n", 5,
+     "key 'max_split_size_mb' must be an integer or a list of integers, got [128, True]"),
+    ("metrics = { loss = 3 }\n", 5, "key 'metrics' must be a table of strings"),
+    ("command = []\n", 5, "key 'command' is empty: name the program"),
+    ("disable_quantum = 1\n", 5, "key 'disable_quantum' must be true or false, got 1"),
+])
+def test_bad_values_name_file_line_and_key(tmp_path: Path, body: str, line: int,
+                                           message: str) -> None:
+    path = _pyproject(tmp_path, body)
+    with pytest.raises(ConfigError) as info:
+        read_validate_config(path)
+    assert str(info.value).startswith(f"{path}:{line}: {message}")
+    assert "\n" not in str(info.value)
+
+
+def test_environment_variables_do_not_set_validate_keys(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPU_AUDIT_CYCLES", "9")
+    monkeypatch.setenv("GPU_AUDIT_DEVICE", "cpu")
+    path = _pyproject(tmp_path, "cycles = 40\n")
+    values = read_validate_config(path)
+    assert values["cycles"] == 40
+    assert "device" not in values
