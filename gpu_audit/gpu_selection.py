@@ -76,11 +76,17 @@ class GpuSelection:
         return picked or None
 
 
-def mig_label(mig: MigDevice) -> str:
-    """``GPU instance/compute instance`` ids, as subjects and ``nvidia-smi`` name them."""
-    gi = "?" if mig.gpu_instance_id is None else mig.gpu_instance_id
-    ci = "?" if mig.compute_instance_id is None else mig.compute_instance_id
+def mig_label(gpu_instance_id: int | None, compute_instance_id: int | None) -> str:
+    """A MIG instance as ``GPU instance/compute instance`` ids (``2/0``; ``?`` where unknown),
+    as subjects, tables and ``nvidia-smi`` name it."""
+    gi = "?" if gpu_instance_id is None else gpu_instance_id
+    ci = "?" if compute_instance_id is None else compute_instance_id
     return f"{gi}/{ci}"
+
+
+def instance_label(mig: MigDevice) -> str:
+    """:func:`mig_label` of a MIG device."""
+    return mig_label(mig.gpu_instance_id, mig.compute_instance_id)
 
 
 def pci_key(bus_id: str | None) -> tuple[int, int, int, int] | None:
@@ -120,7 +126,7 @@ def _listed(indices: Sequence[int], migs: Sequence[str], gpus: Sequence[Gpu]) ->
     for index in indices:
         gpu = next((g for g in gpus if g.index == index), None)
         picked = selection.instances_of(gpu) if gpu is not None else None
-        labels = f" (MIG {', '.join(mig_label(m) for m in picked)})" if picked else ""
+        labels = f" (MIG {', '.join(instance_label(m) for m in picked)})" if picked else ""
         parts.append(f"{index}{labels}")
     return ",".join(parts)
 
@@ -190,7 +196,7 @@ def _old_mig_form(entry: str, gpus: Sequence[Gpu], where: str) -> list[tuple[int
     gi, ci = int(match[2]), None if match[3] is None else int(match[3])
     found = [m for m in gpu.mig_devices
              if m.gpu_instance_id == gi and (ci is None or m.compute_instance_id == ci)]
-    listed = ", ".join(mig_label(m) for m in gpu.mig_devices)
+    listed = ", ".join(instance_label(m) for m in gpu.mig_devices)
     if not found:
         raise UsageError(f"{where}: {entry!r} names no MIG instance of GPU {index} (it lists "
                          f"{listed})")
@@ -343,7 +349,7 @@ def _keep_subject(subject: str, scan: Scan, wanted: set[int],
     if kind == "gpu":
         devices = chosen.get(int(number))
         return int(number) in wanted and (
-            devices is None or not instance or instance in {mig_label(m) for m in devices})
+            devices is None or not instance or instance in {instance_label(m) for m in devices})
     if kind == "pid":
         mine = [p for p in scan.processes if p.pid == int(number)]
         return not mine or any(p.gpu_index in wanted and _in_chosen(p, chosen) for p in mine)

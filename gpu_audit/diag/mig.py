@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gpu_audit.diag.results import GpuRun
-from gpu_audit.gpu_selection import mig_label
+from gpu_audit.gpu_selection import instance_label
 from gpu_audit.model import Gpu, MigDevice
 
 # The record a skipped test leaves in an instance's tests (a reason, no figure, no verdict).
@@ -31,11 +31,6 @@ PEERS_SKIPPED = ("the tests between GPUs (P2P, NCCL) do not apply to MIG instanc
                  "no peer access between MIG devices")
 SUSTAIN_SKIPPED = ("the sustained load (level 3) is not run on MIG instances: NVML's power, "
                    "clocks and throttle reasons are the whole GPU's, shared by its instances")
-
-
-def instance_label(mig: MigDevice) -> str:
-    """``GPU instance/compute instance`` ids, as subjects and ``nvidia-smi`` name them."""
-    return mig_label(mig)
 
 
 def _share(part: int | None, whole: int | None) -> float | None:

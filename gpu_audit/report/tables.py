@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpu_audit.gpu_selection import selection_of
+from gpu_audit.gpu_selection import instance_label, mig_label, selection_of
 from gpu_audit.knowledge.allocator.names import CUDA_VAR, NEW_VAR
 from gpu_audit.model import Finding, Gpu, GpuProcess, Scan
 from gpu_audit.rules.cmdline import ELLIPSIS, short_command
@@ -141,13 +141,6 @@ def gpu_row(gpu: Gpu) -> list[str]:
     ]
 
 
-def mig_label(gpu_instance_id: int | None, compute_instance_id: int | None) -> str:
-    """A MIG instance as ``GPU instance/compute instance`` ids (``2/0``; ``?`` where unknown)."""
-    gi = "?" if gpu_instance_id is None else gpu_instance_id
-    ci = "?" if compute_instance_id is None else compute_instance_id
-    return f"{gi}/{ci}"
-
-
 def mig_rows(gpu: Gpu) -> list[list[str]]:
     """One indented row per MIG instance of ``gpu``, under its row, in the GPU table's columns:
     the instance's ids, profile and memory (the instance has no bus, power or PCIe of its own)."""
@@ -158,7 +151,7 @@ def mig_rows(gpu: Gpu) -> list[list[str]]:
             free = max(mig.memory_total_bytes - mig.memory_used_bytes, 0)
         free_pct = pct(free, mig.memory_total_bytes)
         rows.append([
-            f"  {mig_label(mig.gpu_instance_id, mig.compute_instance_id)}",
+            f"  {instance_label(mig)}",
             "",
             f"  MIG {mig.profile or NA}" + (f", {mig.sm_count} SMs" if mig.sm_count else ""),
             f"{fmt_mib(mig.memory_used_bytes)} / {fmt_mib(mig.memory_total_bytes)}",
