@@ -372,7 +372,3 @@ def select_findings(findings: Sequence[Finding], scan: Scan,
     are judged on the machine)."""
     return [f for f in findings if keeps_subject(f.subject, scan, selection)]
 
-
-def selection_of(scan: Scan) -> dict[str, object] | None:
-    """The selection a (possibly saved) scan recorded, as JSON data; ``None`` for every GPU."""
-    return scan.gpu_selection

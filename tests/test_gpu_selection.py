@@ -12,7 +12,6 @@ from gpu_audit.gpu_selection import (
     pci_key,
     resolve_gpus,
     select_findings,
-    selection_of,
 )
 from gpu_audit.model import Finding, KernelLog, MigDevice, ProbeError, XidEvent
 from tests import builders as b
@@ -136,9 +135,9 @@ def test_apply_selection_limits_gpus_processes_errors_and_xids():
     assert [e.subject for e in limited.probe_errors] == ["gpu:0", "host"]
     # The event of an unselected GPU goes; one of a GPU NVML does not list is the node's.
     assert [e.xid for e in limited.kernel_log.xid_events] == [48, 79]
-    assert selection_of(limited) == {"spec": "0", "indices": [0],
+    assert limited.gpu_selection == {"spec": "0", "indices": [0],
                                      "reason": selection.reason}
-    assert apply_selection(scan, None) is scan and selection_of(scan) is None
+    assert apply_selection(scan, None) is scan and scan.gpu_selection is None
 
 
 def test_findings_are_limited_by_subject():

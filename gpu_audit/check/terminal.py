@@ -13,7 +13,6 @@ from rich.console import Console
 from rich.table import Table
 
 from gpu_audit.check.results import CheckReport, CheckStatus, verdict_line
-from gpu_audit.gpu_selection import selection_of
 from gpu_audit.report.escape import terminal, terminal_markup
 from gpu_audit.units import plural
 
@@ -79,7 +78,7 @@ def render_check(report: CheckReport, console: Console, verbose: bool = False) -
     tally = ", ".join(f"{counts[s.value]} {s.value}" for s in CheckStatus if counts[s.value])
     source = report.policy.source or "built-in defaults"
     console.print(f"[dim]policy: {escape(source)}[/]")
-    selected = selection_of(report.scan)
+    selected = report.scan.gpu_selection
     if selected is not None:
         console.print(f"[dim]GPUs judged: {escape(str(selected.get('reason')))}[/]")
     if report.scan.probe_errors:

@@ -243,7 +243,6 @@ def _emit(report, *, json_out: bool, junit: Path | None, out: Path | None, no_re
     """Every output of one run: stdout, the JUnit file, GitHub's summary and annotations,
     the report files, the node_exporter textfile."""
     from gpu_audit.check.document import check_document
-    from gpu_audit.gpu_selection import selection_of
     from gpu_audit.report import github
     from gpu_audit.serial import dumps, write_atomic
 
@@ -253,7 +252,7 @@ def _emit(report, *, json_out: bool, junit: Path | None, out: Path | None, no_re
 
         write_textfile(prometheus, render_check_textfile(report, duration_s=elapsed_s()))
     document = check_document(report)
-    document["gpu_selection"] = selection_of(report.scan)
+    document["gpu_selection"] = report.scan.gpu_selection
     if json_out:
         sys.stdout.write(dumps(document) + "\n")
     elif nagios:

@@ -9,7 +9,6 @@ from gpu_audit.config import Policy
 from gpu_audit.diff.rules import evaluate_diff
 from gpu_audit.diff.view import DiffView
 from gpu_audit.errors import InputError
-from gpu_audit.gpu_selection import selection_of
 from gpu_audit.model import Finding, GpuProcess, Scan, Severity
 from gpu_audit.rules import evaluate, exit_code, worst
 from gpu_audit.units import parse_utc
@@ -66,8 +65,8 @@ def check_pair(before: Scan, after: Scan, names: tuple[str, str] = ("BEFORE", "A
 
 def _limit_to_after(before: Scan, after: Scan) -> Scan:
     """BEFORE without the GPUs AFTER was not limited to (AFTER taken with ``--gpus``)."""
-    selected = selection_of(after)
-    if selected is None or selection_of(before) == selected:
+    selected = after.gpu_selection
+    if selected is None or before.gpu_selection == selected:
         return before
     wanted = {g.uuid for g in after.gpus if g.uuid}
     indices = {g.index for g in after.gpus}

@@ -8,7 +8,6 @@ from rich.console import Console
 
 from gpu_audit import __version__
 from gpu_audit.diff.compare import DiffReport
-from gpu_audit.gpu_selection import selection_of
 from gpu_audit.model import Finding, GpuProcess, Scan, Severity
 from gpu_audit.redact import redact_cmdline, redact_text
 from gpu_audit.report import tables
@@ -31,7 +30,7 @@ def _side(scan: Scan | None) -> dict[str, Any] | None:
         return None
     return {"generated_at": scan.generated_at, "tool_version": scan.tool_version,
             "gpu_count": len(scan.gpus), "process_count": len(scan.processes),
-            "gpu_selection": selection_of(scan)}
+            "gpu_selection": scan.gpu_selection}
 
 
 def _process(p: GpuProcess) -> dict[str, Any]:
@@ -104,7 +103,7 @@ def render_diff(report: DiffReport, console: Console) -> None:
     from gpu_audit.report.terminal import render_findings
 
     console.print(f"[bold]{terminal_markup(_headline(report))}[/]")
-    selected = selection_of(report.after)
+    selected = report.after.gpu_selection
     if selected is not None:
         console.print(f"GPUs judged: {terminal_markup(str(selected.get('reason')))}")
     if report.job_user:
@@ -140,7 +139,7 @@ def render_diff(report: DiffReport, console: Console) -> None:
 
 def render_diff_markdown(report: DiffReport) -> str:
     out = [f"# {md_text(_headline(report))}", ""]
-    selected = selection_of(report.after)
+    selected = report.after.gpu_selection
     if selected is not None:
         out += [f"GPUs judged: {md_text(str(selected.get('reason')))}", ""]
     if report.job_user:

@@ -16,7 +16,6 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from gpu_audit.check.results import CheckReport, CheckResult, CheckStatus
-from gpu_audit.gpu_selection import selection_of
 from gpu_audit.inputs import SUMMARY_LIMIT, read_input
 from gpu_audit.report.escape import md_cell, md_code, md_fence, workflow_data, workflow_property
 from gpu_audit.serial import (
@@ -98,7 +97,7 @@ def render_check_markdown(report: CheckReport, *, evidence: bool = True) -> str:
         f"{_cell(report.policy.source or 'built-in defaults')}. Generated {report.generated_at}.",
         "",
     ]
-    selected = selection_of(report.scan)
+    selected = report.scan.gpu_selection
     if selected is not None:
         out += [f"GPUs judged: {_cell(str(selected.get('reason')))}", ""]
     out += [

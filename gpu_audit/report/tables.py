@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpu_audit.gpu_selection import instance_label, mig_label, selection_of
+from gpu_audit.gpu_selection import instance_label, mig_label
 from gpu_audit.knowledge.allocator.names import CUDA_VAR, NEW_VAR
 from gpu_audit.model import Finding, Gpu, GpuProcess, Scan
 from gpu_audit.rules.cmdline import ELLIPSIS, short_command
@@ -229,7 +229,7 @@ def host_lines(scan: Scan) -> list[tuple[str, str]]:
         )
     elif not scan.nvml.available:
         lines.append(("Driver", f"NVML unavailable: {scan.nvml.cause or 'unknown'}"))
-    selected = selection_of(scan)
+    selected = scan.gpu_selection
     if selected is not None:
         lines.append(("GPUs judged", str(selected.get("reason") or selected.get("spec"))))
     a = scan.allocator

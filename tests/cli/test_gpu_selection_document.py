@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 
-from gpu_audit.gpu_selection import selection_of
 from gpu_audit.report.jsonout import load_scan_document
 from tests.cli.test_gpus_option import env, fake_nvml, fake_nvml_lib, scan_json  # noqa: F401
 
@@ -16,7 +15,7 @@ def test_the_selection_is_recorded_once_and_read_back_by_from(env, tmp_path):  #
     assert "gpu_selection" not in doc.get("extra", {})
     saved = tmp_path / "scan.json"
     saved.write_text(json.dumps(doc))
-    assert selection_of(load_scan_document(saved)) == doc["gpu_selection"]
+    assert load_scan_document(saved).gpu_selection == doc["gpu_selection"]
     again = scan_json(["--from", str(saved)], env, tmp_path)
     assert again["gpu_selection"] == doc["gpu_selection"]
     assert [g["index"] for g in again["gpus"]] == [2]
