@@ -15,18 +15,17 @@ import os
 import stat
 from typing import BinaryIO
 
+# The size limits are declared with every other ceiling in gpu_audit.bounds.
+from gpu_audit.bounds import (  # noqa: F401 - the readers' limits, imported from here
+    CONFIG_LIMIT,
+    DECOMPRESSED_LIMIT,
+    SNAPSHOT_LIMIT,
+    STREAM_LIMIT,
+    SUMMARY_LIMIT,
+)
+from gpu_audit.bounds import MAX_DOCUMENT_BYTES as DOCUMENT_LIMIT  # noqa: F401
 from gpu_audit.errors import InputError
 from gpu_audit.units import fmt_bytes
-
-MiB = 1024 * 1024
-GiB = 1024 * MiB
-
-CONFIG_LIMIT = 4 * MiB  # gpu-audit.toml, pyproject.toml, --config, --policy
-DOCUMENT_LIMIT = 256 * MiB  # a saved scan or check document (--from)
-SNAPSHOT_LIMIT = 4 * GiB  # a PyTorch memory snapshot pickle
-SUMMARY_LIMIT = 64 * MiB  # an existing GITHUB_STEP_SUMMARY file appended to
-STREAM_LIMIT = 4 * GiB  # a log read from stdin or a FIFO by explain
-DECOMPRESSED_LIMIT = 4 * GiB  # a gzip/bzip2/xz log once decompressed
 
 
 def _kind(mode: int) -> str:

@@ -26,6 +26,8 @@ LAYER_OF = {
     "gpu_audit.serial": BASE, "gpu_audit.redact": BASE, "gpu_audit.model": BASE,
     "gpu_audit.knowledge": BASE,
     "gpu_audit.inputs": BASE,
+    "gpu_audit.bounds": BASE,  # the ceilings on every input, applied where it is parsed
+    "gpu_audit.trust": BASE,  # the trust rule for files read back; state folders by descriptor
     "gpu_audit.publication": BASE,  # the monitor publication format: writer and reader share it
     "gpu_audit.gpu_selection": BASE,  # --gpus: which GPUs a run judges (pure)
     "gpu_audit.collect": COLLECT,

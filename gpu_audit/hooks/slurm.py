@@ -22,13 +22,13 @@ drains a node.
 from __future__ import annotations
 
 import contextlib
-import json
 import signal
 import socket
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
+from gpu_audit.bounds import load_json
 from gpu_audit.config import CheckPolicy, Policy
 from gpu_audit.diff import DiffReport, compare
 from gpu_audit.diff.drain import drain_reason, node_problems
@@ -44,7 +44,8 @@ from gpu_audit.hooks import spool as spool_mod
 from gpu_audit.model import Finding, Scan
 from gpu_audit.report.escape import terminal
 from gpu_audit.rules import evaluate, exit_code
-from gpu_audit.serial import dumps, from_jsonable, write_atomic
+from gpu_audit.serial import dumps, from_jsonable
+from gpu_audit.trust import StateDir
 from gpu_audit.units import plural
 
 HOOKS = ("prolog", "epilog", "healthcheck")
@@ -117,7 +118,7 @@ def _load_record(raw: bytes | None, where: Path, notes: list[str]) -> Scan | Non
         notes.append(f"no prolog record {where.name}")
         return None
     try:
-        data = json.loads(raw)
+        data = load_json(raw, where.name, limit=spool_mod.RECORD_LIMIT)
         if not isinstance(data, dict) or data.get("schema") != SCAN_SCHEMA:
             raise InputError("not a gpu-audit.scan/1 document")
         return from_jsonable(Scan, data)
@@ -137,30 +138,13 @@ def run_hook(kind: str, *, policy: Policy, environ: Mapping[str, str], spool: Pa
     with deadline(deadline_s, kind):
         job = None if kind == "healthcheck" else spool_mod.job_id(environ.get("SLURM_JOB_ID"))
         folder = None if job is None else spool_mod.open_spool(spool)
-        spec = gpus or ("job" if job else None)
-        limited, findings = _judged(collect(), spec, policy, environ)
-        problems = node_problems(findings)
-        notes: list[str] = []
-        if folder is not None and job is not None:
-            spool_mod.prune(folder)
-            record = spool_mod.record_path(folder, job)
-            if kind == "prolog":
-                _keep(record, limited, findings, policy)
-            else:
-                before = _load_record(spool_mod.read_record(record), record, notes)
-                user = job_user(environ, user)
-                report, problems = _epilog(before, limited, findings, policy, user, notes)
-                if settle_s > 0 and any(p.id in SETTLING for p in problems):
-                    # Memory of processes killed at the job's end can take a moment to return.
-                    time.sleep(settle_s)
-                    limited, findings = _judged(collect(), spec, policy, environ)
-                    report, problems = _epilog(before, limited, findings, policy, user, [])
-                spool_mod.remove(record)
-                if problems:
-                    from gpu_audit.diff.render import diff_document
-
-                    write_atomic(folder / f"epilog-{job}.json",
-                                 dumps(diff_document(report)) + "\n", mode=0o600)
+        try:
+            problems, limited, findings, notes = _hook(kind, job, folder, policy=policy,
+                                                       environ=environ, collect=collect,
+                                                       gpus=gpus, user=user, settle_s=settle_s)
+        finally:
+            if folder is not None:
+                folder.close()
     if problems:
         emit(drain_reason(problems))
         return EXIT_NODE_PROBLEM
@@ -174,11 +158,44 @@ def run_hook(kind: str, *, policy: Policy, environ: Mapping[str, str], spool: Pa
     return EXIT_OK
 
 
-def _keep(record: Path, limited: Scan, findings: list[Finding], policy: Policy) -> None:
+def _hook(kind: str, job: str | None, folder: StateDir | None, *, policy: Policy,
+          environ: Mapping[str, str], collect: Callable[[], Scan], gpus: str | None,
+          user: str | None, settle_s: float) -> tuple[list[Finding], Scan, list[Finding],
+                                                     list[str]]:
+    """The hook's judgement: ``(node problems, the judged scan, its findings, notes)``."""
+    spec = gpus or ("job" if job else None)
+    limited, findings = _judged(collect(), spec, policy, environ)
+    problems = node_problems(findings)
+    notes: list[str] = []
+    if folder is None or job is None:
+        return problems, limited, findings, notes
+    spool_mod.prune(folder)
+    if kind == "prolog":
+        _keep(folder, job, limited, findings, policy)
+        return problems, limited, findings, notes
+    where = Path(spool_mod.record_name(job))
+    before = _load_record(spool_mod.read_record(folder, job), where, notes)
+    user = job_user(environ, user)
+    report, problems = _epilog(before, limited, findings, policy, user, notes)
+    if settle_s > 0 and any(p.id in SETTLING for p in problems):
+        # Memory of processes killed at the job's end can take a moment to return.
+        time.sleep(settle_s)
+        limited, findings = _judged(collect(), spec, policy, environ)
+        report, problems = _epilog(before, limited, findings, policy, user, [])
+    spool_mod.remove(folder, job)
+    if problems:
+        from gpu_audit.diff.render import diff_document
+
+        folder.write_atomic(spool_mod.diff_name(job), dumps(diff_document(report)) + "\n")
+    return problems, limited, findings, notes
+
+
+def _keep(folder: StateDir, job: str, limited: Scan, findings: list[Finding],
+          policy: Policy) -> None:
     from gpu_audit.report.jsonout import scan_document
 
     document = scan_document(limited, findings, exit_code(findings, policy.fail_on_severity))
-    write_atomic(record, dumps(document) + "\n", mode=0o600)
+    folder.write_atomic(spool_mod.record_name(job), dumps(document) + "\n")
 
 
 def _judged(scan: Scan, spec: str | None, policy: Policy,

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from gpu_audit.errors import InputError
 from gpu_audit.plain_pickle import loads_plain
 from gpu_audit.serial import write_atomic
+from gpu_audit.trust import MissingFolder, StateDir
 from gpu_audit.units import utc_now
 
 if TYPE_CHECKING:
@@ -32,6 +33,9 @@ if TYPE_CHECKING:
 # 2: the envelope is plain data (random states as bytes and lists), read without resolving any
 # global; workload state through torch.load(weights_only=True) or as plain data.
 CHECKPOINT_FORMAT = 2
+# A workload's state (its model's weights) is read whole, as torch.load does; past this it is
+# not a validation workload's checkpoint.
+CHECKPOINT_LIMIT = 16 * 1024**3
 
 
 @dataclass
@@ -122,13 +126,19 @@ _NOT_PLAIN = "a checkpoint holds plain data only, so this one was not written by
 def load_checkpoint(path: Path, map_location: str | None = None) -> Checkpoint | None:
     """The checkpoint at ``path``, or ``None`` if there is none.
 
-    Nothing in it can run code: the envelope is plain data read without resolving any global,
+    It is read through gpu-audit's trust rule (:mod:`gpu_audit.trust`: this user's or root's,
+    writable by nobody else, in such folders all the way down, never through a link). Nothing in
+    it can run code: the envelope is plain data read without resolving any global,
     the workload's state is read by ``torch.load(weights_only=True)`` (tensors, containers,
     numbers) or as plain data. A workload whose state holds other objects cannot resume.
     """
     try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
+        folder = StateDir.open(path.parent)  # a checkpoint another user could change: exit 3
+    except MissingFolder:
+        return None  # no checkpoint written yet
+    with folder:
+        raw = folder.read(path.name, limit=CHECKPOINT_LIMIT)
+    if raw is None:
         return None
     try:
         envelope = loads_plain(raw, refuse=_NOT_PLAIN)

@@ -108,12 +108,12 @@ def start_run(plan: Plan, out_dir: Path, run_id: str | None = None) -> tuple[Run
         raise UsageError(f"--run-id {run_id!r}: use letters, digits, '.', '_' and '-' only "
                          "(it names a folder)")
     runs = out_dir / "runs"
-    runs.mkdir(parents=True, exist_ok=True)
+    _make_folders(runs)
     for _ in range(100):
         run = RunDir(runs / (run_id or new_run_id()))
         try:
             # Made exclusively: of two runs started together with one --run-id, one proceeds.
-            run.path.mkdir()
+            run.path.mkdir(mode=0o755)
             break
         except FileExistsError:
             if run_id is not None:
@@ -126,6 +126,17 @@ def start_run(plan: Plan, out_dir: Path, run_id: str | None = None) -> tuple[Run
     state = new_state(run.run_id, plan, DeviceChoice(requested=plan.device))
     run.write_state(state)
     return run, state
+
+
+def _make_folders(path: Path) -> None:
+    """``path`` and its missing parents, none writable by group or others whatever the umask:
+    a resume refuses a run folder others could change (:class:`RunDir`)."""
+    missing = []
+    while not path.exists() and path != path.parent:
+        missing.append(path)
+        path = path.parent
+    for folder in reversed(missing):
+        folder.mkdir(mode=0o755, exist_ok=True)
 
 
 def new_state(run_id: str, plan: Plan, device: DeviceChoice) -> RunState:

@@ -37,7 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from gpu_audit.errors import InputError, UsageError
-from gpu_audit.serial import dumps, from_jsonable, write_atomic
+from gpu_audit.serial import dumps, from_jsonable
+from gpu_audit.trust import MissingFolder, StateDir
 from gpu_audit.units import utc_now, utc_stamp
 from gpu_audit.validate.checkpoints import (  # noqa: F401 - where the run's files are read
     CHECKPOINT_FORMAT,
@@ -55,6 +56,8 @@ LOG = logging.getLogger("gpu_audit.validate")
 STATE_SCHEMA = "gpu-audit.validate-state/1"
 PLAN_SCHEMA = "gpu-audit.validate-plan/1"
 FSYNC_INTERVAL_S = 1.0
+# The per-cycle log read back on resume and for the report: 500 cycles take well under 1 MiB.
+CYCLE_LOG_LIMIT = 256 * 1024**2
 
 try:  # POSIX; elsewhere runs are not locked against a second runner
     import fcntl
@@ -146,10 +149,19 @@ class RunState:
 
 
 class RunDir:
-    """Paths and file access for one run folder."""
+    """Paths and file access for one run folder.
+
+    What the run reads back as a decision (its plan, which names the command a resume executes;
+    its state; its cycle log; its checkpoints) is read through gpu-audit's trust rule
+    (:mod:`gpu_audit.trust`): the folder is opened once, from ``/`` down, each folder owned by
+    this user or root and writable by nobody else, and those files are read and written
+    relative to its descriptor, never through a link. A run folder another user could change is
+    refused (exit 3) before anything in it is read.
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
+        self._folder: StateDir | None = None
 
     @property
     def run_id(self) -> str:
@@ -159,6 +171,18 @@ class RunDir:
     state_path = property(lambda self: self.path / "state.json")
     cycles_path = property(lambda self: self.path / "cycles.jsonl")
     lock_path = property(lambda self: self.path / ".lock")
+
+    @property
+    def folder(self) -> StateDir:
+        """The run folder, opened through the trust walk on first use and then held."""
+        if self._folder is None:
+            self._folder = StateDir.open(self.path)
+        return self._folder
+
+    def close(self) -> None:
+        if self._folder is not None:
+            self._folder.close()
+            self._folder = None
 
     def checkpoint_path(self, key: str) -> Path:
         return self.path / "checkpoints" / f"{leg_file(key)}.ckpt"
@@ -179,10 +203,11 @@ class RunDir:
             root.rmdir()
 
     def write_plan(self, plan: Plan) -> None:
-        write_atomic(self.plan_path, dumps({"schema": PLAN_SCHEMA, "plan": plan}) + "\n")
+        self.folder.write_atomic("plan.json",
+                                 dumps({"schema": PLAN_SCHEMA, "plan": plan}) + "\n", mode=0o644)
 
     def read_plan(self) -> Plan:
-        data = _read_json(self.plan_path)
+        data = self._read_json("plan.json")
         if data.get("schema") != PLAN_SCHEMA:
             raise InputError(f"{self.plan_path}: not a gpu-audit validation plan "
                              f"(schema {data.get('schema')!r})")
@@ -190,50 +215,43 @@ class RunDir:
 
     def write_state(self, state: RunState) -> None:
         state.updated_at = utc_now()
-        write_atomic(self.state_path, dumps(state) + "\n")
+        self.folder.write_atomic("state.json", dumps(state) + "\n", mode=0o644)
 
     def read_state(self) -> RunState:
-        data = _read_json(self.state_path)
+        data = self._read_json("state.json")
         if data.get("schema") != STATE_SCHEMA:
             raise InputError(f"{self.state_path}: not a gpu-audit validation state "
                              f"(schema {data.get('schema')!r})")
         return from_jsonable(RunState, data, where=str(self.state_path))
 
+    def _read_json(self, name: str) -> dict[str, Any]:
+        data = self.folder.read_json(name)
+        if data is None:
+            raise InputError(f"{self.path / name}: missing; this is not a complete validation "
+                             "run folder")
+        if not isinstance(data, dict):
+            raise InputError(f"{self.path / name}: expected a JSON object")
+        return data
+
 
 def find_run(spec: str, out: Path) -> RunDir:
-    """``--resume RUN``: a run id under ``<out>/runs/`` or a path to a run folder."""
+    """``--resume RUN``: a run id under ``<out>/runs/`` or a path to a run folder, refused when
+    another user could have changed it (:class:`RunDir`)."""
     candidates = [Path(spec), out / "runs" / spec]
     for path in candidates:
-        if (path / "plan.json").is_file():
-            check_owner(path)
-            return RunDir(path)
+        if (path / "plan.json").exists() or (path / "plan.json").is_symlink():
+            run = RunDir(path)
+            try:
+                run.folder.read("plan.json")  # the walk, and the plan judged, before anything
+            except InputError as exc:
+                raise InputError(f"--resume {spec}: {exc}; refusing to resume a run folder "
+                                 "someone else could change: copy what you need and start a "
+                                 "new run") from None
+            return run
     runs = sorted(p.name for p in (out / "runs").glob("*") if (p / "plan.json").is_file()) \
         if (out / "runs").is_dir() else []
     hint = f" (runs under {out / 'runs'}: {', '.join(runs[-5:])})" if runs else ""
     raise UsageError(f"--resume {spec!r}: no validation run found there{hint}")
-
-
-def check_owner(path: Path) -> None:
-    """Refuse a run folder (or its checkpoints) that another user owns or may write.
-
-    Resuming loads the folder's checkpoints into the worker; a folder someone else controls
-    (copied from elsewhere, or planted in a shared place) could hold a crafted one.
-    """
-    uid = os.geteuid()
-    for place in (path, path / "checkpoints"):
-        try:
-            info = place.stat()
-        except FileNotFoundError:
-            continue
-        except OSError as exc:
-            raise InputError(f"{place}: cannot read: {exc.strerror or exc}") from None
-        if info.st_uid != uid:
-            raise InputError(f"{place}: owned by uid {info.st_uid}, not by this user (uid {uid}); "
-                             "refusing to resume a run folder someone else controls: copy what "
-                             "you need and start a new run")
-        if info.st_mode & 0o002:
-            raise InputError(f"{place}: writable by every user (mode {info.st_mode & 0o777:o}); "
-                             f"refusing to resume from it: `chmod o-w {place}` if it is yours")
 
 
 class RunLock:
@@ -367,8 +385,12 @@ def load_records(path: Path) -> dict[str, list[dict[str, Any]]]:
     """Cycle records per leg, in cycle order, with resume markers applied."""
     legs: dict[str, dict[int, dict[str, Any]]] = {}
     try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
+        folder = StateDir.open(path.parent)
+    except MissingFolder:
+        return {}
+    with folder:
+        raw = folder.read(path.name, limit=CYCLE_LOG_LIMIT)
+    if raw is None:
         return {}
     lines = raw.split(b"\n")
     if lines and lines[-1] != b"":
@@ -401,21 +423,6 @@ def load_records(path: Path) -> dict[str, list[dict[str, Any]]]:
 
 def completed_cycles(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r for r in records if r.get("type") == "cycle"]
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"{path}: missing; this is not a complete validation run folder") \
-            from None
-    except (OSError, ValueError) as exc:
-        raise InputError(f"{path}: cannot read ({exc})") from None
-    except RecursionError:
-        raise InputError(f"{path}: cannot read (JSON nested too deeply)") from None
-    if not isinstance(data, dict):
-        raise InputError(f"{path}: expected a JSON object")
-    return data
 
 
 def _json_default(value: Any) -> Any:

@@ -4,6 +4,7 @@ documents: one line, and the exit codes the hooks need (2 only for the node's pr
 from __future__ import annotations
 
 import json
+import os
 import stat
 import subprocess
 import sys
@@ -204,3 +205,28 @@ def test_a_planted_spool_link_is_refused(base, tmp_path):
     done = hook("prolog", base, tmp_path, "--from", str(canned(tmp_path, "a.json")), **job())
     assert done.returncode == 3 and "is a symbolic link" in done.stderr
     assert list((tmp_path / "elsewhere").iterdir()) == []
+
+
+def test_a_fifo_in_place_of_the_record_is_no_verdict_at_once(base, tmp_path):
+    """A FIFO where the prolog's record should be cannot hold the epilog to its deadline."""
+    spool = tmp_path / "spool"
+    spool.mkdir(mode=0o700)
+    os.mkfifo(spool / "prolog-4711.json")
+    done = hook("epilog", base, tmp_path, "--from", str(canned(tmp_path, "a.json")), **job())
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "is a FIFO, not a regular file" in done.stderr
+    assert done.elapsed < 20  # the hook's deadline is 30 s; refusing takes well under a second
+
+
+def test_a_root_owned_record_link_is_replaced_not_followed(base, tmp_path):
+    """A link named as the record, even one root could have made, is never written through."""
+    spool = tmp_path / "spool"
+    spool.mkdir(mode=0o700)
+    victim = tmp_path / "passwd"
+    victim.write_text("root:x:0:0:root:/root:/bin/bash\n")
+    (spool / "prolog-4711.json").symlink_to(victim)
+    done = hook("prolog", base, tmp_path, "--from", str(canned(tmp_path, "a.json")), **job())
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert victim.read_text() == "root:x:0:0:root:/root:/bin/bash\n"
+    record = spool / "prolog-4711.json"
+    assert not record.is_symlink() and json.loads(record.read_text())["schema"]

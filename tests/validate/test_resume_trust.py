@@ -18,7 +18,6 @@ from gpu_audit.validate.state import (
     CHECKPOINT_FORMAT,
     Checkpoint,
     capture_rng,
-    check_owner,
     find_run,
     load_checkpoint,
     save_checkpoint,
@@ -91,19 +90,36 @@ def _run_folder(tmp_path: Path) -> Path:
     return run
 
 
-def test_a_run_folder_owned_by_someone_else_is_refused(tmp_path: Path, monkeypatch) -> None:
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a folder away needs root")
+def test_a_run_folder_owned_by_someone_else_is_refused(tmp_path: Path) -> None:
     run = _run_folder(tmp_path)
     assert find_run("r", tmp_path).path == run
-    monkeypatch.setattr(os, "geteuid", lambda: run.stat().st_uid + 1)
-    with pytest.raises(InputError, match="not by this user"):
+    os.chown(run, 4242, 4242)
+    with pytest.raises(InputError, match="owned by uid 4242, not by this user"):
+        find_run("r", tmp_path)
+
+
+def test_a_group_writable_run_folder_is_refused(tmp_path: Path) -> None:
+    run = _run_folder(tmp_path)
+    run.chmod(0o775)
+    with pytest.raises(InputError, match="writable by group or others"):
         find_run("r", tmp_path)
 
 
 def test_a_world_writable_checkpoint_folder_is_refused(tmp_path: Path) -> None:
     run = _run_folder(tmp_path)
     (run / "checkpoints").chmod(0o777)
-    with pytest.raises(InputError, match="writable by every user"):
-        check_owner(run)
+    (run / "checkpoints" / "v.full.ckpt").write_bytes(pickle.dumps(envelope()))
+    with pytest.raises(InputError, match="checkpoints is writable by group or others"):
+        load_checkpoint(run / "checkpoints" / "v.full.ckpt")
+
+
+def test_a_linked_checkpoint_is_not_followed(tmp_path: Path) -> None:
+    run = _run_folder(tmp_path)
+    (tmp_path / "elsewhere.ckpt").write_bytes(pickle.dumps(envelope()))
+    (run / "checkpoints" / "v.full.ckpt").symlink_to(tmp_path / "elsewhere.ckpt")
+    with pytest.raises(InputError, match="symbolic link"):
+        load_checkpoint(run / "checkpoints" / "v.full.ckpt")
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="giving a folder away needs root")
@@ -116,6 +132,47 @@ def test_resume_refuses_another_users_folder_with_exit_3(tmp_path: Path, cli_env
     assert done.returncode == 3, done.stderr
     assert "owned by uid 12345" in done.stderr and "Traceback" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def _planted_plan(run: Path, marker: Path) -> None:
+    """A plan whose command writes ``marker``: what a resume would run if it obeyed it."""
+    from gpu_audit.serial import dumps
+    from gpu_audit.validate.plan import Plan
+    from gpu_audit.validate.state import PLAN_SCHEMA
+
+    del Plan  # the plan's content does not matter: it must never be read
+    (run / "plan.json").write_text(dumps({"schema": PLAN_SCHEMA, "plan": {
+        "script": {"command": ["/bin/sh", "-c", f"id > {marker}"]}}}))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a file away needs root")
+@pytest.mark.parametrize("planted", ["plan-owner", "folder-group-writable", "parent-owner",
+                                     "plan-link"])
+def test_resume_as_root_never_runs_a_plan_another_user_could_write(
+        tmp_path: Path, cli_env: dict, planted: str) -> None:
+    """A root run folder (mode 755) whose plan another user owns or could replace: exit 3, and
+    the plan's command never runs."""
+    out = tmp_path / "out"
+    run = _run_folder(out)
+    marker = tmp_path / "marker"
+    if planted == "plan-link":
+        _planted_plan(tmp_path, marker)
+        (run / "plan.json").unlink()
+        (run / "plan.json").symlink_to(tmp_path / "plan.json")
+    else:
+        _planted_plan(run, marker)
+    if planted == "plan-owner":
+        os.chown(run / "plan.json", 4242, 4242)
+    elif planted == "folder-group-writable":
+        run.chmod(0o775)
+    elif planted == "parent-owner":
+        os.chown(out / "runs", 4242, 4242)
+    done = subprocess.run([sys.executable, "-m", "gpu_audit", "validate", "--resume", "r",
+                           "--out", str(out)], env=cli_env, cwd=REPO,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "refusing to resume" in done.stderr and "Traceback" not in done.stderr
+    assert not marker.exists()
 
 
 @pytest.mark.gpu

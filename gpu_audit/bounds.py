@@ -1,0 +1,83 @@
+"""Bounds on every input, declared once and applied where the input is parsed.
+
+gpu-audit runs as root in Slurm prologs and epilogs, where a hostile environment variable, flag,
+log or document must not be able to exhaust the node. Each ceiling below is the largest value a
+real machine or job can need, with room to spare; anything beyond it is refused (exit 3) before
+any work proportional to it is done. The ceilings are documented in the README ("Limits").
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .errors import InputError
+
+# GPUs one node can hold (NVLink domains and PCIe fabrics top out far below this); a GPU index or
+# range past it is refused before anything is expanded.
+MAX_GPUS = 1024
+# MIG instances of one GPU (seven today), with room for future parts.
+MAX_MIG_PER_GPU = 64
+# Processes on one GPU node that a document may list (a busy 8-GPU inference node runs hundreds).
+MAX_PROCESSES = 65_536
+# Findings in one document: every rule, on every GPU and process of a full node.
+MAX_FINDINGS = 20_000
+# Digits in an integer read from text: 2**64 has 20; nothing gpu-audit reads needs more.
+MAX_INT_DIGITS = 20
+_MiB, _GiB = 1024**2, 1024**3
+# Files gpu-audit reads, by kind (gpu_audit.inputs opens them with these caps).
+CONFIG_LIMIT = 4 * _MiB  # gpu-audit.toml, pyproject.toml, --config, --policy
+SNAPSHOT_LIMIT = 4 * _GiB  # a PyTorch memory snapshot pickle
+SUMMARY_LIMIT = 64 * _MiB  # an existing GITHUB_STEP_SUMMARY file appended to
+STREAM_LIMIT = 4 * _GiB  # a log read from stdin or a FIFO by explain
+DECOMPRESSED_LIMIT = 4 * _GiB  # a gzip/bzip2/xz log once decompressed
+# Bytes of a JSON document gpu-audit reads back (scan/check/diag/fleet documents, run state).
+# An 8-GPU, 64-process scan is about 60 kB; a node at every ceiling above stays under this.
+MAX_DOCUMENT_BYTES = 64 * _MiB
+# Objects and arrays in one JSON document, and its items (commas): counted on the raw text
+# before parsing, because parsing is what costs memory (a 60 MB text of 20 million empty objects
+# becomes gigabytes of Python objects). Brackets and commas inside strings count too, which only
+# errs towards refusing absurd input; a node at every ceiling above stays well under both.
+MAX_JSON_CONTAINERS = 250_000
+MAX_JSON_ITEMS = 2_000_000
+
+
+def bounded_int(text: str, where: str, *, low: int = 0, high: int | None = None) -> int:
+    """An ASCII decimal integer in ``[low, high]`` from ``text``, or :class:`InputError`.
+
+    Only ASCII digits count (``int()`` also takes Arabic-Indic and other Unicode digits, and
+    thousands of digits cost quadratic time before it refuses them).
+    """
+    raw = text.strip()
+    digits = raw[1:] if raw[:1] in "+-" else raw
+    if not digits or not digits.isascii() or not digits.isdigit():
+        raise InputError(f"{where}: {text!r} is not a whole number")
+    if len(digits) > MAX_INT_DIGITS:
+        raise InputError(f"{where}: {text[:24]!r}… has {len(digits)} digits; at most "
+                         f"{MAX_INT_DIGITS} are accepted")
+    value = int(raw)
+    if value < low or (high is not None and value > high):
+        top = "" if high is None else f" to {high}"
+        raise InputError(f"{where}: {value} is out of range (allowed: {low}{top})")
+    return value
+
+
+def load_json(text: str | bytes, where: str, *, limit: int = MAX_DOCUMENT_BYTES) -> Any:
+    """Parse one JSON text of at most ``limit`` bytes and bounded shape, or :class:`InputError`.
+
+    Deep nesting makes Python's parser raise RecursionError (a line of a million ``[``): that is
+    malformed input like any other, never an internal error.
+    """
+    if len(text) > limit:
+        raise InputError(f"{where}: {len(text)} bytes, more than the {limit} accepted")
+    brace, bracket, comma = ("{", "[", ",") if isinstance(text, str) else (b"{", b"[", b",")
+    containers = text.count(brace) + text.count(bracket)  # type: ignore[arg-type]
+    if containers > MAX_JSON_CONTAINERS or text.count(comma) > MAX_JSON_ITEMS:  # type: ignore[arg-type]
+        raise InputError(f"{where}: more objects and arrays than any gpu-audit document holds "
+                         f"(at most {MAX_JSON_CONTAINERS} objects and {MAX_JSON_ITEMS} items)")
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise InputError(f"{where}: nested too deeply to be a gpu-audit document") from None
+    except ValueError as exc:  # JSONDecodeError, and undecodable bytes
+        raise InputError(f"{where}: not valid JSON ({exc})") from None
