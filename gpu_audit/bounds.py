@@ -19,7 +19,7 @@ MAX_GPUS = 1024
 # MIG instances of one GPU (seven today), with room for future parts.
 MAX_MIG_PER_GPU = 64
 # Processes on one GPU node that a document may list (a busy 8-GPU inference node runs hundreds).
-MAX_PROCESSES = 65_536
+MAX_PROCESSES = 16_384
 # Findings in one document: every rule, on every GPU and process of a full node.
 MAX_FINDINGS = 20_000
 # Digits in an integer read from text: 2**64 has 20; nothing gpu-audit reads needs more.
@@ -37,9 +37,11 @@ MAX_DOCUMENT_BYTES = 64 * _MiB
 # Objects and arrays in one JSON document, and its items (commas): counted on the raw text
 # before parsing, because parsing is what costs memory (a 60 MB text of 20 million empty objects
 # becomes gigabytes of Python objects). Brackets and commas inside strings count too, which only
-# errs towards refusing absurd input; a node at every ceiling above stays well under both.
+# errs towards refusing absurd input; a node at every ceiling above stays under both (16,384
+# processes of about 30 fields are some 500,000 items), and no accepted document costs more than
+# about 200 MiB once parsed.
 MAX_JSON_CONTAINERS = 250_000
-MAX_JSON_ITEMS = 2_000_000
+MAX_JSON_ITEMS = 600_000
 
 
 def bounded_int(text: str, where: str, *, low: int = 0, high: int | None = None) -> int:
@@ -72,9 +74,13 @@ def load_json(text: str | bytes, where: str, *, limit: int = MAX_DOCUMENT_BYTES)
         raise InputError(f"{where}: {len(text)} bytes, more than the {limit} accepted")
     brace, bracket, comma = ("{", "[", ",") if isinstance(text, str) else (b"{", b"[", b",")
     containers = text.count(brace) + text.count(bracket)  # type: ignore[arg-type]
-    if containers > MAX_JSON_CONTAINERS or text.count(comma) > MAX_JSON_ITEMS:  # type: ignore[arg-type]
-        raise InputError(f"{where}: more objects and arrays than any gpu-audit document holds "
-                         f"(at most {MAX_JSON_CONTAINERS} objects and {MAX_JSON_ITEMS} items)")
+    if containers > MAX_JSON_CONTAINERS:
+        raise InputError(f"{where}: {containers} objects and arrays, more than any gpu-audit "
+                         f"document holds (at most {MAX_JSON_CONTAINERS})")
+    items = text.count(comma)  # type: ignore[arg-type]
+    if items > MAX_JSON_ITEMS:
+        raise InputError(f"{where}: {items} items, more than any gpu-audit document holds "
+                         f"(at most {MAX_JSON_ITEMS})")
     try:
         return json.loads(text)
     except RecursionError:

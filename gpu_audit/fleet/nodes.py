@@ -2,15 +2,20 @@
 
 A node either answered, with a ``gpu-audit.scan/1`` or ``gpu-audit.check/1`` document, or it did
 not (a dead node, a timeout, gpu-audit missing there, an unreadable file): then it is UNKNOWN and
-carries the reason. Only the facts the fleet rules compare are kept, so 10,000 documents fit in
-memory easily.
+carries the reason. A document is foreign input (a file anyone could have written, a node that
+lies): one whose arrays exceed what one node can have, or that names neither its host nor any
+GPU, or lists GPUs without identity, is UNKNOWN too, never a fit node. Only the facts the fleet
+rules compare are kept (as plain scalars), so 10,000 documents fit in memory easily.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any
 
+from gpu_audit import bounds
 from gpu_audit.redact import redact_text
 
 # The node documents this gpu-audit reads, by kind.
@@ -83,6 +88,21 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
+def _int(value: Any) -> int | None:
+    """An integer a node can report (bool is not one; past 20 digits it is not a reading)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value if abs(value) < 10**bounds.MAX_INT_DIGITS else None
+    return None
+
+
+def _scalar(value: Any) -> Any:
+    """A reading as the fleet rules and tables can compare it: text, number or flag, else None
+    (an object or array where a reading belongs is not a reading)."""
+    if isinstance(value, (str, bool, float)) or value is None:
+        return value
+    return _int(value)
+
+
 def node_from_document(document: Any, source: str, name: str | None = None) -> Node:
     """The node behind a scan or check document; never raises (a bad document is UNKNOWN)."""
     fallback = name or source
@@ -97,8 +117,10 @@ def node_from_document(document: Any, source: str, name: str | None = None) -> N
     driver = _dict(scan.get("driver"))
     allocator = _dict(scan.get("allocator"))
     hostname = _text(document.get("hostname")) or _text(host.get("hostname"))
-    gpus = [{k: g.get(k) for k in GPU_FIELDS} for g in _list(scan.get("gpus"))
-            if isinstance(g, dict)]
+    problem = malformed(document, kind)
+    if problem:
+        return unanswered(name or hostname or source, source, problem, schema)
+    gpus = [{k: _scalar(g.get(k)) for k in GPU_FIELDS} for g in scan["gpus"]]
     status, worst = _verdict(document, kind)
     conf = _text(allocator.get("pytorch_alloc_conf")) or _text(
         allocator.get("pytorch_cuda_alloc_conf"))
@@ -116,6 +138,59 @@ def node_from_document(document: Any, source: str, name: str | None = None) -> N
     )
 
 
+def malformed(document: dict[str, Any], kind: str) -> str | None:
+    """Why a scan or check document cannot be judged as one node, or None when it can.
+
+    Checked on the parsed document before anything proportional to its arrays is built: an
+    array longer than one node can have (:mod:`gpu_audit.bounds`), a document that names
+    neither its host nor a GPU (``{"schema": "gpu-audit.scan/1"}`` alone), GPU entries without
+    identity (``{}``). A real node with no GPU states it: a host and an empty ``gpus`` array.
+    """
+    prefix = "snapshot." if kind == "check" else ""
+    scan = document.get("snapshot") if kind == "check" else document
+    if not isinstance(scan, dict):
+        return "a check document without its 'snapshot' object: not a node's scan"
+    arrays = [(f"{prefix}gpus", scan.get("gpus"), bounds.MAX_GPUS),
+              (f"{prefix}processes", scan.get("processes"), bounds.MAX_PROCESSES),
+              ("findings", document.get("findings"), bounds.MAX_FINDINGS)]
+    if kind == "check":  # one result per check and subject: bounded like the findings
+        arrays.append(("checks", document.get("checks"), bounds.MAX_FINDINGS))
+    for key, value, most in arrays:
+        if value is not None and not isinstance(value, list):
+            return f"'{key}' is not an array: not a gpu-audit document"
+        if value is not None and len(value) > most:
+            return (f"refused: '{key}' lists {len(value)} entries, more than one node can have "
+                    f"(at most {most})")
+    host = scan.get("host")
+    if host is not None and not isinstance(host, dict):
+        return f"'{prefix}host' is not an object: not a gpu-audit document"
+    gpus = scan.get("gpus")
+    if not _text(_dict(host).get("hostname")) and not gpus:
+        return (f"no host facts ('{prefix}host' with a hostname) and no GPU facts "
+                f"('{prefix}gpus'): not a node's scan")
+    if gpus is None:
+        return f"no '{prefix}gpus' array: not a complete scan"
+    return _gpu_problem(gpus, f"{prefix}gpus")
+
+
+def _gpu_problem(gpus: list[Any], key: str) -> str | None:
+    """Why the GPU entries cannot be judged (one without identity, too many MIG devices)."""
+    for i, entry in enumerate(gpus):
+        if not isinstance(entry, dict):
+            return f"'{key}' entry {i} is not an object: not a gpu-audit document"
+        if _int(entry.get("index")) is None and not (
+                _text(entry.get("uuid")) or _text(entry.get("name"))):
+            return (f"'{key}' entry {i} has no identity (index, uuid or name): "
+                    "malformed GPU list")
+        mig = entry.get("mig_devices")
+        if mig is not None and not isinstance(mig, list):
+            return f"'{key}' entry {i}: 'mig_devices' is not an array"
+        if mig is not None and len(mig) > bounds.MAX_MIG_PER_GPU:
+            return (f"refused: '{key}' entry {i} lists {len(mig)} MIG devices, more than one "
+                    f"GPU can have (at most {bounds.MAX_MIG_PER_GPU})")
+    return None
+
+
 # Where a node document flags GPU processes: the scan rule that finds copies of one server and
 # the check results about leftover processes (the user's own, and other users' or containers').
 DUPLICATE_RULE = "duplicate-backend"
@@ -126,39 +201,45 @@ PROCESSES_KEPT = 64  # flagged processes kept per node (a node's count is always
 def flagged_processes(document: dict[str, Any], scan: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per GPU process the node's own judgement flagged: ``kind`` is ``duplicate``
     (a copy of a server; ``keep`` marks the oldest copy), ``leftover`` or ``foreign``."""
-    by_pid = {p.get("pid"): p for p in _list(scan.get("processes")) if isinstance(p, dict)}
-    rows: list[dict[str, Any]] = []
+    # Keyed by integer pids only: a pid written as an array or object cannot be a key.
+    by_pid = {_int(p.get("pid")): p for p in _list(scan.get("processes")) if isinstance(p, dict)}
+    by_pid.pop(None, None)
 
     def row(kind: str, entry: dict[str, Any], status: str, **extra: Any) -> dict[str, Any]:
-        pid = entry.get("pid")
+        pid = _int(entry.get("pid"))
         seen = _dict(by_pid.get(pid))
         name = _text(entry.get("name")) or _text(seen.get("name"))
-        return {"kind": kind, "pid": pid if isinstance(pid, int) else None,
+        return {"kind": kind, "pid": pid,
                 "user": _text(entry.get("user")) or _text(seen.get("user")),
                 "name": redact_text(name) if name else None,
-                "gpu_index": entry.get("gpu_index"),
-                "used_memory_bytes": entry.get("used_memory_bytes"), "status": status, **extra}
+                "gpu_index": _int(entry.get("gpu_index")),
+                "used_memory_bytes": _int(entry.get("used_memory_bytes")), "status": status,
+                **extra}
 
-    for finding in _list(document.get("findings")):
-        if not (isinstance(finding, dict) and finding.get("id") == DUPLICATE_RULE):
-            continue
-        judged = finding.get("check_status")  # a check document: what its policy made of it
-        if judged is not None and judged not in ("fail", "warn"):
-            continue
-        evidence = _dict(finding.get("evidence"))
-        keep = evidence.get("keep_pid")
-        status = str(judged or finding.get("severity") or "warning")
-        rows += [row("duplicate", m, status, keep=m.get("pid") == keep)
-                 for m in _list(evidence.get("members")) if isinstance(m, dict)]
-    for check in _list(document.get("checks")):
-        if not isinstance(check, dict) or check.get("status") not in ("fail", "warn"):
-            continue
-        kind = PROCESS_CHECKS.get(str(check.get("id")))
-        if kind:
-            rows += [row(kind, p, str(check["status"]))
-                     for p in _list(_dict(check.get("evidence")).get("processes"))
-                     if isinstance(p, dict)]
-    return rows[:PROCESSES_KEPT]
+    def rows() -> Iterator[dict[str, Any]]:
+        for finding in _list(document.get("findings")):
+            if not (isinstance(finding, dict) and finding.get("id") == DUPLICATE_RULE):
+                continue
+            judged = _text(finding.get("check_status"))  # a check document: its policy's call
+            if finding.get("check_status") is not None and judged not in ("fail", "warn"):
+                continue
+            evidence = _dict(finding.get("evidence"))
+            keep = _int(evidence.get("keep_pid"))
+            status = judged or _text(finding.get("severity")) or "warning"
+            yield from (row("duplicate", m, status, keep=keep is not None and _int(
+                m.get("pid")) == keep) for m in _list(evidence.get("members"))
+                if isinstance(m, dict))
+        for check in _list(document.get("checks")):
+            if not isinstance(check, dict) or check.get("status") not in ("fail", "warn"):
+                continue
+            kind = PROCESS_CHECKS.get(str(_text(check.get("id"))))
+            if kind:
+                yield from (row(kind, p, str(check["status"]))
+                            for p in _list(_dict(check.get("evidence")).get("processes"))
+                            if isinstance(p, dict))
+
+    # Only the rows kept are built: evidence may list far more members than are shown.
+    return list(islice(rows(), PROCESSES_KEPT))
 
 
 def _unsupported(schema: Any) -> str:
@@ -174,22 +255,29 @@ def _verdict(document: dict[str, Any], kind: str) -> tuple[str, list[dict[str, A
     """The node's own verdict and its worst findings (or failed checks), worst first."""
     if kind == "check":
         items = [
-            {"id": c.get("id"), "severity": "error" if c.get("status") == "fail" else "warning",
-             "subject": c.get("subject"), "title": str(c.get("summary") or c.get("title"))}
+            {"id": _text(c.get("id")),
+             "severity": "error" if c.get("status") == "fail" else "warning",
+             "subject": _text(c.get("subject")), "title": str(c.get("summary") or c.get("title"))}
             for c in _list(document.get("checks"))
             if isinstance(c, dict) and c.get("status") in ("fail", "warn", "unknown")
         ]
         code = document.get("exit_code")
     else:
         items = [
-            {"id": f.get("id"), "severity": f.get("severity"), "subject": f.get("subject"),
-             "title": str(f.get("title"))}
+            {"id": _text(f.get("id")), "severity": _text(f.get("severity")),
+             "subject": _text(f.get("subject")), "title": str(f.get("title"))}
             for f in _list(document.get("findings"))
-            if isinstance(f, dict) and _SEVERITY_RANK.get(f.get("severity"), 0) >= 1
+            if isinstance(f, dict) and _rank(f.get("severity")) >= 1
         ]
         code = _dict(document.get("summary")).get("exit_code")
-    items.sort(key=lambda item: -_SEVERITY_RANK.get(item["severity"], 0))
-    if not (isinstance(code, int) and 0 <= code < len(STATUSES)):
-        top = max((_SEVERITY_RANK.get(i["severity"], 0) for i in items), default=0)
+    items.sort(key=lambda item: -_rank(item["severity"]))
+    code = _int(code)
+    if code is None or not 0 <= code < len(STATUSES):
+        top = max((_rank(i["severity"]) for i in items), default=0)
         code = 2 if top >= 2 else top
     return STATUSES[code], items[:WORST_SHOWN]
+
+
+def _rank(severity: Any) -> int:
+    """A severity's rank; 0 for anything else (a severity written as an array is no key)."""
+    return _SEVERITY_RANK.get(severity, 0) if isinstance(severity, str) else 0
