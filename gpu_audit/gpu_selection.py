@@ -33,12 +33,14 @@ Pure: reads only the GPUs and the environment mapping it is given.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from gpu_audit.errors import UsageError
+from gpu_audit.bounds import MAX_GPUS, MAX_INT_DIGITS, MAX_MIG_PER_GPU, bounded_int
+from gpu_audit.errors import InputError, UsageError
 from gpu_audit.model import Finding, Gpu, GpuProcess, KernelLog, MigDevice, Scan
 from gpu_audit.units import noun, plural
 
@@ -47,6 +49,12 @@ NO_GPU_VALUES = frozenset({"", "-1", "nodevfiles", "none"})
 # The forms a spec takes, as every command's --gpus help names them.
 SPEC_FORMS = ("indices (0,2), GPU-<uuid>, MIG-<uuid>, PCI bus ids (0000:3b:00.0), or job "
               "(SLURM_STEP_GPUS, SLURM_JOB_GPUS or CUDA_VISIBLE_DEVICES)")
+# Entries one spec may hold: every GPU and every MIG instance of the largest node, one by one.
+# Counted on the text (its commas) before it is split, so a hostile value costs nothing.
+MAX_ENTRIES = MAX_GPUS * (1 + MAX_MIG_PER_GPU)
+# An index or a range: ``\d`` takes any Unicode digit so that bounded_int can name it.
+_SPAN = re.compile(r"(\d+)(?:-(\d+))?")
+_SHOWN = 120  # characters of a variable's value quoted back in a message
 
 
 @dataclass(frozen=True)
@@ -115,7 +123,8 @@ def resolve_gpus(spec: str | None, gpus: Sequence[Gpu],
     indices, migs = _resolve_entries(_entries(text, "--gpus"), gpus, by_index=_nvml_index(gpus),
                                      where="--gpus")
     chosen = f"{noun(len(indices), 'GPU')} {_listed(indices, migs, gpus)}"
-    return GpuSelection(text, indices, f"--gpus {text}: {chosen} chosen on the command line",
+    shown = text if len(text) <= _SHOWN else f"{text[:_SHOWN]}…"
+    return GpuSelection(text, indices, f"--gpus {shown}: {chosen} chosen on the command line",
                         migs)
 
 
@@ -132,10 +141,13 @@ def _listed(indices: Sequence[int], migs: Sequence[str], gpus: Sequence[Gpu]) ->
 
 
 def _entries(text: str, where: str) -> list[str]:
+    if text.count(",") >= MAX_ENTRIES:
+        raise UsageError(f"{where}: {text.count(',') + 1} entries; a spec names at most "
+                         f"{MAX_ENTRIES} (every GPU and MIG instance of a node)")
     entries = [e.strip() for e in text.split(",")]
     if any(not e for e in entries):
-        raise UsageError(f"{where}: empty entry in {text!r} (expected e.g. 0,2 or GPU-<uuid> "
-                         "or 0000:3b:00.0, or all, or job)")
+        raise UsageError(f"{where}: empty entry in {_quoted(text)} (expected e.g. 0,2 or "
+                         "GPU-<uuid> or 0000:3b:00.0, or all, or job)")
     return entries
 
 
@@ -150,95 +162,180 @@ def _pci_order(gpus: Sequence[Gpu]) -> dict[int, int]:
     return {position: g.index for position, g in enumerate(ordered)}
 
 
+class _Node:
+    """The node's GPUs as a spec looks them up, indexed once per spec so that each entry costs
+    a lookup, not a pass over every GPU (a saved document may list many)."""
+
+    def __init__(self, gpus: Sequence[Gpu], by_index: dict[int, int]) -> None:
+        self.count = len(gpus)
+        self.by_index = by_index
+        self.positions = sorted(by_index)  # the numbers the GPUs answer to
+        self.gpus = {g.index: g for g in gpus}
+        self.uuids = sorted((g.uuid.lower(), g.index) for g in gpus if g.uuid)
+        self.buses: dict[tuple[int, int, int, int], list[int]] = {}
+        self.migs: dict[str, list[tuple[int, str | None]]] = {}  # MIG uuid (lower) -> owners
+        for g in gpus:
+            if (key := pci_key(g.pci_bus_id)) is not None:
+                self.buses.setdefault(key, []).append(g.index)
+            for m in g.mig_devices:
+                if m.uuid:
+                    self.migs.setdefault(m.uuid.lower(), []).append((g.index, m.uuid))
+
+    def available(self) -> str:
+        return f"this node has {plural(self.count, 'GPU')}" if self.count \
+            else "NVML lists no GPU on this node"
+
+    def has(self, position: int) -> bool:
+        at = bisect.bisect_left(self.positions, position)
+        return at < len(self.positions) and self.positions[at] == position
+
+    def with_uuid_prefix(self, prefix: str) -> list[int]:
+        """The GPUs whose UUID starts with ``prefix`` (sorted UUIDs: one contiguous run)."""
+        low = bisect.bisect_left(self.uuids, (prefix,))
+        high = bisect.bisect_left(self.uuids, (prefix + "\U0010ffff",))
+        return [index for _, index in self.uuids[low:high]]
+
+
 def _resolve_entries(entries: Iterable[str], gpus: Sequence[Gpu], *, by_index: dict[int, int],
                      where: str) -> tuple[tuple[int, ...], tuple[str, ...]]:
-    """The GPUs chosen and the MIG instances chosen (of GPUs not also chosen whole)."""
+    """The GPUs chosen and the MIG instances chosen (of GPUs not also chosen whole).
+
+    Indices and ranges are checked against the node one by one without being expanded; the
+    positions they cover are expanded once, merged, at the end, so no entry costs more than
+    a lookup however it is written.
+    """
+    node = _Node(gpus, by_index)
     whole: set[int] = set()
+    spans: list[tuple[int, int]] = []
     instances: dict[str, int] = {}  # MIG uuid -> its GPU, in the order given
-    for entry in entries:
-        for index, uuid in _resolve_entry(entry, gpus, by_index, where):
+    for entry in dict.fromkeys(entries):  # a repeated entry chooses nothing more
+        span = _span(entry, where)
+        if span is not None:
+            _check_span(span, node, where)
+            spans.append(span)
+            continue
+        for index, uuid in _resolve_entry(entry, node, where):
             if uuid is None:
                 whole.add(index)
             else:
                 instances.setdefault(uuid, index)
+    whole.update(by_index[position] for position in _covered(spans))
     indices = tuple(sorted(whole | set(instances.values())))
     return indices, tuple(u for u, index in instances.items() if index not in whole)
 
 
-def _resolve_entry(entry: str, gpus: Sequence[Gpu], by_index: dict[int, int],
-                   where: str) -> list[tuple[int, str | None]]:
+def _span(entry: str, where: str) -> tuple[int, int] | None:
+    """(first, last) of an index (``2``) or a range (``0-3``); ``None`` for any other entry."""
+    match = _SPAN.fullmatch(entry)
+    if match is None:
+        return None
+    first = _number(match[1], f"{where}: GPU index")
+    last = first if match[2] is None else _number(match[2], f"{where}: GPU index")
+    if last < first:
+        raise UsageError(f"{where}: range {_quoted(entry)} runs backwards")
+    return first, last
+
+
+def _number(text: str, where: str) -> int:
+    """A number of a spec: ASCII digits, at most MAX_INT_DIGITS of them (checked before it is
+    converted), as a :class:`UsageError` like every other mistake in a spec."""
+    try:
+        return bounded_int(text, where)
+    except InputError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _check_span(span: tuple[int, int], node: _Node, where: str) -> None:
+    """Refuse a range that reaches past the node's GPUs (naming the first missing one) or past
+    MAX_GPUS, without expanding it."""
+    first, last = span
+    positions = node.positions
+    present = bisect.bisect_right(positions, last) - bisect.bisect_left(positions, first)
+    if present != last - first + 1:
+        # At most len(positions) + 1 steps: the range is never expanded into a list.
+        missing = next(i for i in range(first, last + 1) if not node.has(i))
+        raise UsageError(f"{where}: GPU {missing} does not exist ({node.available()})")
+    if last >= MAX_GPUS:  # only a document listing more GPUs than any node holds gets here
+        raise UsageError(f"{where}: GPU {last} is beyond the {MAX_GPUS} GPUs gpu-audit accepts "
+                         "on one node")
+
+
+def _covered(spans: list[tuple[int, int]]) -> Iterator[int]:
+    """Every position the ranges cover, each once (overlapping ranges merged first)."""
+    end = -1
+    for first, last in sorted(spans):
+        yield from range(max(first, end + 1), last + 1)
+        end = max(end, last)
+
+
+def _resolve_entry(entry: str, node: _Node, where: str) -> list[tuple[int, str | None]]:
     """(GPU index, MIG uuid or ``None`` for the whole GPU) for each thing ``entry`` names."""
     lowered = entry.lower()
     if lowered.startswith("mig-gpu-"):
-        return _old_mig_form(entry, gpus, where)
+        return _old_mig_form(entry, node, where)
     if lowered.startswith("mig-"):
-        owners = [(g.index, m.uuid) for g in gpus for m in g.mig_devices
-                  if m.uuid and m.uuid.lower() == lowered]
-        if owners:
-            return owners
-        raise UsageError(f"{where}: MIG instance {entry!r} cannot be tied to its GPU: no GPU"
-                         " lists it as a MIG device; name the GPU by index, GPU-<uuid> or PCI bus"
-                         " id instead")
-    return [(index, None) for index in _whole_gpus(entry, gpus, by_index, where)]
+        if lowered in node.migs:
+            return node.migs[lowered]
+        raise UsageError(f"{where}: MIG instance {_quoted(entry)} cannot be tied to its GPU: no "
+                         "GPU lists it as a MIG device; name the GPU by index, GPU-<uuid> or PCI "
+                         "bus id instead")
+    return [(index, None) for index in _whole_gpus(entry, node, where)]
 
 
-def _old_mig_form(entry: str, gpus: Sequence[Gpu], where: str) -> list[tuple[int, str | None]]:
+def _old_mig_form(entry: str, node: _Node, where: str) -> list[tuple[int, str | None]]:
     """``MIG-GPU-<gpu uuid>/<gi>/<ci>``: the instance(s) with those ids, or the whole GPU where
     no id is given or the scan lists none of its MIG devices."""
     match = re.fullmatch(r"(GPU-[^/:]*)(?:[/:](\d+)(?:[/:](\d+))?)?", entry[len("MIG-"):],
                          re.IGNORECASE)
     if match is None:
-        raise UsageError(f"{where}: {entry!r} is not a MIG-GPU-<uuid>/<gi>/<ci> MIG instance")
-    index = _by_uuid(match[1], gpus, where, entry)
-    gpu = next(g for g in gpus if g.index == index)
+        raise UsageError(f"{where}: {_quoted(entry)} is not a MIG-GPU-<uuid>/<gi>/<ci> MIG "
+                         "instance")
+    index = _by_uuid(match[1], node, where, entry)
+    gpu = node.gpus[index]
     if match[2] is None or not gpu.mig_devices:
         return [(index, None)]
-    gi, ci = int(match[2]), None if match[3] is None else int(match[3])
+    gi = _number(match[2], f"{where}: {_quoted(entry)}: GPU instance id")
+    ci = None if match[3] is None else \
+        _number(match[3], f"{where}: {_quoted(entry)}: compute instance id")
     found = [m for m in gpu.mig_devices
              if m.gpu_instance_id == gi and (ci is None or m.compute_instance_id == ci)]
     listed = ", ".join(instance_label(m) for m in gpu.mig_devices)
     if not found:
-        raise UsageError(f"{where}: {entry!r} names no MIG instance of GPU {index} (it lists "
-                         f"{listed})")
+        raise UsageError(f"{where}: {_quoted(entry)} names no MIG instance of GPU {index} (it "
+                         f"lists {listed})")
     if any(not m.uuid for m in found):
-        raise UsageError(f"{where}: MIG instance {entry!r} of GPU {index} has no UUID NVML "
-                         f"reports; name the GPU by index instead")
+        raise UsageError(f"{where}: MIG instance {_quoted(entry)} of GPU {index} has no UUID "
+                         "NVML reports; name the GPU by index instead")
     return [(index, m.uuid) for m in found]
 
 
-def _whole_gpus(entry: str, gpus: Sequence[Gpu], by_index: dict[int, int],
-                where: str) -> list[int]:
-    count = len(gpus)
-    available = (f"this node has {plural(count, 'GPU')}" if count
-                 else "NVML lists no GPU on this node")
-    span = re.fullmatch(r"(\d+)(?:-(\d+))?", entry)
-    if span:
-        first, last = int(span[1]), int(span[2] or span[1])
-        if last < first:
-            raise UsageError(f"{where}: range {entry!r} runs backwards")
-        missing = [i for i in range(first, last + 1) if i not in by_index]
-        if missing:
-            raise UsageError(f"{where}: GPU {missing[0]} does not exist ({available})")
-        return [by_index[i] for i in range(first, last + 1)]
+def _whole_gpus(entry: str, node: _Node, where: str) -> list[int]:
+    """The GPU a UUID or a PCI bus id names (indices and ranges are :func:`_span`'s)."""
     if entry.lower().startswith("gpu-"):
-        return [_by_uuid(entry, gpus, where, entry)]
+        return [_by_uuid(entry, node, where, entry)]
     key = pci_key(entry)
     if key is not None and ":" in entry:
-        exact = [g.index for g in gpus if pci_key(g.pci_bus_id) == key]
-        if not exact:
-            raise UsageError(f"{where}: no GPU at PCI bus id {entry!r} ({available})")
-        return exact
-    raise UsageError(f"{where}: {entry!r} is not a GPU index, GPU-<uuid>, MIG-<uuid> or "
+        if key not in node.buses:
+            raise UsageError(f"{where}: no GPU at PCI bus id {_quoted(entry)} "
+                             f"({node.available()})")
+        return node.buses[key]
+    raise UsageError(f"{where}: {_quoted(entry)} is not a GPU index, GPU-<uuid>, MIG-<uuid> or "
                      "PCI bus id (or all, or job)")
 
 
-def _by_uuid(prefix: str, gpus: Sequence[Gpu], where: str, entry: str) -> int:
-    matches = [g.index for g in gpus if g.uuid and g.uuid.lower().startswith(prefix.lower())]
+def _by_uuid(prefix: str, node: _Node, where: str, entry: str) -> int:
+    matches = node.with_uuid_prefix(prefix.lower())
     if len(matches) == 1:
         return matches[0]
     if not matches:
-        raise UsageError(f"{where}: {entry!r} names no GPU on this node")
-    raise UsageError(f"{where}: {entry!r} matches {len(matches)} GPUs; give more of the UUID")
+        raise UsageError(f"{where}: {_quoted(entry)} names no GPU on this node")
+    raise UsageError(f"{where}: {_quoted(entry)} matches {len(matches)} GPUs; give more of the "
+                     "UUID")
+
+
+def _quoted(text: str) -> str:
+    """``text`` as a message quotes it: escaped, and cut short when it is long."""
+    return repr(text) if len(text) <= _SHOWN else f"{text[:_SHOWN]!r}…"
 
 
 def _job_selection(gpus: Sequence[Gpu], environ: Mapping[str, str]) -> GpuSelection:
@@ -247,14 +344,14 @@ def _job_selection(gpus: Sequence[Gpu], environ: Mapping[str, str]) -> GpuSelect
         raise UsageError("--gpus job: none of " + ", ".join(JOB_VARIABLES) + " is set (run it "
                          "inside the job, its prolog or epilog, or name the GPUs)")
     value = environ[name].strip()
-    shown = f"{name}={value}"
+    shown = f"{name}={value}" if len(value) <= _SHOWN else f"{name}={value[:_SHOWN]}…"
     if value.lower() in NO_GPU_VALUES:
         return GpuSelection("job", (), f"{shown}: the job has no GPU; only host findings apply")
     entries = _entries(value, f"--gpus job ({name})")
-    numbers = [e for e in entries if re.fullmatch(r"\d+(?:-\d+)?", e)]
-    if numbers and len(entries) == len(gpus) and gpus:
-        highest = max(int(n.split("-")[-1]) for n in numbers)
-        if highest >= len(gpus) and all("-" not in n for n in numbers):
+    spans = [span for e in entries if (span := _span(e, f"--gpus job ({name})")) is not None]
+    if spans and len(entries) == len(gpus) and gpus:
+        highest = max(last for _, last in spans)
+        if highest >= len(gpus) and all(first == last for first, last in spans):
             every = tuple(sorted(g.index for g in gpus))
             return GpuSelection("job", every, f"{shown}: the job's GPUs; NVML lists only those "
                                               f"{len(gpus)} (devices confined to the job)")
@@ -343,15 +440,17 @@ def _in_chosen(process: GpuProcess, chosen: dict[int, list[MigDevice]]) -> bool:
 def _keep_subject(subject: str, scan: Scan, wanted: set[int],
                   chosen: dict[int, list[MigDevice]]) -> bool:
     kind, _, rest = subject.partition(":")
-    number, _, instance = rest.partition("/mig:")
-    if not number.isdigit():
+    text, _, instance = rest.partition("/mig:")
+    # Subjects may come from a saved document: only a plain number names a GPU or a process.
+    if not (text.isascii() and text.isdigit() and len(text) <= MAX_INT_DIGITS):
         return True
+    number = int(text)
     if kind == "gpu":
-        devices = chosen.get(int(number))
-        return int(number) in wanted and (
+        devices = chosen.get(number)
+        return number in wanted and (
             devices is None or not instance or instance in {instance_label(m) for m in devices})
     if kind == "pid":
-        mine = [p for p in scan.processes if p.pid == int(number)]
+        mine = [p for p in scan.processes if p.pid == number]
         return not mine or any(p.gpu_index in wanted and _in_chosen(p, chosen) for p in mine)
     return True
 

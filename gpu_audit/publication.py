@@ -32,6 +32,55 @@ FILE_NAME = re.compile(r"^(?P<pid>[1-9][0-9]{0,9})\.json$")
 MAX_FILE_BYTES = 256 * 1024  # a publication is a few KiB; anything larger is not ours
 CREATE_TIME_TOLERANCE_S = 2.0  # psutil's create_time moves with the boot-time estimate
 
+# The sane range of each figure a publication states. The reader drops a figure outside it as
+# malformed (and says so), so a corrupt or hostile file never shows ``inf%``, negative bytes or
+# 9e27 TiB in a report. Byte counts: 1 EiB is far beyond any GPU's or host's memory.
+MAX_PUBLISHED_BYTES = 2**60
+MAX_PUBLISHED_COUNT = 2**63 - 1  # torch's allocator counters are int64
+INTERVAL_RANGE_S = (0.01, 3600.0)  # what the writer accepts for interval_s
+# Figures that are counts or indices (the others are named by their ending: _bytes, _pct, _s).
+COUNT_FIELDS = frozenset({
+    "index", "step", "sequence", "start_ticks", "segments", "allocations",
+    "inactive_split_blocks", "oversize_allocations", "oversize_segments", "num_alloc_retries",
+    "num_ooms", "num_sync_all_streams", "num_device_alloc", "num_device_free",
+})
+
+
+def figure_problem(name: str, value: object) -> str | None:
+    """Why ``value`` is no sane figure for the published field ``name``: ``None`` when it is
+    one, is unset (``None``), or ``name`` is not a figure (a UUID, a name, a time)."""
+    if value is None:
+        return None
+    if name.endswith("_bytes"):
+        return _whole_problem(value, MAX_PUBLISHED_BYTES, "2**60 (1 EiB)", "a byte count")
+    if name in COUNT_FIELDS:
+        return _whole_problem(value, MAX_PUBLISHED_COUNT, "2**63 - 1", "a count")
+    if name.endswith("_pct"):
+        return _number_problem(value, 0.0, 100.0, "a percentage")
+    if name == "interval_s":
+        return _number_problem(value, *INTERVAL_RANGE_S, "an interval in seconds")
+    if name == "create_time_s":
+        return _number_problem(value, 0.0, float(MAX_PUBLISHED_COUNT), "a time in seconds")
+    return None
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 24 else f"{text[:24]}…"
+
+
+def _whole_problem(value: object, high: int, high_text: str, what: str) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        return f"{_shown(value)} is not {what}"
+    return None if 0 <= value <= high else f"{_shown(value)} is outside 0 to {high_text}"
+
+
+def _number_problem(value: object, low: float, high: float, what: str) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return f"{_shown(value)} is not {what}"
+    # A NaN fails both comparisons; an int too large for a float compares exactly.
+    return None if low <= value <= high else f"{_shown(value)} is outside {low:g} to {high:g}"
+
 
 def runtime_dir_candidates(environ: dict[str, str] | None = None) -> list[Path]:
     """Where publications may live for this user, most specific first."""

@@ -17,6 +17,8 @@ import datetime as dt
 import math
 import re
 
+from gpu_audit.bounds import MAX_INT_DIGITS
+
 KIB, MIB, GIB, TIB, PIB = 1024, 1024**2, 1024**3, 1024**4, 1024**5
 
 # Unit spellings, lower-cased. "k"/"m"/"g"/"t" alone are binary (as `free -g` and PyTorch's
@@ -158,7 +160,10 @@ def torch_release(version: str | None) -> Release | None:
     """``"2.9.1+cu128"`` -> (2, 9); ``"2.12.0.dev20260301"`` -> (2, 12); ``None`` when unknown."""
     if not version:
         return None
-    match = re.match(r"\s*v?(\d+)\.(\d+)", version)
+    # ASCII digits, at most MAX_INT_DIGITS a part: a version read from a document may be
+    # hostile, and int() of thousands of digits raises (or costs quadratic time).
+    match = re.match(rf"\s*v?([0-9]{{1,{MAX_INT_DIGITS}}})\.([0-9]{{1,{MAX_INT_DIGITS}}})(?![0-9])",
+                     version)
     return (int(match[1]), int(match[2])) if match else None
 
 
@@ -166,9 +171,14 @@ def release_text(release: Release) -> str:
     return f"{release[0]}.{release[1]}"
 
 
-def version_tuple(text: str) -> tuple[int, ...]:
-    """``"535.104.05"`` -> (535, 104, 5), for comparing driver and CUDA versions."""
-    return tuple(int(part) for part in re.findall(r"\d+", text))
+def version_tuple(text: str) -> tuple[int, ...] | None:
+    """``"535.104.05"`` -> (535, 104, 5), for comparing driver and CUDA versions; ``None`` when
+    ``text`` is not a version: no number in it, or a part longer than MAX_INT_DIGITS digits
+    (a version read from a document may be hostile; no driver numbers a part that way)."""
+    parts = re.findall(r"[0-9]+", text)
+    if not parts or any(len(part) > MAX_INT_DIGITS for part in parts):
+        return None
+    return tuple(int(part) for part in parts)
 
 
 def installed_torch_version() -> str | None:

@@ -80,9 +80,13 @@ def nvidia_driver(ctx: CheckContext) -> Iterator[CheckResult]:
         if wanted is None:
             continue
         evidence[key] = wanted
+        have, need = version_tuple(actual or ""), version_tuple(wanted)
         if actual is None:
             unknown.append(f"{label} version not reported (policy needs >= {wanted})")
-        elif version_tuple(actual) < version_tuple(wanted):
+        elif have is None or need is None:  # the policy's is checked when read: the scan's
+            unknown.append(f"{label} version {_shown(actual)} is not a version gpu-audit can "
+                           f"compare (policy needs >= {wanted})")
+        elif have < need:
             problems.append(f"{label} {actual} is older than {wanted}")
     described = (f"driver {evidence['driver_version'] or 'n/a'}, "
                  f"CUDA {evidence['cuda_driver_version'] or 'n/a'}")
@@ -96,6 +100,11 @@ def nvidia_driver(ctx: CheckContext) -> Iterator[CheckResult]:
                      remedy="Run `nvidia-smi` and compare its driver version by hand.")
     else:
         yield result("nvidia-driver", "host", PASS, described, evidence=evidence)
+
+
+def _shown(version: str) -> str:
+    """A version read from the scan as a title quotes it: whole when short, else its start."""
+    return repr(version) if len(version) <= 40 else f"{version[:40]!r}…"
 
 
 @check("gpu-count", "GPUs present", "min_gpus", views=("gpu-lost",), judges_more=True)

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import typer
 
+from gpu_audit.bounds import bounded_int
 from gpu_audit.cli.app import app, err
-from gpu_audit.errors import UsageError
+from gpu_audit.errors import InputError, UsageError
 from gpu_audit.gpu_selection import SPEC_FORMS
 
 EXIT_CODES_HELP = ("Exit codes: 0 OK, 1 WARNING, 2 CRITICAL (a test failed), 3 UNKNOWN (bad "
@@ -17,15 +18,24 @@ EXIT_CODES_HELP = ("Exit codes: 0 OK, 1 WARNING, 2 CRITICAL (a test failed), 3 U
                    "or a test that could not run), 130 interrupted (every worker stopped).")
 
 
+# A planted fault's byte offset indexes a torch buffer: it must fit a signed 64-bit index.
+_LARGEST_OFFSET = 2**63 - 1
+
+
 def parse_plant(text: str | None) -> tuple[int, int] | None:
-    """``OFFSET:BIT`` of the test mode's planted memory fault."""
+    """``OFFSET:BIT`` of the test mode's planted memory fault; each number bounded (ASCII
+    digits, at most MAX_INT_DIGITS, in range) before it is converted."""
     if text is None:
         return None
-    offset, _, bit = text.partition(":")
-    if not (offset.isdigit() and bit.isdigit() and int(bit) < 8):
-        raise UsageError(f"--plant-fault: {text!r} is not OFFSET:BIT (a byte offset and a bit "
-                         "0-7, e.g. 4096:3)")
-    return int(offset), int(bit)
+    offset, colon, bit = text.partition(":")
+    if not (colon and offset.strip() and bit.strip()):
+        raise UsageError(f"--plant-fault: {text[:40]!r} is not OFFSET:BIT (a byte offset and a "
+                         "bit 0-7, e.g. 4096:3)")
+    try:
+        return (bounded_int(offset, "--plant-fault: byte offset", high=_LARGEST_OFFSET),
+                bounded_int(bit, "--plant-fault: bit", high=7))
+    except InputError as exc:
+        raise UsageError(f"{exc} (expected OFFSET:BIT, e.g. 4096:3)") from None
 
 
 @app.command(epilog=EXIT_CODES_HELP)

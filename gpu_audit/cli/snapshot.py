@@ -9,7 +9,7 @@ from pathlib import Path
 import typer
 
 from gpu_audit.cli.app import app, err
-from gpu_audit.errors import UsageError
+from gpu_audit.errors import InputError, UsageError
 
 
 @app.command()
@@ -38,7 +38,11 @@ def snapshot(
     from gpu_audit.snapshot.render import render_markdown, snapshot_document
     from gpu_audit.units import utc_now
 
-    summary = summarize(load_snapshot(file), top=top)
+    data = load_snapshot(file)  # its errors name the file
+    try:
+        summary = summarize(data, top=top)
+    except InputError as exc:  # the summary names where in the snapshot; add which file
+        raise InputError(f"{file}: {exc}") from None
     generated_at = utc_now()
     source = {"path": str(file), "size_bytes": file.stat().st_size}
     plot_name = None

@@ -35,17 +35,19 @@ from gpu_audit.publication import (
     SCHEMA_KIND,
     SCHEMA_MAJOR,
     ProcessIdentity,
+    figure_problem,
     pid_namespace,
     private_dir_problem,
     process_identity,
     runtime_dir_candidates,
     same_process,
 )
-from gpu_audit.units import parse_utc
+from gpu_audit.units import parse_utc, plural
 
 MAX_TEXT = 500  # longest string kept from a publication (settings, names)
 MAX_DEVICES = 64
 MAX_HISTORY = 256
+MAX_DROPPED_SHOWN = 5  # dropped figures named in one probe error; the rest are counted
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,7 @@ class Publication:
     published_at: str
     age_s: float | None
     document: dict[str, Any]
+    dropped: tuple[str, ...] = ()  # figures set to null as out of range: "devices[0].x (why)"
 
 
 @dataclass(frozen=True)
@@ -72,9 +75,20 @@ class MonitorFiles:
     skipped: list[SkippedFile]
 
     def probe_errors(self) -> list[ProbeError]:
-        """The suspicious refusals, as probe errors a scan reports (stale files stay quiet)."""
-        return [ProbeError("monitor", "host", f"ignored {s.path}: {s.reason}")
-                for s in self.skipped if s.suspicious]
+        """The suspicious refusals, as probe errors a scan reports (stale files stay quiet), and
+        the figures dropped from the publications read."""
+        errors = [ProbeError("monitor", "host", f"ignored {s.path}: {s.reason}")
+                  for s in self.skipped if s.suspicious]
+        for p in self.publications:
+            if p.dropped:
+                shown = "; ".join(p.dropped[:MAX_DROPPED_SHOWN])
+                more = len(p.dropped) - MAX_DROPPED_SHOWN
+                rest = f"; and {more} more" if more > 0 else ""
+                errors.append(ProbeError(
+                    "monitor", f"pid:{p.pid}",
+                    f"{p.path}: {plural(len(p.dropped), 'malformed figure')} dropped (not shown): "
+                    f"{shown}{rest}"))
+        return errors
 
 
 class _Refused(Exception):
@@ -214,8 +228,11 @@ def _accept(doc: Any, file_pid: int, path: str, ctx: _ReaderContext,
     if not isinstance(schema, str) or not schema.startswith(SCHEMA_KIND):
         raise _Refused(f"is not a publication (schema {schema!r:.40})")
     major = schema[len(SCHEMA_KIND):]
-    if not major.isdigit() or int(major) != SCHEMA_MAJOR:
-        raise _Refused(f"uses {schema}, which this gpu-audit cannot read; upgrade gpu-audit", False)
+    # str(SCHEMA_MAJOR), not int(major): "²" is a digit to isdigit() and 5,000 digits make
+    # int() raise, either of which would hide every other publication of the folder.
+    if major != str(SCHEMA_MAJOR):
+        raise _Refused(f"uses {schema[:60]}, which this gpu-audit cannot read; upgrade gpu-audit",
+                       False)
     pid = doc.get("pid")
     if pid != file_pid:
         raise _Refused(f"names pid {pid!r:.20} but is the file of pid {file_pid}")
@@ -244,9 +261,40 @@ def _accept(doc: Any, file_pid: int, path: str, ctx: _ReaderContext,
             or not all(isinstance(d, dict) for d in devices):
         raise _Refused("has no valid device list")
     age = max((now - moment).total_seconds(), 0.0)
+    cleaned, dropped = _without_bad_figures(doc)
+    create_time = _opt_float(cleaned.get("create_time_s"))
     return Publication(path=path, pid=file_pid, start_time=_opt_text(doc.get("start_time")),
-                       create_time=published.create_time, published_at=published_at,
-                       age_s=round(age, 1), document=doc)
+                       create_time=create_time, published_at=published_at,
+                       age_s=round(age, 1), document=cleaned, dropped=tuple(dropped))
+
+
+def _without_bad_figures(doc: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """``doc`` with every figure outside its sane range (:func:`figure_problem`) set to null,
+    and where each was: the scan shows nothing rather than ``inf%`` or 9e27 TiB."""
+    dropped: list[str] = []
+
+    def clean(entry: dict[str, Any], where: str) -> dict[str, Any]:
+        out = dict(entry)
+        for name, value in entry.items():
+            problem = figure_problem(name, value)
+            if problem is not None:
+                out[name] = None
+                plain = name.isascii() and name.isidentifier() and len(name) <= 60
+                dropped.append(f"{where}{name if plain else repr(name[:60])}: {problem}")
+        return out
+
+    cleaned = clean(doc, "")
+    cleaned["devices"] = []
+    for i, device in enumerate(doc["devices"]):
+        entry = clean(device, f"devices[{i}].")
+        history = device.get("history")
+        if isinstance(history, list):
+            start = max(len(history) - MAX_HISTORY, 0)  # only the samples the scan keeps
+            entry["history"] = [clean(item, f"devices[{i}].history[{start + j}].")
+                                if isinstance(item, dict) else item
+                                for j, item in enumerate(history[start:])]
+        cleaned["devices"].append(entry)
+    return cleaned, dropped
 
 
 # --- the join --------------------------------------------------------------------------------

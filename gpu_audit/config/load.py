@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from gpu_audit.bounds import MAX_INT_DIGITS, bounded_int
 from gpu_audit.config.files import (
     OWN_FILE,
     PYPROJECT,
@@ -34,7 +35,7 @@ from gpu_audit.config.files import (
     table_path,
 )
 from gpu_audit.config.policy import Policy, keys_of, validate_values
-from gpu_audit.errors import ConfigError
+from gpu_audit.errors import ConfigError, InputError
 
 ENV_PREFIX = "GPU_AUDIT_"
 CHECK_TABLE = ("check",)
@@ -80,21 +81,33 @@ def parse_env_value(name: str, key: str, text: str, expected: type, optional: bo
     wanted = {float: "a number", int: "an integer", bool: "true or false"}.get(expected)
     try:
         if expected is float:
+            if not value.isascii():  # float() also reads Arabic-Indic and other digits
+                raise ValueError
             number = float(value)
             if not math.isfinite(number):
                 raise ValueError
             return number
         if expected is int:
-            return int(value)
+            return _whole_number(name, value)
         if expected is bool:
             if value.lower() in _TRUE + _FALSE:
                 return value.lower() in _TRUE
             raise ValueError
     except ValueError:
-        raise origin.error(key, f"key {key!r} must be {wanted}, got {text!r}") from None
+        shown = repr(text) if len(text) <= 40 else f"{text[:40]!r}… ({len(text)} characters)"
+        raise origin.error(key, f"key {key!r} must be {wanted}, got {shown}") from None
     if not value:
         raise origin.error(key, f"key {key!r} must not be empty")
     return value
+
+
+def _whole_number(name: str, text: str) -> int:
+    """ASCII digits with an optional sign, at most MAX_INT_DIGITS (``int()`` alone also takes
+    Arabic-Indic digits and ``1_000``); the sign is judged later with the key's range."""
+    try:
+        return bounded_int(text, name, low=-(10**MAX_INT_DIGITS))
+    except InputError:
+        raise ValueError from None
 
 
 class Layers:

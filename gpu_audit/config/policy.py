@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpu_audit.bounds import MAX_INT_DIGITS
 from gpu_audit.errors import ConfigError
 from gpu_audit.lazy import regex
 from gpu_audit.model import Severity
@@ -26,7 +27,8 @@ from gpu_audit.units import GIB, MIB
 MAX_NUMBER = 1e12
 MODES = ("fail", "warn", "ignore")  # what a check makes of the problem it judges
 STAGES = ("imports", "smoke")  # the validation stages check may run; later ones take minutes
-_VERSION = regex(r"^\d+(\.\d+)*$")
+# ASCII digits, at most MAX_INT_DIGITS a part (each part is converted with int() to compare).
+_VERSION = regex(rf"[0-9]{{1,{MAX_INT_DIGITS}}}(?:\.[0-9]{{1,{MAX_INT_DIGITS}}})*")
 
 # How a dataclass field's declared type (a string under ``from __future__ import annotations``)
 # is read from a file or the environment: (base type, may be unset).
@@ -97,6 +99,21 @@ def policy_keys() -> dict[str, tuple[type, bool]]:
     return keys_of(Policy)
 
 
+def _quoted(text: str) -> str:
+    """A value quoted back in a message: escaped, and only its start when it is long."""
+    return repr(text) if len(text) <= 40 else f"{text[:40]!r}… ({len(text)} characters)"
+
+
+def _magnitude(value: int | float) -> str:
+    """A number too large for a setting, as a message shows it (an int of hundreds of digits
+    cannot be formatted as a float, and printing it whole helps nobody)."""
+    if isinstance(value, float):
+        return f"{value:g}"
+    if abs(value) < 10**MAX_INT_DIGITS:
+        return f"{float(value):g}"
+    return f"an integer of more than {MAX_INT_DIGITS} digits"
+
+
 Complaint = Callable[[str, str], ConfigError]  # (key, message) -> an error naming where it is set
 
 
@@ -105,11 +122,11 @@ def validate_values(values: dict[str, Any], complain: Complaint) -> None:
     builds the error that names where ``key`` was set."""
     for key, value in values.items():
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            if not math.isfinite(value):
+            if isinstance(value, float) and not math.isfinite(value):
                 raise complain(key, f"key {key!r} must be a finite number, got {value!r}")
             if abs(value) > MAX_NUMBER:
                 raise complain(key, f"key {key!r} is too large (at most {MAX_NUMBER:g}), "
-                                    f"got {value:g}")
+                                    f"got {_magnitude(value)}")
             if value < 0:
                 raise complain(key, f"key {key!r} must not be negative, got {value!r}")
             if key.endswith("_pct") and value > 100:
@@ -137,9 +154,10 @@ def validate_values(values: dict[str, Any], complain: Complaint) -> None:
             raise complain("gpu_name",
                            f"key 'gpu_name' is not a valid regular expression: {exc}") from None
     for key, example in (("min_driver_version", "535.104.05"), ("min_cuda_driver_version", "12.4")):
-        if values.get(key) is not None and not _VERSION().match(values[key]):
-            raise complain(key, f"key {key!r} must be a dotted version such as {example!r}, "
-                                f"got {values[key]!r}")
+        if values.get(key) is not None and not _VERSION().fullmatch(values[key]):
+            raise complain(key, f"key {key!r} must be a dotted version such as {example!r} "
+                                f"(at most {MAX_INT_DIGITS} digits a part), "
+                                f"got {_quoted(values[key])}")
     for stage in values.get("stages") or []:
         if stage not in STAGES:
             raise complain("stages", f"key 'stages': unknown stage {stage!r} "

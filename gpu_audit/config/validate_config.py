@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from gpu_audit.bounds import MAX_INT_DIGITS
 from gpu_audit.config.files import TableRef, convert, suggestion
 
 VALIDATE_TABLE = ("validate",)  # [tool.gpu-audit.validate], or [validate] in gpu-audit.toml
@@ -64,6 +65,10 @@ def read_validate_config(path: Path) -> dict[str, Any]:
 
 
 def _value(ref: TableRef, key: str, value: Any, expected: type) -> Any:
+    for item in value if isinstance(value, list) else [value]:
+        if isinstance(item, int) and abs(item) >= 10**MAX_INT_DIGITS:
+            raise ref.error(key, f"key {key!r} holds an integer of more than {MAX_INT_DIGITS} "
+                                 "digits")
     if key == "max_split_size_mb":
         items = value if isinstance(value, list) else [value]
         if not items or not all(isinstance(v, int) and not isinstance(v, bool) for v in items):

@@ -49,7 +49,8 @@ def parent_environment() -> dict[str, str]:
 def parse(value: str | None) -> tuple[int | None, bool]:
     """``"4242:deathsig"`` -> (4242, True); anything else -> (None, False)."""
     pid, _, flag = (value or "").partition(":")
-    return (int(pid), flag == "deathsig") if pid.isdigit() else (None, False)
+    valid = pid.isascii() and pid.isdigit() and len(pid) <= 10  # a pid, never more
+    return (int(pid), flag == "deathsig") if valid else (None, False)
 
 
 def die() -> None:

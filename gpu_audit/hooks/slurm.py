@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
-from gpu_audit.bounds import load_json
+from gpu_audit.bounds import MAX_INT_DIGITS, load_json
 from gpu_audit.config import CheckPolicy, Policy
 from gpu_audit.diff import DiffReport, compare
 from gpu_audit.diff.drain import drain_reason, node_problems
@@ -101,7 +101,7 @@ def job_user(environ: Mapping[str, str], given: str | None = None) -> str | None
     if name:
         return name
     uid = (environ.get("SLURM_JOB_UID") or "").strip()
-    if not uid.isdecimal():
+    if not (uid.isascii() and uid.isdigit()) or len(uid) > MAX_INT_DIGITS:
         return None
     import pwd
 

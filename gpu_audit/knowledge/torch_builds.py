@@ -16,7 +16,7 @@ def cuda_tuple(version: str | tuple[int, int] | None) -> tuple[int, int] | None:
     """``"12.4"`` (or ``(12, 4)``) -> (12, 4); ``None`` when not a CUDA version."""
     if isinstance(version, tuple):
         return version
-    match = re.match(r"(\d+)\.(\d+)", version or "")
+    match = re.match(r"([0-9]{1,20})\.([0-9]{1,20})(?![0-9])", version or "")
     return (int(match[1]), int(match[2])) if match else None
 
 

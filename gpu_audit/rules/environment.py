@@ -143,7 +143,7 @@ def interpret_visible_devices(value: str, gpus: list[Gpu], count: int) -> Visibl
             problem = ("names no GPU on this host" if not matches else
                        "matches more than one GPU") if index is None else None
         else:
-            match = re.match(r"[+-]?\d+", entry)
+            match = re.match(r"[+-]?[0-9]{1,20}(?![0-9])", entry)
             index = int(match[0]) if match else None
             problem = None
             if index is None:

@@ -26,7 +26,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpu_audit.knowledge.memory import fragmentation
-from gpu_audit.snapshot.checked import as_dict, as_list, fail, int_at, opt_int
+from gpu_audit.snapshot.checked import (
+    LARGEST_INT,
+    as_dict,
+    as_list,
+    count,
+    fail,
+    int_at,
+    opt_int,
+    refuse_huge_numbers,
+    shown,
+)
 from gpu_audit.snapshot.trace import TraceSummary, summarize_trace
 
 ALLOCATED = "active_allocated"
@@ -124,7 +134,8 @@ def _frame_parts(frame: Any) -> tuple[str, int, str] | None:
     filename, line, name = frame.get("filename"), frame.get("line"), frame.get("name")
     if not isinstance(filename, str) or not isinstance(name, str):
         return None
-    return filename, line if isinstance(line, int) else 0, name
+    known = isinstance(line, int) and not isinstance(line, bool) and 0 <= line <= LARGEST_INT
+    return filename, line if known else 0, name
 
 
 def _keep(filename: str, name: str) -> bool:
@@ -183,26 +194,29 @@ def _block(raw: Any, where: str) -> _Block:
         state = ALLOCATED if b["allocated"] else INACTIVE
     if state not in BLOCK_STATES:
         raise fail(f"{where}.state", f"expected one of {', '.join(BLOCK_STATES)}, "
-                                      f"found {state!r:.60}")
+                                      f"found {shown(state)}")
     if "frames" in b or "requested_size" in b:
         frames = b.get("frames") if isinstance(b.get("frames"), list) else []
-        requested = opt_int(b, "requested_size")
+        requested = opt_int(b, "requested_size", where)
     else:  # ≈2.0: the request and its stack live in the first history entry
         history = b.get("history") if isinstance(b.get("history"), list) else []
         first = history[0] if history and isinstance(history[0], dict) else {}
         frames = first.get("frames") if isinstance(first.get("frames"), list) else []
-        requested = opt_int(first, "real_size")
+        requested = opt_int(first, "real_size", f"{where}.history[0]")
     if requested is None or not 0 <= requested <= size:
         requested = size
-    return _Block(opt_int(b, "address") or 0, size, requested, state, frames)
+    return _Block(opt_int(b, "address", where) or 0, size, requested, state, frames)
 
 
-def _pool_label(segment: dict) -> str:
+def _pool_label(segment: dict, where: str) -> str:
     kind = segment.get("segment_type") if segment.get("segment_type") in ("large", "small") \
         else "large"
     pool_id = segment.get("segment_pool_id")
     if isinstance(pool_id, (list, tuple)) and any(pool_id):
-        return f"{kind}, private pool ({', '.join(str(p) for p in pool_id)})"
+        ids = [str(count(p, f"{where}.segment_pool_id[{i}]"))
+               if isinstance(p, int) and not isinstance(p, bool) else shown(p, 24)
+               for i, p in enumerate(pool_id)]
+        return f"{kind}, private pool ({', '.join(ids)})"
     return kind
 
 
@@ -212,13 +226,16 @@ def _segments(data: Any) -> tuple[str, list, list, dict | None]:
         return "segments", as_list(data, "segments"), [], None
     snap = as_dict(data, "top level")
     if "segments" not in snap:
-        keys = ", ".join(sorted(str(k) for k in snap)[:8]) or "none"
+        keys = ", ".join(sorted(k if isinstance(k, str) else shown(k, 24)
+                                for k in snap)[:8]) or "none"
         raise fail("top level", f"no 'segments' key (keys found: {keys})")
     segments = as_list(snap["segments"], "segments")
     traces = snap.get("device_traces") or []
     traces = as_list(traces, "device_traces")
     settings = snap.get("allocator_settings")
     settings = settings if isinstance(settings, dict) else None
+    if settings:  # passed on whole to the document and the report
+        refuse_huge_numbers(settings, "allocator_settings")
     return "snapshot", segments, traces, settings
 
 
@@ -245,10 +262,10 @@ def _summarize_device(device: int, segments: list[tuple[dict, list[_Block], str]
     expandable_count = 0
     for seg, blocks, where in segments:
         total = int_at(seg, "total_size", where)
-        stream = opt_int(seg, "stream") or 0
+        stream = opt_int(seg, "stream", where) or 0
         expandable = bool(seg.get("is_expandable", False))
         expandable_count += expandable
-        label = _pool_label(seg)
+        label = _pool_label(seg, where)
         acc = pools[(label, stream)]
         acc.segments += 1
         acc.reserved += total
@@ -342,7 +359,7 @@ def summarize(data: Any, *, top: int = 10) -> SnapshotSummary:
         if blocks and sum(b.size for b in blocks) != total:
             raise fail(where, f"its blocks add up to {sum(b.size for b in blocks)} bytes, "
                                f"not its total_size of {total}")
-        by_device[opt_int(seg, "device") or 0].append((seg, blocks, where))
+        by_device[opt_int(seg, "device", where) or 0].append((seg, blocks, where))
     device_traces = {i: t for i, t in enumerate(traces) if isinstance(t, list) and t}
     notes = []
     if fmt == "segments":

@@ -10,7 +10,7 @@ import datetime as dt
 from collections import defaultdict
 from dataclasses import dataclass
 
-from gpu_audit.snapshot.checked import as_dict, fail, opt_int
+from gpu_audit.snapshot.checked import as_dict, fail, opt_int, shown
 from gpu_audit.units import utc_iso
 
 MAX_TIMELINE_POINTS = 500  # in the JSON document; the plot uses every point
@@ -81,8 +81,9 @@ def summarize_trace(raw_events: list, end_allocated: int, end_reserved: int,
         e = as_dict(raw, f"{where}[{i}]")
         action = e.get("action")
         if not isinstance(action, str):
-            raise fail(f"{where}[{i}].action", f"expected text, found {action!r:.60}")
-        events.append((action, opt_int(e, "size") or 0, opt_int(e, "time_us"), e))
+            raise fail(f"{where}[{i}].action", f"expected text, found {shown(action)}")
+        events.append((action, opt_int(e, "size", f"{where}[{i}]") or 0,
+                       opt_int(e, "time_us", f"{where}[{i}]"), e))
     actions: dict[str, int] = defaultdict(int)
     for action, *_ in events:
         actions[action] += 1
@@ -108,7 +109,7 @@ def summarize_trace(raw_events: list, end_allocated: int, end_reserved: int,
     timeline = Timeline(_iso_from_us(t0), [0.0, *time_s], [max(allocated, 0), *allocated_after],
                         [max(reserved, 0), *reserved_after])
     ooms = [
-        OomEvent(_iso_from_us(t), size or None, opt_int(e, "device_free"))
+        OomEvent(_iso_from_us(t), size or None, opt_int(e, "device_free", where))
         for action, size, t, e in events
         if action == "oom"
     ]

@@ -36,7 +36,9 @@ DEFAULT_WORKLOAD = "gpu_audit.validate.workloads.reference:ReferenceWorkload"
 DEFAULT_CYCLES = 500
 SMOKE_CYCLES = 3
 GATE_CYCLES = 50
-_DEVICE = re.compile(r"^(auto|cpu|cuda|cuda:\d+)$")
+# Values one --max-split-size-mb compares: each repeats every stage of the plan.
+MAX_SPLIT_VARIANTS = 16
+_DEVICE = re.compile(r"^(auto|cpu|cuda|cuda:[0-9]{1,4})$")
 _WORKLOAD_MODULE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 
 
@@ -319,10 +321,12 @@ def _base_conf(options: ValidateOptions, torch_version: str | None, env: Any,
 def _max_split_values(text: str, torch_version: str | None) -> list[int | None]:
     lowest = max_split_minimum(torch_version)
     values: list[int | None] = []
+    if text.count(",") >= MAX_SPLIT_VARIANTS:  # each value repeats the whole plan
+        raise UsageError(f"--max-split-size-mb: at most {MAX_SPLIT_VARIANTS} values to compare")
     for part in (p.strip().lower() for p in text.split(",")):
         if part in ("none", "default", "unlimited"):
             value = None
-        elif re.fullmatch(r"\d+", part):
+        elif re.fullmatch(r"[0-9]{1,9}", part):  # up to ~1 PiB in MiB: ASCII digits only
             value = int(part)
             if value < lowest:
                 where = f"torch {torch_version}" if torch_version else "every torch version"
