@@ -338,5 +338,7 @@ def _read_tail(path: Path, offset: int) -> str:
             text = handle.read().decode("utf-8", "replace")
     except OSError:
         return ""
-    lines = text.splitlines()[-STDERR_TAIL_LINES * 4:]
+    # A line is kept to its first 4 KiB: the tail is for people, and redaction's cost must not
+    # follow the length of one enormous output line.
+    lines = [line[:4096] for line in text.splitlines()[-STDERR_TAIL_LINES * 4:]]
     return redact_text("\n".join(lines))

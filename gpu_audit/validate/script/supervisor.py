@@ -17,6 +17,16 @@ hang watchdog, same per-cycle log), it:
 - on a stop request (Ctrl-C at the runner, or the runner gone), stops the command the same way.
   Scripts resume at stage granularity: the stage runs again from its start (``{resume}``).
 
+Nothing the command controls can make it wait: the streams folder is made private and opened
+before the command starts, and only the regular files in it are read, without blocking
+(:class:`~.streams.StreamReader`: a FIFO, a device or a link is skipped and said in the
+report); its output is read in chunks by a thread, lines of any length in linear time, into a
+stage log capped at :data:`~.output.LOG_MAX_BYTES` (head and tail kept, what was left out
+said in the log and the report); output lines, stream records and the end of the output each
+get bounded time per poll, so a stop request is acted on within a poll or two, and the stage
+ends :data:`OUTPUT_GRACE_S` after the command even if a process it left behind holds its
+output.
+
 The OOM retry of protocol workloads does not apply: half a step of someone else's loop cannot be
 re-run. An out-of-memory fails the stage, with the allocator's numbers from the message.
 """
@@ -52,7 +62,6 @@ from gpu_audit.validate.script.hook import (
     ENV_PIPE,
     ENV_STOP_AFTER,
     ENV_STREAMS,
-    MARKER,
 )
 from gpu_audit.validate.script.launch import (
     IMPORT_CHECK,
@@ -63,15 +72,29 @@ from gpu_audit.validate.script.launch import (
     resolve_program,
     signal_name,
 )
+from gpu_audit.validate.script.output import ENV_LOG_MAX, OutputLines, StageLog, log_limit
 from gpu_audit.validate.script.spec import expand
-from gpu_audit.validate.script.streams import SOURCES, Cycles, StreamReader
+from gpu_audit.validate.script.streams import (
+    SOURCES,
+    Cycles,
+    StreamFolderError,
+    StreamReader,
+    open_streams_folder,
+)
 from gpu_audit.validate.spawn import apply_alloc_conf
 from gpu_audit.validate.state import leg_file
 
 STOP_GRACE_S = 5.0  # SIGTERM to SIGKILL; within the worker's own grace when orphaned
+# How long the output may stay open once the command's process has ended (a process it started
+# and that left its tree holds it): then the stage ends without the rest.
+OUTPUT_GRACE_S = 5.0
 POLL_S = 0.1
+LINES_S = 0.25  # output lines handled per poll at most this long (stop requests come first)
+QUEUED_LINES = 2048  # lines read and not yet handled; past it the command waits to print
+READ_BYTES = 64 * 1024  # the output is read this much at a time, whatever its lines
 ALIVE_EVENT_S = 1.0  # output keeps the hang watchdog quiet, told at most this often
 TAIL_LINES = 400
+TAIL_LINE_CHARS = 4096  # of each line kept for the OOM diagnosis (its messages are shorter)
 
 
 
@@ -84,8 +107,16 @@ class ScriptStage(StageLeg):
         self.cycles_done = 0
         self.log: Any = None
         self.proc: subprocess.Popen[bytes] | None = None
-        self.output: Any = None
+        self.output_fd: int | None = None
+        self.output_abandoned = False  # the stage ended with the output still open
+        self.split = OutputLines()
+        self.spill_due = False  # the runner asked for stacks: the log's tail goes out now
         self.tail: deque[str] = deque(maxlen=TAIL_LINES)
+        limit, note = log_limit(os.environ.get(ENV_LOG_MAX))
+        if note:
+            self.warnings.append(note)
+        # The command's output goes to the stage log (this process's stderr) through this.
+        self.stage_log = StageLog(sys.stderr.fileno(), limit)
         self.stopping: str | None = None  # why gpu-audit ended the command, if it did
         self.stop_deadline = float("inf")
         apply_alloc_conf(self.variant.alloc_conf)
@@ -113,6 +144,7 @@ class ScriptStage(StageLeg):
         finally:
             if self.log is not None:
                 self.log.close()
+            self.stage_log.close()
 
     def environment(self) -> dict[str, str]:
         env = dict(os.environ)
@@ -221,7 +253,8 @@ class ScriptStage(StageLeg):
         argv = self.command(batch)
         folder = f"attempt-{self.attempt}" + (f"-retry-{len(retries)}" if retries else "")
         streams = self.run.path / "streams" / leg_file(self.leg) / folder
-        streams.mkdir(parents=True, exist_ok=True)
+        streams.parent.mkdir(parents=True, exist_ok=True)
+        reader = StreamReader(self.open_streams(streams))
         env[ENV_STREAMS] = str(streams)
         stop_after = None if self.spec.counts_its_cycles else self.stage.cycles
         if stop_after is not None:
@@ -236,7 +269,7 @@ class ScriptStage(StageLeg):
                          "attempt": self.attempt, "at": utc_now(), "command": redact_text(
                              " ".join(argv))})
         print(f"gpu-audit: running {redact_text(' '.join(argv))}", file=sys.stderr, flush=True)
-        reader, writer = os.pipe()  # its identity tells the hook where markers may go
+        output, writer = os.pipe()  # its identity tells the hook where markers may go
         info = os.fstat(writer)
         env[ENV_PIPE] = f"{info.st_dev}:{info.st_ino}"
         try:
@@ -244,12 +277,15 @@ class ScriptStage(StageLeg):
                                          stdin=subprocess.DEVNULL, stdout=writer,
                                          stderr=writer)
         except OSError as exc:
-            os.close(reader)
+            os.close(output)
+            reader.close()
             raise StageFailed("error", f"cannot start the command {argv[0]!r}: "
                               f"{exc.strerror or exc}") from None
         finally:
             os.close(writer)
-        self.output = os.fdopen(reader, "rb")
+        self.output_fd = output
+        self.output_abandoned = False
+        self.split = OutputLines()
         began = time.monotonic()
         ready = self.ready_info(env) | {"pid": self.proc.pid,
                                         "command": redact_text(" ".join(argv))}
@@ -289,82 +325,138 @@ class ScriptStage(StageLeg):
         cycles = Cycles(base, cycle_pattern=self.spec.cycle_pattern, metrics=self.spec.metrics,
                         emit=emit, restart=restart, outside=sampler.current, started=time.time())
         try:
-            self.watch(cycles, StreamReader(streams), ready)
+            self.watch(cycles, reader, ready)
         finally:
             sampler.stop()
             self.stop_command()
+            reader.close()
+        self.warnings.extend(reader.notes())
+        if (long_lines := self.split.note()) is not None:
+            self.warnings.append(long_lines)
         duration = time.monotonic() - began
         whole = cycles.finish(duration, sampler.peaks)
         if sampler.nvml_note:
             self.warnings.append(sampler.nvml_note)
         return self.outcome(cycles, whole, stop_after)
 
+    def open_streams(self, path: Path) -> int | None:
+        """The streams folder's descriptor (see :func:`open_streams_folder`); ``None``, with a
+        warning, when it is not a folder gpu-audit may read from."""
+        try:
+            return open_streams_folder(path)
+        except StreamFolderError as exc:
+            self.warnings.append(f"the telemetry streams folder {path} was not read ({exc}): "
+                                 "cycles come from the output only")
+            return None
+
     def watch(self, cycles: Cycles, reader: StreamReader, ready: dict[str, Any]) -> None:
-        lines: queue.Queue[tuple[float, str] | None] = queue.Queue()
+        """Until the command has ended and its output with it. Never waits on the command:
+        its output is read by a thread, its streams without blocking, a stop request is seen
+        within a poll however much it prints."""
+        lines: queue.Queue[tuple[float, str] | None] = queue.Queue(maxsize=QUEUED_LINES)
         threading.Thread(target=self._read_output, args=(lines,), daemon=True).start()
         told_device = False
         output_done = False
+        ended_at: float | None = None
         while True:
             if self.control.stop.is_set() and not self.stopping:
                 self.stopping = "interrupted"
                 self.terminate()
             if self.stopping and time.monotonic() > self.stop_deadline:
                 self.kill_tree()  # it did not stop within the grace period
+            if self.spill_due:
+                self.spill_due = False
+                self.stage_log.spill()
             # One wake-up per POLL_S, however fast the command prints: the supervisor shares
             # the machine with the script it measures.
             time.sleep(POLL_S)
-            with contextlib.suppress(OSError, ValueError):
-                sys.stderr.buffer.flush()
-            try:
-                while not output_done:
-                    item = lines.get_nowait()
-                    if item is None:
-                        output_done = True
-                    else:
-                        cycles.line(item[1], item[0])
-            except queue.Empty:
-                pass
-            for stem, record in reader.read():
+            self.stage_log.flush()
+            output_done = self._take_lines(lines, cycles, output_done)
+            for stem, record in reader.records():
                 cycles.stream(stem, record, time.monotonic())
             cycles.flush(time.monotonic())
             if cycles.device and not told_device:
                 told_device = True
                 self.events.send({"ev": "ready", **self._device_ready(ready, cycles)})
-            if output_done and self.proc.poll() is not None:
-                for stem, record in reader.read():
+            if self.proc.poll() is None:
+                continue
+            ended_at = ended_at or time.monotonic()
+            if output_done or time.monotonic() - ended_at > OUTPUT_GRACE_S:
+                if not output_done:
+                    self.output_abandoned = True
+                    self.warnings.append(
+                        f"the command's output was still open {OUTPUT_GRACE_S:g} s after it "
+                        "ended (a process it started holds it): the stage ended without the "
+                        "rest")
+                for stem, record in reader.records(final=True):
                     cycles.stream(stem, record, time.monotonic())
                 return
 
+    def _take_lines(self, lines: queue.Queue[tuple[float, str] | None], cycles: Cycles,
+                    done: bool) -> bool:
+        """The output lines read so far, for at most :data:`LINES_S`; whether the output has
+        ended (all its lines taken)."""
+        until = time.monotonic() + LINES_S
+        while not done and time.monotonic() < until:
+            try:
+                item = lines.get_nowait()
+            except queue.Empty:
+                break
+            if item is None:
+                done = True
+            else:
+                cycles.line(item[1], item[0])
+        return done
+
     def _read_output(self, lines: queue.Queue[tuple[float, str] | None]) -> None:
-        out = sys.stderr.buffer
+        """The command's output, a chunk at a time: into the stage log (capped), its lines
+        (their first bytes: see :mod:`.output`) to the main loop and to the tail kept for the
+        diagnosis."""
+        fd = self.output_fd
+        assert fd is not None
+        split = self.split
         alive_at = 0.0
         try:
-            for raw in self.output:
-                read_at = time.time()  # the hook's clock: lines are placed between cycles by it
+            while True:
+                try:
+                    data = os.read(fd, READ_BYTES)
+                except InterruptedError:
+                    continue
+                except OSError:
+                    break
+                if not data:
+                    break
                 now = time.monotonic()
-                text = raw.decode("utf-8", "replace").rstrip("\r\n")
-                at = text.find(MARKER)
-                marker = text[at:] if at >= 0 else None
-                if at >= 0:  # a marker, maybe after output printed without a newline
-                    text, raw = text[:at], text[:at].encode() + b"\n"
-                if at != 0:
-                    with contextlib.suppress(OSError, ValueError):
-                        out.write(raw)  # flushed by the main loop every POLL_S and at the end
-                    self.tail.append(text)
-                    lines.put((read_at, text))
-                if marker is not None:
-                    lines.put((read_at, marker))
-                if now - alive_at >= ALIVE_EVENT_S and at != 0:
+                if self._pass_on(*split.feed(data), lines) and now - alive_at >= ALIVE_EVENT_S:
                     alive_at = now
                     self.events.send({"ev": "output"})  # keeps the hang watchdog waiting
-        except (OSError, ValueError):
-            pass
+            self._pass_on(*split.finish(), lines)
         finally:
-            with contextlib.suppress(OSError, ValueError):
-                out.flush()
-            lines.put(None)
+            self._put(lines, None)
             with contextlib.suppress(OSError):
-                self.output.close()
+                os.close(fd)
+
+    def _pass_on(self, log: bytes, found: list[tuple[str, bool]],
+                 lines: queue.Queue[tuple[float, str] | None]) -> bool:
+        """Whether the command printed something (not only markers)."""
+        self.stage_log.write(log)
+        read_at = time.time()  # the hook's clock: lines are placed between cycles by it
+        for text, is_marker in found:
+            if not is_marker:
+                self.tail.append(text[:TAIL_LINE_CHARS])
+            self._put(lines, (read_at, text))
+        return bool(log)
+
+    def _put(self, lines: queue.Queue[tuple[float, str] | None],
+             item: tuple[float, str] | None) -> None:
+        """Onto the queue, waiting while it is full (the command then waits to print), unless
+        the stage has ended."""
+        while not self.output_abandoned:
+            try:
+                lines.put(item, timeout=0.5)
+                return
+            except queue.Full:
+                continue
 
     def _device_ready(self, ready: dict[str, Any], cycles: Cycles) -> dict[str, Any]:
         device = cycles.device or {}
@@ -435,6 +527,7 @@ class ScriptStage(StageLeg):
         self.stop_deadline = time.monotonic() + STOP_GRACE_S
 
     def _forward_usr1(self, signum: int, frame: Any) -> None:
+        self.spill_due = True  # the stacks that follow must reach the log file
         for proc in self._tree():
             with contextlib.suppress(Exception):
                 proc.send_signal(signal.SIGUSR1)
@@ -473,6 +566,9 @@ class ScriptStage(StageLeg):
 
     def finish(self, status: str, failure: str | None = None, reason: str | None = None,
                detail: dict[str, Any] | None = None, whole_stage: bool = False) -> int:
+        self.stage_log.settle()
+        if (capped := self.stage_log.note()) is not None:
+            self.warnings.append(capped)
         self.events.send({"ev": "done", "status": status, "failure": failure, "reason": reason,
                           "detail": detail or {}, "cycles_done": self.cycles_done,
                           "warnings": self.warnings, "whole_stage": whole_stage,
