@@ -228,15 +228,14 @@ def gpu_memory(ctx: CheckContext) -> Iterator[CheckResult]:
 def free_vram(ctx: CheckContext) -> Iterator[CheckResult]:
     """Each GPU has at least `min_free_vram_pct` of its size free, and `min_free_vram_gib` if set.
 
-    Memory held before a job starts is memory the job cannot have: a leftover process, a
-    duplicate server or a dead context turns into `CUDA out of memory` halfway through. The
-    share is judged by the scan's `low-free-vram` rule, with the `min_free_vram_pct` of the one
-    policy ({min_free_vram_pct}% by default; set it in `[tool.gpu-audit]`, or in the check table
-    for check
+    Memory held before a job starts is memory the job cannot have: a leftover process, a duplicate
+    server or a dead context turns into `CUDA out of memory` halfway through. The share is judged by
+    the scan's `low-free-vram` rule, with the `min_free_vram_pct` of the one policy
+    ({min_free_vram_pct}% by default; set it in `[tool.gpu-audit]`, or in the check table for check
     alone; 0 turns it off). `min_free_vram_gib` adds an absolute minimum. A GPU short of either
-    fails (`free_vram = "warn"` or `"ignore"` relaxes that); the result lists what holds the
-    memory. Ignoring `low-free-vram` drops the share: the check then judges `min_free_vram_gib`
-    alone, and is skipped when that is not set.
+    fails (`free_vram = "warn"` or `"ignore"` relaxes that); the result lists what holds the memory.
+    Ignoring `low-free-vram` drops the share: the check then judges `min_free_vram_gib` alone, and
+    is skipped when that is not set.
     """
     policy = ctx.policy
     if policy.free_vram == "ignore":

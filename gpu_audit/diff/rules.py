@@ -79,10 +79,9 @@ def vram_unreleased(view: DiffView) -> Iterator[Finding]:
     """GPU memory in use grew during the job and no process accounts for it afterwards.
 
     After the job, the GPU holds more memory than before (at least `unreleased_vram_min_gib`,
-    {unreleased_vram_min_gib} GiB by default) that no listed process explains: a context left by
-    a process that died
-    without the driver reclaiming it, or a process in another container. Only a GPU reset (or a
-    reboot) returns it; drain the node.
+    {unreleased_vram_min_gib} GiB by default) that no listed process explains: a context left by a
+    process that died without the driver reclaiming it, or a process in another container. Only a
+    GPU reset (or a reboot) returns it; drain the node.
     """
     if view.before is None:
         return

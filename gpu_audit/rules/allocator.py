@@ -378,14 +378,13 @@ def alloc_conf_advice(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """What to set first against fragmentation: expandable segments, before max_split_size_mb.
 
     Given before a run, when a GPU is small (at most `small_gpu_gib`, {small_gpu_gib} GiB by
-    default: every
-    MiB lost to fragmentation counts there), or when `max_split_size_mb` is set without
-    expandable segments. PyTorch's own out-of-memory message recommends expandable segments when
-    reserved but unallocated memory is large; its documentation calls `max_split_size_mb` a last
-    resort, paid for with more cudaMalloc/cudaFree traffic. Fragmentation measured in a running
-    process is reported by `allocator-fragmentation`. Not given on Windows (no expandable
-    segments there), on torch older than 2.1 (no such option), with the cudaMallocAsync backend,
-    or when expandable segments are already on.
+    default: every MiB lost to fragmentation counts there), or when `max_split_size_mb` is set
+    without expandable segments. PyTorch's own out-of-memory message recommends expandable segments
+    when reserved but unallocated memory is large; its documentation calls `max_split_size_mb` a
+    last resort, paid for with more cudaMalloc/cudaFree traffic. Fragmentation measured in a running
+    process is reported by `allocator-fragmentation`. Not given on Windows (no expandable segments
+    there), on torch older than 2.1 (no such option), with the cudaMallocAsync backend, or when
+    expandable segments are already on.
     """
     alloc = scan.allocator
     if alloc is None or scan.host.os == "Windows" or _caching_disabled(alloc):

@@ -260,11 +260,10 @@ def temperature_near_slowdown(scan: Scan, policy: Policy) -> Iterator[Finding]:
 def pcie_link_degraded(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """A busy GPU's PCIe link runs below its maximum generation or width.
 
-    An idle GPU lowers its link speed on purpose to save power, so the check applies only while
-    the GPU is at least `busy_utilization_pct` ({busy_utilization_pct}% by default) busy. A busy
-    GPU on a slower or
-    narrower link than it supports points at a riser, a slot wired for fewer lanes, a BIOS
-    setting, or a link that trained down on a bad connection; host-to-device copies and
+    An idle GPU lowers its link speed on purpose to save power, so the check applies only while the
+    GPU is at least `busy_utilization_pct` ({busy_utilization_pct}% by default) busy. A busy GPU on
+    a slower or narrower link than it supports points at a riser, a slot wired for fewer lanes, a
+    BIOS setting, or a link that trained down on a bad connection; host-to-device copies and
     multi-GPU traffic slow accordingly.
     """
     for gpu in _live(scan):
@@ -397,14 +396,13 @@ def _age_h(event: XidEvent, now: str) -> float | None:
 def xid_events(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """The NVIDIA driver logged Xid errors for a GPU since boot.
 
-    Xid codes are the driver's record of GPU faults, from application bugs (13, 31, 43: an
-    illegal memory access in a kernel) to failing hardware (48 and 94/95 memory errors, 79 "fallen
-    off the bus", 64 failed memory repair, 74 NVLink). The finding groups a GPU's events, gives
-    each code's meaning, and takes its severity from the worst code; application-caused codes
-    older than `xid_recent_hours` ({xid_recent_hours} by default) are only noted. The kernel log
-    must be readable
-    (root, the adm or systemd-journal group, or `kernel.dmesg_restrict=0`); otherwise the scan
-    records that the check was not made.
+    Xid codes are the driver's record of GPU faults, from application bugs (13, 31, 43: an illegal
+    memory access in a kernel) to failing hardware (48 and 94/95 memory errors, 79 "fallen off the
+    bus", 64 failed memory repair, 74 NVLink). The finding groups a GPU's events, gives each code's
+    meaning, and takes its severity from the worst code; application-caused codes older than
+    `xid_recent_hours` ({xid_recent_hours} by default) are only noted. The kernel log must be
+    readable (root, the adm or systemd-journal group, or `kernel.dmesg_restrict=0`); otherwise the
+    scan records that the check was not made.
     """
     log = scan.kernel_log
     if log is None or not log.xid_events:
