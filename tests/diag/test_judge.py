@@ -8,9 +8,9 @@ import dataclasses
 from pathlib import Path
 
 from gpu_audit.diag.catalogue import DIAG_DOCS
-from gpu_audit.knowledge import findings as catalogue
 from gpu_audit.diag.judge import judge
 from gpu_audit.diag.results import GpuRun, PeerRun, WorkerOutcome
+from gpu_audit.knowledge import findings as catalogue
 from gpu_audit.model import Severity
 from tests.diag import recorded
 

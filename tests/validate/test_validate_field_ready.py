@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from gpu_audit.cli.rules import all_entries
 from gpu_audit.config import Policy
 from gpu_audit.units import GIB, MIB
-from gpu_audit.cli.rules import all_entries
 from gpu_audit.validate.device import CPU_THREADS_MAX, cpu_threads
 from gpu_audit.validate.findings import validate_findings
 from gpu_audit.validate.gates import DRIFT_MIN_CYCLES, summarize
