@@ -5,29 +5,20 @@ from __future__ import annotations
 from gpu_audit.check.registry import SKIP, CheckContext, all_checks, ignored_by_policy
 from gpu_audit.check.results import CheckReport, CheckResult, StageOutcome
 from gpu_audit.config import CheckPolicy
+from gpu_audit.knowledge import findings as catalogue
 from gpu_audit.model import Finding, Scan
 from gpu_audit.rules import all_rules, evaluate
 
 
 def known_ids() -> set[str]:
-    """Every id ``ignore`` may name in a check table: scan finding ids and check ids."""
-    return set(all_rules()) | set(all_checks())
+    """Every id ``ignore`` may name: the finding catalogue's (scan, check, validate, diag,
+    fleet, diff and explain ids, deprecated ones included: they are redirected)."""
+    return set(catalogue.CATALOGUE)
 
 
 def every_id() -> set[str]:
-    """Every id ``[tool.gpu-audit]``'s ``ignore`` may name: it serves every command, so
-    validation finding ids too."""
-    return known_ids() | other_commands_ids()
-
-
-def other_commands_ids() -> set[str]:
-    """The finding ids of validate, diff and diag: loaded only to accept an ``ignore`` id that
-    :func:`known_ids` does not hold, so a check whose policy names none never imports them."""
-    from gpu_audit.diag.catalogue import DIAG_FINDINGS
-    from gpu_audit.diff import all_diff_rules
-    from gpu_audit.validate.catalogue import VALIDATION_FINDINGS
-
-    return set(VALIDATION_FINDINGS) | set(all_diff_rules()) | set(DIAG_FINDINGS)
+    """Every id ``[tool.gpu-audit]``'s ``ignore`` may name (the same catalogue)."""
+    return known_ids()
 
 
 def run_checks(ctx: CheckContext) -> list[CheckResult]:

@@ -36,7 +36,7 @@ def severity_status(policy: CheckPolicy, severity: Severity | None) -> CheckStat
     return PASS
 
 
-@check("scan-findings", "Other scan findings", "fail_on", "warn_on", "ignore")
+@check("scan-findings", "Other scan findings")
 def scan_findings(ctx: CheckContext) -> Iterator[CheckResult]:
     """Every other scan finding, judged by severity: `fail_on` ("error") and `warn_on` ("warning").
 

@@ -33,8 +33,7 @@ from gpu_audit.model import Gpu
 from gpu_audit.units import fmt_bytes, fmt_pct, pct, plural, version_tuple
 
 
-@check("nvidia-driver", "NVIDIA driver", "min_driver_version", "min_cuda_driver_version",
-       views=("nvml-unavailable",), judges_more=True)
+@check("nvidia-driver", "NVIDIA driver", views=("nvml-unavailable",), judges_more=True)
 def nvidia_driver(ctx: CheckContext) -> Iterator[CheckResult]:
     """The NVIDIA driver answers through NVML and is as new as the policy asks.
 
@@ -107,9 +106,9 @@ def _shown(version: str) -> str:
     return repr(version) if len(version) <= 40 else f"{version[:40]!r}…"
 
 
-@check("gpu-count", "GPUs present", "min_gpus", views=("gpu-lost",), judges_more=True)
+@check("gpu-count", "GPUs present", views=("gpu-lost",), judges_more=True)
 def gpu_count(ctx: CheckContext) -> Iterator[CheckResult]:
-    """At least `min_gpus` GPUs (1 by default) are visible to the driver, and none is lost.
+    """At least `min_gpus` GPUs ({min_gpus} by default) are visible to the driver, and none is lost.
 
     A GPU that has fallen off the bus (the scan's `gpu-lost` finding: NVML answers "GPU is
     lost", usually with Xid 79 in the kernel log) fails the check even when enough others
@@ -161,7 +160,7 @@ def gpu_count(ctx: CheckContext) -> Iterator[CheckResult]:
                      evidence=evidence)
 
 
-@check("gpu-name", "GPU model", "gpu_name")
+@check("gpu-name", "GPU model")
 def gpu_name(ctx: CheckContext) -> Iterator[CheckResult]:
     """Each GPU's name matches the `gpu_name` regular expression (searched, case-sensitive).
 
@@ -191,7 +190,7 @@ def gpu_name(ctx: CheckContext) -> Iterator[CheckResult]:
     yield from each_gpu(ctx, "gpu-name", judge)
 
 
-@check("gpu-memory", "GPU memory size", "min_gpu_memory_gib")
+@check("gpu-memory", "GPU memory size")
 def gpu_memory(ctx: CheckContext) -> Iterator[CheckResult]:
     """Each GPU has at least `min_gpu_memory_gib` of memory in total.
 
@@ -225,19 +224,18 @@ def gpu_memory(ctx: CheckContext) -> Iterator[CheckResult]:
     yield from each_gpu(ctx, "gpu-memory", judge)
 
 
-@check("free-vram", "GPU memory free", "min_free_vram_pct", "min_free_vram_gib", "free_vram",
-       views=("low-free-vram",), judges_more=True)
+@check("free-vram", "GPU memory free", views=("low-free-vram",), judges_more=True)
 def free_vram(ctx: CheckContext) -> Iterator[CheckResult]:
     """Each GPU has at least `min_free_vram_pct` of its size free, and `min_free_vram_gib` if set.
 
-    Memory held before a job starts is memory the job cannot have: a leftover process, a
-    duplicate server or a dead context turns into `CUDA out of memory` halfway through. The
-    share is judged by the scan's `low-free-vram` rule, with the `min_free_vram_pct` of the one
-    policy (10% by default; set it in `[tool.gpu-audit]`, or in the check table for check
+    Memory held before a job starts is memory the job cannot have: a leftover process, a duplicate
+    server or a dead context turns into `CUDA out of memory` halfway through. The share is judged by
+    the scan's `low-free-vram` rule, with the `min_free_vram_pct` of the one policy
+    ({min_free_vram_pct}% by default; set it in `[tool.gpu-audit]`, or in the check table for check
     alone; 0 turns it off). `min_free_vram_gib` adds an absolute minimum. A GPU short of either
-    fails (`free_vram = "warn"` or `"ignore"` relaxes that); the result lists what holds the
-    memory. Ignoring `low-free-vram` drops the share: the check then judges `min_free_vram_gib`
-    alone, and is skipped when that is not set.
+    fails (`free_vram = "warn"` or `"ignore"` relaxes that); the result lists what holds the memory.
+    Ignoring `low-free-vram` drops the share: the check then judges `min_free_vram_gib` alone, and
+    is skipped when that is not set.
     """
     policy = ctx.policy
     if policy.free_vram == "ignore":
@@ -287,7 +285,7 @@ def free_vram(ctx: CheckContext) -> Iterator[CheckResult]:
     yield from each_gpu(ctx, "free-vram", judge)
 
 
-@check("gpu-temperature", "GPU temperature", "max_gpu_temperature_c")
+@check("gpu-temperature", "GPU temperature")
 def gpu_temperature(ctx: CheckContext) -> Iterator[CheckResult]:
     """Each GPU is no hotter than `max_gpu_temperature_c` before the job starts.
 
@@ -320,8 +318,7 @@ def gpu_temperature(ctx: CheckContext) -> Iterator[CheckResult]:
     yield from each_gpu(ctx, "gpu-temperature", judge)
 
 
-@check("persistence-mode", "Persistence mode", "require_persistence_mode",
-       views=("persistence-mode-off",))
+@check("persistence-mode", "Persistence mode", views=("persistence-mode-off",))
 def persistence_mode(ctx: CheckContext) -> Iterator[CheckResult]:
     """Each GPU has persistence mode on, when `require_persistence_mode = true`.
 

@@ -1,13 +1,16 @@
 """The check registry, what every check reads, and the small helpers they share.
 
-A check is a function registered with :func:`check`: a stable kebab-case id, a title, the policy
-keys it reads, and the scan findings it *views*. A check that views a finding does not judge the
+A check is a function registered with :func:`check`: an id of the finding catalogue
+(:mod:`gpu_audit.knowledge.findings`, which also lists the policy keys it reads), a title, and
+the scan findings it *views*. A check that views a finding does not judge the
 problem again: the scan rule decides (with the one policy's threshold), and the check maps the
 finding, or its absence, to pass/warn/fail by the policy's mode for that check, adding what CI
 needs (evidence per GPU, a remedy to paste). Viewed findings are not repeated by
 ``scan-findings``, and ignoring the one finding a check views skips that check.
 
-The docstring is the check's documentation (first line: the summary). A check yields one
+The docstring is the check's documentation (first line: the summary), declared into the
+catalogue; a check whose id a scan rule documents (``unattributed-vram``) has none. A check
+yields one
 :class:`~gpu_audit.check.results.CheckResult` for the host, or one per GPU. A check whose
 threshold is not configured yields a ``skip``; one whose reading is missing yields ``unknown``
 (the runner cannot be shown fit).
@@ -22,6 +25,7 @@ from dataclasses import dataclass, field
 
 from gpu_audit.check.results import CheckResult, CheckStatus, StageOutcome
 from gpu_audit.config import CheckPolicy
+from gpu_audit.knowledge import findings as catalogue
 from gpu_audit.model import Finding, Gpu, GpuProcess, Scan
 from gpu_audit.units import fmt_bytes
 
@@ -69,35 +73,35 @@ class CheckSpec:
     id: str
     title: str
     func: CheckFunc
-    policy_keys: tuple[str, ...]
     views: tuple[str, ...] = ()  # the scan findings this check maps to its statuses
     # True when the check judges more than its one viewed finding (gpu-count counts the GPUs):
     # ignoring that finding then leaves it out of the check instead of skipping the check.
     judges_more: bool = False
 
     @property
-    def doc(self) -> str:
-        return inspect.cleandoc(self.func.__doc__ or "")
-
-    @property
-    def summary(self) -> str:
-        return self.doc.split("\n", 1)[0].strip()
+    def policy_keys(self) -> tuple[str, ...]:
+        """The policy keys it reads (the catalogue's settings of its id)."""
+        return catalogue.CATALOGUE[self.id].settings
 
 
 _CHECKS: dict[str, CheckSpec] = {}
 
 
-def check(check_id: str, title: str, *policy_keys: str, views: tuple[str, ...] = (),
+def check(check_id: str, title: str, *, views: tuple[str, ...] = (),
           judges_more: bool = False) -> Callable[[CheckFunc], CheckFunc]:
-    """Register ``func`` as the check ``check_id``; ``views`` names the scan findings it maps,
-    ``judges_more`` says it judges other facts too (see :attr:`CheckSpec.judges_more`)."""
+    """Register ``func`` as the check ``check_id`` (a catalogue id); ``views`` names the scan
+    findings it maps, ``judges_more`` says it judges other facts too (see
+    :attr:`CheckSpec.judges_more`)."""
+    spec = catalogue.spec_of(check_id, catalogue.CHECK)
 
     def register(func: CheckFunc) -> CheckFunc:
         if check_id in _CHECKS and _CHECKS[check_id].func is not func:
             raise ValueError(f"check id {check_id!r} registered twice")
-        if not func.__doc__:
+        if func.__doc__:
+            catalogue.document(check_id, catalogue.CHECK, inspect.cleandoc(func.__doc__))
+        elif spec.producer == catalogue.CHECK:
             raise ValueError(f"check {check_id!r} has no docstring (it is its documentation)")
-        _CHECKS[check_id] = CheckSpec(check_id, title, func, policy_keys, views, judges_more)
+        _CHECKS[check_id] = CheckSpec(check_id, title, func, views, judges_more)
         return func
 
     return register
@@ -107,7 +111,10 @@ def all_checks() -> dict[str, CheckSpec]:
     """Every check, in checklist order."""
     for module in CHECK_MODULES:
         importlib.import_module(module)
-    return dict(_CHECKS)
+    # by module, whichever was imported first (check.document imports check.findings early)
+    rank = {module: i for i, module in enumerate(CHECK_MODULES)}
+    ordered = sorted(_CHECKS.values(), key=lambda spec: rank[spec.func.__module__])
+    return {spec.id: spec for spec in ordered}
 
 
 def viewed_findings() -> dict[str, str]:

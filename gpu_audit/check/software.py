@@ -59,8 +59,7 @@ def _torch_cuda_judgement(ctx: CheckContext) -> tuple[CheckStatus, str, str | No
     return PASS, f"torch {version} (CUDA {build_cuda or '?'} build)", None, None
 
 
-@check("torch-cuda", "PyTorch with CUDA", "require_torch_cuda",
-       views=("torch-cpu-only", "driver-too-old"))
+@check("torch-cuda", "PyTorch with CUDA", views=("torch-cpu-only", "driver-too-old"))
 def torch_cuda(ctx: CheckContext) -> Iterator[CheckResult]:
     """PyTorch is installed as a CUDA build the driver can run (`require_torch_cuda = true`).
 

@@ -29,9 +29,9 @@ from gpu_audit.rules.duplicates import duplicate_groups
 from gpu_audit.units import fmt_bytes, plural
 
 
-@check("swap", "Swap in use", "max_swap_used_gib", "swap", views=("swap-pressure",))
+@check("swap", "Swap in use", views=("swap-pressure",))
 def swap(ctx: CheckContext) -> Iterator[CheckResult]:
-    """The host uses no more than `max_swap_used_gib` of swap (2 GiB by default).
+    """The host uses no more than `max_swap_used_gib` of swap ({max_swap_used_gib} GiB by default).
 
     Swap in use before a job starts means host memory is already short: data loaders, pinned
     staging buffers and checkpoint writes will slow by orders of magnitude or meet the kernel's
@@ -82,10 +82,9 @@ def _mapped_findings(ctx: CheckContext, spec_id: str, finding_id: str, mode: str
                      remedy=finding.remedy, finding_id=finding_id)
 
 
-@check("duplicate-backends", "Duplicate servers", "duplicate_backends",
-       views=("duplicate-backend",))
+@check("duplicate-backends", "Duplicate servers", views=("duplicate-backend",))
 def duplicate_backends(ctx: CheckContext) -> Iterator[CheckResult]:
-    """No GPU process is a copy of another server (`duplicate_backends`, "fail" by default).
+    """No GPU process is a copy of another server (`duplicate_backends` = "{duplicate_backends}").
 
     Judges the scan's `duplicate-backend` findings: the same `uvicorn`, `gunicorn`, jupyter
     kernel or similar started several times, each copy holding its own model on the GPU. The
@@ -101,16 +100,9 @@ def duplicate_backends(ctx: CheckContext) -> Iterator[CheckResult]:
                                 evidence)
 
 
-@check("unattributed-vram", "Unattributed GPU memory", "unattributed_vram",
-       views=("unattributed-vram",))
+@check("unattributed-vram", "Unattributed GPU memory", views=("unattributed-vram",))
 def unattributed_vram(ctx: CheckContext) -> Iterator[CheckResult]:
-    """No GPU has memory in use that no listed process accounts for (`unattributed_vram`, "warn").
-
-    Judges the scan's `unattributed-vram` findings: used memory minus every listed process's
-    memory, beyond the allowance `unattributed_vram_allowance_mib` of `[tool.gpu-audit]`.
-    Typical causes are a dead context of a killed job or a process in another container. Set
-    `unattributed_vram = "fail"` on dedicated runners.
-    """
+    # Documented with the scan rule of the same id (gpu_audit.rules.processes).
     used = {g.index: g.memory_used_bytes for g in ctx.scan.gpus}
     yield from _mapped_findings(ctx, "unattributed-vram", "unattributed-vram",
                                 ctx.policy.unattributed_vram, "unattributed_vram",
@@ -172,9 +164,9 @@ def _process_check(ctx: CheckContext, spec_id: str, mode: str, key: str,
                       pids=" ".join(str(p.pid) for p in chosen)))
 
 
-@check("foreign-processes", "Other users' GPU processes", "foreign_processes")
+@check("foreign-processes", "Other users' GPU processes")
 def foreign_processes(ctx: CheckContext) -> Iterator[CheckResult]:
-    """No other user's compute process is on a GPU (`foreign_processes`, "fail" by default).
+    """No other user's compute process is on a GPU (`foreign_processes` = "{foreign_processes}").
 
     "Foreign" means a compute process owned by a user other than the one running check, or one
     whose owner cannot be seen: when check runs in a container, a process of another container
@@ -192,9 +184,9 @@ def foreign_processes(ctx: CheckContext) -> Iterator[CheckResult]:
         "inside a container, check the host with `nvidia-smi`")
 
 
-@check("own-processes", "Leftover GPU processes", "own_processes")
+@check("own-processes", "Leftover GPU processes")
 def own_processes(ctx: CheckContext) -> Iterator[CheckResult]:
-    """No compute process of the user running check is on a GPU (`own_processes`, "warn").
+    """No compute process of the running user is on a GPU (`own_processes` = "{own_processes}").
 
     On a CI runner the runner's own user should hold no GPU before a job starts: such a process
     is a leftover of an earlier job (killed by a timeout, its children orphaned) and takes the

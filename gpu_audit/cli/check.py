@@ -134,10 +134,10 @@ def check(
 
     import dataclasses
 
-    from gpu_audit.check.engine import judge, known_ids, other_commands_ids
+    from gpu_audit.check.engine import judge, known_ids
     from gpu_audit.config import load_check_policy
 
-    policy = load_check_policy(policy_file, known_ids=known_ids(), more_ids=other_commands_ids)
+    policy = load_check_policy(policy_file, known_ids=known_ids())
     if fail_on is not None:
         try:
             threshold = Severity.parse(fail_on)

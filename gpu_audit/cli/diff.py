@@ -63,15 +63,15 @@ def diff(
     remapped-row counters that went up; new Xid events; clock-limiting reasons that started;
     scan findings new and resolved. The exit code follows the worst new finding.
     """
-    from gpu_audit.check.engine import every_id
     from gpu_audit.config import load_policy
     from gpu_audit.diff import compare
     from gpu_audit.diff.render import diff_document, render_diff, render_diff_markdown
+    from gpu_audit.knowledge.findings import ignorable
     from gpu_audit.serial import dumps
 
     if json_out and markdown:
         raise UsageError("--json and --markdown cannot be combined")
-    policy = load_policy(config, known_ids=every_id)
+    policy = load_policy(config, known_ids=ignorable)
     if unreleased_min_gib is not None:
         import dataclasses
 

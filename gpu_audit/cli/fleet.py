@@ -52,10 +52,10 @@ def _run(command: str, *, address: str | None, policy_file: Path | None, timeout
 
         policy = load_policy(policy_file)
     else:
-        from gpu_audit.check.engine import every_id
         from gpu_audit.config import load_check_policy
+        from gpu_audit.knowledge.findings import ignorable
 
-        policy = load_check_policy(policy_file, known_ids=every_id())
+        policy = load_check_policy(policy_file, known_ids=ignorable())
     from gpu_audit.fleet.judge import judge_fleet
     from gpu_audit.fleet.nodes import node_from_document, unanswered
 

@@ -90,16 +90,12 @@ def scan(
         resolve_gpus,
         select_findings,
     )
+    from gpu_audit.knowledge.findings import ignorable
     from gpu_audit.report.jsonout import load_scan_document, scan_document
     from gpu_audit.rules import evaluate, exit_code
     from gpu_audit.serial import dumps
 
-    def every_id() -> set[str]:
-        from gpu_audit.check.engine import every_id
-
-        return every_id()
-
-    policy = load_policy(config, known_ids=every_id)
+    policy = load_policy(config, known_ids=ignorable)
     try:
         threshold = Severity.parse(fail_on) if fail_on else policy.fail_on_severity
     except ValueError as exc:

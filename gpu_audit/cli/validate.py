@@ -153,9 +153,9 @@ def validate(
         path = config if config is not None else find_config_file()
         if config is not None and not config.is_file():
             raise UsageError(f"--config {config}: no such file")
-        from gpu_audit.check.engine import every_id
+        from gpu_audit.knowledge.findings import ignorable
 
-        policy = load_policy(path, search=False, known_ids=every_id)
+        policy = load_policy(path, search=False, known_ids=ignorable)
         from_file = read_validate_config(path) if path is not None else {}
         options = ValidateOptions(**_merge(from_file, flags))
         plan = build_plan(options, policy)

@@ -21,6 +21,7 @@ from gpu_audit.config.files import (
     PYPROJECT,
     PYPROJECT_TABLE,
     TableRef,
+    _warn,
     file_base,
     find_config_file,
 )
@@ -121,10 +122,11 @@ def load_check_policy(
     layers.environment(process_environ(environ), rank=3)
     _check_severities(layers)
     _check_settle_within_deadline(layers)
-    policy = CheckPolicy(**layers.values, source=layers.source())
     if known_ids is not None:
-        check_ignored_ids(layers.added_ids, known_ids, more_ids)
-    return policy
+        redirects = check_ignored_ids(layers.added_ids, known_ids, more_ids)
+        if redirects:
+            layers.values["ignore"] = redirect_ignored(layers.values["ignore"], redirects)
+    return CheckPolicy(**layers.values, source=layers.source())
 
 
 def _check_severities(layers: Layers) -> None:
@@ -156,17 +158,36 @@ def _check_settle_within_deadline(layers: Layers) -> None:
 
 
 def check_ignored_ids(named: dict[str, Origin], known_ids: set[str],
-                      more_ids: Callable[[], set[str]] | None = None) -> None:
+                      more_ids: Callable[[], set[str]] | None = None) -> dict[str, str]:
     """Every id an ``ignore`` key or ``GPU_AUDIT_IGNORE`` names must exist: a misspelt id would
     silently ignore nothing. ``more_ids`` completes ``known_ids`` the first time an id is not in
-    it."""
+    it. A deprecated id of the finding catalogue is accepted with a warning that names the id it
+    now is; the result maps each such id to that one (see :func:`redirect_ignored`)."""
     import difflib
 
+    from gpu_audit.knowledge.findings import CATALOGUE, resolve
+
+    redirects: dict[str, str] = {}
     for item, origin in named.items():
         if item not in known_ids and more_ids is not None:
             known_ids, more_ids = known_ids | more_ids(), None
         if item in known_ids:
+            if item in CATALOGUE and CATALOGUE[item].deprecated:
+                redirects[item], note = resolve(item)
+                where = (origin.where("ignore") if isinstance(origin, TableRef)
+                         else f"environment variable {origin}")
+                _warn(f"{where}: key 'ignore': {note}; ignoring {redirects[item]!r}")
             continue
         close = difflib.get_close_matches(item, sorted(known_ids), n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else " (`gpu-audit rules` lists them)"
         raise origin.error("ignore", f"key 'ignore': unknown finding or check id {item!r}{hint}")
+    return redirects
+
+
+def redirect_ignored(ignore: list[str], redirects: dict[str, str]) -> list[str]:
+    """``ignore`` with each deprecated id replaced by the id it now is (once)."""
+    out: list[str] = []
+    for item in (redirects.get(i, i) for i in ignore):
+        if item not in out:
+            out.append(item)
+    return out

@@ -208,7 +208,9 @@ def load_policy(path: Path | None = None, *, search: bool = True,
         layers.table(TableRef(Path(path)), layers.keys, rank=1, root=True)
     layers.environment(process_environ(environ), rank=2)
     if known_ids is not None and layers.added_ids:
-        from gpu_audit.config.check_policy import check_ignored_ids
+        from gpu_audit.config.check_policy import check_ignored_ids, redirect_ignored
 
-        check_ignored_ids(layers.added_ids, known_ids())
+        redirects = check_ignored_ids(layers.added_ids, known_ids())
+        if redirects:
+            layers.values["ignore"] = redirect_ignored(layers.values["ignore"], redirects)
     return Policy(**layers.values, source=layers.source())

@@ -1,111 +1,118 @@
-"""What each finding of ``gpu-audit diag`` means: listed by ``gpu-audit rules`` beside the scan
-rules. :mod:`gpu_audit.diag.judge` emits exactly these ids (a test keeps the two in step).
+"""What each finding of ``gpu-audit diag`` means: declared into the finding catalogue
+(:mod:`gpu_audit.knowledge.findings`, which holds each id's severity) and listed by ``gpu-audit
+rules`` beside the scan rules. :mod:`gpu_audit.diag.judge` emits exactly these ids (a test keeps
+the two in step).
 """
 
 from __future__ import annotations
 
+from gpu_audit.knowledge import findings as catalogue
 from gpu_audit.model import Finding, Severity
 
 SECTION = "Active GPU tests (gpu-audit diag)"
 
-# id -> (default severity, documentation: a summary line, then the explanation)
-DIAG_FINDINGS: dict[str, tuple[Severity, str]] = {
-    "diag-cuda-failed": (Severity.CRITICAL, """\
+# id -> documentation: a summary line, then the explanation ({name}: a declared figure)
+DIAG_DOCS: dict[str, str] = {
+    "diag-cuda-failed": """\
 CUDA did not work on a GPU: no context, a kernel that did not run or answered wrong.
 
 Level 1 creates a CUDA context on each selected GPU in a child process, launches a small kernel
 and checks its answer. A failure here means no GPU work can run on that GPU, whatever NVML
 reports. The finding carries torch's error. A torch that cannot use any GPU (not installed, or
 a CPU-only build) is not this finding: that is software, so diag gives no verdict (exit 3) and
-names the install of a CUDA build for this driver."""),
-    "diag-memory-error": (Severity.CRITICAL, """\
+names the install of a CUDA build for this driver.""",
+    "diag-memory-error": """\
 GPU memory returned data other than what was written.
 
 Level 1 copies a few hundred MiB of a counting pattern to the GPU and back; level 2 writes
 patterns over most of the free memory (walking ones and zeros, every word's own address and its
 complement, seeded random words) and reads each back. The finding names the byte offset of the
 first bad word, the bit that flipped, the pattern and how many words were wrong. Consumer GPUs
-have no ECC to catch this: a model trained on such a GPU learns from corrupted numbers."""),
-    "diag-matmul-wrong": (Severity.CRITICAL, """\
+have no ECC to catch this: a model trained on such a GPU learns from corrupted numbers.""",
+    "diag-matmul-wrong": """\
 A matrix product on the GPU differs from the same product computed on the CPU.
 
 Level 1 multiplies two 512x512 fp32 matrices on the GPU (TF32 off) and compares with float64 on
 the CPU; the bound allows for rounding. A GPU that computes wrong answers without raising an
-error is worse than one that fails."""),
-    "diag-allreduce-wrong": (Severity.CRITICAL, """\
+error is worse than one that fails.""",
+    "diag-allreduce-wrong": """\
 An NCCL all-reduce across the node's GPUs returned a wrong sum.
 
 Level 2 all-reduces tensors of ones across every selected GPU from one process and checks that
 each element equals the number of GPUs. A wrong sum means data is corrupted on a GPU-to-GPU path
-(NVLink, PCIe peer-to-peer or the host) without an error being raised."""),
-    "diag-bandwidth-low": (Severity.ERROR, """\
+(NVLink, PCIe peer-to-peer or the host) without an error being raised.""",
+    "diag-bandwidth-low": """\
 A measured bandwidth is well below what this GPU or its link should deliver.
 
 Device memory bandwidth (a large copy) is compared with the model's datasheet figure, host
 transfers (pinned memory, each direction) with what the PCIe link's generation and current
 width carry, peer copies and the NCCL all-reduce with NVLink's or PCIe's figure. Each
 expectation is the peak times the share a healthy GPU reaches with this method; the finding
-fires below 70% of that, or below 85% of the median of the node's other GPUs of the same model.
-A model without a table row is judged against those peers only."""),
-    "diag-throughput-low": (Severity.ERROR, """\
+fires below {low_fraction_pct}% of that, or below {peer_fraction_pct}% of the median of the
+node's other GPUs of the same model.
+A model without a table row is judged against those peers only.""",
+    "diag-throughput-low": """\
 Matrix-multiply throughput in a dtype is well below this GPU model's peak.
 
 Level 2 times square matmuls in fp32, tf32, fp16, bf16 and fp8 (where the GPU and torch have
 it) and compares TFLOPS with the model's dense datasheet peak times the share a healthy GPU
-reaches (65%); below 70% of that, or 85% of the node's other GPUs of the same model, fails.
-Clocks held low, a power limit set below the default, or a GPU sharing its time cause it."""),
-    "diag-pcie-link-limited": (Severity.WARNING, """\
+reaches ({matmul_share_pct}%); below {low_fraction_pct}% of that, or {peer_fraction_pct}% of
+the node's other GPUs of the same model, fails.
+Clocks held low, a power limit set below the default, or a GPU sharing its time cause it.""",
+    "diag-pcie-link-limited": """\
 Host transfers were limited by a PCIe link trained narrower than its maximum.
 
 The GPU's link runs at fewer lanes than it and the slot support (x8 instead of x16 is common
 after a reseat, a riser or a bent pin): data loading and host offload get that share of their
-speed. The finding puts the measured bandwidth beside what the full-width link would carry."""),
-    "diag-p2p-unavailable": (Severity.WARNING, """\
+speed. The finding puts the measured bandwidth beside what the full-width link would carry.""",
+    "diag-p2p-unavailable": """\
 Two GPUs cannot access each other's memory directly (peer-to-peer).
 
 Without peer access, copies and NCCL between them go through host memory: slower and using the
 CPU. It is an error when NVML reports NVLink between the two (the link is up, yet CUDA cannot
 use it: check `nvidia-smi topo -m`, the fabric manager on NVSwitch systems, and the IOMMU
-settings), and a warning otherwise (GeForce cards and some virtual machines do not offer P2P)."""),
-    "diag-thermal-decay": (Severity.ERROR, """\
+settings), and a warning otherwise (GeForce cards and some virtual machines do not offer P2P).""",
+    "diag-thermal-decay": """\
 Throughput fell during the sustained load (level 3) beyond the allowed decay.
 
 The median of the last fifth of the load is compared with the median of its first seconds; more
-than 10% lower fails. The finding shows the clocks, temperature and power over the run and the
-throttle reasons NVML reported, so it says whether heat, power or something else pulled the
-clocks down. A GPU that slows down after two minutes makes every long run slower."""),
-    "diag-throttle-unexpected": (Severity.ERROR, """\
+than {decay_bound_pct}% lower fails. The finding shows the clocks, temperature and power over
+the run and the throttle reasons NVML reported, so it says whether heat, power or something
+else pulled the clocks down.
+
+Why it matters: a GPU that slows down after two minutes makes every long run slower.""",
+    "diag-throttle-unexpected": """\
 NVML reported a thermal or hardware slowdown, or a power cap below the power limit, under load.
 
 Hardware slowdown, thermal slowdown (software or hardware) and the power brake should not
 appear on a healthy, well-cooled GPU running within its power limit. A software power cap while
-the GPU draws clearly less than its limit (under 90%) is reported as a warning: the enforced
-limit is lower than the one configured."""),
-    "diag-counter-moved": (Severity.CRITICAL, """\
+the GPU draws clearly less than its limit (under {power_cap_share_pct}%) is reported as a
+warning: the enforced limit is lower than the one configured.""",
+    "diag-counter-moved": """\
 An error counter moved while diag loaded the GPU.
 
 ECC errors, remapped rows, retired pages or an Xid event in the kernel log. Level 3 reads
 these counters every second and the kernel log's Xid events before and after the load. Any
 change during a few minutes of clean load means the memory or the GPU is failing under stress;
-`gpu-audit rules gpu-hardware/xid` and the vendor's field diagnostics say what to do next."""),
-    "diag-test-hung": (Severity.CRITICAL, """\
+`gpu-audit rules gpu-hardware/xid` and the vendor's field diagnostics say what to do next.""",
+    "diag-test-hung": """\
 A test did not finish within its deadline; its worker process was stopped.
 
 Each test announces itself and gets a deadline (`--timeout`); a kernel that never returns, a
 copy that stalls or a GPU that stops answering ends here. The worker and anything it started are
-killed, so no process is left holding the GPU."""),
-    "diag-worker-died": (Severity.CRITICAL, """\
+killed, so no process is left holding the GPU.""",
+    "diag-worker-died": """\
 The worker process running the tests on a GPU died (a signal, an abort in a CUDA library).
 
 The finding carries the exit status and the last lines the worker wrote; `sudo dmesg | tail`
-shows driver errors (Xid) and kills by the kernel's out-of-memory killer."""),
-    "diag-model-unknown": (Severity.INFO, """\
+shows driver errors (Xid) and kills by the kernel's out-of-memory killer.""",
+    "diag-model-unknown": """\
 This GPU model has no row in gpu-audit's table of expectations.
 
 Its figures are judged against the node's other GPUs of the same model and, for the sustained
 load, against its own first seconds; nothing fails for lack of a row. The figures are in the
-report for comparison with the vendor's datasheet."""),
-    "diag-mig-not-tested": (Severity.INFO, """\
+report for comparison with the vendor's datasheet.""",
+    "diag-mig-not-tested": """\
 A selected GPU has MIG mode on but no MIG instance diag could test: no verdict on it.
 
 With Multi-Instance GPU on, work runs in MIG instances, each a slice of the GPU's memory and
@@ -118,13 +125,17 @@ as unknown (exit 3) unless another GPU fails. `nvidia-smi mig -lgip` lists the p
 An instance's correctness tests and memory test are judged as a GPU's; its bandwidth and
 throughput only against the node's instances of the same profile (the datasheet figures are
 the whole GPU's), and alone they are reported without a verdict. Host transfers (PCIe), the
-tests between GPUs and the sustained load are not run per instance: the results say so."""),
+tests between GPUs and the sustained load are not run per instance: the results say so.""",
 }
+
+
+for _id, _doc in DIAG_DOCS.items():
+    catalogue.document(_id, catalogue.DIAG, _doc)
 
 
 def diag_finding(finding_id: str, subject: str, title: str, detail: str, remedy: str,
                  evidence: dict | None = None, severity: Severity | None = None) -> Finding:
     """A finding of a catalogued id, with the catalogue's severity unless one is given."""
-    default, _ = DIAG_FINDINGS[finding_id]
+    default = catalogue.severity_of(finding_id)
     return Finding(subject=subject, title=title, detail=detail, remedy=remedy,
                    evidence=evidence or {}, id=finding_id, severity=severity or default)

@@ -394,12 +394,12 @@ def _new_xids(before: list[dict], after: list[dict], bus_id: str | None) -> list
 def checklist_summary(scan: Scan, selection: GpuSelection | None) -> tuple[list[dict], int]:
     """What ``gpu-audit check`` judges of this machine, as rows (all but passes and skips),
     and its exit code."""
-    from gpu_audit.check.engine import every_id
     from gpu_audit.check.engine import judge as judge_check
     from gpu_audit.config import load_check_policy
     from gpu_audit.gpu_selection import apply_selection
+    from gpu_audit.knowledge.findings import ignorable
 
-    policy = load_check_policy(None, known_ids=every_id())
+    policy = load_check_policy(None, known_ids=ignorable())
     report = judge_check(apply_selection(scan, selection), policy)
     rows = [{"id": r.id, "subject": r.subject, "status": r.status.value, "title": r.title,
              "summary": r.summary, "remedy": r.remedy} for r in report.results

@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterator
 
 from gpu_audit.diff.view import DiffView
 from gpu_audit.gpu_selection import bus_key
+from gpu_audit.knowledge.findings import DIFF
 from gpu_audit.knowledge.xid import MACHINE_ORIGINS, recovery_action, xid_info, xid_severity
 from gpu_audit.model import Finding, Gpu, Severity, XidEvent
 from gpu_audit.redact import redact_text
@@ -13,13 +14,13 @@ from gpu_audit.rules.registry import Registry, Rule
 from gpu_audit.units import MIB, fmt_mib
 
 DIFF_RULE_MODULES = ("gpu_audit.diff.rules",)
-DIFF_RULES = Registry("diff rule", DIFF_RULE_MODULES)
+DIFF_RULES = Registry("diff rule", DIFF, DIFF_RULE_MODULES)
 
 DiffRuleFunc = Callable[[DiffView], Iterator[Finding]]
 
 
-def diff_rule(rule_id: str, *, severity: Severity) -> Callable[[DiffRuleFunc], DiffRuleFunc]:
-    return DIFF_RULES.rule(rule_id, severity=severity)
+def diff_rule(rule_id: str) -> Callable[[DiffRuleFunc], DiffRuleFunc]:
+    return DIFF_RULES.rule(rule_id)
 
 
 def all_diff_rules() -> dict[str, Rule]:
@@ -43,7 +44,7 @@ def _rise(before: int | None, after: int | None) -> int:
     return max(0, after - before)
 
 
-@diff_rule("job-vram-leak", severity=Severity.ERROR)
+@diff_rule("job-vram-leak")
 def job_vram_leak(view: DiffView) -> Iterator[Finding]:
     """A process of the finished job still holds GPU memory after the job.
 
@@ -73,14 +74,14 @@ def job_vram_leak(view: DiffView) -> Iterator[Finding]:
         )
 
 
-@diff_rule("vram-unreleased", severity=Severity.ERROR)
+@diff_rule("vram-unreleased")
 def vram_unreleased(view: DiffView) -> Iterator[Finding]:
     """GPU memory in use grew during the job and no process accounts for it afterwards.
 
     After the job, the GPU holds more memory than before (at least `unreleased_vram_min_gib`,
-    1 GiB by default) that no listed process explains: a context left by a process that died
-    without the driver reclaiming it, or a process in another container. Only a GPU reset (or a
-    reboot) returns it; drain the node.
+    {unreleased_vram_min_gib} GiB by default) that no listed process explains: a context left by a
+    process that died without the driver reclaiming it, or a process in another container. Only a
+    GPU reset (or a reboot) returns it; drain the node.
     """
     if view.before is None:
         return
@@ -115,7 +116,7 @@ _ECC = (("ecc_errors_uncorrected_volatile", True), ("ecc_errors_uncorrected_aggr
         ("ecc_errors_corrected_volatile", False), ("ecc_errors_corrected_aggregate", False))
 
 
-@diff_rule("ecc-errors-increased", severity=Severity.CRITICAL)
+@diff_rule("ecc-errors-increased")
 def ecc_errors_increased(view: DiffView) -> Iterator[Finding]:
     """ECC error counters went up during the job.
 
@@ -148,7 +149,7 @@ def ecc_errors_increased(view: DiffView) -> Iterator[Finding]:
         )
 
 
-@diff_rule("retired-pages-increased", severity=Severity.ERROR)
+@diff_rule("retired-pages-increased")
 def retired_pages_increased(view: DiffView) -> Iterator[Finding]:
     """The GPU retired memory pages during the job.
 
@@ -176,7 +177,7 @@ def retired_pages_increased(view: DiffView) -> Iterator[Finding]:
         )
 
 
-@diff_rule("remapped-rows-increased", severity=Severity.ERROR)
+@diff_rule("remapped-rows-increased")
 def remapped_rows_increased(view: DiffView) -> Iterator[Finding]:
     """The GPU remapped memory rows during the job.
 
@@ -210,7 +211,7 @@ def _event_key(event: XidEvent) -> tuple:
     return (event.xid, event.pci_bus_id, event.uptime_s, event.message)
 
 
-@diff_rule("xid-new", severity=Severity.ERROR)
+@diff_rule("xid-new")
 def xid_new(view: DiffView) -> Iterator[Finding]:
     """The NVIDIA driver logged Xid errors between BEFORE and AFTER.
 
@@ -258,7 +259,7 @@ _THROTTLE = {
 }
 
 
-@diff_rule("throttle-started", severity=Severity.WARNING)
+@diff_rule("throttle-started")
 def throttle_started(view: DiffView) -> Iterator[Finding]:
     """Clock-limiting reasons that were not active before the job are active after it.
 
@@ -287,7 +288,7 @@ def throttle_started(view: DiffView) -> Iterator[Finding]:
         )
 
 
-@diff_rule("gpu-missing", severity=Severity.CRITICAL)
+@diff_rule("gpu-missing")
 def gpu_missing(view: DiffView) -> Iterator[Finding]:
     """A GPU BEFORE listed is missing from AFTER, or is now lost.
 

@@ -93,14 +93,20 @@ def render_list() -> str:
     return "\n".join(lines) + "\n"
 
 
+def render_signature_list(cls: str) -> str:
+    """The signatures of class ``cls``, one line each, in the order they are tried."""
+    lines = ["Signatures, in the order they are tried:"]
+    width = max(len(sig.id) for sig in signatures_of(cls)) + 2
+    lines += [f"  {sig.id:<{width}}{severity_text(sig):<10}{sig.title}"
+              for sig in signatures_of(cls)]
+    return "\n".join(lines) + "\n"
+
+
 def render_one(item: ClassDoc | Signature) -> str:
     if isinstance(item, ClassDoc):
         lines = [f"{item.id} - failure class of gpu-audit explain", "", item.summary, "",
-                 item.body, "", "Signatures, in the order they are tried:"]
-        width = max(len(sig.id) for sig in signatures_of(item.id)) + 2
-        lines += [f"  {sig.id:<{width}}{severity_text(sig):<10}{sig.title}"
-                  for sig in signatures_of(item.id)]
-        return "\n".join(lines) + "\n"
+                 item.body, ""]
+        return "\n".join(lines) + "\n" + render_signature_list(item.id)
     sig = item
     lines = [f"{sig.id} ({severity_text(sig)}) - signature of class {sig.cls}, tier {sig.tier}",
              "", sig.title, "", "Example:", f"  {sig.example}"]

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpu_audit.fleet.registry import FleetView, fleet_rule
-from gpu_audit.model import Finding, Severity
+from gpu_audit.model import Finding
 
 Z_LIMIT = 3.5
 MIN_PEERS = 3  # GPUs of one model needed before any of them can be called an outlier
@@ -120,7 +120,7 @@ def _int(value: Any) -> int | None:
     return None if number is None else int(number)
 
 
-@fleet_rule("fleet-gpu-outlier", severity=Severity.WARNING)
+@fleet_rule("fleet-gpu-outlier")
 def gpu_outlier(view: FleetView) -> Iterator[Finding]:
     """A GPU stands out from the other GPUs of its model in the fleet (a straggler candidate).
 

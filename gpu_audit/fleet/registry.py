@@ -1,5 +1,5 @@
-"""The fleet rule registry: same contract as the scan rules (stable kebab-case id, default
-severity, the docstring is the documentation), over a whole fleet instead of one scan."""
+"""The fleet rule registry: same contract as the scan rules (an id, severity and lifecycle of the
+finding catalogue; the docstring is the documentation), over a whole fleet instead of one scan."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from gpu_audit.fleet.nodes import Node
-from gpu_audit.model import Finding, Severity
+from gpu_audit.knowledge.findings import FLEET
+from gpu_audit.model import Finding
 from gpu_audit.rules.registry import Registry, Rule
 
 FLEET_RULE_MODULES = ("gpu_audit.fleet.rules", "gpu_audit.fleet.outliers")
@@ -27,12 +28,12 @@ class FleetView:
 
 
 FleetRuleFunc = Callable[[FleetView], Iterator[Finding]]
-FLEET_RULES = Registry("fleet rule", FLEET_RULE_MODULES, prefix="fleet-")
+FLEET_RULES = Registry("fleet rule", FLEET, FLEET_RULE_MODULES, prefix="fleet-")
 
 
-def fleet_rule(rule_id: str, *, severity: Severity) -> Callable[[FleetRuleFunc], FleetRuleFunc]:
+def fleet_rule(rule_id: str) -> Callable[[FleetRuleFunc], FleetRuleFunc]:
     """Register ``func`` as the fleet rule for ``rule_id`` (which starts with ``fleet-``)."""
-    return FLEET_RULES.rule(rule_id, severity=severity)
+    return FLEET_RULES.rule(rule_id)
 
 
 def all_fleet_rules() -> dict[str, Rule]:

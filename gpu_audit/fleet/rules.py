@@ -11,7 +11,7 @@ from typing import Any
 from gpu_audit import __version__
 from gpu_audit.fleet.nodes import Node
 from gpu_audit.fleet.registry import FleetView, fleet_rule
-from gpu_audit.model import Finding, Severity
+from gpu_audit.model import Finding
 from gpu_audit.units import fmt_bytes, plural
 
 NAMES_SHOWN = 20  # node names listed in one finding's evidence; the count is always given
@@ -22,7 +22,7 @@ def names(nodes: list[Node]) -> list[str]:
     return [n.name for n in nodes[:NAMES_SHOWN]]
 
 
-@fleet_rule("fleet-node-unfit", severity=Severity.ERROR)
+@fleet_rule("fleet-node-unfit")
 def node_unfit(view: FleetView) -> Iterator[Finding]:
     """A node's own scan or check failed (its verdict is CRITICAL).
 
@@ -40,7 +40,7 @@ def node_unfit(view: FleetView) -> Iterator[Finding]:
             )
 
 
-@fleet_rule("fleet-node-unknown", severity=Severity.WARNING)
+@fleet_rule("fleet-node-unknown")
 def node_unknown(view: FleetView) -> Iterator[Finding]:
     """A node gave no verdict: it did not answer, or its document could not be judged.
 
@@ -60,7 +60,7 @@ def node_unknown(view: FleetView) -> Iterator[Finding]:
             )
 
 
-@fleet_rule("fleet-duplicate-node", severity=Severity.INFO)
+@fleet_rule("fleet-duplicate-node")
 def duplicate_node(view: FleetView) -> Iterator[Finding]:
     """Two documents describe the same machine (same GPU UUIDs, or same host and boot time).
 
@@ -81,7 +81,7 @@ def duplicate_node(view: FleetView) -> Iterator[Finding]:
         )
 
 
-@fleet_rule("fleet-mixed-schemas", severity=Severity.WARNING)
+@fleet_rule("fleet-mixed-schemas")
 def mixed_schemas(view: FleetView) -> Iterator[Finding]:
     """The node documents are not all of one schema (scan and check mixed, or other versions).
 
@@ -120,7 +120,7 @@ def skew(view: FleetView, attr: Callable[[Node], Any], what: str,
     )
 
 
-@fleet_rule("fleet-driver-skew", severity=Severity.WARNING)
+@fleet_rule("fleet-driver-skew")
 def driver_skew(view: FleetView) -> Iterator[Finding]:
     """The NVIDIA driver version differs between nodes.
 
@@ -131,7 +131,7 @@ def driver_skew(view: FleetView) -> Iterator[Finding]:
                     "install the majority driver on the listed nodes (or drain them)")
 
 
-@fleet_rule("fleet-cuda-skew", severity=Severity.WARNING)
+@fleet_rule("fleet-cuda-skew")
 def cuda_skew(view: FleetView) -> Iterator[Finding]:
     """The CUDA version the drivers support differs between nodes.
 
@@ -141,7 +141,7 @@ def cuda_skew(view: FleetView) -> Iterator[Finding]:
                     "align the NVIDIA drivers (the CUDA version follows the driver)")
 
 
-@fleet_rule("fleet-torch-skew", severity=Severity.WARNING)
+@fleet_rule("fleet-torch-skew")
 def torch_skew(view: FleetView) -> Iterator[Finding]:
     """The installed torch version (and build) differs between nodes.
 
@@ -153,7 +153,7 @@ def torch_skew(view: FleetView) -> Iterator[Finding]:
                     "every node")
 
 
-@fleet_rule("fleet-tool-version-skew", severity=Severity.WARNING)
+@fleet_rule("fleet-tool-version-skew")
 def tool_version_skew(view: FleetView) -> Iterator[Finding]:
     """gpu-audit itself is not the same version on every node.
 
@@ -170,7 +170,7 @@ def _gpu_shape(node: Node) -> str | None:
     return " + ".join(f"{c}x {m}" for m, c in sorted(models.items()))
 
 
-@fleet_rule("fleet-gpu-mismatch", severity=Severity.WARNING)
+@fleet_rule("fleet-gpu-mismatch")
 def gpu_mismatch(view: FleetView) -> Iterator[Finding]:
     """A node's GPU model or count differs from the majority of the fleet.
 
@@ -193,7 +193,7 @@ def _modes(node: Node) -> str | None:
     return ", ".join(parts) or None
 
 
-@fleet_rule("fleet-gpu-mode-skew", severity=Severity.WARNING)
+@fleet_rule("fleet-gpu-mode-skew")
 def gpu_mode_skew(view: FleetView) -> Iterator[Finding]:
     """Persistence, compute or MIG mode differs between nodes.
 
@@ -204,7 +204,7 @@ def gpu_mode_skew(view: FleetView) -> Iterator[Finding]:
                     "nvidia-smi -pm 1; nvidia-smi -c DEFAULT   # on the listed nodes, as root")
 
 
-@fleet_rule("fleet-alloc-conf-skew", severity=Severity.WARNING)
+@fleet_rule("fleet-alloc-conf-skew")
 def alloc_conf_skew(view: FleetView) -> Iterator[Finding]:
     """The PyTorch allocator variables differ between nodes.
 
@@ -235,7 +235,7 @@ def _per_host_commands(rows: list[dict[str, Any]], verb: str) -> str:
     return "; ".join(f"ssh {h} {verb} {' '.join(pids)}" for h, pids in shown) + more
 
 
-@fleet_rule("fleet-duplicate-backends", severity=Severity.WARNING)
+@fleet_rule("fleet-duplicate-backends")
 def duplicate_backends(view: FleetView) -> Iterator[Finding]:
     """Copies of the same server hold GPU memory, listed across the fleet by host and pid.
 
@@ -264,7 +264,7 @@ def duplicate_backends(view: FleetView) -> Iterator[Finding]:
     )
 
 
-@fleet_rule("fleet-leftover-processes", severity=Severity.WARNING)
+@fleet_rule("fleet-leftover-processes")
 def leftover_processes(view: FleetView) -> Iterator[Finding]:
     """GPU processes that a node's check flagged, listed across the fleet by host and pid.
 

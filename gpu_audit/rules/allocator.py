@@ -60,7 +60,7 @@ def _issue_record(text: str, issue: ac.ConfIssue) -> dict[str, object]:
             "message": issue.message, "excerpt": issue.excerpt(text)}
 
 
-@rule("alloc-conf-invalid", severity=Severity.ERROR)
+@rule("alloc-conf-invalid")
 def alloc_conf_invalid(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """The allocator configuration string is malformed, or a value is out of range.
 
@@ -136,7 +136,7 @@ def alloc_conf_invalid(scan: Scan, policy: Policy) -> Iterator[Finding]:
         )
 
 
-@rule("alloc-conf-ignored", severity=Severity.WARNING)
+@rule("alloc-conf-ignored")
 def alloc_conf_ignored(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """An allocator setting is set but will not reach the CUDA allocator.
 
@@ -220,7 +220,7 @@ def alloc_conf_ignored(scan: Scan, policy: Policy) -> Iterator[Finding]:
                 break
 
 
-@rule("alloc-conf-deprecated-name", severity=Severity.INFO)
+@rule("alloc-conf-deprecated-name")
 def alloc_conf_deprecated_name(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """torch will print "PYTORCH_CUDA_ALLOC_CONF is deprecated, use PYTORCH_ALLOC_CONF instead".
 
@@ -262,7 +262,7 @@ def _winner(version: Release | None) -> str:
             "2.10-2.11")
 
 
-@rule("alloc-conf-conflict", severity=Severity.WARNING)
+@rule("alloc-conf-conflict")
 def alloc_conf_conflict(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """Both variable names are set, to different strings.
 
@@ -297,7 +297,7 @@ def alloc_conf_conflict(scan: Scan, policy: Policy) -> Iterator[Finding]:
     )
 
 
-@rule("alloc-conf-risky-combination", severity=Severity.WARNING)
+@rule("alloc-conf-risky-combination")
 def alloc_conf_risky_combination(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """Allocator options that work against each other, or do nothing together.
 
@@ -373,18 +373,18 @@ def alloc_conf_risky_combination(scan: Scan, policy: Policy) -> Iterator[Finding
                 )
 
 
-@rule("alloc-conf-advice", severity=Severity.INFO)
+@rule("alloc-conf-advice")
 def alloc_conf_advice(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """What to set first against fragmentation: expandable segments, before max_split_size_mb.
 
-    Given before a run, when a GPU is small (at most `small_gpu_gib`, 8 GiB by default: every
-    MiB lost to fragmentation counts there), or when `max_split_size_mb` is set without
-    expandable segments. PyTorch's own out-of-memory message recommends expandable segments when
-    reserved but unallocated memory is large; its documentation calls `max_split_size_mb` a last
-    resort, paid for with more cudaMalloc/cudaFree traffic. Fragmentation measured in a running
-    process is reported by `allocator-fragmentation`. Not given on Windows (no expandable
-    segments there), on torch older than 2.1 (no such option), with the cudaMallocAsync backend,
-    or when expandable segments are already on.
+    Given before a run, when a GPU is small (at most `small_gpu_gib`, {small_gpu_gib} GiB by
+    default: every MiB lost to fragmentation counts there), or when `max_split_size_mb` is set
+    without expandable segments. PyTorch's own out-of-memory message recommends expandable segments
+    when reserved but unallocated memory is large; its documentation calls `max_split_size_mb` a
+    last resort, paid for with more cudaMalloc/cudaFree traffic. Fragmentation measured in a running
+    process is reported by `allocator-fragmentation`. Not given on Windows (no expandable segments
+    there), on torch older than 2.1 (no such option), with the cudaMallocAsync backend, or when
+    expandable segments are already on.
     """
     alloc = scan.allocator
     if alloc is None or scan.host.os == "Windows" or _caching_disabled(alloc):

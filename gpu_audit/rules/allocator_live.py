@@ -61,7 +61,7 @@ def _evidence(p: GpuProcess, a: ProcessAllocatorState) -> dict:
     }
 
 
-@rule("allocator-fragmentation", severity=Severity.WARNING)
+@rule("allocator-fragmentation")
 def allocator_fragmentation(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """A PyTorch process keeps much more memory reserved than its tensors use.
 
@@ -136,7 +136,7 @@ def _increase(values: list[int | None]) -> int | None:
     return sum(max(b - a, 0) for a, b in itertools.pairwise(known))
 
 
-@rule("allocator-oom-retries", severity=Severity.WARNING)
+@rule("allocator-oom-retries")
 def allocator_oom_retries(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """A PyTorch process keeps running out of cached memory and retrying.
 

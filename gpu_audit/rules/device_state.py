@@ -10,9 +10,9 @@ from gpu_audit.rules import rule
 from gpu_audit.rules.health import _label, _live
 
 
-@rule("memory-temperature-near-limit", severity=Severity.WARNING)
+@rule("memory-temperature-near-limit")
 def memory_temperature_near_limit(scan: Scan, policy: Policy) -> Iterator[Finding]:
-    """The GPU's memory is within `temperature_margin_c` (5 C by default) of its limit.
+    """GPU memory within `temperature_margin_c` ({temperature_margin_c} C by default) of its limit.
 
     HBM and GDDR memory have a temperature limit of their own, apart from the GPU's: above it
     the hardware slows the GPU down to protect the memory, however cool the GPU core reads.
@@ -48,7 +48,7 @@ def _on_off(enabled: bool) -> str:
     return "on" if enabled else "off"
 
 
-@rule("gpu-mode-change-pending", severity=Severity.WARNING)
+@rule("gpu-mode-change-pending")
 def gpu_mode_change_pending(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """An ECC or MIG mode change is pending: it takes effect at the next GPU reset or reboot.
 

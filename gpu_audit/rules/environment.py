@@ -30,7 +30,7 @@ def _gpu_count(scan: Scan) -> int | None:
     return scan.host.nvidia_pci_devices
 
 
-@rule("pytorch-no-nvml", severity=Severity.WARNING)
+@rule("pytorch-no-nvml")
 def pytorch_no_nvml(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """`PYTORCH_NO_NVML` is set, but PyTorch has no such variable.
 
@@ -57,7 +57,7 @@ def pytorch_no_nvml(scan: Scan, policy: Policy) -> Iterator[Finding]:
     )
 
 
-@rule("caching-allocator-disabled", severity=Severity.WARNING)
+@rule("caching-allocator-disabled")
 def caching_allocator_disabled(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """`PYTORCH_NO_CUDA_MEMORY_CACHING` is set: every allocation goes to cudaMalloc.
 
@@ -88,7 +88,7 @@ def caching_allocator_disabled(scan: Scan, policy: Policy) -> Iterator[Finding]:
     )
 
 
-@rule("launch-blocking", severity=Severity.WARNING)
+@rule("launch-blocking")
 def launch_blocking(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """`CUDA_LAUNCH_BLOCKING=1`: every kernel launch waits for the kernel to finish.
 
@@ -161,7 +161,7 @@ def interpret_visible_devices(value: str, gpus: list[Gpu], count: int) -> Visibl
     return Visible(visible, [], None, by_uuid)
 
 
-@rule("visible-devices-missing", severity=Severity.ERROR)
+@rule("visible-devices-missing")
 def visible_devices_missing(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """`CUDA_VISIBLE_DEVICES` names GPUs that do not exist, or hides every GPU.
 
@@ -191,7 +191,7 @@ def visible_devices_missing(scan: Scan, policy: Policy) -> Iterator[Finding]:
     )
 
 
-@rule("device-order-mismatch", severity=Severity.WARNING)
+@rule("device-order-mismatch")
 def device_order_mismatch(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """`CUDA_VISIBLE_DEVICES` picks GPUs by index on a multi-GPU host without PCI ordering.
 
@@ -244,7 +244,7 @@ _PROFILER_LIBS = re.compile(r"(cupti|nvperf|ToolsInjection|nsys|ncu|compute-sani
                             r"sanitizer-public|libnvtx3interop|libinjection)", re.I)
 
 
-@rule("profiler-injection", severity=Severity.WARNING)
+@rule("profiler-injection")
 def profiler_injection(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """Profiler or debugger hooks are left set in the environment.
 

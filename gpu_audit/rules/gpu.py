@@ -5,14 +5,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from gpu_audit.config import Policy
-from gpu_audit.model import Finding, Scan, Severity
+from gpu_audit.model import Finding, Scan
 from gpu_audit.rules import rule
 from gpu_audit.units import fmt_bytes, fmt_pct, pct
 
 
-@rule("low-free-vram", severity=Severity.WARNING)
+@rule("low-free-vram")
 def low_free_vram(scan: Scan, policy: Policy) -> Iterator[Finding]:
-    """Free device memory below the policy share of the GPU's size (10% by default).
+    """Free device memory below a share of the GPU's size ({min_free_vram_pct}% by default).
 
     Memory held before the run starts is memory the run cannot have: an allocation that would fit
     on an idle card fails with `CUDA out of memory` partway through. The finding lists the

@@ -40,7 +40,7 @@ def _reset_remedy(gpu: Gpu) -> str:
             "vendor")
 
 
-@rule("ecc-uncorrectable", severity=Severity.CRITICAL)
+@rule("ecc-uncorrectable")
 def ecc_uncorrectable(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """The GPU has had uncorrectable (double-bit) ECC memory errors.
 
@@ -81,7 +81,7 @@ def ecc_uncorrectable(scan: Scan, policy: Policy) -> Iterator[Finding]:
             )
 
 
-@rule("memory-repair-pending", severity=Severity.ERROR)
+@rule("memory-repair-pending")
 def memory_repair_pending(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """Retired pages or remapped rows are waiting for a GPU reset to take effect.
 
@@ -112,7 +112,7 @@ def memory_repair_pending(scan: Scan, policy: Policy) -> Iterator[Finding]:
         )
 
 
-@rule("row-remap-failure", severity=Severity.CRITICAL)
+@rule("row-remap-failure")
 def row_remap_failure(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """A memory row could not be remapped: the GPU has run out of spare rows.
 
@@ -144,7 +144,7 @@ _HW_SLOWDOWN = {
 }
 
 
-@rule("hw-slowdown", severity=Severity.ERROR)
+@rule("hw-slowdown")
 def hw_slowdown(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """The GPU's hardware protection is cutting its clocks right now.
 
@@ -172,7 +172,7 @@ def hw_slowdown(scan: Scan, policy: Policy) -> Iterator[Finding]:
         )
 
 
-@rule("thermal-slowdown", severity=Severity.WARNING)
+@rule("thermal-slowdown")
 def thermal_slowdown(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """The driver is lowering the GPU's clocks because it is running hot.
 
@@ -197,7 +197,7 @@ def thermal_slowdown(scan: Scan, policy: Policy) -> Iterator[Finding]:
         )
 
 
-@rule("power-capped", severity=Severity.INFO)
+@rule("power-capped")
 def power_capped(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """The GPU is holding its clocks down to stay within its power limit.
 
@@ -228,9 +228,9 @@ def power_capped(scan: Scan, policy: Policy) -> Iterator[Finding]:
         )
 
 
-@rule("temperature-near-slowdown", severity=Severity.WARNING)
+@rule("temperature-near-slowdown")
 def temperature_near_slowdown(scan: Scan, policy: Policy) -> Iterator[Finding]:
-    """The GPU is within `temperature_margin_c` (5 C by default) of its slowdown temperature.
+    """GPU within `temperature_margin_c` ({temperature_margin_c} C by default) of its slowdown.
 
     Above the slowdown threshold the hardware cuts clocks sharply. A GPU this close before the
     run starts will cross it under load. At or above the threshold the finding is an error.
@@ -256,14 +256,14 @@ def temperature_near_slowdown(scan: Scan, policy: Policy) -> Iterator[Finding]:
         )
 
 
-@rule("pcie-link-degraded", severity=Severity.WARNING)
+@rule("pcie-link-degraded")
 def pcie_link_degraded(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """A busy GPU's PCIe link runs below its maximum generation or width.
 
-    An idle GPU lowers its link speed on purpose to save power, so the check applies only while
-    the GPU is at least `busy_utilization_pct` (20% by default) busy. A busy GPU on a slower or
-    narrower link than it supports points at a riser, a slot wired for fewer lanes, a BIOS
-    setting, or a link that trained down on a bad connection; host-to-device copies and
+    An idle GPU lowers its link speed on purpose to save power, so the check applies only while the
+    GPU is at least `busy_utilization_pct` ({busy_utilization_pct}% by default) busy. A busy GPU on
+    a slower or narrower link than it supports points at a riser, a slot wired for fewer lanes, a
+    BIOS setting, or a link that trained down on a bad connection; host-to-device copies and
     multi-GPU traffic slow accordingly.
     """
     for gpu in _live(scan):
@@ -296,7 +296,7 @@ def pcie_link_degraded(scan: Scan, policy: Policy) -> Iterator[Finding]:
         )
 
 
-@rule("persistence-mode-off", severity=Severity.INFO)
+@rule("persistence-mode-off")
 def persistence_mode_off(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """Persistence mode is off (Linux): each job start pays for the driver to initialise the GPU.
 
@@ -321,7 +321,7 @@ def persistence_mode_off(scan: Scan, policy: Policy) -> Iterator[Finding]:
     )
 
 
-@rule("compute-mode-restricted", severity=Severity.WARNING)
+@rule("compute-mode-restricted")
 def compute_mode_restricted(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """The GPU's compute mode stops a second process from using it, or any process at all.
 
@@ -355,7 +355,7 @@ def compute_mode_restricted(scan: Scan, policy: Policy) -> Iterator[Finding]:
         )
 
 
-@rule("mig-enabled", severity=Severity.INFO)
+@rule("mig-enabled")
 def mig_enabled(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """MIG is enabled: jobs get a slice of the GPU, not the whole card.
 
@@ -392,17 +392,17 @@ def _age_h(event: XidEvent, now: str) -> float | None:
     return (scanned - seen).total_seconds() / 3600
 
 
-@rule("xid-events", severity=Severity.ERROR)
+@rule("xid-events")
 def xid_events(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """The NVIDIA driver logged Xid errors for a GPU since boot.
 
-    Xid codes are the driver's record of GPU faults, from application bugs (13, 31, 43: an
-    illegal memory access in a kernel) to failing hardware (48 and 94/95 memory errors, 79 "fallen
-    off the bus", 64 failed memory repair, 74 NVLink). The finding groups a GPU's events, gives
-    each code's meaning, and takes its severity from the worst code; application-caused codes
-    older than `xid_recent_hours` (24 by default) are only noted. The kernel log must be readable
-    (root, the adm or systemd-journal group, or `kernel.dmesg_restrict=0`); otherwise the scan
-    records that the check was not made.
+    Xid codes are the driver's record of GPU faults, from application bugs (13, 31, 43: an illegal
+    memory access in a kernel) to failing hardware (48 and 94/95 memory errors, 79 "fallen off the
+    bus", 64 failed memory repair, 74 NVLink). The finding groups a GPU's events, gives each code's
+    meaning, and takes its severity from the worst code; application-caused codes older than
+    `xid_recent_hours` ({xid_recent_hours} by default) are only noted. The kernel log must be
+    readable (root, the adm or systemd-journal group, or `kernel.dmesg_restrict=0`); otherwise the
+    scan records that the check was not made.
     """
     log = scan.kernel_log
     if log is None or not log.xid_events:

@@ -10,9 +10,9 @@ from gpu_audit.rules import rule
 from gpu_audit.units import GIB, fmt_bytes, fmt_pct, pct
 
 
-@rule("swap-pressure", severity=Severity.WARNING)
+@rule("swap-pressure")
 def swap_pressure(scan: Scan, policy: Policy) -> Iterator[Finding]:
-    """Swap in use above the policy limit (2 GiB by default).
+    """Swap in use above the policy limit ({max_swap_used_gib} GiB by default).
 
     A training job whose host memory spills to swap slows by orders of magnitude (data loaders,
     pinned-memory staging and checkpoint writes all touch host memory) and is a step away from the
@@ -51,9 +51,9 @@ def swap_pressure(scan: Scan, policy: Policy) -> Iterator[Finding]:
     )
 
 
-@rule("low-host-memory", severity=Severity.WARNING)
+@rule("low-host-memory")
 def low_host_memory(scan: Scan, policy: Policy) -> Iterator[Finding]:
-    """Available host RAM below the policy share of the total (10% by default).
+    """Available host RAM below a share of the total ({min_host_available_pct}% by default).
 
     PyTorch jobs need host memory beside GPU memory: the data pipeline, pinned staging buffers,
     the CUDA context's host side, checkpoints being saved. With little left the job swaps or the

@@ -38,7 +38,7 @@ _REMEDIES = {
 }
 
 
-@rule("nvml-hung", severity=Severity.ERROR)
+@rule("nvml-hung")
 def nvml_hung(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """The NVIDIA driver did not answer a query within the scan's timeout.
 
@@ -78,7 +78,7 @@ def nvml_hung(scan: Scan, policy: Policy) -> Iterator[Finding]:
         )
 
 
-@rule("nvml-unavailable", severity=Severity.ERROR)
+@rule("nvml-unavailable")
 def nvml_unavailable(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """NVML, the NVIDIA driver's management library, could not be used.
 
@@ -143,7 +143,7 @@ def _lost_bus_ids(scan: Scan, lost: list[Gpu]) -> dict[int, tuple[str, str]]:
     return found
 
 
-@rule("gpu-lost", severity=Severity.CRITICAL)
+@rule("gpu-lost")
 def gpu_lost(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """A GPU has fallen off the bus: NVML answers "GPU is lost" and it cannot run anything.
 

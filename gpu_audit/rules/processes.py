@@ -6,7 +6,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 
 from gpu_audit.config import Policy
-from gpu_audit.model import Finding, Gpu, GpuProcess, Scan, Severity
+from gpu_audit.model import Finding, Gpu, GpuProcess, Scan
 from gpu_audit.rules import rule
 from gpu_audit.rules.cmdline import command_head
 from gpu_audit.rules.duplicates import duplicate_groups, instance_port
@@ -21,7 +21,7 @@ def _vram_by_pid(processes: list[GpuProcess]) -> dict[int, int]:
     return total
 
 
-@rule("duplicate-backend", severity=Severity.WARNING)
+@rule("duplicate-backend")
 def duplicate_backend(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """Several GPU processes are copies of the same server.
 
@@ -82,16 +82,22 @@ def unattributed_bytes(gpu: Gpu, members: list[GpuProcess]) -> int | None:
     return gpu.memory_used_bytes - sum(p.used_memory_bytes or 0 for p in members)
 
 
-@rule("unattributed-vram", severity=Severity.WARNING)
+@rule("unattributed-vram")
 def unattributed_vram(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """Device memory in use that no visible process accounts for.
 
     NVML's used memory minus the memory of every process it lists, beyond a per-GPU allowance
-    for the driver and contexts (`unattributed_vram_allowance_mib`, 512 MiB by default; memory the
-    driver reports as reserved is added to it). Typical causes: a killed job whose memory was
-    never released (a defunct context or a process stuck in uninterruptible sleep), a process in
-    another container whose PID this one cannot see, or a driver that does not report per-process
-    memory (then the GPU is skipped rather than guessed).
+    for the driver and contexts (`unattributed_vram_allowance_mib`,
+    {unattributed_vram_allowance_mib} MiB by default; memory the driver reports as reserved is
+    added to it). Typical causes: a killed job whose memory was never released (a defunct context
+    or a process stuck in uninterruptible sleep), a process in another container whose PID this
+    one cannot see, or a driver that does not report per-process memory (then the GPU is skipped
+    rather than guessed).
+
+    `gpu-audit check` has a check of the same id that judges these findings: no GPU may have
+    memory in use that no listed process accounts for, a problem that is a
+    "{unattributed_vram}" by default (`unattributed_vram`). Set `unattributed_vram = "fail"` on
+    dedicated runners.
     """
     by_gpu: dict[int, list[GpuProcess]] = defaultdict(list)
     for p in scan.processes:
@@ -130,7 +136,7 @@ def unattributed_vram(scan: Scan, policy: Policy) -> Iterator[Finding]:
         )
 
 
-@rule("gpu-process-gone", severity=Severity.WARNING)
+@rule("gpu-process-gone")
 def gpu_process_gone(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """NVML reports a process that no longer runs but still holds device memory.
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import inspect
-import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from gpu_audit.config import Policy
+from gpu_audit.knowledge import findings as catalogue
 from gpu_audit.model import Finding, Scan, Severity
 
 RuleFunc = Callable[[Scan, Policy], Iterator[Finding]]
@@ -35,9 +35,6 @@ RULE_MODULES = (
     "gpu_audit.rules.unsupported",
 )
 
-_ID = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
-
-
 @dataclass(frozen=True)
 class Rule:
     id: str
@@ -54,26 +51,31 @@ class Rule:
 
 
 class Registry:
-    """Rules of one kind (the scan's, the fleet's): a stable kebab-case id each, a default
-    severity, a docstring that is the documentation, registered by importing ``modules``."""
+    """Rules of one producer (the scan's, the fleet's, diff's), registered by importing
+    ``modules``: each id, its default severity and its lifecycle are the finding catalogue's
+    (:mod:`gpu_audit.knowledge.findings`); the rule's docstring is the id's documentation."""
 
-    def __init__(self, kind: str, modules: tuple[str, ...], prefix: str = "") -> None:
-        self.kind, self.modules, self.prefix = kind, modules, prefix
+    def __init__(self, kind: str, producer: str, modules: tuple[str, ...],
+                 prefix: str = "") -> None:
+        self.kind, self.producer, self.modules, self.prefix = kind, producer, modules, prefix
         self._rules: dict[str, Rule] = {}
 
-    def rule(self, rule_id: str, *, severity: Severity) -> Callable[[F], F]:
-        """Register the decorated function as the rule for ``rule_id``."""
-        if not _ID.match(rule_id) or not rule_id.startswith(self.prefix):
-            wanted = f" starting with {self.prefix}" if self.prefix else ""
-            raise ValueError(f"{self.kind} id {rule_id!r} is not kebab-case{wanted}")
+    def rule(self, rule_id: str) -> Callable[[F], F]:
+        """Register the decorated function as the rule for ``rule_id``, a catalogue id."""
+        spec = catalogue.spec_of(rule_id, self.producer)
+        if not rule_id.startswith(self.prefix):
+            raise ValueError(f"{self.kind} id {rule_id!r} does not start with {self.prefix}")
 
         def register(func: F) -> F:
             if rule_id in self._rules and self._rules[rule_id].func is not func:
                 raise ValueError(f"{self.kind} id {rule_id!r} registered twice")
-            if not func.__doc__:
+            if func.__doc__:
+                catalogue.document(rule_id, self.producer, inspect.cleandoc(func.__doc__))
+            elif spec.producer == self.producer:
                 raise ValueError(f"{self.kind} {rule_id!r} has no docstring (it is the "
-                                 "rule's documentation)")
-            self._rules[rule_id] = Rule(rule_id, severity, func)
+                                 "id's documentation)")
+            assert spec.severity is not None  # every rule's id has one in the catalogue
+            self._rules[rule_id] = Rule(rule_id, spec.severity, func)
             return func
 
         return register
@@ -99,12 +101,12 @@ def worst_first(findings: list[Finding]) -> list[Finding]:
     return sorted(findings, key=lambda f: (-(f.severity or Severity.INFO).rank, f.id, f.subject))
 
 
-SCAN_RULES = Registry("rule", RULE_MODULES)
+SCAN_RULES = Registry("rule", catalogue.SCAN, RULE_MODULES)
 
 
-def rule(rule_id: str, *, severity: Severity) -> Callable[[RuleFunc], RuleFunc]:
-    """Register ``func`` as the scan rule for ``rule_id``."""
-    return SCAN_RULES.rule(rule_id, severity=severity)
+def rule(rule_id: str) -> Callable[[RuleFunc], RuleFunc]:
+    """Register ``func`` as the scan rule for ``rule_id`` (severity: the catalogue's)."""
+    return SCAN_RULES.rule(rule_id)
 
 
 def all_rules() -> dict[str, Rule]:

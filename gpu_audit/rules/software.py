@@ -39,7 +39,7 @@ def _torch_version(scan: Scan) -> str | None:
     return scan.allocator.torch_version if scan.allocator is not None else None
 
 
-@rule("driver-too-old", severity=Severity.ERROR)
+@rule("driver-too-old")
 def driver_too_old(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """torch was built for a newer CUDA than the NVIDIA driver supports.
 
@@ -91,7 +91,7 @@ def _gpu_host(scan: Scan) -> int:
     return scan.host.nvidia_pci_devices or 0
 
 
-@rule("torch-cpu-only", severity=Severity.ERROR)
+@rule("torch-cpu-only")
 def torch_cpu_only(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """The installed torch is a CPU-only build on a machine with NVIDIA GPUs.
 
@@ -165,7 +165,7 @@ def _gpu_for(scan: Scan, device: TorchDevice) -> int:
     return device.index
 
 
-@rule("no-kernel-image", severity=Severity.ERROR)
+@rule("no-kernel-image")
 def no_kernel_image(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """The installed torch ships no kernels for this GPU's architecture (`scan --torch`).
 
@@ -202,7 +202,7 @@ def no_kernel_image(scan: Scan, policy: Policy) -> Iterator[Finding]:
         )
 
 
-@rule("torch-cuda-unavailable", severity=Severity.ERROR)
+@rule("torch-cuda-unavailable")
 def torch_cuda_unavailable(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """torch is built with CUDA but cannot use the GPUs this host has (`scan --torch`).
 
@@ -231,7 +231,7 @@ def torch_cuda_unavailable(scan: Scan, policy: Policy) -> Iterator[Finding]:
     )
 
 
-@rule("torch-import-failed", severity=Severity.ERROR)
+@rule("torch-import-failed")
 def torch_import_failed(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """`import torch` fails in this environment (`scan --torch`).
 

@@ -6,12 +6,12 @@ from collections.abc import Iterator
 
 from gpu_audit.config import Policy
 from gpu_audit.knowledge.gpu_kinds import CONSUMER, DATA_CENTER, gpu_kind
-from gpu_audit.model import Finding, Gpu, Scan, Severity
+from gpu_audit.model import Finding, Gpu, Scan
 from gpu_audit.rules import rule
 from gpu_audit.rules.health import _live
 
 
-@rule("health-unsupported", severity=Severity.INFO)
+@rule("health-unsupported")
 def health_unsupported(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """Health checks these GPUs cannot answer ("not supported"), so they were not made.
 

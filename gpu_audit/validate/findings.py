@@ -3,7 +3,7 @@
 Pure functions: the runner and the report call them on data loaded from the run folder.
 
 Finding ids (stable); each one's severity and documentation live in
-:data:`gpu_audit.validate.catalogue.VALIDATION_FINDINGS`:
+:mod:`gpu_audit.knowledge.findings` (severities) and :mod:`gpu_audit.validate.catalogue`:
 
 - ``workload-import-failed``: torch or the workload does not import (critical)
 - ``cuda-unavailable``: CUDA does not initialise on the chosen device (critical)
@@ -29,9 +29,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpu_audit.knowledge.findings import severity_of
 from gpu_audit.model import Finding, Severity
 from gpu_audit.units import fmt_bytes, fmt_pct, noun, plural
-from gpu_audit.validate.catalogue import VALIDATION_FINDINGS
 from gpu_audit.validate.gates import (
     GateResult,
     check_requirement,
@@ -344,8 +344,8 @@ def _memory_sentence(memory: dict[str, Any]) -> str:
 
 def _finding(finding_id: str, where: str, title: str, detail: str, remedy: str,
              evidence: dict[str, Any]) -> Finding:
-    """A finding whose severity is the one :data:`VALIDATION_FINDINGS` documents for its id."""
-    severity = VALIDATION_FINDINGS[finding_id][0]
+    """A finding whose severity is the one the finding catalogue declares for its id."""
+    severity = severity_of(finding_id)
     return Finding(subject=where, title=title, detail=detail, remedy=remedy, evidence=evidence,
                    id=finding_id, severity=severity)
 

@@ -10,6 +10,7 @@ from gpu_audit.check.engine import known_ids
 from gpu_audit.check.registry import all_checks, viewed_findings
 from gpu_audit.check.results import CheckResult, Verdict, verdict, verdict_line
 from gpu_audit.config import check_keys, policy_keys
+from gpu_audit.knowledge.findings import doc_of
 from gpu_audit.rules import all_rules
 from tests.check.support import FAIL, PASS, SKIP, UNKNOWN, WARN, idle_h100_node, run
 
@@ -21,13 +22,14 @@ def test_every_check_has_a_kebab_id_a_title_and_documentation():
     assert len(checks) >= 14
     for check_id, spec in checks.items():
         assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", check_id)
-        assert spec.title and spec.summary and len(spec.doc.splitlines()) > 2, check_id
+        doc = doc_of(check_id)
+        assert spec.title and doc and doc.summary and len(doc.meaning.splitlines()) > 1, check_id
 
 
 def test_a_check_id_equal_to_a_finding_id_is_the_check_that_views_that_finding():
     for shared in set(all_checks()) & set(all_rules()):
         assert all_checks()[shared].views == (shared,)
-    assert set(all_checks()) | set(all_rules()) == known_ids()
+    assert set(all_checks()) | set(all_rules()) <= known_ids()
 
 
 def test_checks_view_existing_rules_and_read_existing_keys():

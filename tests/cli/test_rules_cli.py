@@ -25,9 +25,10 @@ def test_list_shows_every_id_with_its_severity(cli_env):
     assert result.returncode == 0, result.stderr
     findings, _, _ = result.stdout.partition("\n\n")
     lines = findings.splitlines()
-    assert lines[0].split() == ["ID", "SEVERITY", "SUMMARY"]
-    listed = {line.split()[0]: line.split()[1] for line in lines[1:]}
-    assert listed == {rule_id: r.severity.value for rule_id, r in all_rules().items()}
+    assert lines[0].split() == ["ID", "PRODUCER", "LIFECYCLE", "SEVERITY", "SUMMARY"]
+    listed = {line.split()[0]: line.split()[3] for line in lines[1:]}
+    assert listed == {rule_id: r.severity_text for rule_id, r in all_rules().items()}
+    assert listed["free-vram"] == "-" and "check" in findings and "explain" in findings
     assert listed["alloc-conf-invalid"] == "error"
     assert listed["ecc-uncorrectable"] == "critical"
 
@@ -36,6 +37,7 @@ def test_one_id_prints_its_whole_documentation(cli_env):
     result = rules_cli(["alloc-conf-ignored"], cli_env)
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("alloc-conf-ignored (warning) - Allocator configuration")
+    assert "producer: scan; lifecycle: stable" in result.stdout
     assert "pytorch/pytorch#183387" in result.stdout
 
 
@@ -60,7 +62,7 @@ def test_json_document(cli_env):
 
 def test_every_rule_is_documented():
     for rule_id, rule_obj in all_rules().items():
-        assert rule_obj.summary.endswith((".", ")", '"')), rule_id
+        assert rule_obj.summary.endswith((".", ")", '"', "`")), rule_id
         body = rule_obj.doc.partition("\n")[2].strip()
         assert len(body) > 80, f"{rule_id} needs an explanation below its summary line"
 
@@ -86,7 +88,7 @@ def test_validation_findings_are_documented_and_listed(cli_env):
     from pathlib import Path
 
     import gpu_audit.validate.findings as findings_module
-    from gpu_audit.validate.catalogue import VALIDATION_FINDINGS
+    from gpu_audit.validate.catalogue import VALIDATION_DOCS as VALIDATION_FINDINGS
 
     source = Path(findings_module.__file__).read_text()
     emitted = set(re.findall(r'"([a-z]+(?:-[a-z]+)+)"', source))
@@ -128,7 +130,7 @@ def test_one_signature_prints_its_example_and_what_explain_says(cli_env):
 
 def test_one_class_prints_its_text_and_signatures_in_match_order(cli_env):
     out = rules_cli(["host-oom"], cli_env).stdout
-    assert out.startswith("host-oom - failure class of gpu-audit explain")
+    assert out.startswith("host-oom (-) - Explain failure classes (gpu-audit explain)")
     assert out.index("host-oom/kernel-oom-killer") < out.index("host-oom/shell-killed")
 
 

@@ -7,9 +7,10 @@ import ast
 import dataclasses
 from pathlib import Path
 
-from gpu_audit.diag.catalogue import DIAG_FINDINGS
+from gpu_audit.diag.catalogue import DIAG_DOCS
 from gpu_audit.diag.judge import judge
 from gpu_audit.diag.results import GpuRun, PeerRun, WorkerOutcome
+from gpu_audit.knowledge import findings as catalogue
 from gpu_audit.model import Severity
 from tests.diag import recorded
 
@@ -176,4 +177,4 @@ def test_every_catalogued_id_is_emitted_and_every_emitted_id_catalogued() -> Non
         for node in ast.walk(ast.parse((package / name).read_text())):
             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "diag_finding":
                 emitted.add(node.args[0].value)
-    assert emitted == set(DIAG_FINDINGS)
+    assert emitted == set(DIAG_DOCS) == set(catalogue.ids(catalogue.DIAG))

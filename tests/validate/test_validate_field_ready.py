@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from gpu_audit.cli.rules import all_entries
 from gpu_audit.config import Policy
 from gpu_audit.units import GIB, MIB
-from gpu_audit.validate.catalogue import VALIDATION_FINDINGS
 from gpu_audit.validate.device import CPU_THREADS_MAX, cpu_threads
 from gpu_audit.validate.findings import validate_findings
 from gpu_audit.validate.gates import DRIFT_MIN_CYCLES, summarize
@@ -95,7 +95,7 @@ def test_no_drift_finding_from_fewer_cycles_than_the_fit_needs() -> None:
     assert "rss-drift" in rss_findings(DRIFT_MIN_CYCLES)
     for finding_id in ("rss-drift", "reserved-drift"):
         assert f"at least {DRIFT_MIN_CYCLES} completed cycles" in " ".join(
-            VALIDATION_FINDINGS[finding_id][1].split())
+            all_entries()[finding_id].doc.split())
 
 
 # -- CPU threads and host load -----------------------------------------------------------------

@@ -3,10 +3,13 @@ swap over the limit while a stage runs is validate's own finding, apart from the
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 import gpu_audit.validate.catalogue as catalogue
 from gpu_audit.config import Policy
+from gpu_audit.knowledge import findings as findings_catalogue
 from gpu_audit.model import Severity
 from gpu_audit.rules import all_rules
 from gpu_audit.validate.findings import leg_gates, validate_findings
@@ -31,19 +34,17 @@ def _swapping_findings(swap: int = 3 * GIB):
 
 def test_every_severity_comes_from_the_catalogue(monkeypatch) -> None:
     """Changing the catalogue's severity changes the emitted finding's: no second copy."""
-    entries = dict(catalogue.VALIDATION_FINDINGS)
-    for finding_id, (_, doc) in catalogue.VALIDATION_FINDINGS.items():
-        entries[finding_id] = (Severity.INFO, doc)
-    monkeypatch.setattr(catalogue, "VALIDATION_FINDINGS", entries)
-    import gpu_audit.validate.findings as findings_module
-    monkeypatch.setattr(findings_module, "VALIDATION_FINDINGS", entries, raising=False)
+    table = {finding_id: dataclasses.replace(spec, severity=Severity.INFO)
+             if finding_id in catalogue.VALIDATION_DOCS else spec
+             for finding_id, spec in findings_catalogue.CATALOGUE.items()}
+    monkeypatch.setattr(findings_catalogue, "CATALOGUE", table)
     findings = _swapping_findings()
     assert findings and all(f.severity is Severity.INFO for f in findings)
 
 
 def test_emitted_severities_match_the_documented_ones() -> None:
     for finding in _swapping_findings():
-        assert finding.severity is catalogue.VALIDATION_FINDINGS[finding.id][0], finding.id
+        assert finding.severity is findings_catalogue.severity_of(finding.id), finding.id
 
 
 def test_swap_over_the_limit_in_a_stage_is_its_own_error_finding() -> None:
@@ -56,8 +57,8 @@ def test_swap_over_the_limit_in_a_stage_is_its_own_error_finding() -> None:
     scan_rule = all_rules()["swap-pressure"]
     assert scan_rule.severity is Severity.WARNING
     assert "stage-swap-pressure" in scan_rule.doc
-    assert "swap-pressure" in catalogue.VALIDATION_FINDINGS["stage-swap-pressure"][1]
-    assert "swap-pressure" not in catalogue.VALIDATION_FINDINGS
+    assert "swap-pressure" in catalogue.VALIDATION_DOCS["stage-swap-pressure"]
+    assert "swap-pressure" not in catalogue.VALIDATION_DOCS
 
 
 @pytest.mark.parametrize(("swap", "passed"), [(2 * GIB - 1, True), (2 * GIB, True),

@@ -18,14 +18,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpu_audit.knowledge import findings as catalogue
 from gpu_audit.model import Severity
 
-# The fixed set of failure classes (an incident's "class" in JSON), one module each.
-CLASSES = (
-    "cuda-oom", "nvml-assert-oom", "nvml-unavailable", "alloc-conf", "cublas-failure",
-    "driver-mismatch", "illegal-memory-access", "device-assert", "gpu-hardware", "nccl",
-    "host-oom",
-)
+# The fixed set of failure classes (an incident's "class" in JSON), one module each: the
+# finding catalogue's explain ids, in its order.
+CLASSES = tuple(catalogue.ids(catalogue.EXPLAIN, current=True))
 
 # Where a tier puts an incident in the causal chain; tiers in between sit in between (1.5: a
 # kill that usually follows a memory problem).
@@ -119,12 +117,16 @@ _REGISTERED: dict[str, Signature] = {}
 
 
 def document_class(cls: str, doc: str | None) -> str:
-    """Register the documentation of failure class ``cls`` (its module's docstring)."""
+    """Register the documentation of failure class ``cls`` (its module's docstring), and
+    declare it into the finding catalogue where explain documents that id (``nvml-unavailable``
+    is documented by its scan rule; its module's text is explain's own view of it)."""
     if cls not in CLASSES:
         raise CatalogueError(f"unknown failure class {cls!r}; the classes are {CLASSES}")
     summary, _, body = (doc or "").strip().partition("\n")
     if not summary or not body.strip():
         raise CatalogueError(f"class {cls!r} needs a summary line and a paragraph below it")
+    if catalogue.CATALOGUE[cls].producer == catalogue.EXPLAIN:
+        catalogue.document(cls, catalogue.EXPLAIN, doc)
     _CLASS_DOCS[cls] = ClassDoc(cls, summary.strip(), body.strip())
     return cls
 
