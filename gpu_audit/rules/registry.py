@@ -7,13 +7,14 @@ default severity (a rule may set a different severity for a finding on purpose).
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import inspect
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
+
+import msgspec
 
 from gpu_audit.config import Policy
 from gpu_audit.model import Finding, Scan, Severity
@@ -88,7 +89,7 @@ class Registry:
         default severity (a rule may set another on purpose), worst first."""
         skipped = set(ignore)
         findings = [
-            dataclasses.replace(finding, id=r.id, severity=finding.severity or r.severity)
+            msgspec.structs.replace(finding, id=r.id, severity=finding.severity or r.severity)
             for r in self.all().values() if r.id not in skipped
             for finding in r.func(*args)
         ]
