@@ -34,10 +34,11 @@ Pure: reads only the GPUs and the environment mapping it is given.
 from __future__ import annotations
 
 import bisect
-import dataclasses
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+
+import msgspec
 
 from gpu_audit.bounds import MAX_GPUS, MAX_INT_DIGITS, MAX_MIG_PER_GPU, bounded_int
 from gpu_audit.errors import InputError, UsageError
@@ -398,11 +399,11 @@ def apply_selection(scan: Scan, selection: GpuSelection | None) -> Scan:
                                kernel_log.truncated)
     host = scan.host
     if len(wanted) < len(scan.gpus):  # the bus's count describes the machine, not a selection
-        host = dataclasses.replace(host, nvidia_pci_devices=None)
-    return dataclasses.replace(
+        host = msgspec.structs.replace(host, nvidia_pci_devices=None)
+    return msgspec.structs.replace(
         scan,
         host=host,
-        gpus=[dataclasses.replace(g, mig_devices=chosen[g.index]) if g.index in chosen else g
+        gpus=[msgspec.structs.replace(g, mig_devices=chosen[g.index]) if g.index in chosen else g
               for g in scan.gpus if g.index in wanted],
         processes=[p for p in scan.processes if p.gpu_index in wanted and _in_chosen(p, chosen)],
         probe_errors=[e for e in scan.probe_errors

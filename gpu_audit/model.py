@@ -1,7 +1,7 @@
 """Plain data: what the collectors return, what the rules read, what the renderers show.
 
-Every class here is a frozen dataclass of JSON-friendly fields. Units are in the field names
-(``*_bytes``, ``*_pct``, ``*_c``, ``*_w``, ``*_mhz``, ``*_s``); ``None`` means unknown or not
+Every class here is a frozen ``msgspec.Struct`` of JSON-friendly fields. Units are in the field
+names (``*_bytes``, ``*_pct``, ``*_c``, ``*_w``, ``*_mhz``, ``*_s``); ``None`` means unknown or not
 supported, never zero. :mod:`gpu_audit.serial` turns these into JSON and back, so a saved scan
 can be re-judged (``scan --from FILE``) and tests can feed rules without any I/O.
 """
@@ -9,8 +9,9 @@ can be re-judged (``scan --from FILE``) and tests can feed rules without any I/O
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 
 class Severity(enum.Enum):
@@ -49,8 +50,7 @@ class Severity(enum.Enum):
 _SEVERITY_ORDER = [Severity.INFO, Severity.WARNING, Severity.ERROR, Severity.CRITICAL]
 
 
-@dataclass(frozen=True)
-class ProbeError:
+class ProbeError(msgspec.Struct, frozen=True):
     """A measurement that could not be taken; the scan goes on without it."""
 
     source: str  # "nvml", "host", "process", "torch", ...
@@ -60,8 +60,7 @@ class ProbeError:
     timed_out: bool = False  # the call never returned within the scan's timeout (a hung driver)
 
 
-@dataclass(frozen=True)
-class Host:
+class Host(msgspec.Struct, frozen=True):
     hostname: str
     os: str
     kernel: str | None
@@ -79,15 +78,13 @@ class Host:
     nvidia_pci_devices: int | None = None  # NVIDIA display/3D controllers seen on the PCI bus
 
 
-@dataclass(frozen=True)
-class Driver:
+class Driver(msgspec.Struct, frozen=True):
     driver_version: str | None
     nvml_version: str | None
     cuda_driver_version: str | None  # "12.4": the newest CUDA runtime this driver supports
 
 
-@dataclass(frozen=True)
-class MigDevice:
+class MigDevice(msgspec.Struct, frozen=True):
     """One MIG device of a GPU in MIG mode: a compute instance inside a GPU instance, which CUDA
     sees as a device of its own (``CUDA_VISIBLE_DEVICES=MIG-...``)."""
 
@@ -103,8 +100,7 @@ class MigDevice:
     compute_instance_slices: int | None = None
 
 
-@dataclass(frozen=True)
-class Gpu:
+class Gpu(msgspec.Struct, frozen=True):
     """One device as NVML sees it. Any field may be ``None`` (not supported or not readable)."""
 
     index: int
@@ -161,7 +157,7 @@ class Gpu:
     pcie_width_max: int | None = None
     display_active: bool | None = None
     lost: bool = False  # NVML answered "GPU is lost" (fallen off the bus)
-    mig_devices: list[MigDevice] = field(default_factory=list)  # MIG mode: its instances
+    mig_devices: list[MigDevice] = msgspec.field(default_factory=list)  # MIG mode: its instances
     memory_temperature_c: int | None = None  # HBM/GDDR, NVML_FI_DEV_MEMORY_TEMP
     memory_temperature_max_c: int | None = None  # the GPU slows down above it (THRESHOLD_MEM_MAX)
     power_min_limit_w: float | None = None  # the range the power limit may be set in
@@ -172,8 +168,7 @@ class Gpu:
     mig_mode_pending: bool | None = None  # likewise
 
 
-@dataclass(frozen=True)
-class AllocatorSample:
+class AllocatorSample(msgspec.Struct, frozen=True):
     """One reading of a process's allocator counters, kept so rules can see a trend."""
 
     at: str  # ISO 8601, UTC
@@ -182,8 +177,7 @@ class AllocatorSample:
     step: int | None = None
 
 
-@dataclass(frozen=True)
-class ProcessAllocatorState:
+class ProcessAllocatorState(msgspec.Struct, frozen=True):
     """A process's own PyTorch allocator on one device, as published by ``gpu_audit.monitor``.
 
     NVML sees only what a process holds; these figures say how much of it PyTorch is using
@@ -218,12 +212,11 @@ class ProcessAllocatorState:
     num_alloc_retries: int | None = None
     num_ooms: int | None = None
     step: int | None = None
-    history: list[AllocatorSample] = field(default_factory=list)  # oldest first
-    oom_snapshots: list[str] = field(default_factory=list)  # files written on OOM
+    history: list[AllocatorSample] = msgspec.field(default_factory=list)  # oldest first
+    oom_snapshots: list[str] = msgspec.field(default_factory=list)  # files written on OOM
 
 
-@dataclass(frozen=True)
-class GpuProcess:
+class GpuProcess(msgspec.Struct, frozen=True):
     """A process NVML reports on a GPU, joined with what the OS says about its PID."""
 
     pid: int
@@ -253,8 +246,7 @@ class GpuProcess:
     mig_uuid: str | None = None
 
 
-@dataclass(frozen=True)
-class AllocatorConfig:
+class AllocatorConfig(msgspec.Struct, frozen=True):
     """PyTorch allocator settings as the environment carries them, and the torch they meet."""
 
     source: str  # "env" (this process) or "pid:N"
@@ -263,11 +255,11 @@ class AllocatorConfig:
     torch_version: str | None  # from package metadata, torch not imported
     torch_cuda_version: str | None = None  # from the local version label, "12.4" for +cu124
     torch_variant: str | None = None  # "cuda", "rocm", "cpu", "xpu" or None (unknown/absent)
-    environment: dict[str, str] = field(default_factory=dict)  # other relevant vars, redacted
+    # other relevant variables, redacted
+    environment: dict[str, str] = msgspec.field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class NvmlStatus:
+class NvmlStatus(msgspec.Struct, frozen=True):
     """Whether NVML answered, and if not, why."""
 
     available: bool
@@ -276,8 +268,7 @@ class NvmlStatus:
     library_path: str | None = None
 
 
-@dataclass(frozen=True)
-class TorchDevice:
+class TorchDevice(msgspec.Struct, frozen=True):
     """One CUDA device as the installed torch sees it (indices follow CUDA_VISIBLE_DEVICES)."""
 
     index: int
@@ -287,8 +278,7 @@ class TorchDevice:
     uuid: str | None = None  # "GPU-..." as NVML spells it, where torch exposes it
 
 
-@dataclass(frozen=True)
-class TorchProbe:
+class TorchProbe(msgspec.Struct, frozen=True):
     """What ``scan --torch`` learnt by importing torch in a child process."""
 
     python: str  # the interpreter that ran the probe
@@ -299,18 +289,17 @@ class TorchProbe:
     cuda_available: bool | None = None
     device_count: int | None = None
     arch_list: list[str] | None = None  # torch.cuda.get_arch_list(): ["sm_80", "compute_90", ...]
-    devices: list[TorchDevice] = field(default_factory=list)
+    devices: list[TorchDevice] = msgspec.field(default_factory=list)
     allocator_backend: str | None = None  # "native" or "cudaMallocAsync"
     allocator_settings: str | None = None  # the configuration string torch parsed
     allocator_error: str | None = None  # torch's own complaint about the configuration string
     import_error: str | None = None  # ``import torch`` raised: "ImportError: libcudnn.so.9: ..."
     error: str | None = None  # the probe itself failed: timed out, crashed, no output
-    warnings: list[str] = field(default_factory=list)  # torch's warnings during the probe
+    warnings: list[str] = msgspec.field(default_factory=list)  # torch's warnings during the probe
     duration_s: float | None = None
 
 
-@dataclass(frozen=True)
-class XidEvent:
+class XidEvent(msgspec.Struct, frozen=True):
     """One ``NVRM: Xid`` line from the kernel log: the driver reporting a GPU error."""
 
     xid: int
@@ -322,18 +311,16 @@ class XidEvent:
     time: str | None = None  # ISO 8601, UTC (approximate: derived from the uptime)
 
 
-@dataclass(frozen=True)
-class KernelLog:
+class KernelLog(msgspec.Struct, frozen=True):
     """Where the scan looked for Xid events and what it found (this boot only)."""
 
     source: str | None  # "kmsg", "dmesg", "journal"; None when no source was readable
     readable: bool
-    xid_events: list[XidEvent] = field(default_factory=list)
+    xid_events: list[XidEvent] = msgspec.field(default_factory=list)
     truncated: bool = False  # more events than kept; the newest are kept
 
 
-@dataclass(frozen=True)
-class Scan:
+class Scan(msgspec.Struct, frozen=True):
     """Everything one scan saw. Findings are derived from it, never stored inside it."""
 
     host: Host
@@ -346,7 +333,7 @@ class Scan:
     generated_at: str
     tool_version: str
     scan_duration_s: float | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = msgspec.field(default_factory=dict)
     torch_probe: TorchProbe | None = None  # only with ``scan --torch``
     kernel_log: KernelLog | None = None  # None: not looked at (not Linux, or an old saved scan)
     # The GPUs this scan was limited to (``--gpus``, a Slurm job's GPUs): the
@@ -355,14 +342,13 @@ class Scan:
     gpu_selection: dict[str, Any] | None = None
 
 
-@dataclass(frozen=True)
-class Finding:
+class Finding(msgspec.Struct, frozen=True):
     """A verdict about the machine. ``id`` and default ``severity`` come from the rule registry."""
 
     subject: str  # "host", "gpu:N", "pid:N", "env"
     title: str
     detail: str
     remedy: str
-    evidence: dict[str, Any] = field(default_factory=dict)
+    evidence: dict[str, Any] = msgspec.field(default_factory=dict)
     id: str = ""
     severity: Severity | None = None

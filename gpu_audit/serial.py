@@ -1,4 +1,4 @@
-"""Dataclasses to JSON and back, and atomic file writes.
+"""Documents (msgspec structs) to JSON and back, and atomic file writes.
 
 Loading is strict about types and names the offending field, so a hand-edited or truncated
 ``--from`` file gives a message a user can act on instead of a traceback deep in a rule.
@@ -7,114 +7,132 @@ Loading is strict about types and names the offending field, so a hand-edited or
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import enum
 import errno
-import functools
 import json
 import os
 import re
 import stat
-import types
-import typing
 from pathlib import Path
 from typing import Any, TypeVar
+
+import msgspec
 
 from gpu_audit.errors import InputError, UsageError
 
 T = TypeVar("T")
 
+_ENCODER = msgspec.json.Encoder()
+_DECODER = msgspec.json.Decoder()
+
 
 def to_jsonable(obj: Any) -> Any:
-    """Plain JSON types for dataclasses, enums, lists and dicts (recursively)."""
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: to_jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
-    if isinstance(obj, enum.Enum):
-        return obj.value
-    if isinstance(obj, dict):
-        return {str(k): to_jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [to_jsonable(v) for v in obj]
-    if isinstance(obj, float) and obj != obj:  # NaN is not JSON
-        return None
-    return obj
+    """Plain JSON types for structs, dataclasses, enums, lists and dicts (recursively); NaN
+    and infinities become ``None``, as JSON has no word for them."""
+    try:
+        return _DECODER.decode(_ENCODER.encode(obj))
+    except UnicodeEncodeError:  # a lone surrogate (undecodable bytes in a command line)
+        return _plain(obj)
 
 
 def from_jsonable(cls: type[T], data: Any, where: str = "$") -> T:
-    """Build ``cls`` from JSON data, checking types; raises :class:`InputError` naming the path."""
-    return _convert(cls, data, where)
+    """Build ``cls`` from JSON data, checking types; raises :class:`InputError` naming the path.
+
+    Unknown keys are tolerated: newer minor versions of a schema may add fields.
+    """
+    try:
+        return msgspec.convert(data, cls)
+    except msgspec.ValidationError as exc:
+        raise InputError(_validation_message(str(exc), data, where)) from None
 
 
-@functools.cache
-def _hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
+def decode(cls: type[T], text: str | bytes, where: str = "$") -> T:
+    """Build ``cls`` straight from JSON text (no intermediate dicts); errors as
+    :func:`from_jsonable`'s."""
+    try:
+        return msgspec.json.decode(text, type=cls)
+    except msgspec.ValidationError as exc:
+        raise InputError(_validation_message(str(exc), None, where)) from None
 
 
-def _convert(tp: Any, data: Any, where: str) -> Any:
-    origin = typing.get_origin(tp)
-    if tp is Any:
-        return data
-    if origin in (typing.Union, types.UnionType):
-        args = typing.get_args(tp)
-        if data is None and type(None) in args:
-            return None
-        errors = []
-        for arg in args:
-            if arg is type(None):
-                continue
-            try:
-                return _convert(arg, data, where)
-            except InputError as exc:
-                errors.append(str(exc))
-        raise InputError(errors[0] if errors else f"{where}: unexpected value {data!r}")
-    if origin is list:
-        if not isinstance(data, list):
-            raise InputError(f"{where}: expected a list, got {type(data).__name__}")
-        (item,) = typing.get_args(tp) or (Any,)
-        return [_convert(item, v, f"{where}[{i}]") for i, v in enumerate(data)]
-    if origin is dict:
-        if not isinstance(data, dict):
-            raise InputError(f"{where}: expected an object, got {type(data).__name__}")
-        _, value_tp = typing.get_args(tp) or (str, Any)
-        return {str(k): _convert(value_tp, v, f"{where}.{k}") for k, v in data.items()}
-    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+_AT = re.compile(r"^(?P<what>.*?)(?: - at `(?P<path>\$[^`]*)`)?$", re.S)
+_MISSING = re.compile(r"^Object missing required field `(?P<name>[^`]*)`$")
+_EXPECTED = re.compile(r"^Expected `(?P<want>[^`]*)`, got `(?P<got>[^`]*)`$")
+_STEP = re.compile(r"\.([^.\[]+)|\[(\d+)\]")
+
+
+def _validation_message(message: str, data: Any, where: str) -> str:
+    """``$.gpus[0].index: expected int, got 'lots'`` from msgspec's wording, with ``$``
+    replaced by ``where`` (a file name, say) and the offending value shown when it is known."""
+    parts = _AT.match(message)
+    what, path = parts["what"], parts["path"] or "$"
+    place = where + path[1:]
+    missing = _MISSING.match(what)
+    if missing:
+        return f"{place}: missing field {missing['name']!r}"
+    expected = _EXPECTED.match(what)
+    if expected:
+        value = _value_at(data, path)
+        got = expected["got"] if value is _UNKNOWN else _shown(value)
+        return f"{place}: expected {expected['want']}, got {got}"
+    return f"{place}: {what[:1].lower()}{what[1:]}"
+
+
+_UNKNOWN = object()
+
+
+def _value_at(data: Any, path: str) -> Any:
+    for name, index in _STEP.findall(path[1:]):
         try:
-            return tp(data)
-        except ValueError:
-            raise InputError(f"{where}: {data!r} is not a valid {tp.__name__}") from None
-    if dataclasses.is_dataclass(tp):
-        return _convert_dataclass(tp, data, where)
-    if tp is float:
-        if isinstance(data, (int, float)) and not isinstance(data, bool):
-            return float(data)
-        raise InputError(f"{where}: expected a number, got {data!r}")
-    if tp in (int, str, bool):
-        if isinstance(data, tp) and not (tp is int and isinstance(data, bool)):
-            return data
-        raise InputError(f"{where}: expected {tp.__name__}, got {data!r}")
-    if tp is type(None):
-        if data is None:
-            return None
-        raise InputError(f"{where}: expected null, got {data!r}")
-    raise InputError(f"{where}: cannot read a value of type {tp!r}")
+            data = data[int(index)] if index else data[name]
+        except (KeyError, IndexError, TypeError):
+            return _UNKNOWN
+    return data
 
 
-def _convert_dataclass(cls: Any, data: Any, where: str) -> Any:
-    if not isinstance(data, dict):
-        raise InputError(f"{where}: expected an object, got {type(data).__name__}")
-    hints = _hints(cls)
-    kwargs = {}
-    for f in dataclasses.fields(cls):
-        if f.name in data:
-            kwargs[f.name] = _convert(hints[f.name], data[f.name], f"{where}.{f.name}")
-        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-            raise InputError(f"{where}: missing field {f.name!r}")
-    # Unknown keys are tolerated: newer minor versions of a schema may add fields.
-    return cls(**kwargs)
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+# msgspec spells some floats differently from Python (``1e16``, ``0.00001``); documents keep
+# Python's spelling (``1e+16``, ``1e-05``) so they stay byte-for-byte what they were.
+_FLOAT_HINT = re.compile(rb"\de|0\.0000")
+_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?')
+
+
+def _python_float(match: re.Match[bytes]) -> bytes:
+    token = match.group()
+    if token[0] == 0x22 or not (b"e" in token or b"." in token):  # a string, an integer
+        return token
+    return repr(float(token)).encode()
+
+
+def encode(doc: Any) -> bytes:
+    """Compact JSON bytes for a document (structs, dataclasses, enums, dicts, lists)."""
+    raw = _ENCODER.encode(doc)
+    return _TOKEN.sub(_python_float, raw) if _FLOAT_HINT.search(raw) else raw
 
 
 def dumps(doc: Any, *, indent: int | None = 2) -> str:
-    return json.dumps(to_jsonable(doc), indent=indent, ensure_ascii=False, sort_keys=False)
+    """The document as JSON text, ``indent`` spaces deep (``None``: one line), non-ASCII kept,
+    keys in declaration order; NaN and infinities are ``null``."""
+    try:
+        raw = encode(doc)
+    except UnicodeEncodeError:  # a lone surrogate: the text keeps it, as json.dumps did
+        return json.dumps(_plain(doc), indent=indent, ensure_ascii=False, sort_keys=False)
+    return msgspec.json.format(raw, indent=indent if indent is not None else 0).decode()
+
+
+def _plain(obj: Any) -> Any:
+    if isinstance(obj, float) and obj != obj:
+        return None
+    if isinstance(obj, dict):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    if isinstance(obj, (str, int, float, bool)) or obj is None:
+        return obj
+    return _plain(msgspec.to_builtins(obj, str_keys=True))
 
 
 class UnsafeTarget(UsageError, OSError):

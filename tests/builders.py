@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
+
+import msgspec
 
 from gpu_audit.model import (
     AllocatorConfig,
@@ -116,7 +117,7 @@ def scan(
 
 
 def with_host(scan: Scan, **overrides: Any) -> Scan:
-    return dataclasses.replace(scan, host=dataclasses.replace(scan.host, **overrides))
+    return msgspec.structs.replace(scan, host=msgspec.structs.replace(scan.host, **overrides))
 
 
 def uvicorn(pid: int, port: int, vram_mib: float = 154, **overrides: Any) -> GpuProcess:

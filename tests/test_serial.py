@@ -21,6 +21,7 @@ def test_loading_names_the_bad_field():
     data["gpus"][0]["memory_total_bytes"] = "lots"
     with pytest.raises(InputError, match=r"\$\.gpus\[0\]\.memory_total_bytes"):
         from_jsonable(Scan, data)
+    data["gpus"][0]["memory_total_bytes"] = 1
     del data["host"]
     with pytest.raises(InputError, match="missing field 'host'"):
         from_jsonable(Scan, data)

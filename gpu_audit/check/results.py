@@ -12,6 +12,8 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+
 from gpu_audit.config import CheckPolicy
 from gpu_audit.model import Finding, Scan
 from gpu_audit.units import plural
@@ -51,8 +53,7 @@ class CheckResult:
     duration_s: float | None = None
 
 
-@dataclass(frozen=True)
-class StageOutcome:
+class StageOutcome(msgspec.Struct, frozen=True):
     """How one validation stage (``imports``, ``smoke``) went, as the check judges it."""
 
     name: str
@@ -61,7 +62,7 @@ class StageOutcome:
     summary: str
     duration_s: float | None = None
     device: str | None = None
-    evidence: dict[str, Any] = field(default_factory=dict)
+    evidence: dict[str, Any] = msgspec.field(default_factory=dict)
     remedy: str | None = None
 
 

@@ -9,7 +9,6 @@ the Xid check is reported as not done rather than as passed.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import errno
 import os
@@ -19,6 +18,8 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
+
+import msgspec
 
 from gpu_audit.lazy import regex as lazy
 from gpu_audit.model import KernelLog, ProbeError, Scan, XidEvent
@@ -228,6 +229,6 @@ def read_kernel_log(
 def attach_kernel_log(scan: Scan) -> Scan:
     """``scan`` with this boot's Xid events (and why not, when the log is unreadable)."""
     log, errors = read_kernel_log()
-    return dataclasses.replace(
+    return msgspec.structs.replace(
         scan, kernel_log=log, probe_errors=[*scan.probe_errors, *errors]
     )

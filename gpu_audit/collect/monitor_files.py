@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from gpu_audit.model import AllocatorSample, Gpu, GpuProcess, ProbeError, ProcessAllocatorState
 from gpu_audit.publication import (
     CREATE_TIME_TOLERANCE_S,
@@ -409,6 +411,6 @@ def attach_allocator_states(processes: list[GpuProcess], gpus: list[Gpu],
         if device is None:
             joined.append(process)
         else:
-            joined.append(dataclasses.replace(process,
+            joined.append(msgspec.structs.replace(process,
                                               allocator=allocator_state(publication, device)))
     return joined

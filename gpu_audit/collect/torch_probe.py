@@ -13,13 +13,14 @@ variables are those of the environment being judged (this one, or ``scan --pid``
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import subprocess
 import sys
 import time
 from collections.abc import Mapping
+
+import msgspec
 
 from gpu_audit.knowledge.allocator.names import CUDA_VAR, NEW_VAR
 from gpu_audit.model import ProbeError, Scan, TorchDevice, TorchProbe
@@ -218,5 +219,5 @@ def attach_torch_probe(scan: Scan, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> S
     if alloc is not None:
         alloc_env = {CUDA_VAR: alloc.pytorch_cuda_alloc_conf, NEW_VAR: alloc.pytorch_alloc_conf}
     probe, errors = probe_torch(timeout_s=timeout_s, alloc_env=alloc_env)
-    return dataclasses.replace(scan, torch_probe=probe,
+    return msgspec.structs.replace(scan, torch_probe=probe,
                                probe_errors=[*scan.probe_errors, *errors])

@@ -9,9 +9,10 @@ never failed for lack of a row.
 
 from __future__ import annotations
 
-import dataclasses
 import statistics
 from collections.abc import Iterable
+
+import msgspec
 
 from gpu_audit.diag.catalogue import diag_finding
 from gpu_audit.diag.results import DiagJudgement, Figure, GpuRun, PeerRun
@@ -255,13 +256,13 @@ def _compare_with_peers(out: DiagJudgement, gpus: list[GpuRun]) -> None:
         median = statistics.median(others)
         peer_low = median > 0 and figure.measured < PEER_FRACTION * median
         if figure.expected is None:
-            out.figures[i] = dataclasses.replace(
+            out.figures[i] = msgspec.structs.replace(
                 figure, expected=round(median, 2), ratio=round(figure.measured / median, 3)
                 if median else None, basis="peers", peak=None, efficiency=None,
                 source=f"median of {len(others)} other {name_of.get(figure.subject)}",
                 low=peer_low)
         elif peer_low and not figure.low:
-            out.figures[i] = dataclasses.replace(figure, low=True, basis="peers",
+            out.figures[i] = msgspec.structs.replace(figure, low=True, basis="peers",
                                                  source=f"{figure.source}; median of the node's "
                                                         f"other GPUs {median:g}")
 

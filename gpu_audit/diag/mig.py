@@ -14,9 +14,10 @@ GPU's link, and CUDA does not give peer access between MIG devices.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from typing import Any
+
+import msgspec
 
 from gpu_audit.diag.results import GpuRun
 from gpu_audit.gpu_selection import instance_label
@@ -67,7 +68,7 @@ def instance_runs(gpu: Gpu, only: Sequence[MigDevice] | None = None) -> list[Gpu
 def instance_gpu(gpu: Gpu, run: GpuRun) -> Gpu:
     """``gpu`` as the instance's plan sees it: the instance's memory."""
     total = run.mig.get("memory_total_bytes") if run.mig else None
-    return dataclasses.replace(gpu, memory_free_bytes=run.memory_free_bytes,
+    return msgspec.structs.replace(gpu, memory_free_bytes=run.memory_free_bytes,
                                memory_total_bytes=total)
 
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+
 from gpu_audit.gpu_selection import GpuSelection
 from gpu_audit.knowledge.gpu_models import GpuModelSpec
 from gpu_audit.model import Finding, Severity
 
 
-@dataclass
-class WorkerOutcome:
+class WorkerOutcome(msgspec.Struct):
     """How one worker process ended."""
 
     status: str = "not-run"  # "done", "hung", "died", "fatal" (torch or CUDA unusable), "not-run"
@@ -22,10 +23,10 @@ class WorkerOutcome:
     # For "fatal": "torch-missing", "torch" (does not import), "torch-build" (built without
     # CUDA), "cuda" (a CUDA build that cannot use the GPU); and what the worker said beside it.
     kind: str | None = None
-    facts: dict[str, Any] = field(default_factory=dict)
+    facts: dict[str, Any] = msgspec.field(default_factory=dict)
     returncode: int | None = None
     log_tail: str | None = None
-    ready: dict[str, Any] = field(default_factory=dict)  # the worker's "ready" event
+    ready: dict[str, Any] = msgspec.field(default_factory=dict)  # the worker's "ready" event
 
 
 @dataclass
@@ -92,8 +93,7 @@ class PeerRun:
     worker: WorkerOutcome = field(default_factory=WorkerOutcome)
 
 
-@dataclass(frozen=True)
-class Figure:
+class Figure(msgspec.Struct, frozen=True):
     """One measured figure beside its expectation."""
 
     subject: str  # "gpu:0", "gpu:0->gpu:1", "node"

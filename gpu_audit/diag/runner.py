@@ -14,11 +14,12 @@ read and sampled, so the fake NVML of the test suite plays the GPUs.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
+
+import msgspec
 
 from gpu_audit.diag import mig as mig_runs
 from gpu_audit.diag.judge import NO_CUDA_TORCH, judge
@@ -234,7 +235,7 @@ def run_diag(options: DiagOptions, *, scan: Scan | None = None,
             _run_tests([run], plans, options, note)
             if run.worker.status == "fatal" and run.worker.kind in NO_CUDA_TORCH:
                 for rest in tested[position + 1:]:  # the same torch would fail the same way
-                    rest.worker = dataclasses.replace(run.worker)
+                    rest.worker = msgspec.structs.replace(run.worker)
                 break
     peers = _run_peers(whole, plans, options, note) if with_peers else None
     if options.level >= 3:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
+
+import msgspec
 
 from gpu_audit.config import Policy
 from gpu_audit.diff.rules import evaluate_diff
@@ -72,7 +73,7 @@ def _limit_to_after(before: Scan, after: Scan) -> Scan:
     indices = {g.index for g in after.gpus}
     keep = [g for g in before.gpus if (g.uuid in wanted if g.uuid else g.index in indices)]
     kept = {g.index for g in keep}
-    return dataclasses.replace(before, gpus=keep,
+    return msgspec.structs.replace(before, gpus=keep,
                                processes=[p for p in before.processes if p.gpu_index in kept])
 
 

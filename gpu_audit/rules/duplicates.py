@@ -13,11 +13,12 @@ saved scan judged again with ``scan --from`` is grouped afresh.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 from collections import defaultdict
 from dataclasses import dataclass
+
+import msgspec
 
 from gpu_audit.lazy import regex as lazy
 from gpu_audit.model import GpuProcess, Scan
@@ -168,7 +169,7 @@ def annotate_duplicates(processes: list[GpuProcess]) -> list[GpuProcess]:
     for number, group in enumerate(duplicate_groups(processes), start=1):
         for member in group:
             group_of[member.pid] = number
-    return [dataclasses.replace(p, duplicate_group=group_of.get(p.pid)) for p in processes]
+    return [msgspec.structs.replace(p, duplicate_group=group_of.get(p.pid)) for p in processes]
 
 
 def with_duplicate_groups(scan: Scan) -> Scan:
@@ -176,4 +177,4 @@ def with_duplicate_groups(scan: Scan) -> Scan:
     :func:`annotate_duplicates`): what the scan document and the process tables show."""
     if not scan.processes:
         return scan
-    return dataclasses.replace(scan, processes=annotate_duplicates(scan.processes))
+    return msgspec.structs.replace(scan, processes=annotate_duplicates(scan.processes))

@@ -7,12 +7,13 @@ default severity (a rule may set a different severity for a finding on purpose).
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import inspect
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
+
+import msgspec
 
 from gpu_audit.config import Policy
 from gpu_audit.knowledge import findings as catalogue
@@ -90,7 +91,7 @@ class Registry:
         default severity (a rule may set another on purpose), worst first."""
         skipped = set(ignore)
         findings = [
-            dataclasses.replace(finding, id=r.id, severity=finding.severity or r.severity)
+            msgspec.structs.replace(finding, id=r.id, severity=finding.severity or r.severity)
             for r in self.all().values() if r.id not in skipped
             for finding in r.func(*args)
         ]

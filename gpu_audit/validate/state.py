@@ -32,9 +32,10 @@ import re
 import secrets
 import socket
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from gpu_audit.errors import InputError, UsageError
 from gpu_audit.serial import dumps, from_jsonable
@@ -99,8 +100,7 @@ def leg_file(key: str) -> str:
     return key.replace("/", ".")
 
 
-@dataclass
-class LegState:
+class LegState(msgspec.Struct):
     """How one (variant, stage) pair stands."""
 
     status: str = "pending"  # pending, running, passed, failed, interrupted, skipped
@@ -114,27 +114,26 @@ class LegState:
     exit_code: int | None = None
     signal: str | None = None
     cycles_done: int = 0
-    ready: dict[str, Any] = field(default_factory=dict)  # what the worker found at start-up
-    failure_detail: dict[str, Any] = field(default_factory=dict)  # memory at OOM, traceback...
+    ready: dict[str, Any] = msgspec.field(default_factory=dict)  # what the worker found first
+    # memory at OOM, traceback...
+    failure_detail: dict[str, Any] = msgspec.field(default_factory=dict)
     stderr_tail: str | None = None
-    explanation: list[dict[str, Any]] = field(default_factory=list)
+    explanation: list[dict[str, Any]] = msgspec.field(default_factory=list)
     # os.getloadavg() (1, 5, 15 min) when the stage's last attempt started and ended
-    load_avg: dict[str, list[float] | None] = field(default_factory=dict)
+    load_avg: dict[str, list[float] | None] = msgspec.field(default_factory=dict)
 
 
-@dataclass
-class DeviceChoice:
+class DeviceChoice(msgspec.Struct):
     requested: str
     resolved: str | None = None  # "cpu" or "cuda:N"
     name: str | None = None
     total_memory_bytes: int | None = None
     free_memory_bytes: int | None = None
     fallback_reason: str | None = None
-    candidates: list[dict[str, Any]] = field(default_factory=list)
+    candidates: list[dict[str, Any]] = msgspec.field(default_factory=list)
 
 
-@dataclass
-class RunState:
+class RunState(msgspec.Struct):
     run_id: str
     status: str  # running, passed, failed, interrupted
     started_at: str

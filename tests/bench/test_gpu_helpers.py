@@ -3,12 +3,13 @@ a real ``gpu-audit snapshot --json`` and allocator_vs_torch.py on the scan's fie
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import pickle
 import subprocess
 import sys
 from pathlib import Path
+
+import msgspec
 
 from gpu_audit.model import GpuProcess, ProcessAllocatorState
 from tests.snapshot import synthetic
@@ -47,11 +48,11 @@ def test_snapshot_totals_are_compared_with_torch_counters(tmp_path, cli_env):
 
 
 def test_allocator_state_is_compared_with_torch_figures(tmp_path):
-    used = {f.name for f in dataclasses.fields(ProcessAllocatorState)}
+    used = {f.name for f in msgspec.structs.fields(ProcessAllocatorState)}
     assert {"reserved_bytes", "allocated_bytes", "allocated_peak_bytes",
             "reserved_peak_bytes", "age_s", "step", "fragmentation_pct"} <= used
     assert {"pid", "used_memory_bytes", "allocator"} <= {f.name for f in
-                                                         dataclasses.fields(GpuProcess)}
+                                                         msgspec.structs.fields(GpuProcess)}
     state = {"reserved_bytes": 600 * MIB, "allocated_bytes": 300 * MIB,
              "allocated_peak_bytes": 500 * MIB, "reserved_peak_bytes": 600 * MIB}
     scan = {"processes": [{"pid": 42, "used_memory_bytes": 1100 * MIB, "allocator": state}]}

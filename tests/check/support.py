@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import dataclasses
+import msgspec
 
 from gpu_audit.check.engine import judge
 from gpu_audit.check.results import CheckReport, CheckResult, CheckStatus
@@ -46,4 +46,4 @@ def with_torch(scan, version: str | None, variant: str | None, cuda: str | None)
     alloc = AllocatorConfig(source="env", pytorch_cuda_alloc_conf=None, pytorch_alloc_conf=None,
                             torch_version=version, torch_variant=variant,
                             torch_cuda_version=cuda)
-    return dataclasses.replace(scan, allocator=alloc)
+    return msgspec.structs.replace(scan, allocator=alloc)

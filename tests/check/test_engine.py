@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import msgspec
+
 from gpu_audit.model import Driver
 from tests import builders as b
 from tests.check.support import FAIL, GIB, MIB, PASS, SKIP, WARN, only, run, with_torch
@@ -47,12 +49,11 @@ def test_the_rules_under_check_read_the_check_policy_so_both_agree():
 
 def test_ignoring_gpu_lost_keeps_counting_the_gpus():
     """gpu-count views gpu-lost but judges the count too: ignoring the finding drops only it."""
-    import dataclasses
 
     from tests.check.test_gpus import idle_h100_node
 
     node = idle_h100_node(2)
-    lost = dataclasses.replace(node, gpus=[node.gpus[0], b.Gpu(index=1, lost=True)])
+    lost = msgspec.structs.replace(node, gpus=[node.gpus[0], b.Gpu(index=1, lost=True)])
     short = only(run(lost, min_gpus=2, ignore=["gpu-lost"]), "gpu-count")
     assert short.status is FAIL and "the policy needs at least 2" in short.summary
     assert short.evidence["gpus"] == 1 and short.evidence["lost"] == []

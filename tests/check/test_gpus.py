@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import dataclasses
+import msgspec
 
 from gpu_audit.check.results import Verdict
 from gpu_audit.config import CheckPolicy, Policy
@@ -76,7 +76,7 @@ def test_gpu_count_passes_at_the_minimum_and_fails_below():
 
 def test_a_lost_gpu_fails_even_when_enough_remain():
     scan = idle_h100_node(2)
-    scan = dataclasses.replace(scan, gpus=[scan.gpus[0], b.Gpu(index=1, lost=True)])
+    scan = msgspec.structs.replace(scan, gpus=[scan.gpus[0], b.Gpu(index=1, lost=True)])
     report = run(scan, min_gpus=1)
     result = only(report, "gpu-count")
     assert result.status is FAIL and "GPU 1 lost" in result.summary

@@ -3,7 +3,6 @@ and a report folder that does not fill the disk. Real processes, the fake NVML."
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 import stat
@@ -12,6 +11,7 @@ import sys
 import threading
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from tests import builders as b
@@ -140,7 +140,7 @@ def test_json_and_nagios_cannot_be_combined(cli_env, tmp_path):
 
 
 def saved_at(tmp_path: Path, name: str, generated_at: str) -> Path:
-    return saved_scan(tmp_path, dataclasses.replace(b.scan(), generated_at=generated_at), name)
+    return saved_scan(tmp_path, msgspec.structs.replace(b.scan(), generated_at=generated_at), name)
 
 
 def test_two_scans_in_the_same_second_keep_both_reports(cli_env, tmp_path):

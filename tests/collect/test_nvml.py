@@ -14,6 +14,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from gpu_audit.collect.nvml import NvmlReading, cuda_version_text, throttle_reason_names
@@ -80,7 +81,7 @@ def read_in_child(env: dict[str, str], timeout_s: float = 5.0, repeat: int = 1) 
 
 def expected_gpu(index: int, scenario_gpu: dict[str, Any]) -> Gpu:
     """The Gpu a correct collector builds from a scenario GPU (unsupported groups -> None)."""
-    fields = {k: v for k, v in scenario_gpu.items() if k in Gpu.__dataclass_fields__}
+    fields = {k: v for k, v in scenario_gpu.items() if k in Gpu.__struct_fields__}
     mask = fields.get("throttle_reasons_mask")
     if mask is not None:
         fields["throttle_reasons"] = throttle_reason_names(mask)
@@ -107,8 +108,8 @@ def expected_gpu(index: int, scenario_gpu: dict[str, Any]) -> Gpu:
         "power_limit": ["power_limit_w", "power_min_limit_w", "power_max_limit_w"],
         "power_default_limit": ["power_default_limit_w"],
         "mig": ["mig_mode", "mig_mode_pending"],
-        "ecc": [k for k in Gpu.__dataclass_fields__ if k.startswith("ecc_")],
-        "remapped_rows": [k for k in Gpu.__dataclass_fields__ if k.startswith("remapped_rows")],
+        "ecc": [k for k in Gpu.__struct_fields__ if k.startswith("ecc_")],
+        "remapped_rows": [k for k in Gpu.__struct_fields__ if k.startswith("remapped_rows")],
     }
     for group in scenario_gpu.get("unsupported", []):
         for key in hidden[group]:
@@ -173,7 +174,7 @@ def test_every_gpu_field_is_filled_where_the_hardware_has_it(fake_nvml):
     reading = read_in_child(fake_nvml(scenario)).reading
 
     read = reading.gpus[0]
-    unread = [name for name, value in vars(read).items() if value is None]
+    unread = [name for name, value in msgspec.structs.asdict(read).items() if value is None]
     assert unread == [
         "remapped_rows_correctable",
         "remapped_rows_uncorrectable",

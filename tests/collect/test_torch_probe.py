@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import importlib.metadata
 import importlib.util
 import stat
@@ -10,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from gpu_audit.collect.torch_probe import attach_torch_probe, child_environment, probe_torch
@@ -124,7 +124,7 @@ def test_attach_puts_the_probe_and_its_errors_into_the_snapshot(tmp_path, monkey
         torch_version="2.8.0+cu128"))
     attached = attach_torch_probe(scan, timeout_s=60)
     assert attached.torch_probe.allocator_error.startswith("ValueError")
-    assert dataclasses.replace(attached, torch_probe=None) == scan
+    assert msgspec.structs.replace(attached, torch_probe=None) == scan
 
 
 @pytest.mark.gpu

@@ -3,8 +3,7 @@ not."""
 
 from __future__ import annotations
 
-import dataclasses
-
+import msgspec
 import pytest
 
 from gpu_audit.diff import compare
@@ -73,7 +72,8 @@ def test_processes_that_left_are_listed_and_no_finding():
 def test_uncorrectable_ecc_rise_is_critical_corrected_only_a_warning():
     before, after = pair(after_gpus=[b.gpu(0, ecc_errors_uncorrected_volatile=3),
                                      b.gpu(1, ecc_errors_corrected_volatile=7)])
-    before = dataclasses.replace(before, gpus=[b.gpu(0), b.gpu(1, ecc_errors_corrected_volatile=2)])
+    before = msgspec.structs.replace(before, gpus=[b.gpu(0),
+                                                   b.gpu(1, ecc_errors_corrected_volatile=2)])
     report = compare(before, after)
     by_subject = {f.subject: f for f in report.findings}
     assert by_subject["gpu:0"].severity is Severity.CRITICAL
@@ -185,7 +185,7 @@ def test_a_selection_in_after_limits_before():
 ])
 def test_documents_of_other_machines_or_out_of_order_are_refused(change, message):
     before = b.scan()
-    after = dataclasses.replace(b.scan(generated_at="2026-11-22T11:00:00Z"), **change)
+    after = msgspec.structs.replace(b.scan(generated_at="2026-11-22T11:00:00Z"), **change)
     with pytest.raises(InputError, match=message):
         compare(before, after)
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 
+import msgspec
 import pytest
 
 from gpu_audit.config import Policy
@@ -27,7 +27,7 @@ def scan_verdict(code: int, message: str) -> tuple[Severity, str, str]:
     scanned = dt.datetime.fromisoformat(b.scan().generated_at.replace("Z", "+00:00"))
     when = (scanned - dt.timedelta(minutes=1)).isoformat().replace("+00:00", "Z")
     event = XidEvent(xid=code, pci_bus_id=BUS, message=message, time=when)
-    scan = dataclasses.replace(b.scan(), kernel_log=KernelLog("kmsg", True, [event]))
+    scan = msgspec.structs.replace(b.scan(), kernel_log=KernelLog("kmsg", True, [event]))
     (finding,) = list(xid_events(scan, Policy()))
     return finding.severity, finding.detail, finding.remedy
 

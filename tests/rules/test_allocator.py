@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import dataclasses
+import msgspec
 
 from gpu_audit.config import Policy
 from gpu_audit.model import AllocatorConfig, Scan, Severity, TorchProbe
@@ -96,7 +96,7 @@ def test_torch_own_verdict_from_the_probe_is_reported_when_we_found_nothing():
     scan = job_env(cuda="expandable_segments:True")
     probe = TorchProbe(python="/usr/bin/python3", torch_version="2.13.0+cu126",
                        allocator_error="ValueError: something only torch knows")
-    (finding,) = run(alloc_conf_invalid, dataclasses.replace(scan, torch_probe=probe))
+    (finding,) = run(alloc_conf_invalid, msgspec.structs.replace(scan, torch_probe=probe))
     assert finding.severity is None
     assert finding.evidence["torch_says"] == "ValueError: something only torch knows"
 
@@ -105,7 +105,7 @@ def test_torch_own_verdict_joins_our_finding_when_both_agree():
     scan = job_env(cuda="max_split_size_mb:5")
     probe = TorchProbe(python="python3", torch_version="2.13.0",
                        allocator_error="ValueError: ... must be >= 20")
-    (finding,) = run(alloc_conf_invalid, dataclasses.replace(scan, torch_probe=probe))
+    (finding,) = run(alloc_conf_invalid, msgspec.structs.replace(scan, torch_probe=probe))
     assert finding.evidence["torch_says"] == "ValueError: ... must be >= 20"
 
 
@@ -267,7 +267,7 @@ def test_ignored_variable_is_not_judged_for_combinations():
 
 def test_small_gpu_gets_expandable_segments_advice_with_the_string_to_paste():
     scan = b.gtx1650_three_uvicorn()
-    scan = dataclasses.replace(scan, allocator=AllocatorConfig(
+    scan = msgspec.structs.replace(scan, allocator=AllocatorConfig(
         source="env", pytorch_cuda_alloc_conf="max_split_size_mb:64", pytorch_alloc_conf=None,
         torch_version="2.5.1+cu124"))
     (finding,) = run(alloc_conf_advice, scan)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
+
+import msgspec
 
 from gpu_audit.config import Policy
 from gpu_audit.model import KernelLog, NvmlStatus, Scan, Severity, XidEvent
@@ -238,7 +239,7 @@ def test_mig_enabled_is_info():
 
 
 def with_xids(scan: Scan, *events: XidEvent, source: str = "kmsg") -> Scan:
-    return dataclasses.replace(scan, kernel_log=KernelLog(source, True, list(events)))
+    return msgspec.structs.replace(scan, kernel_log=KernelLog(source, True, list(events)))
 
 
 SCANNED_AT = dt.datetime(2026, 11, 22, 10, 0, tzinfo=dt.UTC)  # the builders' generated_at
@@ -285,7 +286,7 @@ def test_xid_for_a_device_nvml_does_not_list_goes_to_the_host():
 
 def test_no_xids_or_unreadable_log_gives_no_finding():
     assert run(xid_events, with_xids(node())) == []
-    unread = dataclasses.replace(node(), kernel_log=KernelLog(None, False))
+    unread = msgspec.structs.replace(node(), kernel_log=KernelLog(None, False))
     assert run(xid_events, unread) == []
     assert run(xid_events, node()) == []
 

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-import dataclasses
+import msgspec
 
 from gpu_audit.config import Policy
 from gpu_audit.model import KernelLog, NvmlStatus, Severity, XidEvent
@@ -80,7 +80,7 @@ def test_exit_codes_follow_the_monitoring_plugin_convention():
     broken = evaluate(b.scan(gpus=[], nvml=NvmlStatus(False, "driver-not-loaded")), Policy())
     assert exit_code(broken, Severity.ERROR) == 2
     assert exit_code(broken, Severity.CRITICAL) == 1
-    info_only = [dataclasses.replace(f, severity=Severity.INFO) for f in findings]
+    info_only = [msgspec.structs.replace(f, severity=Severity.INFO) for f in findings]
     assert exit_code(info_only, Severity.ERROR) == 0
     assert exit_code(info_only, Severity.INFO) == 2
 
@@ -105,7 +105,7 @@ def test_gpu_lost_names_the_pci_address_from_the_kernel_log_when_nvml_cannot():
     log = KernelLog(source="dmesg", readable=True, xid_events=[
         XidEvent(xid=79, pci_bus_id="0000:3b:00", message="GPU has fallen off the bus."),
         XidEvent(xid=13, pci_bus_id="0000:1b:00", message="Graphics Exception")])
-    (finding,) = [f for f in evaluate(dataclasses.replace(scan, kernel_log=log))
+    (finding,) = [f for f in evaluate(msgspec.structs.replace(scan, kernel_log=log))
                   if f.id == "gpu-lost"]
     assert finding.severity is Severity.CRITICAL and finding.subject == "gpu:1"
     assert finding.evidence["pci_bus_id"] == "0000:3b:00"

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import dataclasses
-
+import msgspec
 import pytest
 
 from gpu_audit.config import Policy
@@ -29,7 +28,7 @@ def installed(torch: str | None, variant: str | None = None, cuda: str | None = 
 
 
 def probed(scan: Scan, **probe) -> Scan:
-    return dataclasses.replace(scan, torch_probe=TorchProbe(python="/venv/bin/python", **probe))
+    return msgspec.structs.replace(scan, torch_probe=TorchProbe(python="/venv/bin/python", **probe))
 
 
 def run(rule, scan: Scan):
@@ -144,7 +143,7 @@ def test_pascal_gpu_on_a_build_without_sm_61_has_no_kernel_image():
 
 def test_supported_gpu_or_no_probe_is_quiet():
     fine = gtx1080_on_new_build()
-    fine = dataclasses.replace(fine, torch_probe=dataclasses.replace(
+    fine = msgspec.structs.replace(fine, torch_probe=msgspec.structs.replace(
         fine.torch_probe, arch_list=["sm_50", "sm_60", "sm_70", "sm_75", "sm_80"]))
     assert run(no_kernel_image, fine) == []
     assert run(no_kernel_image, installed("2.8.0+cu128", "cuda", "12.8")) == []
@@ -154,7 +153,7 @@ def test_torch_device_is_matched_to_nvml_by_uuid():
     scan = gtx1080_on_new_build()
     gpus = [b.gpu(0), b.gpu(1, name="NVIDIA GeForce GTX 1080", uuid="GPU-feed")]
     device = TorchDevice(0, "NVIDIA GeForce GTX 1080", "6.1", None, "GPU-FEED")
-    scan = dataclasses.replace(scan, gpus=gpus, torch_probe=dataclasses.replace(
+    scan = msgspec.structs.replace(scan, gpus=gpus, torch_probe=msgspec.structs.replace(
         scan.torch_probe, devices=[device]))
     (finding,) = run(no_kernel_image, scan)
     assert finding.subject == "gpu:1"

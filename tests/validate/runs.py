@@ -11,6 +11,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tests.documents import assert_document
+
 REPO = Path(__file__).resolve().parents[2]
 TINY = "tests.validate.tiny_workloads"
 
@@ -35,11 +37,15 @@ def run_dir(out: Path, run_id: str) -> Path:
 
 
 def state_of(run: Path) -> dict[str, Any]:
-    return json.loads((run / "state.json").read_text())
+    state = json.loads((run / "state.json").read_text())
+    assert_document(state)
+    return state
 
 
 def report_of(run: Path) -> dict[str, Any]:
-    return json.loads((run / "report.json").read_text())
+    report = json.loads((run / "report.json").read_text())
+    assert_document(report)  # every report a validate test reads matches its schema
+    return report
 
 
 def cycles_of(run: Path, leg: str) -> list[dict[str, Any]]:
