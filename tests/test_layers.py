@@ -53,6 +53,7 @@ LAYER_OF = {
     "gpu_audit.validate.script.hook": RUNTIME, "gpu_audit.validate.script.inject": RUNTIME,
     "gpu_audit.validate.script.supervisor": RUNTIME, "gpu_audit.validate.script.streams": RUNTIME,
     "gpu_audit.validate.script.outside": RUNTIME, "gpu_audit.validate.script.launch": RUNTIME,
+    "gpu_audit.validate.script.output": RUNTIME,
     "gpu_audit.cli": COMMANDS, "gpu_audit.__main__": COMMANDS,
     "gpu_audit.schemas": COMMANDS,  # every document type, for the published JSON Schemas
     "gpu_audit.validate.runner": COMMANDS, "gpu_audit.validate.start": COMMANDS,
