@@ -43,7 +43,6 @@ from typing import Any
 
 from gpu_audit.bounds import load_json
 from gpu_audit.errors import InputError
-from gpu_audit.report.escape import controls
 from gpu_audit.units import KIB, MIB, fmt_bytes, plural
 from gpu_audit.validate.script.hook import MARKER
 from gpu_audit.validate.telemetry import CUDA_FIELDS
@@ -319,7 +318,10 @@ _NAMES_SHOWN = 5
 def _name(name: str) -> str:
     """A file name the command chose, as the report may show it."""
     text = name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-    return controls(text[:80], newlines=False) + ("…" if len(text) > 80 else "")
+    # Control characters as \x1b-style escapes here already (the renderers escape again for
+    # their format): a note is kept in the run's state as plain text.
+    shown = "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in text[:80])
+    return shown + ("…" if len(text) > 80 else "")
 
 
 # -- what a record may hold -------------------------------------------------------------------
