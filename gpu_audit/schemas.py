@@ -15,12 +15,13 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
 from gpu_audit.check.results import StageOutcome
 from gpu_audit.diag.results import Figure, WorkerOutcome
+from gpu_audit.knowledge.findings import LIFECYCLES
 from gpu_audit.model import Finding, Scan, Severity
 from gpu_audit.validate.plan import Plan
 from gpu_audit.validate.state import RunState
@@ -302,12 +303,25 @@ class SnapshotDocument(msgspec.Struct):
     plot: str | None
 
 
+class RuleSections(msgspec.Struct):
+    summary: str
+    meaning: str
+    why: str
+    example: str
+    fix: str
+
+
 class RuleEntry(msgspec.Struct):
     id: str
-    severity: Severity
+    severity: Severity | None  # checks and explain classes have none
     section: str
     summary: str
     doc: str
+    producers: list[str]
+    lifecycle: Literal[LIFECYCLES]  # type: ignore[valid-type]
+    redirect: str | None
+    settings: list[str]
+    sections: RuleSections
 
 
 class RulesDocument(msgspec.Struct):
