@@ -7,7 +7,9 @@ caught becomes a warning (:mod:`.mentions`).
 
 Memory stays bounded whatever the log's size: an incident keeps its first, most detailed and
 latest occurrence, at most :data:`MAX_LOCATIONS` locations and :data:`MAX_RANKS` ranks, and
-counts the rest.
+counts the rest; a signature whose incidents are kept apart by a number (an Xid, a PCI address,
+a status) keeps at most :data:`MAX_KEYED` of them apart, and counts the lines with any further
+value in one more incident. Every step for one line costs the same however many came before.
 """
 
 from __future__ import annotations
@@ -27,6 +29,9 @@ from gpu_audit.redact import redact_text
 MAX_LOCATIONS = 50
 MAX_RANKS = 1024
 MAX_SOURCES = 64
+# Incidents of one signature kept apart by the value of its key field: far more Xids, GPUs'
+# PCI addresses or library statuses than any real log holds.
+MAX_KEYED = 256
 EXCERPT_CHARS = 300
 _RECENT_PER_CLASS = 16
 
@@ -147,6 +152,7 @@ class Classifier:
     def __init__(self, torch_version: str | None = None) -> None:
         self._ctx = AdviceContext(torch_version)
         self._groups: dict[tuple[Any, ...], _Group] = {}
+        self._keyed: dict[tuple[Any, ...], int] = {}  # incidents kept apart, per signature
         self._recent: dict[str, deque[tuple[_Group, _Occurrence]]] = {}
         self._read_to: dict[int, int] = {}  # per source: the last line a joined match used
         self._facts: dict[str, Any] = {}
@@ -190,6 +196,9 @@ class Classifier:
         key = _group_key(sig, numbers)
         group = self._groups.get(key)
         if group is None:
+            key = self._bounded(key)
+            group = self._groups.get(key)
+        if group is None:
             group = _Group(key, (source_index, candidate.line), occ, occ, occ)
             self._groups[key] = group
         group.count += 1
@@ -200,6 +209,18 @@ class Classifier:
             group.handled += 1
             occ.handled = True
         self._recent.setdefault(sig.cls, deque(maxlen=_RECENT_PER_CLASS)).append((group, occ))
+
+    def _bounded(self, key: tuple[Any, ...]) -> tuple[Any, ...]:
+        """The key of a new incident, or of the one that counts together the values of a key
+        field past the first MAX_KEYED (hostile or garbled logs: thousands of "Xids")."""
+        if len(key) < 3:
+            return key  # not kept apart by a value
+        family = key[:-1]
+        seen = self._keyed.get(family, 0)
+        if seen >= MAX_KEYED:
+            return (*family, _MORE)
+        self._keyed[family] = seen + 1
+        return key
 
     @staticmethod
     def _match(candidate: Candidate, read_to: int
@@ -273,6 +294,11 @@ class Classifier:
             advice = replace(advice, severity=Severity.WARNING, tier=5.0,
                              explanation=advice.explanation + " The program caught it and went "
                              "on (the log says so), so it did not end the run.")
+        if group.key[-1] is _MORE:
+            advice = replace(advice, explanation=advice.explanation + (
+                f" The log names more than {MAX_KEYED} different values of "
+                f"{occ.signature.key_field}; the lines with the values past the first "
+                f"{MAX_KEYED} are counted together here, shown by one of them."))
         locations = [Location(self.sources[s], line, end if end > line else None)
                      for s, line, end in group.locations]
         incident = Incident(
@@ -294,6 +320,9 @@ class Classifier:
             tier=advice.tier,
         )
         return incident, group.order
+
+
+_MORE = object()  # the key value of the incident that counts the values past MAX_KEYED
 
 
 def _group_key(sig: Signature, numbers: dict[str, Any]) -> tuple[Any, ...]:

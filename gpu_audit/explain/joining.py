@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from gpu_audit.explain.scanner import Candidate
 
@@ -118,6 +119,13 @@ class _Piece:
 
 
 def _piece(line: int, text: str) -> _Piece:
+    return _Piece(line, *_read_piece(text))
+
+
+@lru_cache(maxsize=4 * MAX_JOIN_LINES)
+def _read_piece(text: str) -> tuple[str, str, str, int]:
+    """``_Piece``'s fields but the line. Remembered: in a log full of matching lines each line
+    is the neighbour of the candidates around it, and is read once, not once per neighbour."""
     raw = text.rstrip("\r\n")
     width = len(raw)
     if _QUOTE.match(raw):
@@ -126,7 +134,7 @@ def _piece(line: int, text: str) -> _Piece:
         raw = _BOX_RIGHT.sub("", _BOX_LEFT.sub("", raw, count=1), count=1).rstrip()
         width = len(raw)
     kind, cut = _prefix(raw)
-    return _Piece(line, raw, kind, raw[cut:], width)
+    return raw, kind, raw[cut:], width
 
 
 def continues(a: _Piece, b: _Piece, widths: dict[int, bool], so_far: str) -> str | None:
@@ -190,11 +198,11 @@ def _inside_path(text: str, body: str) -> bool:
     return " " not in quoted and ("/" in quoted or "\\" in quoted or "." in quoted)
 
 
-def _wrap_widths(pieces: list[_Piece]) -> dict[int, bool]:
-    """The width a terminal may have cut these lines at: the longest line nearby, when it is a
-    usual terminal width or more than one line has it (a terminal cuts every line at the same
-    width, so no line is longer); mapped to whether more than one line has it."""
-    lengths = [piece.width for piece in pieces]
+def _wrap_widths(lengths: list[int]) -> dict[int, bool]:
+    """The width a terminal may have cut these lines at (their widths, as a terminal saw them):
+    the longest line nearby, when it is a usual terminal width or more than one line has it (a
+    terminal cuts every line at the same width, so no line is longer); mapped to whether more
+    than one line has it."""
     widest = max(lengths, default=0)
     repeated = lengths.count(widest) > 1
     if widest >= MIN_WRAPPED and (widest in COMMON_WIDTHS or repeated):
@@ -206,15 +214,18 @@ def join(candidate: Candidate, floor: int = 0) -> Joined | None:
     """The candidate's line joined with the lines it continues and that continue it; None when
     there is nothing to join. Lines at or before ``floor`` (already read) are left alone."""
     own = _piece(candidate.line, candidate.own or candidate.text)
-    before = [_piece(candidate.line - back, text) for back, text in candidate.before
+    # (line, fields) of each neighbour; a _Piece is made only for the lines walked to
+    before = [(candidate.line - back, _read_piece(text)) for back, text in candidate.before
               if candidate.line - back > floor]
-    after = [_piece(candidate.line + ahead, text) for ahead, text in candidate.after]
-    widths = _wrap_widths([*before, own, *after])
+    after = [(candidate.line + ahead, _read_piece(text)) for ahead, text in candidate.after]
+    widths = _wrap_widths([fields[3] for _, fields in before] + [own.width]
+                          + [fields[3] for _, fields in after])
     pieces, seps = [own], []
     size = len(own.raw)
-    for prev in reversed(before):  # the lines this one continues
+    for line, fields in reversed(before):  # the lines this one continues
         if len(pieces) >= MAX_JOIN_LINES or size > MAX_JOIN_CHARS:
             break
+        prev = _Piece(line, *fields)
         sep = continues(prev, pieces[0], widths, prev.raw)
         if sep is None:
             break
@@ -224,9 +235,10 @@ def join(candidate: Candidate, floor: int = 0) -> Joined | None:
         size += len(prev.raw)
     own_index = len(pieces) - 1
     text, _ = _assemble(pieces, seps)
-    for nxt in after:  # the lines that continue it
+    for line, fields in after:  # the lines that continue it
         if len(pieces) >= MAX_JOIN_LINES or size > MAX_JOIN_CHARS:
             break
+        nxt = _Piece(line, *fields)
         sep = continues(pieces[-1], nxt, widths, text)
         if sep is None:
             break

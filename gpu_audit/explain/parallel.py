@@ -6,7 +6,10 @@ and returns its candidate lines (numbered within the range) and its newline coun
 renumbers them and classifies them in file order, so the result is identical to a sequential
 scan: each worker also reads the bytes just before and after its range as context (never as
 candidates), and only the last range takes the file's last lines. At most two ranges per
-worker are in flight, so memory stays bounded.
+worker are in flight, and a worker sends back at most :data:`RANGE_CANDIDATE_BYTES` of
+candidates: a denser range (a log full of matching lines) is read again by the parent, one
+candidate at a time, so memory stays bounded whatever the log holds. (Classifying is what costs
+there, and it runs in the parent anyway.)
 """
 
 from __future__ import annotations
@@ -27,6 +30,12 @@ from gpu_audit.explain.scanner import (
 
 PARALLEL_MIN_BYTES = 64 << 20  # below this, starting workers costs more than it saves
 RANGE_BYTES = 16 << 20
+# What a worker may send back for one range: the candidates' texts and context, plus
+# _CANDIDATE_COST for each candidate's objects (two ranges per worker are in flight, and
+# default_workers() starts at most 8). Reading a denser range again in the parent costs little
+# next to classifying its candidates, which the parent does in any case.
+RANGE_CANDIDATE_BYTES = 4 << 20
+_CANDIDATE_COST = 1024
 _BOUNDARY_PROBE = 64 << 10
 
 
@@ -66,24 +75,53 @@ def _ranges(path: str, size: int) -> Iterator[tuple[int, int]]:
             start = end
 
 
-def scan_range(path: str, start: int, end: int) -> tuple[list[Candidate], int, int]:
-    """Candidates (numbered within the range), newline count and bytes of one range."""
+class RangeScan:
+    """The candidates of one range of a file, numbered within it, as they are found;
+    ``lines`` (newlines) and ``bytes`` are set once they are all read."""
+
+    def __init__(self, path: str, start: int, end: int) -> None:
+        self.path, self.start, self.end = path, start, end
+        self.lines = 0
+        self.bytes = 0
+
+    def __iter__(self) -> Iterator[Candidate]:
+        start, end = self.start, self.end
+        with open(self.path, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            first = max(0, start - LOOKBEHIND - 1)
+            handle.seek(first)
+            scanner = BlockScanner(before=handle.read(start - first))
+            remaining = end - start
+            while remaining > 0:
+                chunk = handle.read(min(BLOCK_SIZE, remaining))
+                if not chunk:
+                    break
+                remaining -= len(chunk)
+                yield from scanner.feed(chunk)
+            after = handle.read(LOOKAHEAD) if end < size else b""
+        yield from scanner.finish(after, tail=end >= size, at_end=end + len(after) >= size)
+        self.lines, self.bytes = scanner.lines, scanner.bytes
+
+
+def _weight(candidate: Candidate) -> int:
+    """About what a candidate costs in memory (its context's strings may be shared)."""
+    return (_CANDIDATE_COST + len(candidate.text) + len(candidate.own)
+            + sum(len(text) for _, text in candidate.before)
+            + sum(len(text) for _, text in candidate.after))
+
+
+def scan_range(path: str, start: int, end: int) -> tuple[list[Candidate] | None, int, int]:
+    """Candidates (numbered within the range), newline count and bytes of one range; no
+    candidates (None) when they weigh more than RANGE_CANDIDATE_BYTES."""
+    scan = RangeScan(path, start, end)
     found: list[Candidate] = []
-    with open(path, "rb") as handle:
-        size = os.fstat(handle.fileno()).st_size
-        first = max(0, start - LOOKBEHIND - 1)
-        handle.seek(first)
-        scanner = BlockScanner(before=handle.read(start - first))
-        remaining = end - start
-        while remaining > 0:
-            chunk = handle.read(min(BLOCK_SIZE, remaining))
-            if not chunk:
-                break
-            remaining -= len(chunk)
-            found.extend(scanner.feed(chunk))
-        after = handle.read(LOOKAHEAD) if end < size else b""
-    found.extend(scanner.finish(after, tail=end >= size, at_end=end + len(after) >= size))
-    return found, scanner.lines, scanner.bytes
+    weight = 0
+    for candidate in scan:
+        weight += _weight(candidate)
+        if weight > RANGE_CANDIDATE_BYTES:
+            return None, 0, 0
+        found.append(candidate)
+    return found, scan.lines, scan.bytes
 
 
 class ParallelScan:
@@ -99,24 +137,31 @@ class ParallelScan:
 
     def __iter__(self) -> Iterator[Candidate]:
         size = os.path.getsize(self.path)
-        pending: deque[Future[tuple[list[Candidate], int, int]]] = deque()
+        pending: deque[tuple[Future[tuple[list[Candidate] | None, int, int]], int, int]] = (
+            deque())
         ranges = _ranges(self.path, size)
         with ProcessPoolExecutor(max_workers=self.workers) as pool:
             for start, end in ranges:
-                pending.append(pool.submit(scan_range, self.path, start, end))
+                pending.append((pool.submit(scan_range, self.path, start, end), start, end))
                 if len(pending) >= 2 * self.workers:
-                    yield from self._collect(pending.popleft().result())
+                    yield from self._collect(*pending.popleft())
             while pending:
-                yield from self._collect(pending.popleft().result())
+                yield from self._collect(*pending.popleft())
         if size:
             with open(self.path, "rb") as handle:
                 handle.seek(size - 1)
                 self._ends_with_newline = handle.read(1) == b"\n"
 
-    def _collect(self, result: tuple[list[Candidate], int, int]) -> Iterator[Candidate]:
-        found, newlines, nbytes = result
+    def _collect(self, future: Future[tuple[list[Candidate] | None, int, int]], start: int,
+                 end: int) -> Iterator[Candidate]:
+        found, newlines, nbytes = future.result()
         self.collected = True
-        for candidate in found:
+        if found is None:  # too many to send: read the range here, one candidate at a time
+            scan = RangeScan(self.path, start, end)
+            for candidate in scan:
+                yield replace(candidate, line=self.lines + candidate.line)
+            newlines, nbytes = scan.lines, scan.bytes
+        for candidate in found or ():
             yield replace(candidate, line=self.lines + candidate.line)
         self.lines += newlines
         self.bytes += nbytes

@@ -14,11 +14,13 @@ its hit, so one enormous line costs neither memory nor quadratic time.
 
 Each candidate carries its neighbouring segments (up to :data:`CONTEXT_LINES` each side, within
 :data:`LOOKBEHIND` / :data:`LOOKAHEAD` bytes), so that a message wrapped over several lines can
-be joined again (:mod:`gpu_audit.explain.joining`) without decoding the lines nobody needs. A
-block is scanned only up to :data:`LOOKAHEAD` bytes before its end, so the context a candidate
-gets never depends on how the stream was cut into blocks. The last :data:`TAIL_LINES` lines of
-a stream are candidates whatever the prefilter says: how a job ended (a shell's ``Killed`` in
-the shell's language) is written there.
+be joined again (:mod:`gpu_audit.explain.joining`) without decoding the lines nobody needs; a
+segment that neighbours several candidates is decoded once. A block is scanned only up to
+:data:`LOOKAHEAD` bytes before its end, so the context a candidate gets never depends on how the
+stream was cut into blocks. The last :data:`TAIL_LINES` lines of a stream are candidates
+whatever the prefilter says: how a job ended (a shell's ``Killed`` in the shell's language) is
+written there. Every search around a hit stays within its windows, so a log where every line
+matches costs a constant time per line.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import re
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from operator import methodcaller
 
 from gpu_audit.knowledge.signals import KILLED_WORDS
 
@@ -82,7 +85,6 @@ PREFILTER: tuple[re.Pattern[bytes], ...] = tuple(
 
 _ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
-_BREAK = re.compile(rb"\r?\n|\r")
 # Typographic quotes and odd spaces (a forum's or a translator's) read as the plain ones;
 # one character for one, so positions do not move.
 _PLAIN = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201a": "'", "\u201b": "'",
@@ -135,6 +137,7 @@ class BlockScanner:
         self._covered_to = 0  # absolute offset up to which text was already classified
         self._saw_data = False
         self._ends_with_newline = True
+        self._cleaned: list[dict[tuple[int, int], str]] = [{}, {}]  # see _Segments
 
     def feed(self, data: bytes) -> Iterator[Candidate]:
         if not data:
@@ -193,96 +196,162 @@ class BlockScanner:
         """Classify-worthy segments among those starting in ``buf[lo:end]``; count newlines.
 
         ``buf[:lo]`` was scanned before (context only); ``buf[end:]`` is context after.
+        Every search here is bounded by a window around its hit, so a block full of matching
+        lines costs the same per line as a block with one.
         """
-        keyed: list[int] = []
+        keyed: list[int] = []  # where a key hits: many per line in a hostile log
         for pattern in PREFILTER:
-            at = pattern.groupindex.get("at", 0)
-            keyed.extend(match.start(at) for match in pattern.finditer(buf, lo, end))
-        hits = [(hit, False) for hit in keyed]
-        if tail:
-            keyed.sort()
-            hits.extend((start, True) for start in _tail_starts(buf, lo, end))
+            keyed.extend(map(methodcaller("start", pattern.groupindex.get("at", 0)),
+                             pattern.finditer(buf, lo, end)))
+        keyed.sort()
+        tails = _tail_starts(buf, lo, end)[::-1] if tail else []
         counted_to = lo
         newlines = self.lines
-        if hits:
-            hits.sort()
+        if keyed or tails:
             base = self._offset - lo  # absolute offset of buf[0]
             covered = self._covered_to - base  # may be before lo: nothing covered in buf yet
-            for hit, is_tail in hits:
-                if hit < covered:
-                    continue
-                start = max(buf.rfind(b"\n", 0, hit), buf.rfind(b"\r", 0, hit)) + 1
-                stop = _segment_end(buf, hit)
-                start = max(start, hit - WINDOW_BEFORE, covered)
-                stop = min(stop, hit + WINDOW_AFTER)
+            segments = _Segments(self._cleaned, buf, base)
+            i = j = 0
+            while True:
+                # the next hit not covered yet (a keyed one first at the same place): the hits
+                # inside a segment already taken are jumped over, not visited one by one
+                i = bisect_left(keyed, covered, i)
+                while j < len(tails) and tails[j] < covered:
+                    j += 1
+                if i < len(keyed) and (j == len(tails) or keyed[i] <= tails[j]):
+                    hit, is_tail, i = keyed[i], False, i + 1
+                elif j < len(tails):
+                    hit, is_tail, j = tails[j], True, j + 1
+                else:
+                    break
+                floor = max(0, hit - WINDOW_BEFORE, covered)
+                start = max(floor, _last_break(buf, floor, hit) + 1)
+                stop = _segment_end(buf, hit, min(len(buf), hit + WINDOW_AFTER))
                 newlines += buf.count(b"\n", counted_to, start)
                 counted_to = start
                 covered = stop
                 self._covered_to = base + stop
                 if is_tail and bisect_left(keyed, stop) > bisect_left(keyed, start):
                     is_tail = False  # a keyed segment anyway
-                own = clean_text(buf[start:stop])
+                own = segments.text(start, stop) if context else clean_text(buf[start:stop])
                 text = own.strip()
                 if not text:
                     continue
                 if context:
                     whole = stop - start < WINDOW_BEFORE + WINDOW_AFTER
-                    yield Candidate(newlines + 1, text, _before(buf, start),
-                                    _after(buf, stop, at_end), is_tail, own if whole else "")
+                    yield Candidate(newlines + 1, text, _before(segments, start),
+                                    _after(segments, stop, at_end), is_tail, own if whole else "")
                 else:
                     yield Candidate(newlines + 1, text, tail=is_tail)
         self.lines = newlines + buf.count(b"\n", counted_to, end)
 
 
-def _segment_end(buf: bytes, pos: int) -> int:
-    newline, carriage = buf.find(b"\n", pos), buf.find(b"\r", pos)
+_MEMO_SEGMENTS = 4 * CONTEXT_LINES  # cleaned segments kept per generation (two generations)
+
+
+class _Segments:
+    """The cleaned text of ``buf``'s segments, remembered by absolute offset across blocks.
+
+    In a log full of matching lines every line is the neighbour of the candidates around it;
+    it is decoded and cleaned once, not once per neighbour. ``memo`` holds two generations of
+    at most :data:`_MEMO_SEGMENTS` entries each: the segments of the last few candidates.
+    """
+
+    __slots__ = ("buf", "memo", "origin")
+
+    def __init__(self, memo: list[dict[tuple[int, int], str]], buf: bytes, origin: int) -> None:
+        self.memo = memo
+        self.buf = buf
+        self.origin = origin  # absolute offset of buf[0]
+
+    def text(self, start: int, stop: int) -> str:
+        key = (self.origin + start, stop - start)
+        now, old = self.memo
+        found = now.get(key)
+        if found is None:
+            found = old.get(key)
+            if found is None:
+                found = clean_text(self.buf[start:stop])
+            now[key] = found
+            if len(now) >= _MEMO_SEGMENTS:
+                self.memo[:] = [{}, now]
+        return found
+
+
+def _last_break(buf: bytes, lo: int, hi: int) -> int:
+    """The position of the last ``\\n`` or ``\\r`` in ``buf[lo:hi]``, or -1."""
+    return max(buf.rfind(b"\n", lo, hi), buf.rfind(b"\r", lo, hi))
+
+
+def _segment_end(buf: bytes, pos: int, limit: int) -> int:
+    """The first ``\\n`` or ``\\r`` in ``buf[pos:limit]``, or ``limit``."""
+    newline, carriage = buf.find(b"\n", pos, limit), buf.find(b"\r", pos, limit)
     ends = [i for i in (newline, carriage) if i != -1]
-    return min(ends) if ends else len(buf)
+    return min(ends) if ends else limit
 
 
-def _before(buf: bytes, start: int) -> Context:
-    """The segments that end right before ``start``, whole ones within LOOKBEHIND bytes."""
+def _before(segments: _Segments, start: int) -> Context:
+    """The segments that end right before ``start``, whole ones within LOOKBEHIND bytes.
+
+    Walked back from ``start`` one line break at a time (``\\r\\n`` is one break), so only
+    the segments kept are looked at.
+    """
+    buf = segments.buf
     first = start - LOOKBEHIND
     if first > 0 and buf[first - 1:first] not in (b"\n", b"\r"):
-        first = _segment_end(buf, first) + 1  # skip a partial segment
+        first = _segment_end(buf, first, start) + 1  # skip a partial segment
     first = max(first, 0)
-    if first >= start:
-        return ()
-    pieces = _BREAK.split(buf[first:start])[:-1]  # the text before start ends with a break
-    breaks = [b.group() for b in _BREAK.finditer(buf, first, start)]
     out: list[tuple[int, str]] = []
     back = 0
-    for piece, brk in zip(reversed(pieces), reversed(breaks), strict=False):
-        if brk.endswith(b"\n"):
+    carriage = buf.rfind(b"\r", first, start)  # the last \r before the break looked for
+    at = max(buf.rfind(b"\n", first, start), carriage)  # the text after it is start's own
+    while at >= 0 and len(out) < CONTEXT_LINES:
+        brk = at  # where the break before the segment starts
+        if buf[at] == _NEWLINE:
             back += 1
-        out.append((back, clean_text(piece[:CONTEXT_CHARS])))
-        if len(out) >= CONTEXT_LINES:
-            break
+            if at > first and buf[at - 1] == _CARRIAGE:
+                brk = at - 1
+        if carriage >= brk:
+            carriage = buf.rfind(b"\r", first, brk)
+        at = max(buf.rfind(b"\n", first, brk), carriage)
+        piece = first if at < 0 else at + 1
+        out.append((back, segments.text(piece, min(brk, piece + CONTEXT_CHARS))))
     return tuple(reversed(out))
 
 
-def _after(buf: bytes, stop: int, at_end: bool) -> Context:
+_NEWLINE, _CARRIAGE = ord("\n"), ord("\r")
+
+
+def _after(segments: _Segments, stop: int, at_end: bool) -> Context:
     """The segments after the one ending at ``stop``, whole ones within LOOKAHEAD bytes."""
+    buf = segments.buf
     limit = min(len(buf), stop + LOOKAHEAD)
     out: list[tuple[int, str]] = []
     ahead = 0
     pos = stop
+    carriage = buf.find(b"\r", stop, limit)  # the next \r at or after pos (-1: none)
     while len(out) < CONTEXT_LINES and pos < limit:
-        brk = _BREAK.match(buf, pos)
-        if brk is None:
-            # a long line cut by the window: nothing after it is its neighbour
-            break
-        if brk.group().endswith(b"\n"):
+        if buf[pos] == _NEWLINE:
             ahead += 1
-        pos = brk.end()
-        nxt = _BREAK.search(buf, pos, limit)
-        if nxt is None:
+            pos += 1
+        elif buf[pos] == _CARRIAGE:
+            if buf[pos + 1:pos + 2] == b"\n":
+                ahead += 1
+                pos += 1
+            pos += 1
+        else:
+            break  # a long line cut by the window: nothing after it is its neighbour
+        if 0 <= carriage < pos:
+            carriage = buf.find(b"\r", pos, limit)
+        newline = buf.find(b"\n", pos, limit)
+        nxt = min(newline, carriage) if newline >= 0 and carriage >= 0 else max(newline, carriage)
+        if nxt < 0:
             if not (at_end and limit == len(buf)) or pos >= limit:
                 break
-            out.append((ahead, clean_text(buf[pos:limit][:CONTEXT_CHARS])))
+            out.append((ahead, segments.text(pos, min(limit, pos + CONTEXT_CHARS))))
             break
-        out.append((ahead, clean_text(buf[pos:nxt.start()][:CONTEXT_CHARS])))
-        pos = nxt.start()
+        out.append((ahead, segments.text(pos, min(nxt, pos + CONTEXT_CHARS))))
+        pos = nxt
     return tuple(out)
 
 
@@ -294,7 +363,7 @@ def _tail_starts(buf: bytes, lo: int, end: int) -> list[int]:
         stop -= 1  # the final newline ends the last line; it does not start another
     floor = max(lo, end - TAIL_BYTES)
     while len(starts) < TAIL_LINES:
-        start = buf.rfind(b"\n", 0, stop) + 1
+        start = buf.rfind(b"\n", max(0, floor - 1), stop) + 1  # none before floor is needed
         if start < floor:
             break
         starts.append(start)
