@@ -74,7 +74,7 @@ class OutsideSampler:
                     self.peaks[key] = max(self.peaks.get(key, 0), value)
 
     def _nvml(self, pids: list[int]) -> int | None:
-        from gpu_audit.collect.nvml import read_nvml
+        from gpu_audit.collect.nvml.deadlines import read_nvml
 
         try:
             reading = read_nvml(NVML_TIMEOUT_S)
