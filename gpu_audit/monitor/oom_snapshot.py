@@ -34,7 +34,7 @@ from typing import Any
 
 from gpu_audit.knowledge.oom import CUDA_OOM_KINDS, oom_kind
 from gpu_audit.serial import write_atomic
-from gpu_audit.units import utc_now, utc_stamp
+from gpu_audit.units import fmt_bytes, utc_now, utc_stamp
 
 log = logging.getLogger("gpu_audit.monitor")
 
@@ -221,7 +221,6 @@ class OomSnapshotter:
                           pickle_name: str) -> str:
         from gpu_audit.snapshot.render import render_markdown
         from gpu_audit.snapshot.summary import summarize
-        from gpu_audit.units import fmt_bytes
 
         preface = [f"Reason: {reason} in pid {os.getpid()}."]
         if event:

@@ -74,6 +74,7 @@ class OutsideSampler:
                     self.peaks[key] = max(self.peaks.get(key, 0), value)
 
     def _nvml(self, pids: list[int]) -> int | None:
+        # pynvml loads only for a program that is not Python (measured from outside).
         from gpu_audit.collect.nvml.deadlines import read_nvml
 
         try:
