@@ -21,7 +21,8 @@ from ray.cluster_utils import Cluster  # noqa: E402
 
 pytest_plugins = ["tests.fakegpu"]
 REPO = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.slow
+# One cluster for the module: its tests run on one xdist worker.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray-cluster")]
 
 
 def node_scenario(i: int, **changes) -> dict:
