@@ -21,8 +21,8 @@ from ray.cluster_utils import Cluster  # noqa: E402
 
 pytest_plugins = ["tests.fakegpu"]
 REPO = Path(__file__).resolve().parents[2]
-# One cluster for the module: its tests run on one xdist worker.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray-cluster")]
+# One cluster for the module: --dist loadfile (pyproject) runs its tests on one xdist worker.
+pytestmark = pytest.mark.slow
 
 
 def node_scenario(i: int, **changes) -> dict:
