@@ -219,6 +219,7 @@ class OomSnapshotter:
     @staticmethod
     def _summary_markdown(snap: Any, reason: str, event: dict[str, Any] | None,
                           pickle_name: str) -> str:
+        # Loaded in the training process only when an out-of-memory snapshot is summarised.
         from gpu_audit.snapshot.render import render_markdown
         from gpu_audit.snapshot.summary import summarize
 
