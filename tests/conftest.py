@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -50,3 +51,9 @@ def cli_env(tmp_path: Path) -> dict[str, str]:
     env["NO_COLOR"] = "1"
     env["COLUMNS"] = "200"
     return env
+
+
+@pytest.fixture
+def torch() -> Any:
+    """torch, for the tests that need it: they skip where it is not installed."""
+    return pytest.importorskip("torch")

@@ -8,9 +8,9 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
-import torch
 
 import gpu_audit
 from gpu_audit.chunked import chunked_map
@@ -94,7 +94,7 @@ def test_changed_input_is_refused_not_mixed_with_old_chunks(tmp_path: Path) -> N
         chunked_map(Encoder(), range(30), state_dir=tmp_path, chunk_size=5)
 
 
-def test_tensor_chunks_combine_and_the_cache_can_be_dropped(tmp_path: Path) -> None:
+def test_tensor_chunks_combine_and_the_cache_can_be_dropped(tmp_path: Path, torch: Any) -> None:
     def embed(chunk: list[int]) -> torch.Tensor:
         return torch.tensor(chunk, dtype=torch.float32).unsqueeze(1).repeat(1, 4)
 
@@ -106,7 +106,7 @@ def test_tensor_chunks_combine_and_the_cache_can_be_dropped(tmp_path: Path) -> N
     assert not state.exists()
 
 
-def test_oom_in_a_chunk_splits_it_into_halves(tmp_path: Path) -> None:
+def test_oom_in_a_chunk_splits_it_into_halves(tmp_path: Path, torch: Any) -> None:
     sizes: list[int] = []
 
     def encode(chunk: list[int]) -> list[int]:

@@ -1,199 +1,90 @@
-"""Layers run one way: collect -> model -> analysis -> renderers -> commands.
+"""Layers run one way, as the import contracts of ``pyproject.toml`` declare.
 
-Every module of the package belongs to one layer, and may import only from the layers this
-table allows (imports inside functions count: a lazy import still runs). The code that runs
-inside the user's training process (the monitor, ``retry_on_oom``, the validation worker)
-imports only the base, so nothing the analysis needs ever loads there, and nothing that
-judges ever drags that code in.
+import-linter checks the contracts (``[tool.importlinter]``; ARCHITECTURE.md explains the
+layers): imports inside functions count, since a lazy import still runs, and so do the names a
+package exports lazily (``tests/import_contracts.py``). What import-linter cannot say is
+checked here too: a package's ``__init__`` only exports.
 """
 
 from __future__ import annotations
 
 import ast
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parent.parent / "gpu_audit"
+REPO = Path(__file__).resolve().parent.parent
+PACKAGE = REPO / "gpu_audit"
+CHECKER = Path(__file__).resolve().parent / "import_contracts.py"
 
-BASE, COLLECT, ANALYSIS, RENDER, RUNTIME, COMMANDS = (
-    "base", "collect", "analysis", "render", "runtime", "commands")
 
-# Module name prefixes, most specific first. A module matches the longest prefix.
-LAYER_OF = {
-    "gpu_audit": BASE,  # the package itself: lazy exports only
-    "gpu_audit.errors": BASE, "gpu_audit.units": BASE, "gpu_audit.lazy": BASE,
-    "gpu_audit.serial": BASE, "gpu_audit.redact": BASE, "gpu_audit.model": BASE,
-    "gpu_audit.knowledge": BASE,
-    "gpu_audit.inputs": BASE,
-    "gpu_audit.bounds": BASE,  # the ceilings on every input, applied where it is parsed
-    "gpu_audit.trust": BASE,  # the trust rule for files read back; state folders by descriptor
-    "gpu_audit.publication": BASE,  # the monitor publication format: writer and reader share it
-    "gpu_audit.gpu_selection": BASE,  # --gpus: which GPUs a run judges (pure)
-    "gpu_audit.collect": COLLECT,
-    "gpu_audit.snapshot.load": COLLECT,
-    "gpu_audit.rules": ANALYSIS, "gpu_audit.check": ANALYSIS, "gpu_audit.explain": ANALYSIS,
-    "gpu_audit.config": ANALYSIS, "gpu_audit.snapshot": ANALYSIS, "gpu_audit.fleet": ANALYSIS,
-    "gpu_audit.validate": ANALYSIS,
-    "gpu_audit.report": RENDER,
-    "gpu_audit.check.terminal": RENDER, "gpu_audit.check.document": RENDER,
-    "gpu_audit.explain.render": RENDER, "gpu_audit.explain.reference": RENDER,
-    "gpu_audit.snapshot.render": RENDER, "gpu_audit.snapshot.plot": RENDER,
-    "gpu_audit.validate.report": RENDER, "gpu_audit.validate.progress": RENDER,
-    "gpu_audit.validate.plots": RENDER,
-    "gpu_audit.fleet.render": RENDER,
-    "gpu_audit.diff": ANALYSIS, "gpu_audit.diff.render": RENDER,
-    "gpu_audit.monitor": RUNTIME, "gpu_audit.oom": RUNTIME, "gpu_audit.chunked": RUNTIME,
-    "gpu_audit.validate.worker": RUNTIME, "gpu_audit.validate.stage": RUNTIME,
-    "gpu_audit.validate.device": RUNTIME, "gpu_audit.validate.telemetry": RUNTIME,
-    "gpu_audit.validate.protocol": RUNTIME, "gpu_audit.validate.workloads": RUNTIME,
-    "gpu_audit.validate.channels": RUNTIME, "gpu_audit.validate.spawn": RUNTIME,
-    "gpu_audit.validate.state": RUNTIME, "gpu_audit.validate.checkpoints": RUNTIME,
-    "gpu_audit.validate.leg": RUNTIME,
-    "gpu_audit.validate.script.hook": RUNTIME, "gpu_audit.validate.script.inject": RUNTIME,
-    "gpu_audit.validate.script.supervisor": RUNTIME, "gpu_audit.validate.script.streams": RUNTIME,
-    "gpu_audit.validate.script.outside": RUNTIME, "gpu_audit.validate.script.launch": RUNTIME,
-    "gpu_audit.validate.script.output": RUNTIME,
-    "gpu_audit.cli": COMMANDS, "gpu_audit.__main__": COMMANDS,
-    "gpu_audit.schemas": COMMANDS,  # every document type, for the published JSON Schemas
-    "gpu_audit.validate.runner": COMMANDS, "gpu_audit.validate.start": COMMANDS,
-    "gpu_audit.validate.checklist": COMMANDS,
-    "gpu_audit.explain.files": COMMANDS, "gpu_audit.explain.sources": COMMANDS,
-    "gpu_audit.explain.parallel": COMMANDS,
-    "gpu_audit.fleet.ray": COMMANDS,
-    "gpu_audit.hooks": COMMANDS,  # scheduler hooks: orchestrate collect, judge, spool state
-    "gpu_audit.diag": ANALYSIS,
-    "gpu_audit.diag.render": RENDER, "gpu_audit.diag.plots": RENDER,
-    "gpu_audit.diag.worker": RUNTIME, "gpu_audit.diag.probes": RUNTIME,
-    "gpu_audit.diag.memtest": RUNTIME, "gpu_audit.diag.lifeline": RUNTIME,
-    "gpu_audit.diag.runner": COMMANDS, "gpu_audit.diag.supervise": COMMANDS,
-    "gpu_audit.diag.checklist": COMMANDS,
-}
+def check_contracts(root: Path) -> subprocess.CompletedProcess[str]:
+    """The contracts of ``root/pyproject.toml`` checked over ``root/gpu_audit``, in a child
+    process: the graph is built from the package the child imports, not the one loaded here."""
+    env = {**os.environ, "PYTHONPATH": str(root), "COLUMNS": "300"}  # one line per contract
+    return subprocess.run([sys.executable, str(CHECKER)], cwd=root, env=env, text=True,
+                          capture_output=True, timeout=300)
 
-MAY_IMPORT = {
-    BASE: {BASE},
-    COLLECT: {BASE, COLLECT},
-    ANALYSIS: {BASE, ANALYSIS},
-    RENDER: {BASE, ANALYSIS, RENDER},
-    RUNTIME: {BASE, RUNTIME},
-    COMMANDS: {BASE, COLLECT, ANALYSIS, RENDER, RUNTIME, COMMANDS},
-}
 
-# The few edges that cross the table on purpose, each with its reason.
-ALLOWED = {
-    # The monitor writes its out-of-memory summary with the offline snapshot summariser, which
-    # is pure and stdlib-only, so the user's process loads nothing heavier.
-    ("gpu_audit.monitor.oom_snapshot", "gpu_audit.snapshot.summary"),
-    ("gpu_audit.monitor.oom_snapshot", "gpu_audit.snapshot.render"),
-    # The validation worker reads its stage from the checked plan (plain data).
-    ("gpu_audit.validate.stage", "gpu_audit.validate.plan"),
-    ("gpu_audit.validate.leg", "gpu_audit.validate.plan"),
-    ("gpu_audit.validate.state", "gpu_audit.validate.plan"),
-    # The script supervisor fills the placeholders of its command from the checked plan.
-    ("gpu_audit.validate.script.supervisor", "gpu_audit.validate.script.spec"),
-    # A program that is not Python is measured from outside: NVML through its one collector.
-    ("gpu_audit.validate.script.outside", "gpu_audit.collect.nvml.deadlines"),
-    # The run folder is read back to judge and report a run (its records, not its code).
-    ("gpu_audit.validate.findings", "gpu_audit.validate.state"),
-    ("gpu_audit.validate.verdict", "gpu_audit.validate.state"),
-    ("gpu_audit.validate.report", "gpu_audit.validate.state"),
+def test_import_contracts_hold() -> None:
+    result = check_contracts(REPO)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 broken" in result.stdout
+
+
+# What to append to which module (created if missing), and what the report must then say: the
+# contract broken and the import (or module) that broke it. One copy of the package holds them
+# all, so the contracts are built and checked once.
+PLANTED = {
+    "an analysis module importing a command": (
+        "rules/planted.py", "from gpu_audit.cli import app",
+        "Data flows one way", "gpu_audit.rules.planted -> gpu_audit.cli.app"),
+    "the training process taking a plan through a lazy export": (
+        "validate/workloads/planted.py", "from gpu_audit.validate import build_plan",
+        "Code running inside the training process imports only the base",
+        "gpu_audit.validate.workloads.planted -> gpu_audit.validate.plan"),
+    "a judge importing its feature's renderer": (
+        "diff/compare.py", "from gpu_audit.diff import render",
+        "Inside a feature: the command runs", "gpu_audit.diff.compare -> gpu_audit.diff.render"),
+    "a module in no layer": (
+        "planted.py", "from gpu_audit import errors",
+        "Data flows one way", "are not listed as layers:\n\n- gpu_audit.planted\n"),
 }
 
 
-def module_name(path: Path) -> str:
-    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+@pytest.fixture(scope="module")
+def planted_report(tmp_path_factory: pytest.TempPathFactory) -> str:
+    root = tmp_path_factory.mktemp("planted")
+    shutil.copytree(PACKAGE, root / "gpu_audit", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(REPO / "pyproject.toml", root)
+    for path, source, _, _ in PLANTED.values():
+        with (root / "gpu_audit" / path).open("a", encoding="utf-8") as planted:
+            planted.write(f"\n{source}\n")
+    result = check_contracts(root)
+    assert result.returncode == 1, result.stdout + result.stderr
+    return result.stdout
 
 
-def layer(module: str) -> str:
-    candidates = [p for p in LAYER_OF if module == p or module.startswith(p + ".")]
-    assert candidates, f"{module} is in no layer: add it to LAYER_OF"
-    return LAYER_OF[max(candidates, key=len)]
-
-
-def imported(path: Path) -> set[str]:
-    """Every gpu_audit module ``path`` imports, at module level or inside a function.
-
-    A name taken from a package (``from gpu_audit.config import Policy``) counts as an import
-    of the module that defines it, as the package's ``__init__`` says (eagerly or lazily).
-    """
-    found: set[str] = set()
-    for target, name in _import_statements(path):
-        sub = f"{target}.{name}" if name else target
-        if name and _is_module(sub):
-            found.add(sub)
-        elif name and target in FACADES:
-            found.add(facade_names(target).get(name, target))
-        else:
-            found.add(target)
-    return found
-
-
-def _import_statements(path: Path) -> list[tuple[str, str | None]]:
-    """(module, imported name or None) for every import statement in ``path``."""
-    module = module_name(path)
-    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    out: list[tuple[str, str | None]] = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            out.extend((a.name, None) for a in node.names if a.name.startswith("gpu_audit"))
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                parts = package.split(".")
-                base = parts[: len(parts) - node.level + 1]
-                target = ".".join([*base, *([node.module] if node.module else [])])
-            else:
-                target = node.module or ""
-            if target.startswith("gpu_audit"):
-                out.extend((target, a.name) for a in node.names)
-    return out
-
-
-def facade_names(package: str) -> dict[str, str]:
-    """Name -> defining module, for the names a package's ``__init__`` exports."""
-    path = FACADES[package]
-    names = {name: target for target, name in _import_statements(path) if name}
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Dict):  # a lazy export table: {"Name": "gpu_audit.module"}
-            for key, value in zip(node.keys, node.values, strict=True):
-                if isinstance(key, ast.Constant) and isinstance(value, ast.Constant):
-                    names[key.value] = value.value
-    return names
-
-
-def _is_module(name: str) -> bool:
-    rel = Path(*name.split(".")[1:])
-    return (PACKAGE / rel).with_suffix(".py").is_file() or (PACKAGE / rel).is_dir()
-
-
-MODULES = sorted(PACKAGE.rglob("*.py"))
-FACADES = {module_name(p): p for p in MODULES if p.name == "__init__.py"}
-
-
-IMPLEMENTATION = [p for p in MODULES if p.name != "__init__.py"]
-
-
-@pytest.mark.parametrize("path", IMPLEMENTATION, ids=[module_name(p) for p in IMPLEMENTATION])
-def test_imports_run_one_way(path: Path) -> None:
-    module = module_name(path)
-    own = layer(module)
-    wrong = sorted(
-        f"{target} ({layer(target)})" for target in imported(path)
-        if layer(target) not in MAY_IMPORT[own] and (module, target) not in ALLOWED
-    )
-    assert not wrong, f"{module} ({own}) may not import {', '.join(wrong)}"
-
-
-def test_every_allowed_exception_is_still_needed() -> None:
-    edges = {(module_name(p), t) for p in IMPLEMENTATION for t in imported(p)}
-    assert not ALLOWED - edges, f"stale exceptions: {sorted(ALLOWED - edges)}"
+@pytest.mark.parametrize("case", list(PLANTED))
+def test_a_planted_import_breaks_its_contract(case: str, planted_report: str) -> None:
+    _, _, contract, named = PLANTED[case]
+    broken = [line for line in planted_report.splitlines() if "BROKEN" in line]
+    assert any(line.startswith(contract) for line in broken), planted_report
+    assert named in planted_report, planted_report
 
 
 def _is_type_checking_block(node: ast.stmt) -> bool:
     return isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING"
 
 
-@pytest.mark.parametrize("path", list(FACADES.values()), ids=list(FACADES))
+INITS = sorted(PACKAGE.rglob("__init__.py"))
+
+
+@pytest.mark.parametrize("path", INITS, ids=[str(p.relative_to(REPO)) for p in INITS])
 def test_init_files_only_export(path: Path) -> None:
     """A package's ``__init__`` holds its docstring, imports, ``__all__`` and lazy-export
     tables: no functions, classes or statements, so a reader finds the code where it is named."""

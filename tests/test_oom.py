@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 
 import pytest
-import torch
 
 import gpu_audit
 from gpu_audit.knowledge.oom import (
@@ -19,6 +18,8 @@ from gpu_audit.knowledge.oom import (
     oom_numbers,
 )
 from gpu_audit.oom import OomPolicy, OomRetrier, retry_on_oom
+
+torch = pytest.importorskip("torch")
 
 NEW_OOM = ("CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of "
            "3.81 GiB of which 5.12 MiB is free. Including non-PyTorch memory, this process has "

@@ -17,6 +17,7 @@ from gpu_audit.check.findings import severity_status
 from gpu_audit.check.registry import viewed_findings
 from gpu_audit.check.results import CheckReport, CheckStatus
 from gpu_audit.errors import InputError
+from gpu_audit.inputs import DOCUMENT_LIMIT, read_input_text
 from gpu_audit.model import Finding, Scan
 from gpu_audit.rules.duplicates import with_duplicate_groups
 from gpu_audit.serial import from_jsonable, to_jsonable
@@ -81,7 +82,6 @@ def load_check_document(path: Path) -> tuple[Scan, str | None] | None:
     """The snapshot in a saved ``check --json`` document and the user it recorded; ``None``
     when ``path`` holds no check document (a scan document, or something the scan reader
     should name)."""
-    from gpu_audit.inputs import DOCUMENT_LIMIT, read_input_text
 
     try:  # what cannot be read here, the scan document reader names
         data = json.loads(read_input_text(path, limit=DOCUMENT_LIMIT, what="saved document"))

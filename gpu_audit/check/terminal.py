@@ -14,6 +14,7 @@ from rich.table import Table
 
 from gpu_audit.check.results import CheckReport, CheckStatus, verdict_line
 from gpu_audit.report.escape import terminal, terminal_markup
+from gpu_audit.report.terminal import print_remedy
 from gpu_audit.units import plural
 
 # Every foreign string (subjects, summaries, the policy path) goes through the console escape.
@@ -50,7 +51,6 @@ def checklist_table(report: CheckReport, verbose: bool = False, remedies: bool =
 def _print_checklist(report: CheckReport, console: Console, verbose: bool) -> None:
     """The checklist row by row, each remedy under its check laid out so that its commands
     paste whole (never wrapped inside an argument)."""
-    from gpu_audit.report.terminal import print_remedy
 
     id_width = max((len(terminal(r.id, newlines=False)) for r in report.results), default=0)
     subject_width = max((len(terminal(r.subject, newlines=False)) for r in report.results),

@@ -13,6 +13,8 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+from gpu_audit.collect.kernel_log import read_kernel_log
+from gpu_audit.collect.nvml import read_nvml
 from gpu_audit.model import Gpu
 
 SAMPLE_FIELDS = (
@@ -53,8 +55,6 @@ class NvmlSampler:
         return self
 
     def _run(self) -> None:
-        from gpu_audit.collect.nvml import read_nvml
-
         next_at = time.monotonic()
         while not self._stop.is_set():
             reading = read_nvml(self.timeout_s)
@@ -76,7 +76,6 @@ class NvmlSampler:
 
 def xid_events() -> tuple[list[dict[str, Any]] | None, str | None]:
     """This boot's Xid events as plain rows, or ``None`` and why when the log is unreadable."""
-    from gpu_audit.collect.kernel_log import read_kernel_log
 
     log, errors = read_kernel_log()
     if log is None or not log.readable:

@@ -24,12 +24,14 @@ def collect_scan(
     without one the read starts here. Either way the host, the publications and the allocator
     settings are read while the driver answers.
     """
+    # The collectors load only when a scan reads the machine: `scan --from` never does.
     from gpu_audit.collect.nvml import start_read
 
     started = time.perf_counter()
     pending = nvml or start_read(timeout_s)
     started = min(started, pending.started)
 
+    # Loaded here, not at import, for the same reason (start-up of `scan --from`, `check`).
     from gpu_audit.collect.host import read_host
     from gpu_audit.collect.kernel_log import read_kernel_log
     from gpu_audit.collect.processes import read_processes

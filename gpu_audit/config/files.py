@@ -13,7 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gpu_audit.errors import ConfigError
+from gpu_audit.errors import ConfigError, InputError
+from gpu_audit.inputs import CONFIG_LIMIT, read_input
 from gpu_audit.lazy import regex
 
 OWN_FILE = "gpu-audit.toml"
@@ -45,7 +46,6 @@ def _has_our_table(pyproject: Path) -> bool:
     """Whether ``pyproject`` holds ``[tool.gpu-audit]``. One that cannot be read is skipped
     with a warning: a file in a folder above the work, perhaps another user's, must not stop
     every run beneath it."""
-    from gpu_audit.inputs import CONFIG_LIMIT
 
     try:
         if pyproject.stat().st_size > CONFIG_LIMIT:
@@ -72,8 +72,6 @@ def _warn(message: str) -> None:
 def read_table(path: Path, table: tuple[str, ...] = ()) -> dict[str, Any]:
     """The TOML table at ``table`` inside ``path`` (below ``[tool.gpu-audit]`` for a
     ``pyproject.toml``); an absent table is empty."""
-    from gpu_audit.errors import InputError
-    from gpu_audit.inputs import CONFIG_LIMIT, read_input
 
     try:
         raw = read_input(path, limit=CONFIG_LIMIT, what="configuration file")

@@ -181,6 +181,7 @@ class Layers:
 
 
 def _unknown(ref: TableRef, key: str, allowed: dict[str, tuple[type, bool]]) -> str:
+    # check_policy builds on this module: importing it at the top would be a cycle.
     from gpu_audit.config.check_policy import CheckPolicy
 
     if key in keys_of(CheckPolicy):
@@ -208,6 +209,7 @@ def load_policy(path: Path | None = None, *, search: bool = True,
         layers.table(TableRef(Path(path)), layers.keys, rank=1, root=True)
     layers.environment(process_environ(environ), rank=2)
     if known_ids is not None and layers.added_ids:
+        # check_policy builds on this module: importing it at the top would be a cycle.
         from gpu_audit.config.check_policy import check_ignored_ids, redirect_ignored
 
         redirects = check_ignored_ids(layers.added_ids, known_ids())

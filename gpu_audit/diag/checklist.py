@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from gpu_audit.check.results import StageOutcome
 from gpu_audit.diag.results import DiagOptions
+from gpu_audit.diag.runner import run_diag
 from gpu_audit.errors import UsageError
 from gpu_audit.model import Scan
 from gpu_audit.serial import to_jsonable
@@ -21,7 +22,6 @@ from gpu_audit.units import noun, plural
 def run_diag_stage(scan: Scan, level: int, gpus: str | None, *,
                    note: Callable[[str], None] = lambda _: None,
                    device: str = "cuda") -> StageOutcome:
-    from gpu_audit.diag.runner import run_diag
 
     options = DiagOptions(level=level, gpus=gpus, checklist=False, device=device)
     try:

@@ -21,12 +21,18 @@ from typing import Any
 
 import msgspec
 
+from gpu_audit.check.engine import judge as judge_check
+from gpu_audit.collect import collect_scan
+from gpu_audit.collect.diag_sampling import NvmlSampler, xid_events
+from gpu_audit.collect.nvml.links import read_nvlinks
+from gpu_audit.config import load_check_policy
 from gpu_audit.diag import mig as mig_runs
 from gpu_audit.diag.judge import NO_CUDA_TORCH, judge
 from gpu_audit.diag.results import DiagOptions, DiagResult, GpuRun, PeerRun, WorkerOutcome
 from gpu_audit.diag.supervise import Child, run_children, worker_args
 from gpu_audit.errors import UsageError
-from gpu_audit.gpu_selection import GpuSelection, pci_key, resolve_gpus
+from gpu_audit.gpu_selection import GpuSelection, apply_selection, pci_key, resolve_gpus
+from gpu_audit.knowledge.findings import ignorable
 from gpu_audit.knowledge.gpu_models import MODELS, GpuModelSpec, find_model
 from gpu_audit.model import Gpu, GpuProcess, Scan
 from gpu_audit.units import GIB, MIB, fmt_bytes, noun, utc_now
@@ -190,8 +196,6 @@ def run_diag(options: DiagOptions, *, scan: Scan | None = None,
         raise UsageError(f"--level must be 1, 2 or 3, not {options.level}")
     started = time.perf_counter()
     if scan is None:
-        from gpu_audit.collect import collect_scan
-
         scan = collect_scan(timeout_s=options.nvml_timeout_s)
     selection = resolve_gpus(options.gpus, scan.gpus, os.environ)
     wanted = set(selection.indices) if selection is not None else None
@@ -322,7 +326,6 @@ def _run_tests(runs: list[GpuRun], plans: dict[int | str, dict[str, Any]], optio
 
 def _run_peers(runs: list[GpuRun], plans: dict[int, dict[str, Any]], options: DiagOptions,
                note: Callable[[str], None]) -> PeerRun:
-    from gpu_audit.collect.nvml.links import read_nvlinks
 
     usable = [r for r in runs if r.worker.status == "done"]
     peers = PeerRun(indices=[r.index for r in usable])
@@ -342,7 +345,6 @@ def _run_peers(runs: list[GpuRun], plans: dict[int, dict[str, Any]], options: Di
 
 def _run_sustained(runs: list[GpuRun], plans: dict[int, dict[str, Any]],
                    options: DiagOptions, note: Callable[[str], None]) -> None:
-    from gpu_audit.collect.diag_sampling import NvmlSampler, xid_events
 
     usable = [r for r in runs if r.worker.status == "done"]
     if not usable:
@@ -395,10 +397,6 @@ def _new_xids(before: list[dict], after: list[dict], bus_id: str | None) -> list
 def checklist_summary(scan: Scan, selection: GpuSelection | None) -> tuple[list[dict], int]:
     """What ``gpu-audit check`` judges of this machine, as rows (all but passes and skips),
     and its exit code."""
-    from gpu_audit.check.engine import judge as judge_check
-    from gpu_audit.config import load_check_policy
-    from gpu_audit.gpu_selection import apply_selection
-    from gpu_audit.knowledge.findings import ignorable
 
     policy = load_check_policy(None, known_ids=ignorable())
     report = judge_check(apply_selection(scan, selection), policy)

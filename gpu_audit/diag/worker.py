@@ -33,7 +33,9 @@ import time
 import traceback
 from typing import Any
 
-from gpu_audit.diag import lifeline
+from gpu_audit.diag import lifeline, probes
+from gpu_audit.diag.memtest import MemoryTest
+from gpu_audit.validate.device import torch_missing
 
 LEVEL1 = ("context", "kernel-launch", "round-trip", "matmul-check")
 LEVEL2 = ("memtest", "memory-bandwidth", "host-bandwidth", "matmul")
@@ -61,9 +63,6 @@ def _threads(torch: Any) -> None:
 
 
 def run_gpu_tests(torch: Any, device: Any, plan: dict[str, Any], events: Events) -> None:
-    from gpu_audit.diag import probes
-    from gpu_audit.diag.memtest import MemoryTest
-
     limit = float(plan.get("test_timeout_s", 120))
     seconds = float(plan.get("measure_s", 1.0))
     level = int(plan["level"])
@@ -121,7 +120,6 @@ def run_gpu_tests(torch: Any, device: Any, plan: dict[str, Any], events: Events)
 
 def run_sustain(torch: Any, device: Any, plan: dict[str, Any], events: Events) -> None:
     """Level 3's load alone (the parent runs it on every GPU at once and samples NVML)."""
-    from gpu_audit.diag import probes
 
     limit = float(plan.get("test_timeout_s", 120))
     duration = float(plan["sustain_s"])
@@ -136,8 +134,6 @@ def run_sustain(torch: Any, device: Any, plan: dict[str, Any], events: Events) -
 
 
 def run_peer_tests(torch: Any, plan: dict[str, Any], events: Events) -> None:
-    from gpu_audit.diag import probes
-
     count = torch.cuda.device_count()
     limit = float(plan.get("test_timeout_s", 120))
     seconds = float(plan.get("measure_s", 1.0))
@@ -181,8 +177,6 @@ def main(argv: list[str] | None = None) -> int:
     try:
         import torch
     except BaseException as exc:
-        from gpu_audit.validate.device import torch_missing
-
         missing = torch_missing(exc)
         events.send({"ev": "fatal", "kind": "torch-missing" if missing else "torch",
                      "reason": f"torch does not import: {_one_line(exc)}",

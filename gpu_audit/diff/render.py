@@ -13,6 +13,7 @@ from gpu_audit.redact import redact_cmdline, redact_text
 from gpu_audit.report import tables
 from gpu_audit.report.escape import md_text, terminal_markup
 from gpu_audit.report.markdown import findings_markdown, md_table
+from gpu_audit.report.terminal import render_findings
 from gpu_audit.serial import to_jsonable
 from gpu_audit.units import fmt_mib, utc_now
 
@@ -100,7 +101,6 @@ def _headline(report: DiffReport) -> str:
 
 def render_diff(report: DiffReport, console: Console) -> None:
     """The diff on a console: what changed, then the verdict's findings."""
-    from gpu_audit.report.terminal import render_findings
 
     console.print(f"[bold]{terminal_markup(_headline(report))}[/]")
     selected = report.after.gpu_selection

@@ -12,6 +12,7 @@ from typing import Any
 
 from gpu_audit.explain.classify import Classifier, Incident
 from gpu_audit.explain.scanner import BLOCK_SIZE, BlockScanner
+from gpu_audit.units import installed_torch_version
 
 SCHEMA = "gpu-audit.explain/1"
 
@@ -46,8 +47,6 @@ class ExplainResult:
 
 def resolve_torch(torch_version: Any) -> str | None:
     if torch_version is DETECT:
-        from gpu_audit.units import installed_torch_version
-
         return installed_torch_version()
     return torch_version
 

@@ -9,6 +9,7 @@ import time
 from collections.abc import Sequence
 from typing import Any, BinaryIO
 
+from gpu_audit.errors import InputError
 from gpu_audit.explain.api import (
     DETECT,
     ExplainResult,
@@ -17,6 +18,7 @@ from gpu_audit.explain.api import (
     resolve_torch,
 )
 from gpu_audit.explain.classify import Classifier
+from gpu_audit.explain.sources import STDIN, label, open_log, read_chunks
 
 
 def explain_sources(names: Sequence[str], *, torch_version: Any = DETECT,
@@ -27,8 +29,8 @@ def explain_sources(names: Sequence[str], *, torch_version: Any = DETECT,
     by ``workers`` processes (default: one per CPU, up to 8); the result is the same.
     Raises :class:`~gpu_audit.errors.InputError` when an input cannot be read.
     """
+    # The process pool (multiprocessing) loads only when a log is big enough to split.
     from gpu_audit.explain import parallel
-    from gpu_audit.explain.sources import STDIN, label, open_log, read_chunks
 
     started = time.perf_counter()
     resolved = resolve_torch(torch_version)
@@ -51,9 +53,8 @@ def explain_sources(names: Sequence[str], *, torch_version: Any = DETECT,
 def _consume_parallel(classifier: Classifier, name: str, workers: int) -> InputStats:
     from concurrent.futures.process import BrokenProcessPool
 
-    from gpu_audit.errors import InputError
+    # The process pool (multiprocessing) loads only when a log is big enough to split.
     from gpu_audit.explain.parallel import ParallelScan
-    from gpu_audit.explain.sources import open_log, read_chunks
 
     index = classifier.add_source(name)
     scan = ParallelScan(name, workers)

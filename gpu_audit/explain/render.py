@@ -12,6 +12,7 @@ from gpu_audit.explain.api import SCHEMA, ExplainResult
 from gpu_audit.explain.classify import Incident, Location
 from gpu_audit.explain.signatures.texts import size_text
 from gpu_audit.model import Severity
+from gpu_audit.report.escape import terminal
 from gpu_audit.units import fmt_pct, noun
 
 _ROLE_LABEL = {
@@ -121,8 +122,6 @@ def _where(incident: Incident, single_source: bool) -> str:
 def render_terminal(result: ExplainResult, console: Any, *, fail_on: Severity) -> None:
     """The explanation for a person: root cause first, each with numbers and a remedy."""
     from rich.text import Text
-
-    from gpu_audit.report.escape import terminal
 
     names = terminal(", ".join(s.source for s in result.inputs) or "<text>", newlines=False)
     lines = sum(s.lines for s in result.inputs)

@@ -43,6 +43,7 @@ from gpu_audit.gpu_selection import (
 from gpu_audit.hooks import spool as spool_mod
 from gpu_audit.model import Finding, Scan
 from gpu_audit.report.escape import terminal
+from gpu_audit.report.jsonout import SCAN_SCHEMA, scan_document
 from gpu_audit.rules import evaluate, exit_code
 from gpu_audit.serial import dumps, from_jsonable
 from gpu_audit.trust import StateDir
@@ -112,8 +113,6 @@ def job_user(environ: Mapping[str, str], given: str | None = None) -> str | None
 
 
 def _load_record(raw: bytes | None, where: Path, notes: list[str]) -> Scan | None:
-    from gpu_audit.report.jsonout import SCAN_SCHEMA
-
     if raw is None:
         notes.append(f"no prolog record {where.name}")
         return None
@@ -184,6 +183,7 @@ def _hook(kind: str, job: str | None, folder: StateDir | None, *, policy: Policy
         report, problems = _epilog(before, limited, findings, policy, user, [])
     spool_mod.remove(folder, job)
     if problems:
+        # rich loads only when the job left a problem to record (most epilogs have none).
         from gpu_audit.diff.render import diff_document
 
         folder.write_atomic(spool_mod.diff_name(job), dumps(diff_document(report)) + "\n")
@@ -192,7 +192,6 @@ def _hook(kind: str, job: str | None, folder: StateDir | None, *, policy: Policy
 
 def _keep(folder: StateDir, job: str, limited: Scan, findings: list[Finding],
           policy: Policy) -> None:
-    from gpu_audit.report.jsonout import scan_document
 
     document = scan_document(limited, findings, exit_code(findings, policy.fail_on_severity))
     folder.write_atomic(spool_mod.record_name(job), dumps(document) + "\n")

@@ -47,6 +47,7 @@ def start(
       pass a :class:`RecordedAllocatorSource` to exercise everything without a GPU.
     - ``runtime_dir``: publish here instead of the per-user runtime folder.
     """
+    # core imports this module's defaults, and loads threads only when a monitor runs.
     from gpu_audit.monitor.core import Monitor, ensure_single
 
     kwargs = {"interval_s": interval_s, "snapshot_on_oom": snapshot_on_oom}
@@ -60,6 +61,7 @@ def start(
 
 def stop() -> None:
     """Stop the running monitor and remove its publication (no-op when none runs)."""
+    # core imports this module's defaults, and loads threads only when a monitor runs.
     from gpu_audit.monitor.core import active
 
     monitor = active()
@@ -100,6 +102,7 @@ def step(n: int = 1) -> None:
 
 def dump_snapshot(reason: str = "requested") -> list[str]:
     """Write a memory snapshot now (the running monitor needs ``snapshot_on_oom=True``)."""
+    # core imports this module's defaults, and loads threads only when a monitor runs.
     from gpu_audit.monitor.core import active
 
     monitor = active()
@@ -109,6 +112,7 @@ def dump_snapshot(reason: str = "requested") -> list[str]:
 def monitored(interval_s: float = DEFAULT_INTERVAL_S, **options: Any) -> Callable[[F], F]:
     """Decorator: the function runs with a monitor started before and stopped after it."""
 
+    # core imports this module's defaults, and loads threads only when a monitor runs.
     from gpu_audit.monitor.core import Monitor
 
     def decorate(func: F) -> F:

@@ -34,7 +34,7 @@ from typing import Any
 
 from gpu_audit.knowledge.oom import CUDA_OOM_KINDS, oom_kind
 from gpu_audit.serial import write_atomic
-from gpu_audit.units import utc_now, utc_stamp
+from gpu_audit.units import fmt_bytes, utc_now, utc_stamp
 
 log = logging.getLogger("gpu_audit.monitor")
 
@@ -219,9 +219,9 @@ class OomSnapshotter:
     @staticmethod
     def _summary_markdown(snap: Any, reason: str, event: dict[str, Any] | None,
                           pickle_name: str) -> str:
+        # Loaded in the training process only when an out-of-memory snapshot is summarised.
         from gpu_audit.snapshot.render import render_markdown
         from gpu_audit.snapshot.summary import summarize
-        from gpu_audit.units import fmt_bytes
 
         preface = [f"Reason: {reason} in pid {os.getpid()}."]
         if event:

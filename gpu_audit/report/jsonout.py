@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from gpu_audit.errors import InputError
+from gpu_audit.inputs import DOCUMENT_LIMIT, read_input_text
 from gpu_audit.model import Finding, Scan, Severity
 from gpu_audit.rules import worst
 from gpu_audit.rules.duplicates import with_duplicate_groups
@@ -37,7 +38,6 @@ def scan_document(scan: Scan, findings: list[Finding], exit_code: int) -> dict[s
 
 def load_scan_document(path: Path) -> Scan:
     """The scan inside a saved ``scan --json`` document (its findings are recomputed)."""
-    from gpu_audit.inputs import DOCUMENT_LIMIT, read_input_text
 
     text = read_input_text(path, limit=DOCUMENT_LIMIT, what="saved document")
     try:

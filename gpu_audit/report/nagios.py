@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from gpu_audit.check.results import PERFDATA_ORDER, CheckStatus, verdict_summary
 from gpu_audit.model import Finding, GpuProcess, Scan, Severity
 from gpu_audit.report.escape import plugin_text
 from gpu_audit.rules.processes import unattributed_bytes
@@ -117,7 +118,6 @@ def render_scan_nagios(scan: Scan, findings: list[Finding], exit_code: int) -> s
 def render_check_nagios(report) -> str:
     """The check as plugin output: the status line of the checklist (its text and counts), then
     one line per check that did not pass."""
-    from gpu_audit.check.results import PERFDATA_ORDER, CheckStatus, verdict_summary
 
     counts = report.counts()
     perfdata = [perf(name, counts[name], minimum=0) for name in PERFDATA_ORDER]

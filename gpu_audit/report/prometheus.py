@@ -58,8 +58,10 @@ from typing import Any
 
 from gpu_audit.errors import UsageError
 from gpu_audit.model import Finding, Gpu, GpuProcess, Scan, Severity
+from gpu_audit.rules import exit_code
 from gpu_audit.rules.duplicates import duplicate_groups
 from gpu_audit.rules.processes import unattributed_bytes
+from gpu_audit.serial import check_output_target, write_atomic
 from gpu_audit.units import parse_utc
 
 HOST_LABELS = ("Hostname", "hostname")
@@ -247,7 +249,6 @@ def render_check_textfile(report: Any, *, duration_s: float | None) -> bytes:
     """The textfile of a check that judged the machine: the series of the scan it judged (its
     status the exit code ``scan`` would give under the policy's ``fail_on``), then the check's
     verdict (:data:`CHECK_METRICS`)."""
-    from gpu_audit.rules import exit_code
 
     scan = report.scan
     families = _Families(scan.host.hostname, check=True)
@@ -306,7 +307,6 @@ def check_textfile_target(path: Path) -> None:
     """Refuse, before scanning, a ``--prometheus`` path that can never be written (a folder, a
     link another user could have planted, a folder that does not exist: exit 3); warn when
     node_exporter would not read it."""
-    from gpu_audit.serial import check_output_target
 
     check_output_target(path)
     _require_folder(path)
@@ -325,7 +325,6 @@ def _require_folder(path: Path) -> None:
 def write_textfile(path: Path, data: bytes) -> Path:
     """Write ``data`` to ``path`` atomically, readable by node_exporter (mode 0644); a path
     that cannot be written is a one-line usage error (exit 3)."""
-    from gpu_audit.serial import write_atomic
 
     _require_folder(path)
     try:

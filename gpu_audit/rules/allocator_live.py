@@ -164,6 +164,7 @@ def allocator_oom_retries(scan: Scan, policy: Policy) -> Iterator[Finding]:
         remedy = ("Lower the batch size or sequence length, or free memory other processes hold "
                   f"on GPU {p.gpu_index}.")
         if a.backend != "cudaMallocAsync" and not a.expandable_segments:
+            # The allocator grammar loads only when a monitored process needs advice.
             from gpu_audit.knowledge.allocator import raw_settings, supports_expandable_segments
 
             asked = "expandable_segments" in raw_settings(a.settings)

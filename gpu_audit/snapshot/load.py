@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from gpu_audit.errors import InputError
+from gpu_audit.inputs import SNAPSHOT_LIMIT, read_input
 from gpu_audit.plain_pickle import PickleTooLargeError, UnsafePickleError, loads_plain
 
 SNAPSHOT_HINT = (
@@ -47,7 +48,6 @@ def loads_snapshot(data: bytes, source: str = "snapshot") -> Any:
 def load_snapshot(path: Path) -> Any:
     """The unpickled snapshot at ``path`` (not yet checked for shape; see ``summary``)."""
     path = Path(path)
-    from gpu_audit.inputs import SNAPSHOT_LIMIT, read_input
 
     try:
         data = read_input(path, limit=SNAPSHOT_LIMIT, what="snapshot")

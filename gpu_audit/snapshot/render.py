@@ -8,6 +8,7 @@ from typing import Any
 from gpu_audit import __version__
 from gpu_audit.knowledge.allocator.names import CUDA_VAR
 from gpu_audit.report.escape import md_cell, md_code, md_text
+from gpu_audit.report.escape import terminal_markup as escape
 from gpu_audit.report.remedy import remedy_markdown
 from gpu_audit.snapshot.summary import DeviceSummary, SnapshotSummary
 from gpu_audit.snapshot.verdict import device_verdict
@@ -167,7 +168,7 @@ def render_terminal(summary: SnapshotSummary, console: Any, *, source: str) -> N
     from rich.padding import Padding
     from rich.table import Table
 
-    from gpu_audit.report.escape import terminal_markup as escape
+    # rich loads only for a terminal: the monitor writes its summary as Markdown.
     from gpu_audit.report.terminal import print_remedy
 
     def table(headers: list[str], rows: list[list[str]], title: str, *,

@@ -16,6 +16,8 @@ import threading
 import time
 from typing import Any
 
+from gpu_audit.redact import redact_text
+
 EXIT_PASSED, EXIT_FAILED, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 130
 ORPHAN_GRACE_S = 10.0
 # Cycle events to the runner at most this often: each one wakes the runner, and on a machine
@@ -38,7 +40,6 @@ class StageInterrupted(Exception):
 def one_line(exc: BaseException) -> str:
     """``TypeName: first line of the message``, at most 600 characters, secrets masked (it
     goes into the per-cycle log, the state and the reports)."""
-    from gpu_audit.redact import redact_text
 
     text = str(exc).strip().splitlines()
     first = redact_text(text[0]) if text else ""

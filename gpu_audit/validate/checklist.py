@@ -15,7 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from gpu_audit.check.results import StageOutcome
+from gpu_audit.config import find_config_file, load_policy, read_validate_config
+from gpu_audit.config.files import key_line
+from gpu_audit.config.validate_config import VALIDATE_TABLE as TABLE
+from gpu_audit.errors import ConfigError
 from gpu_audit.redact import redact_text
+from gpu_audit.validate.plan import ValidateOptions, build_plan
+from gpu_audit.validate.script.launch import NOT_PYTHON, missing_in_command
+from gpu_audit.validate.start import run_validation
 
 # What to do about a failed stage, by the validate runner's failure kind (when the log's
 # classification offers no remedy of its own).
@@ -76,7 +83,6 @@ COMMAND = "command: "  # how a validation document names a command workload
 def _command_imports_summary(doc: dict[str, Any], on: str) -> str:
     """The imports stage of the user's command checked its program, and torch in its Python
     (gpu-audit's own torch, in the document, says nothing about that Python)."""
-    from gpu_audit.validate.script.launch import NOT_PYTHON
 
     program = redact_text(str(doc["workload"])[len(COMMAND):].split(" ", 1)[0])
     if any(NOT_PYTHON in str(f.get("title")) for f in doc.get("findings") or []):
@@ -163,11 +169,6 @@ def _check_command(command: list[str], cwd: str, path: Path | None) -> None:
     3), before any stage runs: it says nothing about whether the runner is fit."""
     import os
 
-    from gpu_audit.config.files import key_line
-    from gpu_audit.config.validate_config import VALIDATE_TABLE as TABLE
-    from gpu_audit.errors import ConfigError
-    from gpu_audit.validate.script.launch import missing_in_command
-
     problem = missing_in_command(command, os.environ, cwd)
     if problem is None:
         return
@@ -186,9 +187,6 @@ def run_stages(names: list[str], *, min_gpus: int, require_torch_cuda: bool,
     A bad ``[tool.gpu-audit.validate]`` raises gpu-audit's own errors (exit 3); Ctrl-C raises
     :class:`KeyboardInterrupt` (exit 130).
     """
-    from gpu_audit.config import find_config_file, load_policy, read_validate_config
-    from gpu_audit.validate import build_plan, run_validation
-    from gpu_audit.validate.plan import ValidateOptions
 
     path = find_config_file()
     values = read_validate_config(path) if path is not None else {}

@@ -17,6 +17,7 @@ from typing import Any
 from gpu_audit.knowledge.allocator import BOTH_VARS
 from gpu_audit.units import plural
 from gpu_audit.validate.channels import StageFailed, one_line
+from gpu_audit.validate.telemetry import host_memory_available
 
 ROUND_TRIP_ELEMENTS = 1 << 20
 CPU_THREADS_MAX = 8
@@ -70,8 +71,6 @@ def device_info(torch: Any, device: str, emulate_bytes: int | None,
     if device.startswith("cuda"):
         info.update(_init_cuda(torch, device, emulate_bytes, warnings))
     else:
-        from gpu_audit.validate.telemetry import host_memory_available
-
         count, why = cpu_threads()
         if torch is not None:
             torch.set_num_threads(count)

@@ -32,6 +32,7 @@ from typing import Any
 from gpu_audit.knowledge.findings import severity_of
 from gpu_audit.model import Finding, Severity
 from gpu_audit.units import fmt_bytes, fmt_pct, noun, plural
+from gpu_audit.validate.allocconf import compare_settings
 from gpu_audit.validate.gates import (
     GateResult,
     check_requirement,
@@ -250,7 +251,6 @@ def _gate_findings(plan: Plan, key: str, leg: LegState, where: str,
 
 def _settings_findings(expected: dict[str, Any], ready: dict[str, Any], where: str,
                        variant: Any) -> list[Finding]:
-    from gpu_audit.validate.allocconf import compare_settings
 
     problems = compare_settings(expected, ready.get("allocator_settings"))
     if not problems:

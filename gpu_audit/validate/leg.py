@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from gpu_audit.validate.plan import split_leg
+from gpu_audit.validate.state import RunDir
 
 
 class StageLeg:
@@ -15,7 +16,6 @@ class StageLeg:
 
     def __init__(self, run_dir: Path, leg: str, device: str, attempt: int, events: Any,
                  control: Any) -> None:
-        from gpu_audit.validate.state import RunDir
 
         self.run = RunDir(run_dir)
         self.plan = self.run.read_plan()

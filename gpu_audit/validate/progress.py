@@ -12,6 +12,7 @@ import sys
 import time
 from typing import Any, Protocol
 
+from gpu_audit.report.escape import terminal, terminal_markup
 from gpu_audit.units import fmt_bytes, fmt_pct
 
 PLAIN_EVERY_S = 30.0
@@ -88,8 +89,6 @@ class PlainProgress:
                         f"{event.get('cycle_s', 0):.3f} s/cycle, {_memory_text(event)}{extra}")
 
     def stage_finished(self, key: str, status: str, reason: str | None) -> None:
-        from gpu_audit.report.escape import terminal
-
         self._print(f"[{key}] {status}" + (f": {terminal(reason, newlines=False)}" if reason
                                            else ""))
 
@@ -137,7 +136,6 @@ class RichProgress:
 
     def stage_finished(self, key: str, status: str, reason: str | None) -> None:
         task = self.tasks.get(key)
-        from gpu_audit.report.escape import terminal_markup
 
         mark = {"passed": "[green]passed", "failed": "[red]failed",
                 "interrupted": "[yellow]interrupted"}.get(status, status)

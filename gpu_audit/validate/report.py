@@ -18,6 +18,7 @@ from gpu_audit.units import fmt_bytes, fmt_pct, fmt_seconds, plural, utc_now
 from gpu_audit.validate.findings import leg_gates_for_state, validate_findings
 from gpu_audit.validate.gates import plain_float, plain_int, summarize
 from gpu_audit.validate.plan import Plan, leg_key
+from gpu_audit.validate.plots import write_plots
 from gpu_audit.validate.state import RunDir, RunState, completed_cycles
 
 SCHEMA = "gpu-audit.validate/1"
@@ -385,8 +386,6 @@ def write_report(run: RunDir, plan: Plan, state: RunState,
                  host_memory_bytes: int | None = None) -> dict[str, Any]:
     doc = build_document(run, plan, state, records, host_memory_bytes=host_memory_bytes)
     if plots:
-        from gpu_audit.validate.plots import write_plots
-
         cycles = {key: completed_cycles(legs) for key, legs in records.items()}
         paths, note = write_plots(cycles, run.path, plan)
         doc["files"]["plots"] = paths

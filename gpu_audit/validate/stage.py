@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from gpu_audit.knowledge.allocator import NO_CACHING_VAR
+from gpu_audit.knowledge.oom import oom_kind, oom_numbers
+from gpu_audit.oom import OomPolicy, OomRetrier, release_memory
 from gpu_audit.units import utc_now
 from gpu_audit.validate.channels import (
     EXIT_FAILED,
@@ -31,10 +33,28 @@ from gpu_audit.validate.channels import (
     StageInterrupted,
     one_line,
 )
+from gpu_audit.validate.checkpoints import (
+    Checkpoint,
+    CheckpointWriter,
+    capture_rng,
+    checkpoint_bytes,
+    load_checkpoint,
+    restore_rng,
+)
 from gpu_audit.validate.device import device_info
 from gpu_audit.validate.leg import StageLeg
+from gpu_audit.validate.plan import checkpoint_interval
+from gpu_audit.validate.protocol import (
+    WorkloadContext,
+    WorkloadError,
+    clean_metrics,
+    has_state,
+    load_workload,
+    qubit_cap,
+)
 from gpu_audit.validate.spawn import apply_alloc_conf
-from gpu_audit.validate.state import DISK_FULL_ERRNOS, disk_full_reason
+from gpu_audit.validate.state import DISK_FULL_ERRNOS, CycleLog, disk_full_reason
+from gpu_audit.validate.telemetry import Telemetry
 
 
 class StageWorker(StageLeg):
@@ -81,8 +101,6 @@ class StageWorker(StageLeg):
                 self.log.close()
 
     def import_everything(self) -> Any:
-        from gpu_audit.validate.protocol import WorkloadError, load_workload
-
         if "torch" in sys.modules:
             self.warnings.append("torch was imported before the allocator settings were set; "
                                  "they may not apply")
@@ -116,19 +134,6 @@ class StageWorker(StageLeg):
         return info
 
     def run_cycles(self, workload: Any, ready: dict[str, Any]) -> None:
-        from gpu_audit.oom import OomPolicy, OomRetrier, release_memory
-        from gpu_audit.validate.checkpoints import CheckpointWriter, load_checkpoint, restore_rng
-        from gpu_audit.validate.plan import checkpoint_interval
-        from gpu_audit.validate.protocol import (
-            WorkloadContext,
-            WorkloadError,
-            clean_metrics,
-            has_state,
-            qubit_cap,
-        )
-        from gpu_audit.validate.state import CycleLog
-        from gpu_audit.validate.telemetry import Telemetry
-
         planned = self.stage.cycles
         checkpoint = load_checkpoint(self.run.checkpoint_path(self.leg),
                                      map_location=self.device if self.torch else None)
@@ -222,7 +227,6 @@ class StageWorker(StageLeg):
     def _cycle_failure(self, exc: BaseException, index: int, elapsed: float, retries: list[Any],
                        base: dict[str, Any], ctx: Any, telemetry: Any) -> StageFailed:
         """Log a cycle that raised, and say how the stage fails."""
-        from gpu_audit.knowledge.oom import oom_kind, oom_numbers
 
         kind = oom_kind(exc)
         message = one_line(exc)
@@ -250,7 +254,6 @@ class StageWorker(StageLeg):
                         batch_scale: float, *, wait: bool = True) -> None:
         """Checkpoint "resume at ``next_cycle``"; ``wait=False`` leaves the writing to the
         background writer (periodic checkpoints), the others return once it is on disk."""
-        from gpu_audit.validate.checkpoints import Checkpoint, capture_rng, checkpoint_bytes
 
         state = None
         if stateful:
@@ -283,7 +286,6 @@ class StageWorker(StageLeg):
     def _call_workload(self, method: Any, arg: Any, name: str, pass_arg: bool = True) -> Any:
         if not callable(method):
             return None
-        from gpu_audit.knowledge.oom import oom_kind
 
         try:
             return method(arg) if pass_arg else method()

@@ -19,8 +19,20 @@ from gpu_audit.errors import ConfigError, UsageError
 from gpu_audit.knowledge.torch_builds import GET_STARTED_URL
 from gpu_audit.units import utc_now
 from gpu_audit.validate.plan import Plan
+from gpu_audit.validate.progress import make_progress
+from gpu_audit.validate.report import write_report
+from gpu_audit.validate.runner import Runner
 from gpu_audit.validate.spawn import worker_env
-from gpu_audit.validate.state import DeviceChoice, LegState, RunDir, RunState, new_run_id
+from gpu_audit.validate.state import (
+    DeviceChoice,
+    LegState,
+    RunDir,
+    RunLock,
+    RunState,
+    find_run,
+    load_records,
+    new_run_id,
+)
 
 PROBE_TIMEOUT_S = 180.0
 
@@ -44,11 +56,6 @@ def run_validation(plan: Plan | None = None, *, out_dir: Path = Path("reports"),
     interrupted (state saved; ``resume`` continues). Bad input raises gpu-audit's own errors.
     """
     import psutil
-
-    from gpu_audit.validate.progress import make_progress
-    from gpu_audit.validate.report import write_report
-    from gpu_audit.validate.runner import Runner
-    from gpu_audit.validate.state import RunLock, find_run, load_records
 
     out_dir = Path(out_dir)
     chosen: DeviceChoice | None = None

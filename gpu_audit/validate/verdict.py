@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpu_audit.knowledge.oom import oom_kind_of_text, oom_numbers
 from gpu_audit.redact import redact_text
 from gpu_audit.validate.findings import leg_gates
 from gpu_audit.validate.plan import Plan, split_leg
@@ -120,6 +121,7 @@ def explain_text(text: str, *, fallback: bool = True) -> list[dict[str, Any]]:
     if not text.strip():
         return []
     try:
+        # The signatures compile only when a failed stage left output to explain.
         from gpu_audit.explain.api import classify_text
     except Exception:  # not installed, or broken: the stage is still judged
         classify_text = None
@@ -133,7 +135,6 @@ def explain_text(text: str, *, fallback: bool = True) -> list[dict[str, Any]]:
         return [_incident_dict(incident) for incident in incidents[:3]]
     if not fallback:
         return []
-    from gpu_audit.knowledge.oom import oom_kind_of_text, oom_numbers
 
     kind = oom_kind_of_text(text)
     if kind is None:

@@ -36,6 +36,8 @@ import traceback
 from pathlib import Path
 
 from gpu_audit.validate.channels import EXIT_INTERNAL, Control, Events, one_line
+from gpu_audit.validate.device import probe_devices
+from gpu_audit.validate.state import RunDir
 
 
 def _setup_process() -> tuple[Events, Control]:
@@ -64,15 +66,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     if args.command == "probe-devices":
-        from gpu_audit.validate.device import probe_devices
-
         print(json.dumps(probe_devices()))
         return 0
 
-    from gpu_audit.validate.state import RunDir
-
     events, control = _setup_process()
     try:
+        # The worker loads the one stage it runs (the script supervisor or the workload's).
         if RunDir(args.run_dir).read_plan().script is not None:  # validate -- COMMAND
             from gpu_audit.validate.script.supervisor import ScriptStage as Worker
         else:

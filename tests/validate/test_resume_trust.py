@@ -9,9 +9,9 @@ import pickle
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
-import torch
 
 from gpu_audit.errors import InputError
 from gpu_audit.validate.state import (
@@ -50,7 +50,7 @@ def test_a_planted_envelope_runs_nothing(tmp_path: Path) -> None:
     assert not marker.exists()
 
 
-def test_planted_workload_state_runs_nothing_in_either_codec(tmp_path: Path) -> None:
+def test_planted_workload_state_runs_nothing_in_either_codec(tmp_path: Path, torch: Any) -> None:
     marker = tmp_path / "marker"
     buffer = io.BytesIO()
     torch.save({"weights": Plant(marker)}, buffer)
@@ -64,7 +64,7 @@ def test_planted_workload_state_runs_nothing_in_either_codec(tmp_path: Path) -> 
         assert not marker.exists(), codec
 
 
-def test_a_genuine_checkpoint_still_round_trips_with_numpy_rng(tmp_path: Path) -> None:
+def test_a_genuine_checkpoint_still_round_trips_with_numpy_rng(tmp_path: Path, torch: Any) -> None:
     import numpy
 
     numpy.random.seed(5)
@@ -176,7 +176,8 @@ def test_resume_as_root_never_runs_a_plan_another_user_could_write(
 
 
 @pytest.mark.gpu
-def test_cuda_random_states_and_tensors_round_trip_through_a_checkpoint(tmp_path: Path) -> None:
+def test_cuda_random_states_and_tensors_round_trip_through_a_checkpoint(tmp_path: Path,
+                                                                       torch: Any) -> None:
     torch.cuda.init()
     torch.cuda.manual_seed_all(11)
     rng = capture_rng()

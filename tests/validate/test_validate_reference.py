@@ -6,7 +6,6 @@ import math
 from pathlib import Path
 
 import pytest
-import torch
 
 from gpu_audit.validate.protocol import (
     LITE_MAX_QUBITS,
@@ -26,6 +25,8 @@ from gpu_audit.validate.workloads.reference import (
     run_random_circuit,
     sizes_for,
 )
+
+torch = pytest.importorskip("torch")
 
 
 def dense_single(gate: torch.Tensor, qubit: int, qubits: int) -> torch.Tensor:

@@ -9,9 +9,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
-import torch
 
 from gpu_audit.errors import InputError, UsageError
 from gpu_audit.validate.state import (
@@ -86,7 +86,7 @@ def test_records_survive_kill_9_of_the_writer(tmp_path: Path) -> None:
     assert [r["cycle"] for r in load_records(path)["v/full"]] == list(range(200))
 
 
-def test_checkpoint_round_trip_with_tensors_and_rng(tmp_path: Path) -> None:
+def test_checkpoint_round_trip_with_tensors_and_rng(tmp_path: Path, torch: Any) -> None:
     path = tmp_path / "checkpoints" / "v.full.ckpt"
     torch.manual_seed(3)
     rng = capture_rng()

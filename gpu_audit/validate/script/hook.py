@@ -202,6 +202,7 @@ class Hook:
         self.sampled_at = now
         self.unread = None
         if self.cuda_sample is None:
+            # Loaded on the first CUDA sample: the hook runs in the user's process and stays light.
             from gpu_audit.validate.telemetry import cuda_sample
 
             self.cuda_sample = cuda_sample

@@ -74,7 +74,8 @@ class OutsideSampler:
                     self.peaks[key] = max(self.peaks.get(key, 0), value)
 
     def _nvml(self, pids: list[int]) -> int | None:
-        from gpu_audit.collect.nvml import read_nvml
+        # pynvml loads only for a program that is not Python (measured from outside).
+        from gpu_audit.collect.nvml.deadlines import read_nvml
 
         try:
             reading = read_nvml(NVML_TIMEOUT_S)

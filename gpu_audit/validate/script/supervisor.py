@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from gpu_audit.knowledge.allocator import BOTH_VARS
+from gpu_audit.knowledge.oom import oom_kind_of_text, oom_numbers
 from gpu_audit.redact import redact_text
 from gpu_audit.units import utc_now
 from gpu_audit.validate.channels import (
@@ -73,6 +74,7 @@ from gpu_audit.validate.script.launch import (
     signal_name,
 )
 from gpu_audit.validate.script.output import ENV_LOG_MAX, OutputLines, StageLog, log_limit
+from gpu_audit.validate.script.outside import OutsideSampler
 from gpu_audit.validate.script.spec import expand
 from gpu_audit.validate.script.streams import (
     SOURCES,
@@ -82,7 +84,7 @@ from gpu_audit.validate.script.streams import (
     open_streams_folder,
 )
 from gpu_audit.validate.spawn import apply_alloc_conf
-from gpu_audit.validate.state import leg_file
+from gpu_audit.validate.state import CycleLog, leg_file
 
 STOP_GRACE_S = 5.0  # SIGTERM to SIGKILL; within the worker's own grace when orphaned
 # How long the output may stay open once the command's process has ended (a process it started
@@ -246,9 +248,6 @@ class ScriptStage(StageLeg):
                 self.tail.clear()
 
     def run_once(self, batch: int | None, retries: list[dict[str, Any]]) -> int:
-        from gpu_audit.validate.script.outside import OutsideSampler
-        from gpu_audit.validate.state import CycleLog
-
         env = self.environment()
         argv = self.command(batch)
         folder = f"attempt-{self.attempt}" + (f"-retry-{len(retries)}" if retries else "")
@@ -472,7 +471,6 @@ class ScriptStage(StageLeg):
 
     def outcome(self, cycles: Cycles, whole: dict[str, Any] | None,
                 stop_after: int | None) -> int:
-        from gpu_audit.knowledge.oom import oom_kind_of_text, oom_numbers
 
         code = self.proc.returncode  # type: ignore[union-attr]
         source = cycles.source

@@ -11,7 +11,7 @@ import sys
 
 
 def _start_hook() -> None:
-    try:
+    try:  # inside the try: a hook that cannot load must never stop the user's program
         from gpu_audit.validate.script.hook import install
 
         install()
