@@ -232,3 +232,53 @@ def test_a_published_token_reaches_no_check_output():
     assert any(r.evidence.get("allocator_settings") for r in report.results if r.evidence)
     for out in (render_check_markdown(report), render_junit(report)):
         assert "allocator_settings" in out and "Qz7" not in out
+
+
+def test_a_published_token_reaches_no_check_document():
+    from gpu_audit.check.document import check_document
+    from gpu_audit.check.engine import judge
+    from gpu_audit.config import CheckPolicy
+
+    for scan in (_published_scan(f"max_split_size_mb:512,hf:{HF}"),
+                 _environment_scan(f"expandable_segments:True,hf_token:{HF}")):
+        document = json.dumps(check_document(judge(scan, CheckPolicy(), user="ci")))
+        assert "Qz7" not in document
+
+
+def test_a_node_documents_allocator_secret_reaches_no_fleet_document():
+    from gpu_audit.fleet.nodes import node_from_document
+
+    scan = _environment_scan("expandable_segments:True,api_key:Qz7plainsecret")
+    document = json.loads(json.dumps(scan_document(scan, [], 0)))
+    document["allocator"]["pytorch_cuda_alloc_conf"] = \
+        "expandable_segments:True,api_key:Qz7plainsecret"  # as another tool might write it
+    node = node_from_document(document, "node.json")
+    assert "Qz7" not in repr(node)
+
+
+def test_a_publication_is_masked_as_it_is_read(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from gpu_audit.collect.monitor_files import attach_allocator_states, read_publications
+    from tests import fakegpu
+    from tests.test_bounds_inputs import hostile_publication
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        folder = tmp_path / "runtime"
+        hostile_publication(folder, child.pid)
+        path = folder / f"{child.pid}.json"
+        doc = json.loads(path.read_text())
+        doc["allocator_settings"] = f"max_split_size_mb:512,token:{HF}"
+        path.write_text(json.dumps(doc))
+        os.chmod(path, 0o600)
+        published = read_publications([folder])
+    finally:
+        child.kill()
+        child.wait()
+    gpu = fakegpu.h100_gpu(0)
+    process = b.process(child.pid, 72 * 1024, ["python"], start_time=None, gpu_uuid=gpu["uuid"])
+    (joined,) = attach_allocator_states([process], [b.gpu(0, uuid=gpu["uuid"])], published)
+    assert joined.allocator.settings == "max_split_size_mb:512,token:***"
