@@ -8,7 +8,8 @@ secret (and :data:`BENIGN_NAMES` which merely mention one, such as ``--max-new-t
 :data:`PROGRAM_FLAGS` the short flags that carry a password for some programs only (``mysql
 -pX``; never ``psql -p`` which is a port), and :data:`TEXT_RULES` the shapes that are secrets
 wherever they appear (URL passwords, ``"api_key": "…"`` in JSON, known token formats). Each rule
-carries an example that the tests check.
+carries an example that the tests check. Allocator configuration strings (``key:value,...``) have
+their own entry point, :func:`redact_settings`, which keeps the settings that hold no secret.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from gpu_audit.lazy import regex as lazy
 
@@ -96,31 +98,62 @@ PROGRAM_FLAGS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "redis-cli": (frozenset({"-a"}), frozenset()),
     "curl": (frozenset(), frozenset({"-u", "-U"})),
     "wget": (frozenset(), frozenset()),
+    # ``docker login -u bob -p X``, ``az login``, ``oc login``, ``podman login``, ``helm registry
+    # login``: after the word ``login``, ``-p`` is the password.
+    "login": (frozenset({"-p"}), frozenset({"-u"})),
+    **{name: (frozenset(), frozenset({"-a"})) for name in ("http", "https", "xh", "xhs")},
 }
+
+# ``-u name:secret`` is a user and a password for most programs that take one (curl, wget's
+# clones, HTTP clients, registry logins); elsewhere ``-u`` takes no ``:`` value (``python -u``,
+# ``sort -u``, ``sudo -u bob``) or a ``uid:gid`` pair of digits (``docker run -u 1000:1000``),
+# which is kept.
+GENERIC_PAIR_FLAGS = frozenset({"-u"})
+_ids_pair = lazy(r"^\d+:\d+$")
+
+# After a secret option, a following word that reads like an option name (lower-case words,
+# few digits: ``--use_auth_token --model x``, ``-v``) is the next option; anything else is the
+# value, even when it starts with a dash (getopt, click and Go's flag package all take the next
+# word as the value: ``--api-key --S3cr3t``).
+_option_name = lazy(r"^--?[a-z][a-z0-9]*(?:[-_.][a-z0-9]+)*$")
+_OPTION_DIGITS = 3  # fp16, gpt2, local_rank1: option names carry few digits; random keys more
 
 # Words after which the next word is the secret ("Authorization: Bearer X").
 _SCHEME_WORDS = frozenset({"bearer", "basic", "digest", "token", "apikey"})
 
 # Shapes that are secrets wherever they appear, applied to every string.
 TEXT_RULES: tuple[Rule, ...] = (
-    # scheme://user:password@host; the password may itself contain '@'.
-    _rule("url-password", r"(?P<keep>[a-z][a-z0-9+.-]*://[^:/@\s]*:)(?P<secret>[^/\s]+)(?=@)",
+    # scheme://user:password@host; the password may itself contain '@'. A scheme starts after a
+    # character no scheme holds, so a long word is scanned once, not once per character.
+    _rule("url-password",
+          r"(?P<keep>(?<![a-z0-9+.-])[a-z][a-z0-9+.-]*://[^:/@\s]*:)(?P<secret>[^/\s]+)(?=@)",
           ("app", "--db", "postgres://u:S3CR3T@v4lue@db:5432/x"), "S3CR3T@v4lue"),
-    # ?token=abc&x=1
-    _rule("query", r"(?P<keep>[?&][^=&\s]*(?:token|key|secret|password|sig)[^=&\s]*=)"
-                   r"(?P<secret>[^&\s]+)",
+    # ?token=abc&x=1 (a parameter's name is short and holds no '?': bounded, linear)
+    _rule("query", r"(?P<keep>[?&][^=&?\s]{0,64}(?:token|key|secret|password|sig)"
+                   r"[^=&?\s]{0,64}=)(?P<secret>[^&\s]+)",
           ("app", "https://h/x?access_token=S3CR3T-v4lue&y=1")),
     # "api_key": "X" in JSON or a Python dict inside an argument (the name is checked).
     _rule("quoted-pair", r"(?P<keep>(?P<q>[\"'])(?P<name>[^\"'\s]{1,80})(?P=q)\s*[:=]\s*"
                          r"(?P<q2>[\"']))(?P<secret>(?:\\.|(?!(?P=q2)).)+)",
           ("app", '--config={"api_key": "S3CR3T-v4lue"}')),
-    # Well-known token formats, whatever they are called.
+    # Well-known token formats, whatever they are called, wherever they stand (alone, after
+    # ``key=``, in a URL's query, inside quotes or JSON, after an ``_``). Stripe's secret and
+    # restricted keys are masked in live and test mode alike (a test key still opens the
+    # account's test data); its publishable ``pk_`` keys are public by design and kept.
     _rule("token-shape",
-          r"(?P<keep>)\b(?P<secret>gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|"
+          r"(?P<keep>)(?<![A-Za-z0-9])(?P<secret>gh[pousr]_[A-Za-z0-9]{20,}|"
+          r"github_pat_[A-Za-z0-9_]{20,}|"
           r"hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_-]{20,}|xox[abposr]-[A-Za-z0-9-]{10,}|"
           r"AKIA[0-9A-Z]{16}|glpat-[A-Za-z0-9_-]{20,}|"
           r"eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,})",
           ("app", "--model", "x", "hf_a1B2c3D4e5F6g7H8i9J0k1"), "hf_a1B2c3D4e5F6g7H8i9J0k1"),
+    _rule("stripe-key",
+          r"(?P<keep>)(?<![A-Za-z0-9])(?P<secret>[sr]k_(?:live|test)_[0-9A-Za-z]{10,})",
+          ("app", "STRIPE=sk_live_4eC39HqLyjWDarjtT1zdp7dc"), "sk_live_4eC39HqLyjWDarjtT1zdp7dc"),
+    # Google API keys: ``AIza`` and 35 more characters.
+    _rule("google-api-key", r"(?P<keep>)(?<![A-Za-z0-9])(?P<secret>AIza[0-9A-Za-z_-]{35,})",
+          ("app", "AIzaSyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q"),
+          "AIzaSyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q"),
     # A PEM private key (PKCS#8, RSA, EC, OpenSSH, encrypted): the body up to its END line, or to
     # the end of the text when a log cut it off.
     _rule("pem-private-key",
@@ -137,10 +170,8 @@ _KERNEL_KEY_WORD = "kernel"
 _fingerprint = lazy(r"^[0-9a-f]{16,128}'?$")
 
 # NAME=value or NAME:value inside one argument (env prefixes, key=value options, headers).
-_assignment = lazy(
-    r"^(?P<dashes>-{0,2})(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)(?P<sep>\s*[=:]\s*)(?P<value>.*)$",
-    re.S,
-)
+# (The value is what follows the match: ``pattern.match(word, pos)`` reads a chain in place.)
+_assignment = lazy(r"(?P<dashes>-{0,2})(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)(?P<sep>\s*[=:]\s*)")
 _flag = lazy(r"^--?[A-Za-z]")
 _space = lazy(r"(\s+)")
 
@@ -174,6 +205,15 @@ def _pair(value: str) -> str:
     return f"{user}:{MASK}" if colon else value
 
 
+def _option_like(word: str) -> bool:
+    """Whether ``word``, after a secret option, is the next option rather than its value."""
+    name = word.split("=", 1)[0]
+    if len(name) == 2 and name[0] == "-" and name[1].isalpha():
+        return True  # -v, -X
+    return (_option_name().match(name) is not None
+            and sum(ch.isdigit() for ch in name) <= _OPTION_DIGITS)
+
+
 class _Walker:
     """Masks the words of one command line (or of one line of text) in order."""
 
@@ -182,6 +222,7 @@ class _Walker:
         self.pair_next = False
         self.words_kept = False  # the name before the next word labels plain words too
         self.fingerprint_kept = False  # "kernel key:": a key id in hex is no secret
+        self.ids_kept = False  # "-u" of any program: a "uid:gid" pair of digits is no secret
         self.previous = ""
         self.program: tuple[frozenset[str], frozenset[str]] = (frozenset(), frozenset())
 
@@ -190,20 +231,38 @@ class _Walker:
         self.previous = word
         return masked
 
+    def _value(self, word: str) -> str | None:
+        """The word after a secret option or a pair flag, masked; None when it is no value
+        (the next option, or no ``user:password`` after ``-u``) and is read as itself."""
+        pair, words_kept = self.pair_next, self.words_kept
+        fingerprint_kept, ids_kept = self.fingerprint_kept, self.ids_kept
+        self.mask_next = self.pair_next = self.words_kept = False
+        self.fingerprint_kept = self.ids_kept = False
+        if _flag().match(word) and _option_like(word):
+            return None
+        if pair:
+            if ":" not in word or (ids_kept and _ids_pair().match(word)):
+                return None
+            return _pair(word)
+        if word.lower().rstrip(":") in _SCHEME_WORDS:
+            self.mask_next = True  # "Bearer X": X is the secret
+            return word
+        if words_kept and _plain_word().match(word):
+            return word
+        if fingerprint_kept and _fingerprint().match(word):
+            return word
+        return MASK
+
     def _word(self, word: str) -> str:
+        if (self.mask_next or self.pair_next) and word in ("", "--"):
+            # ``--token "" X`` and ``--api-key -- X``: an empty value hides nothing and ``--``
+            # ends options, and either way the word after them is read as the value by some
+            # program (and by a redactor of the line joined with spaces): it is masked.
+            return word
         if self.mask_next or self.pair_next:
-            pair, words_kept = self.pair_next, self.words_kept
-            fingerprint_kept = self.fingerprint_kept
-            self.mask_next = self.pair_next = self.words_kept = self.fingerprint_kept = False
-            if not _flag().match(word):
-                if not pair and word.lower().rstrip(":") in _SCHEME_WORDS:
-                    self.mask_next = True  # "Bearer X": X is the secret
-                    return word
-                if words_kept and _plain_word().match(word):
-                    return word
-                if fingerprint_kept and _fingerprint().match(word):
-                    return word
-                return _pair(word) if pair else MASK
+            masked = self._value(word)
+            if masked is not None:
+                return masked
         base = word.rsplit("/", 1)[-1]
         if base in PROGRAM_FLAGS:
             self.program = PROGRAM_FLAGS[base]
@@ -215,47 +274,84 @@ class _Walker:
         if word in pair_flags:
             self.pair_next = True
             return word
+        if word in GENERIC_PAIR_FLAGS:
+            self.pair_next, self.ids_kept = True, True
+            return word
         for flag in secret_flags:
             if word.startswith(flag) and len(word) > len(flag):
                 return flag + MASK  # mysql -pSECRET
         if len(word) > 2 and word[:2] in pair_flags:
             return word[:2] + _pair(word[2:])  # curl -uuser:pass
+        if len(word) > 2 and word[:2] in GENERIC_PAIR_FLAGS and not _ids_pair().match(word[2:]):
+            return word[:2] + _pair(word[2:])  # -ubob:pass
         return self._one(word)
 
     def _one(self, word: str) -> str:
-        match = _assignment().match(word)
-        if match:
-            name, value = match["name"], match["value"]
-            head = f"{match['dashes']}{name}{match['sep']}"
-            if not value:  # "Authorization:" or "--token=" then the value in the next word
-                if is_secret_name(name):
-                    self.mask_next, self.words_kept = True, _labels_words(name)
-                    self.fingerprint_kept = (word.lower() == "key:" and
-                                             self.previous.lower() == _KERNEL_KEY_WORD)
-                elif PAIR_NAMES().match(name):
-                    self.pair_next = True
+        """One word without its walker's context: ``NAME=X``, ``--name=X``, ``Header: X``, known
+        shapes. An assignment whose value is one more assignment (``--env=NAME=X``, ``a:b:c``)
+        is read in a loop over positions, so a long chain costs time linear in its length."""
+        word = _text_rules(word)
+        # Where the last URL, comma and space are: whether one follows a position, in O(1).
+        last_scheme, last_comma = word.rfind("://"), word.rfind(",")
+        last_space = max((m.end() - 1 for m in _space().finditer(word)), default=-1)
+        pos = 0
+        while (match := _assignment().match(word, pos)) is not None:
+            at, name = match.end(), match["name"]
+            if at == len(word):  # "Authorization:" or "--token=" then the value in the next word
+                if pos == 0:
+                    self._valueless(name, word)
                 return word
             if is_secret_name(name):
-                if _labels_words(name) and _plain_word().match(value):
+                if _labels_words(name) and _plain_word().match(word[at:]):
                     return word
-                return head + MASK
+                return word[:at] + MASK
             if PAIR_NAMES().match(name):
-                return head + _pair(value)
-            if "://" not in word:  # --env=WANDB_API_KEY=X, --header=X-Api-Key:X
-                return head + redact_text(value)
-        elif word.startswith("-"):
+                return word[:at] + _pair(word[at:])
+            if last_scheme >= pos:  # a URL: its own rules
+                return word[:pos] + _tail(word[pos:])
+            if last_comma >= at or last_space >= at:
+                return word[:at] + _listed(word[at:])  # --env=WANDB_API_KEY=X, lr:1,key:X
+            pos = at
+        return word[:pos] + self._bare(word[pos:], top=pos == 0)
+
+    def _valueless(self, name: str, word: str) -> None:
+        """``name`` ended its word without a value: the next word may be it."""
+        if is_secret_name(name):
+            self.mask_next, self.words_kept = True, _labels_words(name)
+            self.fingerprint_kept = (word.lower() == "key:" and
+                                     self.previous.lower() == _KERNEL_KEY_WORD)
+        elif PAIR_NAMES().match(name):
+            self.pair_next = True
+
+    def _bare(self, word: str, *, top: bool) -> str:
+        """A word (or the value at the end of a chain of assignments) that assigns nothing."""
+        if word.startswith("-"):
             name = word.lstrip("-")
-            if is_secret_name(name):
+            if top and is_secret_name(name):
                 self.mask_next, self.words_kept = True, _labels_words(name)
-            elif PAIR_NAMES().match(name):
+            elif top and PAIR_NAMES().match(name):
                 self.pair_next = True
-            return _text_rules(word)
-        elif word.lower() == "bearer":
-            self.mask_next = True
             return word
-        if _space().search(word):
-            return redact_text(word)
-        return _text_rules(word)
+        if word.lower() == "bearer":
+            self.mask_next = self.mask_next or top
+            return word
+        return _tail(word)
+
+
+def _tail(word: str) -> str:
+    """A word whose text rules have run: words inside it, or the pieces of a list."""
+    if _space().search(word):
+        return redact_text(word)
+    return _listed(word) if "," in word else word
+
+
+def _listed(value: str) -> str:
+    """``value`` redacted piece by piece where it is a comma-separated list (``lr:0.1,api_key:X``,
+    ``x,token=X``, allocator settings): each piece may be an assignment of its own."""
+    entries = _top_level_entries(value)
+    if len(entries) == 1:
+        return redact_text(value) if "," not in value else _text_rules(value)
+    return ",".join(redact_text(entry) for entry in entries)
 
 
 def redact_text(text: str) -> str:
@@ -288,3 +384,47 @@ def redact_cmdline(args: Iterable[str]) -> list[str]:
 def redact_env(env: Mapping[str, str]) -> dict[str, str]:
     """Environment values with secrets masked (by variable name, then by value shape)."""
     return {k: (MASK if is_secret_name(k) else redact_text(v)) for k, v in env.items()}
+
+
+def _top_level_entries(text: str) -> list[str]:
+    """``text`` split at the commas outside brackets (``roundup_power2_divisions:[256:1,512:2]``
+    is one entry)."""
+    entries, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth = max(depth - 1, 0)
+        elif ch == "," and depth == 0:
+            entries.append(text[start:i])
+            start = i + 1
+    entries.append(text[start:])
+    return entries
+
+
+def _setting(entry: str) -> str:
+    key, colon, value = entry.partition(":")
+    if colon and value and is_secret_name(key.strip()):
+        return f"{key}:{MASK}"
+    return entry
+
+
+def redact_settings(text: str) -> str:
+    """An allocator configuration string (``key:value,key:value``, as in ``PYTORCH_ALLOC_CONF``
+    or what a training process publishes) with its secrets masked entry by entry: the value of
+    a key with a secret name and every known secret shape. The other settings are kept as
+    written, so the string still reads, parses and pastes as itself."""
+    text = _text_rules(text)
+    return ",".join(_setting(entry) for entry in _top_level_entries(text))
+
+
+def redact_data(value: Any) -> Any:
+    """A JSON-like value (a finding's evidence, a check's) with every string in it redacted by
+    :func:`redact_text`; keys, numbers and the shape are kept."""
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, (list, tuple)):
+        return [redact_data(v) for v in value]
+    if isinstance(value, dict):
+        return {k: redact_data(v) for k, v in value.items()}
+    return value

@@ -19,7 +19,8 @@ from gpu_audit.check.results import CheckReport, CheckStatus
 from gpu_audit.errors import InputError
 from gpu_audit.inputs import DOCUMENT_LIMIT, read_input_text
 from gpu_audit.model import Finding, Scan
-from gpu_audit.rules.duplicates import with_duplicate_groups
+from gpu_audit.redact import redact_data
+from gpu_audit.report.jsonout import scan_data
 from gpu_audit.serial import from_jsonable, to_jsonable
 
 CHECK_SCHEMA = "gpu-audit.check/1"
@@ -42,7 +43,7 @@ def _finding_status(report: CheckReport, finding: Finding, viewed: dict[str, str
 
 
 def check_document(report: CheckReport) -> dict[str, Any]:
-    scan = to_jsonable(with_duplicate_groups(report.scan))  # as in a scan document
+    scan = scan_data(report.scan)  # as in a scan document, its settings' secrets masked
     viewed = viewed_findings()
     return {
         "schema": CHECK_SCHEMA,
@@ -62,7 +63,7 @@ def check_document(report: CheckReport) -> dict[str, Any]:
                 "status": r.status.value,
                 "title": r.title,
                 "summary": r.summary,
-                "evidence": to_jsonable(r.evidence),
+                "evidence": redact_data(to_jsonable(r.evidence)),
                 "remedy": r.remedy,
                 "finding_id": r.finding_id,
                 "duration_s": r.duration_s,
@@ -71,7 +72,8 @@ def check_document(report: CheckReport) -> dict[str, Any]:
         ],
         "stages": to_jsonable(report.stages),
         "findings": [
-            {**to_jsonable(f), "check_status": _finding_status(report, f, viewed)}
+            {**to_jsonable(f), "evidence": redact_data(to_jsonable(f.evidence)),
+             "check_status": _finding_status(report, f, viewed)}
             for f in report.findings
         ],
         "snapshot": scan,

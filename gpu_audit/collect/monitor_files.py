@@ -44,6 +44,7 @@ from gpu_audit.publication import (
     runtime_dir_candidates,
     same_process,
 )
+from gpu_audit.redact import redact_settings
 from gpu_audit.units import parse_utc, plural
 
 MAX_TEXT = 500  # longest string kept from a publication (settings, names)
@@ -351,7 +352,9 @@ def allocator_state(publication: Publication, device: dict[str, Any]) -> Process
         interval_s=_opt_float(doc.get("interval_s")),
         torch_version=_opt_text(doc.get("torch_version")),
         backend=_opt_text(doc.get("allocator_backend")),
-        settings=_opt_text(doc.get("allocator_settings")),
+        # Masked as it is read: another user's process may publish anything, and no consumer
+        # (rules, evidence, fix lines, documents) then sees a secret in it.
+        settings=redact_settings(s) if (s := _opt_text(doc.get("allocator_settings"))) else s,
         expandable_segments=expandable if isinstance(expandable, bool) else None,
         fragmentation_pct=_opt_float(device.get("fragmentation_pct")),
         split_fragmentation_pct=_opt_float(device.get("split_fragmentation_pct")),

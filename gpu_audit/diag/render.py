@@ -8,7 +8,7 @@ from typing import Any
 from gpu_audit import __version__
 from gpu_audit.diag.results import DiagResult, Figure, GpuRun
 from gpu_audit.model import Severity
-from gpu_audit.report.escape import terminal
+from gpu_audit.report.escape import md_code, md_document, md_row, md_text, terminal
 from gpu_audit.report.remedy import fix_lines, wrapped
 from gpu_audit.serial import to_jsonable
 from gpu_audit.units import plural
@@ -83,34 +83,37 @@ def figure_row(f: Figure) -> str:
     ratio = "n/a" if f.ratio is None else f"{f.ratio:.0%}"
     mark = " LOW" if f.low else ""
     basis = f.basis or "no expectation"
-    return (f"| {f.subject} | {f.metric} | {_num(f.measured)} {f.unit} | "
-            f"{_num(f.expected)} | {ratio}{mark} | {basis} |")
+    return md_row([f.subject, f.metric, f"{_num(f.measured)} {f.unit}", _num(f.expected),
+                   f"{ratio}{mark}", basis])
 
 
 def render_markdown(result: DiagResult, plots: dict[int, str] | None = None) -> str:
     doc = diag_document(result)
     lines = [f"# gpu-audit diag level {result.options.level}: {doc['summary']['verdict']}", "",
-             f"- host: {result.hostname}; generated {result.generated_at}; "
+             f"- host: {md_text(result.hostname)}; generated {md_text(result.generated_at)}; "
              f"{result.duration_s} s",
-             f"- driver {result.driver_version or 'n/a'}, torch {result.torch_version or 'n/a'}"
+             f"- driver {md_text(result.driver_version or 'n/a')}, "
+             f"torch {md_text(result.torch_version or 'n/a')}"
              + ("; **test mode: the tests ran on the CPU**" if doc["test_mode"] else ""),
-             f"- GPUs: {', '.join(g.label.removeprefix('GPU ') for g in result.gpus)}"]
+             f"- GPUs: {md_text(', '.join(g.label.removeprefix('GPU ') for g in result.gpus))}"]
     if result.selection is not None:
-        lines.append(f"- selection: {result.selection.reason}")
+        lines.append(f"- selection: {md_text(result.selection.reason)}")
     lines += ["", "## Findings", ""]
     if not result.judgement.findings:
         lines.append("No findings.")
     for f in doc["findings"]:
-        lines += [f"- **{f['severity']}** `{f['id']}` ({f['subject']}): {f['title']}: "
-                  f"{f['detail']}", f"  - remedy: {f['remedy']}"]
+        lines += [f"- **{f['severity']}** {md_code(f['id'])} ({md_text(f['subject'])}): "
+                  f"{md_text(f['title'])}: {md_text(f['detail'], newlines=True)}",
+                  f"  - remedy: {md_text(f['remedy'], newlines=True)}"]
     for reason in result.judgement.unknown:
-        lines.append(f"- **could not judge**: {reason}")
+        lines.append(f"- **could not judge**: {md_text(reason)}")
     if result.judgement.torch_unusable:
-        lines.append(f"  - remedy: {result.judgement.torch_unusable['remedy']}")
+        lines.append("  - remedy: "
+                     + md_text(result.judgement.torch_unusable["remedy"], newlines=True))
     if result.checklist:
         lines += ["", "## Checklist (what `gpu-audit check` judges)", ""]
-        lines += [f"- {r['status']} `{r['id']}` ({r['subject']}): {r['summary']}"
-                  for r in result.checklist]
+        lines += [f"- {md_text(r['status'])} {md_code(r['id'])} ({md_text(r['subject'])}): "
+                  f"{md_text(r['summary'])}" for r in result.checklist]
     if result.judgement.figures:
         lines += ["", "## Figures", "",
                   "Expected = peak x the share a healthy GPU reaches with this method; "
@@ -120,7 +123,7 @@ def render_markdown(result: DiagResult, plots: dict[int, str] | None = None) -> 
         lines += [figure_row(f) for f in result.judgement.figures]
         sources = sorted({f.source for f in result.judgement.figures if f.source})
         if sources:
-            lines += ["", "Sources: " + "; ".join(sources)]
+            lines += ["", "Sources: " + md_text("; ".join(sources))]
     if result.peers is not None and result.peers.matrix is not None:
         idx = result.peers.indices
         lines += ["", "## Peer access", "", "| from \\ to | " + " | ".join(map(str, idx)) + " |",
@@ -141,10 +144,10 @@ def render_markdown(result: DiagResult, plots: dict[int, str] | None = None) -> 
                   f"{_num(summary['sm_clock_last_mhz'], 5)} MHz; up to "
                   f"{_num(summary['temperature_max_c'])} C, {_num(summary['power_max_w'])} W "
                   f"(limit {_num(summary['power_limit_w'])} W)",
-                  f"- throttle reasons: {summary['throttle_reasons'] or 'none'}"]
+                  f"- throttle reasons: {md_text(summary['throttle_reasons'] or 'none')}"]
         if plots and index in plots:
             lines += ["", f"![GPU {index} under load]({plots[index]})"]
-    return "\n".join(lines) + "\n"
+    return md_document("\n".join(lines) + "\n")
 
 
 def _tested(result: DiagResult) -> str:

@@ -11,8 +11,8 @@ from gpu_audit.diff.compare import DiffReport
 from gpu_audit.model import Finding, GpuProcess, Scan, Severity
 from gpu_audit.redact import redact_cmdline, redact_text
 from gpu_audit.report import tables
-from gpu_audit.report.escape import md_text, terminal_markup
-from gpu_audit.report.markdown import findings_markdown, md_table
+from gpu_audit.report.escape import md_code, md_document, md_table, md_text, terminal_markup
+from gpu_audit.report.markdown import findings_markdown
 from gpu_audit.report.terminal import render_findings
 from gpu_audit.serial import to_jsonable
 from gpu_audit.units import fmt_mib, utc_now
@@ -164,6 +164,6 @@ def render_diff_markdown(report: DiffReport) -> str:
         out += ["## New scan findings", "", findings_markdown(report.new_findings)]
     if report.resolved_findings:
         out += ["## Resolved scan findings", ""]
-        out += [f"- `{f.id}` ({md_text(f.subject)}): {md_text(f.title)}"
+        out += [f"- {md_code(f.id)} ({md_text(f.subject)}): {md_text(f.title)}"
                 for f in report.resolved_findings] + [""]
-    return "\n".join(out)
+    return md_document("\n".join(out))

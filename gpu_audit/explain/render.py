@@ -142,7 +142,7 @@ def render_terminal(result: ExplainResult, console: Any, *, fail_on: Severity) -
         header = Text(f"{number}. ")
         header.append(_ROLE_LABEL.get(incident.role, incident.role.upper()),
                       style=_ROLE_STYLE.get(incident.role, ""))
-        header.append(f"  {incident.title}", style="bold")
+        header.append(f"  {terminal(incident.title, newlines=False)}", style="bold")
         header.append(f"  [{incident.severity.value}, {incident.cls}]", style="dim")
         console.print(header, soft_wrap=True)
         console.print(Text("   " + terminal(_where(incident, single), newlines=False),
@@ -153,17 +153,18 @@ def render_terminal(result: ExplainResult, console: Any, *, fail_on: Severity) -
                  if k not in _TEXT_ONLY]
         shown = [(k, v) for k, v in shown if v is not None]
         if shown:
-            console.print(Text("   " + " · ".join(f"{_label(k)} {v}" for k, v in shown)),
-                          soft_wrap=True)
-        console.print(Text("   Why: ", style="bold").append(Text(incident.explanation,
+            console.print(Text("   " + terminal(" · ".join(f"{_label(k)} {v}" for k, v in shown),
+                                                newlines=False)), soft_wrap=True)
+        console.print(Text("   Why: ", style="bold").append(Text(terminal(incident.explanation),
                                                                   style="")), soft_wrap=True)
         console.print(Text("   Fix:", style="bold"))
-        for line in incident.remedy.splitlines():
+        for line in terminal(incident.remedy).splitlines():
             console.print(Text("     " + line, style="green"), soft_wrap=True)
     console.print()
     if failures:
         root = failures[0]
-        console.print(Text(f"Root cause: {root.title} ({root.cls}). Fix it first; the incidents "
+        console.print(Text(f"Root cause: {terminal(root.title, newlines=False)} ({root.cls}). "
+                           "Fix it first; the incidents "
                            "after it are usually its echoes.", style="bold"), soft_wrap=True)
     else:
         console.print(Text(f"Nothing at or above '{fail_on.value}': no GPU failure by this "

@@ -16,7 +16,7 @@ from itertools import islice
 from typing import Any
 
 from gpu_audit import bounds
-from gpu_audit.redact import redact_text
+from gpu_audit.redact import redact_settings, redact_text
 
 # The node documents this gpu-audit reads, by kind.
 NODE_SCHEMAS = {"gpu-audit.scan/1": "scan", "gpu-audit.check/1": "check"}
@@ -124,6 +124,7 @@ def node_from_document(document: Any, source: str, name: str | None = None) -> N
     status, worst = _verdict(document, kind)
     conf = _text(allocator.get("pytorch_alloc_conf")) or _text(
         allocator.get("pytorch_cuda_alloc_conf"))
+    conf = redact_settings(conf) if conf else conf  # a node's document may carry a secret
     return Node(
         name=name or hostname or source, source=source, status=status,
         reason="; ".join(w["title"] for w in worst) or None,

@@ -27,7 +27,15 @@ from gpu_audit.fleet.nodes import Node
 from gpu_audit.fleet.outliers import METRICS, gpu_table
 from gpu_audit.fleet.registry import FleetView
 from gpu_audit.redact import redact_text
-from gpu_audit.report.escape import md_cell, terminal
+from gpu_audit.report.escape import (
+    Markdown,
+    md_cell,
+    md_code,
+    md_document,
+    md_row,
+    md_text,
+    terminal,
+)
 from gpu_audit.serial import write_atomic
 from gpu_audit.units import fmt_bytes, plural
 
@@ -35,7 +43,15 @@ NODES_LISTED = 50  # unfit/unknown nodes listed one per line before "... and N m
 
 
 def _cell(text: object) -> str:
+    """Text from the nodes for markdown (a cell, or prose on one line): redacted, escaped."""
     return md_cell(redact_text(str(text)))
+
+
+def _row(*cells: object) -> str:
+    """A table row of text from the nodes: every cell redacted and escaped (numbers too: a
+    document may hold a string where a number belongs) but the :class:`Markdown` ones."""
+    return md_row(c if isinstance(c, Markdown) else redact_text("" if c is None else str(c))
+                  for c in cells)
 
 
 def _plain(text: object) -> str:
@@ -100,11 +116,10 @@ def _process_table(report: FleetReport) -> list[str]:
     lines += ["", "| host | pid | kind | user | program | GPU | memory | node's verdict |",
              "|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        kind = r["kind"] + (" (keep: oldest)" if r.get("keep") else "")
-        lines.append(f"| {_cell(r['host'])} | {r['pid'] if r['pid'] is not None else ''} | "
-                     f"{kind} | {_cell(r.get('user') or '')} | {_cell(r.get('name') or '')} | "
-                     f"{r.get('gpu_index') if r.get('gpu_index') is not None else ''} | "
-                     f"{fmt_bytes(r.get('used_memory_bytes'))} | {_cell(r.get('status'))} |")
+        kind = f"{r['kind']}" + (" (keep: oldest)" if r.get("keep") else "")
+        lines.append(_row(r["host"], r["pid"], kind, r.get("user"), r.get("name"),
+                          r.get("gpu_index"), fmt_bytes(r.get("used_memory_bytes")),
+                          r.get("status")))
     shown = sum(f.evidence.get("count", 0) for f in found)
     if shown > len(rows):
         lines += ["", f"{shown - len(rows)} more in the JSON report's counts."]
@@ -113,17 +128,16 @@ def _process_table(report: FleetReport) -> list[str]:
 
 def _node_row(node: Node) -> str:
     status = f"duplicate of {node.duplicate_of}" if node.duplicate_of else node.status
-    return (f"| {_cell(node.name)} | {status} | {len(node.gpus) if node.answered else ''} | "
-            f"{node.driver_version or ''} | {node.cuda_driver_version or ''} | "
-            f"{node.torch_version or ''} | {node.tool_version or ''} | "
-            f"{_cell(node.reason or '')} |")
+    return _row(node.name, status, len(node.gpus) if node.answered else None,
+                node.driver_version, node.cuda_driver_version, node.torch_version,
+                node.tool_version, node.reason)
 
 
 def render_markdown(report: FleetReport, *, plot: str | None = None) -> str:
     """The markdown report; ``plot`` is the file name of the heat map written beside it."""
-    lines = [f"# gpu-audit fleet report ({report.source})", "",
-             f"**{headline(report)}** (exit code {report.exit_code})", "",
-             f"Generated {report.generated_at}."]
+    lines = [f"# gpu-audit fleet report ({_cell(report.source)})", "",
+             f"**{md_text(headline(report))}** (exit code {report.exit_code})", "",
+             f"Generated {md_text(report.generated_at)}."]
     problems = _problem_lines(report)
     if problems:
         lines += ["", "## Unfit and unknown nodes", ""]
@@ -135,7 +149,7 @@ def render_markdown(report: FleetReport, *, plot: str | None = None) -> str:
         for f in skews:
             values = ", ".join(f"{k}: {v}" for k, v in f.evidence.get("values", {}).items())
             off = ", ".join(f.evidence.get("nodes", []))
-            lines.append(f"| `{f.id}` | {_cell(values)} | {_cell(off)} |")
+            lines.append(_row(Markdown(md_code(f.id)), values, off))
     outliers = [f for f in report.findings if f.id == "fleet-gpu-outlier"]
     if outliers:
         lines += ["", "## GPU outliers (median/MAD per GPU model)", "",
@@ -143,8 +157,8 @@ def render_markdown(report: FleetReport, *, plot: str | None = None) -> str:
                   "|---|---|---|---|---|---|---|"]
         for f in outliers:
             e = f.evidence
-            lines.append(f"| {_cell(f.subject)} | {e['metric']} | {e['value']} | {e['median']} | "
-                         f"{e['mad']} | {e['z'] if e['z'] is not None else ''} | {e['peers']} |")
+            lines.append(_row(f.subject, e["metric"], e["value"], e["median"], e["mad"],
+                              e["z"], e["peers"]))
     if plot:
         lines += ["", "## Per-node heat map", "",
                   "Each node's worst GPU per judged quantity, against the median of its GPU "
@@ -162,7 +176,7 @@ def render_markdown(report: FleetReport, *, plot: str | None = None) -> str:
               "| node | verdict | GPUs | driver | CUDA | torch | gpu-audit | reason |",
               "|---|---|---|---|---|---|---|---|"]
     lines += [_node_row(n) for n in report.nodes]
-    return "\n".join(lines) + "\n"
+    return md_document("\n".join(lines) + "\n")
 
 
 # ------------------------------------------------------- files beside the markdown report

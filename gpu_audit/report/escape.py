@@ -11,13 +11,21 @@ passes such strings through the function for its format:
   property values;
 - :func:`xml_text`: JUnit XML text and attribute values;
 - :func:`plugin_text`: a line of monitoring-plugin (Nagios) output;
+- :func:`metric_label`: a Prometheus label value (the exposition format's own escapes of ``\\``,
+  ``"`` and newlines are ``prometheus_client``'s);
 - :func:`md_text`, :func:`md_cell` and :func:`md_code`: markdown prose, table cells and inline
-  code (code blocks: :func:`md_fence`).
+  code (code blocks: :func:`md_fence`); tables are built by :func:`md_table` / :func:`md_row`,
+  which escape every cell (what a renderer wrote as markup itself is marked :class:`Markdown`),
+  and a whole document passes :func:`md_document` as it leaves.
+
+No markdown line can start a workflow command (a report is also printed into CI logs), carry a
+control character, or embed HTML, a link or an image from foreign text.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 # C0 controls except tab and newline, DEL, and the C1 controls (U+0080-U+009F: CSI, OSC...).
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -29,6 +37,8 @@ _CONTROL_BUT_LINE_ENDS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 _WORKFLOW_START = re.compile(r"(?m)^(\s*)(::)")
 _ZWSP = "\u200b"
 _XML_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+# Lone surrogates (JSON's "\ud800" decodes to one) cannot be written as UTF-8: U+FFFD instead.
+_SURROGATE = re.compile("[\ud800-\udfff]")
 # Enough to stop links, images, code spans and table breaks; emphasis characters stay as they
 # are (``max_split_size_mb`` must read as itself in the raw file too).
 _MD_SPECIAL = re.compile(r"([\\`\[\]|])")
@@ -44,6 +54,7 @@ def _visible(match: re.Match[str]) -> str:
 def controls(text: str, *, newlines: bool = True) -> str:
     """``text`` with control characters shown as ``\\x1b``-style escapes (newlines kept when
     ``newlines``; tabs always)."""
+    text = _SURROGATE.sub("\ufffd", text)
     return (_CONTROL if newlines else _CONTROL_AND_NEWLINES).sub(_visible, text)
 
 
@@ -90,13 +101,21 @@ def plugin_text(text: str) -> str:
     return terminal(text, newlines=False).replace("|", "/")
 
 
+def metric_label(text: str) -> str:
+    """A Prometheus label value: control characters shown as escapes (newlines too), so no
+    scraper or terminal that shows the textfile meets them."""
+    return controls(str(text), newlines=False)
+
+
 def _html(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def md_text(text: str, *, newlines: bool = False) -> str:
-    """Markdown prose (one line unless ``newlines``): no HTML, links, images or code spans."""
-    return _MD_SPECIAL.sub(r"\\\1", _html(controls(str(text), newlines=newlines)))
+    """Markdown prose (one line unless ``newlines``): no HTML, links, images or code spans, and
+    no line that starts a workflow command."""
+    text = _MD_SPECIAL.sub(r"\\\1", _html(controls(str(text), newlines=newlines)))
+    return no_workflow_commands(text)
 
 
 def md_cell(text: str) -> str:
@@ -111,13 +130,42 @@ def md_code(text: str) -> str:
     longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
     ticks = "`" * (longest + 1)
     pad = " " if text.startswith("`") or text.endswith("`") else ""
-    return f"{ticks}{pad}{text}{pad}{ticks}"
+    return no_workflow_commands(f"{ticks}{pad}{text}{pad}{ticks}")
 
 
 def md_fence(text: str, language: str = "") -> str:
     """A fenced code block the text itself cannot close."""
-    text = controls(str(text))
+    text = no_workflow_commands(controls(str(text)))
     ticks = "```"
     while ticks in text:
         ticks += "`"
     return f"{ticks}{language}\n{text}\n{ticks}"
+
+
+class Markdown(str):
+    """Markdown gpu-audit wrote itself (emphasis, a code span around an id it chose): a table row
+    keeps it as written. Foreign text never goes into one without :func:`md_cell` or
+    :func:`md_code` first."""
+
+    __slots__ = ()
+
+
+def md_row(cells: Iterable[object]) -> str:
+    """One markdown table row: every cell escaped by :func:`md_cell` (numbers, names, reasons
+    alike) but those marked :class:`Markdown`."""
+    return "| " + " | ".join(c if isinstance(c, Markdown) else md_cell(str(c))
+                             for c in cells) + " |"
+
+
+def md_table(headers: list[str], rows: Iterable[Iterable[object]]) -> str:
+    """A markdown table: the header row, the rule, and a :func:`md_row` per row."""
+    lines = [md_row(headers), "|" + "---|" * len(headers)]
+    lines += [md_row(row) for row in rows]
+    return "\n".join(lines)
+
+
+def md_document(text: str) -> str:
+    """A whole markdown document as it leaves: whatever a renderer let through, no control
+    character (newlines and tabs kept) and no line GitHub's runner would take for a workflow
+    command."""
+    return no_workflow_commands(controls(text))

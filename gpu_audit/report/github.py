@@ -17,7 +17,18 @@ from pathlib import Path
 
 from gpu_audit.check.results import CheckReport, CheckResult, CheckStatus
 from gpu_audit.inputs import SUMMARY_LIMIT, read_input
-from gpu_audit.report.escape import md_cell, md_code, md_fence, workflow_data, workflow_property
+from gpu_audit.redact import redact_data
+from gpu_audit.report.escape import (
+    Markdown,
+    md_cell,
+    md_code,
+    md_document,
+    md_fence,
+    md_row,
+    md_text,
+    workflow_data,
+    workflow_property,
+)
 from gpu_audit.serial import (
     open_special_for_writing,
     resolve_output,
@@ -94,7 +105,8 @@ def render_check_markdown(report: CheckReport, *, evidence: bool = True) -> str:
         f"## {VERDICT_ICON[verdict]} gpu-audit check: {verdict} on {md_code(report.hostname)}",
         "",
         f"{tally}; exit code {report.exit_code}. Policy: "
-        f"{_cell(report.policy.source or 'built-in defaults')}. Generated {report.generated_at}.",
+        f"{_cell(report.policy.source or 'built-in defaults')}. "
+        f"Generated {md_text(report.generated_at)}.",
         "",
     ]
     selected = report.scan.gpu_selection
@@ -105,8 +117,8 @@ def render_check_markdown(report: CheckReport, *, evidence: bool = True) -> str:
         "|---|---|---|---|",
     ]
     for r in report.results:
-        out.append(f"| {ICON[r.status]} {r.status.value} | `{_cell(r.id)}` | {_cell(r.subject)} "
-                   f"| {_cell(r.summary)} |")
+        out.append(md_row([Markdown(f"{ICON[r.status]} {r.status.value}"),
+                           Markdown(f"`{_cell(r.id)}`"), r.subject, r.summary]))
     fixes = [r for r in report.results if r.remedy and r.status is not CheckStatus.PASS]
     if fixes:
         out += ["", "### How to fix", ""]
@@ -114,14 +126,15 @@ def render_check_markdown(report: CheckReport, *, evidence: bool = True) -> str:
             subject = "" if r.subject == "host" else f" ({_cell(r.subject)})"
             out += [f"**`{_cell(r.id)}`**{subject}: {_cell(r.summary)}", "", _fence(r.remedy), ""]
     if evidence:
-        data = {f"{r.id} {r.subject}": r.evidence for r in report.results if r.evidence}
+        data = {f"{r.id} {r.subject}": redact_data(r.evidence)
+                for r in report.results if r.evidence}
         if data:
             out += ["", "<details><summary>Evidence</summary>", "",
                     # "<" as \u003c: no HTML tag (</details>) even where code is not code.
                     _fence(json.dumps(data, indent=2, sort_keys=True, default=str)
                            .replace("<", "\\u003c"), "json"), "",
                     "</details>"]
-    return "\n".join(out).rstrip() + "\n"
+    return md_document("\n".join(out).rstrip() + "\n")
 
 
 def step_summary(report: CheckReport) -> str:

@@ -9,6 +9,7 @@ from typing import Any
 from gpu_audit.errors import InputError
 from gpu_audit.inputs import DOCUMENT_LIMIT, read_input_text
 from gpu_audit.model import Finding, Scan, Severity
+from gpu_audit.redact import redact_data, redact_settings
 from gpu_audit.rules import worst
 from gpu_audit.rules.duplicates import with_duplicate_groups
 from gpu_audit.serial import from_jsonable, to_jsonable
@@ -19,7 +20,7 @@ SCAN_SCHEMA = "gpu-audit.scan/1"
 def scan_document(scan: Scan, findings: list[Finding], exit_code: int) -> dict[str, Any]:
     """The document ``scan --json`` prints; each process's ``duplicate_group`` is judged here,
     from the processes, never taken from what a saved document said."""
-    data = to_jsonable(with_duplicate_groups(scan))
+    data = scan_data(scan)
     counts = {s.value: sum(1 for f in findings if f.severity == s) for s in Severity}
     top = worst(findings)
     return {
@@ -27,13 +28,41 @@ def scan_document(scan: Scan, findings: list[Finding], exit_code: int) -> dict[s
         "tool_version": data.pop("tool_version"),
         "generated_at": data.pop("generated_at"),
         **data,
-        "findings": to_jsonable(findings),
+        "findings": [_evidence_masked(f) for f in to_jsonable(findings)],
         "summary": {
             "worst_severity": top.value if top else None,
             "counts": counts,
             "exit_code": exit_code,
         },
     }
+
+
+def scan_data(scan: Scan) -> dict[str, Any]:
+    """The scan as every document carries it (``scan --json``, the check's ``snapshot``): each
+    process's duplicate group judged, the allocator settings' secrets masked."""
+    return _settings_masked(to_jsonable(with_duplicate_groups(scan)))
+
+
+def _settings_masked(data: dict[str, Any]) -> dict[str, Any]:
+    """The scan's allocator configuration strings with their secrets masked: the environment's
+    (this process's or ``--pid``'s), torch's reading of it, and what each monitored process
+    published (another user's process may publish anything)."""
+    places = [(data.get("allocator"), ("pytorch_cuda_alloc_conf", "pytorch_alloc_conf")),
+              (data.get("torch_probe"), ("allocator_settings",))]
+    places += [(p.get("allocator"), ("settings",)) for p in data.get("processes") or []]
+    for record, keys in places:
+        for key in keys if isinstance(record, dict) else ():
+            if isinstance(record.get(key), str):
+                record[key] = redact_settings(record[key])
+    return data
+
+
+def _evidence_masked(finding: dict[str, Any]) -> dict[str, Any]:
+    """A finding whose evidence (figures and strings read from the machine) is redacted once
+    more as it leaves: whatever a rule copied from a process or a publication, no secret."""
+    if finding.get("evidence"):
+        finding["evidence"] = redact_data(finding["evidence"])
+    return finding
 
 
 def load_scan_document(path: Path) -> Scan:

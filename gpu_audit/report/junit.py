@@ -17,6 +17,7 @@ import xml.etree.ElementTree as ET
 
 from gpu_audit import __version__
 from gpu_audit.check.results import CheckReport, CheckResult, CheckStatus
+from gpu_audit.redact import redact_data
 from gpu_audit.report.escape import xml_text
 
 # Characters XML 1.0 cannot carry at all (a process name or log line may contain them).
@@ -34,7 +35,8 @@ def _body(result: CheckResult) -> str:
     if result.remedy:
         parts.append(f"fix: {result.remedy}")
     if result.evidence:
-        parts.append("evidence: " + json.dumps(result.evidence, sort_keys=True, default=str))
+        parts.append("evidence: " + json.dumps(redact_data(result.evidence), sort_keys=True,
+                                                default=str))
     return _text("\n\n".join(parts))
 
 

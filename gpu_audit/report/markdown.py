@@ -4,16 +4,11 @@ from __future__ import annotations
 
 from gpu_audit.model import Finding, Scan
 from gpu_audit.report import allocator_table, tables
-from gpu_audit.report.escape import md_cell, md_code, md_text
+from gpu_audit.report.escape import md_cell, md_code, md_document, md_table, md_text
 from gpu_audit.report.remedy import remedy_markdown
 
 md_escape = md_cell  # a table cell (kept for callers of the old name)
-
-
-def md_table(headers: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    lines += ["| " + " | ".join(md_escape(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines)
+__all__ = ["findings_markdown", "md_escape", "md_table", "render_scan_markdown"]
 
 
 def findings_markdown(findings: list[Finding]) -> str:
@@ -23,7 +18,7 @@ def findings_markdown(findings: list[Finding]) -> str:
     for f in findings:
         severity = f.severity.value if f.severity else "info"
         parts.append(
-            f"### {severity.upper()} `{f.id}` ({md_text(f.subject)}): {md_text(f.title)}\n\n"
+            f"### {severity.upper()} {md_code(f.id)} ({md_text(f.subject)}): {md_text(f.title)}\n\n"
             f"{md_text(f.detail, newlines=True)}\n\n**Fix:**\n\n{remedy_markdown(f.remedy)}\n"
         )
     return "\n".join(parts)
@@ -33,7 +28,7 @@ def render_scan_markdown(scan: Scan, findings: list[Finding], exit_code: int) ->
     out = [
         f"# gpu-audit scan: {md_text(scan.host.hostname)}",
         "",
-        f"Generated {scan.generated_at} by gpu-audit {scan.tool_version}; "
+        f"Generated {md_text(scan.generated_at)} by gpu-audit {md_text(scan.tool_version)}; "
         f"{tables.finding_counts(findings)}; exit code {exit_code}.",
         "",
     ]
@@ -65,4 +60,4 @@ def render_scan_markdown(scan: Scan, findings: list[Finding], exit_code: int) ->
             for e in scan.probe_errors
         ]
         out.append("")
-    return "\n".join(out)
+    return md_document("\n".join(out))

@@ -58,6 +58,7 @@ from typing import Any
 
 from gpu_audit.errors import UsageError
 from gpu_audit.model import Finding, Gpu, GpuProcess, Scan, Severity
+from gpu_audit.report.escape import metric_label
 from gpu_audit.rules import exit_code
 from gpu_audit.rules.duplicates import duplicate_groups
 from gpu_audit.rules.processes import unattributed_bytes
@@ -138,11 +139,15 @@ class _Families:
             for name, (doc, extra, per_gpu) in metrics.items()
         }
 
+    def _labels(self, labels: dict[str, str] | None) -> dict[str, str]:
+        """Every label value escaped (host names, users and models come from the machine)."""
+        return {k: metric_label(v) for k, v in {**self.host, **(labels or {})}.items()}
+
     def set(self, name: str, value: float, labels: dict[str, str] | None = None) -> None:
-        self.gauges[name].labels(**{**self.host, **(labels or {})}).set(value)
+        self.gauges[name].labels(**self._labels(labels)).set(value)
 
     def inc(self, name: str, labels: dict[str, str]) -> None:
-        self.gauges[name].labels(**{**self.host, **labels}).inc()
+        self.gauges[name].labels(**self._labels(labels)).inc()
 
     def text(self) -> bytes:
         from prometheus_client import generate_latest

@@ -119,7 +119,7 @@ def fix_lines(line: str, width: int, prefix: str) -> list[str]:
     return [prefix + first, *(pad + more for more in rest)]
 
 
-def _md_prose(line: str) -> str:
+def md_prose(line: str) -> str:
     """A sentence as markdown: its backticked commands as code spans, the rest escaped."""
     parts = line.split("`")
     if len(parts) % 2 == 0:  # an unpaired backtick: all of it is text
@@ -139,7 +139,7 @@ def remedy_markdown(remedy: str) -> str:
             blocks.append(md_fence("\n".join(code)))
             code = []
         if line.strip():
-            blocks.append(_md_prose(line.strip()))
+            blocks.append(md_prose(line.strip()))
     if code:
         blocks.append(md_fence("\n".join(code)))
     return "\n\n".join(blocks)

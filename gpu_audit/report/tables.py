@@ -5,6 +5,7 @@ from __future__ import annotations
 from gpu_audit.gpu_selection import instance_label, mig_label
 from gpu_audit.knowledge.allocator.names import CUDA_VAR, NEW_VAR
 from gpu_audit.model import Finding, Gpu, GpuProcess, Scan
+from gpu_audit.redact import redact_settings
 from gpu_audit.rules.cmdline import ELLIPSIS, short_command
 from gpu_audit.rules.duplicates import annotate_duplicates, instance_port
 from gpu_audit.units import fmt_bytes, fmt_mib, pct
@@ -241,7 +242,7 @@ def host_lines(scan: Scan) -> list[tuple[str, str]]:
             (NEW_VAR, a.pytorch_alloc_conf),
         ):
             if value is not None:
-                lines.append((name, repr(value)))
+                lines.append((name, repr(redact_settings(value))))
     return lines
 
 

@@ -8,12 +8,14 @@ reads the same way.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 
 from gpu_audit.config import Policy
 from gpu_audit.knowledge import allocator as ac
 from gpu_audit.knowledge.allocator import CUDA_VAR, NEW_VAR, NO_CACHING_VAR
 from gpu_audit.model import AllocatorConfig, Finding, Scan, Severity
+from gpu_audit.redact import redact_settings, redact_text
 from gpu_audit.rules import rule
 from gpu_audit.units import GIB, Release, torch_release
 
@@ -25,6 +27,24 @@ def judged_torch_version(scan: Scan) -> str | None:
         return alloc.torch_version
     probe = scan.torch_probe
     return probe.torch_version if probe is not None else None
+
+
+def _allocator(scan: Scan) -> AllocatorConfig | None:
+    """The scan's allocator settings with their secrets masked (:func:`redact_settings`).
+
+    The strings are judged as they will be shown, so a token pasted into them reaches no
+    finding's title, detail, evidence or export line; the mask reads as one more bad value.
+    """
+    alloc = scan.allocator
+    if alloc is None:
+        return None
+    return dataclasses.replace(alloc,
+                               pytorch_cuda_alloc_conf=_masked(alloc.pytorch_cuda_alloc_conf),
+                               pytorch_alloc_conf=_masked(alloc.pytorch_alloc_conf))
+
+
+def _masked(value: str | None) -> str | None:
+    return None if value is None else redact_settings(value)
 
 
 def _variables(alloc: AllocatorConfig) -> list[tuple[str, str]]:
@@ -42,7 +62,7 @@ def effective_configs(scan: Scan) -> list[tuple[str, ac.ParsedConf]]:
 
     With a known torch version that is one string; with an unknown one, each variable set.
     """
-    alloc = scan.allocator
+    alloc = _allocator(scan)
     if alloc is None or not _variables(alloc):
         return []  # nothing to parse (and the parser is not even loaded)
     version_str = judged_torch_version(scan)
@@ -82,9 +102,10 @@ def alloc_conf_invalid(scan: Scan, policy: Policy) -> Iterator[Finding]:
     accepts but not as written, or for problems in a variable this torch does not read.
     The remedy is the repaired string, ready to paste.
     """
-    alloc = scan.allocator
+    alloc = _allocator(scan)
     probe = scan.torch_probe
     torch_says = probe.allocator_error if probe is not None else None
+    torch_says = redact_text(torch_says) if torch_says else torch_says  # a saved scan's too
     if alloc is None or not (_variables(alloc) or torch_says):
         return
     version_str = judged_torch_version(scan)
@@ -157,7 +178,7 @@ def alloc_conf_ignored(scan: Scan, policy: Policy) -> Iterator[Finding]:
     When torch is not installed where gpu-audit runs, the finding says what each version would
     do. The remedy sets both names to the same string, which every version reads.
     """
-    alloc = scan.allocator
+    alloc = _allocator(scan)
     if alloc is None or not _variables(alloc):
         return
     version_str = judged_torch_version(scan)
@@ -231,7 +252,7 @@ def alloc_conf_deprecated_name(scan: Scan, policy: Policy) -> Iterator[Finding]:
     old name is a documented alias again and no warning is printed. Setting both names to the
     same string silences the warning and works on every version.
     """
-    alloc = scan.allocator
+    alloc = _allocator(scan)
     # Only the old name set: with PYTORCH_ALLOC_CONF present (even empty) torch finds it first.
     if alloc is None or alloc.pytorch_cuda_alloc_conf is None or (
             alloc.pytorch_alloc_conf is not None):
@@ -274,7 +295,7 @@ def alloc_conf_conflict(scan: Scan, policy: Policy) -> Iterator[Finding]:
     names the winner for the installed torch and shows what takes effect; the remedy sets both
     names to that string, so an upgrade cannot change it behind your back.
     """
-    alloc = scan.allocator
+    alloc = _allocator(scan)
     if alloc is None or alloc.pytorch_cuda_alloc_conf is None or alloc.pytorch_alloc_conf is None:
         return
     cuda_value, new_value = alloc.pytorch_cuda_alloc_conf, alloc.pytorch_alloc_conf
@@ -386,7 +407,7 @@ def alloc_conf_advice(scan: Scan, policy: Policy) -> Iterator[Finding]:
     there), on torch older than 2.1 (no such option), with the cudaMallocAsync backend, or when
     expandable segments are already on.
     """
-    alloc = scan.allocator
+    alloc = _allocator(scan)
     if alloc is None or scan.host.os == "Windows" or _caching_disabled(alloc):
         return
     version_str = judged_torch_version(scan)

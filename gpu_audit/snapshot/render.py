@@ -7,7 +7,8 @@ from typing import Any
 
 from gpu_audit import __version__
 from gpu_audit.knowledge.allocator.names import CUDA_VAR
-from gpu_audit.report.escape import md_cell, md_code, md_text
+from gpu_audit.redact import redact_settings
+from gpu_audit.report.escape import md_code, md_document, md_table, md_text
 from gpu_audit.report.escape import terminal_markup as escape
 from gpu_audit.report.remedy import remedy_markdown
 from gpu_audit.snapshot.summary import DeviceSummary, SnapshotSummary
@@ -36,7 +37,7 @@ def snapshot_document(summary: SnapshotSummary, *, generated_at: str, source: di
         "generated_at": generated_at,
         "source": source,
         "format": summary.format,
-        "allocator_settings": summary.allocator_settings,
+        "allocator_settings": _settings(summary.allocator_settings),
         "devices": devices,
         "notes": summary.notes,
         "plot": plot,
@@ -120,10 +121,20 @@ def site_rows(d: DeviceSummary) -> list[list[str]]:
 
 
 def _md_table(headers: list[str], rows: list[list[str]]) -> list[str]:
-    lines = ["| " + " | ".join(h.replace("\n", " ") for h in headers) + " |",
-             "|" + "---|" * len(headers)]
-    lines += ["| " + " | ".join(md_cell(c) for c in row) + " |" for row in rows]
-    return lines
+    return md_table([h.replace("\n", " ") for h in headers], rows).split("\n")
+
+
+def _settings(settings: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The snapshot's allocator settings with secrets masked (the file may come from anyone)."""
+    if not isinstance(settings, dict):
+        return settings
+    return {k: redact_settings(v) if isinstance(v, str) else v for k, v in settings.items()}
+
+
+def _conf(summary: SnapshotSummary) -> str | None:
+    """The allocator configuration string the snapshot records, secrets masked."""
+    conf = (summary.allocator_settings or {}).get(CUDA_VAR)
+    return redact_settings(conf) if isinstance(conf, str) else conf
 
 
 def render_markdown(summary: SnapshotSummary, *, title: str, generated_at: str,
@@ -133,8 +144,7 @@ def render_markdown(summary: SnapshotSummary, *, title: str, generated_at: str,
            + (f" from {md_code(source)}." if source else "."), ""]
     out += preface or []
     if summary.allocator_settings:
-        conf = summary.allocator_settings.get(CUDA_VAR)
-        out += [f"Allocator settings in force: {md_code(conf or '(defaults)')}", ""]
+        out += [f"Allocator settings in force: {md_code(_conf(summary) or '(defaults)')}", ""]
     for note in summary.notes:
         out += [f"> {md_text(note)}", ""]
     if plot:
@@ -156,10 +166,10 @@ def render_markdown(summary: SnapshotSummary, *, title: str, generated_at: str,
             out += [*_md_table(SITE_HEADERS, site_rows(d)), ""]
         if d.trace and d.trace.actions:
             counts = ", ".join(f"{k} {v}" for k, v in d.trace.actions.items())
-            out += [f"History events: {counts}.", ""]
+            out += [f"History events: {md_text(counts)}.", ""]
     if not summary.devices:
         out += ["The snapshot holds no device memory.", ""]
-    return "\n".join(out)
+    return md_document("\n".join(out))
 
 
 def render_terminal(summary: SnapshotSummary, console: Any, *, source: str) -> None:
@@ -187,8 +197,7 @@ def render_terminal(summary: SnapshotSummary, console: Any, *, source: str) -> N
 
     console.print(f"[bold]Memory snapshot[/] {escape(source)} ({summary.format})")
     if summary.allocator_settings:
-        conf = summary.allocator_settings.get(CUDA_VAR)
-        console.print(f"Allocator settings: {escape(repr(conf or '(defaults)'))}")
+        console.print(f"Allocator settings: {escape(repr(_conf(summary) or '(defaults)'))}")
     for note in summary.notes:
         console.print(f"[dim]note: {escape(note)}[/]")
     for d in summary.devices:

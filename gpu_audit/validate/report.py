@@ -12,7 +12,9 @@ from typing import Any
 
 from gpu_audit import __version__
 from gpu_audit.knowledge.allocator import CUDA_VAR, alloc_conf_export
-from gpu_audit.report.escape import md_cell, md_code, md_text
+from gpu_audit.redact import redact_settings
+from gpu_audit.report.escape import Markdown, md_code, md_document, md_row, md_text
+from gpu_audit.report.remedy import md_prose
 from gpu_audit.serial import dumps, to_jsonable, write_atomic
 from gpu_audit.units import fmt_bytes, fmt_pct, fmt_seconds, plural, utc_now
 from gpu_audit.validate.findings import leg_gates_for_state, validate_findings
@@ -259,27 +261,27 @@ def recommend(rows: list[dict[str, Any]], *, on_cpu: bool = False,
 def render_markdown(doc: dict[str, Any]) -> str:
     run = doc["run"]
     code = run["exit_code"]
-    lines = [f"# gpu-audit validate: {run['status'].upper()}", ""]
-    lines.append(f"Run `{run['id']}` on {run['hostname'] or 'this host'}, "
-                 f"{doc['device'].get('resolved') or 'device unknown'}"
-                 + (f" ({doc['device']['name']})" if doc["device"].get("name") else "")
-                 + f", torch {doc['torch'].get('version') or 'not found'}. "
+    lines = [f"# gpu-audit validate: {md_text(run['status'].upper())}", ""]
+    lines.append(f"Run {md_code(run['id'])} on {md_text(run['hostname'] or 'this host')}, "
+                 f"{md_text(doc['device'].get('resolved') or 'device unknown')}"
+                 + (f" ({md_text(doc['device']['name'])})" if doc["device"].get("name") else "")
+                 + f", torch {md_text(doc['torch'].get('version') or 'not found')}. "
                  f"Exit code {code}: {EXIT_MEANING.get(code, 'running')}.")
     lines += ["", f"- Workload: {md_code(doc['workload'])}",
               f"- Started {run['started_at']}, finished {run['finished_at'] or '-'}"
               + (f", resumed {plural(run['resumes'], 'time')}" if run["resumes"] else ""),
-              f"- Device asked: `{doc['device']['requested']}`"
+              f"- Device asked: {md_code(doc['device']['requested'])}"
               + (f"; fell back to the CPU: {md_text(doc['device']['fallback_reason'])}"
                  if doc["device"].get("fallback_reason") else "")]
     if doc["device"].get("emulated_memory_bytes"):
         lines.append(f"- GPU memory capped at {fmt_bytes(doc['device']['emulated_memory_bytes'])}"
                      " (--emulate-memory; the CUDA context is not counted in the cap)")
     for note in doc["plan"]["notes"] + doc["plan"]["warnings"]:
-        lines.append(f"- Note: {note}")
+        lines.append(f"- Note: {md_text(note)}")
     if doc["recommendation"]:
-        lines += ["", "## Recommendation", "", doc["recommendation"]["text"]]
+        lines += ["", "## Recommendation", "", md_prose(doc["recommendation"]["text"])]
         if doc["recommendation"].get("rule"):
-            lines += ["", f"Rule: {doc['recommendation']['rule']}."]
+            lines += ["", f"Rule: {md_text(doc['recommendation']['rule'])}."]
     if doc["comparison"]:
         lines += ["", "## Allocator settings compared", "",
                   "| variant | result | peak reserved | worst fragmentation | alloc retries | "
@@ -287,19 +289,21 @@ def render_markdown(doc: dict[str, Any]) -> str:
         for row in doc["comparison"]:
             ooms = row["ooms"] if row["ooms"] is not None else "n/a"
             retries = row["alloc_retries"] if row["alloc_retries"] is not None else "n/a"
-            lines.append(f"| `{row['label']}` | {row['status']} | "
-                         f"{fmt_bytes(row['peak_reserved_bytes'])} | "
-                         f"{fmt_pct(row['worst_fragmentation_pct'], decimals=1)} | {retries} | "
-                         f"{ooms} ({row['oom_retries']}) | {fmt_seconds(row['median_cycle_s'])} "
-                         f"({fmt_seconds(row.get('iqr_cycle_s'))}) |")
+            lines.append(md_row([
+                Markdown(md_code(row["label"]).replace("|", "\\|")), row["status"],
+                fmt_bytes(row["peak_reserved_bytes"]),
+                fmt_pct(row["worst_fragmentation_pct"], decimals=1), retries,
+                f"{ooms} ({row['oom_retries']})",
+                f"{fmt_seconds(row['median_cycle_s'])} ({fmt_seconds(row.get('iqr_cycle_s'))})"]))
     for variant in doc["variants"]:
         lines += _variant_markdown(variant, len(doc["variants"]) > 1)
     lines += ["", "## Findings", ""]
     if not doc["findings"]:
         lines.append("None.")
     for finding in doc["findings"]:
-        lines += [f"### {finding['severity'].upper()} `{finding['id']}` ({finding['subject']}): "
-                  f"{md_text(finding['title'])}", "", md_text(finding["detail"], newlines=True)]
+        lines += [f"### {md_text(finding['severity'].upper())} {md_code(finding['id'])} "
+                  f"({md_text(finding['subject'])}): {md_text(finding['title'])}", "",
+                  md_text(finding["detail"], newlines=True)]
         if finding["remedy"]:
             lines += ["", f"Fix: {md_text(finding['remedy'], newlines=True)}"]
         lines.append("")
@@ -308,52 +312,54 @@ def render_markdown(doc: dict[str, Any]) -> str:
         lines += ["## Plots", ""]
         lines += [f"![{Path(p).stem}]({Path(p).name})" for p in plots]
     elif doc["files"].get("plots_note"):
-        lines += ["## Plots", "", doc["files"]["plots_note"]]
+        lines += ["## Plots", "", md_text(doc["files"]["plots_note"])]
     cycles = doc["files"]["cycles"]
     lines += ["", "## Files", ""]
     lines += [f"- per-cycle log: {md_code(cycles)}"] if cycles else []
     lines += [f"- run state: {md_code(doc['files']['state'])}",
               f"- JSON twin: {md_code(doc['files']['report_json'])}", ""]
-    return "\n".join(lines)
+    return md_document("\n".join(lines))
 
 
 def _variant_markdown(variant: dict[str, Any], several: bool) -> list[str]:
-    title = f"Stages: `{variant['label']}`" if several else "Stages"
+    title = f"Stages: {md_code(variant['label'])}" if several else "Stages"
     allocator = variant["allocator"]
     lines = ["", f"## {title}", ""]
     env = allocator.get("env") or {}
     requested = allocator["requested"]
-    lines.append(f"Allocator settings asked: `{requested}` (as PYTORCH_CUDA_ALLOC_CONF and "
-                 f"PYTORCH_ALLOC_CONF)" if requested else
+    lines.append(f"Allocator settings asked: {md_code(redact_settings(requested))} (as "
+                 f"PYTORCH_CUDA_ALLOC_CONF and PYTORCH_ALLOC_CONF)" if requested else
                  "Allocator settings asked: none (PyTorch defaults; both variables unset)")
     if env:
         lines.append("")
-        lines.append("Worker environment: " + ", ".join(f"`{k}={v}`" if v is not None else
-                                                        f"`{k}` unset" for k, v in env.items()))
+        lines.append("Worker environment: " + ", ".join(
+            md_code(f"{k}={redact_settings(v)}") if v is not None else f"{md_code(k)} unset"
+            for k, v in env.items()))
     if allocator.get("in_effect"):
         settings = allocator["in_effect"]
         shown = {k: settings[k] for k in ("max_split_size", "expandable_segments",
                                           "garbage_collection_threshold",
                                           CUDA_VAR) if k in settings}
         lines += ["", "In effect (torch.cuda.memory._snapshot()[\"allocator_settings\"]): "
-                  + ", ".join(f"`{k}={v}`" for k, v in shown.items())
-                  + (f"; backend `{allocator['backend']}`" if allocator.get("backend") else "")]
+                  + ", ".join(md_code(f"{k}={redact_settings(str(v))}") for k, v in shown.items())
+                  + (f"; backend {md_code(allocator['backend'])}" if allocator.get("backend")
+                     else "")]
     if allocator.get("note"):
-        lines += ["", f"Note: {allocator['note']}."]
+        lines += ["", f"Note: {md_text(allocator['note'])}."]
     lines += ["", "| stage | cycles | result | median cycle | peak reserved | worst frag. | "
                   "OOM retries | peak RSS | reason |", "|---|---|---|---|---|---|---|---|---|"]
     for stage in variant["stages"]:
         summary = stage["summary"] or {}
         cycles = (f"{stage['cycles_done']}/{stage['cycles_planned']}" if stage["cycles_planned"]
                   else "-")
-        lines.append(
-            f"| {stage['name']} ({stage['quantum']}) | {cycles} | **{stage['status']}** | "
-            f"{fmt_seconds(summary.get('median_cycle_s'))} | "
-            f"{fmt_bytes(summary.get('peak_reserved_bytes'))} | "
-            f"{fmt_pct(summary.get('worst_fragmentation_pct'), decimals=1)} | "
-            f"{summary.get('oom_retries', 0) if summary else '-'} | "
-            f"{fmt_bytes(summary.get('max_rss_bytes'))} | "
-            f"{md_cell(stage['reason'] or '')} |")
+        lines.append(md_row([
+            f"{stage['name']} ({stage['quantum']})", cycles,
+            Markdown(f"**{md_text(stage['status'])}**"),
+            fmt_seconds(summary.get("median_cycle_s")),
+            fmt_bytes(summary.get("peak_reserved_bytes")),
+            fmt_pct(summary.get("worst_fragmentation_pct"), decimals=1),
+            summary.get("oom_retries", 0) if summary else "-",
+            fmt_bytes(summary.get("max_rss_bytes")), stage["reason"] or ""]))
     lines += _host_lines(variant["stages"])
     gated = [s for s in variant["stages"] if s["gates"]]
     if gated:
@@ -362,7 +368,7 @@ def _variant_markdown(variant: dict[str, Any], several: bool) -> list[str]:
             verdicts = "; ".join(
                 f"{g['name']} {'pass' if g['passed'] else 'n/a' if g['passed'] is None else 'FAIL'}"
                 f" ({g['detail']})" for g in stage["gates"])
-            lines.append(f"- {stage['name']}: {verdicts}")
+            lines.append(f"- {md_text(stage['name'])}: {md_text(verdicts)}")
     return lines
 
 

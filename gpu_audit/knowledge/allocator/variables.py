@@ -6,7 +6,8 @@ allocator still reads only it; 2.10 and 2.11 read ``PYTORCH_ALLOC_CONF`` first; 
 name is an alias again and is read first, even when empty. Setting both names to the same string
 works on every version, which is what :func:`export_line` writes from 2.9 on and when the version
 is unknown. Every remedy line that sets an allocator variable comes from :func:`export_line`,
-which single-quotes the string so that ``>`` and ``[`` never reach the shell.
+which single-quotes the string so that ``>`` and ``[`` never reach the shell, and masks any secret
+pasted into it (a token in a training process's published settings must not reappear in a fix).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from gpu_audit.knowledge.allocator.checks import analyse
 from gpu_audit.knowledge.allocator.grammar import pairs, render
 from gpu_audit.knowledge.allocator.keys import scope, supports_expandable_segments
 from gpu_audit.knowledge.allocator.names import CUDA_VAR, NEW_VAR
+from gpu_audit.redact import redact_settings
 from gpu_audit.units import Release, release_text, torch_release
 
 
@@ -124,7 +126,7 @@ def export_line(conf: str, version: Release | None) -> str:
     """
     if not conf:
         return f"unset {NEW_VAR} {CUDA_VAR}"
-    quoted = shell_quote(conf)
+    quoted = shell_quote(redact_settings(conf))
     return "export " + " ".join(f"{name}={quoted}" for name in variables_to_set(version))
 
 
