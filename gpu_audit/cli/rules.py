@@ -13,10 +13,8 @@ import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Union
 
-import typer
-
 from gpu_audit import __version__
-from gpu_audit.cli.app import app
+from gpu_audit.cli.declared import Option, command, json_option
 from gpu_audit.errors import UsageError
 from gpu_audit.model import Severity
 from gpu_audit.units import utc_now
@@ -206,15 +204,17 @@ def find_rule(rules: dict[str, Entry], rule_id: str) -> tuple[dict[str, Entry], 
     raise UsageError(f"no finding id, explain class or signature {rule_id!r}{hint}")
 
 
-@app.command("rules")
-def rules_command(
-    rule_id: str | None = typer.Argument(
-        None, metavar="[ID]", help="Show this finding, explain class or signature in full."),
-    json_out: bool = typer.Option(False, "--json", help="Print as JSON (gpu-audit.rules/1)."),
-    markdown: bool = typer.Option(
-        False, "--markdown", help="Print the reference page (docs/rules.md) as Markdown."
-    ),
-) -> None:
+OPTIONS = (
+    Option("rule_id", "[ID]", str, argument=True, metavar="[ID]",
+           help="Show this finding, explain class or signature in full."),
+    json_option("the list", "gpu-audit.rules/1"),
+    Option("markdown", "--markdown", bool, False,
+           help="Print the reference page (docs/rules.md) as Markdown."),
+)
+
+
+@command("rules", OPTIONS)
+def rules_command(*, rule_id: str | None, json_out: bool, markdown: bool) -> int:
     """List every finding id and explain signature with its meaning, or show one in full."""
     from gpu_audit.explain import reference
     from gpu_audit.serial import dumps
@@ -229,7 +229,7 @@ def rules_command(
             sys.stdout.write(render_page())
         else:
             sys.stdout.write(render_list(rules) + "\n" + reference.render_list())
-        raise typer.Exit(0)
+        return 0
     found, explained = find_rule(rules, rule_id)
     if json_out:
         extra = reference.document(explained) if explained is not None else []
@@ -244,4 +244,4 @@ def rules_command(
         if explained is not None:
             parts.append(reference.render_one(explained))
         sys.stdout.write("\n".join(parts))
-    raise typer.Exit(0)
+    return 0

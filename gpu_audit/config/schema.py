@@ -105,9 +105,12 @@ class Setting:
 
     def flag_help(self, text: str | None = None) -> str:
         """Help for the flag that sets this key: ``text`` (else the key's description) and the
-        default, from this declaration."""
-        base = (text or self.help).rstrip(".")
-        return f"{base} (default: {self.shown_default})."
+        default, from this declaration (none for a key that is off or empty unless set)."""
+        base = text or self.help
+        unset = self.default is None or self.default is False or self.default == []
+        if self.default_text is None and unset:
+            return base
+        return f"{base.rstrip('.')} (default: {self.shown_default})."
 
 
 def _root(key: str, type: type, default: Any, help: str, **more: Any) -> Setting:
@@ -201,8 +204,7 @@ SETTINGS: tuple[Setting, ...] = (
     # [tool.gpu-audit.validate]: gpu-audit validate's plan (flags over the file)
     _validate("stages", list, None,
               "Run only these stages (repeat or comma-separate): imports, smoke, classical, "
-              "quantum-lite, full.", optional=True, choices=VALIDATE_STAGES, flag="--stage",
-              default_text="all"),
+              "quantum-lite, full.", optional=True, choices=VALIDATE_STAGES, flag="--stage"),
     _validate("cycles", int, 500, "Length of the final stage.", flag="--cycles"),
     _validate("disable_quantum", bool, False, "Drop the quantum stages; run `full` classically.",
               flag="--disable-quantum"),
@@ -211,7 +213,7 @@ SETTINGS: tuple[Setting, ...] = (
     _validate("max_split_size_mb", str, None,
               "Allocator max_split_size_mb; a comma list (e.g. none,128,512) runs the plan once "
               "per value and compares them.", optional=True, flag="--max-split-size-mb",
-              format="int-list", unit="MB", default_text="the environment's"),
+              format="int-list", unit="MB"),
     _validate("alloc_conf", str, None,
               "Allocator settings, set as both PYTORCH_CUDA_ALLOC_CONF and PYTORCH_ALLOC_CONF "
               "in each worker before torch loads.", optional=True, flag="--alloc-conf",
@@ -221,7 +223,7 @@ SETTINGS: tuple[Setting, ...] = (
               "require a GPU.", choices=DEVICES, flag="--device"),
     _validate("emulate_memory", str, None,
               "Cap the worker's usable GPU memory (e.g. 4GiB) to rehearse a smaller card.",
-              optional=True, format="size", flag="--emulate-memory", default_text="no cap"),
+              optional=True, format="size", flag="--emulate-memory"),
     _validate("workload", str, None,
               "Your workload (package.module:Attr or path/file.py:Attr).", optional=True,
               flag="--workload", default_text="the built-in reference workload"),

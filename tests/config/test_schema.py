@@ -53,8 +53,8 @@ def test_validate_options_hold_exactly_the_validate_keys() -> None:
         value = _default(fields[option])
         expected = f"{item.default:g}" if option == "checkpoint_every" else item.default
         assert value == expected, option
-    assert VALIDATE_KEYS == {s.key: (s.option, s.type)
-                             for s in schema.table(schema.VALIDATE).values()}
+    assert {s.key: (s.option, s.type)
+                             for s in schema.table(schema.VALIDATE).values()} == VALIDATE_KEYS
 
 
 def test_the_loader_reads_every_table_of_the_schema() -> None:
@@ -69,7 +69,7 @@ def test_keys_are_unique_within_root_and_check() -> None:
 
 
 def test_severity_choices_are_the_models() -> None:
-    assert schema.SEVERITIES == tuple(s.value for s in Severity)
+    assert tuple(s.value for s in Severity) == schema.SEVERITIES
 
 
 def test_every_variable_named_by_the_schema_is_read(tmp_path) -> None:
