@@ -76,29 +76,32 @@ def main() -> int:
     parser.add_argument("--python", action="append", default=[], metavar="NAME=PATH")
     parser.add_argument("--tree", action="append", default=[], metavar="NAME=PATH")
     parser.add_argument("--runs", type=int, default=15)
+    parser.add_argument("--only", choices=list(COMMANDS), action="append",
+                        help="time only this command (repeatable)")
     args = parser.parse_args()
+    commands = {name: COMMANDS[name] for name in args.only or COMMANDS}
     pythons = _pairs(args.python, "--python") or {"this": sys.executable}
     trees = {name: str(Path(path).resolve())
              for name, path in (_pairs(args.tree, "--tree") or {"now": str(REPO)}).items()}
     with tempfile.TemporaryDirectory() as tmp:
         here = Path(tmp)
         base = scenario_env(h100_node(8), here, {**os.environ, "NO_COLOR": "1"})
-        cases = [(p, t, c) for p in pythons for t in trees for c in COMMANDS]
+        cases = [(p, t, c) for p in pythons for t in trees for c in commands]
         times: dict[tuple[str, str, str], list[tuple[float, float]]] = {k: [] for k in cases}
         for round_no in range(args.runs + 1):
             for case in cases:
                 python, tree, command = case
                 env = {**base, "PYTHONPYCACHEPREFIX": str(here / f"pyc-{python}-{tree}")}
-                result = _run(pythons[python], trees[tree], COMMANDS[command], env, here)
+                result = _run(pythons[python], trees[tree], commands[command], env, here)
                 if round_no:  # the first round fills the bytecode caches
                     times[case].append(result)
     print(f"median of {args.runs} runs, fake NVML 8x H100; wall ms / CPU ms")
-    print(f"| typer | tree | {' | '.join(COMMANDS)} |")
-    print(f"|---|---|{'---|' * len(COMMANDS)}")
+    print(f"| typer | tree | {' | '.join(commands)} |")
+    print(f"|---|---|{'---|' * len(commands)}")
     for python in pythons:
         for tree in trees:
             cells = []
-            for command in COMMANDS:
+            for command in commands:
                 runs = times[(python, tree, command)]
                 wall = statistics.median(w for w, _ in runs) * 1000
                 cpu = statistics.median(c for _, c in runs) * 1000
