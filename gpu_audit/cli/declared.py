@@ -1,11 +1,12 @@
-"""Commands whose options are declared once, as data, so that a plain command line runs without
-loading typer.
+"""Every command's options and arguments, declared once, as data.
 
 A declared command is a function taking its options as keyword arguments and returning its exit
 code. ``gpu_audit.cli.typer_app`` builds the typer command from the declarations (its ``--help``,
-error messages and completion are typer's). :func:`parse` reads the common case, the command
-followed only by its long options, from the same declarations without typer (some 30 ms and 200
-million instructions less on every start). Anything else, any value typer would refuse, returns
+error messages and completion are typer's); a flag that sets a configuration key takes its name,
+help and default from :mod:`gpu_audit.config.schema` (:meth:`Option.setting`). For a ``lean``
+command (scan, check), :func:`parse` reads the common case, the command followed only by its long
+options, from the same declarations without typer (some 30 ms and 200 million instructions less
+on every start). Anything else, any value typer would refuse, returns
 ``None``, and typer parses the line and says what is wrong with it, as it always does.
 """
 
