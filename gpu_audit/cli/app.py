@@ -286,32 +286,4 @@ def collect_garbage_rarely() -> None:
 
 def run() -> None:
     collect_garbage_rarely()
-    code = main()
-    if _state["plain"]:
-        exit_without_teardown(code)
-    sys.exit(code)
-
-
-def exit_without_teardown(code: int) -> None:
-    """End the process now, as the interpreter would, less its teardown.
-
-    What an exit must do still happens, in the interpreter's order: non-daemon threads are waited
-    for (while one runs, this is a plain ``sys.exit``), ``atexit`` handlers run (NVML's shutdown
-    among them), the standard streams are flushed. What is skipped is freeing every module and
-    object one by one just before the process ends: some 40 million instructions and 7 ms after
-    a scan. Used after a plain command line only (see gpu_audit.cli.declared).
-    """
-    import atexit
-    import threading
-
-    main_thread = threading.main_thread()
-    if any(not t.daemon for t in threading.enumerate() if t is not main_thread):
-        sys.exit(code)
-    atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            if stream is not None:
-                stream.flush()
-        except (OSError, ValueError):  # the interpreter reports it, as after any command
-            sys.exit(code)
-    os._exit(code)
+    sys.exit(main())

@@ -10,6 +10,7 @@ from pathlib import Path
 from gpu_audit.cli.app import err, verbose
 from gpu_audit.cli.declared import NO_REPORT, NVML_TIMEOUT, OUT, Option, command
 from gpu_audit.cli.monitoring import FORMAT_HELP, monitored
+from gpu_audit.config.schema import CHECK, ROOT
 from gpu_audit.errors import InputError, UsageError
 from gpu_audit.gpu_selection import SPEC_FORMS
 from gpu_audit.model import Scan, Severity
@@ -56,13 +57,13 @@ OPTIONS = (
            help="Write a JUnit XML report (one test case per check)."),
     Option("json_out", "--json", bool, False,
            help="Print the result as JSON (schema gpu-audit.check/1)."),
-    Option("stages", "--stages", str, metavar="LIST",
-           help="Also run these validation stages after the static checks: imports,smoke."),
+    Option.setting(CHECK, "stages", "stages", str, metavar="LIST",
+                   help="Also run these validation stages after the static checks: "
+                        "imports,smoke."),
     Option("from_file", "--from", Path, metavar="FILE",
            help="Judge a saved `scan --json` or `check --json` document instead of this machine."),
-    Option("fail_on", "--fail-on", str, metavar="SEVERITY",
-           help=f"Scan findings at or above this severity fail: {SEVERITIES} (default: the "
-           "policy's fail_on, error)."),
+    Option.setting(ROOT, "fail_on", "fail_on", metavar="SEVERITY",
+                   help=f"Scan findings at or above this severity fail: {SEVERITIES}."),
     Option("user", "--user", str, metavar="NAME",
            help="Count GPU processes of NAME as own processes (default: the user running "
            "check; with --slurm, the job's user from SLURM_JOB_USER or SLURM_JOB_UID)."),
@@ -91,7 +92,7 @@ OPTIONS = (
 )
 
 
-@command("check", OPTIONS, epilog=EXIT_CODES_HELP)
+@command("check", OPTIONS, epilog=EXIT_CODES_HELP, lean=True)
 @monitored
 def check(
     *,

@@ -6,10 +6,9 @@ import signal
 import sys
 from pathlib import Path
 
-import typer
-
 from gpu_audit.bounds import bounded_int
-from gpu_audit.cli.app import app, err
+from gpu_audit.cli.app import err
+from gpu_audit.cli.declared import NO_REPORT, Option, command, json_option, out_option
 from gpu_audit.errors import InputError, UsageError
 from gpu_audit.gpu_selection import SPEC_FORMS
 
@@ -38,38 +37,47 @@ def parse_plant(text: str | None) -> tuple[int, int] | None:
         raise UsageError(f"{exc} (expected OFFSET:BIT, e.g. 4096:3)") from None
 
 
-@app.command(epilog=EXIT_CODES_HELP)
+OPTIONS = (
+    Option("level", "--level", int, 1, min=1, max=3, metavar="1|2|3",
+           help="1: seconds (CUDA works, a pattern round trip, a matmul, peer access, plus the "
+                "checklist); 2: about a minute per GPU (memory patterns over most free memory, "
+                "bandwidths, matmul throughput per dtype, GPU-to-GPU copies and all-reduce); 3: "
+                "minutes (sustained load with NVML sampled every second)."),
+    Option("gpus", "--gpus", str, metavar="SPEC",
+           help=f"GPUs to test: {SPEC_FORMS} (default: all)."),
+    json_option("the result", "gpu-audit.diag/1"),
+    out_option("the markdown report, its JSON twin and the level-3 plots"),
+    NO_REPORT,
+    Option("timeout", "--timeout", float, 120.0, min=1, max=86400, metavar="SECONDS",
+           help="Longest one test may run before its worker is stopped and the test reported "
+                "hung."),
+    Option("duration", "--duration", float, 120.0, min=2, max=86400, metavar="SECONDS",
+           help="Length of level 3's sustained load."),
+    Option("force", "--force", bool, False,
+           help="Test GPUs that other processes are using (it disturbs them and lowers the "
+                "figures)."),
+    Option("device", "--device", str, "cuda", hidden=True,
+           help="cpu: the test mode (tests run by torch on the CPU with small sizes; NVML is "
+                "still read)."),
+    Option("plant_fault", "--plant-fault", str, hidden=True, metavar="OFFSET:BIT",
+           help="Test mode: flip this bit in the memory test."),
+)
+
+
+@command("diag", OPTIONS, epilog=EXIT_CODES_HELP)
 def diag(
-    level: int = typer.Option(1, "--level", min=1, max=3, metavar="1|2|3",
-                              help="1: seconds (CUDA works, a pattern round trip, a matmul, peer "
-                                   "access, plus the checklist); 2: about a minute per GPU "
-                                   "(memory patterns over most free memory, bandwidths, matmul "
-                                   "throughput per dtype, GPU-to-GPU copies and all-reduce); 3: "
-                                   "minutes (sustained load with NVML sampled every second)."),
-    gpus: str | None = typer.Option(
-        None, "--gpus", metavar="SPEC",
-        help=f"GPUs to test: {SPEC_FORMS} (default: all)."),
-    json_out: bool = typer.Option(False, "--json",
-                                  help="Print the result as JSON (schema gpu-audit.diag/1)."),
-    out: Path | None = typer.Option(None, "--out", metavar="DIR",
-                                    help="Folder for the markdown report, its JSON twin and the "
-                                         "level-3 plots (default: reports)."),
-    no_report: bool = typer.Option(False, "--no-report", help="Do not write the report files."),
-    timeout: float = typer.Option(120.0, "--timeout", min=1, max=86400, metavar="SECONDS",
-                                  help="Longest one test may run before its worker is stopped "
-                                       "and the test reported hung."),
-    duration: float = typer.Option(120.0, "--duration", min=2, max=86400, metavar="SECONDS",
-                                   help="Length of level 3's sustained load."),
-    force: bool = typer.Option(False, "--force",
-                               help="Test GPUs that other processes are using (it disturbs them "
-                                    "and lowers the figures)."),
-    device: str = typer.Option("cuda", "--device", hidden=True,
-                               help="cpu: the test mode (tests run by torch on the CPU with "
-                                    "small sizes; NVML is still read)."),
-    plant_fault: str | None = typer.Option(None, "--plant-fault", hidden=True,
-                                           metavar="OFFSET:BIT",
-                                           help="Test mode: flip this bit in the memory test."),
-) -> None:
+    *,
+    level: int,
+    gpus: str | None,
+    json_out: bool,
+    out: Path | None,
+    no_report: bool,
+    timeout: float,
+    duration: float,
+    force: bool,
+    device: str,
+    plant_fault: str | None,
+) -> int:
     """Active GPU tests: is each GPU's memory sound, are its bandwidths and throughput what the
     model should deliver, does it hold its speed under load?
 
@@ -95,7 +103,7 @@ def diag(
         result = run_diag(options, note=err)
     except KeyboardInterrupt:
         err("interrupted: every diag worker was stopped; no report written")
-        raise typer.Exit(130) from None
+        return 130
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
@@ -109,7 +117,7 @@ def diag(
     sys.stdout.flush()
     if not no_report:
         _write_report(result, document, out, keep)
-    raise typer.Exit(result.exit_code)
+    return result.exit_code
 
 
 def _stop_on_signals() -> dict:

@@ -5,9 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import typer
-
-from gpu_audit.cli.app import app
+from gpu_audit.cli.declared import NO_REPORT, OUT, Option, command, json_option
+from gpu_audit.config.schema import ROOT
 from gpu_audit.errors import UsageError
 from gpu_audit.model import Scan, Severity
 
@@ -27,34 +26,41 @@ def load_document(path: Path, name: str) -> Scan:
         raise InputError(f"{name}: {exc}") from None
 
 
-@app.command(epilog="Exit codes: 0 OK, 1 the worst new finding is a warning, 2 at or above "
-                    "--fail-on, 3 unreadable or mismatched documents.")
+OPTIONS = (
+    Option("before", "BEFORE", Path, argument=True, required=True, metavar="BEFORE",
+           help="`scan --json` or `check --json` document from before."),
+    Option("after", "AFTER", Path, argument=True, required=True, metavar="AFTER",
+           help="The same machine, after."),
+    json_option("the diff", "gpu-audit.diff/1"),
+    Option("markdown", "--markdown", bool, False, help="Print the diff as markdown."),
+    Option("user", "--user", str, metavar="NAME",
+           help="The job's user: only their processes (or ones of unknown owner) that appeared "
+                "count as the job's leftovers."),
+    Option.setting(ROOT, "fail_on", "fail_on", metavar="SEVERITY",
+                   help=f"Exit 2 at or above this severity ({SEVERITIES})."),
+    Option("config", "--config", Path, metavar="FILE",
+           help="Read thresholds and `ignore` from this TOML file instead of searching."),
+    Option.setting(ROOT, "unreleased_vram_min_gib", "unreleased_min_gib", metavar="GIB"),
+    OUT,
+    NO_REPORT,
+)
+
+
+@command("diff", OPTIONS, epilog="Exit codes: 0 OK, 1 the worst new finding is a warning, 2 at "
+                                 "or above --fail-on, 3 unreadable or mismatched documents.")
 def diff(
-    before: Path = typer.Argument(..., metavar="BEFORE",
-                                  help="`scan --json` or `check --json` document from before."),
-    after: Path = typer.Argument(..., metavar="AFTER", help="The same machine, after."),
-    json_out: bool = typer.Option(False, "--json",
-                                  help="Print the diff as JSON (schema gpu-audit.diff/1)."),
-    markdown: bool = typer.Option(False, "--markdown", help="Print the diff as markdown."),
-    user: str | None = typer.Option(
-        None, "--user", metavar="NAME",
-        help="The job's user: only their processes (or ones of unknown owner) that appeared "
-             "count as the job's leftovers."),
-    fail_on: str | None = typer.Option(
-        None, "--fail-on", metavar="SEVERITY",
-        help=f"Exit 2 at or above this severity ({SEVERITIES}) (default: error)."),
-    config: Path | None = typer.Option(
-        None, "--config", metavar="FILE",
-        help="Read thresholds and `ignore` from this TOML file instead of searching."),
-    unreleased_min_gib: float | None = typer.Option(
-        None, "--unreleased-min-gib", metavar="GIB",
-        help="vram-unreleased: report memory no process accounts for from this much growth on "
-             "(the policy's unreleased_vram_min_gib, default 1)."),
-    out: Path | None = typer.Option(None, "--out", metavar="DIR",
-                                    help="Folder for the markdown report and its JSON twin "
-                                         "(default: reports)."),
-    no_report: bool = typer.Option(False, "--no-report", help="Do not write the report files."),
-) -> None:
+    *,
+    before: Path,
+    after: Path,
+    json_out: bool,
+    markdown: bool,
+    user: str | None,
+    fail_on: str | None,
+    config: Path | None,
+    unreleased_min_gib: float | None,
+    out: Path | None,
+    no_report: bool,
+) -> int:
     """What changed between two scans of one machine, e.g. before and after a job.
 
     Processes that appeared or left; GPU memory a finished job's processes still hold (a
@@ -101,4 +107,4 @@ def diff(
         from gpu_audit.report.terminal import make_console
 
         render_diff(report, make_console())
-    raise typer.Exit(report.exit_code)
+    return report.exit_code

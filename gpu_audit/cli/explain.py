@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import sys
 
-import typer
-
-from gpu_audit.cli.app import app, err
+from gpu_audit.cli.app import err
+from gpu_audit.cli.declared import Option, command, json_option
 from gpu_audit.errors import InputError, UsageError
 
 _HELP = (
@@ -20,21 +19,25 @@ _HELP = (
 )
 
 
-@app.command(help=_HELP)
-def explain(
-    logfiles: list[str] = typer.Argument(
-        ..., metavar="LOGFILE...", help="Logs to read: files, '-' for stdin, FIFOs; gzip, bzip2 "
-        "and xz logs are decompressed (up to 4 GiB each, as is stdin or a FIFO). Give every "
-        "rank's log (and dmesg) at once to see the cause across ranks."),
-    json_out: bool = typer.Option(False, "--json", help="Print the incidents as JSON "
-                                  "(schema gpu-audit.explain/1)."),
-    fail_on: str = typer.Option("error", "--fail-on", metavar="SEVERITY",
-                                help="Lowest incident severity that counts as a GPU failure for "
-                                "the exit code: info, warning, error or critical."),
-    torch_version: str | None = typer.Option(
-        None, "--torch-version", metavar="VERSION", help="Write remedies for this torch version "
-        "(the allocator variable's name changed in 2.10) instead of the one installed here."),
-) -> None:
+OPTIONS = (
+    Option("logfiles", "LOGFILE...", str, argument=True, required=True, multiple=True,
+           metavar="LOGFILE...",
+           help="Logs to read: files, '-' for stdin, FIFOs; gzip, bzip2 and xz logs are "
+                "decompressed (up to 4 GiB each, as is stdin or a FIFO). Give every rank's log "
+                "(and dmesg) at once to see the cause across ranks."),
+    json_option("the incidents", "gpu-audit.explain/1"),
+    Option("fail_on", "--fail-on", str, "error", metavar="SEVERITY",
+           help="Lowest incident severity that counts as a GPU failure for the exit code: info, "
+                "warning, error or critical."),
+    Option("torch_version", "--torch-version", str, metavar="VERSION",
+           help="Write remedies for this torch version (the allocator variable's name changed "
+                "in 2.10) instead of the one installed here."),
+)
+
+
+@command("explain", OPTIONS, help=_HELP)
+def explain(*, logfiles: list[str], json_out: bool, fail_on: str,
+            torch_version: str | None) -> int:
     """Explain why a GPU job died (see ``_HELP``)."""
     from gpu_audit import __version__
     from gpu_audit.explain import DETECT, explain_sources
@@ -68,7 +71,7 @@ def explain(
     for problem in unreadable:
         err(f"{problem} (not read; the explanation above covers the other logs)")
     failed = any(incident.severity >= threshold for incident in result.incidents)
-    raise typer.Exit(3 if unreadable else 1 if failed else 0)
+    return 3 if unreadable else 1 if failed else 0
 
 
 def _readable(names: list[str]) -> tuple[list[str], list[InputError]]:

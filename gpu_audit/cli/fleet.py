@@ -7,17 +7,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-import typer
+from gpu_audit.cli.declared import NO_REPORT, Option, command, group, out_option
+from gpu_audit.cli.merge import EXIT_CODES_HELP, FLEET_JSON, emit
 
-from gpu_audit.cli.app import app
-from gpu_audit.cli.merge import EXIT_CODES_HELP, emit
-
-fleet_app = typer.Typer(
-    help="Scan or check every node of a Ray cluster and judge the fleet (needs Ray: the "
-         "gpu-audit extra named ray).",
-    no_args_is_help=True,
-)
-app.add_typer(fleet_app, name="fleet")
+group("fleet", "Scan or check every node of a Ray cluster and judge the fleet (needs Ray: the "
+               "gpu-audit extra named ray).")
 
 ADDRESS_HELP = ("Ray cluster address, HOST:PORT of the head's GCS (default: RAY_ADDRESS, else "
                 "the cluster this machine belongs to).")
@@ -43,7 +37,7 @@ def node_document(command: str, policy: Any, nvml_timeout_s: float) -> dict[str,
 
 
 def _run(command: str, *, address: str | None, policy_file: Path | None, timeout: float,
-         json_out: bool, out: Path | None, no_report: bool) -> None:
+         json_out: bool, out: Path | None, no_report: bool) -> int:
     from gpu_audit.collect import ray_fanout
 
     ray_fanout.import_ray()  # a plain "install it" before any other work
@@ -84,48 +78,32 @@ def _run(command: str, *, address: str | None, policy_file: Path | None, timeout
                          duration_s=round(time.perf_counter() - started, 3))
     emit(report, json_out=json_out, out=out, no_report=no_report, command=f"fleet-{command}",
          keep=policy.keep_reports)
-    raise typer.Exit(report.exit_code)
+    return report.exit_code
 
 
-# The options both subcommands take (typer reads each declaration afresh).
-ADDRESS = typer.Option(None, "--address", metavar="ADDR", help=ADDRESS_HELP)
-TIMEOUT = typer.Option(60.0, "--timeout", min=1.0, metavar="SECONDS",
-                       help="Wall-clock limit for connecting and the whole fan-out.")
-JSON_OUT = typer.Option(False, "--json", help="Print the fleet report as JSON (gpu-audit.fleet/1).")
-OUT = typer.Option(None, "--out", metavar="DIR",
-                   help="Folder for the report files (default: reports).")
-NO_REPORT = typer.Option(False, "--no-report", help="Do not write the report files.")
+def _options(policy_help: str) -> tuple[Option, ...]:
+    """The options of both subcommands; only ``--policy`` is worded for each."""
+    return (
+        Option("address", "--address", str, metavar="ADDR", help=ADDRESS_HELP),
+        Option("policy_file", "--policy", Path, metavar="FILE", help=policy_help),
+        Option("timeout", "--timeout", float, 60.0, min=1.0, metavar="SECONDS",
+               help="Wall-clock limit for connecting and the whole fan-out."),
+        FLEET_JSON,
+        out_option("the report files"),
+        NO_REPORT,
+    )
 
 
-@fleet_app.command("scan", epilog=EXIT_CODES_HELP)
-def fleet_scan(
-    address: str | None = ADDRESS,
-    policy_file: Path | None = typer.Option(
-        None, "--policy", metavar="FILE",
-        help="Thresholds TOML for every node (default: the nearest gpu-audit.toml or "
-             "pyproject.toml here)."),
-    timeout: float = TIMEOUT,
-    json_out: bool = JSON_OUT,
-    out: Path | None = OUT,
-    no_report: bool = NO_REPORT,
-) -> None:
+@command("fleet scan", _options("Thresholds TOML for every node (default: the nearest "
+                                "gpu-audit.toml or pyproject.toml here)."), epilog=EXIT_CODES_HELP)
+def fleet_scan(**options: Any) -> int:
     """`gpu-audit scan` on every alive node of the Ray cluster, judged as one fleet."""
-    _run("scan", address=address, policy_file=policy_file, timeout=timeout, json_out=json_out,
-         out=out, no_report=no_report)
+    return _run("scan", **options)
 
 
-@fleet_app.command("check", epilog=EXIT_CODES_HELP)
-def fleet_check(
-    address: str | None = ADDRESS,
-    policy_file: Path | None = typer.Option(
-        None, "--policy", metavar="FILE",
-        help="Check policy TOML for every node (default: the check table of the nearest "
-             "gpu-audit.toml or pyproject.toml here)."),
-    timeout: float = TIMEOUT,
-    json_out: bool = JSON_OUT,
-    out: Path | None = OUT,
-    no_report: bool = NO_REPORT,
-) -> None:
+@command("fleet check", _options("Check policy TOML for every node (default: the check table of "
+                                 "the nearest gpu-audit.toml or pyproject.toml here)."),
+         epilog=EXIT_CODES_HELP)
+def fleet_check(**options: Any) -> int:
     """`gpu-audit check` on every alive node of the Ray cluster, judged as one fleet."""
-    _run("check", address=address, policy_file=policy_file, timeout=timeout, json_out=json_out,
-         out=out, no_report=no_report)
+    return _run("check", **options)

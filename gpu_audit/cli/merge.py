@@ -6,26 +6,26 @@ import sys
 import time
 from pathlib import Path
 
-import typer
-
-from gpu_audit.cli.app import app, err, verbose
+from gpu_audit.cli.app import err, verbose
+from gpu_audit.cli.declared import NO_REPORT, OUT, Option, command, json_option
 
 EXIT_CODES_HELP = ("Exit codes: 0 OK, 1 WARNING, 2 CRITICAL (a node is unfit), 3 UNKNOWN "
                    "(a node gave no verdict and none is unfit, or bad input).")
 
 
-@app.command(epilog=EXIT_CODES_HELP)
-def merge(
-    paths: list[Path] = typer.Argument(
-        ..., metavar="FILE|DIR...",
-        help="Node documents (`gpu-audit scan --json` or `check --json`) or folders of them."),
-    json_out: bool = typer.Option(False, "--json",
-                                  help="Print the fleet report as JSON (gpu-audit.fleet/1)."),
-    out: Path | None = typer.Option(None, "--out", metavar="DIR",
-                                    help="Folder for the markdown report and its JSON twin "
-                                         "(default: reports)."),
-    no_report: bool = typer.Option(False, "--no-report", help="Do not write the report files."),
-) -> None:
+FLEET_JSON = json_option("the fleet report", "gpu-audit.fleet/1")
+OPTIONS = (
+    Option("paths", "FILE|DIR...", Path, argument=True, required=True, multiple=True,
+           metavar="FILE|DIR...",
+           help="Node documents (`gpu-audit scan --json` or `check --json`) or folders of them."),
+    FLEET_JSON,
+    OUT,
+    NO_REPORT,
+)
+
+
+@command("merge", OPTIONS, epilog=EXIT_CODES_HELP)
+def merge(*, paths: list[Path], json_out: bool, out: Path | None, no_report: bool) -> int:
     """Judge many nodes' scan/check documents as one fleet (srun, CI matrix, DaemonSet).
 
     The fleet's verdict is recomputed from each node's own verdict (the worst one); version
@@ -44,7 +44,7 @@ def merge(
     report = judge_fleet(nodes, source="merge",
                          duration_s=round(time.perf_counter() - started, 3))
     emit(report, json_out=json_out, out=out, no_report=no_report, command="merge", keep=keep)
-    raise typer.Exit(report.exit_code)
+    return report.exit_code
 
 
 def emit(report, *, json_out: bool, out: Path | None, no_report: bool, command: str,

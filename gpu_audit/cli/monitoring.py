@@ -109,10 +109,8 @@ def usage_error_output(args: list[str], message: str) -> str | None:
     """The Nagios UNKNOWN output for a command line typer refused, when that line asks for
     ``--format nagios`` (the last ``--format`` given, as typer reads it) of a command that has
     ``--format``; ``None`` otherwise. Without it Nagios would show typer's usage text."""
-    chosen = _option_value(args, "--format")
+    chosen = _given(args, "output_format")[1]
     if chosen is None or chosen.strip().lower() != "nagios":
-        return None
-    if _command_with(args, "--format") is None:
         return None
     from gpu_audit.report.nagios import unknown_output
 
@@ -125,35 +123,21 @@ def usage_error_textfile(args: list[str]) -> None:
     ``--prometheus``: the failure textfile there (``gpu_audit_scan_success 0``, status 3),
     atomically, so the previous run's file does not stay behind looking healthy. A path that
     cannot be written is left alone: the usage error is what the run reports."""
-    path = _option_value(args, "--prometheus")
-    command = _command_with(args, "--prometheus")
+    command, path = _given(args, "prometheus")
     if not path or path.startswith("-") or command is None:
         return
     _failed(UsageError("usage error"), {"prometheus": Path(path)}, check=command == "check")
 
 
-def _option_value(args: list[str], option: str) -> str | None:
-    """The value of the last ``option VALUE`` or ``option=VALUE`` before ``--`` (``""`` when it
-    ends the line), or ``None`` when it is not given."""
-    cut = args.index("--") if "--" in args else len(args)
-    chosen = None
-    for at, arg in enumerate(args[:cut]):
-        name, equals, value = arg.partition("=")
-        if name != option:
-            continue
-        if not equals:
-            value = args[at + 1] if at + 1 < cut else ""
-        chosen = value
-    return chosen
-
-
-def _command_with(args: list[str], option: str) -> str | None:
-    """The command of this line when it declares ``option``, else ``None``."""
+def _given(args: list[str], param: str) -> tuple[str | None, str | None]:
+    """The command of this line and the text of its option ``param``, read with the command's
+    declared options (:func:`gpu_audit.cli.declared.given`); ``None`` for a command that does
+    not declare it, or an option not given."""
     from gpu_audit.cli.app import _invoked_command
-    from gpu_audit.cli.declared import DECLARED
+    from gpu_audit.cli.declared import DECLARED, given
 
     command = _invoked_command(args)
     declared = DECLARED.get(command or "")
-    if declared is None or not any(o.name == option for o in declared.options):
-        return None
-    return command
+    if declared is None:
+        return None, None
+    return command, given(declared, args[args.index(command) + 1:], param)

@@ -19,10 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Union
 
-import typer
-
 from gpu_audit import __version__
-from gpu_audit.cli.app import app
+from gpu_audit.cli.declared import Option, command, json_option
 from gpu_audit.errors import UsageError
 from gpu_audit.knowledge import findings as catalogue
 from gpu_audit.knowledge.findings import Doc, FindingSpec
@@ -388,19 +386,20 @@ def find_rule(rules: dict[str, Entry], rule_id: str) -> tuple[dict[str, Entry], 
     raise UsageError(f"no finding id, check, explain class or signature {rule_id!r}{hint}")
 
 
-@app.command("rules")
-def rules_command(
-    rule_id: str | None = typer.Argument(
-        None, metavar="[ID]",
-        help="Show this finding, check, explain class or signature in full."),
-    json_out: bool = typer.Option(False, "--json", help="Print as JSON (gpu-audit.rules/1)."),
-    markdown: bool = typer.Option(
-        False, "--markdown", help="Print the reference page (docs/rules.md) as Markdown."
-    ),
-    pages: Path | None = typer.Option(
-        None, "--pages", metavar="DIR",
-        help="Write one Markdown page per id and an index into DIR (docs/findings)."),
-) -> None:
+OPTIONS = (
+    Option("rule_id", "[ID]", str, argument=True, metavar="[ID]",
+           help="Show this finding, check, explain class or signature in full."),
+    json_option("the list", "gpu-audit.rules/1"),
+    Option("markdown", "--markdown", bool, False,
+           help="Print the reference page (docs/rules.md) as Markdown."),
+    Option("pages", "--pages", Path, metavar="DIR",
+           help="Write one Markdown page per id and an index into DIR (docs/findings)."),
+)
+
+
+@command("rules", OPTIONS)
+def rules_command(*, rule_id: str | None, json_out: bool, markdown: bool,
+                  pages: Path | None) -> int:
     """List every finding id and explain signature with its meaning, or show one in full."""
     from gpu_audit.explain import reference
     from gpu_audit.serial import dumps
@@ -413,7 +412,7 @@ def rules_command(
                              "--markdown")
         count = write_pages(pages)
         sys.stdout.write(f"wrote {count} pages to {pages}\n")
-        raise typer.Exit(0)
+        return 0
     rules = all_entries()
     if rule_id is None:
         if json_out:
@@ -422,7 +421,7 @@ def rules_command(
             sys.stdout.write(render_page())
         else:
             sys.stdout.write(render_list(rules) + "\n" + reference.render_list())
-        raise typer.Exit(0)
+        return 0
     found, explained = find_rule(rules, rule_id)
     if json_out:
         extra = reference.document(explained) if explained is not None else []
@@ -440,4 +439,4 @@ def rules_command(
             parts.append(reference.render_signature_list(rule_id) if documented_here
                          else reference.render_one(explained))
         sys.stdout.write("\n".join(parts))
-    raise typer.Exit(0)
+    return 0

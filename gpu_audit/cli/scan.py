@@ -9,6 +9,7 @@ from pathlib import Path
 from gpu_audit.cli.app import verbose
 from gpu_audit.cli.declared import NO_REPORT, NVML_TIMEOUT, OUT, Option, command
 from gpu_audit.cli.monitoring import FORMAT_HELP, monitored
+from gpu_audit.config.schema import ROOT
 from gpu_audit.errors import UsageError
 from gpu_audit.gpu_selection import SPEC_FORMS
 from gpu_audit.model import Severity
@@ -29,8 +30,8 @@ OPTIONS = (
            "a scan that cannot judge writes gpu_audit_scan_success 0 there."),
     Option("from_file", "--from", Path, metavar="FILE",
            help="Judge a saved `scan --json` document instead of this machine."),
-    Option("fail_on", "--fail-on", str, metavar="SEVERITY",
-           help=f"Exit 2 at or above this severity ({SEVERITIES}) (default: error)."),
+    Option.setting(ROOT, "fail_on", "fail_on", metavar="SEVERITY",
+                   help=f"Exit 2 at or above this severity ({SEVERITIES})."),
     Option("config", "--config", Path, metavar="FILE",
            help="Read thresholds from this TOML file instead of searching "
            "(GPU_AUDIT_<KEY> variables still override it)."),
@@ -44,7 +45,7 @@ OPTIONS = (
 )
 
 
-@command("scan", OPTIONS)
+@command("scan", OPTIONS, lean=True)
 @monitored
 def scan(
     *,

@@ -6,26 +6,24 @@ import socket
 import sys
 from pathlib import Path
 
-import typer
-
-from gpu_audit.cli.app import app, err
+from gpu_audit.cli.app import err
+from gpu_audit.cli.declared import Option, command, json_option, out_option
 from gpu_audit.errors import InputError, UsageError
 
+OPTIONS = (
+    Option("file", "FILE", Path, argument=True, required=True, metavar="FILE",
+           help="A snapshot pickle (torch.cuda.memory._dump_snapshot, or written on OOM by "
+                "gpu_audit.monitor)."),
+    json_option("the summary", "gpu-audit.snapshot/1"),
+    out_option("the markdown report, its JSON twin and the plot"),
+    Option("no_report", "--no-report", bool, False, help="Do not write report files or the plot."),
+    Option("top", "--top", int, 10, min=1, max=1000, metavar="N",
+           help="How many of the biggest allocations and sites to list."),
+)
 
-@app.command()
-def snapshot(
-    file: Path = typer.Argument(..., metavar="FILE", help="A snapshot pickle "
-                                "(torch.cuda.memory._dump_snapshot, or written on OOM by "
-                                "gpu_audit.monitor)."),
-    json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON "
-                                  "(schema gpu-audit.snapshot/1)."),
-    out: Path | None = typer.Option(None, "--out", metavar="DIR", help="Folder for the markdown "
-                                    "report, its JSON twin and the plot (default: reports)."),
-    no_report: bool = typer.Option(False, "--no-report", help="Do not write report files or "
-                                   "the plot."),
-    top: int = typer.Option(10, "--top", min=1, max=1000, metavar="N",
-                            help="How many of the biggest allocations and sites to list."),
-) -> None:
+
+@command("snapshot", OPTIONS)
+def snapshot(*, file: Path, json_out: bool, out: Path | None, no_report: bool, top: int) -> int:
     """Summarise a PyTorch memory snapshot: segments, free blocks, fragmentation, the biggest
     allocations and where they were made, and memory over the recorded history (a PNG plot).
 
@@ -88,4 +86,4 @@ def snapshot(
     for path in written:
         if path is not None:
             print(f"wrote {path}", file=sys.stderr)
-    raise typer.Exit(0)
+    return 0

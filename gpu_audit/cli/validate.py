@@ -6,109 +6,96 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import typer
-
-from gpu_audit.cli.app import app, err
-
-# Flags that shape a plan; a resumed run keeps the plan it was started with.
-_PLAN_FLAGS = ("stage", "cycles", "disable_quantum", "quantum_lite", "max_split_size_mb",
-               "alloc_conf", "device", "emulate_memory", "workload", "max_retries", "require",
-               "checkpoint_every", "retry_backoff", "hang_factor", "hang_min", "hang_max",
-               "startup_timeout", "seed", "run_id", "command", "metric", "cycle_pattern",
-               "batch")
+from gpu_audit.cli.app import err
+from gpu_audit.cli.declared import Option, command
+from gpu_audit.config.schema import VALIDATE, setting
 
 
-@app.command()
+def _key(key: str, param: str, type: type | None = None, **more: Any) -> Option:
+    """A flag that sets a [tool.gpu-audit.validate] key: name, help and default from the
+    schema."""
+    return Option.setting(VALIDATE, key, param, type, **more)
+
+
+# Declared as data (gpu_audit.cli.declared): typer builds the command from these. The flags
+# that set a [tool.gpu-audit.validate] key shape the plan; a resumed run keeps its own.
+OPTIONS = (
+    _key("stages", "stage", str, multiple=True, metavar="NAME"),
+    _key("cycles", "cycles", metavar="N"),
+    _key("disable_quantum", "disable_quantum"),
+    _key("quantum_lite", "quantum_lite"),
+    _key("max_split_size_mb", "max_split_size_mb", metavar="N[,N...]"),
+    _key("alloc_conf", "alloc_conf", metavar="STR"),
+    _key("device", "device", metavar="auto|cpu|cuda|cuda:N"),
+    _key("emulate_memory", "emulate_memory", metavar="SIZE"),
+    _key("workload", "workload", metavar="MODULE:ATTR"),
+    _key("require", "require", str, multiple=True, metavar="EXPR"),
+    _key("max_retries", "max_retries", metavar="N"),
+    _key("retry_backoff_s", "retry_backoff", metavar="SECONDS"),
+    _key("checkpoint_every_pct", "checkpoint_every", str, metavar="PCT"),
+    _key("hang_factor", "hang_factor", metavar="X"),
+    _key("hang_min_s", "hang_min", metavar="SECONDS"),
+    _key("hang_max_s", "hang_max", metavar="SECONDS"),
+    _key("startup_timeout_s", "startup_timeout", metavar="SECONDS"),
+    _key("seed", "seed"),
+    Option("resume", "--resume", str, metavar="RUN",
+           help="Continue a run (its id under OUT/runs, or its folder) from its last checkpoint."),
+    Option("run_id", "--run-id", str, metavar="NAME",
+           help="Name the run folder (default: time-host-random)."),
+    Option("out", "--out", Path, metavar="DIR",
+           help="Folder for runs/<run-id>/ (default: reports)."),
+    Option("json_out", "--json", bool, False,
+           help="Print the result as JSON (schema gpu-audit.validate/1)."),
+    Option("progress", "--progress", str, "auto", metavar="auto|bar|plain|none",
+           help="Progress on stderr: a bar in a terminal (not under CI), else plain lines."),
+    Option("no_plots", "--no-plots", bool, False, help="Do not draw the PNG plots."),
+    Option("config", "--config", Path, metavar="FILE",
+           help="Read [tool.gpu-audit] / [tool.gpu-audit.validate] from this file."),
+    _key("cycle_pattern", "cycle_pattern", metavar="REGEX"),
+    _key("metrics", "metric", str, multiple=True, metavar="NAME=REGEX",
+         help="With -- COMMAND: a number read from output lines, e.g. "
+              "'loss=loss[=:]\\s*([0-9.eE+-]+)', for --require 'mean(loss)<2'. Repeatable."),
+    _key("batch", "batch", metavar="N"),
+    _key("command", "command", str, name="--command", multiple=True, argument=True,
+         metavar="[-- COMMAND...]"),
+)
+# Flags named in a --resume refusal: those of the plan, and the run's name.
+_PLAN_FLAGS = tuple(o for o in OPTIONS if o.key is not None or o.param == "run_id")
+
+
+@command("validate", OPTIONS)
 def validate(
-    stage: list[str] | None = typer.Option(
-        None, "--stage", metavar="NAME",
-        help="Run only these stages (repeat or comma-separate): imports, smoke, classical, "
-             "quantum-lite, full."),
-    cycles: int | None = typer.Option(
-        None, "--cycles", metavar="N", help="Length of the final stage (default: 500)."),
-    disable_quantum: bool | None = typer.Option(
-        None, "--disable-quantum", help="Drop the quantum stages; run `full` classically."),
-    quantum_lite: bool | None = typer.Option(
-        None, "--quantum-lite", help="Quantum stages use the capped (16-qubit) simulator."),
-    max_split_size_mb: str | None = typer.Option(
-        None, "--max-split-size-mb", metavar="N[,N...]",
-        help="Allocator max_split_size_mb; a comma list (e.g. none,128,512) runs the plan once "
-             "per value and compares them."),
-    alloc_conf: str | None = typer.Option(
-        None, "--alloc-conf", metavar="STR",
-        help="Allocator settings, set as both PYTORCH_CUDA_ALLOC_CONF and PYTORCH_ALLOC_CONF "
-             "in each worker before torch loads (default: the environment's)."),
-    device: str | None = typer.Option(
-        None, "--device", metavar="auto|cpu|cuda|cuda:N",
-        help="auto: the GPU with the most free memory, else the CPU (with a warning); cuda: "
-             "require a GPU (default: auto)."),
-    emulate_memory: str | None = typer.Option(
-        None, "--emulate-memory", metavar="SIZE",
-        help="Cap the worker's usable GPU memory (e.g. 4GiB) to rehearse a smaller card."),
-    workload: str | None = typer.Option(
-        None, "--workload", metavar="MODULE:ATTR",
-        help="Your workload (package.module:Attr or path/file.py:Attr) (default: the built-in "
-             "reference workload)."),
-    require: list[str] | None = typer.Option(
-        None, "--require", metavar="EXPR",
-        help="Gate on a metric: 'phi>0.3' (every cycle), 'mean(phi)>=0.5', "
-             "'classical:min(phi)>0.3'. Repeatable."),
-    max_retries: int | None = typer.Option(
-        None, "--max-retries", metavar="N",
-        help="Retries of a cycle after an out-of-memory error, halving the batch each time "
-             "(default: 3)."),
-    retry_backoff: float | None = typer.Option(
-        None, "--retry-backoff", metavar="SECONDS",
-        help="First wait before an OOM retry; doubles each time (default: 0.5)."),
-    checkpoint_every: str | None = typer.Option(
-        None, "--checkpoint-every", metavar="PCT",
-        help="Checkpoint the workload every PCT percent of a stage (default: 10)."),
-    hang_factor: float | None = typer.Option(
-        None, "--hang-factor", metavar="X",
-        help="A cycle hangs when it runs X times longer than the slowest so far (default: 10)."),
-    hang_min: float | None = typer.Option(
-        None, "--hang-min", metavar="SECONDS", help="Lower bound of the hang limit (default: 60)."),
-    hang_max: float | None = typer.Option(
-        None, "--hang-max", metavar="SECONDS",
-        help="Upper bound of the hang limit (default: 3600)."),
-    startup_timeout: float | None = typer.Option(
-        None, "--startup-timeout", metavar="SECONDS",
-        help="Limit for imports, CUDA start-up, set-up and the first cycle (default: 900)."),
-    seed: int | None = typer.Option(
-        None, "--seed", help="Seed passed to the workload (default: 0)."),
-    resume: str | None = typer.Option(
-        None, "--resume", metavar="RUN",
-        help="Continue a run (its id under OUT/runs, or its folder) from its last checkpoint."),
-    run_id: str | None = typer.Option(None, "--run-id", metavar="NAME",
-                                      help="Name the run folder (default: time-host-random)."),
-    out: Path | None = typer.Option(
-        None, "--out", metavar="DIR", help="Folder for runs/<run-id>/ (default: reports)."),
-    json_out: bool = typer.Option(
-        False, "--json", help="Print the result as JSON (schema gpu-audit.validate/1)."),
-    progress: str = typer.Option(
-        "auto", "--progress", metavar="auto|bar|plain|none",
-        help="Progress on stderr: a bar in a terminal (not under CI), else plain lines."),
-    no_plots: bool = typer.Option(False, "--no-plots", help="Do not draw the PNG plots."),
-    config: Path | None = typer.Option(
-        None, "--config", metavar="FILE",
-        help="Read [tool.gpu-audit] / [tool.gpu-audit.validate] from this file."),
-    cycle_pattern: str | None = typer.Option(
-        None, "--cycle-pattern", metavar="REGEX",
-        help="With -- COMMAND: an output line matching REGEX ends a cycle (used when the "
-             "script neither calls gpu_audit.monitor.step() nor steps a torch optimizer)."),
-    metric: list[str] | None = typer.Option(
-        None, "--metric", metavar="NAME=REGEX",
-        help="With -- COMMAND: a number read from output lines, e.g. "
-             "'loss=loss[=:]\\s*([0-9.eE+-]+)', for --require 'mean(loss)<2'. Repeatable."),
-    batch: int | None = typer.Option(
-        None, "--batch", metavar="N",
-        help="With -- COMMAND: the value of {batch}; a stage whose command runs out of memory "
-             "runs again with it halved, up to --max-retries times."),
-    command: list[str] | None = typer.Argument(
-        None, metavar="[-- COMMAND...]",
-        help="Your own script, unchanged, run once per stage: placeholders {cycles}, {stage}, "
-             "{run_dir}, {quantum}, {resume}."),
-) -> None:
+    *,
+    stage: list[str] | None,
+    cycles: int | None,
+    disable_quantum: bool | None,
+    quantum_lite: bool | None,
+    max_split_size_mb: str | None,
+    alloc_conf: str | None,
+    device: str | None,
+    emulate_memory: str | None,
+    workload: str | None,
+    require: list[str] | None,
+    max_retries: int | None,
+    retry_backoff: float | None,
+    checkpoint_every: str | None,
+    hang_factor: float | None,
+    hang_min: float | None,
+    hang_max: float | None,
+    startup_timeout: float | None,
+    seed: int | None,
+    resume: str | None,
+    run_id: str | None,
+    out: Path | None,
+    json_out: bool,
+    progress: str,
+    no_plots: bool,
+    config: Path | None,
+    cycle_pattern: str | None,
+    metric: list[str] | None,
+    batch: int | None,
+    command: list[str] | None,
+) -> int:
     """Rehearse your own training script in stages before the long run; resumable.
 
     gpu-audit validate --disable-quantum --cycles 50 -- python train.py --steps {cycles}
@@ -124,6 +111,7 @@ def validate(
     configuration error, or the run folder's disk filled up (finding disk-full; free space and
     --resume RUN), 130 interrupted (state saved; --resume RUN continues).
     """
+    given = dict(locals())
     from gpu_audit.config import find_config_file, load_policy, read_validate_config
     from gpu_audit.errors import UsageError
     from gpu_audit.serial import dumps
@@ -132,22 +120,13 @@ def validate(
 
     if progress not in ("auto", "bar", "plain", "none"):
         raise UsageError(f"--progress {progress!r}: expected auto, bar, plain or none")
-    flags = {"stage": stage, "cycles": cycles, "disable_quantum": disable_quantum,
-             "quantum_lite": quantum_lite, "max_split_size_mb": max_split_size_mb,
-             "alloc_conf": alloc_conf, "device": device, "emulate_memory": emulate_memory,
-             "workload": workload, "max_retries": max_retries, "require": require,
-             "checkpoint_every": checkpoint_every, "retry_backoff": retry_backoff,
-             "hang_factor": hang_factor, "hang_min": hang_min, "hang_max": hang_max,
-             "startup_timeout": startup_timeout, "seed": seed, "run_id": run_id,
-             "command": command, "metric": metric, "cycle_pattern": cycle_pattern,
-             "batch": batch}
+    flags = {o.param: given[o.param] for o in _PLAN_FLAGS}
     folder = out or Path("reports")
     if resume is not None:
-        given = [f"--{name.replace('_', '-')}" for name in _PLAN_FLAGS if flags[name]
-                 not in (None, [])]
-        if given:
+        named = [o.name for o in _PLAN_FLAGS if flags[o.param] not in (None, [])]
+        if named:
             raise UsageError(f"--resume continues a run with the plan it was started with; drop "
-                             f"{', '.join(given)} (or start a new run)")
+                             f"{', '.join(named)} (or start a new run)")
         plan = None
     else:
         path = config if config is not None else find_config_file()
@@ -171,7 +150,7 @@ def validate(
     if result.exit_code == 130 or _resumable(result):
         print(f"resume: gpu-audit validate --resume {result.run.run_id}"
               + (f" --out {folder}" if out is not None else ""), file=sys.stderr)
-    raise typer.Exit(result.exit_code)
+    return result.exit_code
 
 
 def _resumable(result: Any) -> bool:
@@ -187,15 +166,14 @@ def _resumable(result: Any) -> bool:
 
 
 def _merge(from_file: dict[str, Any], flags: dict[str, Any]) -> dict[str, Any]:
-    """Options: flags over the configuration file over the defaults."""
-    names = {"stage": "stages", "require": "requires", "retry_backoff": "retry_backoff_s",
-             "hang_min": "hang_min_s", "hang_max": "hang_max_s",
-             "startup_timeout": "startup_timeout_s", "metric": "metrics"}
+    """Options: flags over the configuration file over the defaults (each flag sets the option
+    of its key, as the schema names it)."""
     merged = dict(from_file)
-    for flag, value in flags.items():
-        if flag == "run_id" or value is None or value == []:
+    for option in OPTIONS:
+        value = flags.get(option.param)
+        if option.key is None or value is None or value == []:
             continue
-        merged[names.get(flag, flag)] = value
+        merged[setting(VALIDATE, option.key).option] = value
     return merged
 
 

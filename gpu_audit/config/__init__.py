@@ -1,7 +1,10 @@
-"""The one policy: what each key means and its default (:mod:`.policy`, and the keys only check
-reads in :mod:`.check_policy`), the files it is read from (:mod:`.files`), and the layers that
-make the policy in force (:mod:`.load`). ``gpu-audit validate``'s own table is read in
-:mod:`.validate_config` (flag > file > default: no ``GPU_AUDIT_<KEY>`` variables for it).
+"""The one policy. Every key of every table is declared once in :mod:`.schema` (type, default,
+range, unit, description, readers, variable, flag; ``docs/settings.md`` and the JSON Schema of
+``gpu-audit.toml`` are generated from it by :mod:`.reference`). The typed policies are
+:mod:`.policy` and, for the keys only check reads, :mod:`.check_policy`; the files they are read
+from :mod:`.files`, and the layers that make the policy in force :mod:`.load`.
+``gpu-audit validate``'s own table is read in :mod:`.validate_config` (flag > file > default: no
+``GPU_AUDIT_<KEY>`` variables for it).
 
 Precedence: flag > ``GPU_AUDIT_<KEY>`` environment variable > file > default. Names are imported
 on first use, so a rule that needs only :class:`Policy` loads nothing else.

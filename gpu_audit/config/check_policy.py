@@ -27,6 +27,7 @@ from gpu_audit.config.files import (
 )
 from gpu_audit.config.load import CHECK_TABLE, Layers, Origin, process_environ
 from gpu_audit.config.policy import Policy, keys_of
+from gpu_audit.config.schema import CHECK, default
 from gpu_audit.errors import ConfigError
 from gpu_audit.model import Severity
 from gpu_audit.units import GIB
@@ -38,27 +39,25 @@ class CheckPolicy(Policy):
     :class:`Policy`. The mode keys say what a check makes of its problem: "fail", "warn" or
     "ignore"."""
 
-    min_gpus: int = 1
-    gpu_name: str | None = None  # regex, searched in each GPU's name
-    min_gpu_memory_gib: float | None = None
-    min_free_vram_gib: float | None = None
-    max_gpu_temperature_c: float | None = None
-    require_persistence_mode: bool = False
-    min_driver_version: str | None = None  # "535.104.05"
-    min_cuda_driver_version: str | None = None  # "12.4": newest CUDA the driver supports
-    free_vram: str = "fail"
-    swap: str = "fail"
-    duplicate_backends: str = "fail"
-    unattributed_vram: str = "warn"
-    foreign_processes: str = "fail"
-    own_processes: str = "warn"
-    warn_on: str = "warning"
-    require_torch_cuda: bool = False
+    min_gpus: int = default(CHECK, "min_gpus")
+    gpu_name: str | None = default(CHECK, "gpu_name")
+    min_gpu_memory_gib: float | None = default(CHECK, "min_gpu_memory_gib")
+    min_free_vram_gib: float | None = default(CHECK, "min_free_vram_gib")
+    max_gpu_temperature_c: float | None = default(CHECK, "max_gpu_temperature_c")
+    require_persistence_mode: bool = default(CHECK, "require_persistence_mode")
+    min_driver_version: str | None = default(CHECK, "min_driver_version")
+    min_cuda_driver_version: str | None = default(CHECK, "min_cuda_driver_version")
+    free_vram: str = default(CHECK, "free_vram")
+    swap: str = default(CHECK, "swap")
+    duplicate_backends: str = default(CHECK, "duplicate_backends")
+    unattributed_vram: str = default(CHECK, "unattributed_vram")
+    foreign_processes: str = default(CHECK, "foreign_processes")
+    own_processes: str = default(CHECK, "own_processes")
+    warn_on: str = default(CHECK, "warn_on")
+    require_torch_cuda: bool = default(CHECK, "require_torch_cuda")
     stages: list[str] = field(default_factory=list)
-    # check --slurm: the hook answers within this (Slurm's hook timeouts are minutes) ...
-    slurm_hook_deadline_s: float = 30.0
-    # ... and an epilog that finds memory still held looks once more after this long (0: never)
-    slurm_settle_s: float = 3.0
+    slurm_hook_deadline_s: float = default(CHECK, "slurm_hook_deadline_s")
+    slurm_settle_s: float = default(CHECK, "slurm_settle_s")
 
     @property
     def warn_on_severity(self) -> Severity:

@@ -35,13 +35,14 @@ from gpu_audit.config.files import (
     table_path,
 )
 from gpu_audit.config.policy import Policy, keys_of, validate_values
+from gpu_audit.config.schema import TABLES
 from gpu_audit.errors import ConfigError, InputError
 
 ENV_PREFIX = "GPU_AUDIT_"
 CHECK_TABLE = ("check",)
 # The sub-tables of [tool.gpu-audit] that belong to a command: [tool.gpu-audit.check] and
 # [tool.gpu-audit.validate] ([check] and [validate] at the top of gpu-audit.toml).
-COMMAND_TABLES = ("check", "validate")
+COMMAND_TABLES = tuple(t for t in TABLES if t)
 _TRUE, _FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
 
 

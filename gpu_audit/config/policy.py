@@ -10,7 +10,6 @@ reads. Field names are the configuration keys (a public contract) and, upper-cas
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import re
 from collections.abc import Callable
@@ -18,44 +17,43 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpu_audit.bounds import MAX_INT_DIGITS
+from gpu_audit.config.schema import (  # noqa: F401 - MODES and STAGES are exported here
+    CHECK,
+    MAX_NUMBER,
+    MODES,
+    ROOT,
+    SETTINGS,
+    default,
+    key_types,
+)
+from gpu_audit.config.schema import CHECK_STAGES as STAGES  # noqa: F401 - exported here
 from gpu_audit.errors import ConfigError
 from gpu_audit.lazy import regex
 from gpu_audit.model import Severity
 from gpu_audit.units import GIB, MIB
 
-# No threshold needs more (a petabyte in GiB, 30,000 years in hours); larger ones overflow.
-MAX_NUMBER = 1e12
-MODES = ("fail", "warn", "ignore")  # what a check makes of the problem it judges
-STAGES = ("imports", "smoke")  # the validation stages check may run; later ones take minutes
 # ASCII digits, at most MAX_INT_DIGITS a part (each part is converted with int() to compare).
 _VERSION = regex(rf"[0-9]{{1,{MAX_INT_DIGITS}}}(?:\.[0-9]{{1,{MAX_INT_DIGITS}}})*")
-
-# How a dataclass field's declared type (a string under ``from __future__ import annotations``)
-# is read from a file or the environment: (base type, may be unset).
-_DECLARED = {
-    "float": (float, False), "float | None": (float, True), "int": (int, False),
-    "str": (str, False), "str | None": (str, True), "bool": (bool, False),
-    "list[str]": (list, False),
-}
+_EXAMPLES = {"min_driver_version": "535.104.05", "min_cuda_driver_version": "12.4"}
 
 
 @dataclass(frozen=True)
 class Policy:
-    """Every threshold a rule reads (``[tool.gpu-audit]``)."""
+    """Every threshold a rule reads (``[tool.gpu-audit]``); what each means, its default and
+    range are declared in :mod:`gpu_audit.config.schema`."""
 
-    max_swap_used_gib: float = 2.0
-    min_host_available_pct: float = 10.0
-    min_free_vram_pct: float = 10.0
-    unattributed_vram_allowance_mib: float = 512.0
-    alloc_fragmentation_pct: float = 50.0
-    temperature_margin_c: float = 5.0
-    busy_utilization_pct: float = 20.0  # a GPU this busy should run its PCIe link at full speed
-    small_gpu_gib: float = 8.0  # at or below this, allocator advice is given unasked
-    xid_recent_hours: float = 24.0  # application-caused Xids older than this are only noted
-    keep_reports: int = 50  # reports per command kept in the report folder (0: keep all)
-    # diff (and the Slurm epilog): memory in use that no process accounts for may grow this much
-    unreleased_vram_min_gib: float = 1.0
-    fail_on: str = "error"
+    max_swap_used_gib: float = default(ROOT, "max_swap_used_gib")
+    min_host_available_pct: float = default(ROOT, "min_host_available_pct")
+    min_free_vram_pct: float = default(ROOT, "min_free_vram_pct")
+    unattributed_vram_allowance_mib: float = default(ROOT, "unattributed_vram_allowance_mib")
+    alloc_fragmentation_pct: float = default(ROOT, "alloc_fragmentation_pct")
+    temperature_margin_c: float = default(ROOT, "temperature_margin_c")
+    busy_utilization_pct: float = default(ROOT, "busy_utilization_pct")
+    small_gpu_gib: float = default(ROOT, "small_gpu_gib")
+    xid_recent_hours: float = default(ROOT, "xid_recent_hours")
+    keep_reports: int = default(ROOT, "keep_reports")
+    unreleased_vram_min_gib: float = default(ROOT, "unreleased_vram_min_gib")
+    fail_on: str = default(ROOT, "fail_on")
     ignore: list[str] = field(default_factory=list)  # finding ids (and, for check, check ids)
     source: str | None = field(default=None, metadata={"internal": True})
 
@@ -76,22 +74,11 @@ class Policy:
         return Severity.parse(self.fail_on)
 
 
-# Keys with a narrower range than "not negative, at most MAX_NUMBER": key -> (lowest, whether
-# the lowest itself is allowed, highest, unit for messages).
-RANGES: dict[str, tuple[float, bool, float, str]] = {
-    "unreleased_vram_min_gib": (0.0, False, MAX_NUMBER, "GiB"),
-    "slurm_hook_deadline_s": (0.0, False, 3600.0, "seconds"),
-    "slurm_settle_s": (0.0, True, 300.0, "seconds"),
-}
-
-MODE_KEYS = ("free_vram", "swap", "duplicate_backends", "unattributed_vram", "foreign_processes",
-             "own_processes")
-
-
 def keys_of(cls: type[Policy]) -> dict[str, tuple[type, bool]]:
-    """Key name -> (base type, may be unset) for every configuration key of ``cls``."""
-    return {f.name: _DECLARED[str(f.type)] for f in dataclasses.fields(cls)
-            if not f.metadata.get("internal")}
+    """Key name -> (base type, may be unset) for every configuration key of ``cls``: the keys
+    of ``[tool.gpu-audit]``, and for :class:`CheckPolicy` those of its check table too, as the
+    schema declares them."""
+    return key_types(ROOT) if cls is Policy else key_types(ROOT, CHECK)
 
 
 def policy_keys() -> dict[str, tuple[type, bool]]:
@@ -117,48 +104,58 @@ def _magnitude(value: int | float) -> str:
 Complaint = Callable[[str, str], ConfigError]  # (key, message) -> an error naming where it is set
 
 
+_CHECKED = {s.key: s for s in SETTINGS if s.table in (ROOT, CHECK)}
+
+
 def validate_values(values: dict[str, Any], complain: Complaint) -> None:
-    """Range and vocabulary of values already of the right type; ``complain(key, message)``
-    builds the error that names where ``key`` was set."""
+    """Range and vocabulary of values already of the right type, as the schema declares them;
+    ``complain(key, message)`` builds the error that names where ``key`` was set."""
     for key, value in values.items():
+        declared = _CHECKED.get(key)
+        if declared is None or value is None:
+            continue
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            if isinstance(value, float) and not math.isfinite(value):
-                raise complain(key, f"key {key!r} must be a finite number, got {value!r}")
-            if abs(value) > MAX_NUMBER:
-                raise complain(key, f"key {key!r} is too large (at most {MAX_NUMBER:g}), "
-                                    f"got {_magnitude(value)}")
-            if value < 0:
-                raise complain(key, f"key {key!r} must not be negative, got {value!r}")
-            if key.endswith("_pct") and value > 100:
-                raise complain(key, f"key {key!r} is a percentage (0-100), got {value!r}")
-            if key in RANGES:
-                low, low_allowed, high, unit = RANGES[key]
-                if value < low or (value == low and not low_allowed) or value > high:
-                    above = f"at least {low:g}" if low_allowed else f"above {low:g}"
-                    raise complain(key, f"key {key!r} must be {above} and at most {high:g} "
-                                        f"({unit}), got {value!r}")
-    for key in MODE_KEYS:
-        if key in values and values[key] not in MODES:
-            raise complain(key, f"key {key!r} must be one of {', '.join(map(repr, MODES))}, "
-                                f"got {values[key]!r}")
-    for key in ("fail_on", "warn_on"):
-        if key in values:
+            _check_number(declared, value, complain)
+        elif declared.format == "severity":
             try:
-                Severity.parse(values[key])
+                Severity.parse(value)
             except ValueError as exc:
                 raise complain(key, f"key {key!r}: {exc}") from None
-    if values.get("gpu_name") is not None:
-        try:
-            re.compile(values["gpu_name"])
-        except re.error as exc:
-            raise complain("gpu_name",
-                           f"key 'gpu_name' is not a valid regular expression: {exc}") from None
-    for key, example in (("min_driver_version", "535.104.05"), ("min_cuda_driver_version", "12.4")):
-        if values.get(key) is not None and not _VERSION().fullmatch(values[key]):
-            raise complain(key, f"key {key!r} must be a dotted version such as {example!r} "
-                                f"(at most {MAX_INT_DIGITS} digits a part), "
-                                f"got {_quoted(values[key])}")
-    for stage in values.get("stages") or []:
-        if stage not in STAGES:
-            raise complain("stages", f"key 'stages': unknown stage {stage!r} "
-                                     f"(check can run: {', '.join(STAGES)})")
+        elif declared.format == "regex":
+            try:
+                re.compile(value)
+            except re.error as exc:
+                raise complain(key, f"key {key!r} is not a valid regular expression: "
+                                    f"{exc}") from None
+        elif declared.format == "version" and not _VERSION().fullmatch(value):
+            raise complain(key, f"key {key!r} must be a dotted version such as "
+                                f"{_EXAMPLES[key]!r} (at most {MAX_INT_DIGITS} digits a part), "
+                                f"got {_quoted(value)}")
+        elif declared.choices and isinstance(value, str) and value not in declared.choices:
+            raise complain(key, f"key {key!r} must be one of "
+                                f"{', '.join(map(repr, declared.choices))}, got {value!r}")
+        elif declared.choices and isinstance(value, list):
+            for item in value:
+                if item not in declared.choices:
+                    raise complain(key, f"key {key!r}: unknown stage {item!r} "
+                                        f"(check can run: {', '.join(declared.choices)})")
+
+
+def _check_number(declared: Any, value: int | float, complain: Complaint) -> None:
+    """Finite, not negative, at most MAX_NUMBER, and within the key's declared range."""
+    key = declared.key
+    if isinstance(value, float) and not math.isfinite(value):
+        raise complain(key, f"key {key!r} must be a finite number, got {value!r}")
+    if abs(value) > MAX_NUMBER:
+        raise complain(key, f"key {key!r} is too large (at most {MAX_NUMBER:g}), "
+                            f"got {_magnitude(value)}")
+    if value < 0:
+        raise complain(key, f"key {key!r} must not be negative, got {value!r}")
+    if declared.unit == "%" and declared.high is not None and value > declared.high:
+        raise complain(key, f"key {key!r} is a percentage (0-100), got {value!r}")
+    if declared.low is not None:
+        low, high = declared.low, MAX_NUMBER if declared.high is None else declared.high
+        if value < low or (value == low and declared.low_open) or value > high:
+            above = f"above {low:g}" if declared.low_open else f"at least {low:g}"
+            raise complain(key, f"key {key!r} must be {above} and at most {high:g} "
+                                f"({declared.unit}), got {value!r}")

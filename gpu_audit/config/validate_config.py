@@ -3,8 +3,8 @@
 :func:`read_validate_config` reads it from the configuration file and checks every value, with
 errors that name the file, line and key as the other tables' do. The result holds only the keys
 the file sets, under the names of :class:`gpu_audit.validate.plan.ValidateOptions`, whose fields
-are the defaults; ``gpu-audit validate`` lays its flags over it. ``GPU_AUDIT_<KEY>`` variables do
-not set these keys.
+take their defaults from :mod:`gpu_audit.config.schema`; ``gpu-audit validate`` lays its flags over
+it. ``GPU_AUDIT_<KEY>`` variables do not set these keys (the schema says why).
 """
 
 from __future__ import annotations
@@ -14,36 +14,13 @@ from typing import Any
 
 from gpu_audit.bounds import MAX_INT_DIGITS
 from gpu_audit.config.files import TableRef, convert, suggestion
+from gpu_audit.config.schema import VALIDATE, table
 
 VALIDATE_TABLE = ("validate",)  # [tool.gpu-audit.validate], or [validate] in gpu-audit.toml
 
-# key -> (option name in ValidateOptions, the value's type)
+# key -> (option name in ValidateOptions, the value's type), from the schema
 VALIDATE_KEYS: dict[str, tuple[str, type]] = {
-    "stages": ("stages", list),
-    "cycles": ("cycles", int),
-    "disable_quantum": ("disable_quantum", bool),
-    "quantum_lite": ("quantum_lite", bool),
-    "max_split_size_mb": ("max_split_size_mb", str),  # int or list of ints, read specially
-    "alloc_conf": ("alloc_conf", str),
-    "device": ("device", str),
-    "emulate_memory": ("emulate_memory", str),  # "24GiB", or a number of bytes
-    "workload": ("workload", str),
-    "max_retries": ("max_retries", int),
-    "retry_backoff_s": ("retry_backoff_s", float),
-    "checkpoint_every_pct": ("checkpoint_every", float),
-    "require": ("requires", list),
-    "hang_factor": ("hang_factor", float),
-    "hang_min_s": ("hang_min_s", float),
-    "hang_max_s": ("hang_max_s", float),
-    "startup_timeout_s": ("startup_timeout_s", float),
-    "seed": ("seed", int),
-    "command": ("command", list),
-    "cycle_pattern": ("cycle_pattern", str),
-    "metrics": ("metrics", dict),  # name -> regex
-    "quantum_flags": ("quantum_flags", dict),  # off/lite/full -> words
-    "resume_flag": ("resume_flag", str),
-    "batch": ("batch", int),
-}
+    key: (declared.option, declared.type) for key, declared in table(VALIDATE).items()}
 
 
 def read_validate_config(path: Path) -> dict[str, Any]:

@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from gpu_audit.config import Policy
+from gpu_audit.config.schema import VALIDATE, VALIDATE_STAGES, key_option_default
+from gpu_audit.config.schema import default as _default
 from gpu_audit.errors import UsageError
 from gpu_audit.knowledge.allocator import BOTH_VARS, max_split_minimum
 from gpu_audit.units import installed_torch_version, parse_size, plural
@@ -30,10 +32,10 @@ from gpu_audit.validate.allocconf import AllocConf, parse_alloc_conf, with_max_s
 from gpu_audit.validate.gates import parse_requirement
 from gpu_audit.validate.script.spec import ScriptSpec, make_spec, script_notes
 
-STAGE_NAMES = ("imports", "smoke", "classical", "quantum-lite", "full")
+STAGE_NAMES = VALIDATE_STAGES
 QUANTUM_MODES = ("off", "lite", "full")
 DEFAULT_WORKLOAD = "gpu_audit.validate.workloads.reference:ReferenceWorkload"
-DEFAULT_CYCLES = 500
+DEFAULT_CYCLES: int = _default(VALIDATE, "cycles")
 SMOKE_CYCLES = 3
 GATE_CYCLES = 50
 # Values one --max-split-size-mb compares: each repeats every stage of the plan.
@@ -114,31 +116,33 @@ def split_leg(key: str) -> tuple[str, str]:
 class ValidateOptions:
     """What the user asked for, flags merged over the configuration file."""
 
-    stages: list[str] | None = None
-    cycles: int = DEFAULT_CYCLES
-    disable_quantum: bool = False
-    quantum_lite: bool = False
-    max_split_size_mb: str | None = None  # "128" or "64,128,none"
-    alloc_conf: str | None = None
-    device: str = "auto"
-    emulate_memory: str | None = None
-    workload: str | None = None
-    max_retries: int = 3
-    retry_backoff_s: float = 0.5
-    checkpoint_every: str = "10"
+    stages: list[str] | None = key_option_default("stages")
+    cycles: int = key_option_default("cycles")
+    disable_quantum: bool = key_option_default("disable_quantum")
+    quantum_lite: bool = key_option_default("quantum_lite")
+    max_split_size_mb: str | None = key_option_default("max_split_size_mb")  # "64,128,none"
+    alloc_conf: str | None = key_option_default("alloc_conf")
+    device: str = key_option_default("device")
+    emulate_memory: str | None = key_option_default("emulate_memory")
+    workload: str | None = key_option_default("workload")
+    max_retries: int = key_option_default("max_retries")
+    retry_backoff_s: float = key_option_default("retry_backoff_s")
+    checkpoint_every: str = key_option_default("checkpoint_every")
     requires: list[str] = field(default_factory=list)
-    hang_factor: float = 10.0
-    hang_min_s: float = 60.0
-    hang_max_s: float = 3600.0
-    startup_timeout_s: float = 900.0
-    seed: int = 0
+    hang_factor: float = key_option_default("hang_factor")
+    hang_min_s: float = key_option_default("hang_min_s")
+    hang_max_s: float = key_option_default("hang_max_s")
+    startup_timeout_s: float = key_option_default("startup_timeout_s")
+    seed: int = key_option_default("seed")
     config_dir: str | None = None  # folder of the configuration file, for module workloads
-    command: list[str] | None = None  # everything after `--`: the user's own script
-    cycle_pattern: str | None = None
-    metrics: list[str] | dict[str, str] | None = None
-    quantum_flags: dict[str, str] | None = None
-    resume_flag: str | None = None
-    batch: int | None = None  # {batch} of a command: where to start, halved after an OOM
+    # everything after `--`: the user's own script
+    command: list[str] | None = key_option_default("command")
+    cycle_pattern: str | None = key_option_default("cycle_pattern")
+    metrics: list[str] | dict[str, str] | None = key_option_default("metrics")
+    quantum_flags: dict[str, str] | None = key_option_default("quantum_flags")
+    resume_flag: str | None = key_option_default("resume_flag")
+    # {batch} of a command: where to start, halved after an OOM
+    batch: int | None = key_option_default("batch")
 
 
 def build_plan(options: ValidateOptions, policy: Policy | None = None, *,

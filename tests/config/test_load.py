@@ -76,15 +76,14 @@ def test_line_numbers_point_into_our_table_not_a_namesake_elsewhere(tmp_path):
         load_policy(path)
 
 
-def test_every_policy_key_is_in_the_readme_configuration_section():
+def test_the_readme_configuration_section_points_at_the_settings_reference():
+    # Every key is listed in docs/settings.md, generated from the schema (test_reference.py);
+    # the README keeps a short example and points there.
     from pathlib import Path
-
-    from gpu_audit.config import policy_keys
 
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     section = readme.split("### Configuration\n", 1)[1].split("\n## ", 1)[0]
-    for key in policy_keys():
-        assert f"\n{key} = " in section, key
+    assert "docs/settings.md" in section
     assert "GPU_AUDIT_<KEY>" in section
 
 
