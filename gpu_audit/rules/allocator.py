@@ -8,8 +8,9 @@ reads the same way.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterator
+
+import msgspec
 
 from gpu_audit.config import Policy
 from gpu_audit.knowledge import allocator as ac
@@ -38,9 +39,9 @@ def _allocator(scan: Scan) -> AllocatorConfig | None:
     alloc = scan.allocator
     if alloc is None:
         return None
-    return dataclasses.replace(alloc,
-                               pytorch_cuda_alloc_conf=_masked(alloc.pytorch_cuda_alloc_conf),
-                               pytorch_alloc_conf=_masked(alloc.pytorch_alloc_conf))
+    return msgspec.structs.replace(alloc,
+                                   pytorch_cuda_alloc_conf=_masked(alloc.pytorch_cuda_alloc_conf),
+                                   pytorch_alloc_conf=_masked(alloc.pytorch_alloc_conf))
 
 
 def _masked(value: str | None) -> str | None:
