@@ -70,6 +70,19 @@ def load_json(text: str | bytes, where: str, *, limit: int = MAX_DOCUMENT_BYTES)
     Deep nesting makes Python's parser raise RecursionError (a line of a million ``[``): that is
     malformed input like any other, never an internal error.
     """
+    check_json_shape(text, where, limit=limit)
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise InputError(f"{where}: nested too deeply to be a gpu-audit document") from None
+    except ValueError as exc:  # JSONDecodeError, and undecodable bytes
+        raise InputError(f"{where}: not valid JSON ({exc})") from None
+
+
+def check_json_shape(text: str | bytes, where: str, *, limit: int = MAX_DOCUMENT_BYTES) -> None:
+    """:class:`InputError` unless ``text`` is at most ``limit`` bytes with at most
+    :data:`MAX_JSON_CONTAINERS` objects and arrays and :data:`MAX_JSON_ITEMS` items, counted on
+    the raw text: what every parser of foreign JSON runs first."""
     if len(text) > limit:
         raise InputError(f"{where}: {len(text)} bytes, more than the {limit} accepted")
     brace, bracket, comma = ("{", "[", ",") if isinstance(text, str) else (b"{", b"[", b",")
@@ -81,9 +94,3 @@ def load_json(text: str | bytes, where: str, *, limit: int = MAX_DOCUMENT_BYTES)
     if items > MAX_JSON_ITEMS:
         raise InputError(f"{where}: {items} items, more than any gpu-audit document holds "
                          f"(at most {MAX_JSON_ITEMS})")
-    try:
-        return json.loads(text)
-    except RecursionError:
-        raise InputError(f"{where}: nested too deeply to be a gpu-audit document") from None
-    except ValueError as exc:  # JSONDecodeError, and undecodable bytes
-        raise InputError(f"{where}: not valid JSON ({exc})") from None

@@ -20,6 +20,7 @@ from typing import Any
 
 from gpu_audit import bounds
 from gpu_audit.errors import InputError
+from gpu_audit.fleet.facts import node_from_bytes
 from gpu_audit.fleet.nodes import Node, node_from_document, unanswered
 from gpu_audit.inputs import read_input
 
@@ -83,6 +84,13 @@ def read_node(path: Path) -> Node:
         data = read_document(path)
     except InputError as exc:
         return unanswered(source, source, f"cannot read {exc}")
+    try:
+        bounds.check_json_shape(data, source)
+    except InputError as exc:
+        return unanswered(source, source, f"refused: {str(exc).removeprefix(f'{source}: ')}")
+    node = node_from_bytes(data, source)
+    if node is not None:
+        return node
     try:
         document = parse_document(data, source)
     except InputError as exc:

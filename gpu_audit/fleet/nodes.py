@@ -124,8 +124,7 @@ def node_from_document(document: Any, source: str, name: str | None = None) -> N
     status, worst = _verdict(document, kind)
     conf = _text(allocator.get("pytorch_alloc_conf")) or _text(
         allocator.get("pytorch_cuda_alloc_conf"))
-    conf = redact_settings(conf) if conf else conf  # a node's document may carry a secret
-    return Node(
+    return node_with_conf(
         name=name or hostname or source, source=source, status=status,
         reason="; ".join(w["title"] for w in worst) or None,
         schema=schema, kind=kind, hostname=hostname, boot_time=_text(host.get("boot_time")),
@@ -134,9 +133,14 @@ def node_from_document(document: Any, source: str, name: str | None = None) -> N
         driver_version=_text(driver.get("driver_version")),
         cuda_driver_version=_text(driver.get("cuda_driver_version")),
         torch_version=_text(allocator.get("torch_version")),
-        alloc_conf=conf, gpus=gpus, worst=worst,
+        conf=conf, gpus=gpus, worst=worst,
         processes=flagged_processes(document, scan),
     )
+
+
+def node_with_conf(*, conf: str | None, **fields: Any) -> Node:
+    """A judged node, its allocator setting redacted (a node's document may carry a secret)."""
+    return Node(alloc_conf=redact_settings(conf) if conf else conf, **fields)
 
 
 def malformed(document: dict[str, Any], kind: str) -> str | None:
