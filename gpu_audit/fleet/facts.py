@@ -22,8 +22,16 @@ import msgspec
 
 from gpu_audit import bounds
 from gpu_audit.fleet.nodes import (
-    GPU_FIELDS, NODE_SCHEMAS, Node, _int, _text, _unsupported, _verdict, flagged_processes,
-    node_with_conf, unanswered,
+    GPU_FIELDS,
+    NODE_SCHEMAS,
+    Node,
+    _int,
+    _text,
+    _unsupported,
+    _verdict,
+    flagged_processes,
+    node_with_conf,
+    unanswered,
 )
 
 # Integers past int64 (msgspec checks no wider range) go the slow way, which keeps those under
@@ -122,8 +130,9 @@ def node_from_bytes(data: bytes, source: str) -> Node | None:
     if scan is None or scan.gpus is None:
         return None
     host = scan.host or HostFacts()
-    gpus = [dict(zip(GPU_FIELDS, msgspec.structs.astuple(g))) for g in scan.gpus]
-    if not _text(host.hostname) and not gpus or not all(map(_identified, gpus)):
+    gpus = [dict(zip(GPU_FIELDS, msgspec.structs.astuple(g)[:len(GPU_FIELDS)], strict=True))
+            for g in scan.gpus]
+    if (not _text(host.hostname) and not gpus) or not all(map(_identified, gpus)):
         return None
     # The few small parts (verdict, flagged processes) are judged as the slow way does.
     document = {"checks": doc.checks, "findings": doc.findings, "exit_code": doc.exit_code,
