@@ -144,6 +144,23 @@ def test_generated_pages_are_current():
     assert set(pages) == {f"{i}.md" for i in catalogue.CATALOGUE} | {"README.md"}
 
 
+# Producers whose ids are documented in every section; each finding they report carries
+# evidence, so each id's documentation shows one.
+SECTIONED = (catalogue.SCAN,)
+
+
+@pytest.mark.parametrize("finding_id", [
+    i for producer in SECTIONED for i in catalogue.ids(producer)
+    if catalogue.CATALOGUE[i].lifecycle == catalogue.STABLE])
+def test_every_stable_id_says_why_it_matters_how_it_looks_and_how_to_fix_it(finding_id):
+    rules_cli.load_catalogue()
+    doc = catalogue.doc_of(finding_id)
+    assert doc is not None, finding_id
+    assert doc.meaning and doc.why and doc.example and doc.fix, (
+        f"{finding_id}: its documentation needs a meaning paragraph and `Why it matters:`, "
+        "`Example:` and `Fix:` paragraphs")
+
+
 # --- gpu-audit rules ---------------------------------------------------------------------------
 
 def rules(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
