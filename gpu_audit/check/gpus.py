@@ -330,7 +330,8 @@ def free_vram(ctx: CheckContext) -> Iterator[CheckResult]:
 def gpu_temperature(ctx: CheckContext) -> Iterator[CheckResult]:
     """Each GPU is no hotter than `max_gpu_temperature_c` before the job starts.
 
-    Skipped when `max_gpu_temperature_c` is not set. The evidence adds utilisation and fan speed.
+    The temperature is the one NVML reports as check runs, before the job's load; the evidence
+    adds utilisation and fan speed. Skipped when `max_gpu_temperature_c` is not set.
 
     Why it matters: an idle GPU that is already hot has poor cooling (a failed fan, blocked
     airflow, a hot rack) and will throttle its clocks under load.
@@ -371,7 +372,8 @@ def persistence_mode(ctx: CheckContext) -> Iterator[CheckResult]:
     """Each GPU has persistence mode on, when `require_persistence_mode = true`.
 
     Datacenter runners normally run `nvidia-persistenced`. Judged by the scan's
-    `persistence-mode-off` rule, which applies to Linux only.
+    `persistence-mode-off` rule, which applies to Linux only: elsewhere a GPU with persistence
+    off is skipped.
 
     Why it matters: without it the driver tears the GPU down whenever no process uses it and
     initialises it again for the next one: seconds of start-up per job, and clocks and settings
