@@ -147,7 +147,7 @@ def test_generated_pages_are_current():
 # Producers whose ids are documented in every section; each finding they report carries
 # evidence, so each id's documentation shows one.
 SECTIONED = (catalogue.SCAN, catalogue.CHECK, catalogue.VALIDATE, catalogue.DIAG,
-             catalogue.FLEET)
+             catalogue.FLEET, catalogue.DIFF)
 
 
 @pytest.mark.parametrize("finding_id", [
