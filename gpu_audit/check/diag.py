@@ -19,8 +19,16 @@ def diag(ctx: CheckContext) -> Iterator[CheckResult]:
     of its own: critical and error findings fail, warnings warn; ids listed in `ignore` are
     dropped. GPUs other processes use are not tested: the check is then unknown (see
     `gpu-audit diag --force`). So it is when the installed torch cannot use a GPU (not installed,
-    or a CPU-only build): nothing is known about the GPUs, and the remedy is the install of a
-    CUDA build for this driver.
+    or a CPU-only build): nothing is known about the GPUs.
+
+    Why it matters: NVML's readings say a GPU is present, not that it computes correctly; a GPU
+    that returns wrong results or corrupts memory ruins a long run without an error.
+
+    Example: `FAIL diag-matmul-wrong gpu:1 ...` beside `PASS diag host ...` for the GPUs that
+    passed.
+
+    Fix: each failing line carries its diag finding's remedy; where torch cannot use the GPUs,
+    the remedy is the install of a CUDA build for this driver.
     """
     stage = ctx.stage("diag")
     if stage is None:

@@ -41,10 +41,19 @@ def scan_findings(ctx: CheckContext) -> Iterator[CheckResult]:
     """Every other scan finding, judged by severity: `fail_on` ("error") and `warn_on` ("warning").
 
     A finding at or above `fail_on` fails the check, one at or above `warn_on` warns, and one
-    below is only listed in the JSON document. List finding ids in `ignore` to drop them
-    (`gpu-audit rules` lists every id). Findings that a check above views (the driver, free
-    memory, persistence mode, swap, duplicate servers, unattributed memory, the torch build)
+    below is only listed in the JSON document. Findings that a check above views (the driver,
+    free memory, persistence mode, swap, duplicate servers, unattributed memory, the torch build)
     are not repeated.
+
+    Why it matters: a runner with a failing GPU, a hot card or a broken allocator setting passes
+    the named checks yet still ruins the job; this check keeps every scan finding in the verdict.
+
+    Example: `PASS scan-findings host no other finding at or above warning`; a finding above it
+    becomes its own line, e.g. `FAIL xid-events gpu:1 GPU 1 (...): 3 Xid events since boot: 13, 79`.
+
+    Fix: each line carries its finding's remedy (`gpu-audit rules ID` explains it). List finding
+    ids in `ignore` to drop the ones that do not matter on this runner (`gpu-audit rules` lists
+    every id).
     """
     fail_on, warn_on = ctx.policy.fail_on_severity, ctx.policy.warn_on_severity
     viewed = viewed_findings()
@@ -87,7 +96,16 @@ def stage_imports(ctx: CheckContext) -> Iterator[CheckResult]:
     """The `imports` validation stage passed (only with `--stages imports` or `stages = [...]`).
 
     In a child process: torch imports, CUDA initialises, and a small tensor makes a round trip
-    through the GPU. A failure here means GPU work cannot run on this runner, whatever NVML says.
+    through the GPU.
+
+    Why it matters: a failure here means GPU work cannot run on this runner, whatever NVML says;
+    the job would die at its first CUDA call.
+
+    Example: `FAIL stage-imports host` with the stage's summary (the import or CUDA error) and its
+    evidence.
+
+    Fix: the stage's remedy: reinstall a torch build for this driver, or fix the driver or the
+    container's GPU access (`gpu-audit validate --stages imports` shows the detail).
     """
     yield from _stage_check(ctx, "imports")
 
@@ -98,5 +116,14 @@ def stage_smoke(ctx: CheckContext) -> Iterator[CheckResult]:
 
     Three short cycles of the workload on the GPU. It runs only when `imports` passed; otherwise
     it is reported as skipped.
+
+    Why it matters: a workload that fails in three cycles (out of memory, a device assert, a
+    missing kernel) fails the real job minutes or hours in, after the queue wait.
+
+    Example: `FAIL stage-smoke host` with the stage's summary, such as an out-of-memory error at a
+    given step.
+
+    Fix: the stage's remedy: fix the workload or its memory settings, or route the job to a runner
+    that fits it; `gpu-audit validate --stages smoke` reproduces it with details.
     """
     yield from _stage_check(ctx, "smoke")

@@ -39,12 +39,21 @@ def nvidia_driver(ctx: CheckContext) -> Iterator[CheckResult]:
 
     Fails when NVML cannot be used at all (no driver, kernel module not loaded, a library and
     module from different driver versions after an upgrade without a reboot, no permission, a
-    hung driver; the scan's `nvml-unavailable` finding): such a runner cannot run GPU work.
-    With `min_gpus = 0` a missing driver is not required and the check is skipped.
-    `min_driver_version` ("535.104.05") and `min_cuda_driver_version` ("12.4", the newest CUDA
-    the driver supports, as `nvidia-smi` shows it) fail older drivers.
-    Ignoring `nvml-unavailable` (a policy shared with CPU-only runners) skips the check where
-    NVML cannot be used; where it can, the driver's versions are still judged.
+    hung driver; the scan's `nvml-unavailable` finding). With `min_gpus = 0` a missing driver is
+    not required and the check is skipped. `min_driver_version` ("535.104.05") and
+    `min_cuda_driver_version` ("12.4", the newest CUDA the driver supports, as `nvidia-smi` shows
+    it) fail older drivers. Ignoring `nvml-unavailable` (a policy shared with CPU-only runners)
+    skips the check where NVML cannot be used; where it can, the driver's versions are still
+    judged.
+
+    Why it matters: such a runner cannot run GPU work, and a driver older than the job's CUDA
+    build fails at CUDA initialisation.
+
+    Example: `FAIL nvidia-driver host driver 525.60.13 is older than 535.104.05 (driver
+    525.60.13, CUDA 12.0)`.
+
+    Fix: upgrade the NVIDIA driver on this runner (then reboot), or route the job to a runner with
+    a newer driver; where NVML is unusable, the `nvml-unavailable` remedy.
     """
     scan, policy = ctx.scan, ctx.policy
     if not scan.nvml.available and "nvml-unavailable" in policy.ignore:
@@ -112,11 +121,19 @@ def gpu_count(ctx: CheckContext) -> Iterator[CheckResult]:
 
     A GPU that has fallen off the bus (the scan's `gpu-lost` finding: NVML answers "GPU is
     lost", usually with Xid 79 in the kernel log) fails the check even when enough others
-    remain: the machine needs a GPU reset or a reboot. Ignoring `gpu-lost` drops only that
-    failure: a lost GPU is still not counted among those present.
-    Outside containers, fewer GPUs through NVML than NVIDIA devices on the PCI bus
+    remain. Ignoring `gpu-lost` drops only that failure: a lost GPU is still not counted among
+    those present. Outside containers, fewer GPUs through NVML than NVIDIA devices on the PCI bus
     is a warning (a device the driver did not bring up). NVML ignores `CUDA_VISIBLE_DEVICES`,
     so the count is the machine's, not the job's.
+
+    Why it matters: a job sized for N GPUs fails to start, or a collective on a lost GPU hangs
+    until the job's timeout.
+
+    Example: `FAIL gpu-count host GPU 3 lost (fallen off the bus); 7 GPUs (NVIDIA H100 80GB HBM3)
+    usable`.
+
+    Fix: a lost GPU needs a reset or a reboot (the `gpu-lost` remedy); otherwise run the job on a
+    runner with enough GPUs (runner labels or tags), or lower `min_gpus`.
     """
     scan, policy = ctx.scan, ctx.policy
     usable = [g for g in scan.gpus if not g.lost]
@@ -166,6 +183,14 @@ def gpu_name(ctx: CheckContext) -> Iterator[CheckResult]:
 
     Use it to keep jobs that need a given model off other runners: `gpu_name = "H100|A100"`;
     prefix `(?i)` to ignore case. Skipped when `gpu_name` is not set.
+
+    Why it matters: a job tuned for one model (memory size, bf16, FP8 kernels) fails or runs far
+    slower on another.
+
+    Example: `FAIL gpu-name gpu:0 Tesla T4 does not match /H100|A100/`.
+
+    Fix: route the job to a runner with the GPU it needs (runner labels or tags), or correct
+    `gpu_name`.
     """
     pattern = ctx.policy.gpu_name
     if pattern is None:
@@ -197,6 +222,13 @@ def gpu_memory(ctx: CheckContext) -> Iterator[CheckResult]:
     The driver reports a little less than the size on the box (a "24 GB" card shows 23.99 GiB,
     a 16 GB T4 15 GiB): set the threshold from what `nvidia-smi --query-gpu=memory.total
     --format=csv` prints. Skipped when `min_gpu_memory_gib` is not set.
+
+    Why it matters: a job sized for larger GPUs fails with `CUDA out of memory` once the model
+    or the first batch is on the card.
+
+    Example: `FAIL gpu-memory gpu:0 15.0 GiB total; the policy needs at least 40 GiB`.
+
+    Fix: route the job to a runner with larger GPUs, or lower `min_gpu_memory_gib`.
     """
     minimum = ctx.policy.gib_bytes("min_gpu_memory_gib")
     if minimum is None:
@@ -228,14 +260,23 @@ def gpu_memory(ctx: CheckContext) -> Iterator[CheckResult]:
 def free_vram(ctx: CheckContext) -> Iterator[CheckResult]:
     """Each GPU has at least `min_free_vram_pct` of its size free, and `min_free_vram_gib` if set.
 
-    Memory held before a job starts is memory the job cannot have: a leftover process, a duplicate
-    server or a dead context turns into `CUDA out of memory` halfway through. The share is judged by
-    the scan's `low-free-vram` rule, with the `min_free_vram_pct` of the one policy
-    ({min_free_vram_pct}% by default; set it in `[tool.gpu-audit]`, or in the check table for check
-    alone; 0 turns it off). `min_free_vram_gib` adds an absolute minimum. A GPU short of either
-    fails (`free_vram = "warn"` or `"ignore"` relaxes that); the result lists what holds the memory.
-    Ignoring `low-free-vram` drops the share: the check then judges `min_free_vram_gib` alone, and
-    is skipped when that is not set.
+    The share is judged by the scan's `low-free-vram` rule, with the `min_free_vram_pct` of the
+    one policy ({min_free_vram_pct}% by default; set it in `[tool.gpu-audit]`, or in the check
+    table for check alone; 0 turns it off). `min_free_vram_gib` adds an absolute minimum. A GPU
+    short of either fails (`free_vram = "warn"` or `"ignore"` relaxes that); the result lists
+    what holds the memory. Ignoring `low-free-vram` drops the share: the check then judges
+    `min_free_vram_gib` alone, and is skipped when that is not set.
+
+    Why it matters: memory held before a job starts is memory the job cannot have: a leftover
+    process, a duplicate server or a dead context turns into `CUDA out of memory` halfway
+    through.
+
+    Example: `FAIL free-vram gpu:0 1.5 GiB of 22.5 GiB free (6.7%); the policy needs >=
+    {min_free_vram_pct}%`.
+
+    Fix: the remedy names the holders (`ps -o pid,user,etime,args -p PIDS`): stop the ones left
+    over from earlier jobs; with none listed, look with `sudo fuser -v /dev/nvidiaN`, and a dead
+    context needs `sudo nvidia-smi --gpu-reset -i N` or a reboot.
     """
     policy = ctx.policy
     if policy.free_vram == "ignore":
@@ -289,8 +330,16 @@ def free_vram(ctx: CheckContext) -> Iterator[CheckResult]:
 def gpu_temperature(ctx: CheckContext) -> Iterator[CheckResult]:
     """Each GPU is no hotter than `max_gpu_temperature_c` before the job starts.
 
-    An idle GPU that is already hot has poor cooling (a failed fan, blocked airflow, a hot
-    rack) and will throttle its clocks under load. Skipped when `max_gpu_temperature_c` is not set.
+    The temperature is the one NVML reports as check runs, before the job's load; the evidence
+    adds utilisation and fan speed. Skipped when `max_gpu_temperature_c` is not set.
+
+    Why it matters: an idle GPU that is already hot has poor cooling (a failed fan, blocked
+    airflow, a hot rack) and will throttle its clocks under load.
+
+    Example: `FAIL gpu-temperature gpu:2 78 C; the policy allows at most 70 C`.
+
+    Fix: inspect it with `nvidia-smi -q -d TEMPERATURE,PERFORMANCE -i N`, then check fans and
+    airflow before running on this GPU.
     """
     limit = ctx.policy.max_gpu_temperature_c
     if limit is None:
@@ -322,10 +371,18 @@ def gpu_temperature(ctx: CheckContext) -> Iterator[CheckResult]:
 def persistence_mode(ctx: CheckContext) -> Iterator[CheckResult]:
     """Each GPU has persistence mode on, when `require_persistence_mode = true`.
 
-    Without it the driver tears the GPU down whenever no process uses it and initialises it
-    again for the next one: seconds of start-up per job, and clocks and settings that do not
-    stick. Datacenter runners normally run `nvidia-persistenced`. Judged by the scan's
-    `persistence-mode-off` rule, which applies to Linux only.
+    Datacenter runners normally run `nvidia-persistenced`. Judged by the scan's
+    `persistence-mode-off` rule, which applies to Linux only: elsewhere a GPU with persistence
+    off is skipped.
+
+    Why it matters: without it the driver tears the GPU down whenever no process uses it and
+    initialises it again for the next one: seconds of start-up per job, and clocks and settings
+    that do not stick.
+
+    Example: `FAIL persistence-mode gpu:0 persistence mode is off`.
+
+    Fix: `sudo systemctl enable --now nvidia-persistenced` (or `sudo nvidia-smi -pm 1`), the
+    `persistence-mode-off` remedy.
     """
     if not ctx.policy.require_persistence_mode:
         yield not_configured("persistence-mode", "require_persistence_mode = true")

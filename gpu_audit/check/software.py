@@ -64,11 +64,19 @@ def torch_cuda(ctx: CheckContext) -> Iterator[CheckResult]:
     """PyTorch is installed as a CUDA build the driver can run (`require_torch_cuda = true`).
 
     Read from package metadata without importing torch (the build label `+cu124`, `+cpu`,
-    `+rocm6.2`), judged with the scan's `torch-cpu-only` and `driver-too-old` findings: a CUDA
-    build newer (major version) than the driver supports cannot initialise. With `--stages
-    imports` the check also needs the `imports` stage to have initialised CUDA and moved a
-    tensor through it. When torch is not required the check is skipped, except that a CUDA
-    build the driver cannot run is still a warning.
+    `+rocm6.2`), judged with the scan's `torch-cpu-only` and `driver-too-old` findings. With
+    `--stages imports` the check also needs the `imports` stage to have initialised CUDA and
+    moved a tensor through it. When torch is not required the check is skipped, except that a
+    CUDA build the driver cannot run is still a warning.
+
+    Why it matters: a CPU build or a CUDA build newer (major version) than the driver supports
+    cannot initialise CUDA: the job fails at its first `.cuda()` or silently runs on the CPU.
+
+    Example: `FAIL torch-cuda env torch 2.5.1+cpu is a CPU-only build on a host with 1 NVIDIA
+    GPU`.
+
+    Fix: install a torch build for the driver's CUDA (the remedy gives the command), or upgrade
+    the driver.
     """
     alloc = ctx.scan.allocator
     evidence = {

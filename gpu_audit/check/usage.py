@@ -33,10 +33,19 @@ from gpu_audit.units import fmt_bytes, plural
 def swap(ctx: CheckContext) -> Iterator[CheckResult]:
     """The host uses no more than `max_swap_used_gib` of swap ({max_swap_used_gib} GiB by default).
 
-    Swap in use before a job starts means host memory is already short: data loaders, pinned
-    staging buffers and checkpoint writes will slow by orders of magnitude or meet the kernel's
-    OOM killer. Judged by the scan's `swap-pressure` rule with the one policy's
-    `max_swap_used_gib`; more swap in use fails (`swap = "warn"` or `"ignore"` relaxes that).
+    Judged by the scan's `swap-pressure` rule with the one policy's `max_swap_used_gib`; more
+    swap in use fails (`swap = "warn"` or `"ignore"` relaxes that).
+
+    Why it matters: swap in use before a job starts means host memory is already short: data
+    loaders, pinned staging buffers and checkpoint writes will slow by orders of magnitude or meet
+    the kernel's OOM killer.
+
+    Example: `FAIL swap host 6.2 GiB of swap in use; the policy allows at most
+    {max_swap_used_gib} GiB`.
+
+    Fix: the `swap-pressure` remedy: stop what holds host memory
+    (`ps -eo pid,user,rss,comm --sort=-rss | head`), then empty swap with
+    `sudo swapoff -a && sudo swapon -a`.
     """
     policy = ctx.policy
     if policy.swap == "ignore":
@@ -87,9 +96,16 @@ def duplicate_backends(ctx: CheckContext) -> Iterator[CheckResult]:
     """No GPU process is a copy of another server (`duplicate_backends` = "{duplicate_backends}").
 
     Judges the scan's `duplicate-backend` findings: the same `uvicorn`, `gunicorn`, jupyter
-    kernel or similar started several times, each copy holding its own model on the GPU. The
-    ranks of one distributed job are not copies. Set `duplicate_backends = "warn"` or
-    `"ignore"` to relax it.
+    kernel or similar started several times. The ranks of one distributed job are not copies.
+    Set `duplicate_backends = "warn"` or `"ignore"` to relax it.
+
+    Why it matters: each copy holds its own model on the GPU, memory the job needs.
+
+    Example: `PASS duplicate-backends host no copies among 1 GPU process`; a group of copies
+    becomes a line with the scan finding's title, `3 copies of the same server hold GPU memory`.
+
+    Fix: the `duplicate-backend` remedy: confirm the stale copies with `ps`, keep the oldest and
+    stop the others by pid.
     """
     groups = ctx.findings_for("duplicate-backend")  # one finding per group of copies
     evidence = {"gpu_processes": len(ctx.scan.processes), "duplicate_groups": len(groups)}
@@ -174,6 +190,15 @@ def foreign_processes(ctx: CheckContext) -> Iterator[CheckResult]:
     permissions. Graphics-only processes such as a display server are not counted, nor are PIDs
     that no longer exist outside containers (the scan's `gpu-process-gone` finding reports
     those). Processes of the user running check are judged by `own-processes`.
+
+    Why it matters: another user's process takes GPU memory and compute the job counted on, and
+    the job cannot stop it.
+
+    Example: `FAIL foreign-processes host 1 process of other users or containers holds 18.0 GiB:
+    7312 (python, alice, GPU 0, 18.0 GiB)`.
+
+    Fix: `ps -o pid,user,etime,args -p PIDS`, then ask their owners or run the job elsewhere;
+    inside a container, check the host with `nvidia-smi`.
     """
     chosen = [p for p in _compute_processes(ctx) if not _is_own(p, ctx.user)]
     yield from _process_check(
@@ -188,12 +213,19 @@ def foreign_processes(ctx: CheckContext) -> Iterator[CheckResult]:
 def own_processes(ctx: CheckContext) -> Iterator[CheckResult]:
     """No compute process of the running user is on a GPU (`own_processes` = "{own_processes}").
 
-    On a CI runner the runner's own user should hold no GPU before a job starts: such a process
-    is a leftover of an earlier job (killed by a timeout, its children orphaned) and takes the
-    memory the new job needs. Set `own_processes = "fail"` on dedicated runners, or
-    `"ignore"` when check runs beside your own work. Copies of one server that
-    `duplicate-backends` judges are left to it (its remedy keeps the oldest copy and stops the
-    others), so each process gets one remedy; evidence lists them as `duplicate_copies`.
+    Set `own_processes = "fail"` on dedicated runners, or `"ignore"` when check runs beside your
+    own work. Copies of one server that `duplicate-backends` judges are left to it (its remedy
+    keeps the oldest copy and stops the others), so each process gets one remedy; evidence lists
+    them as `duplicate_copies`.
+
+    Why it matters: on a CI runner the runner's own user should hold no GPU before a job starts:
+    such a process is a leftover of an earlier job (killed by a timeout, its children orphaned)
+    and takes the memory the new job needs.
+
+    Example: `WARN own-processes host 1 process of ci holds 20.5 GiB: 51234 (python, ci, GPU 0,
+    20.5 GiB)`.
+
+    Fix: `ps -o pid,etime,args -p PIDS` to confirm they are left over, then `kill PIDS`.
     """
     own = [p for p in _compute_processes(ctx) if _is_own(p, ctx.user)]
     copies = _copies_judged_elsewhere(ctx)

@@ -49,10 +49,18 @@ def job_vram_leak(view: DiffView) -> Iterator[Finding]:
     """A process of the finished job still holds GPU memory after the job.
 
     The job ended, but a process it started (a stray DataLoader worker, a detached server, a
-    zombie whose parent did not reap it) is still on its GPU, and the memory it holds is lost to
-    the next job. Which processes count as the job's is explained under `gpu-audit diff --help`:
-    absent from BEFORE, on the job's GPUs, and of the job's user when that is known. The node
-    should be drained until the process is gone and the memory is back.
+    zombie whose parent did not reap it) is still on its GPU. Which processes count as the job's
+    is explained under `gpu-audit diff --help`: absent from BEFORE, on the job's GPUs, and of the
+    job's user when that is known.
+
+    Why it matters: the memory it holds is lost to the next job on the node, which then fails
+    with `CUDA out of memory`.
+
+    Example: `pid 48211 (alice) still holds 18432 MiB on GPU 0 after the job` (evidence: `pid`,
+    `user`, `gpu_index`, `used_memory_mib`, `status`).
+
+    Fix: `ps -o pid,user,etime,stat,args -p PID`, then, as its owner or root, `kill PID`; drain
+    the node until the process is gone and `nvidia-smi` shows the memory free.
     """
     for p in view.job_processes():
         mib = round(p.used_memory_bytes / MIB) if p.used_memory_bytes is not None else None
@@ -80,8 +88,16 @@ def vram_unreleased(view: DiffView) -> Iterator[Finding]:
 
     After the job, the GPU holds more memory than before (at least `unreleased_vram_min_gib`,
     {unreleased_vram_min_gib} GiB by default) that no listed process explains: a context left by a
-    process that died without the driver reclaiming it, or a process in another container. Only a
-    GPU reset (or a reboot) returns it; drain the node.
+    process that died without the driver reclaiming it, or a process in another container.
+
+    Why it matters: the next job on that GPU starts with that much less memory, and nothing on the
+    node can be stopped to free it.
+
+    Example: `GPU 1 (NVIDIA A100-SXM4-80GB): 20480 MiB more in use that no process accounts for` -
+    memory used went from 4 MiB to 20484 MiB; listed processes hold 0 MiB after the job.
+
+    Fix: check `nvidia-smi -i N` that no process is left; then, with the node drained,
+    `sudo nvidia-smi -r -i N` (or reboot): only a GPU reset returns the memory.
     """
     if view.before is None:
         return
@@ -120,10 +136,19 @@ _ECC = (("ecc_errors_uncorrected_volatile", True), ("ecc_errors_uncorrected_aggr
 def ecc_errors_increased(view: DiffView) -> Iterator[Finding]:
     """ECC error counters went up during the job.
 
-    Uncorrectable (double-bit) errors that appear while a job runs mean the memory is failing:
-    the job may have computed on corrupted data, and the next one may crash (critical).
-    Corrected (single-bit) errors alone are repaired on the fly; a rise is a warning worth
-    watching, as it often precedes uncorrectable ones.
+    Uncorrectable (double-bit) errors that appear while a job runs are critical. Corrected
+    (single-bit) errors alone are repaired on the fly; a rise is a warning worth watching.
+
+    Why it matters: uncorrectable errors mean the memory is failing: the job may have computed on
+    corrupted data, and the next one may crash; corrected ones often precede uncorrectable ones.
+
+    Example: `GPU 0 (NVIDIA A100-SXM4-80GB): 2 uncorrectable ECC error(s) during the job`
+    (evidence: `uncorrected_increase`, ...).
+
+    Fix: for uncorrectable errors, drain the node, reset the GPU with no process on it
+    (`sudo nvidia-smi -r -i N`), then run `dcgmi diag -r 3`; if the errors recur, contact the
+    vendor. For corrected ones, watch the count (`nvidia-smi -q -d ECC -i N`) and drain if it keeps
+    rising.
     """
     for old, new in view.pairs:
         rises = {name: _rise(getattr(old, name), getattr(new, name)) for name, _ in _ECC}
@@ -154,8 +179,15 @@ def retired_pages_increased(view: DiffView) -> Iterator[Finding]:
     """The GPU retired memory pages during the job.
 
     Page retirement (GPUs before Ampere) takes memory with repeated errors out of use; a page
-    retired for a double-bit error (DBE) means data was lost (critical). The retirement takes
-    effect after a GPU reset, so the node needs draining and a reset either way.
+    retired for a double-bit error (DBE) is critical.
+
+    Why it matters: a DBE retirement means data was lost during the job; and the retirement only
+    takes effect after a GPU reset, so until then jobs keep using the bad page.
+
+    Example: `GPU 2 (Tesla V100-SXM2-32GB): 1 page(s) retired during the job (1 for double-bit
+    errors)`.
+
+    Fix: drain the node, then reset the GPU with no process on it: `sudo nvidia-smi -r -i N`.
     """
     for old, new in view.pairs:
         sbe = _rise(old.retired_pages_sbe, new.retired_pages_sbe)
@@ -182,8 +214,15 @@ def remapped_rows_increased(view: DiffView) -> Iterator[Finding]:
     """The GPU remapped memory rows during the job.
 
     Row remapping (Ampere and later) replaces failing memory rows with spares after a GPU reset.
-    A row remapped for an uncorrectable error means data was lost during the job (error); rows
-    remapped for correctable errors alone are routine repair (warning).
+    Rows remapped for correctable errors alone are routine repair (warning).
+
+    Why it matters: a row remapped for an uncorrectable error means data was lost during the job
+    (error), and the faulty row stays in use until the GPU is reset.
+
+    Example: `GPU 0 (NVIDIA A100-SXM4-80GB): 1 row(s) remapped during the job (1 for uncorrectable
+    errors)`.
+
+    Fix: drain the node, then reset the GPU with no process on it: `sudo nvidia-smi -r -i N`.
     """
     for old, new in view.pairs:
         bad = _rise(old.remapped_rows_uncorrectable, new.remapped_rows_uncorrectable)
@@ -219,6 +258,15 @@ def xid_new(view: DiffView) -> Iterator[Finding]:
     an illegal memory access in a kernel) are the job's own fault and keep their lower severity;
     hardware and driver codes (48, 79, 94/95, 119, ...) are the node's. A scan whose kernel log
     was unreadable cannot be compared (run the scans as root, or with read access to the log).
+
+    Why it matters: a hardware or driver Xid during the job means the node may fail the next job
+    the same way, and the job that saw it may have stopped or computed wrong.
+
+    Example: `Xid 79 x1 during the job at 00000000:41:00.0: GPU has fallen off the bus`
+    (evidence: `xid`, `count`, `origin`, `machine_fault`).
+
+    Fix: the remedy is the code's action: fix the program for the codes a program causes; drain,
+    reset or service the node for hardware and driver codes.
     """
     after = view.after.kernel_log
     if view.before is None or after is None or not after.readable:
@@ -267,6 +315,15 @@ def throttle_started(view: DiffView) -> Iterator[Finding]:
     itself (error); software thermal slowdown means the GPU runs hot (warning); the software
     power cap is ordinary under load (info). Idle, application-clock and sync-boost reasons are
     not reported.
+
+    Why it matters: the next job on the GPU runs at reduced clocks, and in a multi-GPU job the
+    slow GPU holds every rank back.
+
+    Example: `GPU 3 (NVIDIA H100 80GB HBM3): clocks now limited by hw_slowdown` - active before:
+    none; after: hw_slowdown; temperature 41 to 88 C.
+
+    Fix: check the cooling and the power supply: `nvidia-smi -q -d PERFORMANCE,TEMPERATURE,POWER
+    -i N`.
     """
     for old, new in view.pairs:
         started = [r for r in new.throttle_reasons or []
@@ -293,7 +350,15 @@ def gpu_missing(view: DiffView) -> Iterator[Finding]:
     """A GPU BEFORE listed is missing from AFTER, or is now lost.
 
     The driver no longer sees the card, or answers "GPU is lost" (fallen off the bus, usually
-    with Xid 79): the node must be drained and the GPU reset or the machine rebooted.
+    with Xid 79).
+
+    Why it matters: jobs placed on the GPU fail, and multi-GPU jobs on the node hang waiting for
+    it.
+
+    Example: `GPU 5 (NVIDIA H100 80GB HBM3) lost (fallen off the bus) after the job` (evidence:
+    `gpu_index`, `uuid`, `pci_bus_id`).
+
+    Fix: drain the node; `nvidia-smi -r` or a reboot, then check `dmesg | grep Xid`.
     """
     gone = [(g, "no longer listed") for g in view.missing]
     gone += [(new, "lost (fallen off the bus)") for old, new in view.pairs

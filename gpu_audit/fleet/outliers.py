@@ -128,8 +128,17 @@ def gpu_outlier(view: FleetView) -> Iterator[Finding]:
     temperature (high), power draw among GPUs at similar utilisation (either side), SM clock
     among busy GPUs (low), corrected ECC errors and remapped rows (high), and the PCIe link
     width (low). The evidence gives the GPU's value, its peers' median and MAD, the modified
-    z-score and the number of peers; at least 3 GPUs of a model are needed. In a data-parallel
-    job every rank waits for the slowest GPU, so an outlier slows the whole job.
+    z-score and the number of peers; at least 3 GPUs of a model are needed.
+
+    Why it matters: in a data-parallel job every rank waits for the slowest GPU, so an outlier
+    slows the whole job.
+
+    Example: `gpu-node-05 gpu:3 temperature (°C): 86 vs median 64 of 31 NVIDIA A100-SXM4-80GB` -
+    MAD 3, modified z-score 4.9.
+
+    Fix: the remedy follows the metric: airflow and fans for temperature, power and throttle
+    reasons (`nvidia-smi -q -d POWER,PERFORMANCE`) for power and clocks, a reset or replacement for
+    ECC errors and remapped rows, a reseat for the link width.
     """
     for o in find_outliers(view):
         gpu = f"gpu:{o['gpu']}" if o["gpu"] is not None else "gpu"

@@ -27,8 +27,16 @@ def node_unfit(view: FleetView) -> Iterator[Finding]:
     """A node's own scan or check failed (its verdict is CRITICAL).
 
     One finding per unfit node, with the node's worst findings or failed checks as its
-    evidence. The node's own report says more: run `gpu-audit check` on it, or read its
-    document. The fleet's exit code is 2 while any node is unfit.
+    evidence. The node's own report says more. The fleet's exit code is 2 while any node is
+    unfit.
+
+    Why it matters: a job scheduled across the fleet fails, or hangs, on that node, taking every
+    other rank with it.
+
+    Example: `gpu-node-07 is unfit: GPU 0: only 1.5 GiB free` - its check verdict is CRITICAL
+    (evidence: `worst`, `source`).
+
+    Fix: run `gpu-audit check` on the node, or read its document; then fix or drain it.
     """
     for node in view.live:
         if node.status == "CRITICAL":
@@ -48,6 +56,15 @@ def node_unknown(view: FleetView) -> Iterator[Finding]:
     it) is not installed there, its own scan could not judge it, or the file is unreadable, not
     a gpu-audit document, or of a schema this gpu-audit does not read. A fleet with unknown
     nodes and no unfit one exits 3 (UNKNOWN), never 0.
+
+    Why it matters: an unjudged node may be unfit; a job placed there can fail in ways the fleet
+    report cannot warn of.
+
+    Example: `gpu-node-12: no verdict` - not a gpu-audit document (expected a JSON object)
+    (evidence: `source`, `schema`).
+
+    Fix: install the same gpu-audit version on every node (`pip install 'gpu-audit==VERSION'`),
+    check that the node is alive, then run the fleet command again.
     """
     for node in view.nodes:
         if node.status == "UNKNOWN" and node.duplicate_of is None:
@@ -67,6 +84,12 @@ def duplicate_node(view: FleetView) -> Iterator[Finding]:
     Pods or Ray nodes on one host that all see its GPUs, or one node's document saved twice.
     The fleet counts the machine once, judged from the document with the most GPUs (then the
     newest); the others are listed, not judged.
+
+    Why it matters: counted twice, one machine would skew the fleet's majorities and counts.
+
+    Example: `gpu-node-03 is reported 3 times` - counted once; duplicates: pod-a.json, pod-b.json.
+
+    Fix: run one gpu-audit per host (`srun --ntasks-per-node=1`, one pod per node).
     """
     by_kept: dict[str, list[Node]] = {}
     for node in view.nodes:
@@ -85,8 +108,15 @@ def duplicate_node(view: FleetView) -> Iterator[Finding]:
 def mixed_schemas(view: FleetView) -> Iterator[Finding]:
     """The node documents are not all of one schema (scan and check mixed, or other versions).
 
-    Scan and check documents judge by different policies, so their verdicts are not quite
-    comparable; documents of a schema this gpu-audit does not read are UNKNOWN nodes.
+    Documents of a schema this gpu-audit does not read are UNKNOWN nodes.
+
+    Why it matters: scan and check documents judge by different policies, so their verdicts are
+    not quite comparable across the fleet.
+
+    Example: `2 document schemas in one fleet` - gpu-audit.check/1: 30, gpu-audit.scan/1: 2.
+
+    Fix: gather the same command (`gpu-audit check --json`) with one gpu-audit version on every
+    node.
     """
     counts = Counter(n.schema for n in view.nodes if n.schema and n.duplicate_of is None)
     if len(counts) > 1:
@@ -124,8 +154,15 @@ def skew(view: FleetView, attr: Callable[[Node], Any], what: str,
 def driver_skew(view: FleetView) -> Iterator[Finding]:
     """The NVIDIA driver version differs between nodes.
 
-    Mixed drivers give different CUDA features, bugs and performance; a data-parallel job
-    runs at the pace of its slowest rank. The majority version is taken as the reference.
+    The majority version is taken as the reference; the nodes off it are listed.
+
+    Why it matters: mixed drivers give different CUDA features, bugs and performance; a
+    data-parallel job runs at the pace of its slowest rank.
+
+    Example: `NVIDIA driver version differs between nodes: 2 values, 3 nodes off the majority
+    550.90.07`.
+
+    Fix: install the majority driver on the listed nodes (or drain them).
     """
     yield from skew(view, lambda n: n.driver_version, "NVIDIA driver version",
                     "install the majority driver on the listed nodes (or drain them)")
@@ -135,7 +172,14 @@ def driver_skew(view: FleetView) -> Iterator[Finding]:
 def cuda_skew(view: FleetView) -> Iterator[Finding]:
     """The CUDA version the drivers support differs between nodes.
 
-    A torch build that needs a newer CUDA than one node's driver supports fails there only.
+    The CUDA version follows the driver; the majority version is the reference.
+
+    Why it matters: a torch build that needs a newer CUDA than one node's driver supports fails
+    there only, so a multi-node job fails on whichever rank lands there.
+
+    Example: `CUDA driver version differs between nodes: 2 values, 1 node off the majority 12.4`.
+
+    Fix: align the NVIDIA drivers (the CUDA version follows the driver).
     """
     yield from skew(view, lambda n: n.cuda_driver_version, "CUDA driver version",
                     "align the NVIDIA drivers (the CUDA version follows the driver)")
@@ -145,8 +189,15 @@ def cuda_skew(view: FleetView) -> Iterator[Finding]:
 def torch_skew(view: FleetView) -> Iterator[Finding]:
     """The installed torch version (and build) differs between nodes.
 
-    Ranks with different torch builds can disagree on collectives, kernels and allocator
-    behaviour. Nodes where torch is not installed are counted as having no value.
+    Nodes where torch is not installed are counted as having no value.
+
+    Why it matters: ranks with different torch builds can disagree on collectives, kernels and
+    allocator behaviour.
+
+    Example: `torch version differs between nodes: 2 values, 4 nodes off the majority
+    2.5.1+cu124`.
+
+    Fix: `pip install 'torch==<majority version>'` in the job's environment on every node.
     """
     yield from skew(view, lambda n: n.torch_version, "torch version",
                     "pip install 'torch==<majority version>' in the job's environment on "
@@ -157,7 +208,14 @@ def torch_skew(view: FleetView) -> Iterator[Finding]:
 def tool_version_skew(view: FleetView) -> Iterator[Finding]:
     """gpu-audit itself is not the same version on every node.
 
-    Different versions judge by different rules, so their verdicts are not comparable.
+    The fleet still merges the documents; the nodes off the majority version are listed.
+
+    Why it matters: different versions judge by different rules, so their verdicts are not
+    comparable.
+
+    Example: `gpu-audit version differs between nodes: 2 values, 2 nodes off the majority 0.9.0`.
+
+    Fix: `pip install 'gpu-audit==<one version>'` on every node.
     """
     yield from skew(view, lambda n: n.tool_version, "gpu-audit version",
                     "pip install 'gpu-audit==<one version>' on every node")
@@ -174,8 +232,15 @@ def _gpu_shape(node: Node) -> str | None:
 def gpu_mismatch(view: FleetView) -> Iterator[Finding]:
     """A node's GPU model or count differs from the majority of the fleet.
 
-    A node with fewer (or other) GPUs than its peers is usually a GPU that fell off the bus or
-    a node in the wrong partition. Nodes without GPUs are not compared.
+    Nodes without GPUs are not compared.
+
+    Why it matters: a node with fewer (or other) GPUs than its peers is usually a GPU that fell
+    off the bus or a node in the wrong partition; a job sized for the majority fails there.
+
+    Example: `GPU model or count differs between nodes: 2 values, 1 node off the majority 8x
+    NVIDIA H100 80GB HBM3`.
+
+    Fix: `nvidia-smi -L` on the listed nodes: look for a missing GPU.
     """
     yield from skew(view, _gpu_shape, "GPU model or count",
                     "nvidia-smi -L   # on the listed nodes: look for a missing GPU")
@@ -197,8 +262,15 @@ def _modes(node: Node) -> str | None:
 def gpu_mode_skew(view: FleetView) -> Iterator[Finding]:
     """Persistence, compute or MIG mode differs between nodes.
 
-    MIG on one node changes what a job sees there; an exclusive compute mode refuses a
-    second process; persistence off makes the first CUDA call slow.
+    The modes are compared as one value per node; the majority is the reference.
+
+    Why it matters: MIG on one node changes what a job sees there; an exclusive compute mode
+    refuses a second process; persistence off makes the first CUDA call slow.
+
+    Example: `GPU mode (persistence, compute, MIG) differs between nodes: 2 values, 1 node off the
+    majority ...`.
+
+    Fix: `nvidia-smi -pm 1; nvidia-smi -c DEFAULT` on the listed nodes, as root.
     """
     yield from skew(view, _modes, "GPU mode (persistence, compute, MIG)",
                     "nvidia-smi -pm 1; nvidia-smi -c DEFAULT   # on the listed nodes, as root")
@@ -208,8 +280,17 @@ def gpu_mode_skew(view: FleetView) -> Iterator[Finding]:
 def alloc_conf_skew(view: FleetView) -> Iterator[Finding]:
     """The PyTorch allocator variables differ between nodes.
 
-    PYTORCH_ALLOC_CONF / PYTORCH_CUDA_ALLOC_CONF set per node make ranks fragment and fail
-    differently. Unset counts as a value of its own (the default).
+    `PYTORCH_ALLOC_CONF` / `PYTORCH_CUDA_ALLOC_CONF` are compared per node. Unset counts as a value
+    of its own (the default).
+
+    Why it matters: settings that differ per node make ranks fragment and fail differently, so a
+    job's out-of-memory depends on where its ranks land.
+
+    Example: `PyTorch allocator setting differs between nodes: 2 values, 3 nodes off the majority
+    expandable_segments:True`.
+
+    Fix: export the same `PYTORCH_ALLOC_CONF` and `PYTORCH_CUDA_ALLOC_CONF` in the job's
+    environment on every node.
     """
     yield from skew(view, lambda n: n.alloc_conf or "(unset)", "PyTorch allocator setting",
                     "export the same PYTORCH_ALLOC_CONF and PYTORCH_CUDA_ALLOC_CONF in the "
@@ -242,7 +323,16 @@ def duplicate_backends(view: FleetView) -> Iterator[Finding]:
     Gathered from each node's `duplicate-backend` findings (in a check document, the ones its
     policy did not ignore): one row per copy with its host, pid, user, program, GPU and memory;
     `keep` marks the oldest copy of each group, the one to keep. The memory the other copies
-    hold is given for the whole fleet. Check the pids on their host before stopping anything.
+    hold is given for the whole fleet.
+
+    Why it matters: every redundant copy holds its own model in GPU memory that jobs on those
+    nodes cannot have.
+
+    Example: `5 redundant server copies on 2 nodes hold 60.0 GiB` (evidence: `processes`,
+    `reclaimable_bytes`).
+
+    Fix: the remedy gives a `ps -o pid,lstart,args -p ...` per host: check the pids on their host,
+    then stop the stale copies there.
     """
     rows = process_rows(view.live, ("duplicate",))
     if not rows:
@@ -272,6 +362,15 @@ def leftover_processes(view: FleetView) -> Iterator[Finding]:
     earlier job killed by a timeout) and `foreign-processes` (other users' or containers')
     results that warned or failed. One row per process: host, pid, kind (`leftover` or
     `foreign`), user, program, GPU and memory. Only check documents carry these results.
+
+    Why it matters: the memory they hold is memory the next job on those nodes cannot have, and
+    a job landing there fails with `CUDA out of memory`.
+
+    Example: `3 flagged GPU processes on 2 nodes hold 41.0 GiB` - 2 leftover processes of the
+    checking user and 1 of other users or containers.
+
+    Fix: the remedy gives a `ps -o pid,user,etime,args -p ...` per host: confirm they are left
+    over, then stop them on their host (or ask their owners).
     """
     rows = process_rows(view.live, ("leftover", "foreign"))
     if not rows:

@@ -85,12 +85,8 @@ def _issue_record(text: str, issue: ac.ConfIssue) -> dict[str, object]:
 def alloc_conf_invalid(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """The allocator configuration string is malformed, or a value is out of range.
 
-    PyTorch parses `PYTORCH_CUDA_ALLOC_CONF` / `PYTORCH_ALLOC_CONF` when the first CUDA tensor is
-    allocated, so a bad string kills the run after the model has loaded: with a `ValueError`
-    ("Unrecognized key", "max_split_size_mb too small", "Expected 'True' or 'False'"), or with an
-    internal assert ("Index out of bounds in ConfigTokenizer") for a broken syntax. Some mistakes
-    torch accepts without a word: `max_split_size_mb:100x` reads as 100, a negative size wraps
-    around to "no limit", and a key given twice keeps its last value.
+    Some mistakes torch accepts without a word: `max_split_size_mb:100x` reads as 100, a negative
+    size wraps around to "no limit", and a key given twice keeps its last value.
 
     Checked, with the column of each problem: the `key:value,key:value` syntax and bracketed
     lists; unknown keys, with the key you probably meant; booleans, which must be exactly `True`
@@ -101,7 +97,17 @@ def alloc_conf_invalid(scan: Scan, policy: Policy) -> Iterator[Finding]:
 
     Severity: error when torch refuses or misreads a string it reads; warning for strings it
     accepts but not as written, or for problems in a variable this torch does not read.
-    The remedy is the repaired string, ready to paste.
+
+    Why it matters: PyTorch parses `PYTORCH_CUDA_ALLOC_CONF` / `PYTORCH_ALLOC_CONF` when the first
+    CUDA tensor is allocated, so a bad string kills the run after the model has loaded: with a
+    `ValueError` ("Unrecognized key", "max_split_size_mb too small", "Expected 'True' or
+    'False'"), or with an internal assert ("Index out of bounds in ConfigTokenizer") for a broken
+    syntax.
+
+    Example: `PYTORCH_CUDA_ALLOC_CONF is invalid: unknown key 'expandable_segment'` (evidence:
+    `issues`, each with its column).
+
+    Fix: the remedy is the repaired string, ready to paste (an `export` line).
     """
     alloc = _allocator(scan)
     probe = scan.torch_probe
@@ -177,7 +183,15 @@ def alloc_conf_ignored(scan: Scan, policy: Policy) -> Iterator[Finding]:
       platform" and carries on without them).
 
     When torch is not installed where gpu-audit runs, the finding says what each version would
-    do. The remedy sets both names to the same string, which every version reads.
+    do.
+
+    Why it matters: the run goes ahead without the settings someone chose against fragmentation or
+    out-of-memory errors, and nothing says so.
+
+    Example: `PYTORCH_ALLOC_CONF is set alone; torch 2.9.0 ignores it for CUDA` (evidence:
+    `torch_version`, both variables, `ignored`).
+
+    Fix: the remedy sets both names to the same string, which every version reads.
     """
     alloc = _allocator(scan)
     if alloc is None or not _variables(alloc):
@@ -248,10 +262,14 @@ def alloc_conf_deprecated_name(scan: Scan, policy: Policy) -> Iterator[Finding]:
 
     torch 2.9, 2.10 and 2.11 print this once per process when only the old name is set. The
     warning is harmless: the settings still apply, and a job that dies next to it died of
-    something else. Do not simply rename the variable: torch 2.9's CUDA allocator reads only the
-    old name, so `PYTORCH_ALLOC_CONF` alone silently turns the settings off there. From 2.12 the
-    old name is a documented alias again and no warning is printed. Setting both names to the
-    same string silences the warning and works on every version.
+    something else. From 2.12 the old name is a documented alias again and no warning is printed.
+
+    Why it matters: do not simply rename the variable: torch 2.9's CUDA allocator reads only the
+    old name, so `PYTORCH_ALLOC_CONF` alone silently turns the settings off there.
+
+    Example: `torch 2.10.0 warns that PYTORCH_CUDA_ALLOC_CONF is deprecated`.
+
+    Fix: set both names to the same string: that silences the warning and works on every version.
     """
     alloc = _allocator(scan)
     # Only the old name set: with PYTORCH_ALLOC_CONF present (even empty) torch finds it first.
@@ -293,8 +311,16 @@ def alloc_conf_conflict(scan: Scan, policy: Policy) -> Iterator[Finding]:
     `expandable_segments`, `garbage_collection_threshold`, `roundup_power2_divisions`, ...) from
     `PYTORCH_ALLOC_CONF` and the CUDA-only keys (`backend`, `pinned_*`, ...) from
     `PYTORCH_CUDA_ALLOC_CONF`; from 2.12 `PYTORCH_CUDA_ALLOC_CONF` wins outright. The finding
-    names the winner for the installed torch and shows what takes effect; the remedy sets both
-    names to that string, so an upgrade cannot change it behind your back.
+    names the winner for the installed torch and shows what takes effect.
+
+    Why it matters: some of the settings are silently not applied, and a torch upgrade can change
+    which ones behind your back.
+
+    Example: `PYTORCH_CUDA_ALLOC_CONF and PYTORCH_ALLOC_CONF differ; torch 2.12.0 uses
+    PYTORCH_CUDA_ALLOC_CONF` (evidence: `winner`, `effective`).
+
+    Fix: the remedy sets both names to the string that takes effect, so an upgrade cannot change
+    it.
     """
     alloc = _allocator(scan)
     if alloc is None or alloc.pytorch_cuda_alloc_conf is None or alloc.pytorch_alloc_conf is None:
@@ -334,6 +360,15 @@ def alloc_conf_risky_combination(scan: Scan, policy: Policy) -> Iterator[Finding
     - `backend:cudaMallocAsync` with options of the native allocator (`max_split_size_mb`,
       `expandable_segments`, `garbage_collection_threshold`, `roundup_power2_divisions`, ...):
       the driver's pool allocator ignores them, with a warning.
+
+    Why it matters: the run pays for a setting that does nothing or wastes memory, while whoever
+    set it believes the allocator is tuned.
+
+    Example: `expandable_segments with max_split_size_mb` (evidence: `variable`, `value`,
+    `max_split_size_mb`).
+
+    Fix: drop the option that does not help; the remedy is the string without it, as an `export`
+    line.
     """
     version_str = judged_torch_version(scan)
     version = torch_release(version_str)
@@ -401,12 +436,20 @@ def alloc_conf_advice(scan: Scan, policy: Policy) -> Iterator[Finding]:
 
     Given before a run, when a GPU is small (at most `small_gpu_gib`, {small_gpu_gib} GiB by
     default: every MiB lost to fragmentation counts there), or when `max_split_size_mb` is set
-    without expandable segments. PyTorch's own out-of-memory message recommends expandable segments
-    when reserved but unallocated memory is large; its documentation calls `max_split_size_mb` a
-    last resort, paid for with more cudaMalloc/cudaFree traffic. Fragmentation measured in a running
-    process is reported by `allocator-fragmentation`. Not given on Windows (no expandable segments
-    there), on torch older than 2.1 (no such option), with the cudaMallocAsync backend, or when
-    expandable segments are already on.
+    without expandable segments. Fragmentation measured in a running process is reported by
+    `allocator-fragmentation`. Not given on Windows (no expandable segments there), on torch
+    older than 2.1 (no such option), with the cudaMallocAsync backend, or when expandable
+    segments are already on.
+
+    Why it matters: PyTorch's own out-of-memory message recommends expandable segments when
+    reserved but unallocated memory is large; its documentation calls `max_split_size_mb` a last
+    resort, paid for with more cudaMalloc/cudaFree traffic.
+
+    Example: `try expandable segments first against fragmentation` - small GPU: GPU 0 (11.6 GiB)
+    (evidence: `reasons`, `small_gpus`, `suggested`).
+
+    Fix: the remedy exports the current string with `expandable_segments:True` added and
+    `max_split_size_mb` removed.
     """
     alloc = _allocator(scan)
     if alloc is None or scan.host.os == "Windows" or _caching_disabled(alloc):

@@ -68,14 +68,22 @@ def allocator_fragmentation(scan: Scan, policy: Policy) -> Iterator[Finding]:
     Only a process that runs `gpu_audit.monitor` can say this: NVML sees what the process holds,
     never how much of it PyTorch is using. Fragmentation here is the share of reserved memory
     that is not allocated ("reserved by PyTorch but unallocated" in PyTorch's OOM message), and
-    the finding appears when it passes `alloc_fragmentation_pct` (default 50) and the slack is
-    at least 256 MiB. When the slack is trapped in split segments (`inactive_split_bytes`),
-    nothing releases it and the next large request can fail although the total looks free: the
-    remedy is expandable segments (torch 2.1+) or `max_split_size_mb` (older), with the variable
-    names that release reads. When it is mostly whole free segments, the allocator releases
-    them itself before an OOM, so the finding is informational: other processes cannot use that
-    memory until `torch.cuda.empty_cache()`. Processes using the cudaMallocAsync backend are
-    skipped: its statistics do not describe fragmentation.
+    the finding appears when it passes `alloc_fragmentation_pct` (default
+    {alloc_fragmentation_pct}) and the slack is at least 256 MiB. When the slack is mostly whole
+    free segments, the allocator releases them itself before an OOM, so the finding is
+    informational. Processes using the cudaMallocAsync backend are skipped: their statistics do
+    not describe fragmentation.
+
+    Why it matters: when the slack is trapped in split segments (`inactive_split_bytes`), nothing
+    releases it and the next large request can fail although the total looks free; whole free
+    segments are memory other processes cannot use until `torch.cuda.empty_cache()`.
+
+    Example: `pid 4242 on GPU 0: 63% of reserved memory is fragmented` - PyTorch
+    reserves 70.0 GiB but tensors use 26.0 GiB.
+
+    Fix: restart with expandable segments (torch 2.1+) or `max_split_size_mb` (older), set in the
+    variable names that release reads; for whole free segments, call `torch.cuda.empty_cache()`
+    after the phases that peak.
     """
     threshold = policy.alloc_fragmentation_pct
     for p in scan.processes:
@@ -142,10 +150,18 @@ def allocator_oom_retries(scan: Scan, policy: Policy) -> Iterator[Finding]:
 
     `num_alloc_retries` counts allocations that found nothing in the cache and nothing from the
     driver, so the allocator freed every unused cached segment, synchronised all streams and
-    asked again. Each one stalls the process, and the next one that fails is an out-of-memory
-    error. The finding appears when the counter rose during the recent history a process
+    asked again. The finding appears when the counter rose during the recent history a process
     running `gpu_audit.monitor` publishes (about two minutes at the default interval); it is an
     error when out-of-memory errors were raised in that window too.
+
+    Why it matters: each retry stalls the process, and the next one that fails is an
+    out-of-memory error: the process runs at the edge of device memory.
+
+    Example: `pid 4242 on GPU 0: 12 allocation retries over 118 s (40 steps)`
+    (evidence: `new_alloc_retries`, `new_ooms`, `window_s`).
+
+    Fix: lower the batch size or sequence length, or free memory other processes hold on the GPU;
+    without expandable segments, the remedy also gives the restart line that turns them on.
     """
     for p in scan.processes:
         a = p.allocator

@@ -15,11 +15,18 @@ def memory_temperature_near_limit(scan: Scan, policy: Policy) -> Iterator[Findin
     """GPU memory within `temperature_margin_c` ({temperature_margin_c} C by default) of its limit.
 
     HBM and GDDR memory have a temperature limit of their own, apart from the GPU's: above it
-    the hardware slows the GPU down to protect the memory, however cool the GPU core reads.
-    Memory-bound work (large-batch training, inference) heats the memory hard, so a GPU
-    starting this close to the limit will cross it under load. At or above the limit the
-    finding is an error. GPUs that do not report a memory temperature (most consumer cards) are
-    skipped.
+    the hardware slows the GPU down to protect the memory, however cool the GPU core reads. At or
+    above the limit the finding is an error. GPUs that do not report a memory temperature (most
+    consumer cards) are skipped.
+
+    Why it matters: memory-bound work (large-batch training, inference) heats the memory hard, so
+    a GPU starting this close to the limit will cross it under load and slow the whole run.
+
+    Example: `GPU 0 (NVIDIA H100 80GB HBM3): memory at 88 C, close to its limit (95 C)` - 7 C of
+    margin left.
+
+    Fix: improve cooling before a long run (airflow, fans, rack inlet temperature); watch it with
+    `nvidia-smi -q -d TEMPERATURE -i N`.
     """
     for gpu in _live(scan):
         temp, limit = gpu.memory_temperature_c, gpu.memory_temperature_max_c
@@ -54,9 +61,15 @@ def gpu_mode_change_pending(scan: Scan, policy: Policy) -> Iterator[Finding]:
 
     `nvidia-smi -e` (ECC) and `nvidia-smi -mig` (MIG) set a pending mode; the GPU keeps the
     current one until it is reset or the machine reboots. Until then the GPU is not in the
-    state someone asked for, and the reset will change it under the next job: turning ECC on
-    or off changes the usable memory, turning MIG on splits the GPU into instances. Apply the
-    change before a run starts, or undo it.
+    state someone asked for.
+
+    Why it matters: the reset will change the mode under the next job: turning ECC on or off
+    changes the usable memory, turning MIG on splits the GPU into instances.
+
+    Example: `GPU 0 (NVIDIA A100-SXM4-80GB): mode change pending until a reset (ECC off -> on)`.
+
+    Fix: apply the change before a run starts: drain the GPU, then `sudo nvidia-smi -r -i N` (or
+    reboot); or undo it with the `nvidia-smi -e`/`-mig` command the remedy gives.
     """
     for gpu in _live(scan):
         changes = {}

@@ -38,9 +38,16 @@ def pytorch_no_nvml(scan: Scan, policy: Policy) -> Iterator[Finding]:
     ASSERT FAILED at ...CUDACachingAllocator.cpp`; PyTorch never reads it. That assert is an
     out-of-memory error whose report failed because NVML could not start: the real causes are
     running out of GPU memory, and an NVML library that does not match the kernel driver
-    (typically after a driver upgrade without a reboot). Remove the variable so nobody relies on
-    it, fix the mismatch (`nvidia-smi` fails the same way when it exists), and treat the crash as
-    an out-of-memory.
+    (typically after a driver upgrade without a reboot).
+
+    Why it matters: nobody should rely on it: the crash it is meant to prevent comes back, and the
+    real cause goes unfixed.
+
+    Example: `PYTORCH_NO_NVML does nothing: PyTorch has no such variable` (evidence:
+    `PYTORCH_NO_NVML`).
+
+    Fix: `unset PYTORCH_NO_NVML`, fix the mismatch (`nvidia-smi` fails the same way when it
+    exists), and treat the crash as an out-of-memory.
     """
     env = _env(scan)
     if "PYTORCH_NO_NVML" not in env:
@@ -62,10 +69,19 @@ def caching_allocator_disabled(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """`PYTORCH_NO_CUDA_MEMORY_CACHING` is set: every allocation goes to cudaMalloc.
 
     PyTorch checks only whether the variable exists, so `PYTORCH_NO_CUDA_MEMORY_CACHING=0` turns
-    caching off too (pytorch/pytorch#145661). Without the cache every tensor allocation and free
-    synchronises with the driver, which slows training severalfold, and `memory_stats()` and the
-    allocator settings stop meaning anything: any set in `PYTORCH_CUDA_ALLOC_CONF` or
-    `PYTORCH_ALLOC_CONF` are named here, as never used. Useful for memory debugging only.
+    caching off too (pytorch/pytorch#145661). Settings in `PYTORCH_CUDA_ALLOC_CONF` or
+    `PYTORCH_ALLOC_CONF` are named in the finding, as never used. Useful for memory debugging
+    only.
+
+    Why it matters: without the cache every tensor allocation and free synchronises with the
+    driver, which slows training severalfold, and `memory_stats()` and the allocator settings stop
+    meaning anything.
+
+    Example: `PYTORCH_NO_CUDA_MEMORY_CACHING disables PyTorch's caching allocator` -
+    PYTORCH_NO_CUDA_MEMORY_CACHING='0' turns the cache off (0 included: torch only checks that
+    the variable exists).
+
+    Fix: `unset PYTORCH_NO_CUDA_MEMORY_CACHING`.
     """
     env = _env(scan)
     if NO_CACHING_VAR not in env:
@@ -93,8 +109,14 @@ def launch_blocking(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """`CUDA_LAUNCH_BLOCKING=1`: every kernel launch waits for the kernel to finish.
 
     Meant for debugging (an error then points at the right line), it serialises the CPU and the
-    GPU and typically costs a large share of throughput. Forgotten in a shell profile or a job
-    script, it makes a long run much longer.
+    GPU.
+
+    Why it matters: it typically costs a large share of throughput; forgotten in a shell profile
+    or a job script, it makes a long run much longer.
+
+    Example: `CUDA_LAUNCH_BLOCKING=1 serialises every kernel launch`.
+
+    Fix: `unset CUDA_LAUNCH_BLOCKING`.
     """
     value = _env(scan).get("CUDA_LAUNCH_BLOCKING")
     if value is None or value.strip() != "1":
@@ -166,10 +188,17 @@ def visible_devices_missing(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """`CUDA_VISIBLE_DEVICES` names GPUs that do not exist, or hides every GPU.
 
     CUDA reads the list up to the first entry that names no device and silently drops the rest;
-    a repeated device, an empty value or `-1` leaves the job with no GPU at all, and torch then
-    reports `torch.cuda.is_available() == False` or "no CUDA GPUs are available". Checked
-    against the GPUs NVML lists: indices must be below their count, `GPU-` entries must match
-    exactly one UUID (a unique prefix is enough). MIG instance UUIDs are not checked.
+    a repeated device, an empty value or `-1` leaves the job with no GPU at all. Checked against
+    the GPUs NVML lists: indices must be below their count, `GPU-` entries must match exactly one
+    UUID (a unique prefix is enough). MIG instance UUIDs are not checked.
+
+    Why it matters: the job gets fewer GPUs than it asked for, or none: torch then reports
+    `torch.cuda.is_available() == False` or "no CUDA GPUs are available".
+
+    Example: `CUDA_VISIBLE_DEVICES='0,4,1' leaves 1 of 4 GPUs visible` - CUDA will use 1 GPU and
+    ignore 4, 1.
+
+    Fix: export a list of existing GPUs; the remedy gives it (`export CUDA_VISIBLE_DEVICES=0,1`).
     """
     value = _env(scan).get("CUDA_VISIBLE_DEVICES")
     count = _gpu_count(scan)
@@ -197,9 +226,16 @@ def device_order_mismatch(scan: Scan, policy: Policy) -> Iterator[Finding]:
 
     CUDA numbers devices fastest first unless `CUDA_DEVICE_ORDER=PCI_BUS_ID`, while
     `nvidia-smi`, NVML and this scan number them by PCI bus. On a host with different GPU models
-    `CUDA_VISIBLE_DEVICES=1` may then select another card than the `nvidia-smi` GPU 1 you looked
-    at (warning); with identical models the orders usually agree, but nothing guarantees it
-    (info). UUIDs in `CUDA_VISIBLE_DEVICES` are never ambiguous.
+    the orders differ (warning); with identical models they usually agree, but nothing guarantees
+    it (info). UUIDs in `CUDA_VISIBLE_DEVICES` are never ambiguous.
+
+    Why it matters: `CUDA_VISIBLE_DEVICES=1` may select another card than the `nvidia-smi` GPU 1
+    you looked at, so the job lands on a busy or smaller GPU.
+
+    Example: `CUDA device indices may not match nvidia-smi's (no CUDA_DEVICE_ORDER=PCI_BUS_ID)`
+    (evidence: `CUDA_VISIBLE_DEVICES`, `gpu_count`, `models`).
+
+    Fix: `export CUDA_DEVICE_ORDER=PCI_BUS_ID`, or select GPUs by UUID.
     """
     env = _env(scan)
     value = env.get("CUDA_VISIBLE_DEVICES")
@@ -250,10 +286,16 @@ def profiler_injection(scan: Scan, policy: Policy) -> Iterator[Finding]:
 
     `CUDA_INJECTION64_PATH` and `NVTX_INJECTION64_PATH` load a tool's library into every CUDA
     process (Nsight Systems and Nsight Compute set them); `CUDA_DEVICE_WAITS_ON_EXCEPTION=1`
-    makes a GPU fault wait for a debugger, so the job hangs instead of failing;
-    `CUDA_ENABLE_COREDUMP_ON_EXCEPTION=1` writes multi-gigabyte core dumps; `TORCH_COMPILE_DEBUG=1`
-    traces every compiled graph to disk; an `LD_PRELOAD` of a profiler library (CUPTI, Nsight,
-    compute-sanitizer) instruments every call. Each slows or stalls a long run.
+    makes a GPU fault wait for a debugger; `CUDA_ENABLE_COREDUMP_ON_EXCEPTION=1` writes
+    multi-gigabyte core dumps; `TORCH_COMPILE_DEBUG=1` traces every compiled graph to disk; an
+    `LD_PRELOAD` of a profiler library (CUPTI, Nsight, compute-sanitizer) instruments every call.
+
+    Why it matters: each slows or stalls a long run, and a job that should fail on a GPU fault
+    hangs instead.
+
+    Example: `profiler/debugger hooks left set: CUDA_INJECTION64_PATH, TORCH_COMPILE_DEBUG`.
+
+    Fix: unset the variables the finding names (`unset CUDA_INJECTION64_PATH TORCH_COMPILE_DEBUG`).
     """
     env = _env(scan)
     found: dict[str, str] = {}

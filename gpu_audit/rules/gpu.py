@@ -14,10 +14,17 @@ from gpu_audit.units import fmt_bytes, fmt_pct, pct
 def low_free_vram(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """Free device memory below a share of the GPU's size ({min_free_vram_pct}% by default).
 
-    Memory held before the run starts is memory the run cannot have: an allocation that would fit
-    on an idle card fails with `CUDA out of memory` partway through. The finding lists the
-    processes holding the memory so you can decide what to stop. Configure with
-    `min_free_vram_pct`.
+    The finding lists the processes holding the memory (pid, name, VRAM) so you can decide what
+    to stop. Configure with `min_free_vram_pct`.
+
+    Why it matters: memory held before the run starts is memory the run cannot have: an
+    allocation that would fit on an idle card fails with `CUDA out of memory` partway through.
+
+    Example: `GPU 0: only 3.1 GiB free` - 3.1 GiB of 79.6 GiB free (3.9%, minimum
+    {min_free_vram_pct}%). Held by: 41822 (python, 76.0 GiB).
+
+    Fix: stop the processes you do not need (`nvidia-smi -i N` lists them), or pick another GPU
+    with `CUDA_VISIBLE_DEVICES`.
     """
     for gpu in scan.gpus:
         free_pct = pct(gpu.memory_free_bytes, gpu.memory_total_bytes)

@@ -44,11 +44,20 @@ def _reset_remedy(gpu: Gpu) -> str:
 def ecc_uncorrectable(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """The GPU has had uncorrectable (double-bit) ECC memory errors.
 
-    An uncorrectable error corrupts data in flight and kills the process that touched it (Xid
-    48/94/95). Volatile counts are since the driver last loaded: the memory is failing now
-    (critical; the affected pages or rows are retired or remapped at the next GPU reset).
-    Aggregate counts cover the card's lifetime: a history to watch (warning), unless the
-    volatile count is also non-zero. Consumer GPUs without ECC report "not supported".
+    Volatile counts are since the driver last loaded: the memory is failing now (critical; the
+    affected pages or rows are retired or remapped at the next GPU reset). Aggregate counts cover
+    the card's lifetime: a history to watch (warning), unless the volatile count is also
+    non-zero. Consumer GPUs without ECC report "not supported".
+
+    Why it matters: an uncorrectable error corrupts data in flight and kills the process that
+    touched it (Xid 48/94/95); any job on the GPU can crash or compute on corrupted data.
+
+    Example: `GPU 0 (NVIDIA A100-SXM4-80GB): 2 uncorrectable ECC errors since the driver loaded`
+    (evidence: `uncorrected_volatile`, `uncorrected_aggregate`, `corrected_aggregate`).
+
+    Fix: for volatile errors, drain the GPU and reset it so the repairs apply; for a lifetime
+    count, check the repairs took (`nvidia-smi -q -d ECC,PAGE_RETIREMENT,ROW_REMAPPER -i N`) and
+    replace the GPU if the count grows.
     """
     for gpu in _live(scan):
         volatile = gpu.ecc_errors_uncorrected_volatile
@@ -87,7 +96,14 @@ def memory_repair_pending(scan: Scan, policy: Policy) -> Iterator[Finding]:
 
     After a memory error the driver marks the bad page (older GPUs: page retirement) or row
     (A100 and newer: row remapping) for repair, but the repair only applies when the GPU is
-    reset. Until then the faulty memory stays in use and the next job may hit it again.
+    reset.
+
+    Why it matters: until then the faulty memory stays in use and the next job may hit it again.
+
+    Example: `GPU 0 (NVIDIA A100-SXM4-80GB): row remapping pending a GPU reset`.
+
+    Fix: drain the GPU and reset it with no process on it (`sudo nvidia-smi -r -i N`), or
+    reboot.
     """
     for gpu in _live(scan):
         pending = []
@@ -117,8 +133,16 @@ def row_remap_failure(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """A memory row could not be remapped: the GPU has run out of spare rows.
 
     Row remapping (A100 and newer) replaces failing memory rows with spares. When it fails, the
-    faulty memory can no longer be repaired in place; NVIDIA's guidance is to take the GPU out of
-    service and return it.
+    faulty memory can no longer be repaired in place.
+
+    Why it matters: the error will recur on every job that touches that memory; NVIDIA's guidance
+    is to take the GPU out of service and return it.
+
+    Example: `GPU 2 (NVIDIA A100-SXM4-40GB): row remapping failed` (evidence:
+    `remapped_rows_failure`, `remapped_rows_correctable`).
+
+    Fix: take the GPU out of service (e.g. drain the node) and contact your vendor with
+    `nvidia-bug-report.sh` output.
     """
     for gpu in _live(scan):
         if not gpu.remapped_rows_failure:
@@ -150,8 +174,16 @@ def hw_slowdown(scan: Scan, policy: Policy) -> Iterator[Finding]:
 
     Hardware slowdown halves the clocks or worse when the board signals a problem: too hot
     (failed fan, blocked airflow, hot aisle), a power supply that cannot deliver, or an external
-    power-brake signal. A run on this GPU is slow and, in multi-GPU jobs, drags every other rank
-    down to its pace.
+    power-brake signal.
+
+    Why it matters: a run on this GPU is slow and, in multi-GPU jobs, drags every other rank down
+    to its pace.
+
+    Example: `GPU 0 (NVIDIA H100 80GB HBM3): hw_slowdown active` - ... Temperature 91 C, power
+    312 W, SM clock 705 of 1980 MHz.
+
+    Fix: check cooling and power (`nvidia-smi -q -d PERFORMANCE,TEMPERATURE,POWER -i N`); fix
+    airflow or the PSU before a long run.
     """
     for gpu in _live(scan):
         active = [r for r in gpu.throttle_reasons or [] if r in _HW_SLOWDOWN]
@@ -177,8 +209,15 @@ def thermal_slowdown(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """The driver is lowering the GPU's clocks because it is running hot.
 
     Software thermal slowdown keeps the GPU below its temperature target by lowering clocks. It
-    is not a fault, but throughput drops for as long as it lasts; over a long run it usually
-    means poor airflow or a high ambient temperature.
+    is not a fault.
+
+    Why it matters: throughput drops for as long as it lasts; over a long run it usually means
+    poor airflow or a high ambient temperature.
+
+    Example: `GPU 1 (NVIDIA A100-PCIE-40GB): thermal slowdown at 87 C` - slowdown threshold
+    90 C; SM clock 1110 of 1410 MHz.
+
+    Fix: improve airflow (fans, case, rack blanking) or lower the room temperature.
     """
     for gpu in _live(scan):
         if "sw_thermal_slowdown" not in (gpu.throttle_reasons or []):
@@ -202,8 +241,15 @@ def power_capped(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """The GPU is holding its clocks down to stay within its power limit.
 
     Normal under heavy load: a busy GPU runs at its power limit. Worth knowing when the limit has
-    been lowered below the board's default (`nvidia-smi -pl`), which costs throughput for the
-    whole run.
+    been lowered below the board's default (`nvidia-smi -pl`).
+
+    Why it matters: a lowered limit costs throughput for the whole run.
+
+    Example: `GPU 0 (NVIDIA A100-SXM4-80GB): running at its power limit (250 W)` - drawing
+    249.1 W against a limit of 250 W, lowered from the default 400 W.
+
+    Fix: restore the default limit (`sudo nvidia-smi -i N -pl DEFAULT_W`) when it was lowered;
+    otherwise nothing to do unless throughput matters more than power draw.
     """
     for gpu in _live(scan):
         if "sw_power_cap" not in (gpu.throttle_reasons or []):
@@ -232,8 +278,16 @@ def power_capped(scan: Scan, policy: Policy) -> Iterator[Finding]:
 def temperature_near_slowdown(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """GPU within `temperature_margin_c` ({temperature_margin_c} C by default) of its slowdown.
 
-    Above the slowdown threshold the hardware cuts clocks sharply. A GPU this close before the
-    run starts will cross it under load. At or above the threshold the finding is an error.
+    Above the slowdown threshold the hardware cuts clocks sharply. At or above the threshold the
+    finding is an error.
+
+    Why it matters: a GPU this close before the run starts will cross it under load, and the run
+    slows for as long as it stays there.
+
+    Example: `GPU 0 (NVIDIA A100-PCIE-40GB): 84 C, close to its slowdown temperature (90 C)` -
+    6 C of margin left.
+
+    Fix: improve cooling before a long run; check fans with `nvidia-smi -q -d TEMPERATURE -i N`.
     """
     for gpu in _live(scan):
         temp, limit = gpu.temperature_c, gpu.temperature_slowdown_c
@@ -260,11 +314,19 @@ def temperature_near_slowdown(scan: Scan, policy: Policy) -> Iterator[Finding]:
 def pcie_link_degraded(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """A busy GPU's PCIe link runs below its maximum generation or width.
 
-    An idle GPU lowers its link speed on purpose to save power, so the check applies only while the
-    GPU is at least `busy_utilization_pct` ({busy_utilization_pct}% by default) busy. A busy GPU on
-    a slower or narrower link than it supports points at a riser, a slot wired for fewer lanes, a
-    BIOS setting, or a link that trained down on a bad connection; host-to-device copies and
-    multi-GPU traffic slow accordingly.
+    An idle GPU lowers its link speed on purpose to save power, so the check applies only while
+    the GPU is at least `busy_utilization_pct` ({busy_utilization_pct}% by default) busy. A busy
+    GPU on a slower or narrower link than it supports points at a riser, a slot wired for fewer
+    lanes, a BIOS setting, or a link that trained down on a bad connection.
+
+    Why it matters: host-to-device copies (data loading, offload) and multi-GPU traffic slow
+    accordingly.
+
+    Example: `GPU 3 (NVIDIA A100-PCIE-40GB): PCIe link at Gen4 x8, capable of Gen4 x16, while 97%
+    busy`.
+
+    Fix: reseat the card or riser, check the slot's lanes and BIOS PCIe settings;
+    `nvidia-smi -q -d PCIE -i N` shows the link and its replay counter.
     """
     for gpu in _live(scan):
         util = gpu.utilization_pct
@@ -300,10 +362,15 @@ def pcie_link_degraded(scan: Scan, policy: Policy) -> Iterator[Finding]:
 def persistence_mode_off(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """Persistence mode is off (Linux): each job start pays for the driver to initialise the GPU.
 
-    Without persistence the driver tears the GPU state down whenever no process holds it, so
-    every new CUDA process (each job, each `nvidia-smi`) waits seconds for re-initialisation,
-    and settings such as application clocks are lost in between. NVIDIA recommends the
-    persistence daemon on compute servers.
+    Without persistence the driver tears the GPU state down whenever no process holds it.
+    NVIDIA recommends the persistence daemon on compute servers.
+
+    Why it matters: every new CUDA process (each job, each `nvidia-smi`) waits seconds for
+    re-initialisation, and settings such as application clocks are lost in between.
+
+    Example: `persistence mode is off on GPU 0,1,2,3` (evidence: `gpus`).
+
+    Fix: `sudo systemctl enable --now nvidia-persistenced` (or `sudo nvidia-smi -pm 1`).
     """
     if scan.host.os != "Linux":
         return
@@ -325,10 +392,17 @@ def persistence_mode_off(scan: Scan, policy: Policy) -> Iterator[Finding]:
 def compute_mode_restricted(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """The GPU's compute mode stops a second process from using it, or any process at all.
 
-    In "exclusive process" mode only one process may hold a CUDA context: a second one (a
-    DataLoader worker touching CUDA, an evaluation script, a second rank, gpu-audit's own
-    validation) fails with "all CUDA-capable devices are busy or unavailable". That is an error
-    when a compute process already holds the GPU. "Prohibited" mode admits no process at all.
+    In "exclusive process" mode only one process may hold a CUDA context; that is an error when a
+    compute process already holds the GPU. "Prohibited" mode admits no process at all (error).
+
+    Why it matters: a second process (a DataLoader worker touching CUDA, an evaluation script, a
+    second rank, gpu-audit's own validation) fails with "all CUDA-capable devices are busy or
+    unavailable".
+
+    Example: `GPU 0 (NVIDIA A100-SXM4-80GB): compute mode exclusive process` - in this mode
+    process 7781 already holds it, so a new job cannot start there.
+
+    Fix: `sudo nvidia-smi -i N -c DEFAULT` if exclusive use is not wanted.
     """
     for gpu in _live(scan):
         mode = gpu.compute_mode
@@ -360,9 +434,16 @@ def mig_enabled(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """MIG is enabled: jobs get a slice of the GPU, not the whole card.
 
     With Multi-Instance GPU on, a process sees one MIG instance (its memory and compute slice)
-    and cannot spread over several; per-process memory readings from NVML are restricted, which
-    is one known cause of PyTorch's NVML assert on out-of-memory. Fine when intended; a surprise
-    when a run was sized for the full GPU.
+    and cannot spread over several. Fine when intended.
+
+    Why it matters: a run sized for the full GPU runs out of memory, and per-process memory
+    readings from NVML are restricted, one known cause of PyTorch's NVML assert on
+    out-of-memory.
+
+    Example: `GPU 0 (NVIDIA A100-SXM4-80GB): MIG mode is enabled`.
+
+    Fix: size the run for one instance and address it by its MIG UUID (`nvidia-smi -L`); if the
+    full GPU is wanted, turn MIG off with the command the remedy gives.
     """
     for gpu in _live(scan):
         if gpu.mig_mode is not True:
@@ -397,12 +478,21 @@ def xid_events(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """The NVIDIA driver logged Xid errors for a GPU since boot.
 
     Xid codes are the driver's record of GPU faults, from application bugs (13, 31, 43: an illegal
-    memory access in a kernel) to failing hardware (48 and 94/95 memory errors, 79 "fallen off the
-    bus", 64 failed memory repair, 74 NVLink). The finding groups a GPU's events, gives each code's
-    meaning, and takes its severity from the worst code; application-caused codes older than
-    `xid_recent_hours` ({xid_recent_hours} by default) are only noted. The kernel log must be
-    readable (root, the adm or systemd-journal group, or `kernel.dmesg_restrict=0`); otherwise the
-    scan records that the check was not made.
+    memory access in a kernel) to failing hardware (48 and 94/95 memory errors, 79 "fallen off
+    the bus", 64 failed memory repair, 74 NVLink). The finding groups a GPU's events, gives each
+    code's meaning, and takes its severity from the worst code; application-caused codes older
+    than `xid_recent_hours` ({xid_recent_hours} by default) are only noted. The kernel log must
+    be readable (root, the adm or systemd-journal group, or `kernel.dmesg_restrict=0`);
+    otherwise the scan records that the check was not made.
+
+    Why it matters: hardware codes mean the next job on that GPU can crash or hang the same way;
+    a run started there inherits the fault.
+
+    Example: `GPU 1 (NVIDIA A100-SXM4-80GB): 3 Xid events since boot: 13, 79` (evidence:
+    `counts`, `last_time`, `last_message`, `pci_bus_id`).
+
+    Fix: the remedy is the worst code's action: fix the program for application codes; drain,
+    reset or return the GPU for hardware ones.
     """
     log = scan.kernel_log
     if log is None or not log.xid_events:

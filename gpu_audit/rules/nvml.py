@@ -44,9 +44,19 @@ def nvml_hung(scan: Scan, policy: Policy) -> Iterator[Finding]:
 
     A healthy driver answers every NVML query in milliseconds. One that hangs on a GPU usually
     means the GPU or the driver is in trouble (an Xid error, a GPU falling off the bus, a
-    driver deadlock), and `nvidia-smi` and CUDA programs on that GPU are likely to hang too.
-    gpu-audit stops waiting after `--timeout` seconds, reports what it had, and says which call
-    hung. A hang while initialising NVML is reported by `nvml-unavailable` (cause `timeout`).
+    driver deadlock). gpu-audit stops waiting after `--timeout` seconds, reports what it had, and
+    says which call hung. A hang while initialising NVML is reported by `nvml-unavailable` (cause
+    `timeout`).
+
+    Why it matters: `nvidia-smi` and CUDA programs on that GPU are likely to hang too, so a job
+    placed there stalls instead of failing, and the readings the calls give are missing.
+
+    Example: `GPU 2: the driver did not answer nvmlDeviceGetMemoryInfo` (evidence: `calls`,
+    `subject`).
+
+    Fix: check the kernel log for Xid errors (`sudo dmesg -T | grep -i xid`) and whether
+    `timeout 30 nvidia-smi` also hangs. If it persists, `sudo nvidia-smi --gpu-reset -i N` with no
+    process on the GPU, or reboot.
     """
     hung: dict[str, list[str]] = {}
     for error in scan.probe_errors:
@@ -82,12 +92,22 @@ def nvml_hung(scan: Scan, policy: Policy) -> Iterator[Finding]:
 def nvml_unavailable(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """NVML, the NVIDIA driver's management library, could not be used.
 
-    Without NVML nothing can be known about the GPUs: neither their memory nor the processes
-    holding it. The cause decides the fix: no library at all (no driver installed, or a container
-    started without GPU support), a driver whose kernel module is not loaded, a kernel module and a
+    The cause decides the fix: no library at all (no driver installed, or a container started
+    without GPU support), a driver whose kernel module is not loaded, a kernel module and a
     library from different driver versions (typical after an upgrade without a reboot), or no
     permission to open the device files. On a host with no NVIDIA GPU on its PCI bus this is a
-    warning (the host simply has no GPU to run on); where NVIDIA hardware is present it is an error.
+    warning (the host simply has no GPU to run on); where NVIDIA hardware is present it is an
+    error.
+
+    Why it matters: without NVML nothing can be known about the GPUs, neither their memory nor the
+    processes holding it, and the same fault usually stops CUDA jobs from starting.
+
+    Example: `NVML unavailable: version mismatch` (evidence: `cause`,
+    `nvidia_pci_devices`, `library_path`).
+
+    Fix: the remedy follows the cause: install the driver, load its module, reboot after a driver
+    upgrade, or start the container with the GPUs passed through. Otherwise run `nvidia-smi`: its
+    error message names the problem; check `dmesg | grep -i nvidia` for driver errors.
     """
     status = scan.nvml
     if status.available:
@@ -147,12 +167,18 @@ def _lost_bus_ids(scan: Scan, lost: list[Gpu]) -> dict[int, tuple[str, str]]:
 def gpu_lost(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """A GPU has fallen off the bus: NVML answers "GPU is lost" and it cannot run anything.
 
-    The driver lost contact with the card (usually logged as Xid 79): every job placed on it
-    fails, and collective jobs on the other GPUs of the node hang waiting for it. The node must
-    be drained and the GPU reset (`nvidia-smi -r`) or the machine rebooted; a GPU that falls off
-    again is a hardware fault (card, riser, slot or power) to return under RMA, identified by
-    its PCI bus id. The bus id comes from NVML when it still answers, otherwise from the one
-    kernel-log Xid address that no other GPU has. `check`'s `gpu-count` fails on this finding.
+    The driver lost contact with the card (usually logged as Xid 79). The bus id comes from NVML
+    when it still answers, otherwise from the one kernel-log Xid address that no other GPU has.
+    `check`'s `gpu-count` fails on this finding.
+
+    Why it matters: every job placed on the GPU fails, and collective jobs on the other GPUs of
+    the node hang waiting for it.
+
+    Example: `GPU 3 (PCI 00000000:41:00.0) is lost: it has fallen off the bus`.
+
+    Fix: drain the node, then reset the GPU with no process on it (`sudo nvidia-smi -r -i N`) or
+    reboot. A GPU that falls off again is a hardware fault (card, riser, slot or power) to return
+    under RMA, identified by its PCI bus id.
     """
     lost = [g for g in scan.gpus if g.lost]
     bus_ids = _lost_bus_ids(scan, lost)

@@ -26,13 +26,22 @@ def duplicate_backend(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """Several GPU processes are copies of the same server.
 
     A `uvicorn app:app` started again on `--port 8080` and `--port 3001` after the first one on
-    8000 (or gunicorn, celery workers, jupyter kernels and the like) loads its model onto the GPU
-    once per copy. Copies are the same program and arguments once ports, pids, bind addresses and
-    similar per-instance values are set aside. The ranks of one distributed job (told apart by
-    `--local-rank`/`LOCAL_RANK`, or started by torchrun, DeepSpeed, accelerate or mpirun) and the
-    workers of one server master are a single job and are not flagged. Evidence lists every copy
-    with its pid, port, VRAM and start time, and the memory freed by keeping only the oldest. The
-    remedy names exact pids: check them before you stop anything.
+    8000 (or gunicorn, celery workers, jupyter kernels and the like). Copies are the same program
+    and arguments once ports, pids, bind addresses and similar per-instance values are set aside.
+    The ranks of one distributed job (told apart by `--local-rank`/`LOCAL_RANK`, or started by
+    torchrun, DeepSpeed, accelerate or mpirun) and the workers of one server master are a single
+    job and are not flagged. Evidence lists every copy with its pid, port, VRAM and start time,
+    and the memory freed by keeping only the oldest.
+
+    Why it matters: each copy loads its model onto the GPU again, so forgotten copies hold memory
+    a training run needs.
+
+    Example: `3 copies of the same server hold GPU memory` - 3 processes run
+    `uvicorn app:app` on ports 8000, 8080, 3001; together they hold 42.0 GiB. Keeping only the
+    oldest (pid 2210) frees 28.0 GiB.
+
+    Fix: the remedy names exact pids (`ps -o pid,lstart,args -p ...`, then `kill ...`): check
+    them before you stop anything.
     """
     vram = _vram_by_pid(scan.processes)
     for group in duplicate_groups(scan.processes):
@@ -98,6 +107,16 @@ def unattributed_vram(scan: Scan, policy: Policy) -> Iterator[Finding]:
     memory in use that no listed process accounts for, a problem that is a
     "{unattributed_vram}" by default (`unattributed_vram`). Set `unattributed_vram = "fail"` on
     dedicated runners.
+
+    Why it matters: the memory is gone for the next job all the same, and nothing on the node
+    shows who to stop, so the job fails with `CUDA out of memory` on a GPU that looks idle.
+
+    Example: `GPU 1: 11.8 GiB in use by no visible process` - 12.3 GiB used, 0 B of it by the
+    0 listed processes; 11.8 GiB is unaccounted for (allowance 512 MiB).
+
+    Fix: look for processes NVML cannot attribute: `sudo fuser -v /dev/nvidiaN` (stuck or
+    defunct jobs), or containers sharing this GPU (`docker ps`). If nothing holds it, the memory
+    belongs to a dead context: `sudo nvidia-smi --gpu-reset -i N` when the GPU is idle, or reboot.
     """
     by_gpu: dict[int, list[GpuProcess]] = defaultdict(list)
     for p in scan.processes:
@@ -141,9 +160,19 @@ def gpu_process_gone(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """NVML reports a process that no longer runs but still holds device memory.
 
     The PID is listed on the GPU, yet the operating system has no such process (it exited and
-    its context was not torn down) or only a zombie is left whose parent never reaped it. The
-    memory stays held until the context goes away. Inside a container NVML lists host PIDs that
-    the container cannot see: those are reported as not visible, not as gone.
+    its context was not torn down) or only a zombie is left whose parent never reaped it. Inside
+    a container NVML lists host PIDs that the container cannot see: those are reported as not
+    visible, not as gone.
+
+    Why it matters: the memory stays held until the context goes away, so the next job on the GPU
+    has that much less.
+
+    Example: `GPU 0: memory held by a zombie process 5123` - PID 5123 is a zombie holding
+    9.5 GiB on GPU 0; its parent 5100 has not reaped it.
+
+    Fix: for a zombie, restart or stop its parent (`ps -o pid,args -p PPID`); the memory is
+    released when the zombie is reaped. For a gone process, find what still holds the device
+    (`sudo fuser -v /dev/nvidiaN`); if nothing does, `sudo nvidia-smi --gpu-reset -i N`.
     """
     in_container = scan.host.container is not None
     for p in scan.processes:

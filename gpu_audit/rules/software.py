@@ -45,10 +45,18 @@ def driver_too_old(scan: Scan, policy: Policy) -> Iterator[Finding]:
 
     The driver reports the newest CUDA version it supports (`nvidia-smi` shows it top right).
     A torch built for a newer major version (a `+cu130` build on a CUDA 12 driver) cannot use
-    the GPU at all: `torch.cuda.is_available()` is False with "The NVIDIA driver on your system is
-    too old". Within one major version CUDA's minor-version compatibility usually lets it run,
-    but features that need the newer driver (PTX compiled at run time, some APIs) fail, so that
-    case is a warning. The remedy is a torch build for the driver's CUDA, or a newer driver.
+    the GPU at all. Within one major version CUDA's minor-version compatibility usually lets it
+    run, so that case is a warning.
+
+    Why it matters: across major versions `torch.cuda.is_available()` is False with "The NVIDIA
+    driver on your system is too old" and the job never reaches the GPU; within one, features that
+    need the newer driver (PTX compiled at run time, some APIs) fail partway through.
+
+    Example: `torch needs CUDA 13.0; the driver supports 12.4` (evidence: `torch_version`,
+    `torch_cuda_version`, `driver_cuda_version`).
+
+    Fix: upgrade the NVIDIA driver, or install a torch build for the driver's CUDA (the remedy
+    gives the install command).
     """
     if scan.driver is None:
         return
@@ -95,10 +103,17 @@ def _gpu_host(scan: Scan) -> int:
 def torch_cpu_only(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """The installed torch is a CPU-only build on a machine with NVIDIA GPUs.
 
-    A CPU build (`+cpu`, or the default wheel from PyPI on Windows and macOS) cannot use the GPU:
-    `torch.cuda.is_available()` is False and `.cuda()` raises "Torch not compiled with CUDA
-    enabled". A job may also quietly fall back to the CPU and run a hundred times slower. It
-    usually happens when a plain `pip install` (or a dependency's) replaced the CUDA build.
+    A CPU build (`+cpu`, or the default wheel from PyPI on Windows and macOS) cannot use the GPU.
+    It usually happens when a plain `pip install` (or a dependency's) replaced the CUDA build.
+
+    Why it matters: `torch.cuda.is_available()` is False and `.cuda()` raises "Torch not compiled
+    with CUDA enabled"; a job may also quietly fall back to the CPU and run a hundred times
+    slower.
+
+    Example: `torch 2.5.1+cpu is a CPU-only build on a host with 8 NVIDIA GPUs`.
+
+    Fix: reinstall a CUDA build of the same torch version for the driver's CUDA; the remedy gives
+    the install command.
     """
     gpus = _gpu_host(scan)
     version = _torch_version(scan)
@@ -170,11 +185,19 @@ def no_kernel_image(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """The installed torch ships no kernels for this GPU's architecture (`scan --torch`).
 
     Each torch build carries machine code for a list of architectures
-    (`torch.cuda.get_arch_list()`) and sometimes PTX the driver can compile for newer ones. A
-    GPU outside that list fails at its first kernel with "CUDA error: no kernel image is
-    available for execution on the device": old GPUs (Maxwell, Pascal) after builds dropped
-    them, or a brand-new GPU on an older build. Needs `scan --torch`, which imports torch in a
-    child process to read the list.
+    (`torch.cuda.get_arch_list()`) and sometimes PTX the driver can compile for newer ones: old
+    GPUs (Maxwell, Pascal) fall outside it after builds dropped them, and so does a brand-new GPU
+    on an older build. Needs `scan --torch`, which imports torch in a child process to read the
+    list.
+
+    Why it matters: a GPU outside that list fails at its first kernel with "CUDA error: no kernel
+    image is available for execution on the device".
+
+    Example: `torch 2.8.0 has no kernels for Tesla P100-PCIE-16GB (sm_60)`.
+
+    Fix: install a torch build whose architecture list includes the GPU's: older GPUs need an
+    older CUDA build (e.g. cu126 for sm_50-sm_61), new ones a newer CUDA build; see
+    https://pytorch.org/get-started/locally/.
     """
     probe = scan.torch_probe
     if probe is None or not probe.arch_list or not probe.devices:
@@ -211,6 +234,15 @@ def torch_cuda_unavailable(scan: Scan, policy: Policy) -> Iterator[Finding]:
     `/dev/nvidia*` device files in a container, or a broken CUDA runtime. The warnings torch
     printed while trying are in the evidence. (The probe sees every GPU:
     `CUDA_VISIBLE_DEVICES` is judged separately.)
+
+    Why it matters: every job in this environment runs without the GPUs: it fails at its first
+    `.cuda()` or falls back to the CPU.
+
+    Example: `torch 2.6.0 cannot use CUDA on this host` - torch.cuda.is_available() is False with
+    4 GPUs present.
+
+    Fix: run `nvidia-smi`: if it fails, reboot after the driver upgrade (or reload the nvidia
+    kernel modules); in a container, start it with the GPUs passed through (`--gpus all`).
     """
     probe = scan.torch_probe
     if probe is None or probe.torch_version is None or probe.cuda_version is None:
@@ -237,8 +269,15 @@ def torch_import_failed(scan: Scan, policy: Policy) -> Iterator[Finding]:
 
     Typical causes: a CUDA library that the wheel needs is missing or shadowed
     (`libcudnn.so.9: cannot open shared object file`, an `LD_LIBRARY_PATH` pointing at another
-    CUDA), a half-finished upgrade, or a NumPy built against another ABI. Every job in this
-    environment would die at its first line.
+    CUDA), a half-finished upgrade, or a NumPy built against another ABI.
+
+    Why it matters: every job in this environment would die at its first line.
+
+    Example: `import torch fails: ImportError: libcudnn.so.9: cannot open shared object file`
+    (evidence: `python`, `import_error`).
+
+    Fix: reproduce it with `PYTHON -c 'import torch'`, then reinstall torch from
+    https://pytorch.org/get-started/locally/ or fix `LD_LIBRARY_PATH`.
     """
     probe = scan.torch_probe
     if probe is None or probe.import_error is None:

@@ -17,12 +17,19 @@ def health_unsupported(scan: Scan, policy: Policy) -> Iterator[Finding]:
 
     Consumer and older GPUs do not report every reading: GeForce cards have no ECC, only data
     center parts retire pages or remap rows, and some boards hide clock-event reasons or
-    temperature thresholds. The other checks skip what is missing; this finding lists it, so
-    that a missing reading is never mistaken for a healthy one. GPUs of one model missing the
+    temperature thresholds. The other checks skip what is missing. GPUs of one model missing the
     same readings share one finding: its subject is `gpu:N` for a single GPU and `host` for
-    several, and `evidence.gpus` lists their indexes. The remedy depends on the kind of GPU (by
-    its name and NVML brand): nothing to do on a consumer card, while a data-center GPU should
-    report these readings, so their absence points at the driver, a VM or vGPU that hides them.
+    several, and `evidence.gpus` lists their indexes.
+
+    Why it matters: this finding lists what was skipped, so that a missing reading is never
+    mistaken for a healthy one.
+
+    Example: `GPU 0,1 (NVIDIA GeForce RTX 4090): not supported: ECC error counts, memory repair
+    (page retirement, row remapping)`.
+
+    Fix: the remedy depends on the kind of GPU (by its name and NVML brand): nothing to do on a
+    consumer card, while a data-center GPU should report these readings, so their absence points
+    at the driver, a VM or vGPU that hides them.
     """
     if not scan.nvml.available:
         return

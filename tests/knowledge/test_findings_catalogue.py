@@ -144,6 +144,20 @@ def test_generated_pages_are_current():
     assert set(pages) == {f"{i}.md" for i in catalogue.CATALOGUE} | {"README.md"}
 
 
+# Every stable id is documented in every section, ruff-style: what it means, why it matters,
+# what it looks like (a finding's title and evidence, a check's result line, a failure class's
+# log line) and how to fix it.
+@pytest.mark.parametrize("finding_id", [
+    spec.id for spec in catalogue.CATALOGUE.values() if spec.lifecycle == catalogue.STABLE])
+def test_every_stable_id_says_why_it_matters_how_it_looks_and_how_to_fix_it(finding_id):
+    rules_cli.load_catalogue()
+    doc = catalogue.doc_of(finding_id)
+    assert doc is not None, finding_id
+    assert doc.meaning and doc.why and doc.example and doc.fix, (
+        f"{finding_id}: its documentation needs a meaning paragraph and `Why it matters:`, "
+        "`Example:` and `Fix:` paragraphs")
+
+
 # --- gpu-audit rules ---------------------------------------------------------------------------
 
 def rules(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:

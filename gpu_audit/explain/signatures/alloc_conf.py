@@ -2,10 +2,19 @@
 
 ``PYTORCH_CUDA_ALLOC_CONF`` (and, from torch 2.9, ``PYTORCH_ALLOC_CONF``) configures PyTorch's
 caching allocator. torch refuses a string it cannot parse, an option it does not know, or a
-value below its minimum, and stops at the first CUDA allocation; it warns about options that
-do nothing under the chosen backend or platform, and about the deprecated variable name. The
-remedies name the variable(s) the torch in question reads (``--torch-version``, else the
-installed one). `gpu-audit scan` checks the same settings before a job starts.
+value below its minimum; it warns about options that do nothing under the chosen backend or
+platform, and about the deprecated variable name. `gpu-audit scan` checks the same settings
+before a job starts.
+
+Why it matters: a refused string stops the run at its first CUDA allocation, after the model
+has loaded; an ignored option leaves the run without the setting someone relied on.
+
+Example: ``RuntimeError: Unrecognized CachingAllocator option: expandable_segments``
+(a torch older than the option).
+
+Fix: the remedies name the variable(s) the torch in question reads (``--torch-version``, else
+the installed one) and give the corrected ``export`` line; for the deprecation warning, set
+both names to the same value.
 """
 
 from __future__ import annotations

@@ -6,6 +6,15 @@ allocation or initialisation failure (``CUBLAS_STATUS_ALLOC_FAILED``,
 out-of-memory in disguise. An unsupported data type or shape is the program's own fault. An
 execution failure is usually the first call to notice an earlier fault in another kernel, so
 it ranks after that fault.
+
+Why it matters: the error names a library, not the cause, so it is easy to chase a library bug
+while the GPU is simply full or an earlier kernel has already broken the context.
+
+Example: ``RuntimeError: Unable to find a valid cuDNN algorithm to run convolution``.
+
+Fix: for an allocation failure, see what holds the GPU with `gpu-audit scan` and reduce memory
+use; for an unsupported type, check dtype support for this GPU (try float32 to confirm) and
+update torch; for an execution failure, look for the earlier fault.
 """
 
 from __future__ import annotations

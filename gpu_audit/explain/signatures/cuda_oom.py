@@ -5,9 +5,20 @@ free, and what PyTorch had allocated and reserved; in every format PyTorch has p
 the THC era's ``cuda runtime error (2)`` to the unified allocator's ``Out of memory. Tried to
 allocate``), including messages that a logger wrapped over several lines. From those numbers
 `gpu-audit explain` tells fragmentation from a job that is too big for the GPU, from memory
-held by other processes, and from a per-process memory fraction, and gives the remedy for the
-case it finds. Allocations outside PyTorch's cache (the CUDA context, library workspaces,
-NCCL buffers) fail with a message without numbers.
+held by other processes, and from a per-process memory fraction. Allocations outside
+PyTorch's cache (the CUDA context, library workspaces, NCCL buffers) fail with a message
+without numbers.
+
+Why it matters: the step that failed is lost, and the run stops unless the program catches
+it; the same job rerun unchanged fails at the same point.
+
+Example: ``torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has
+a total capacity of 79.15 GiB of which 1.02 GiB is free.``
+
+Fix: the remedy follows the case found: expandable segments (or ``max_split_size_mb``) for
+fragmentation, `gpu-audit scan` to find and stop other processes holding the GPU, a larger
+per-process memory fraction, or a smaller step (batch size, sequence length, activation
+checkpointing) for a job too big for the GPU.
 """
 
 from __future__ import annotations

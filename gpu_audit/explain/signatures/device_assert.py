@@ -4,8 +4,17 @@ PyTorch's CUDA kernels check some conditions on the GPU (an index inside its dim
 label below the number of classes, a probability between 0 and 1) and raise a device-side
 assert when one fails: the GPU's way of raising an IndexError or ValueError. The assertion text
 names the condition; `gpu-audit explain` recognises the common ones and says which data is
-usually wrong. Like an illegal memory access, it leaves the CUDA context unusable, and later
-cuBLAS, cuDNN or NCCL errors are its echoes.
+usually wrong.
+
+Why it matters: like an illegal memory access, it leaves the CUDA context unusable: the run
+stops, and later cuBLAS, cuDNN or NCCL errors are its echoes.
+
+Example: ``RuntimeError: CUDA error: device-side assert triggered``, with a line such as
+``Assertion `idx_dim >= 0 && idx_dim < index_size && "index out of bounds"` failed`` above it.
+
+Fix: run the same step on the CPU (the same op raises a readable error with the offending
+value), or rerun with ``CUDA_LAUNCH_BLOCKING=1`` to get the failing op's Python line; then fix
+the data (labels, indices) it names.
 """
 
 from __future__ import annotations

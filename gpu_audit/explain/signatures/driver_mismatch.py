@@ -5,8 +5,16 @@ supports CUDA up to some version and a range of GPUs. CUDA cannot start when the
 older than the CUDA the code was built for (or than the PTX in it), when the build has no
 kernels for this GPU's architecture, when the GPU is too old or too new for the driver or for
 torch, when CUDA forward-compatibility libraries are used where they do not work, or when no
-driver or GPU is visible at all. These are platform problems: they are fixed by installing
-the right driver or torch build, not by changing the program.
+driver or GPU is visible at all.
+
+Why it matters: no CUDA work runs on the machine until it is fixed; changing the program does
+not help, and every job on the node fails the same way.
+
+Example: ``RuntimeError: The NVIDIA driver on your system is too old (found version 11040).``
+
+Fix: these are platform problems: install the right driver or torch build (a torch build for
+the driver's CUDA, one whose architecture list includes the GPU, or a driver branch that lists
+it); in containers, pass the GPUs through (``docker run --gpus all``).
 """
 
 from __future__ import annotations

@@ -3,9 +3,17 @@
 The NVIDIA driver reports GPU faults to the kernel log as Xid events (``NVRM: Xid (PCI:...):
 79, ...``); each Xid is judged from gpu-audit's Xid catalogue, the same one `gpu-audit scan`
 uses, so an Xid has one meaning and one severity everywhere. Some Xids are the program's own
-fault (a kernel's bad memory access), most are the machine's (a GPU off the bus, uncorrectable
-memory errors, an NVLink failure) and need the node drained and the GPU reset. CUDA reports the
-same faults to the program as ECC, NVLink, launch-failure or unknown errors.
+fault (a kernel's bad memory access), most are the machine's. CUDA reports the same faults to
+the program as ECC, NVLink, launch-failure or unknown errors.
+
+Why it matters: a machine fault (a GPU off the bus, uncorrectable memory errors, an NVLink
+failure) fails the next job on the node the same way, or lets it compute on corrupted data.
+
+Example: ``NVRM: Xid (PCI:0000:00:1e): 48, pid='<unknown>', ...`` or
+``pynvml.NVMLError_GpuIsLost: GPU is lost``.
+
+Fix: for the machine's faults, drain the node and reset the GPU or reboot, and return a GPU
+that fails again; the remedy is the Xid catalogue's action for the code found.
 """
 
 from __future__ import annotations

@@ -2,12 +2,21 @@
 
 This is the machine's RAM, not the GPU's. In training it usually comes from DataLoader workers
 (each holds its own copy of the dataset's Python objects), pinned-memory buffers, loading a
-whole checkpoint into RAM, or a leak that grows every step. The kernel's OOM killer, Slurm's
-cgroup enforcement and Kubernetes kill the process with SIGKILL, which it cannot report itself,
-so the evidence is in the kernel log, the scheduler's messages, a launcher's exit status (137,
--9), or a bare ``Killed`` from the shell, in the shell's language (``已杀死``, ``Getötet``, ...)
-at the end of the log. DataLoader workers also pass batches through /dev/shm, which is 64 MB in
-a container unless configured.
+whole checkpoint into RAM, or a leak that grows every step. The evidence is in the kernel log,
+the scheduler's messages, a launcher's exit status (137, -9), or a bare ``Killed`` from the
+shell, in the shell's language (``已杀死``, ``Getötet``, ...) at the end of the log.
+DataLoader workers also pass batches through /dev/shm, which is 64 MB in a container unless
+configured.
+
+Why it matters: the kernel's OOM killer, Slurm's cgroup enforcement and Kubernetes kill the
+process with SIGKILL, which it cannot report itself: the run ends with no traceback and no
+checkpoint.
+
+Example: ``Memory cgroup out of memory: Killed process 5512 (python3) total-vm:...``.
+
+Fix: lower DataLoader ``num_workers`` and ``prefetch_factor``, load checkpoints with
+``torch.load(path, mmap=True)``, or raise the job's memory limit (Slurm ``--mem``, Kubernetes
+``resources.limits.memory``); a larger /dev/shm for shared-memory failures.
 """
 
 from __future__ import annotations

@@ -1,11 +1,19 @@
 """A CUDA kernel accessed memory it does not own, or ran an instruction it should not.
 
 An illegal address, a misaligned address or an illegal instruction kills the process's CUDA
-context: every later CUDA call fails with the same error, and in distributed training the other
-ranks' collectives time out waiting for this one. Kernels run asynchronously, so the Python
-stack trace usually points at a later call. The usual causes are an out-of-range index in a
-custom, fused or compiled kernel (Triton, FlashAttention, torch.compile) or mismatched shapes
-passed to an extension; rarely, failing hardware (an Xid in the kernel log tells which).
+context. Kernels run asynchronously, so the Python stack trace usually points at a later call.
+The usual causes are an out-of-range index in a custom, fused or compiled kernel (Triton,
+FlashAttention, torch.compile) or mismatched shapes passed to an extension; rarely, failing
+hardware (an Xid in the kernel log tells which).
+
+Why it matters: every later CUDA call fails with the same error, and in distributed training
+the other ranks' collectives time out waiting for this one.
+
+Example: ``RuntimeError: CUDA error: an illegal memory access was encountered``.
+
+Fix: rerun with ``CUDA_LAUNCH_BLOCKING=1`` so the failing kernel raises at its own call site;
+run a small reproduction under ``compute-sanitizer --tool memcheck``; switch off custom or
+compiled kernels one at a time.
 """
 
 from __future__ import annotations

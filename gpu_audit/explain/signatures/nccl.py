@@ -8,6 +8,17 @@ and timeout from the watchdog's message, and merges the same timeout seen on man
 one incident. Some are causes of their own: two ranks on one GPU, NCCL without a GPU, a
 shared-memory segment that does not fit in /dev/shm, a network or InfiniBand failure, or a
 rendezvous that not every rank reached.
+
+Why it matters: one failed or slow rank stops the whole distributed job, often only after the
+collective's timeout has wasted its GPUs' time.
+
+Example: ``[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=7,
+OpType=ALLGATHER, ..., Timeout(ms)=600000) ran for 600100 milliseconds before timing out.``
+
+Fix: find the first error on any rank before the timeout (`gpu-audit explain` on all ranks'
+logs together); otherwise rerun with ``TORCH_NCCL_DESYNC_DEBUG=1``. For the causes of their
+own: one GPU per rank (``torch.cuda.set_device(LOCAL_RANK)``), a larger /dev/shm, or the
+network links.
 """
 
 from __future__ import annotations

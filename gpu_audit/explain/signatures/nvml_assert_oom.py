@@ -3,9 +3,18 @@
 When PyTorch's caching allocator runs out of memory it asks NVML which processes use the GPU,
 to list them in its message. If NVML does not work in the process, that call fails and
 ``NVML_SUCCESS == ... INTERNAL ASSERT FAILED at ...CUDACachingAllocator.cpp`` replaces the
-out-of-memory message. Two things are wrong at once: the job ran out of GPU memory, and NVML is
+out-of-memory message.
+
+Why it matters: two things are wrong at once: the job ran out of GPU memory, and NVML is
 broken (usually a driver upgraded without a reboot, or a container whose NVML library does not
-match the host's driver).
+match the host's driver); the assert hides the numbers that would say why memory ran out.
+
+Example: ``RuntimeError: NVML_SUCCESS == r INTERNAL ASSERT FAILED at
+.../c10/cuda/CUDACachingAllocator.cpp``.
+
+Fix: first fix NVML (`nvidia-smi` or `gpu-audit scan`; a "Driver/library version mismatch"
+means reboot the node, and in a container use the host's driver libraries); then treat it as
+an out-of-memory. ``PYTORCH_NO_NVML`` does not exist in PyTorch and changes nothing.
 """
 
 from __future__ import annotations
