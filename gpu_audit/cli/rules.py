@@ -272,13 +272,32 @@ def render_markdown(rules: dict[str, Entry]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_list(rules: dict[str, Entry]) -> str:
+def render_list(rules: dict[str, Entry], columns: int | None = None) -> str:
+    """One row per id; a summary longer than the terminal's room wraps under its column (or,
+    on a very narrow terminal, below the row), between words."""
+    import shutil
+    import textwrap
+
+    columns = columns or shutil.get_terminal_size((200, 24)).columns
     width = max((len(r.id) for r in rules.values()), default=10) + 2
     lines = [f"{'ID':<{width}}{'PRODUCER':<16}{'LIFECYCLE':<12}{'SEVERITY':<10}SUMMARY"]
     for _, members in grouped(rules):
         for r in members:
-            lines.append(f"{r.id:<{width}}{','.join(r.spec.producers):<16}"
-                         f"{r.spec.lifecycle:<12}{r.severity_text:<10}{r.summary}")
+            head = (f"{r.id:<{width}}{','.join(r.spec.producers):<16}"
+                    f"{r.spec.lifecycle:<12}{r.severity_text:<10}")
+            room = columns - len(head) - 1
+            if len(r.summary) <= room:
+                lines.append(head + r.summary)
+            elif room >= max(30, *(len(word) for word in r.summary.split())):
+                wrapped = textwrap.wrap(r.summary, room, break_on_hyphens=False,
+                                        break_long_words=False)
+                lines.append(head + wrapped[0])
+                lines.extend(" " * len(head) + part for part in wrapped[1:])
+            else:
+                lines.append(head.rstrip())
+                lines.extend(textwrap.wrap(r.summary, columns - 1, initial_indent="    ",
+                                           subsequent_indent="    ", break_on_hyphens=False,
+                                           break_long_words=False))
     return "\n".join(lines) + "\n"
 
 

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from gpu_audit.cli.rules import all_entries as all_rules
 from gpu_audit.cli.rules import render_page
 from gpu_audit.explain.signatures import CLASSES, SIGNATURES
@@ -149,3 +151,15 @@ def test_json_lists_explain_signatures(cli_env):
     assert one["rules"] == []
     ((sig,),) = [c["signatures"] for c in one["explain"]]
     assert sig["id"] == "cuda-oom/cuda-error" and sig["explanation"] and sig["remedy"]
+
+
+@pytest.mark.parametrize("columns", [80, 100, 120])
+def test_the_list_fits_the_terminal_and_keeps_every_summary_word(columns):
+    from gpu_audit.cli.rules import all_entries, render_list
+
+    rules = all_entries()
+    text = render_list(rules, columns=columns)
+    assert max(len(line) for line in text.splitlines()) < columns
+    words = " ".join(text.split())
+    for entry in rules.values():
+        assert " ".join(entry.summary.split()) in words, entry.id
