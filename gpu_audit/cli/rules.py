@@ -288,7 +288,7 @@ def render_list(rules: dict[str, Entry], columns: int | None = None) -> str:
             room = columns - len(head) - 1
             if len(r.summary) <= room:
                 lines.append(head + r.summary)
-            elif room >= max(30, *(len(word) for word in r.summary.split())):
+            elif room >= max([30, *(len(word) for word in r.summary.split())]):
                 wrapped = textwrap.wrap(r.summary, room, break_on_hyphens=False,
                                         break_long_words=False)
                 lines.append(head + wrapped[0])
