@@ -89,7 +89,7 @@ def folder_problem(st: os.stat_result, *, above: bool = False) -> str | None:
 def file_problem(st: os.stat_result) -> str | None:
     """Why a file cannot be trusted as a decision (``None``: it can)."""
     if not stat.S_ISREG(st.st_mode):
-        return f"is {_kind(st.st_mode)}, not a regular file"
+        return f"is {kind_of(st.st_mode)}, not a regular file"
     problem = _owner_problem(st)
     if problem:
         return problem
@@ -98,7 +98,8 @@ def file_problem(st: os.stat_result) -> str | None:
     return None
 
 
-def _kind(mode: int) -> str:
+def kind_of(mode: int) -> str:
+    """``a FIFO``, ``a symbolic link``, ... : what a file of this mode is, for messages."""
     kinds = ((stat.S_ISREG, "a file"), (stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"),
              (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
              (stat.S_ISBLK, "a block device"), (stat.S_ISLNK, "a symbolic link"))
@@ -162,7 +163,7 @@ def _open_child(fd: int, name: str, here: Path, *, create: bool, mode: int) -> i
             raise Untrusted(f"{here / name}: cannot open it ({exc.strerror or exc})") from None
     st = os.stat(name, dir_fd=fd, follow_symlinks=False)
     if not stat.S_ISLNK(st.st_mode):
-        raise Untrusted(f"{here / name} is {_kind(st.st_mode)}, not a folder")
+        raise Untrusted(f"{here / name} is {kind_of(st.st_mode)}, not a folder")
     if not trusted_owner(st.st_uid):
         raise Untrusted(f"{here / name} is a symbolic link owned by uid {st.st_uid}, not by "
                         "this user or root: not followed")
@@ -253,23 +254,9 @@ class StateDir:
         return None if data is None else load_json(data, str(self.path / name), limit=limit)
 
     def write_atomic(self, name: str, data: str | bytes, *, mode: int = 0o600) -> Path:
-        """Replace ``name`` with ``data``: a new file, fsync, rename within the folder. A link
-        or anything else at ``name`` is replaced, never written through."""
-        fd_dir = self._fd()
-        payload = data.encode("utf-8") if isinstance(data, str) else data
-        tmp = f".{name}.{secrets.token_hex(6)}.tmp"
-        fd = os.open(tmp, _CREATE, mode, dir_fd=fd_dir)
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                os.fchmod(handle.fileno(), mode)  # whatever the umask
-                handle.write(payload)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, name, src_dir_fd=fd_dir, dst_dir_fd=fd_dir)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp, dir_fd=fd_dir)
-            raise
+        """Replace ``name`` with ``data`` (:func:`write_atomic_at`)."""
+        write_atomic_at(self._fd(), name, data.encode("utf-8") if isinstance(data, str) else data,
+                        mode=mode)
         return self.path / name
 
     def open_append(self, name: str, *, mode: int = 0o600) -> IO[bytes]:
@@ -313,6 +300,25 @@ class StateDir:
         except OSError:
             return False
         return os.path.samestat(named, os.fstat(self._fd()))
+
+
+def write_atomic_at(dir_fd: int, name: str, data: bytes, *, mode: int = 0o600) -> None:
+    """Replace ``name`` in the folder held by ``dir_fd`` with ``data``: a new file created
+    exclusively (never through a link), fsync, then a rename within the folder. A link or
+    anything else at ``name`` is replaced, never written through."""
+    tmp = f".{name}.{secrets.token_hex(6)}.tmp"
+    fd = os.open(tmp, _CREATE, mode, dir_fd=dir_fd)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            os.fchmod(handle.fileno(), mode)  # whatever the umask
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=dir_fd)
+        raise
 
 
 def _plain(name: str) -> bool:

@@ -12,12 +12,11 @@ Runs inside the user's training process: the standard library only.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import secrets
 from pathlib import Path
 
 from gpu_audit.publication import folder_status_problem
+from gpu_audit.trust import write_atomic_at
 
 _OPEN_DIR = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0) \
     | getattr(os, "O_CLOEXEC", 0)
@@ -73,18 +72,7 @@ class PrivateFolder:
     def write_atomic(self, name: str, data: bytes) -> None:
         """Replace ``name`` in the folder with ``data``: a temporary file, fsync, rename."""
         self.check()
-        tmp = f".{name}.{secrets.token_hex(6)}.tmp"
-        fd = os.open(tmp, _CREATE, 0o600, dir_fd=self.fd)
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, name, src_dir_fd=self.fd, dst_dir_fd=self.fd)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp, dir_fd=self.fd)
-            raise
+        write_atomic_at(self.fd, name, data, mode=0o600)  # type: ignore[arg-type]
 
     def unlink(self, name: str) -> None:
         if self.fd is not None:

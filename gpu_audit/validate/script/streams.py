@@ -43,6 +43,7 @@ from typing import Any
 
 from gpu_audit.bounds import load_json
 from gpu_audit.errors import InputError
+from gpu_audit.trust import kind_of
 from gpu_audit.units import KIB, MIB, fmt_bytes, plural
 from gpu_audit.validate.script.hook import MARKER
 from gpu_audit.validate.telemetry import CUDA_FIELDS
@@ -231,7 +232,7 @@ class StreamReader:
         """:class:`_Untrusted` with the reason, unless a stream file that may be read."""
         mode = info.st_mode
         if not stat.S_ISREG(mode):
-            raise _Untrusted(_KINDS.get(stat.S_IFMT(mode), "not a regular file"))
+            raise _Untrusted(kind_of(mode))
         if info.st_uid != os.geteuid():
             raise _Untrusted(f"owned by uid {info.st_uid}, not by this user")
         if info.st_nlink != 1:
@@ -309,9 +310,6 @@ class StreamReader:
 
 _OPEN_FLAGS = (os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
                | getattr(os, "O_NOCTTY", 0))
-_KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFLNK: "a symbolic link", stat.S_IFSOCK: "a socket",
-          stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
-          stat.S_IFDIR: "a folder"}
 _NAMES_SHOWN = 5
 
 
