@@ -52,6 +52,7 @@ def emit(report, *, json_out: bool, out: Path | None, no_report: bool, command: 
     """stdout (JSON or the terminal summary) and the report files (markdown, its JSON twin, the
     per-GPU table as CSV and Parquet, the per-node heat map); shared with ``fleet``. ``keep``:
     the policy's ``keep_reports`` (older reports of ``command`` and their tables are deleted)."""
+    import shutil
     import socket
 
     from gpu_audit.fleet.document import fleet_document
@@ -62,7 +63,8 @@ def emit(report, *, json_out: bool, out: Path | None, no_report: bool, command: 
     if json_out:
         sys.stdout.write(dumps(document) + "\n")
     else:
-        sys.stdout.write(render_terminal(report, verbose=bool(verbose())))
+        width = shutil.get_terminal_size().columns - 1 if sys.stdout.isatty() else None
+        sys.stdout.write(render_terminal(report, verbose=bool(verbose()), width=width))
     sys.stdout.flush()
     if not no_report:
         from gpu_audit.fleet.render import BESIDE_REPORT, write_gpu_tables

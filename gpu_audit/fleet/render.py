@@ -36,6 +36,7 @@ from gpu_audit.report.escape import (
     md_text,
     terminal,
 )
+from gpu_audit.report.remedy import wrapped
 from gpu_audit.serial import write_atomic
 from gpu_audit.units import fmt_bytes, plural
 
@@ -77,9 +78,14 @@ def _problem_lines(report: FleetReport) -> list[str]:
     return lines
 
 
-def render_terminal(report: FleetReport, *, verbose: bool = False) -> str:
-    """Plain text: the headline, one line per unfit/unknown node, then the fleet findings."""
-    lines = [headline(report), *("  " + line for line in _problem_lines(report))]
+def render_terminal(report: FleetReport, *, verbose: bool = False,
+                    width: int | None = None) -> str:
+    """Plain text: the headline, one line per unfit/unknown node, then the fleet findings.
+    ``width`` (a terminal's): a node's line wraps between words under its name; without it
+    (a log, a pipe) each stays one line."""
+    lines = [headline(report)]
+    for line in _problem_lines(report):
+        lines += wrapped("  " + line, width, indent=" " * 11) if width else ["  " + line]
     others = [f for f in report.findings
               if f.id not in ("fleet-node-unfit", "fleet-node-unknown")]
     if others:

@@ -240,3 +240,18 @@ def test_a_link_to_a_device_is_refused_unread(tmp_path):
     zero.symlink_to("/dev/zero")
     code, doc = merge_json(zero, *good_nodes(tmp_path / "good"), timeout=60)
     assert code == 3 and "character device" in node_of(doc, zero)["reason"]
+
+
+def test_an_unknown_nodes_line_wraps_on_a_terminal_and_stays_whole_in_a_log():
+    from gpu_audit.fleet.judge import judge_fleet
+    from gpu_audit.fleet.nodes import node_from_document
+    from gpu_audit.fleet.render import render_terminal
+
+    report = judge_fleet([node_from_document({"schema": "gpu-audit.scan/1"}, "only-schema.json")],
+                         source="only-schema.json")
+    wide = render_terminal(report)
+    (line,) = [line for line in wide.splitlines() if "only-schema.json" in line]
+    assert len(line) > 79 and "not a node's scan" in line
+    narrow = render_terminal(report, width=79).splitlines()
+    assert max(len(part) for part in narrow) <= 79
+    assert " ".join(" ".join(narrow).split()) == " ".join(wide.split())
