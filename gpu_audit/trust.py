@@ -29,7 +29,7 @@ import secrets
 import stat
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from gpu_audit.bounds import MAX_DOCUMENT_BYTES, load_json
 from gpu_audit.errors import InputError
@@ -39,8 +39,6 @@ _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _OPEN_DIR = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW | _CLOEXEC
 _READ = os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | _CLOEXEC
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC
-_APPEND = os.O_WRONLY | os.O_CREAT | os.O_APPEND | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0) \
-    | _CLOEXEC
 _MAX_LINKS = 40  # as the kernel's own limit on links in one path walk
 
 
@@ -208,23 +206,6 @@ class StateDir:
             raise ValueError(f"{self.path}: the folder was closed")
         return self.fd
 
-    def sub(self, name: str, *, create_mode: int | None = None) -> StateDir:
-        """A folder inside this one (never through a link), judged by the same rule."""
-        if not _plain(name):
-            raise InputError(f"{self.path / name}: not a plain file name")
-        try:
-            fd = _open_child(self._fd(), name, self.path, create=create_mode is not None,
-                             mode=create_mode or 0o700)
-        except _Link:
-            raise Untrusted(f"{self.path / name} is a symbolic link: gpu-audit never follows "
-                            "links in its own folders") from None
-        try:
-            _check_folder(fd, self.path / name, above=False)
-        except BaseException:
-            os.close(fd)
-            raise
-        return StateDir(self.path / name, fd)
-
     def read(self, name: str, *, limit: int = MAX_DOCUMENT_BYTES) -> bytes | None:
         """The trusted file's bytes (``None``: there is none); anything else is
         :class:`Untrusted`, a file over ``limit`` bytes an :class:`InputError`."""
@@ -259,22 +240,6 @@ class StateDir:
                         mode=mode)
         return self.path / name
 
-    def open_append(self, name: str, *, mode: int = 0o600) -> IO[bytes]:
-        """``name`` opened for appending (created when missing), a trusted regular file only."""
-        try:
-            fd = os.open(name, _APPEND, mode, dir_fd=self._fd())
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                raise Untrusted(f"{self.path / name} is a symbolic link: gpu-audit never "
-                                "follows links in its own folders") from None
-            raise
-        problem = file_problem(os.fstat(fd))
-        if problem:
-            os.close(fd)
-            raise Untrusted(f"{self.path / name} {problem}: refusing to write it")
-        os.set_blocking(fd, True)
-        return os.fdopen(fd, "ab")
-
     def unlink(self, name: str) -> bool:
         """Remove ``name`` (a link itself, never its target); ``False`` when it was absent."""
         try:
@@ -291,15 +256,6 @@ class StateDir:
                     st = entry.stat(follow_symlinks=False)
                     if stat.S_ISREG(st.st_mode):
                         yield entry.name, st
-
-    def still_named(self) -> bool:
-        """Whether :attr:`path` still names the folder held (for messages and for callers that
-        must hand a path to another program)."""
-        try:
-            named = os.stat(self.path, follow_symlinks=False)
-        except OSError:
-            return False
-        return os.path.samestat(named, os.fstat(self._fd()))
 
 
 def write_atomic_at(dir_fd: int, name: str, data: bytes, *, mode: int = 0o600) -> None:
@@ -319,7 +275,3 @@ def write_atomic_at(dir_fd: int, name: str, data: bytes, *, mode: int = 0o600) -
         with contextlib.suppress(OSError):
             os.unlink(tmp, dir_fd=dir_fd)
         raise
-
-
-def _plain(name: str) -> bool:
-    return bool(name) and "/" not in name and name not in (".", "..")
