@@ -173,15 +173,11 @@ class RunDir:
 
     @property
     def folder(self) -> StateDir:
-        """The run folder, opened through the trust walk on first use and then held."""
+        """The run folder, opened through the trust walk on first use and then held for the
+        life of the process (one descriptor, closed on exec)."""
         if self._folder is None:
             self._folder = StateDir.open(self.path)
         return self._folder
-
-    def close(self) -> None:
-        if self._folder is not None:
-            self._folder.close()
-            self._folder = None
 
     def checkpoint_path(self, key: str) -> Path:
         return self.path / "checkpoints" / f"{leg_file(key)}.ckpt"
