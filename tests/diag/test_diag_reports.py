@@ -3,6 +3,7 @@ reports in the folder, their level-3 plots go with them, and nothing else is tou
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -29,12 +30,13 @@ def make(folder: Path, command: str, second: int, plots: tuple[int, ...] = (),
 
 
 def test_old_diag_reports_go_with_their_plots(tmp_path) -> None:
-    old = make(tmp_path, "diag", 1, plots=(0, 1))
-    tricky = make(tmp_path, "diag", 2, plots=(3,), host="node-gpu0")  # a host named like a plot
-    newest = make(tmp_path, "diag", 3, plots=(7,))
+    host = "node-gpu0"  # a host named like a plot
+    old = make(tmp_path, "diag", 1, plots=(0, 1), host=host)
+    tricky = make(tmp_path, "diag", 2, plots=(3,), host=host)
+    newest = make(tmp_path, "diag", 3, plots=(7,), host=host)
     scan = make(tmp_path, "scan", 0)
     (tmp_path / "diag-notes-gpu0.png").write_bytes(b"mine")
-    deleted = prune_reports(tmp_path, "diag", 1, companions=PLOT_ENDINGS)
+    deleted = prune_reports(tmp_path, "diag", 1, host=host, companions=PLOT_ENDINGS)
     assert sorted(p.name for p in deleted) == sorted(
         [f"{old}.md", f"{old}.json", f"{old}-gpu0.png", f"{old}-gpu1.png",
          f"{tricky}.md", f"{tricky}.json", f"{tricky}-gpu3.png"])
@@ -47,7 +49,8 @@ def test_diag_prunes_its_reports_after_writing(fake_nvml, cli_env, tmp_path) -> 
     pytest.importorskip("torch")
     out = tmp_path / "r"
     out.mkdir()
-    olds = [make(out, "diag", s, plots=(0,)) for s in range(3)]
+    here = socket.gethostname()  # retention counts this host's reports
+    olds = [make(out, "diag", s, plots=(0,), host=here) for s in range(3)]
     scans = [make(out, "scan", s) for s in range(3)]
     link = out / "diag-20261122T090000Z-p1-node1.md"
     link.symlink_to(tmp_path / "elsewhere.md")

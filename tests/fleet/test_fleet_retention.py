@@ -3,6 +3,7 @@ per-GPU tables and heat map beside each, and touch nothing else in the folder.""
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import pytest
@@ -16,8 +17,9 @@ ENDINGS = (".md", ".json", *BESIDE_REPORT)
 
 
 def old_report(folder: Path, command: str, second: int, pid: int = 100) -> str:
-    """A fleet report of an earlier run: markdown, JSON twin, tables and heat map."""
-    stem = report_stem(command, f"2026-11-22T10:00:{second:02d}Z", "head", f"p{pid}")
+    """A fleet report of an earlier run on this host: markdown, JSON twin, tables, heat map."""
+    stem = report_stem(command, f"2026-11-22T10:00:{second:02d}Z", socket.gethostname(),
+                       f"p{pid}")
     for ending in ENDINGS:
         (folder / f"{stem}{ending}").write_text("old")
     return stem
