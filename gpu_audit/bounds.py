@@ -22,6 +22,11 @@ MAX_MIG_PER_GPU = 64
 MAX_PROCESSES = 16_384
 # Findings in one document: every rule, on every GPU and process of a full node.
 MAX_FINDINGS = 20_000
+# Nodes one fleet merge can be told to expect (--expect, --expect-nodes, a Ray cluster): the
+# largest clusters run some tens of thousands; a host list naming more is refused unexpanded.
+MAX_FLEET_NODES = 100_000
+# Characters of a host list (gpu[001-004,010],login1): 100,000 names written out one by one.
+MAX_HOSTLIST_CHARS = 4 * 1024**2
 # Digits in an integer read from text: 2**64 has 20; nothing gpu-audit reads needs more.
 MAX_INT_DIGITS = 20
 _MiB, _GiB = 1024**2, 1024**3

@@ -113,6 +113,16 @@ class FleetNode(msgspec.Struct):
     duplicate_of: str | None
 
 
+class FleetExpected(msgspec.Struct):
+    """Whom a merge was told to expect (``--expect``, ``--expect-nodes``, ``--expect-ray``)."""
+
+    count: int
+    found: int
+    missing_count: int
+    missing: list[str]  # the expected host names that sent no document
+    sources: list[str]
+
+
 class FleetDocument(msgspec.Struct):
     schema: str
     tool_version: str
@@ -125,6 +135,7 @@ class FleetDocument(msgspec.Struct):
     duration_s: float | None
     nodes: list[FleetNode]
     findings: list[Finding]
+    expected: FleetExpected | None = None  # null when the merge was told nobody to expect
 
 
 class DiffSide(msgspec.Struct):

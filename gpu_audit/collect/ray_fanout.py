@@ -120,6 +120,18 @@ def alive_nodes(ray: Any) -> list[dict[str, Any]]:
     return [n for n in ray.nodes() if n.get("Alive")]
 
 
+def alive_hostnames(address: str | None, timeout_s: float) -> list[str]:
+    """The host names of the Ray cluster's alive nodes (``address``: see
+    :func:`resolve_address`), each once, in the cluster's order: whom a merge expects."""
+    ray = connect(resolve_address(address), timeout_s=timeout_s)
+    try:
+        names = [str(n.get("NodeManagerHostname") or n.get("NodeManagerAddress") or "")
+                 for n in alive_nodes(ray)]
+    finally:
+        disconnect(ray)
+    return list(dict.fromkeys(name for name in names if name))
+
+
 def why_failed(ray: Any, exc: BaseException) -> str:
     """One line saying why a node's task gave no document."""
     text = str(exc)

@@ -3,7 +3,9 @@
 ``status``/``exit_code`` carry the fleet's verdict; ``summary`` counts the nodes by verdict;
 ``nodes`` has one entry per document or silent node (duplicates included, marked
 ``duplicate_of``), each with its own verdict, the reason and its worst findings; ``findings``
-are the fleet rules' findings (skew, outliers, unfit and unknown nodes, duplicates).
+are the fleet rules' findings (skew, outliers, unfit, unknown and missing nodes, duplicates);
+``expected`` says whom the merge was told to expect and names those that sent no document (null
+when it was told nothing).
 """
 
 from __future__ import annotations
@@ -40,6 +42,14 @@ def node_entry(node: Node) -> dict[str, Any]:
     }
 
 
+def expected_entry(report: FleetReport) -> dict[str, Any] | None:
+    told = report.expectation
+    if told is None:
+        return None
+    return {"count": told.expected, "found": told.found, "missing_count": told.missing_count,
+            "missing": told.missing, "sources": list(told.sources)}
+
+
 def fleet_document(report: FleetReport) -> dict[str, Any]:
     return {
         "schema": FLEET_SCHEMA,
@@ -53,4 +63,5 @@ def fleet_document(report: FleetReport) -> dict[str, Any]:
         "duration_s": report.duration_s,
         "nodes": [node_entry(n) for n in report.nodes],
         "findings": to_jsonable(report.findings),
+        "expected": expected_entry(report),
     }

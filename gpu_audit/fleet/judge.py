@@ -1,9 +1,10 @@
 """The fleet judgement: de-duplicate the nodes, run the fleet rules, give the fleet's verdict.
 
 Exit code (monitoring-plugin convention, like one node's): the worst node's verdict, 2 (CRITICAL)
-when any node is unfit; else 3 (UNKNOWN) when any node gave no verdict; else 1 (WARNING) when a
-node warns; else 0. So a fleet with silent nodes never passes as OK. The fleet rules' findings
-(skew, outliers, duplicates) are reported beside the verdict and do not move it.
+when any node is unfit; else 3 (UNKNOWN) when any node gave no verdict or an expected node sent no
+document (``--expect``, :mod:`.expect`); else 1 (WARNING) when a node warns; else 0. So a fleet
+with silent or missing nodes never passes as OK. The fleet rules' findings (skew, outliers,
+duplicates) are reported beside the verdict and do not move it.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpu_audit.fleet.expect import Expectation, Expected, expectation
 from gpu_audit.fleet.nodes import STATUSES, Node
 from gpu_audit.fleet.registry import FleetView, evaluate_fleet
 from gpu_audit.model import Finding
@@ -27,6 +29,12 @@ class FleetReport:
     command: str | None  # "scan", "check", or None when mixed
     generated_at: str = field(default_factory=utc_now)
     duration_s: float | None = None
+    expectation: Expectation | None = None  # whom the merge was told to expect, who is missing
+
+    @property
+    def missing(self) -> int:
+        """Expected nodes that sent no document (0 when nobody was expected)."""
+        return self.expectation.missing_count if self.expectation else 0
 
     @property
     def exit_code(self) -> int:
@@ -89,27 +97,37 @@ def unique_names(nodes: list[Node]) -> None:
             node.name = f"{node.name} [{short}]"
 
 
-def fleet_status(nodes: list[Node]) -> str:
+def fleet_status(nodes: list[Node], missing: int = 0) -> str:
     counted = [n for n in nodes if n.duplicate_of is None]
     statuses = {n.status for n in counted}
     if "CRITICAL" in statuses:
         return "CRITICAL"
-    if "UNKNOWN" in statuses or not counted:
+    if "UNKNOWN" in statuses or not counted or missing:
         return "UNKNOWN"
     return "WARNING" if "WARNING" in statuses else "OK"
 
 
+def present_hosts(nodes: list[Node]) -> list[str]:
+    """The host names the counted nodes answer to (a node's document, or a silent Ray node)."""
+    return [n.hostname or n.name for n in nodes if n.duplicate_of is None]
+
+
 def judge_fleet(nodes: list[Node], *, source: str, ignore: frozenset[str] = frozenset(),
-                duration_s: float | None = None) -> FleetReport:
-    """The fleet's report over ``nodes`` (modified in place: names, duplicates)."""
+                duration_s: float | None = None, expected: Expected | None = None) -> FleetReport:
+    """The fleet's report over ``nodes`` (modified in place: names, duplicates); ``expected``:
+    whom the merge was told to expect."""
     pairs = find_duplicates(nodes)
     duplicates = {id(dup) for dup, _ in pairs}
     unique_names([n for n in nodes if id(n) not in duplicates])
     for dup, kept in pairs:
         dup.name = f"{dup.name} [{dup.source.rsplit('/', 1)[-1]}]"
         dup.duplicate_of = kept.name
-    findings = evaluate_fleet(FleetView(nodes), ignore)
+    counted = [n for n in nodes if n.duplicate_of is None]
+    told = None if expected is None else expectation(expected, present_hosts(nodes),
+                                                     len(counted))
+    findings = evaluate_fleet(FleetView(nodes, told), ignore)
     kinds = {n.kind for n in nodes if n.kind}
-    return FleetReport(nodes=nodes, findings=findings, status=fleet_status(nodes),
+    return FleetReport(nodes=nodes, findings=findings,
+                       status=fleet_status(nodes, told.missing_count if told else 0),
                        source=source, command=kinds.pop() if len(kinds) == 1 else None,
-                       duration_s=duration_s)
+                       duration_s=duration_s, expectation=told)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from gpu_audit.fleet.expect import Expectation
 from gpu_audit.fleet.nodes import Node
 from gpu_audit.knowledge.findings import FLEET
 from gpu_audit.model import Finding
@@ -17,10 +18,12 @@ SECTION = "Fleet (fleet and merge)"
 
 @dataclass(frozen=True)
 class FleetView:
-    """What fleet rules read: every node (``nodes``, duplicates included) and the nodes that
-    count (``live``: answered, not a duplicate of another)."""
+    """What fleet rules read: every node (``nodes``, duplicates included), the nodes that
+    count (``live``: answered, not a duplicate of another), and whom the merge was told to
+    expect (``expectation``, None when it was not)."""
 
     nodes: list[Node]
+    expectation: Expectation | None = None
 
     @property
     def live(self) -> list[Node]:

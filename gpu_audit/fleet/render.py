@@ -41,6 +41,8 @@ from gpu_audit.serial import write_atomic
 from gpu_audit.units import fmt_bytes, plural
 
 NODES_LISTED = 50  # unfit/unknown nodes listed one per line before "... and N more"
+# Findings whose nodes the summary lists one per line (not repeated among the fleet findings).
+LISTED_AS_NODES = ("fleet-node-unfit", "fleet-node-unknown", "fleet-nodes-missing")
 
 
 def _cell(text: object) -> str:
@@ -64,17 +66,35 @@ def headline(report: FleetReport) -> str:
     c = report.counts()
     fit = c["ok"] + c["warning"]
     dup = f", {plural(c['duplicates'], 'duplicate document')}" if c["duplicates"] else ""
+    told = report.expectation
+    missing = f", {told.missing_count} missing of {told.expected} expected" if told else ""
     return (f"fleet {report.status}: {plural(c['nodes'], 'node')}, {fit} fit ({c['warning']} with "
-            f"warnings), {c['critical']} unfit, {c['unknown']} unknown{dup}")
+            f"warnings), {c['critical']} unfit, {c['unknown']} unknown{missing}{dup}")
 
 
 def _problem_lines(report: FleetReport) -> list[str]:
+    """One line per unfit or silent node, then per expected node that sent no document."""
     bad = [n for n in report.counted if n.status in ("CRITICAL", "UNKNOWN")]
     bad.sort(key=lambda n: (n.status != "CRITICAL", n.name))
     lines = [f"{n.status:<8} {_plain(n.name)}: {_plain(n.reason or 'no reason recorded')}"
              for n in bad[:NODES_LISTED]]
     if len(bad) > NODES_LISTED:
         lines.append(f"... and {len(bad) - NODES_LISTED} more (see the JSON report)")
+    return lines + _missing_lines(report)
+
+
+def _missing_lines(report: FleetReport) -> list[str]:
+    told = report.expectation
+    if told is None or not told.missing_count:
+        return []
+    if not told.missing:  # only a count was expected
+        return [f"{'MISSING':<8} {told.missing_count} of {told.expected} expected nodes sent no "
+                f"document ({told.found} found)"]
+    lines = [f"{'MISSING':<8} {_plain(name)}: expected, sent no document"
+             for name in told.missing[:NODES_LISTED]]
+    if told.missing_count > len(lines):
+        lines.append(f"... and {told.missing_count - len(lines)} more missing (see the JSON "
+                     "report's expected.missing)")
     return lines
 
 
@@ -86,8 +106,7 @@ def render_terminal(report: FleetReport, *, verbose: bool = False,
     lines = [headline(report)]
     for line in _problem_lines(report):
         lines += wrapped("  " + line, width, indent=" " * 11) if width else ["  " + line]
-    others = [f for f in report.findings
-              if f.id not in ("fleet-node-unfit", "fleet-node-unknown")]
+    others = [f for f in report.findings if f.id not in LISTED_AS_NODES]
     if others:
         lines.append("fleet findings:")
         for f in others:
@@ -146,7 +165,7 @@ def render_markdown(report: FleetReport, *, plot: str | None = None) -> str:
              f"Generated {md_text(report.generated_at)}."]
     problems = _problem_lines(report)
     if problems:
-        lines += ["", "## Unfit and unknown nodes", ""]
+        lines += ["", "## Unfit, unknown and missing nodes", ""]
         lines += [f"- {_cell(p)}" for p in problems]
     skews = [f for f in report.findings if f.id.endswith("-skew") or f.id == "fleet-gpu-mismatch"]
     if skews:
@@ -172,7 +191,7 @@ def render_markdown(report: FleetReport, *, plot: str | None = None) -> str:
                   f"bad side). [{plot}]({plot})", "", f"![per-node heat map]({plot})"]
     lines += _process_table(report)
     rest = [f for f in report.findings if f not in skews and f not in outliers
-            and f.id not in ("fleet-node-unfit", "fleet-node-unknown", "fleet-duplicate-backends",
+            and f.id not in (*LISTED_AS_NODES, "fleet-duplicate-backends",
                              "fleet-leftover-processes")]
     if rest:
         lines += ["", "## Other fleet findings", ""]

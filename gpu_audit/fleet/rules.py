@@ -77,6 +77,44 @@ def node_unknown(view: FleetView) -> Iterator[Finding]:
             )
 
 
+@fleet_rule("fleet-nodes-missing")
+def nodes_missing(view: FleetView) -> Iterator[Finding]:
+    """Nodes the merge was told to expect sent no document.
+
+    `gpu-audit merge --expect N`, `--expect-nodes NODELIST` (a Slurm host list such as
+    `gpu[001-004,010]`, e.g. `$SLURM_JOB_NODELIST`) or `--expect-ray` (the alive nodes of the
+    Ray cluster) says whom to expect; a named node is found when a document's host name is the
+    expected name (case-blind, with or without the domain). The missing nodes are named in the
+    terminal, the markdown report and the JSON document (`expected.missing`). The fleet's exit
+    code is 3 (UNKNOWN) while a node is missing, unless a node is unfit (2).
+
+    Why it matters: a node that wrote nothing was not judged: it may be the unfit one. Without
+    an expectation a fleet of 60 with 5 documents lost looks like a healthy fleet of 55.
+
+    Example: `2 of 60 expected nodes sent no document: gpu007, gpu042` (evidence: `expected`,
+    `found`, `missing`).
+
+    Fix: look at those nodes' job output (srun's, the pod's logs), then run `gpu-audit check
+    --json --out DIR` there and merge again.
+    """
+    told = view.expectation
+    if told is None or not told.missing_count:
+        return
+    named = f": {', '.join(told.missing[:NAMES_SHOWN])}" if told.missing else ""
+    more = len(told.missing) - NAMES_SHOWN
+    yield Finding(
+        subject="fleet",
+        title=f"{told.missing_count} of {told.expected} expected nodes sent no document{named}"
+              + (f" and {more} more" if more > 0 else ""),
+        detail=f"Expected {told.expected} nodes ({', '.join(told.sources)}); "
+               f"{plural(told.found, 'node')} found.",
+        remedy="look at the missing nodes' job output (srun's, the pod's logs); then run "
+               "`gpu-audit check --json --out DIR` there and merge again",
+        evidence={"expected": told.expected, "found": told.found,
+                  "missing_count": told.missing_count, "missing": told.missing[:NAMES_SHOWN]},
+    )
+
+
 @fleet_rule("fleet-duplicate-node")
 def duplicate_node(view: FleetView) -> Iterator[Finding]:
     """Two documents describe the same machine (same GPU UUIDs, or same host and boot time).

@@ -185,6 +185,7 @@ _ENTRIES: tuple[FindingSpec, ...] = (
     _e("fleet-mixed-schemas", (FLEET,), WARNING),
     _e("fleet-node-unfit", (FLEET,), ERROR),
     _e("fleet-node-unknown", (FLEET,), WARNING),
+    _e("fleet-nodes-missing", (FLEET,), ERROR),
     _e("fleet-tool-version-skew", (FLEET,), WARNING),
     _e("fleet-torch-skew", (FLEET,), WARNING),
     # diff

@@ -191,3 +191,26 @@ def test_node_without_gpu_audit_is_an_import_error(cluster, tmp_path):
     assert "import error on that node" in unknown["reason"], unknown
     assert "gpu-audit[ray]" in unknown["reason"]
     assert code == 3
+
+
+def test_merge_expects_the_clusters_alive_nodes(cluster, tmp_path):
+    """`merge --expect-ray` lists the cluster's alive nodes (here all on this machine's host
+    name) and names the one that sent no document."""
+    from tests.fleet.synth import node_document, write_documents
+
+    here = socket.gethostname()
+    write_documents(tmp_path / "here", [node_document(0, gpus=1, hostname=here)])
+    write_documents(tmp_path / "other", [node_document(1, gpus=1, hostname="elsewhere")])
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("GPU_AUDIT_")},
+           "RAY_ADDRESS": cluster.address, "PYTHONPATH": str(REPO)}
+    runs = {}
+    for name in ("here", "other"):
+        result = subprocess.run(
+            [sys.executable, "-m", "gpu_audit", "merge", str(tmp_path / name), "--expect-ray",
+             "--json", "--no-report"], capture_output=True, text=True, timeout=90, env=env)
+        assert "Traceback" not in result.stderr, result.stderr
+        runs[name] = (result.returncode, json.loads(result.stdout))
+    assert runs["here"][0] == 0 and runs["here"][1]["expected"]["missing"] == []
+    code, doc = runs["other"]
+    assert code == 3 and doc["expected"]["missing"] == [here]
+    assert doc["expected"]["sources"] == ["the Ray cluster's alive nodes"]
