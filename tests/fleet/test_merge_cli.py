@@ -139,3 +139,54 @@ def test_hostile_host_names_cannot_drive_the_terminal_or_the_markdown(tmp_path):
     (md,) = (tmp_path / "out").glob("merge-*.md")
     text = md.read_text()
     assert "\x1b" not in text and "<img" not in text and "node|<" not in text
+
+
+FAKE_SRUN_NODES = """#!/usr/bin/env bash
+# Test double of srun: runs the task once per fake node of FAKE_SRUN_NODES
+# (host=scenario:host=scenario...), as that host; a node without a scenario died before writing.
+while [[ $# -gt 0 && $1 == -* ]]; do shift; done
+for node in ${FAKE_SRUN_NODES//:/ }; do
+  [[ -n ${node#*=} ]] || continue
+  FAKE_HOSTNAME=${node%%=*} FAKE_NVML_SCENARIO=${node#*=} "$@"
+done
+exit 0
+"""
+
+
+def test_slurm_example_names_the_allocations_nodes_that_wrote_nothing(fake_nvml, cli_env,
+                                                                      tmp_path):
+    """examples/slurm-fleet.sh as written: four nodes allocated, gpu04 died before writing."""
+    from tests.fleet.test_shared_folder import shim_dir
+
+    nodes = []
+    for i in range(1, 4):
+        scenario = h100_node(1)
+        scenario["gpus"][0]["uuid"] = f"GPU-{i:08x}-aaaa-4000-8000-000000000000"
+        nodes.append(f"gpu{i:02d}={write_scenario(scenario, tmp_path / 'nvml')}")
+    nodes.append("gpu04=")
+    env = fake_nvml(h100_node(1), base=cli_env)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "srun").write_text(FAKE_SRUN_NODES)
+    (bin_dir / "srun").chmod(stat.S_IRWXU)
+    env.update(PATH=os.pathsep.join([str(bin_dir), str(Path(sys.executable).parent),
+                                     env["PATH"]]),
+               PYTHONPATH=f"{shim_dir(tmp_path)}:{env['PYTHONPATH']}",
+               FAKE_SRUN_NODES=":".join(nodes), SLURM_JOB_ID="42")
+    outcomes = {}
+    for case, slurm in (("named", {"SLURM_JOB_NODELIST": "gpu[01-04]",
+                                   "SLURM_JOB_NUM_NODES": "4"}),
+                        ("counted", {"SLURM_JOB_NUM_NODES": "4"})):
+        run_env = {**env, **slurm, "RUN_DIR": str(tmp_path / case)}
+        outcomes[case] = subprocess.run(["bash", str(REPO / "examples" / "slurm-fleet.sh")],
+                                        env=run_env, cwd=tmp_path, capture_output=True,
+                                        text=True, timeout=180)
+        assert "Traceback" not in outcomes[case].stderr, outcomes[case].stderr
+        assert outcomes[case].returncode == 3, outcomes[case].stdout + outcomes[case].stderr
+        assert len(list((tmp_path / case).glob("check-*.json"))) == 3
+    assert "1 missing of 4 expected" in outcomes["named"].stdout
+    assert "MISSING  gpu04: expected, sent no document" in outcomes["named"].stdout
+    assert "MISSING  1 of 4 expected nodes sent no document (3 found)" in \
+        outcomes["counted"].stdout
+    (report,) = (tmp_path / "named" / "fleet").glob("merge-*.json")
+    assert json.loads(report.read_text())["expected"]["missing"] == ["gpu04"]

@@ -16,6 +16,7 @@ import yaml
 
 from tests.fakegpu import h100_node, write_scenario
 from tests.fleet.synth import node_document, write_documents
+from tests.fleet.test_shared_folder import shim_dir
 
 pytest_plugins = ["tests.fakegpu"]
 REPO = Path(__file__).resolve().parents[2]
@@ -62,10 +63,13 @@ def test_kubernetes_jobs_check_every_node_then_merge(fake_nvml, cli_env, tmp_pat
     # The shared volume is a folder here; everything else is the manifest's.
     run_dir = env["GPU_AUDIT_RUN_DIR"].replace(mount, str(shared), 1)
     base = with_tools(fake_nvml(h100_node(1), base=cli_env), tmp_path)
+    shim = shim_dir(tmp_path)  # each pod's gpu-audit answers to its node's host name
     scenarios = [node_scenario(0), node_scenario(1),
                  node_scenario(2, ecc_errors_uncorrected_volatile=4)]
     for i, scenario in enumerate(scenarios):
         node_env = {**base, **env, "GPU_AUDIT_RUN_DIR": run_dir, "NODE_NAME": f"k8s-gpu-{i}",
+                    "FAKE_HOSTNAME": f"k8s-gpu-{i}",
+                    "PYTHONPATH": f"{shim}:{base['PYTHONPATH']}",
                     "FAKE_NVML_SCENARIO": str(write_scenario(scenario, tmp_path / f"n{i}"))}
         pod = subprocess.run(command, env=node_env, capture_output=True, text=True, timeout=120)
         assert pod.returncode == 0, pod.stdout + pod.stderr  # an unfit node still completes
@@ -87,6 +91,19 @@ def test_kubernetes_jobs_check_every_node_then_merge(fake_nvml, cli_env, tmp_pat
     assert fleet["summary"]["critical"] == 1 and fleet["exit_code"] == 2
     assert {p.suffix for p in fleet_dir.iterdir()} == {".json", ".md", ".csv", ".parquet",
                                                         ".png"}
+    assert env["EXPECTED_NODES"] == "4" and fleet["expected"]["missing_count"] == 0
+
+    # A node's document lost (its pod never ran, or the volume dropped it): named as missing.
+    for path in Path(run_dir).glob("check-*-k8s-gpu-1.*"):
+        path.unlink()
+    named = {**merge_env, "EXPECTED_NODE_NAMES": "k8s-gpu-[0-2] gpu-node-00007"}
+    merged = subprocess.run(command, env=named, capture_output=True, text=True, timeout=120)
+    assert merged.returncode == 2, merged.stdout + merged.stderr  # the unfit node still wins
+    assert "1 missing of 4 expected" in merged.stdout
+    assert "MISSING  k8s-gpu-1: expected, sent no document" in merged.stdout
+    counted = subprocess.run(command, env=merge_env, capture_output=True, text=True,
+                             timeout=120)
+    assert "MISSING  1 of 4 expected nodes sent no document (3 found)" in counted.stdout
 
 
 def test_kubernetes_check_pod_retries_when_gpu_audit_is_missing(tmp_path):
@@ -140,3 +157,11 @@ def test_slurm_drain_lines_from_a_fleet_judgement(tmp_path):
     assert applied.returncode == 2
     logged = (tmp_path / "scontrol.log").read_text().split("\n---\n")[0].splitlines()
     assert logged == drains[0][1:]
+
+
+def test_ray_job_submit_recipes_say_the_job_client_needs_ray_default():
+    """`ray job submit` is in Ray's job client, which the gpu-audit extra (core ray) lacks."""
+    for page in (REPO / "docs" / "fleet.md", REPO / "README.md"):
+        text = page.read_text()
+        at = text.index("ray job submit")
+        assert "pip install 'ray[default]'" in text[max(0, at - 600):at + 600], page

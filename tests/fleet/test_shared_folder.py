@@ -81,3 +81,10 @@ def test_sixty_nodes_in_one_folder_keep_every_nodes_documents(fake_nvml, cli_env
              for p in shared.glob("check-2*.json") if p.name not in strays}
     assert hosts == {host(i) for i in range(NODES)}
     assert len(list(shared.glob(f"check-2*-{host(0)}.json"))) == 1
+    merged = subprocess.run([sys.executable, "-m", "gpu_audit", "merge", str(shared),
+                             "--expect-nodes", f"gpu-node-[00000-{NODES - 1:05d}]", "--json",
+                             "--no-report"], env=base, capture_output=True, text=True,
+                            timeout=120)
+    fleet = json.loads(merged.stdout)
+    assert fleet["expected"]["missing"] == [] and fleet["expected"]["found"] >= NODES
+    assert {n["hostname"] for n in fleet["nodes"]} >= {host(i) for i in range(NODES)}
