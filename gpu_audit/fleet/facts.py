@@ -32,6 +32,7 @@ from gpu_audit.fleet.nodes import (
     flagged_processes,
     node_with_conf,
     unanswered,
+    verdict_reason,
 )
 
 # Integers past int64 (msgspec checks no wider range) go the slow way, which keeps those under
@@ -143,7 +144,7 @@ def node_from_bytes(data: bytes, source: str) -> Node | None:
     hostname = _text(doc.hostname) or _text(host.hostname)
     return node_with_conf(
         name=hostname or source, source=source, status=status,
-        reason="; ".join(w["title"] for w in worst) or None,
+        reason=verdict_reason(status, kind, worst),
         schema=schema, kind=kind, hostname=hostname, boot_time=_text(host.boot_time),
         generated_at=_text(doc.generated_at), tool_version=_text(doc.tool_version),
         driver_version=_text(driver.driver_version),

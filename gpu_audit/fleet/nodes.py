@@ -126,7 +126,7 @@ def node_from_document(document: Any, source: str, name: str | None = None) -> N
         allocator.get("pytorch_cuda_alloc_conf"))
     return node_with_conf(
         name=name or hostname or source, source=source, status=status,
-        reason="; ".join(w["title"] for w in worst) or None,
+        reason=verdict_reason(status, kind, worst),
         schema=schema, kind=kind, hostname=hostname, boot_time=_text(host.get("boot_time")),
         generated_at=_text(document.get("generated_at")),
         tool_version=_text(document.get("tool_version")),
@@ -257,30 +257,56 @@ def _unsupported(schema: Any) -> str:
 
 
 def _verdict(document: dict[str, Any], kind: str) -> tuple[str, list[dict[str, Any]]]:
-    """The node's own verdict and its worst findings (or failed checks), worst first."""
+    """The node's own verdict and its worst findings (or failed checks), worst first.
+
+    A node that is not OK always names what made it so: a check document's failed or warning
+    checks, else its findings the policy failed or warned on; a scan document's warnings and
+    worse, else (``--fail-on info``) its other findings."""
+    findings = [f for f in _list(document.get("findings")) if isinstance(f, dict)]
     if kind == "check":
         items = [
             {"id": _text(c.get("id")),
              "severity": "error" if c.get("status") == "fail" else "warning",
-             "subject": _text(c.get("subject")), "title": str(c.get("summary") or c.get("title"))}
+             "subject": _text(c.get("subject")),
+             "title": _title(c.get("summary"), c.get("title"), c.get("id"), "a check")}
             for c in _list(document.get("checks"))
             if isinstance(c, dict) and c.get("status") in ("fail", "warn", "unknown")
         ]
         code = document.get("exit_code")
+        judged = [f for f in findings if f.get("check_status") in ("fail", "warn")]
+        more = [_finding_item(f) for f in judged]
     else:
-        items = [
-            {"id": _text(f.get("id")), "severity": _text(f.get("severity")),
-             "subject": _text(f.get("subject")), "title": str(f.get("title"))}
-            for f in _list(document.get("findings"))
-            if isinstance(f, dict) and _rank(f.get("severity")) >= 1
-        ]
+        items = [_finding_item(f) for f in findings if _rank(f.get("severity")) >= 1]
         code = _dict(document.get("summary")).get("exit_code")
-    items.sort(key=lambda item: -_rank(item["severity"]))
+        more = [_finding_item(f) for f in findings]
     code = _int(code)
+    if not items and code not in (0, None):
+        items = more  # the verdict is not OK: name what the document gives as its reason
+    items.sort(key=lambda item: -_rank(item["severity"]))
     if code is None or not 0 <= code < len(STATUSES):
         top = max((_rank(i["severity"]) for i in items), default=0)
         code = 2 if top >= 2 else top
     return STATUSES[code], items[:WORST_SHOWN]
+
+
+def _finding_item(finding: dict[str, Any]) -> dict[str, Any]:
+    return {"id": _text(finding.get("id")), "severity": _text(finding.get("severity")),
+            "subject": _text(finding.get("subject")),
+            "title": _title(finding.get("title"), finding.get("id"), "a finding")}
+
+
+def _title(*choices: Any) -> str:
+    """The first of ``choices`` that is text (a title, else an id, else a word for it)."""
+    return next(c for c in choices if isinstance(c, str) and c.strip())
+
+
+def verdict_reason(status: str, kind: str, worst: list[dict[str, Any]]) -> str | None:
+    """A node's one-line reason: its worst findings' titles; for a node that is not OK whose
+    document names nothing, that said (never an empty reason)."""
+    reason = "; ".join(w["title"] for w in worst)
+    if reason or status == "OK":
+        return reason or None
+    return f"its {kind} verdict is {status} but its document names no failing check or finding"
 
 
 def _rank(severity: Any) -> int:

@@ -6,12 +6,15 @@ markdown: the per-GPU table as CSV (always) and as Parquet (when pyarrow is inst
 ``pip install 'gpu-audit[parquet]'``), and the per-node heat map as PNG, linked from the
 markdown (which is written again with the link).
 
-The heat map has one row per node and one column per judged GPU quantity. A cell is the node's
-worst GPU on that quantity, measured against the median of the fleet's GPUs of the same model and
-scaled by the quantity's floor (the least distance the outlier rule counts): 0 is at the median
-or on the good side, 1 is a floor away on the bad side, and the colour saturates at 3. Beside
-each cell, where the map is small enough, the raw value. Large fleets show the nodes furthest
-from their peers. pandas and matplotlib (Agg) are imported only when these files are written.
+The heat map has one row per node, a first column for the node's own verdict (OK 0, WARNING
+1.5, CRITICAL 3: an unfit node is red whatever its peers), and one column per judged GPU quantity.
+A cell is the node's worst GPU on that quantity, measured against the median of the fleet's GPUs
+of the same model and scaled by the quantity's floor (the least distance the outlier rule
+counts): 0 is at the median or on the good side, 1 is a floor away on the bad side, and the
+colour saturates at 3; a GPU without enough same-model peers, or without the reading, is grey.
+In each cell, where the map is small enough, the raw value (the own verdict's: its worst
+finding). Large fleets show the nodes furthest from their peers. pandas and matplotlib (Agg)
+are imported only when these files are written.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from typing import Any
 
 from gpu_audit.fleet.judge import FleetReport
 from gpu_audit.fleet.nodes import Node
-from gpu_audit.fleet.outliers import METRICS, gpu_table
+from gpu_audit.fleet.outliers import METRICS, MIN_PEERS, gpu_table
 from gpu_audit.fleet.registry import FleetView
 from gpu_audit.redact import redact_text
 from gpu_audit.report.escape import (
@@ -174,6 +177,8 @@ def render_markdown(report: FleetReport, *, plot: str | None = None) -> str:
         for f in skews:
             values = ", ".join(f"{k}: {v}" for k, v in f.evidence.get("values", {}).items())
             off = ", ".join(f.evidence.get("nodes", []))
+            if f.evidence.get("majority") is None:  # a tie: no value is the reference
+                off = "no majority" + (f"; off the tied values: {off}" if off else "")
             lines.append(_row(Markdown(md_code(f.id)), values, off))
     outliers = [f for f in report.findings if f.id == "fleet-gpu-outlier"]
     if outliers:
@@ -186,9 +191,10 @@ def render_markdown(report: FleetReport, *, plot: str | None = None) -> str:
                               e["z"], e["peers"]))
     if plot:
         lines += ["", "## Per-node heat map", "",
-                  "Each node's worst GPU per judged quantity, against the median of its GPU "
-                  "model across the fleet (0: at the median, 1: one outlier floor away on the "
-                  f"bad side). [{plot}]({plot})", "", f"![per-node heat map]({plot})"]
+                  "Each node's own verdict (red: unfit), then its worst GPU per judged "
+                  "quantity against the median of its GPU model across the fleet (0: at the "
+                  "median, 1: one outlier floor away on the bad side; grey: no peers or no "
+                  f"reading). [{plot}]({plot})", "", f"![per-node heat map]({plot})"]
     lines += _process_table(report)
     rest = [f for f in report.findings if f not in skews and f not in outliers
             and f.id not in (*LISTED_AS_NODES, "fleet-duplicate-backends",
@@ -274,21 +280,34 @@ def _uniform(frame):
 NODES_DRAWN = 60  # rows of the map; a larger fleet shows its nodes furthest from their peers
 ANNOTATED = 40  # raw values are written in the cells up to this many rows
 SATURATION = 3.0
+# The first column: the node's own verdict, on the same scale (a CRITICAL node is as red as a
+# GPU three floors from its peers), so an unfit GPU without peers never looks all green.
+OWN = "own verdict (worst finding)"
+OWN_SCORES = {"OK": 0.0, "WARNING": SATURATION / 2, "CRITICAL": SATURATION}
+LABEL_WIDTH = 16  # characters per line of a column's label
 
 
 def node_scores(report: FleetReport) -> tuple[Any, Any] | None:
-    """(scores, values): per node (index) and metric (columns), the node's worst GPU as a
-    floor-scaled distance from its model's median, and that GPU's raw value; None without GPUs.
-    """
+    """(scores, values): per node (index) and column, the node's own verdict (:data:`OWN`:
+    scored by :data:`OWN_SCORES`, its worst finding's id as the value), then per metric the
+    node's worst GPU as a floor-scaled distance from its model's median, and that GPU's raw
+    value; None without GPUs. A distance needs peers: a GPU whose model has fewer than
+    :data:`~gpu_audit.fleet.outliers.MIN_PEERS` GPUs in the fleet, or no reading, has none
+    (NaN, drawn grey), never 0 (green)."""
     view = FleetView(report.nodes)
     if not any(n.gpus for n in view.live):
         return None
     frame = gpu_table(view)
     frame["model"] = frame["name"].fillna("?").astype(str)
-    scores, values = {}, {}
+    drawn = [n for n in view.live if n.gpus]
+    scores = {OWN: {n.name: OWN_SCORES.get(n.status, float("nan")) for n in drawn}}
+    values = {OWN: {n.name: (n.worst[0]["id"] if n.worst and n.worst[0]["id"] else n.status)
+                    for n in drawn}}
     for metric in METRICS:
         column = frame[metric.column]
-        median = column.groupby(frame["model"]).transform("median")
+        by_model = column.groupby(frame["model"])
+        median = by_model.transform("median")
+        peers = by_model.transform("count")
         deviation = column - median
         floor = (metric.floor * median.abs()).where(median.abs() > 0) if metric.relative \
             else metric.floor
@@ -298,13 +317,13 @@ def node_scores(report: FleetReport) -> tuple[Any, Any] | None:
             bad = -deviation
         else:
             bad = deviation.abs()
-        score = (bad / floor).clip(lower=0)
+        score = (bad / floor).clip(lower=0).where(peers >= MIN_PEERS)
         worst = score.fillna(-1).groupby(frame["node"]).idxmax()
         scores[metric.label] = score.loc[worst.to_numpy()].set_axis(worst.index)
         values[metric.label] = column.loc[worst.to_numpy()].set_axis(worst.index)
     import pandas as pd
 
-    order = [n.name for n in view.live if n.gpus]
+    order = [n.name for n in drawn]
     score_frame = pd.DataFrame(scores).reindex(order)
     value_frame = pd.DataFrame(values).reindex(order)
     if len(order) > NODES_DRAWN:
@@ -314,42 +333,72 @@ def node_scores(report: FleetReport) -> tuple[Any, Any] | None:
     return score_frame, value_frame
 
 
-def heatmap_png(report: FleetReport) -> bytes | None:
-    """The heat map as PNG bytes (None when no node has a GPU)."""
+def heatmap_figure(report: FleetReport) -> Any:
+    """The heat map as a matplotlib figure (the caller closes it), None when no node has a GPU.
+    Its layout keeps every label inside the figure: the x labels wrapped and slanted so they
+    never overlap, the colour bar's label beside the bar."""
     scored = node_scores(report)
     if scored is None:
         return None
     scores, values = scored
+    import textwrap
+
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import numpy as np
 
     rows, cols = scores.shape
     total = sum(1 for n in FleetView(report.nodes).live if n.gpus)
-    fig, ax = plt.subplots(figsize=(2.0 + 1.6 * cols, 1.6 + 0.28 * rows), dpi=100)
+    fig, ax = plt.subplots(figsize=(3.0 + 1.2 * cols, 2.4 + 0.28 * rows), dpi=100,
+                           layout="constrained")
+    # No peers or no reading: grey, not "at the median".
+    cmap = matplotlib.colormaps["RdYlGn_r"].with_extremes(bad="#d0d0d0")
+    grid = np.ma.masked_invalid(scores.to_numpy(dtype=float))
+    image = ax.imshow(grid, cmap=cmap, vmin=0, vmax=SATURATION, aspect="auto",
+                      interpolation="nearest")
+    ax.set_xticks(range(cols), [textwrap.fill(str(c), LABEL_WIDTH) for c in scores.columns],
+                  fontsize=7, rotation=30, ha="right", rotation_mode="anchor")
+    ax.set_yticks(range(rows), [_label(n) for n in scores.index], fontsize=7)
+    if rows <= ANNOTATED:
+        for r in range(rows):
+            for c in range(cols):
+                ax.text(c, r, _cell_text(values.iat[r, c]), ha="center", va="center",
+                        fontsize=6)
+    shown = f" ({rows} of {total} nodes furthest from their peers)" if rows < total else ""
+    ax.set_title(textwrap.fill(f"Worst GPU per node vs its model's median{shown}", 70),
+                 fontsize=9)
+    bar = fig.colorbar(image, ax=ax, shrink=0.8)
+    bar.set_label("distance on the bad side (outlier floors);\nown verdict: 1.5 warning, "
+                  "3 unfit", fontsize=8)
+    return fig
+
+
+def heatmap_png(report: FleetReport) -> bytes | None:
+    """The heat map as PNG bytes (None when no node has a GPU)."""
+    fig = heatmap_figure(report)
+    if fig is None:
+        return None
+    import matplotlib.pyplot as plt
+
     try:
-        image = ax.imshow(scores.fillna(0).to_numpy(dtype=float), cmap="RdYlGn_r", vmin=0,
-                          vmax=SATURATION, aspect="auto", interpolation="nearest")
-        ax.set_xticks(range(cols), [c.replace(" (", "\n(") for c in scores.columns],
-                      fontsize=7)
-        ax.set_yticks(range(rows), [_label(n) for n in scores.index], fontsize=7)
-        if rows <= ANNOTATED:
-            for r in range(rows):
-                for c in range(cols):
-                    value = values.iat[r, c]
-                    text = "n/a" if value != value or value is None else f"{value:g}"
-                    ax.text(c, r, text, ha="center", va="center", fontsize=6)
-        shown = f" ({rows} of {total} nodes furthest from their peers)" if rows < total else ""
-        ax.set_title(f"Worst GPU per node vs its model's median{shown}", fontsize=9)
-        fig.colorbar(image, ax=ax, label="distance on the bad side (outlier floors)",
-                     shrink=0.8)
-        fig.tight_layout()
         buffer = io.BytesIO()
         fig.savefig(buffer, format="png")
     finally:
         plt.close(fig)
     return buffer.getvalue()
+
+
+def _cell_text(value: object) -> str:
+    """A cell's raw value: a number, the own verdict's finding id (short), or n/a."""
+    if value is None or value != value:
+        return "n/a"
+    if isinstance(value, str):
+        text = "".join(ch if ch.isprintable() else "?" for ch in redact_text(value))
+        text = text.replace("$", "\\$")
+        return text if len(text) <= 14 else text[:13] + "…"
+    return f"{value:g}"
 
 
 def _label(name: object) -> str:

@@ -41,7 +41,8 @@ def node_unfit(view: FleetView) -> Iterator[Finding]:
     for node in view.live:
         if node.status == "CRITICAL":
             yield Finding(
-                subject=f"node:{node.name}", title=f"{node.name} is unfit: {node.reason or '?'}",
+                subject=f"node:{node.name}",
+                title=f"{node.name} is unfit: {node.reason or 'its document gives no reason'}",
                 detail=f"Its {node.kind} verdict is CRITICAL ({node.source}).",
                 remedy=f"gpu-audit check   # on {node.name}, then fix or drain it",
                 evidence={"worst": node.worst, "source": node.source},
@@ -146,7 +147,8 @@ def duplicate_node(view: FleetView) -> Iterator[Finding]:
 def mixed_schemas(view: FleetView) -> Iterator[Finding]:
     """The node documents are not all of one schema (scan and check mixed, or other versions).
 
-    Documents of a schema this gpu-audit does not read are UNKNOWN nodes.
+    Only the documents judged count: an unreadable document, or one of a schema this gpu-audit
+    does not read, is an UNKNOWN node (`fleet-node-unknown`) and is not counted here.
 
     Why it matters: scan and check documents judge by different policies, so their verdicts are
     not quite comparable across the fleet.
@@ -156,7 +158,7 @@ def mixed_schemas(view: FleetView) -> Iterator[Finding]:
     Fix: gather the same command (`gpu-audit check --json`) with one gpu-audit version on every
     node.
     """
-    counts = Counter(n.schema for n in view.nodes if n.schema and n.duplicate_of is None)
+    counts = Counter(n.schema for n in view.live if n.schema)
     if len(counts) > 1:
         yield Finding(
             subject="fleet", title=f"{len(counts)} document schemas in one fleet",
@@ -169,17 +171,26 @@ def mixed_schemas(view: FleetView) -> Iterator[Finding]:
 
 def skew(view: FleetView, attr: Callable[[Node], Any], what: str,
          remedy: str) -> Iterator[Finding]:
-    """A finding when the nodes' values of ``attr`` differ; the majority is the reference."""
+    """A finding when the nodes' values of ``attr`` differ; the most common value is the
+    reference. When several values share the top count there is no majority (``majority`` is
+    null), and the nodes off all of them are listed (none in a tie of every value)."""
     values = [(n, attr(n)) for n in view.live]
     counts = Counter(v for _, v in values if v is not None)
     if len(counts) < 2:
         return
-    majority, _ = counts.most_common(1)[0]
-    off = [n for n, v in values if v is not None and v != majority]
+    ranked = counts.most_common()
+    top = [v for v, c in ranked if c == ranked[0][1]]
+    majority = top[0] if len(top) == 1 else None
+    off = [n for n, v in values if v is not None and v not in top]
+    if majority is not None:
+        against = f"{plural(len(off), 'node')} off the majority {majority}"
+    else:
+        tied = ", ".join(str(v) for v in top[:5]) + (", ..." if len(top) > 5 else "")
+        against = f"no majority ({len(top)} values tie at {plural(ranked[0][1], 'node')} each: " \
+                  f"{tied})"
     yield Finding(
         subject="fleet",
-        title=f"{what} differs between nodes: {len(counts)} values, {plural(len(off), 'node')} off "
-              f"the majority {majority}",
+        title=f"{what} differs between nodes: {len(counts)} values, {against}",
         detail=", ".join(f"{v}: {plural(c, 'node')}" for v, c in counts.most_common(10)),
         remedy=remedy,
         evidence={"values": {str(v): c for v, c in counts.most_common()}, "majority": majority,

@@ -142,8 +142,66 @@ def test_mixed_and_unsupported_schemas():
     assert "fleet document" in by_name["docs/n3.json"].reason
     assert "expected a JSON object" in by_name["docs/n4.json"].reason
     mixed = next(f for f in report.findings if f.id == "fleet-mixed-schemas")
-    assert mixed.evidence["schemas"]["gpu-audit.check/2"] == 1
+    # Only judged documents count; the others are UNKNOWN nodes with their reason.
+    assert mixed.evidence["schemas"] == {"gpu-audit.check/1": 1, "gpu-audit.scan/1": 1}
     assert report.status == "UNKNOWN"
+
+
+def test_an_unreadable_document_is_only_an_unknown_node():
+    broken = {"schema": "gpu-audit.scan/1", "host": {"hostname": "n9"}, "gpus": "lost"}
+    for odd in (broken, {"schema": "gpu-audit.check/2"}, {"schema": "gpu-audit.fleet/1"}):
+        report = judge([node_document(0), node_document(1), odd])
+        assert ids(report) == ["fleet-node-unknown"], (odd, ids(report))
+
+
+def test_a_tie_has_no_majority():
+    drivers = ["550.90.07", "535.54.03", "560.28.03"]
+    report = judge([node_document(i, driver=drivers[i % 3]) for i in range(6)])
+    (skew,) = [f for f in report.findings if f.id == "fleet-driver-skew"]
+    assert "no majority (3 values tie at 2 nodes each" in skew.title
+    assert "majority 5" not in skew.title and skew.evidence["majority"] is None
+    assert skew.evidence["nodes"] == [] and skew.evidence["nodes_off_majority"] == 0
+    two_tied = judge([node_document(i, driver=d) for i, d in enumerate(
+        ["550.90.07", "550.90.07", "535.54.03", "535.54.03", "470.1.1"])])
+    (skew,) = [f for f in two_tied.findings if f.id == "fleet-driver-skew"]
+    assert skew.evidence["majority"] is None and skew.evidence["nodes"] == ["gpu-node-00004"]
+    clear = judge([node_document(i, driver=d) for i, d in enumerate(
+        ["550.90.07", "550.90.07", "535.54.03"])])
+    (skew,) = [f for f in clear.findings if f.id == "fleet-driver-skew"]
+    assert skew.evidence["majority"] == "550.90.07" and "off the majority 550.90.07" in skew.title
+
+
+@pytest.mark.parametrize(("document", "named"), [
+    # a scan failed at --fail-on info: its info finding is the reason
+    ({"findings": [{"id": "nvlink-idle", "severity": "info", "title": "NVLink is idle"}],
+      "summary": {"exit_code": 2}}, "NVLink is idle"),
+    # a check whose failure is a finding the policy failed, not a check line
+    ({"checks": [], "exit_code": 2,
+      "findings": [{"id": "ecc-uncorrectable", "severity": "critical", "check_status": "fail",
+                    "title": ""}]}, "ecc-uncorrectable"),
+    # a check line without summary or title: its id
+    ({"checks": [{"id": "gpu-count", "status": "fail", "summary": None}], "exit_code": 2},
+     "gpu-count"),
+    ({"checks": [], "findings": [], "exit_code": 2},
+     "its check verdict is CRITICAL but its document names no failing check or finding"),
+])
+def test_an_unfit_node_is_never_titled_with_a_question_mark(document, named):
+    doc = node_document(0, hostname="gpu00000")
+    if "summary" in document:
+        doc = node_document(0, hostname="gpu00000", schema="gpu-audit.scan/1")
+    doc.update(document)
+    for via_bytes in (False, True):
+        if via_bytes:
+            import json
+
+            from gpu_audit.fleet.facts import node_from_bytes
+
+            node = node_from_bytes(json.dumps(doc).encode(), "docs/n0.json")
+        else:
+            node = node_from_document(doc, "docs/n0.json")
+        report = judge_fleet([node], source="merge")
+        (unfit,) = [f for f in report.findings if f.id == "fleet-node-unfit"]
+        assert unfit.title == f"gpu00000 is unfit: {named}", unfit.title
 
 
 def test_planted_issues_in_a_thousand_node_fleet():
