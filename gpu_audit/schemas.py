@@ -21,6 +21,7 @@ import msgspec
 
 from gpu_audit.check.results import StageOutcome
 from gpu_audit.diag.results import Figure, WorkerOutcome
+from gpu_audit.fleet.document import FleetDocument
 from gpu_audit.knowledge.findings import LIFECYCLES
 from gpu_audit.model import Finding, Scan, Severity
 from gpu_audit.validate.plan import Plan
@@ -92,50 +93,6 @@ class CheckDocument(msgspec.Struct):
     findings: list[CheckedFinding]
     snapshot: Scan
     gpu_selection: Object | None = None  # the GPUs judged (``--gpus``, a job's); None: all
-
-
-class FleetNode(msgspec.Struct):
-    name: str
-    source: str | None
-    status: str
-    exit_code: int
-    reason: str | None
-    schema: str | None
-    hostname: str | None
-    generated_at: str | None
-    tool_version: str | None
-    driver_version: str | None
-    cuda_driver_version: str | None
-    torch_version: str | None
-    gpu_count: int | None
-    gpu_uuids: list[str]
-    worst_findings: list[Object]
-    duplicate_of: str | None
-
-
-class FleetExpected(msgspec.Struct):
-    """Whom a merge was told to expect (``--expect``, ``--expect-nodes``, ``--expect-ray``)."""
-
-    count: int
-    found: int
-    missing_count: int
-    missing: list[str]  # the expected host names that sent no document
-    sources: list[str]
-
-
-class FleetDocument(msgspec.Struct):
-    schema: str
-    tool_version: str
-    generated_at: str
-    source: str | None
-    command: str | None
-    status: str
-    exit_code: int
-    summary: dict[str, int]
-    duration_s: float | None
-    nodes: list[FleetNode]
-    findings: list[Finding]
-    expected: FleetExpected | None = None  # null when the merge was told nobody to expect
 
 
 class DiffSide(msgspec.Struct):

@@ -51,7 +51,7 @@ def write_report(
     command: str,
     generated_at: str,
     hostname: str,
-    document: dict[str, Any],
+    document: Any,  # a dict or a typed document (msgspec Struct) that dumps encodes
     markdown: str,
     out: Path | None,
     keep: int | None = None,
