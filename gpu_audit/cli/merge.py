@@ -11,7 +11,8 @@ from gpu_audit.cli.app import err, verbose
 from gpu_audit.cli.declared import NO_REPORT, OUT, Option, command, json_option
 
 EXIT_CODES_HELP = ("Exit codes: 0 OK, 1 WARNING, 2 CRITICAL (a node is unfit), 3 UNKNOWN "
-                   "(a node gave no verdict and none is unfit, or bad input).")
+                   "(a node gave no verdict or sent no document, and none is unfit; or bad "
+                   "input).")
 
 
 FLEET_JSON = json_option("the fleet report", "gpu-audit.fleet/1")
