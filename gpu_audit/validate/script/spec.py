@@ -55,7 +55,15 @@ class ScriptSpec:
         return any("{cycles}" in arg for arg in self.command)
 
     def display(self) -> str:
-        return shlex.join(self.command)
+        """The command as the user wrote it: a word is quoted only where a shell needs it,
+        and a ``{placeholder}`` is no reason to (a shell leaves ``{cycles}`` as it is)."""
+        return " ".join(shown_word(word) for word in self.command)
+
+
+def shown_word(word: str) -> str:
+    """``word`` shell-quoted only when it needs to be, placeholders read as plain letters."""
+    plain = _PLACEHOLDER.sub(lambda m: "x" if m[1] in PLACEHOLDERS else m[0], word)
+    return word if word and shlex.quote(plain) == plain else shlex.quote(word)
 
 
 def placeholders_in(text: str) -> list[str]:
