@@ -207,7 +207,7 @@ def _print_summary(doc: dict[str, Any]) -> None:
             _print_wrapped(f"  {finding['severity'].upper()} {finding['id']} "
                            f"({terminal(finding['subject'], newlines=False)}): "
                            f"{terminal(finding['title'], newlines=False)}", indent="    ")
-            _print_command_error(finding["evidence"], terminal)
+            _print_command_error(finding.get("evidence") or {}, terminal)
             for line in terminal(finding["remedy"] or "").splitlines():
                 if line.strip():
                     _print_fix(line.strip())
