@@ -72,8 +72,6 @@ _FAILURE_REMEDY = {
             "--hang-min / --hang-factor if the cycle is legitimately that slow.",
     "crash": "Read the stage log (path in the report) and run `gpu-audit explain` on it.",
     "error": "Fix the error shown in the stage log, then resume with --resume RUN.",
-    "script-error": "Fix what the command's error says (the stage log named above has its "
-                    "whole output), then continue with `gpu-audit validate --resume RUN`.",
     "workload": "See the workload protocol: `python -c \"import gpu_audit.validate.protocol as "
                 "p; help(p)\"`.",
     "internal": "Run again with -v and report the traceback from the stage log.",
@@ -82,6 +80,8 @@ _FAILURE_REMEDY = {
 }
 
 
+SCRIPT_ERROR_REMEDY = ("Fix what the command's error says (the stage log named above has its "
+                       "whole output), then continue with `gpu-audit validate --resume RUN`.")
 EXCERPT_LINES = 8
 _SCRIPT_TITLES = {"error": "the command failed", "crash": "the command died",
                   "import": "the command's program or its torch is missing"}
@@ -233,7 +233,7 @@ def _failure_findings(plan: Plan, key: str, leg: LegState, where: str,
         evidence["error_line"] = error["error_line"]
         if error.get("frames"):
             evidence["traceback_frames"] = frame_lines(error)
-        remedy = _FAILURE_REMEDY["script-error"]
+        remedy = SCRIPT_ERROR_REMEDY
     if leg.failure == "oom":
         memory = extra.get("memory") or {}
         evidence.update({k: v for k, v in memory.items() if v is not None})
