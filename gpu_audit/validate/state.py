@@ -347,6 +347,33 @@ class CycleLog:
                 self._file = open(self.path, "ab")  # noqa: SIM115 - lives as long as the log
         self.append(marker)
 
+    def renumber(self, leg: str, attempt: int, by: int) -> None:
+        """Move ``leg``'s cycle records of ``attempt`` (and its ``stage-start``) ``by`` cycles
+        on: a command found to have resumed itself once it ended (see the script
+        supervisor)."""
+        self._file.flush()
+        with StateDir.open(self.path.parent) as folder:
+            raw = folder.read(self.path.name, limit=CYCLE_LOG_LIMIT) or b""
+            lines = []
+            for line in raw.splitlines(keepends=True):
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    record = None
+                if isinstance(record, dict) and record.get("leg") == leg \
+                        and record.get("attempt") == attempt:
+                    if record.get("type") in ("cycle", "cycle-failed") \
+                            and isinstance(record.get("cycle"), int):
+                        record["cycle"] += by
+                    elif record.get("type") == "stage-start":
+                        record["from_cycle"] = by
+                    line = json.dumps(record, separators=(",", ":"), allow_nan=False,
+                                      default=_json_default).encode("utf-8") + b"\n"
+                lines.append(line)
+            self._file.close()
+            folder.write_atomic(self.path.name, b"".join(lines), mode=0o644)
+            self._file = open(self.path, "ab")  # noqa: SIM115 - lives as long as the log
+
     def sync(self) -> None:
         self._file.flush()
         os.fsync(self._file.fileno())

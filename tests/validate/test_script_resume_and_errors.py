@@ -42,17 +42,18 @@ def stage_doc(report: dict, name: str) -> dict:
     return next(s for s in report["variants"][0]["stages"] if s["name"] == name)
 
 
-def test_a_script_that_resumes_itself_passes_after_kill_9_and_resume(tmp_path, cli_env):
-    """It saves its iteration and optimizer every 10 steps; after kill -9 of gpu-audit, the
-    resumed stage continues from the checkpoint (iteration 10) to 30: 20 steps, and the stage
-    passes as 30 of 30, with one record per cycle in cycles.jsonl."""
+def kill_and_resume(tmp_path: Path, env: dict[str, str], *script_args: str
+                    ) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """A self-resuming run of 30 cycles, its checkpoint every 10, gpu-audit killed with
+    SIGKILL past cycle 14, then ``--resume``."""
     config = tmp_path / "gpu-audit.toml"
     config.write_text("[validate]\nresume_flag = '--init_from=resume'\n")
     args = ["--device", "cpu", "--no-plots", "--out", str(tmp_path), "--run-id", "self",
             "--config", str(config), "--stage", "classical", "--cycles", "30",
             "--disable-quantum", "--", PY, RESUME_SELF, "--out_dir", "{run_dir}",
-            "--max_iters", "{cycles}", "{resume}", "--sleep", "0.1", "--save_every", "10"]
-    runner = start_validate(args, cli_env)
+            "--max_iters", "{cycles}", "{resume}", "--sleep", "0.1", "--save_every", "10",
+            *script_args]
+    runner = start_validate(args, env)
     run = run_dir(tmp_path, "self")
     try:
         wait_for_cycles(run, "default/classical", 14)  # past the checkpoint at 10, before 20
@@ -63,8 +64,16 @@ def test_a_script_that_resumes_itself_passes_after_kill_9_and_resume(tmp_path, c
             runner.kill()
     assert 14 <= raw_cycle_lines(run, "default/classical") < 20
     done = run_validate(["--out", str(tmp_path), "--resume", "self", "--no-plots",
-                         "--progress", "plain"], cli_env)
+                         "--progress", "plain"], env)
     assert done.returncode == 0, done.stdout + done.stderr
+    return done, run
+
+
+def test_a_script_that_resumes_itself_passes_after_kill_9_and_resume(tmp_path, cli_env):
+    """It saves its iteration and optimizer every 10 steps; after kill -9 of gpu-audit, the
+    resumed stage continues from the checkpoint (iteration 10) to 30: 20 steps, and the stage
+    passes as 30 of 30, with one record per cycle in cycles.jsonl."""
+    done, run = kill_and_resume(tmp_path, cli_env)
     assert "resuming at cycle 10 of 30" in done.stderr
     leg = state_of(run)["legs"]["default/classical"]
     assert leg["status"] == "passed" and leg["cycles_done"] == 30 and leg["attempts"] == 2
@@ -197,3 +206,19 @@ def test_validate_help_lists_every_placeholder(cli_env):
                           cwd=REPO, capture_output=True, text=True, timeout=60)
     text = " ".join(done.stdout.split())
     assert all(f"{{{name}}}" in text for name in PLACEHOLDERS), text
+
+
+def test_where_a_resume_started_is_inferred_from_the_stages_earlier_progress(tmp_path,
+                                                                           cli_env):
+    """SGD keeps no step count and the checkpoint's counter has a name of its own: the resumed
+    command ran 20 cycles to its {cycles} of 30 and exited 0, and the stage had got past 10
+    before, so it resumed at 10."""
+    _, run = kill_and_resume(tmp_path, cli_env, "--optimizer", "sgd",
+                             "--counter_key", "position")
+    leg = state_of(run)["legs"]["default/classical"]
+    assert leg["status"] == "passed" and leg["cycles_done"] == 30
+    records = cycles_of(run, "default/classical")
+    assert [r["cycle"] for r in records if r["attempt"] == 2] == list(range(10, 30))
+    assert raw_cycle_lines(run, "default/classical") == 20
+    warnings = [f["title"] for f in findings_of(report_of(run), "stage-warning")]
+    assert any("resumed itself at cycle 10 (inferred" in w for w in warnings)

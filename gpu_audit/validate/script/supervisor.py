@@ -88,7 +88,7 @@ from gpu_audit.validate.script.streams import (
     open_streams_folder,
 )
 from gpu_audit.validate.spawn import apply_alloc_conf
-from gpu_audit.validate.state import CycleLog, leg_file
+from gpu_audit.validate.state import CycleLog, cycles_reached, leg_file, load_records
 
 STOP_GRACE_S = 5.0  # SIGTERM to SIGKILL; within the worker's own grace when orphaned
 # How long the output may stay open once the command's process has ended (a process it started
@@ -125,6 +125,7 @@ class ScriptStage(StageLeg):
         self.stage_log = StageLog(sys.stderr.fileno(), limit)
         self.stopping: str | None = None  # why gpu-audit ended the command, if it did
         self.start_marker: dict[str, Any] | None = None  # the stage-start not yet logged
+        self.earlier = 0  # how far the stage's earlier attempts got
         self.stop_deadline = float("inf")
         apply_alloc_conf(self.variant.alloc_conf)
         if hasattr(signal, "SIGUSR1"):
@@ -281,6 +282,7 @@ class ScriptStage(StageLeg):
             self.warnings.append("--emulate-memory applies to GPUs only; the CPU run is not "
                                  "capped")
         self.log = CycleLog(self.run.cycles_path)
+        self.earlier = cycles_reached(load_records(self.run.cycles_path).get(self.leg, []))
         # Logged with the first cycle, which says where the command started (a script that
         # resumes itself starts past 0), or as the command ends without one.
         self.start_marker = {"type": "stage-start", "leg": self.leg, "from_cycle": 0,
@@ -378,6 +380,25 @@ class ScriptStage(StageLeg):
                                  f"passes when it reaches cycle {self.stage.cycles}")
             self.events.send({"ev": "started", "from_cycle": at, "planned": self.stage.cycles})
         self.log.supersede(self.leg, marker)
+
+    def infer_resume(self) -> None:
+        """A command told the stage's length (``{cycles}``) and resumed by ``{resume}`` that
+        ended cleanly short of it, where the hook read no start (an optimizer without a step
+        count, no counter loaded): it resumed at the length less the cycles it ran, if the
+        stage had got that far before. Its cycles are numbered from there."""
+        start = self.stage.cycles - self.cycles_done
+        if not (self.attempt > 1 and self.spec.counts_its_cycles and self.cycles_done
+                and any("{resume}" in word for word in self.spec.command)
+                and 0 < start <= self.earlier):
+            return
+        self.log.renumber(self.leg, self.attempt, start)
+        self.cycles_done = self.stage.cycles
+        self.warnings.append(
+            f"the command resumed itself at cycle {start} (inferred: given {{cycles}} = "
+            f"{self.stage.cycles}, it ran {plural(self.stage.cycles - start, 'cycle')} and "
+            f"exited 0, and an earlier attempt had reached cycle {self.earlier}; its optimizer "
+            "holds no step count and it loaded no step counter): the cycles before it count "
+            "as done")
 
     def open_streams(self, path: Path) -> int | None:
         """The streams folder's descriptor (see :func:`open_streams_folder`); ``None``, with a
@@ -548,6 +569,8 @@ class ScriptStage(StageLeg):
                                  "judged as a whole, on its exit code, its output and the "
                                  "memory sampled from outside")
             return self.finish("passed", whole_stage=True)
+        if self.cycles_done < self.stage.cycles and cycles.resumed is None:
+            self.infer_resume()
         if self.cycles_done < self.stage.cycles:
             raise StageFailed("error", f"the command ended (exit code {code}) after "
                               f"{self.cycles_done} of {self.stage.cycles} cycles, counted from "

@@ -3,11 +3,12 @@
 
     python resume_self.py --out_dir DIR --max_iters N [--init_from scratch|resume]
                           [--save_every K] [--sleep S] [--optimizer adamw|sgd]
-                          [--steps_per_iter K]
+                          [--steps_per_iter K] [--counter_key NAME]
 
 The checkpoint (model, optimizer, ``iter_num``) is written every ``--save_every`` iterations,
 before that iteration's step; a resumed run continues from it to ``--max_iters``.
-``--steps_per_iter`` stands for a loop whose unit is not one step (an epoch of K batches).
+``--counter_key`` names the checkpoint's iteration counter. ``--steps_per_iter`` stands for a
+loop whose unit is not one step (an epoch of K batches).
 """
 
 import argparse
@@ -26,6 +27,7 @@ def main() -> None:
     parser.add_argument("--sleep", type=float, default=0.0)
     parser.add_argument("--optimizer", default="adamw", choices=("adamw", "sgd"))
     parser.add_argument("--steps_per_iter", type=int, default=1)
+    parser.add_argument("--counter_key", default="iter_num")
     args = parser.parse_args()
     torch.manual_seed(0)
     torch.set_num_threads(1)
@@ -38,7 +40,7 @@ def main() -> None:
         checkpoint = torch.load(path)
         model.load_state_dict(checkpoint["model"])
         optimizer.load_state_dict(checkpoint["optimizer"])
-        iter_num = checkpoint["iter_num"]
+        iter_num = checkpoint[args.counter_key]
         print(f"resuming from iteration {iter_num}", flush=True)
     os.makedirs(args.out_dir, exist_ok=True)
     inputs = torch.randn(64, 16)
@@ -46,7 +48,7 @@ def main() -> None:
     while iter_num < args.max_iters:
         if iter_num and iter_num % args.save_every == 0:
             torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                        "iter_num": iter_num}, path)
+                        args.counter_key: iter_num}, path)
         for _ in range(args.steps_per_iter):
             time.sleep(args.sleep)
             optimizer.zero_grad()
