@@ -180,7 +180,8 @@ def script_notes(script: ScriptSpec) -> list[str]:
     """What the report says plainly about how a command is run."""
     notes = ["a command resumes at stage granularity: --resume re-runs the first stage that "
              "did not pass from its start (with {resume} filled in, for a script that can "
-             "continue itself); the stages that passed are not repeated",
+             "continue itself, whose cycles then count from where it resumed: "
+             "docs/validate-scripts.md); the stages that passed are not repeated",
              "the OOM retry inside a cycle does not apply to a command (half a step of its "
              "own loop cannot be re-run): "
              + ("an out-of-memory runs the stage again from its start with {batch} halved, up "
