@@ -97,6 +97,7 @@ class Hook:
         self.source: str | None = None
         self.count = 0
         self.first = True  # the next cycle is this process's first
+        self.resume_note = ""  # what said where the script resumed (with count > 0)
         self.stop_pending = False  # (a forked child must not inherit a pending stop)
         self.optimizer: int | None = None
         self.last = began
@@ -132,9 +133,6 @@ class Hook:
             return
         if found is not None and 0 < found[0] < (self.stage_cycles or 2**62):
             self.count, self.resume_note = found
-
-
-    resume_note = ""
 
     def on_monitor_step(self, n: int = 1) -> None:
         if self.disabled:
