@@ -207,9 +207,21 @@ def _print_summary(doc: dict[str, Any]) -> None:
             _print_wrapped(f"  {finding['severity'].upper()} {finding['id']} "
                            f"({terminal(finding['subject'], newlines=False)}): "
                            f"{terminal(finding['title'], newlines=False)}", indent="    ")
+            _print_command_error(finding.get("evidence") or {}, terminal)
             for line in terminal(finding["remedy"] or "").splitlines():
                 if line.strip():
                     _print_fix(line.strip())
+
+
+def _print_command_error(evidence: dict[str, Any], terminal: Any) -> None:
+    """A failed command's own error line and last frames, under its finding, and where the
+    whole log is."""
+    if evidence.get("error_line"):
+        print(f"    error: {terminal(evidence['error_line'], newlines=False)}")
+    for line in evidence.get("traceback_frames") or []:
+        print(f"    {terminal(line, newlines=False)}")
+    if evidence.get("stage_log"):
+        print(f"    log: {terminal(evidence['stage_log'], newlines=False)}")
 
 
 def _columns() -> int:

@@ -253,7 +253,7 @@ SETTINGS: tuple[Setting, ...] = (
     _validate("seed", int, 0, "Seed passed to the workload.", flag="--seed"),
     _validate("command", list, None,
               "Your own script, unchanged, run once per stage: placeholders {cycles}, {stage}, "
-              "{run_dir}, {quantum}, {resume}.", optional=True, flag="-- COMMAND"),
+              "{run_dir}, {quantum}, {resume}, {batch}.", optional=True, flag="-- COMMAND"),
     _validate("cycle_pattern", str, None,
               "With -- COMMAND: an output line matching REGEX ends a cycle (used when the script "
               "neither calls gpu_audit.monitor.step() nor steps a torch optimizer).",

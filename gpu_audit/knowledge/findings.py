@@ -150,6 +150,7 @@ _ENTRIES: tuple[FindingSpec, ...] = (
     _e("requirement-failed", (VALIDATE,), ERROR),
     _e("alloc-conf-not-applied", (VALIDATE,), ERROR),
     _e("oom-recovered", (VALIDATE,), WARNING),
+    _e("cycles-overshoot", (VALIDATE,), WARNING),
     _e("alloc-retries", (VALIDATE,), WARNING),
     _e("reserved-drift", (VALIDATE,), WARNING),
     _e("rss-drift", (VALIDATE,), WARNING),

@@ -42,13 +42,15 @@ device is detected.
 Fix: run `gpu-audit scan`, which says which cause it is (the driver, the GPUs and what holds
 them); check that torch is a CUDA build (`python -c "import torch; print(torch.version.cuda)"`).""",
     "oom-unrecovered": """\
-A cycle still ran out of memory after every retry.
+A cycle ran out of memory, and so did every retry, if there was one.
 
 Each out-of-memory is retried after garbage collection, synchronisation and `empty_cache` with
 the batch scale halved, up to `--max-retries`. When the last retry fails too, the workload's state
 and the partial results are saved and the stage fails with what memory was in use. A command run
-with `validate -- COMMAND` gets no retry (half a step of its own loop cannot be re-run): its
-out-of-memory fails the stage at once, read from its output.
+with `validate -- COMMAND` gets no retry inside a step (half a step of its own loop cannot be
+re-run): its out-of-memory fails the stage, read from its output, unless the command takes a
+batch placeholder (and `--batch N`), when the stage runs again at half the batch. The title
+says "not recovered by retrying" only when there was a retry.
 
 Why it matters: the real run would meet the same limit and die with `CUDA out of memory`,
 however long it had run.
@@ -172,6 +174,25 @@ Example: `the allocator did not take the requested settings` (evidence: `asked`,
 `in_effect`).
 
 Fix: remove other allocator configuration from the workload and its launcher.""",
+    "cycles-overshoot": """\
+A command told the stage's length through its cycles placeholder ran well past it.
+
+`validate -- COMMAND` puts the stage's cycle count (3 for smoke) where the command has the
+cycles placeholder, and counts the cycles the command runs (optimizer steps,
+`gpu_audit.monitor.step()` calls or `--cycle-pattern` lines). A command that runs more than one
+cycle past that count was given the number in a flag that counts something else: epochs (an
+`--epochs` flag given 3 ran 48 steps), or batches of several optimizer steps. One cycle more is
+not flagged: a `while step <= max_steps` loop runs it.
+
+Why it matters: each stage ran longer than planned, so the run took longer, and its limits
+(hang, leak slopes, `--require` gates) were judged on other cycles than the stage meant.
+
+Example: `stage smoke: the command ran 48 cycles for the 3 it was given` (evidence:
+`cycles_run`, `cycles_planned`).
+
+Fix: put the cycles placeholder where the script takes a number of steps (`--max-steps`), or
+leave it out and let gpu-audit stop the script after the stage's cycles; with several optimizer
+steps per cycle, call `gpu_audit.monitor.step()` once per cycle.""",
     "oom-recovered": """\
 Out-of-memory errors were recovered by retrying with a smaller batch.
 
@@ -253,7 +274,8 @@ Fix: run on a GPU (`--device cuda`) to test the settings.""",
     "stage-warning": """\
 Something else the stage's worker noticed (a warning from torch or the workload).
 
-Shown so that nothing the worker reported is lost. The finding's title is the warning itself.
+Shown so that nothing the worker reported is lost. The finding's title is the warning itself;
+a warning given by several stages is one finding, on the first of them, whose detail lists them.
 
 Why it matters: a warning in a short stage (a deprecated setting, a fallback to a slower
 kernel) applies to the whole long run.

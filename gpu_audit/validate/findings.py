@@ -7,7 +7,7 @@ Finding ids (stable); each one's severity and documentation live in
 
 - ``workload-import-failed``: torch or the workload does not import (critical)
 - ``cuda-unavailable``: CUDA does not initialise on the chosen device (critical)
-- ``oom-unrecovered``: a cycle still ran out of memory after every retry (critical)
+- ``oom-unrecovered``: a cycle ran out of memory, and every retry too, if any (critical)
 - ``stage-hung``: a cycle ran past the hang limit; the worker was stopped (critical)
 - ``worker-died``: the stage's process died (signal, abort, exit) (critical)
 - ``workload-error``: the workload raised, or broke the protocol (critical)
@@ -22,7 +22,8 @@ Finding ids (stable); each one's severity and documentation live in
   a leak suspect, with its slope (warning)
 - ``cpu-fallback``: ``--device auto`` found no usable GPU and ran on the CPU (warning)
 - ``alloc-conf-cpu``: allocator settings were given but the run was on the CPU (info)
-- ``stage-warning``: anything else the worker noticed (info)
+- ``cycles-overshoot``: a command given ``{cycles}`` ran well past it (warning)
+- ``stage-warning``: anything else the worker noticed, once per text with its stages (info)
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from gpu_audit.knowledge.findings import severity_of
 from gpu_audit.model import Finding, Severity
 from gpu_audit.units import fmt_bytes, fmt_pct, noun, plural
 from gpu_audit.validate.allocconf import compare_settings
+from gpu_audit.validate.command_error import frame_lines, reading
 from gpu_audit.validate.gates import (
     GateResult,
     check_requirement,
@@ -43,7 +45,7 @@ from gpu_audit.validate.gates import (
     summarize,
 )
 from gpu_audit.validate.plan import DEFAULT_CYCLES, Plan, split_leg
-from gpu_audit.validate.state import LegState, RunState, completed_cycles
+from gpu_audit.validate.state import LegState, RunState, completed_cycles, cycles_reached
 
 _FAILURE_IDS = {
     "import": ("workload-import-failed", "torch or the workload does not import"),
@@ -78,6 +80,8 @@ _FAILURE_REMEDY = {
 }
 
 
+SCRIPT_ERROR_REMEDY = ("Fix what the command's error says (the stage log named above has its "
+                       "whole output), then continue with `gpu-audit validate --resume RUN`.")
 EXCERPT_LINES = 8
 _SCRIPT_TITLES = {"error": "the command failed", "crash": "the command died",
                   "import": "the command's program or its torch is missing"}
@@ -135,6 +139,7 @@ def validate_findings(plan: Plan, state: RunState, records: dict[str, list[dict[
             "Check the GPU with `gpu-audit scan`; pass --device cuda to require one.",
             {"requested": state.device.requested}))
     cpu_conf_noted = False
+    warned: dict[str, list[str]] = {}  # a warning's text -> the stages that gave it
     for key in plan.leg_keys():
         leg = state.legs.get(key)
         if leg is None or leg.status in ("pending", "skipped"):
@@ -157,11 +162,54 @@ def validate_findings(plan: Plan, state: RunState, records: dict[str, list[dict[
                 {"alloc_conf": variant.alloc_conf}))
         findings.extend(_settings_findings(variant.expected_settings, ready, where, variant))
         for warning in ready.get("warnings") or []:
-            findings.append(_finding("stage-warning", where, warning, warning,
-                                     "", {}))
+            warned.setdefault(warning, []).append(where)
         if stage.cycles and done:
             findings.extend(_cycle_findings(plan, key, where, done, ready, host_memory_bytes))
+            findings.extend(_overshoot_findings(plan, key, where, done))
+    findings.extend(_warning_findings(warned))
     return _dedupe(findings)
+
+
+def _warning_findings(warned: dict[str, list[str]]) -> list[Finding]:
+    """One ``stage-warning`` per text, on the first stage that gave it; its detail says which
+    stages did (the title is the warning itself)."""
+    findings = []
+    for text, subjects in warned.items():
+        stages = [s.split(":", 1)[-1] for s in subjects]
+        detail = (f"Noted by stage {stages[0]}." if len(stages) == 1 else
+                  f"Noted by {len(stages)} stages: {', '.join(stages)}.")
+        findings.append(_finding("stage-warning", subjects[0], text, detail, "",
+                                 {"stages": stages}))
+    return findings
+
+
+def _overshoot_findings(plan: Plan, key: str, where: str,
+                        done: list[dict[str, Any]]) -> list[Finding]:
+    """A command told the stage's length through ``{cycles}`` that ran well past it (one
+    cycle more is the common ``while step <= max_steps`` loop, not an overshoot)."""
+    planned = plan.stage(split_leg(key)[1]).cycles
+    reached = cycles_reached(done)
+    if plan.script is None or not plan.script.counts_its_cycles or reached <= planned + 1:
+        return []
+    stage = split_leg(key)[1]
+    flag = next((w for w in plan.script.command if "{cycles}" in w), "{cycles}")
+    return [_finding(
+        "cycles-overshoot", where, f"stage {stage}: the command ran {reached} cycles for "
+        f"the {planned} it was given",
+        f"The command was given {planned} for {{cycles}} ({flag!r} in the command) and ran "
+        f"{reached} cycles ({SOURCE_WORDS.get(str(done[0].get('source')), 'counted')}), "
+        f"{reached / planned:.3g} x the stage's length: the flag it fills counts something "
+        "else than one cycle (epochs, or batches of several optimizer steps), so each stage "
+        "ran longer than planned and its limits (hang, leak) were judged on other cycles.",
+        "Put {cycles} where the script takes a number of steps (e.g. --max-steps {cycles}), "
+        "or leave it out and let gpu-audit stop the script after the stage's cycles; with "
+        "several optimizer steps per cycle, call gpu_audit.monitor.step() once per cycle.",
+        {"cycles_run": reached, "cycles_planned": planned})]
+
+
+SOURCE_WORDS = {"optimizer": "counted from optimizer steps",
+                "monitor": "counted from gpu_audit.monitor.step() calls",
+                "pattern": "counted from output lines matching --cycle-pattern"}
 
 
 def _failure_findings(plan: Plan, key: str, leg: LegState, where: str,
@@ -171,12 +219,21 @@ def _failure_findings(plan: Plan, key: str, leg: LegState, where: str,
     if leg.failure == "gate":
         return _gate_findings(plan, key, leg, where, done)
     finding_id, title = _FAILURE_IDS.get(leg.failure, ("workload-error", "the stage failed"))
+    extra = leg.failure_detail or {}
     if plan.script is not None:
         title = _SCRIPT_TITLES.get(leg.failure, title)
+    if leg.failure == "oom":
+        title = _oom_title(plan, extra)
     detail = leg.reason or title
     evidence: dict[str, Any] = {"cycles_done": leg.cycles_done, "attempts": leg.attempts}
     remedy = _FAILURE_REMEDY.get(leg.failure, "")
-    extra = leg.failure_detail or {}
+    error = extra.get("command_error")
+    if error:
+        detail = _error_head(error) + detail
+        evidence["error_line"] = error["error_line"]
+        if error.get("frames"):
+            evidence["traceback_frames"] = frame_lines(error)
+        remedy = SCRIPT_ERROR_REMEDY
     if leg.failure == "oom":
         memory = extra.get("memory") or {}
         evidence.update({k: v for k, v in memory.items() if v is not None})
@@ -200,6 +257,8 @@ def _failure_findings(plan: Plan, key: str, leg: LegState, where: str,
         evidence["signal"] = leg.signal
     if leg.exit_code is not None:
         evidence["exit_code"] = leg.exit_code
+    if error and not leg.explanation and (plain := reading(error)):
+        detail = detail.rstrip(". ") + f". Reading: {plain}."
     if leg.explanation:
         top = leg.explanation[0]
         if top.get("title"):
@@ -212,8 +271,33 @@ def _failure_findings(plan: Plan, key: str, leg: LegState, where: str,
             excerpt = "\n".join(str(top["excerpt"]).splitlines()[:EXCERPT_LINES])
             detail += f"\nExcerpt of the log:\n{excerpt}"
             evidence["log_excerpt"] = excerpt
+    if extra.get("stage_log"):
+        detail = detail.rstrip("\n") + f"\nStage log: {extra['stage_log']}"
+        evidence["stage_log"] = extra["stage_log"]
     return [_finding(finding_id, where, f"stage {split_leg(key)[1]}: {title}",
                      detail, remedy, evidence)]
+
+
+def _error_head(error: dict[str, Any]) -> str:
+    """The command's own last error line and its traceback's last frames, first in a failure
+    finding's detail."""
+    frames = frame_lines(error)
+    head = f"The command's error: {error['error_line']}\n"
+    if frames:
+        head += "Last frames of its traceback (innermost last):\n" + "\n".join(frames) + "\n"
+    return head
+
+
+def _oom_title(plan: Plan, extra: dict[str, Any]) -> str:
+    """Says "not recovered by retrying" only of an out-of-memory that was retried."""
+    if plan.script is not None:
+        retries = max(0, len(extra.get("retries") or []) - 1)
+        return ("the command ran out of memory" + (
+            f", also after {plural(retries, 'retry', 'retries')} at half the {{batch}}"
+            if retries else ""))
+    if plan.max_retries == 0:
+        return "out of memory (--max-retries 0: not retried)"
+    return "out of memory, not recovered by retrying"
 
 
 def _gate_findings(plan: Plan, key: str, leg: LegState, where: str,

@@ -199,7 +199,10 @@ def summarize(records: Sequence[dict[str, Any]]) -> LegSummary:
     # A missing or zero scale is the full batch.
     scales = frame["batch_scale"].replace(0.0, 1.0).fillna(1.0)
     return LegSummary(
-        cycles_done=len(records),
+        # How far the stage got: a command that resumed itself numbers its cycles from where
+        # it resumed, and the cycles before may have no record.
+        cycles_done=max([len(records), *(r["cycle"] + 1 for r in records
+                                          if isinstance(r.get("cycle"), int))]),
         median_cycle_s=plain_float(times.median()),
         iqr_cycle_s=plain_float(times.quantile(0.75) - times.quantile(0.25)),
         p95_cycle_s=plain_float(times.iloc[p95_index]) if len(times) else None,

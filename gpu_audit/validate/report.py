@@ -21,7 +21,7 @@ from gpu_audit.validate.findings import leg_gates_for_state, validate_findings
 from gpu_audit.validate.gates import plain_float, plain_int, summarize
 from gpu_audit.validate.plan import Plan, leg_key
 from gpu_audit.validate.plots import write_plots
-from gpu_audit.validate.state import RunDir, RunState, completed_cycles
+from gpu_audit.validate.state import RunDir, RunState, completed_cycles, cycles_reached
 
 SCHEMA = "gpu-audit.validate/1"
 EXIT_MEANING = {0: "OK: every stage passed", 2: "CRITICAL: a stage failed",
@@ -112,7 +112,7 @@ def _variant_doc(run: RunDir, plan: Plan, state: RunState,
             "name": stage.name,
             "quantum": stage.quantum,
             "cycles_planned": stage.cycles,
-            "cycles_done": len(done),
+            "cycles_done": cycles_reached(done),
             "status": leg.status,
             "failure": leg.failure,
             "reason": leg.reason,
@@ -215,8 +215,8 @@ def recommend(rows: list[dict[str, Any]], *, on_cpu: bool = False,
     if on_cpu:
         return {"label": None, "alloc_conf": None, "rule": NOISE_RULE,
                 "text": "No recommendation: the run used the CPU, where PyTorch's CUDA allocator "
-                        "settings do nothing, so the variants differ only by chance. Run the "
-                        "sweep on a GPU (--device cuda)."}
+                        "settings do nothing, so only the first variant ran (the others would "
+                        "have repeated it). Run the sweep on a GPU (--device cuda)."}
     passed = [r for r in rows if r["passed"]]
     if not passed:
         return {"label": None, "alloc_conf": None, "rule": NOISE_RULE,

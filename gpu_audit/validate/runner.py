@@ -43,6 +43,7 @@ from gpu_audit.validate.state import (
 from gpu_audit.validate.verdict import WorkerRun, judge, signal_name
 
 EXIT_OK, EXIT_FAILED, EXIT_UNKNOWN, EXIT_INTERRUPTED = 0, 2, 3, 130
+NOT_ON_CPU = "not run: allocator settings do not apply on the CPU (the variants are one run)"
 STDERR_TAIL_BYTES = 64 * KIB
 STDERR_TAIL_LINES = 40
 
@@ -79,7 +80,7 @@ class Runner:
         self.state.status = "running"
         self.state.finished_at = None
         self.run.write_state(self.state)
-        for variant in self.plan.variants:
+        for variant in self._variants():
             blocked: str | None = None
             for stage in self.plan.stages:
                 key = leg_key(variant.label, stage.name)
@@ -106,11 +107,28 @@ class Runner:
                     return self._finish(EXIT_INTERRUPTED, "interrupted")
                 if leg.status != "passed":
                     blocked = f"stage {stage.name} failed"
-        failed = any(leg.status != "passed" for leg in self.state.legs.values())
+        failed = any(leg.status != "passed" and leg.reason != NOT_ON_CPU
+                     for leg in self.state.legs.values())
         failures = {leg.failure for leg in self.state.legs.values() if leg.status == "failed"}
         if failures == {"disk-full"}:
             return self._finish(EXIT_UNKNOWN, "failed")  # not judged: the disk filled up
         return self._finish(EXIT_FAILED if failed else EXIT_OK, "failed" if failed else "passed")
+
+    def _variants(self) -> list[Any]:
+        """The allocator variants to run: on the CPU, where their settings do not apply, only
+        the first (the others would repeat it), said before anything runs."""
+        variants = list(self.plan.variants)
+        if len(variants) < 2 or (self.state.device.resolved or "cpu") != "cpu":
+            return variants
+        self.note(f"warning: the run is on the CPU, where allocator settings do not apply: "
+                  f"the {len(variants)} variants would be one run, so only "
+                  f"{variants[0].label} runs, and no variant can be recommended")
+        for variant in variants[1:]:
+            for stage in self.plan.stages:
+                leg = self.state.legs.setdefault(leg_key(variant.label, stage.name), LegState())
+                leg.status, leg.reason = "skipped", NOT_ON_CPU
+        self.run.write_state(self.state)
+        return variants[:1]
 
     def _finish_logged_leg(self, key: str, leg: LegState) -> None:
         """A stage whose every cycle is logged but whose worker did not finish cleanly (killed
@@ -297,6 +315,8 @@ class Runner:
                offset: int) -> None:
         records = load_records(self.run.cycles_path).get(key, [])
         judge(self.plan, key, leg, outcome, records, _read_tail(log_path, offset))
+        if leg.status == "failed":
+            leg.failure_detail["stage_log"] = str(log_path)  # the report points at it
 
     # -- signals ------------------------------------------------------------------------------
 

@@ -141,8 +141,9 @@ class StageWorker(StageLeg):
         scale = checkpoint.batch_scale if checkpoint else 1.0
         self.log = CycleLog(self.run.cycles_path)
         self.writer = CheckpointWriter(self.log)
-        self.log.append({"type": "stage-start", "leg": self.leg, "from_cycle": start,
-                         "attempt": self.attempt, "at": utc_now()})
+        self.log.supersede(self.leg, {"type": "stage-start", "leg": self.leg,
+                                      "from_cycle": start, "attempt": self.attempt,
+                                      "at": utc_now()})
         budget = ready.get("memory_budget_bytes")
         scratch = self.run.scratch_dir(self.leg)
         scratch.mkdir(parents=True, exist_ok=True)

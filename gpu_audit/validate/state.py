@@ -332,6 +332,48 @@ class CycleLog:
             os.fsync(self._file.fileno())
             self._synced_at = now
 
+    def supersede(self, leg: str, marker: dict[str, Any]) -> None:
+        """Append ``marker`` (``leg``'s ``stage-start`` or ``resume`` record, from cycle
+        ``from_cycle`` on), first taking out of the file the records of ``leg`` it supersedes
+        (that cycle and later ones): the file keeps one record per cycle, and not only once
+        :func:`load_records` has applied the markers. The one writer is this process."""
+        self._file.flush()
+        with StateDir.open(self.path.parent) as folder:
+            raw = folder.read(self.path.name, limit=CYCLE_LOG_LIMIT) or b""
+            kept, dropped = without_superseded(raw, leg, int(marker.get("from_cycle", 0)))
+            if dropped:
+                self._file.close()
+                folder.write_atomic(self.path.name, kept, mode=0o644)
+                self._file = open(self.path, "ab")  # noqa: SIM115 - lives as long as the log
+        self.append(marker)
+
+    def renumber(self, leg: str, attempt: int, by: int) -> None:
+        """Move ``leg``'s cycle records of ``attempt`` (and its ``stage-start``) ``by`` cycles
+        on: a command found to have resumed itself once it ended (see the script
+        supervisor)."""
+        self._file.flush()
+        with StateDir.open(self.path.parent) as folder:
+            raw = folder.read(self.path.name, limit=CYCLE_LOG_LIMIT) or b""
+            lines = []
+            for line in raw.splitlines(keepends=True):
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    record = None
+                if isinstance(record, dict) and record.get("leg") == leg \
+                        and record.get("attempt") == attempt:
+                    if record.get("type") in ("cycle", "cycle-failed") \
+                            and isinstance(record.get("cycle"), int):
+                        record["cycle"] += by
+                    elif record.get("type") == "stage-start":
+                        record["from_cycle"] = by
+                    line = json.dumps(record, separators=(",", ":"), allow_nan=False,
+                                      default=_json_default).encode("utf-8") + b"\n"
+                lines.append(line)
+            self._file.close()
+            folder.write_atomic(self.path.name, b"".join(lines), mode=0o644)
+            self._file = open(self.path, "ab")  # noqa: SIM115 - lives as long as the log
+
     def sync(self) -> None:
         self._file.flush()
         os.fsync(self._file.fileno())
@@ -418,6 +460,36 @@ def load_records(path: Path) -> dict[str, list[dict[str, Any]]]:
 
 def completed_cycles(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r for r in records if r.get("type") == "cycle"]
+
+
+def cycles_reached(records: list[dict[str, Any]]) -> int:
+    """How far a stage got: one past its highest completed cycle. The same as the number of
+    its records, but for a command that resumed itself at cycle N (its cycles are numbered
+    from N, and those before it may have no record: see docs/validate-scripts.md)."""
+    numbers = [r["cycle"] for r in records
+               if r.get("type") == "cycle" and isinstance(r.get("cycle"), int)]
+    return max(numbers) + 1 if numbers else 0
+
+
+def without_superseded(raw: bytes, leg: str, start: int) -> tuple[bytes, int]:
+    """``raw`` (a cycle log) without ``leg``'s cycle records from cycle ``start`` on, and how
+    many were taken out; a line that is not a record is kept as it is."""
+    kept: list[bytes] = []
+    dropped = 0
+    needle = json.dumps(leg).encode()
+    for line in raw.splitlines(keepends=True):
+        if needle in line:
+            try:
+                record = json.loads(line)
+            except ValueError:
+                record = None
+            if isinstance(record, dict) and record.get("leg") == leg \
+                    and record.get("type") in ("cycle", "cycle-failed") \
+                    and isinstance(record.get("cycle"), int) and record["cycle"] >= start:
+                dropped += 1
+                continue
+        kept.append(line)
+    return b"".join(kept), dropped
 
 
 def _json_default(value: Any) -> Any:

@@ -18,9 +18,10 @@ from typing import Any
 
 from gpu_audit.knowledge.oom import oom_kind_of_text, oom_numbers
 from gpu_audit.redact import redact_text
+from gpu_audit.validate.command_error import read_error
 from gpu_audit.validate.findings import leg_gates
 from gpu_audit.validate.plan import Plan, split_leg
-from gpu_audit.validate.state import LegState, completed_cycles
+from gpu_audit.validate.state import LegState, completed_cycles, cycles_reached
 
 _DEATH_SIGNALS = {
     "SIGKILL": " (the kernel's out-of-memory killer sends this when host memory runs out; check "
@@ -53,7 +54,7 @@ def judge(plan: Plan, key: str, leg: LegState, outcome: WorkerRun,
     """Set ``leg``'s status, reason and failure from the worker's run and the stage's records."""
     stage = plan.stage(split_leg(key)[1])
     done_records = completed_cycles(records)
-    leg.cycles_done = len(done_records)
+    leg.cycles_done = cycles_reached(done_records)
     done = outcome.done or {}
     leg.stderr_tail = tail or None
     if done.get("warnings"):
@@ -92,7 +93,12 @@ def judge(plan: Plan, key: str, leg: LegState, outcome: WorkerRun,
         trace = detail.pop("traceback", None)
         if trace:
             detail["traceback_tail"] = redact_text("\n".join(trace.splitlines()[-25:]))
-        fail(leg, done.get("failure") or "error", done.get("reason") or "failed", detail)
+        reason = done.get("reason") or "failed"
+        error = read_error(tail) if plan.script is not None else None
+        if error is not None and done.get("failure") in ("error", "crash"):
+            detail["command_error"] = error  # the command's own words come first
+            reason = f"{reason}: {error['error_line']}"
+        fail(leg, done.get("failure") or "error", reason, detail)
         leg.explanation = explain_text((trace or "") + "\n" + tail, fallback=False)
         return
     if stage.cycles and leg.cycles_done < stage.cycles and not done.get("whole_stage"):

@@ -80,7 +80,8 @@ def test_a_failing_script_fails_check_with_its_stage_and_reason(tmp_path, cli_en
     assert stage(doc, "imports")["status"] == "pass"
     smoke = stage(doc, "smoke")
     assert smoke["status"] == "fail"
-    assert smoke["summary"] == "error: the command exited with code 1 after 2 cycles"
+    assert smoke["summary"] == ("error: the command exited with code 1 after 2 cycles: "
+                                "RuntimeError: the loss became NaN at step 2")
     evidence = smoke["evidence"]
     assert evidence["cycles_done"] == 2 and evidence["cycles_planned"] == 3
     assert "RuntimeError: the loss became NaN at step 2" in evidence["log_tail"]

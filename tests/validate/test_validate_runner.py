@@ -238,17 +238,18 @@ def test_ctrl_c_saves_state_exits_130_and_resume_finishes(tmp_path: Path,
     assert_each_cycle_once(run, "default/full", 60)
 
 
-def test_each_allocator_value_gets_both_variables_and_a_comparison(tmp_path: Path,
-                                                                   cli_env: dict) -> None:
+def test_an_allocator_value_gets_both_variables_and_a_cpu_sweep_runs_once(
+        tmp_path: Path, cli_env: dict) -> None:
     done = run_validate(tiny("Counter", tmp_path, "--stage", "smoke", "--max-split-size-mb",
-                             "none,128", "--json"), cli_env)
+                             "128,none", "--json"), cli_env)
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)
     envs = [v["allocator"]["env"] for v in doc["variants"]]
-    assert envs == [{"PYTORCH_CUDA_ALLOC_CONF": None, "PYTORCH_ALLOC_CONF": None},
-                    {"PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:128",
-                     "PYTORCH_ALLOC_CONF": "max_split_size_mb:128"}]
-    assert [row["label"] for row in doc["comparison"]] == ["max-split-none", "max-split-128"]
+    assert envs[0] == {"PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:128",
+                       "PYTORCH_ALLOC_CONF": "max_split_size_mb:128"}
+    # On the CPU the variants would be one run: said before the first stage, run once.
+    assert "only max-split-128 runs" in done.stderr.split("started")[0]
+    assert [s["status"] for s in doc["variants"][1]["stages"]] == ["skipped"]
     # Allocator settings do nothing on the CPU: no value is recommended, nothing to paste.
     recommendation = doc["recommendation"]
     assert recommendation["label"] is None and recommendation["alloc_conf"] is None

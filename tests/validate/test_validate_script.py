@@ -246,6 +246,7 @@ def test_kill_9_of_the_runner_then_resume_reruns_only_that_stage(tmp_path, cli_e
     records = cycles_of(run, "default/classical")
     assert [r["cycle"] for r in records] == list(range(12))
     assert {r["attempt"] for r in records} == {2}
+    assert raw_cycle_lines(run, "default/classical") == 12  # the first attempt's are gone
     assert [r["cycle"] for r in cycles_of(run, "default/smoke")] == [0, 1, 2]
     log = (run / "logs" / "default.classical.log").read_text()
     assert "resume from: None" in log and f"resume from: {run}/scratch/" in log

@@ -27,6 +27,14 @@ are done: in the last ``monitor.step()``, or as the next cycle starts its work (
 forward, or else its optimizer step), so the rest of the last cycle (its prints) has run, no
 collective is in flight and no further update happens: between two steps, never inside one.
 
+A script that resumes itself (from its own checkpoint) starts at the step it saved: on the first
+optimizer step the hook reads where that is, and numbers its cycles from there, so that the
+cycles it skips because it already did them count (``docs/validate-scripts.md``). In order:
+the optimizer's own step count (``optimizer.state[p]["step"]`` of Adam-like optimizers, as
+``load_state_dict`` restored it), then, on a later attempt of the stage only, a step counter
+in a dictionary the script loaded with ``torch.load`` (``iter_num``, ``global_step``, ...,
+or its LR scheduler's ``last_epoch``). A start at or past the stage's length is not one.
+
 It also makes SIGUSR1 dump every thread's stack to stderr (unless the script handles SIGUSR1
 itself), so that a hung command's stage log says where it waited.
 
@@ -48,6 +56,12 @@ ENV_STOP_AFTER = "GPU_AUDIT_SCRIPT_STOP_AFTER"  # cycles after which to end the 
 ENV_EMULATE = "GPU_AUDIT_SCRIPT_EMULATE_BYTES"  # --emulate-memory, in bytes
 ENV_PIPE = "GPU_AUDIT_SCRIPT_PIPE"  # "<st_dev>:<st_ino>" of the supervisor's output pipe
 ENV_SAMPLE_MS = "GPU_AUDIT_SCRIPT_CUDA_SAMPLE_MS"  # at most one CUDA read per this many ms
+ENV_STAGE_CYCLES = "GPU_AUDIT_SCRIPT_STAGE_CYCLES"  # the stage's length (a resume starts below)
+ENV_RESUMED = "GPU_AUDIT_SCRIPT_RESUMED"  # "1" on a later attempt of the stage
+# The step counters a checkpoint dictionary may hold, as training scripts name them: the index
+# of the next step (or of the last one done: a cycle's difference either way).
+COUNTER_KEYS = ("iter_num", "global_step", "step", "iteration", "iter", "num_steps", "steps")
+SCHEDULER_KEYS = ("scheduler", "lr_scheduler", "sched")
 CUDA_SAMPLE_S = 0.05  # the default: slower steps are all read, faster ones every ~50 ms
 MARKER = "\x1egpu-audit-cycle "  # a cycle's end in the output (the supervisor strips it)
 PREFIX = "gpu-audit validate hook"
@@ -57,8 +71,12 @@ _hook: Hook | None = None
 
 class Hook:
     def __init__(self, folder: str, stop_after: int | None, emulate_bytes: int | None,
-                 sample_s: float = CUDA_SAMPLE_S) -> None:
+                 sample_s: float = CUDA_SAMPLE_S, stage_cycles: int | None = None,
+                 resumed: bool = False) -> None:
         self.folder = folder
+        self.stage_cycles = stage_cycles
+        self.resumed = resumed
+        self.loaded: tuple[int, str] | None = None  # a step counter the script loaded
         self.sample_s = sample_s
         self.clock = time.perf_counter
         self.stop_after = stop_after
@@ -78,6 +96,8 @@ class Hook:
         self.marks: str | None = None
         self.source: str | None = None
         self.count = 0
+        self.first = True  # the next cycle is this process's first
+        self.resume_note = ""  # what said where the script resumed (with count > 0)
         self.stop_pending = False  # (a forked child must not inherit a pending stop)
         self.optimizer: int | None = None
         self.last = began
@@ -99,8 +119,20 @@ class Hook:
             self.optimizer = id(optimizer)
         elif id(optimizer) != self.optimizer:
             return
+        if self.source is None:
+            self._resume_at(optimizer)
         self.source = "optimizer"
         self._cycle(1)
+
+    def _resume_at(self, optimizer: Any) -> None:
+        """Number the cycles from where the script resumed itself (see the module's
+        docstring); the first record says where and from what."""
+        try:
+            found = _resumed_from(optimizer, self.loaded if self.resumed else None)
+        except Exception:
+            return
+        if found is not None and 0 < found[0] < (self.stage_cycles or 2**62):
+            self.count, self.resume_note = found
 
     def on_monitor_step(self, n: int = 1) -> None:
         if self.disabled:
@@ -119,8 +151,11 @@ class Hook:
             now = time.perf_counter()
             record = {"n": self.count, "src": self.source, "t": time.time(),
                       "cycle_s": round(now - self.last, 6), "rss_bytes": self._rss()}
-            if self.count == 0:
+            if self.first:
+                self.first = False
                 record["first"] = True  # its time includes the script's start-up
+                if self.count:
+                    record["resumed_at"], record["resumed_from"] = self.count, self.resume_note
             self.last = now
             last = self.stop_after is not None and self.count + n >= self.stop_after
             self._cuda(record, force=last)
@@ -276,6 +311,23 @@ class Hook:
             optimizer.register_optimizer_step_pre_hook(self.before_optimizer_step)
         if self.emulate_bytes:
             torch.cuda._lazy_call(self._cap_memory)
+        if self.resumed:
+            self._watch_loads(torch)
+
+    def _watch_loads(self, torch: Any) -> None:
+        """On a later attempt: note a step counter in what the script loads (its checkpoint)."""
+        import functools
+
+        original = torch.load
+
+        @functools.wraps(original)
+        def load(*args: Any, **kwargs: Any) -> Any:
+            loaded = original(*args, **kwargs)
+            with _suppress():
+                self.loaded = _step_counter(loaded) or self.loaded
+            return loaded
+
+        torch.load = load
 
     def _cap_memory(self) -> None:
         try:
@@ -352,8 +404,10 @@ def install(environ: Any = os.environ) -> Hook | None:
     try:
         stop = environ.get(ENV_STOP_AFTER)
         emulate = environ.get(ENV_EMULATE)
+        cycles = environ.get(ENV_STAGE_CYCLES)
         hook = Hook(folder, int(stop) if stop else None, int(emulate) if emulate else None,
-                    sample_interval(environ.get(ENV_SAMPLE_MS)))
+                    sample_interval(environ.get(ENV_SAMPLE_MS)),
+                    int(cycles) if cycles else None, environ.get(ENV_RESUMED) == "1")
         callbacks = {"torch": hook.on_torch, "gpu_audit.monitor.api": hook.on_monitor}
         for name in list(callbacks):
             module = sys.modules.get(name)
@@ -422,6 +476,35 @@ def _device_facts(torch: Any, index: int) -> dict[str, Any]:
     except Exception as exc:
         facts["error"] = f"{type(exc).__name__}: {exc}"
     return facts
+
+
+def _resumed_from(optimizer: Any, loaded: tuple[int, str] | None) -> tuple[int, str] | None:
+    """Where a script that resumed itself starts, read at its first optimizer step: the
+    optimizer's step count before that step, else ``loaded``; ``None`` for a fresh start."""
+    state = getattr(optimizer, "state", None) or {}
+    for group in getattr(optimizer, "param_groups", []):
+        for param in group.get("params", []):
+            step = state.get(param, {}).get("step") if hasattr(state, "get") else None
+            if step is not None:
+                done = int(step.item() if hasattr(step, "item") else step) - 1
+                return (done, "the optimizer's step count") if done > 0 else loaded
+    return loaded
+
+
+def _step_counter(loaded: Any) -> tuple[int, str] | None:
+    """A step counter in a dictionary loaded by the script (its checkpoint), and its key."""
+    if not isinstance(loaded, dict):
+        return None
+    for key in COUNTER_KEYS:
+        value = loaded.get(key)
+        if type(value) is int and value > 0:
+            return value, f"{key!r} in the checkpoint it loaded"
+    for key in SCHEDULER_KEYS:
+        value = loaded.get(key)
+        epoch = value.get("last_epoch") if isinstance(value, dict) else None
+        if type(epoch) is int and epoch > 0:
+            return epoch, f"its LR scheduler's last_epoch ({key!r} in the checkpoint it loaded)"
+    return None
 
 
 def _int(text: str | None) -> int | None:

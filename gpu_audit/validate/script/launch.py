@@ -13,6 +13,12 @@ IMPORT_CHECK = (
     "import json, sys\n"
     "import torch\n"
     "info = {'torch_version': torch.__version__, 'torch_cuda': torch.version.cuda}\n"
+    "if len(sys.argv) > 2:\n"  # the module the command runs with -m: found where it runs?
+    "    import importlib.util\n"
+    "    try:\n"
+    "        info['module_found'] = importlib.util.find_spec(sys.argv[2]) is not None\n"
+    "    except ImportError:\n"
+    "        info['module_found'] = False\n"
     "if sys.argv[1] == 'cuda':\n"
     "    x = torch.arange(1 << 20, dtype=torch.float32, device='cuda')\n"
     "    assert float(x.sum().item()) > 0\n"
@@ -91,6 +97,26 @@ def command_script(command: list[str], program: str) -> str | None:
                 return arg
         return None
     return next((a for a in args if a.endswith(".py") and not a.startswith("-")), None)
+
+
+def command_module(command: list[str], program: str) -> str | None:
+    """The module a Python ``command`` runs with ``-m MOD`` (or ``-mMOD``), placeholders
+    excepted; ``None`` for any other command."""
+    if not os.path.basename(program).startswith("python"):
+        return None
+    args = command[1:]
+    skip = False
+    for position, arg in enumerate(args):
+        if skip:
+            skip = False
+        elif arg in _PYTHON_VALUE_OPTIONS:
+            skip = True
+        elif arg.startswith("-m"):
+            module = arg[2:] or (args[position + 1] if position + 1 < len(args) else "")
+            return module if module and "{" not in module else None
+        elif not arg.startswith("-") or arg.startswith("-c"):
+            return None
+    return None
 
 
 def missing_in_command(command: list[str], env: dict[str, str] | os._Environ[str],

@@ -55,7 +55,15 @@ class ScriptSpec:
         return any("{cycles}" in arg for arg in self.command)
 
     def display(self) -> str:
-        return shlex.join(self.command)
+        """The command as the user wrote it: a word is quoted only where a shell needs it,
+        and a ``{placeholder}`` is no reason to (a shell leaves ``{cycles}`` as it is)."""
+        return " ".join(shown_word(word) for word in self.command)
+
+
+def shown_word(word: str) -> str:
+    """``word`` shell-quoted only when it needs to be, placeholders read as plain letters."""
+    plain = _PLACEHOLDER.sub(lambda m: "x" if m[1] in PLACEHOLDERS else m[0], word)
+    return word if word and shlex.quote(plain) == plain else shlex.quote(word)
 
 
 def placeholders_in(text: str) -> list[str]:
@@ -172,7 +180,8 @@ def script_notes(script: ScriptSpec) -> list[str]:
     """What the report says plainly about how a command is run."""
     notes = ["a command resumes at stage granularity: --resume re-runs the first stage that "
              "did not pass from its start (with {resume} filled in, for a script that can "
-             "continue itself); the stages that passed are not repeated",
+             "continue itself, whose cycles then count from where it resumed: "
+             "docs/validate-scripts.md); the stages that passed are not repeated",
              "the OOM retry inside a cycle does not apply to a command (half a step of its "
              "own loop cannot be re-run): "
              + ("an out-of-memory runs the stage again from its start with {batch} halved, up "

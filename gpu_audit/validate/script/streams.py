@@ -325,8 +325,8 @@ def _name(name: str) -> str:
 # -- what a record may hold -------------------------------------------------------------------
 
 _NUMBERS = frozenset({"t", "cycle_s", "rss_bytes", *CUDA_FIELDS})
-_WHOLE = frozenset({"pid", "rank", "local_rank", "world_size"})
-_WORDS = frozenset({"ev", "src", "python", "torch_version", "torch_cuda"})
+_WHOLE = frozenset({"pid", "rank", "local_rank", "world_size", "resumed_at"})
+_WORDS = frozenset({"ev", "src", "python", "torch_version", "torch_cuda", "resumed_from"})
 _DEVICE_NUMBERS = frozenset({"index", "total_memory_bytes", "memory_fraction"})
 _DEVICE_WORDS = frozenset({"name", "allocator_backend", "error"})
 MAX_WORD = 512  # characters of a text field kept (versions, device names, short errors)
@@ -431,6 +431,8 @@ class Cycles:
         self.collecting: dict[str, float] = {}  # with monitor markers: lines of the next cycle
         self.values: dict[int, dict[str, float]] = {}  # metrics placed by markers
         self.cuda_read = False  # the primary's records carry CUDA figures (some of them)
+        # Where the primary resumed itself (its first cycle's number) and what said so.
+        self.resumed: tuple[int, str] | None = None
 
     # -- input ------------------------------------------------------------------------------
 
@@ -466,6 +468,8 @@ class Cycles:
             elif self.source == "monitor":
                 return  # optimizer steps after monitor.step(): the monitor counts
             self.source = source
+        if record.get("resumed_at") == record["n"] and self.source == "optimizer":
+            self.resumed = (record["n"], str(record.get("resumed_from") or "its own state"))
         self.pending[record["n"]] = record
         self.seen_at[record["n"]] = now
         if len(self.pending) > MAX_PENDING_CYCLES:

@@ -48,7 +48,7 @@ from typing import Any
 from gpu_audit.knowledge.allocator import BOTH_VARS
 from gpu_audit.knowledge.oom import oom_kind_of_text, oom_numbers
 from gpu_audit.redact import redact_text
-from gpu_audit.units import utc_now
+from gpu_audit.units import plural, utc_now
 from gpu_audit.validate.channels import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -61,6 +61,8 @@ from gpu_audit.validate.leg import StageLeg
 from gpu_audit.validate.script.hook import (
     ENV_EMULATE,
     ENV_PIPE,
+    ENV_RESUMED,
+    ENV_STAGE_CYCLES,
     ENV_STOP_AFTER,
     ENV_STREAMS,
 )
@@ -68,7 +70,9 @@ from gpu_audit.validate.script.launch import (
     IMPORT_CHECK,
     INJECT_DIR,
     NOT_PYTHON,
+    command_module,
     cuda_visible_devices,
+    missing_in_command,
     python_of,
     resolve_program,
     signal_name,
@@ -84,7 +88,7 @@ from gpu_audit.validate.script.streams import (
     open_streams_folder,
 )
 from gpu_audit.validate.spawn import apply_alloc_conf
-from gpu_audit.validate.state import CycleLog, leg_file
+from gpu_audit.validate.state import CycleLog, cycles_reached, leg_file, load_records
 
 STOP_GRACE_S = 5.0  # SIGTERM to SIGKILL; within the worker's own grace when orphaned
 # How long the output may stay open once the command's process has ended (a process it started
@@ -120,6 +124,8 @@ class ScriptStage(StageLeg):
         # The command's output goes to the stage log (this process's stderr) through this.
         self.stage_log = StageLog(sys.stderr.fileno(), limit)
         self.stopping: str | None = None  # why gpu-audit ended the command, if it did
+        self.start_marker: dict[str, Any] | None = None  # the stage-start not yet logged
+        self.earlier = 0  # how far the stage's earlier attempts got
         self.stop_deadline = float("inf")
         apply_alloc_conf(self.variant.alloc_conf)
         if hasattr(signal, "SIGUSR1"):
@@ -175,6 +181,9 @@ class ScriptStage(StageLeg):
         if program is None:
             raise StageFailed("import", f"the command's program {argv[0]!r} was not found (not "
                               "on PATH, or not executable)")
+        missing = missing_in_command(self.spec.command, env, self.plan.workload_paths[0])
+        if missing is not None:
+            raise StageFailed("import", f"the command cannot run: {missing}")
         python = python_of(program)
         if python is None:
             self.warnings.append(f"{argv[0]} {NOT_PYTHON}: the imports stage checked "
@@ -184,7 +193,9 @@ class ScriptStage(StageLeg):
         self.phase("import-torch")
         kind = "cuda" if self.device.startswith("cuda") else "cpu"
         try:
-            done = subprocess.run([python, "-c", IMPORT_CHECK, kind], env=env,
+            module = command_module(self.spec.command, program)
+            done = subprocess.run([python, "-c", IMPORT_CHECK, kind, *filter(None, [module])],
+                                  env=env,
                                   capture_output=True, text=True, stdin=subprocess.DEVNULL,
                                   timeout=self.plan.startup_timeout_s,
                                   cwd=self.plan.workload_paths[0])
@@ -206,6 +217,10 @@ class ScriptStage(StageLeg):
         import json
 
         info = json.loads(line.split(" ", 1)[1])
+        if info.pop("module_found", True) is False:
+            raise StageFailed("import", f"the command cannot run: the module {module!r} it runs "
+                              f"with -m was not found by {python} (in "
+                              f"{self.plan.workload_paths[0]})")
         self.events.send({"ev": "ready", **self.ready_info(env), **info})
 
     def command(self, batch: int | None = None) -> list[str]:
@@ -258,15 +273,21 @@ class ScriptStage(StageLeg):
         stop_after = None if self.spec.counts_its_cycles else self.stage.cycles
         if stop_after is not None:
             env[ENV_STOP_AFTER] = str(stop_after)
+        env[ENV_STAGE_CYCLES] = str(self.stage.cycles)
+        if self.attempt > 1:
+            env[ENV_RESUMED] = "1"
         if self.plan.emulate_memory_bytes and self.device.startswith("cuda"):
             env[ENV_EMULATE] = str(self.plan.emulate_memory_bytes)
         elif self.plan.emulate_memory_bytes:
             self.warnings.append("--emulate-memory applies to GPUs only; the CPU run is not "
                                  "capped")
         self.log = CycleLog(self.run.cycles_path)
-        self.log.append({"type": "stage-start", "leg": self.leg, "from_cycle": 0,
-                         "attempt": self.attempt, "at": utc_now(), "command": redact_text(
-                             " ".join(argv))})
+        self.earlier = cycles_reached(load_records(self.run.cycles_path).get(self.leg, []))
+        # Logged with the first cycle, which says where the command started (a script that
+        # resumes itself starts past 0), or as the command ends without one.
+        self.start_marker = {"type": "stage-start", "leg": self.leg, "from_cycle": 0,
+                             "attempt": self.attempt, "at": utc_now(),
+                             "command": redact_text(" ".join(argv))}
         print(f"gpu-audit: running {redact_text(' '.join(argv))}", file=sys.stderr, flush=True)
         output, writer = os.pipe()  # its identity tells the hook where markers may go
         info = os.fstat(writer)
@@ -302,6 +323,9 @@ class ScriptStage(StageLeg):
         def emit(record: dict[str, Any]) -> None:
             if stop_after is not None and record["cycle"] >= stop_after:
                 return  # printed before the SIGTERM landed: past the stage's cycles
+            if record.get("whole_stage") and self.proc.returncode != 0:  # type: ignore[union-attr]
+                return  # a command that failed before its first cycle did no cycle
+            self.open_stage(cycles.resumed)
             record = {**record, "ended_at": utc_now(precise=True)}
             if unlogged:
                 record["oom_retries"] = list(unlogged)
@@ -317,8 +341,10 @@ class ScriptStage(StageLeg):
                 self.terminate()
 
         def restart(reason: str) -> None:
-            self.log.append({"type": "stage-start", "leg": self.leg, "from_cycle": 0,
-                             "attempt": self.attempt, "at": utc_now(), "reason": reason})
+            self.open_stage(None)
+            self.log.supersede(self.leg, {"type": "stage-start", "leg": self.leg,
+                                          "from_cycle": 0, "attempt": self.attempt,
+                                          "at": utc_now(), "reason": reason})
             self.cycles_done = 0
 
         cycles = Cycles(base, cycle_pattern=self.spec.cycle_pattern, metrics=self.spec.metrics,
@@ -334,9 +360,45 @@ class ScriptStage(StageLeg):
             self.warnings.append(long_lines)
         duration = time.monotonic() - began
         whole = cycles.finish(duration, sampler.peaks)
+        self.open_stage(None)  # the command ended without a cycle
         if sampler.nvml_note:
             self.warnings.append(sampler.nvml_note)
         return self.outcome(cycles, whole, stop_after)
+
+    def open_stage(self, resumed: tuple[int, str] | None) -> None:
+        """Log the stage's start once: from the cycle a script that resumed itself started at
+        (the earlier attempt's records before it stay, those from it on go), else from 0."""
+        if self.start_marker is None:
+            return
+        marker, self.start_marker = self.start_marker, None
+        if resumed is not None:
+            at, how = resumed
+            marker.update(from_cycle=at, resumed_from=how)
+            self.cycles_done = at
+            self.warnings.append(f"the command resumed itself at cycle {at} (from {how}): the "
+                                 f"{plural(at, 'cycle')} before it count as done, and the stage "
+                                 f"passes when it reaches cycle {self.stage.cycles}")
+            self.events.send({"ev": "started", "from_cycle": at, "planned": self.stage.cycles})
+        self.log.supersede(self.leg, marker)
+
+    def infer_resume(self) -> None:
+        """A command told the stage's length (``{cycles}``) and resumed by ``{resume}`` that
+        ended cleanly short of it, where the hook read no start (an optimizer without a step
+        count, no counter loaded): it resumed at the length less the cycles it ran, if the
+        stage had got that far before. Its cycles are numbered from there."""
+        start = self.stage.cycles - self.cycles_done
+        if not (self.attempt > 1 and self.spec.counts_its_cycles and self.cycles_done
+                and any("{resume}" in word for word in self.spec.command)
+                and 0 < start <= self.earlier):
+            return
+        self.log.renumber(self.leg, self.attempt, start)
+        self.cycles_done = self.stage.cycles
+        self.warnings.append(
+            f"the command resumed itself at cycle {start} (inferred: given {{cycles}} = "
+            f"{self.stage.cycles}, it ran {plural(self.stage.cycles - start, 'cycle')} and "
+            f"exited 0, and an earlier attempt had reached cycle {self.earlier}; its optimizer "
+            "holds no step count and it loaded no step counter): the cycles before it count "
+            "as done")
 
     def open_streams(self, path: Path) -> int | None:
         """The streams folder's descriptor (see :func:`open_streams_folder`); ``None``, with a
@@ -507,6 +569,8 @@ class ScriptStage(StageLeg):
                                  "judged as a whole, on its exit code, its output and the "
                                  "memory sampled from outside")
             return self.finish("passed", whole_stage=True)
+        if self.cycles_done < self.stage.cycles and cycles.resumed is None:
+            self.infer_resume()
         if self.cycles_done < self.stage.cycles:
             raise StageFailed("error", f"the command ended (exit code {code}) after "
                               f"{self.cycles_done} of {self.stage.cycles} cycles, counted from "
