@@ -59,8 +59,8 @@ ga_fit() {
   local text
   text="$(printf '%s' "$1" | tr -c '[:print:]' ' ' | tr -s ' ')"
   if [ "${#text}" -gt "$ga_reason_limit" ]; then
-    text="${text:0:$((ga_reason_limit - 3))}"
-    text="${text% *}..."
+    text="${text:0:$((ga_reason_limit - 4))}"
+    text="${text% *} ..."
   fi
   printf '%s' "$text"
 }

@@ -261,8 +261,8 @@ def test_the_reason_for_a_long_message_is_cut_between_words(node_env, tmp_path):
     run("slurm-prolog.sh", configured(node_env, tmp_path, GPU_AUDIT=str(noisy)))
     (drain,) = drains(tmp_path)
     reason = drain[3].removeprefix("Reason=")
-    assert len(reason) <= 200 and reason.endswith("...")
-    assert all(len(n) == 6 for n in reason.removesuffix("...").split(": ")[-1].split())
+    assert len(reason) <= 200 and reason.endswith(" ...")
+    assert all(len(n) == 6 for n in reason.removesuffix(" ...").split(": ")[-1].split())
 
 
 def test_no_path_never_means_the_working_folder(tmp_path):
