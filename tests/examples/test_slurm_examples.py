@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from tests import fakegpu
-from tests.fakegpu import GIB, h100_node
 from tests.examples.hookenv import fake_gpu_audit, settings_file, syslog
+from tests.fakegpu import GIB, h100_node
 from tests.procs import current_user, install_program, running
 
 REPO = Path(__file__).resolve().parents[2]
