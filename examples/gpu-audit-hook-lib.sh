@@ -128,6 +128,9 @@ ga_settings() {
 ga_hook() {
   ga_kind="$1"
   ga_node="${SLURMD_NODENAME:-$(hostname -s)}"
+  # slurmd starts a prolog in the job's working folder: a configuration file the user put
+  # there (pyproject.toml, gpu-audit.toml) must not set the policy of root's hook.
+  cd / || exit 1
   local job="${SLURM_JOB_ID:-none}" cmd out rc args=(check --slurm "$1")
   if ! ga_settings; then
     ga_log err "$ga_kind on $ga_node, job $job: $ga_refused"

@@ -37,12 +37,21 @@ def install_hooks(folder: Path) -> dict[str, Path]:
     return installed
 
 
-def fake_gpu_audit(path: Path, env: Mapping[str, str]) -> Path:
+def fake_gpu_audit(path: Path, env: Mapping[str, str], transcript: Path | None = None) -> Path:
     """An executable at ``path`` that runs this checkout's gpu-audit against the fake NVML of
-    ``env`` (as a venv's console script would run the installed one)."""
+    ``env`` (as a venv's console script would run the installed one); with ``transcript``, each
+    run's arguments, output and exit code are appended there (for a failing test's message)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     exports = "".join(f"export {k}={shlex.quote(env[k])}\n" for k in CARRIED if k in env)
-    path.write_text(f"#!/bin/sh\n{exports}exec {shlex.quote(sys.executable)} -m gpu_audit \"$@\"\n")
+    run = f"{shlex.quote(sys.executable)} -m gpu_audit \"$@\""
+    if transcript is None:
+        body = f"exec {run}\n"
+    else:
+        log = shlex.quote(str(transcript))
+        body = (f"out=$({run} 2>&1); rc=$?\n"
+                f"printf '%s\\n' \"$* -> $rc: $out\" >> {log}\n"
+                "printf '%s\\n' \"$out\"; exit $rc\n")
+    path.write_text(f"#!/bin/sh\n{exports}{body}")
     path.chmod(0o755)
     return path
 
