@@ -276,3 +276,18 @@ def test_no_path_never_means_the_working_folder(tmp_path):
                           text=True, timeout=60)
     assert not (tmp_path / "ran").exists()
     assert done.returncode == 0 and "gpu-audit did not run (exit 127), log-only" in done.stdout
+
+
+def test_a_job_folders_configuration_never_sets_the_hooks_policy(fake_nvml, node_env, tmp_path):
+    """slurmd starts a prolog in the job's working folder, which the job's user writes."""
+    scenario = h100_node(1)
+    scenario["gpus"][0]["ecc_errors_uncorrected_volatile"] = 2
+    job_folder = tmp_path / "job"
+    job_folder.mkdir()
+    (job_folder / "gpu-audit.toml").write_text('ignore = ["ecc-uncorrectable"]\n')
+    done = subprocess.run(["bash", str(EXAMPLES / "slurm-prolog.sh")], cwd=job_folder,
+                          env={**node_env, **fake_nvml(scenario, base=node_env)},
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stdout + done.stderr
+    (drain,) = drains(tmp_path)
+    assert drain[3].startswith("Reason=gpu-audit: ecc-uncorrectable on gpu:0: ")
