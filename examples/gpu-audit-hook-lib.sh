@@ -149,17 +149,18 @@ ga_hook() {
     rc=$?
     out="$(printf '%s\n' "$out" | sed '/^[[:space:]]*$/d' | tail -n 1)"
   fi
+  local where="$ga_kind on $ga_node, job $job"
   case "$rc" in
     0) exit 0 ;;
     2)
-      ga_log warning "$ga_kind on $ga_node, job $job: draining: $out"
+      ga_log warning "$where: draining: $out"
       ga_drain "$out"
       exit 1 ;;
     3)
-      ga_log warning "$ga_kind on $ga_node, job $job: no verdict (exit 3), ${GPU_AUDIT_ON_UNKNOWN:-log-only}: $out"
+      ga_log warning "$where: no verdict (exit 3), ${GPU_AUDIT_ON_UNKNOWN:-log-only}: $out"
       ga_act GPU_AUDIT_ON_UNKNOWN "gpu-audit: $ga_kind gave no verdict (exit 3): $out" ;;
     *)
-      ga_log err "$ga_kind on $ga_node, job $job: gpu-audit did not run (exit $rc), ${GPU_AUDIT_ON_ERROR:-drain}: $out"
+      ga_log err "$where: gpu-audit did not run (exit $rc), ${GPU_AUDIT_ON_ERROR:-drain}: $out"
       ga_act GPU_AUDIT_ON_ERROR "gpu-audit: $ga_kind: gpu-audit did not run (exit $rc): $out" ;;
   esac
 }
