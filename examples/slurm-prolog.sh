@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # gpu-audit as a Slurm Prolog: before each job, judge the GPUs the job was given.
 #
-# slurm.conf (see examples/slurm-gpu-audit.conf):
+# slurm.conf (see examples/slurm-gpu-audit.conf; docs/slurm.md):
 #   Prolog=/etc/slurm/gpu-audit-prolog.sh
+# with gpu-audit-hook-lib.sh beside it and the settings in /etc/default/gpu-audit
+# (examples/gpu-audit.default): the gpu-audit command, the spool, the policy, and what to do
+# when gpu-audit gives no verdict or cannot run. slurmd gives a prolog no PATH: name the
+# command there (GPU_AUDIT=/opt/gpu-audit/bin/gpu-audit) unless it is in /usr/local/bin.
 #
 # `gpu-audit check --slurm prolog` scans the node, judges only the job's GPUs (SLURM_JOB_GPUS)
 # and the host, and keeps the scan in the spool folder (default /var/spool/gpu-audit, root's,
@@ -13,27 +17,12 @@
 #
 # On 2 this script drains the node with gpu-audit's reason, e.g.
 #   gpu-audit: ecc-uncorrectable on gpu:1: uncorrected_volatile=2 uncorrected_aggregate=2
-# and exits 1: Slurm then requeues the job elsewhere (and keeps the node drained). Any other
-# answer (0, or 3: gpu-audit could not judge, e.g. a bad policy file) lets the job start: the
-# auditor's own trouble never drains a node. The line goes to stderr, into slurmd's log.
-#   GPU_AUDIT         the gpu-audit command (default: gpu-audit on PATH)
-#   GPU_AUDIT_SPOOL   spool folder (default /var/spool/gpu-audit)
-#   GPU_AUDIT_POLICY  a check policy TOML (e.g. ignore = ["hw-slowdown"])
-#   GPU_AUDIT_DRAIN=0 leave the draining to Slurm (its reason is then "Prolog error")
-set -u
-node="${SLURMD_NODENAME:-$(hostname -s)}"
-line="$(${GPU_AUDIT:-gpu-audit} check --slurm prolog ${GPU_AUDIT_SPOOL:+--spool "$GPU_AUDIT_SPOOL"} \
-  ${GPU_AUDIT_POLICY:+--policy "$GPU_AUDIT_POLICY"} 2>&1)"
-rc=$?
-case "$rc" in
-  0) exit 0 ;;
-  2)
-    echo "gpu-audit prolog on $node, job ${SLURM_JOB_ID:-?}: $line" >&2
-    if [ "${GPU_AUDIT_DRAIN:-1}" != 0 ] && command -v scontrol > /dev/null; then
-      scontrol update NodeName="$node" State=DRAIN Reason="${line:0:200}"
-    fi
-    exit 1 ;;
-  *)
-    echo "gpu-audit prolog on $node: no verdict (exit $rc), not draining: $line" >&2
-    exit 0 ;;
-esac
+# logs it (syslog, tag gpu-audit) and exits 1: Slurm then requeues the job elsewhere. No verdict
+# (3) and gpu-audit not running are logged and handled as the settings say
+# (GPU_AUDIT_ON_UNKNOWN, default log-only: the job starts; GPU_AUDIT_ON_ERROR, default drain).
+. "$(dirname -- "${BASH_SOURCE[0]}")/gpu-audit-hook-lib.sh" || {
+  logger -t gpu-audit -p user.err "prolog: gpu-audit-hook-lib.sh missing beside $0" 2> /dev/null
+  echo "gpu-audit prolog: gpu-audit-hook-lib.sh missing beside $0" >&2
+  exit 1
+}
+ga_hook prolog

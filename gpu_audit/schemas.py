@@ -290,6 +290,8 @@ class RuleEntry(msgspec.Struct):
     redirect: str | None
     settings: list[str]
     sections: RuleSections
+    # A fault of the machine, not of the workload: a scheduler hook drains the node for it.
+    node_problem: bool = False
 
 
 class RulesDocument(msgspec.Struct):

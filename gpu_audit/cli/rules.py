@@ -375,6 +375,7 @@ def rules_document(rules: dict[str, Entry],
              "section": title, "summary": r.summary, "doc": r.doc,
              "producers": list(r.spec.producers), "lifecycle": r.spec.lifecycle,
              "redirect": r.spec.redirect, "settings": list(r.spec.settings),
+             "node_problem": r.spec.node_problem,
              "sections": dataclasses.asdict(r.sections)}
             for title, members in grouped(rules) for r in members
         ],

@@ -5,7 +5,9 @@ the node: a hardware or driver fault, or GPU memory a finished job left behind. 
 warnings (its environment, its allocator settings, another user's process it will share a GPU
 with, a program's Xid 13) never drain. The line is
 ``gpu-audit: <finding id> on <gpu>: <numbers>``, for example
-``gpu-audit: ecc-errors-increased on gpu:1: uncorrected_increase=3 corrected_increase=0``.
+``gpu-audit: ecc-errors-increased on gpu:1: uncorrected_increase=3 corrected_increase=0``,
+followed by ``see <path>`` only when a report was kept there. Which ids are the node's is
+declared once, in the finding catalogue (``node_problem``).
 """
 
 from __future__ import annotations
@@ -13,18 +15,15 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from gpu_audit.knowledge import findings as catalogue
 from gpu_audit.model import Finding, Severity
 from gpu_audit.redact import redact_text
 
-# Findings that describe the node itself (scan rules, then diff rules); at error or above they
+# Findings that describe the node itself (the catalogue's node_problem); at error or above they
 # drain it.
-NODE_PROBLEMS = frozenset({
-    "gpu-lost", "nvml-unavailable", "nvml-hung", "ecc-uncorrectable", "row-remap-failure",
-    "memory-repair-pending", "hw-slowdown", "xid-events",
-    "job-vram-leak", "vram-unreleased", "ecc-errors-increased", "retired-pages-increased",
-    "remapped-rows-increased", "xid-new", "gpu-missing",
-})
+NODE_PROBLEMS = catalogue.node_problems()
 REASON_LIMIT = 200  # characters: Slurm shows the reason in `sinfo -R`; keep it one short line
+ELLIPSIS = "..."  # ASCII: sinfo and syslog show it in any locale
 _NUMBERS_SHOWN = 4
 _WORDS = ("user", "cause")  # the strings a reason shows; other strings stay in the report
 _SAFE = re.compile(r"[^A-Za-z0-9._@:/+-]")
@@ -59,9 +58,11 @@ def _value(value: object) -> str | None:
     return None
 
 
-def drain_reason(problems: list[Finding]) -> str:
-    """``gpu-audit: <id> on <gpu>: <numbers>`` for the worst problem (``(+N more)`` after it),
-    on one line of at most :data:`REASON_LIMIT` characters, made only of safe characters."""
+def drain_reason(problems: list[Finding], report: str | None = None) -> str:
+    """``gpu-audit: <id> on <gpu>: <numbers>`` for the worst problem (``(+N more)`` after it,
+    then ``see <report>`` when a report was kept), on one line of at most
+    :data:`REASON_LIMIT` characters made only of safe characters. A line too long loses whole
+    words of its numbers (an ellipsis says so), never part of a number, the count or the path."""
     first = problems[0]
     gpu = first.evidence.get("gpu_index")
     where = f"gpu:{gpu}" if isinstance(gpu, int) and not isinstance(gpu, bool) else first.subject
@@ -73,8 +74,26 @@ def drain_reason(problems: list[Finding]) -> str:
             pairs.append((key, value))
     shown = [f"{_SAFE.sub('_', key)}={text}" for key, value in pairs
              if (text := _value(value)) is not None][:_NUMBERS_SHOWN]
-    line = f"gpu-audit: {first.id} on {_SAFE.sub('_', where)}: {' '.join(shown) or 'see report'}"
-    more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
-    if len(line) + len(more) > REASON_LIMIT:
-        line = line[:REASON_LIMIT - len(more) - 1] + "~"
-    return line + more
+    head = f"gpu-audit: {first.id} on {_SAFE.sub('_', where)}"
+    tail = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
+    if report:
+        tail += f"; see {_SAFE.sub('_', report)}"
+    return _fit(head, shown, tail)
+
+
+def _fit(head: str, words: list[str], tail: str) -> str:
+    """``head: words tail`` within :data:`REASON_LIMIT`: whole words dropped from the end (an
+    ellipsis marks the cut); the head alone is cut only when nothing else fits."""
+    room = REASON_LIMIT - len(tail)
+    kept = list(words)
+    while kept and len(f"{head}: {' '.join(kept)} {ELLIPSIS}") > room:
+        kept.pop()
+    if kept == words:
+        line = f"{head}: {' '.join(words)}" if words else head
+    elif kept:
+        line = f"{head}: {' '.join(kept)} {ELLIPSIS}"
+    else:
+        line = f"{head} {ELLIPSIS}" if words else head
+    if len(line) > room:
+        line = line[:max(room - len(ELLIPSIS), 0)].rsplit(" ", 1)[0] + ELLIPSIS
+    return (line + tail)[:REASON_LIMIT]

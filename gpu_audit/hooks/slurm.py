@@ -140,12 +140,14 @@ def run_hook(kind: str, *, policy: Policy, environ: Mapping[str, str], spool: Pa
         try:
             problems, limited, findings, notes = _hook(kind, job, folder, policy=policy,
                                                        environ=environ, collect=collect,
-                                                       gpus=gpus, user=user, settle_s=settle_s)
+                                                       gpus=gpus, user=user, settle_s=settle_s,
+                                                       spool=spool)
         finally:
             if folder is not None:
                 folder.close()
     if problems:
-        emit(drain_reason(problems))
+        kept = next((n.removeprefix("kept ") for n in notes if n.startswith("kept ")), None)
+        emit(drain_reason(problems, report=kept))
         return EXIT_NODE_PROBLEM
     judged = len(limited.gpus)
     left = sum(1 for f in findings if f.severity and f.severity.rank >= 1)
@@ -159,9 +161,10 @@ def run_hook(kind: str, *, policy: Policy, environ: Mapping[str, str], spool: Pa
 
 def _hook(kind: str, job: str | None, folder: StateDir | None, *, policy: Policy,
           environ: Mapping[str, str], collect: Callable[[], Scan], gpus: str | None,
-          user: str | None, settle_s: float) -> tuple[list[Finding], Scan, list[Finding],
-                                                     list[str]]:
-    """The hook's judgement: ``(node problems, the judged scan, its findings, notes)``."""
+          user: str | None, settle_s: float, spool: Path = spool_mod.DEFAULT_SPOOL,
+          ) -> tuple[list[Finding], Scan, list[Finding], list[str]]:
+    """The hook's judgement: ``(node problems, the judged scan, its findings, notes)``; a note
+    ``kept <path>`` names the epilog's kept diff."""
     spec = gpus or ("job" if job else None)
     limited, findings = _judged(collect(), spec, policy, environ)
     problems = node_problems(findings)
@@ -182,11 +185,9 @@ def _hook(kind: str, job: str | None, folder: StateDir | None, *, policy: Policy
         limited, findings = _judged(collect(), spec, policy, environ)
         report, problems = _epilog(before, limited, findings, policy, user, [])
     spool_mod.remove(folder, job)
-    if problems:
-        # rich loads only when the job left a problem to record (most epilogs have none).
-        from gpu_audit.diff.render import diff_document
-
-        folder.write_atomic(spool_mod.diff_name(job), dumps(diff_document(report)) + "\n")
+    kept = spool_mod.keep_diff(folder, job, report) if problems else None
+    if kept:
+        notes.append(f"kept {spool / kept}")  # the drain reason names it
     return problems, limited, findings, notes
 
 

@@ -15,7 +15,10 @@ import re
 import time
 from pathlib import Path
 
+from gpu_audit.diff import DiffReport
+from gpu_audit.diff.drain import node_problems
 from gpu_audit.errors import InputError, UsageError
+from gpu_audit.serial import dumps
 from gpu_audit.trust import MissingFolder, StateDir
 
 DEFAULT_SPOOL = Path("/var/spool/gpu-audit")
@@ -55,6 +58,21 @@ def record_name(job: str) -> str:
 
 def diff_name(job: str) -> str:
     return f"epilog-{job}.json"
+
+
+def keep_diff(spool: StateDir, job: str, report: DiffReport) -> str | None:
+    """Keep the epilog's diff as ``epilog-<job>.json`` when it shows a node problem (a leak,
+    a counter that went up, a GPU gone: something an admin reads it for), and return its name;
+    ``None`` (nothing written) when it shows none, e.g. when the only problem is a scan finding
+    the node had before the job too."""
+    if not node_problems([*report.findings, *report.new_findings]):
+        return None
+    # rich loads only when the job left a problem to record (most epilogs have none).
+    from gpu_audit.diff.render import diff_document
+
+    name = diff_name(job)
+    spool.write_atomic(name, dumps(diff_document(report)) + "\n")
+    return name
 
 
 def read_record(spool: StateDir, job: str) -> bytes | None:

@@ -57,6 +57,9 @@ class FindingSpec:
     lifecycle: str = STABLE
     redirect: str | None = None  # a deprecated id: the id that replaces it
     settings: tuple[str, ...] = ()  # the configuration keys that tune it
+    # A fault of the machine (hardware, driver, memory a finished job left behind), never of
+    # the workload that runs on it: at error or above, a scheduler hook drains the node for it.
+    node_problem: bool = False
 
     @property
     def producer(self) -> str:
@@ -69,15 +72,16 @@ class FindingSpec:
 
 def _e(finding_id: str, producers: tuple[str, ...], severity: Severity | None, *,
        lifecycle: str = STABLE, redirect: str | None = None,
-       settings: tuple[str, ...] = ()) -> FindingSpec:
-    return FindingSpec(finding_id, producers, severity, lifecycle, redirect, settings)
+       settings: tuple[str, ...] = (), node_problem: bool = False) -> FindingSpec:
+    return FindingSpec(finding_id, producers, severity, lifecycle, redirect, settings,
+                       node_problem)
 
 
 # Producers in this order; each producer's ids in the order its registry lists them.
 _ENTRIES: tuple[FindingSpec, ...] = (
     # scan
-    _e("gpu-lost", (SCAN,), CRITICAL),
-    _e("nvml-hung", (SCAN,), ERROR),
+    _e("gpu-lost", (SCAN,), CRITICAL, node_problem=True),
+    _e("nvml-hung", (SCAN,), ERROR, node_problem=True),
     _e("low-host-memory", (SCAN,), WARNING, settings=("min_host_available_pct",)),
     _e("swap-pressure", (SCAN,), WARNING, settings=("max_swap_used_gib",)),
     _e("low-free-vram", (SCAN,), WARNING, settings=("min_free_vram_pct",)),
@@ -105,17 +109,17 @@ _ENTRIES: tuple[FindingSpec, ...] = (
     _e("torch-cuda-unavailable", (SCAN,), ERROR),
     _e("torch-import-failed", (SCAN,), ERROR),
     _e("compute-mode-restricted", (SCAN,), WARNING),
-    _e("ecc-uncorrectable", (SCAN,), CRITICAL),
-    _e("hw-slowdown", (SCAN,), ERROR),
-    _e("memory-repair-pending", (SCAN,), ERROR),
+    _e("ecc-uncorrectable", (SCAN,), CRITICAL, node_problem=True),
+    _e("hw-slowdown", (SCAN,), ERROR, node_problem=True),
+    _e("memory-repair-pending", (SCAN,), ERROR, node_problem=True),
     _e("mig-enabled", (SCAN,), INFO),
     _e("pcie-link-degraded", (SCAN,), WARNING, settings=("busy_utilization_pct",)),
     _e("persistence-mode-off", (SCAN,), INFO),
     _e("power-capped", (SCAN,), INFO),
-    _e("row-remap-failure", (SCAN,), CRITICAL),
+    _e("row-remap-failure", (SCAN,), CRITICAL, node_problem=True),
     _e("temperature-near-slowdown", (SCAN,), WARNING, settings=("temperature_margin_c",)),
     _e("thermal-slowdown", (SCAN,), WARNING),
-    _e("xid-events", (SCAN,), ERROR, settings=("xid_recent_hours",)),
+    _e("xid-events", (SCAN,), ERROR, settings=("xid_recent_hours",), node_problem=True),
     _e("gpu-mode-change-pending", (SCAN,), WARNING),
     _e("memory-temperature-near-limit", (SCAN,), WARNING, settings=("temperature_margin_c",)),
     _e("health-unsupported", (SCAN,), INFO),
@@ -190,19 +194,20 @@ _ENTRIES: tuple[FindingSpec, ...] = (
     _e("fleet-tool-version-skew", (FLEET,), WARNING),
     _e("fleet-torch-skew", (FLEET,), WARNING),
     # diff
-    _e("ecc-errors-increased", (DIFF,), CRITICAL),
-    _e("gpu-missing", (DIFF,), CRITICAL),
-    _e("job-vram-leak", (DIFF,), ERROR),
-    _e("remapped-rows-increased", (DIFF,), ERROR),
-    _e("retired-pages-increased", (DIFF,), ERROR),
+    _e("ecc-errors-increased", (DIFF,), CRITICAL, node_problem=True),
+    _e("gpu-missing", (DIFF,), CRITICAL, node_problem=True),
+    _e("job-vram-leak", (DIFF,), ERROR, node_problem=True),
+    _e("remapped-rows-increased", (DIFF,), ERROR, node_problem=True),
+    _e("retired-pages-increased", (DIFF,), ERROR, node_problem=True),
     _e("throttle-started", (DIFF,), WARNING),
-    _e("vram-unreleased", (DIFF,), ERROR, settings=("unreleased_vram_min_gib",)),
-    _e("xid-new", (DIFF,), ERROR),
+    _e("vram-unreleased", (DIFF,), ERROR, settings=("unreleased_vram_min_gib",),
+       node_problem=True),
+    _e("xid-new", (DIFF,), ERROR, node_problem=True),
     # explain (failure classes, in the order explain lists them); nvml-unavailable is also a
     # scan rule, which documents it
     _e("cuda-oom", (EXPLAIN,), None),
     _e("nvml-assert-oom", (EXPLAIN,), None),
-    _e("nvml-unavailable", (SCAN, EXPLAIN), ERROR),
+    _e("nvml-unavailable", (SCAN, EXPLAIN), ERROR, node_problem=True),
     _e("alloc-conf", (EXPLAIN,), None),
     _e("cublas-failure", (EXPLAIN,), None),
     _e("driver-mismatch", (EXPLAIN,), None),
@@ -247,6 +252,11 @@ def ids(producer: str | None = None, *, current: bool = False) -> list[str]:
     return [spec.id for spec in CATALOGUE.values()
             if (producer is None or producer in spec.producers)
             and not (current and spec.deprecated)]
+
+
+def node_problems() -> frozenset[str]:
+    """The ids declared :attr:`FindingSpec.node_problem`: the machine's faults."""
+    return frozenset(spec.id for spec in CATALOGUE.values() if spec.node_problem)
 
 
 def ignorable() -> set[str]:

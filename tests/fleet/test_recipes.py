@@ -121,7 +121,7 @@ def test_slurm_health_check_drains_an_unfit_node_with_the_reason(fake_nvml, cli_
     healthy = subprocess.run(["bash", script], env=env, capture_output=True, text=True,
                              timeout=120)
     assert healthy.returncode == 0, healthy.stdout + healthy.stderr
-    assert "not draining" in healthy.stdout and not (tmp_path / "scontrol.log").exists()
+    assert not (tmp_path / "scontrol.log").exists()
 
     env.update(fake_nvml(node_scenario(1, ecc_errors_uncorrected_volatile=2), base=env))
     unfit = subprocess.run(["bash", script], env=env, capture_output=True, text=True,
@@ -137,7 +137,8 @@ def test_slurm_health_check_drains_an_unfit_node_with_the_reason(fake_nvml, cli_
 
 def test_slurm_drain_lines_from_a_fleet_judgement(tmp_path):
     write_documents(tmp_path / "run", [
-        node_document(0), node_document(1, status="CRITICAL", hostname="gpu-node-01.hpc.example"),
+        node_document(0), node_document(1, status="CRITICAL", hostname="gpu-node-01.hpc.example",
+                                        schema="gpu-audit.scan/1"),
         node_document(2, status="WARNING")])
     (tmp_path / "run" / "silent.json").write_text("{")
     env = with_tools(dict(os.environ, PYTHONPATH=str(REPO)), tmp_path)
@@ -148,7 +149,8 @@ def test_slurm_drain_lines_from_a_fleet_judgement(tmp_path):
     lines = dry.stdout.splitlines()
     drains = [shlex.split(line) for line in lines if line.startswith("scontrol")]
     assert drains == [["scontrol", "update", "NodeName=gpu-node-01", "State=DRAIN",
-                       "Reason=gpu-audit: GPU 0 has uncorrectable ECC errors"]]
+                       "Reason=gpu-audit: ecc-uncorrectable on gpu:0: "
+                       "GPU 0 has uncorrectable ECC errors"]]
     assert any(line.startswith("# no verdict from") and "silent.json" in line for line in lines)
     assert not (tmp_path / "scontrol.log").exists()  # a dry run
 

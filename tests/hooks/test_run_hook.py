@@ -42,7 +42,8 @@ def test_the_epilog_looks_again_before_it_calls_memory_leaked(tmp_path):
                     collect=lambda: clean, emit=lines.append) == 0
     assert run_hook("epilog", policy=Policy(), environ=JOB, spool=tmp_path / "s",
                     collect=lambda: leaky, settle_s=0.01, emit=lines.append) == 2
-    assert lines[-1] == "gpu-audit: job-vram-leak on gpu:0: pid=77 user=alice used_memory_mib=4096"
+    assert lines[-1] == ("gpu-audit: job-vram-leak on gpu:0: pid=77 user=alice used_memory_mib=4096"
+                         f"; see {tmp_path}/s/epilog-5.json")
 
 
 def test_an_unknown_hook_is_refused(tmp_path):

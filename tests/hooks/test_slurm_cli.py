@@ -117,11 +117,25 @@ def test_epilog_drains_for_memory_the_jobs_process_still_holds(fake_nvml, base, 
         done = hook("epilog", env, tmp_path, **job())
     assert done.returncode == 2, done.stdout + done.stderr
     assert one_line(done) == (f"gpu-audit: job-vram-leak on gpu:1: pid={pid} user={USER} "
-                              "used_memory_mib=8192")
+                              f"used_memory_mib=8192; see {tmp_path}/spool/epilog-4711.json")
     assert not (tmp_path / "spool" / "prolog-4711.json").exists()
     kept = json.loads((tmp_path / "spool" / "epilog-4711.json").read_text())
     assert kept["schema"] == "gpu-audit.diff/1"
     assert [f["id"] for f in kept["findings"]] == ["job-vram-leak"]
+
+
+def test_epilog_keeps_no_empty_diff_for_a_fault_the_node_had_before(fake_nvml, base,
+                                                                     tmp_path):
+    scenario = h100_node(2)
+    scenario["gpus"][1]["ecc_errors_uncorrected_volatile"] = 2
+    env = fake_nvml(scenario, base=base)
+    # The prolog saw the fault (and kept its record); the epilog sees the same fault again.
+    assert hook("prolog", env, tmp_path, **job()).returncode == 2
+    done = hook("epilog", env, tmp_path, **job())
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert one_line(done).startswith("gpu-audit: ecc-uncorrectable on gpu:1: ")
+    assert "see " not in one_line(done)
+    assert not (tmp_path / "spool" / "epilog-4711.json").exists()
 
 
 def test_epilog_leaves_another_users_process_alone(fake_nvml, base, tmp_path):
