@@ -33,6 +33,7 @@ MAX_SOURCES = 64
 # PCI addresses or library statuses than any real log holds.
 MAX_KEYED = 256
 EXCERPT_CHARS = 300
+MAX_FACT_ITEMS = 64  # rows of a listed fact (an nvidia-smi process table) kept
 _RECENT_PER_CLASS = 16
 
 # Rank prefixes written by torchrun/torchelastic, PyTorch's own logging and vLLM workers.
@@ -182,7 +183,7 @@ class Classifier:
         except (ValueError, OverflowError):  # a number of thousands of digits: none read
             numbers = {}
         if sig.fact:
-            self._facts.update((k, v) for k, v in numbers.items() if v is not None)
+            self._note_facts(numbers)
             return
         if sig.handles:
             self._handle(source_index, sig, first)
@@ -209,6 +210,15 @@ class Classifier:
             group.handled += 1
             occ.handled = True
         self._recent.setdefault(sig.cls, deque(maxlen=_RECENT_PER_CLASS)).append((group, occ))
+
+    def _note_facts(self, numbers: dict[str, Any]) -> None:
+        """Keep what a fact line states; lists (processes a table names) accumulate, bounded."""
+        for key, value in numbers.items():
+            if isinstance(value, list):
+                kept = self._facts.setdefault(key, [])
+                kept.extend(value[:max(0, MAX_FACT_ITEMS - len(kept))])
+            elif value is not None:
+                self._facts[key] = value
 
     def _bounded(self, key: tuple[Any, ...]) -> tuple[Any, ...]:
         """The key of a new incident, or of the one that counts together the values of a key

@@ -80,6 +80,7 @@ PREFILTER: tuple[re.Pattern[bytes], ...] = tuple(
         rb"oom(?:-killer|_reaper)",  # the kernel's OOM killer at work: "invoked oom-killer"
         # the numbers of the cudaMallocAsync backend's OOM message, one per line
         rb"Requested +: ", rb"Device limit +: ", rb"\(according to CUDA\): ",
+        rb"MiB \|(?=\r?\n)",  # a process row of an nvidia-smi table (who holds the GPU)
     )
 )
 

@@ -40,9 +40,12 @@ from gpu_audit.explain.signatures.texts import REDUCE_MEMORY, SCAN_OTHERS, size_
 from gpu_audit.knowledge.allocator import fragmentation_remedy
 from gpu_audit.knowledge.oom import (
     DEVICE_OOM_PATTERN,
+    budget_sentences,
     complete_oom_numbers,
     diagnose_oom,
     extract_oom_fields,
+    holders_text,
+    oom_budget,
 )
 from gpu_audit.model import Severity
 from gpu_audit.units import SIZE, fmt_pct
@@ -112,39 +115,22 @@ def _cuda_oom(sig: Signature, raw: dict[str, Any], ctx: AdviceContext) -> Advice
     on_gpu = f" on GPU {gpu}" if gpu is not None else ""
     if raw.get("requested_over_1eb"):
         diagnosis = "too-large"
+    if ctx.facts.get("gpu_processes") and not numbers.get("other_processes"):
+        numbers["gpu_processes"] = _others_listed(ctx.facts["gpu_processes"], numbers)
+    arithmetic = " ".join(budget_sentences(numbers, size_text))
     if diagnosis == "fragmentation":
         explanation = (
-            f"PyTorch asked the driver for {req} more{on_gpu} and only "
-            f"{_size(numbers, 'free_bytes')} was free. Its cache held "
-            f"{_size(numbers, 'reserved_unallocated_bytes')} reserved but not allocated "
-            f"({fmt_pct(numbers['fragmentation_pct'])} of the "
-            f"{_size(numbers, 'reserved_bytes')} it had reserved): enough for the request, "
-            "but in pieces too small to use. This is fragmentation, not a model that is too big "
-            "for the GPU.")
+            f"PyTorch asked the driver for {req} more{on_gpu}. {arithmetic} "
+            f"The unallocated part is {fmt_pct(numbers['fragmentation_pct'])} of the "
+            f"{_size(numbers, 'reserved_bytes')} the cache had reserved, in pieces too small "
+            "to use: this is fragmentation, not a model that is too big for the GPU.")
         remedy = (fragmentation_remedy(ctx.torch_version) + "\n"
                   "Set it in the job's environment before Python starts. If the job still runs "
                   "out of memory, it is near the limit: " + REDUCE_MEMORY[0].lower()
                   + REDUCE_MEMORY[1:])
         title = "CUDA out of memory: fragmentation"
     elif diagnosis == "other-processes":
-        others = numbers.get("other_processes") or []
-        if others:
-            biggest = max(others, key=lambda p: p["used_bytes"] or 0)
-            largest = (f", {size_text(biggest['used_bytes'])}"
-                       if biggest["used_bytes"] is not None else "")
-            held = (f"Other processes held {_size(numbers, 'other_processes_bytes')} of the "
-                    f"GPU's {_size(numbers, 'capacity_bytes')} (the largest, pid {biggest['pid']}"
-                    f"{largest})")
-        else:
-            held = (f"{_size(numbers, 'non_pytorch_bytes')} of the GPU's "
-                    f"{_size(numbers, 'capacity_bytes')} was held outside this process's PyTorch "
-                    "cache (other processes, or this process's own non-PyTorch allocations)")
-        explanation = (
-            f"{held}{_stated(numbers, 'reserved_bytes', ', while this job had {} reserved')}. "
-            f"Its request of {req}{on_gpu} failed"
-            f"{_stated(numbers, 'free_bytes', ' with {} free')}: without that memory it would "
-            "have fitted.")
-        remedy = SCAN_OTHERS
+        explanation, remedy = _elsewhere(numbers, req, on_gpu, arithmetic, ctx)
         title = "CUDA out of memory: other processes hold the GPU"
     elif diagnosis == "memory-fraction":
         explanation = (
@@ -170,6 +156,52 @@ def _cuda_oom(sig: Signature, raw: dict[str, Any], ctx: AdviceContext) -> Advice
                   f"and if it still fails:\n{REDUCE_MEMORY}")
         title = "CUDA out of memory"
     return advice(sig, numbers, explanation, remedy, title=title, diagnosis=diagnosis)
+
+
+def _elsewhere(numbers: dict[str, Any], req: str, on_gpu: str, arithmetic: str,
+              ctx: AdviceContext) -> tuple[str, str]:
+    """Memory held outside this process made the difference: the arithmetic, who holds it
+    (named when PyTorch, or an nvidia-smi table in the log, lists them), and the remedies."""
+    if arithmetic:
+        explanation = f"PyTorch's request of {req}{on_gpu} failed. {arithmetic}"
+    elif numbers.get("other_processes_bytes") is not None:
+        explanation = (
+            f"Other processes held {_size(numbers, 'other_processes_bytes')} of the GPU's "
+            f"{_size(numbers, 'capacity_bytes')}{holders_text(_holders(numbers), size_text)}"
+            f"{_stated(numbers, 'reserved_bytes', ', while this job had {} reserved')}. Its "
+            f"request of {req}{on_gpu} failed: without that memory it would have fitted.")
+    else:
+        explanation = (
+            f"{_size(numbers, 'non_pytorch_bytes')} of the GPU's "
+            f"{_size(numbers, 'capacity_bytes')} was held outside this process's PyTorch cache "
+            f"(other processes, or this process's own non-PyTorch allocations)"
+            f"{holders_text(_holders(numbers), size_text)}"
+            f"{_stated(numbers, 'reserved_bytes', ', while this job had {} reserved')}. Its "
+            f"request of {req}{on_gpu} failed: without that memory it would have fitted.")
+    remedy = SCAN_OTHERS
+    if oom_budget(numbers).fragmented():
+        remedy += ("\nIf the GPU must stay shared, the free memory and the cache's unallocated "
+                   "bytes together would also have fitted the request:\n"
+                   + fragmentation_remedy(ctx.torch_version))
+    return explanation, remedy
+
+
+def _others_listed(processes: list[dict[str, Any]], numbers: dict[str, Any]
+                   ) -> list[dict[str, Any]]:
+    """The processes an nvidia-smi table in the log lists on the failing GPU, less the job
+    itself (the entry closest to what this process had in use, within 10%)."""
+    gpu = numbers.get("gpu_index")
+    listed = [p for p in processes if gpu is None or p["gpu_index"] == gpu]
+    mine = numbers.get("process_bytes") or numbers.get("reserved_bytes")
+    if mine:
+        closest = min(listed, key=lambda p: abs(p["used_bytes"] - mine), default=None)
+        if closest is not None and abs(closest["used_bytes"] - mine) <= 0.1 * mine:
+            listed = [p for p in listed if p is not closest]
+    return listed
+
+
+def _holders(numbers: dict[str, Any]) -> list[dict[str, Any]]:
+    return numbers.get("other_processes") or numbers.get("gpu_processes") or []
 
 
 def _too_large(sig: Signature, raw: dict[str, Any], numbers: dict[str, Any], req: str) -> Advice:
@@ -227,6 +259,24 @@ def _cuda_oom_raw(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -
     remedy = (f"{SCAN_OTHERS}\nIf the memory is this job's own:\n{REDUCE_MEMORY}\n"
               "If NCCL's buffers are the last straw, NCCL_BUFFSIZE (e.g. 2097152) shrinks them.")
     return advice(sig, numbers, explanation, remedy, diagnosis="unknown")
+
+
+def _smi_process(match: re.Match[str], _line: str) -> dict[str, Any]:
+    return {"gpu_processes": [{"pid": int(match["pid"]), "gpu_index": int(match["gpu"]),
+                               "name": match["name"].strip(),
+                               "used_bytes": int(match["mib"]) * 2**20}]}
+
+
+@signature("cuda-oom/smi-process",
+           r"^\|\s+(?P<gpu>\d+)\s+(?:N/A|\d+)\s+(?:N/A|\d+)\s+(?P<pid>\d+)\s+[CGM+]{1,3}\s+"
+           r"(?P<name>\S.{0,120}?)\s+(?P<mib>\d+)\s?MiB\s*\|$",
+           ("MiB |",), "A process on the GPU (nvidia-smi)", severity=Severity.INFO, tier=5.0,
+           fact=True, extract=_smi_process,
+           example="|    0   N/A  N/A      2211      C   python serve.py                    "
+           "206MiB |")
+def _smi_fact(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    # a fact: its numbers name the holders in an out-of-memory's explanation, it opens nothing
+    return advice(sig, numbers, "A process nvidia-smi listed on the GPU.", "Nothing.")
 
 
 fixed("cuda-oom/caught",
