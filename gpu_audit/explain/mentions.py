@@ -5,7 +5,8 @@ first kernel launch fails with either `CUDA error: no kernel image ...`, or ..."
 the following error message". A match is such a *mention* when
 
 - it lies inside an inline code span that the sentence goes on after (```...`, or```; but
-  "`...` error" names the writer's own), or
+  "`...` error" names the writer's own, and so does a quote after "I get", "we hit", "crashed
+  with"), or
 - it is a cell of a markdown table (``| 79 | GPU has fallen off the bus |``), or
 - the words just before it on its line say the message is hypothetical ("you will see", "fails
   with either", "for example:"), or, for a message in an inline code span, the few lines above
@@ -28,6 +29,17 @@ _CODE_SPAN = re.compile(r"``(.+?)``|`([^`\n]+)`|「[^」\n]+」|『[^』\n]+』|
 _WORDS_AFTER = re.compile(r"[^\W\d_]{2,}")
 # "I get `CUDA out of memory` error when ...": the writer's own failure, named after the quote.
 _OWN_REPORT = re.compile(r"\W*(?:errors?|exceptions?|messages?|crash(?:es)?)\b", re.IGNORECASE)
+# "I get `X` after a few hundred steps", "training crashed with `X` when ...": the words before an
+# inline quote say the writer met the message, so prose after it does not make it an example.
+_REPORTED_BEFORE = re.compile(
+    r"\b(?:I|we|I'm|I've|I'd|we're|we've|my|our|me|us)\b[^.`!?]{0,80}?\b(?:get|gets|got|"
+    r"getting|see|saw|seeing|hit|hitting|encounter(?:ed|ing)?|ran into|run into|running into|"
+    r"receive[ds]?|receiving|fac(?:e|ed|ing)|ha(?:ve|d|ving)|observe[ds]?|keep getting|"
+    r"reproduce[ds]?|end(?:s|ed)? up with)\b|"
+    r"\b(?:fails?|failed|failing|crash(?:es|ed)?|die[sd]|stop(?:s|ped)|throws?|threw|raised?|"
+    r"errors? out|errored out|exit(?:s|ed)?|abort(?:s|ed)?|dies) with\s*$|"
+    r"(?:报错|出现了?|遇到了?|提示|エラーが出|발생)[^`]{0,10}$",
+    re.IGNORECASE)
 # Phrases that announce a message as an example or a possibility, not as what happened.
 HYPOTHETICAL = re.compile(
     r"\byou(?:'ll| will| may| might| would| could| can)(?: also)? (?:see|get|encounter|hit|"
@@ -50,7 +62,8 @@ def is_mention(candidate: Candidate, text: str, match: re.Match[str]) -> bool:
                    if span.start() <= match.start() and match.end() <= span.end()), None)
     if quoted is not None:
         rest = text[quoted.end():].split("`", 1)[0]
-        if _WORDS_AFTER.search(rest) and not _OWN_REPORT.match(rest):
+        if (_WORDS_AFTER.search(rest) and not _OWN_REPORT.match(rest)
+                and not _reported(text[:quoted.start()])):
             return True
     if HYPOTHETICAL.search(text[:match.start()]) or _TABLE_ROW.match(text):
         return True
@@ -58,6 +71,12 @@ def is_mention(candidate: Candidate, text: str, match: re.Match[str]) -> bool:
         return False
     above = [line for _, line in candidate.before if line.strip()][-_LINES_ABOVE:]
     return any(HYPOTHETICAL.search(line.strip()) for line in above)
+
+
+def _reported(before: str) -> bool:
+    """Do the words before an inline quote say the writer met the message (and do not make
+    it hypothetical: "you will see", "fails with either")?"""
+    return bool(_REPORTED_BEFORE.search(before)) and not HYPOTHETICAL.search(before)
 
 
 def is_catalogue(text: str) -> bool:

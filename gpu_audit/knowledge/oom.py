@@ -333,9 +333,11 @@ def budget_sentences(numbers: dict[str, Any], fmt: Callable[[int | None], str]) 
     out: list[str] = []
     if b.requested is None or b.free is None:
         return out
-    out.append(f"It asked for {fmt(b.requested)} with {fmt(b.free)} free: "
+    out.append(f"The request of {fmt(b.requested)} found {fmt(b.free)} free: "
                f"{fmt(b.shortfall)} short.")
-    if b.held_elsewhere is not None and b.capacity is not None:
+    if b.held_elsewhere is not None and b.capacity is not None and (
+            b.fits_if_elsewhere_freed
+            or b.held_elsewhere >= OTHER_PROCESSES_MIN_PCT / 100.0 * b.capacity):
         out.append(_elsewhere_sentence(b, numbers, fmt))
     if b.unallocated is not None:
         together = b.free + b.unallocated
@@ -364,9 +366,6 @@ def _elsewhere_sentence(b: OomBudget, numbers: dict[str, Any],
     named = holders_text(numbers.get("other_processes") or numbers.get("gpu_processes") or [],
                          fmt)
     held = f"{fmt(b.held_elsewhere)} was {where}{named}"
-    if b.held_elsewhere == 0:
-        return f"No memory was held outside this process ({fmt(b.capacity)} minus " \
-               f"{fmt(b.free)} free minus this process's {fmt(numbers.get('process_bytes'))})."
     if b.fits_if_elsewhere_freed:
         return f"{held}; with it freed the request would have fitted."
     return f"{held}; even with it freed the request would not have fitted."

@@ -34,6 +34,9 @@ ORDER = (
     # out of memory, before NCCL's "Cuda failure 'out of memory'"
     "cuda-oom/caching-allocator",
     "cuda-oom/cuda-error",
+    "cuda-oom/tensorflow-not-a-failure",
+    "cuda-oom/tensorflow",
+    "cuda-oom/xla",
     "cuda-oom/headless",
     "cuda-oom/message-detail",
     "cuda-oom/caught",
@@ -52,6 +55,7 @@ ORDER = (
     "alloc-conf/value-too-small",
     "alloc-conf/malformed",
     "alloc-conf/backend",
+    "alloc-conf/async-unsupported",
     "alloc-conf/ignored-options",
     "alloc-conf/expandable-unsupported",
     "alloc-conf/expandable-assert",

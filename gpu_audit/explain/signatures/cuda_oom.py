@@ -48,7 +48,7 @@ from gpu_audit.knowledge.oom import (
     oom_budget,
 )
 from gpu_audit.model import Severity
-from gpu_audit.units import SIZE, fmt_pct
+from gpu_audit.units import SIZE, fmt_pct, size_or_none
 
 CLASS = document_class("cuda-oom", __doc__)
 
@@ -120,7 +120,7 @@ def _cuda_oom(sig: Signature, raw: dict[str, Any], ctx: AdviceContext) -> Advice
     arithmetic = " ".join(budget_sentences(numbers, size_text))
     if diagnosis == "fragmentation":
         explanation = (
-            f"PyTorch asked the driver for {req} more{on_gpu}. {arithmetic} "
+            f"PyTorch asked the driver for more memory{on_gpu}. {arithmetic} "
             f"The unallocated part is {fmt_pct(numbers['fragmentation_pct'])} of the "
             f"{_size(numbers, 'reserved_bytes')} the cache had reserved, in pieces too small "
             "to use: this is fragmentation, not a model that is too big for the GPU.")
@@ -163,7 +163,7 @@ def _elsewhere(numbers: dict[str, Any], req: str, on_gpu: str, arithmetic: str,
     """Memory held outside this process made the difference: the arithmetic, who holds it
     (named when PyTorch, or an nvidia-smi table in the log, lists them), and the remedies."""
     if arithmetic:
-        explanation = f"PyTorch's request of {req}{on_gpu} failed. {arithmetic}"
+        explanation = f"PyTorch ran out of memory{on_gpu}. {arithmetic}"
     elif numbers.get("other_processes_bytes") is not None:
         explanation = (
             f"Other processes held {_size(numbers, 'other_processes_bytes')} of the GPU's "
@@ -277,6 +277,124 @@ def _smi_process(match: re.Match[str], _line: str) -> dict[str, Any]:
 def _smi_fact(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
     # a fact: its numbers name the holders in an out-of-memory's explanation, it opens nothing
     return advice(sig, numbers, "A process nvidia-smi listed on the GPU.", "Nothing.")
+
+
+# Bytes per element of the dtypes TensorFlow names in "OOM when allocating tensor ... and type T".
+_TF_DTYPE_BYTES = {
+    "float": 4, "float32": 4, "half": 2, "float16": 2, "bfloat16": 2, "double": 8, "float64": 8,
+    "int8": 1, "uint8": 1, "bool": 1, "int16": 2, "uint16": 2, "int32": 4, "uint32": 4,
+    "int64": 8, "uint64": 8, "complex64": 8, "complex128": 16,
+}
+_MAX_TF_DIMS = 16
+
+
+def _tensorflow_oom(match: re.Match[str], line: str) -> dict[str, Any]:
+    """The GPU and the tensor's size: shape times the dtype's width, or the bytes the BFC
+    allocator states ("rounded to N")."""
+    found = named(match, line)
+    found.pop("shape", None), found.pop("dtype", None)
+    found["framework"] = "tensorflow"
+    if "gpu" in found:
+        found["gpu_index"] = found.pop("gpu")
+    shape, dtype = match["shape"], (match["dtype"] or "").lower()
+    if shape is not None and dtype in _TF_DTYPE_BYTES:
+        dims = [int(d) for d in re.findall(r"\d+", shape)[:_MAX_TF_DIMS + 1]]
+        if 0 < len(dims) <= _MAX_TF_DIMS and all(len(str(d)) < 12 for d in dims):
+            total = _TF_DTYPE_BYTES[dtype]
+            for d in dims:
+                total *= d
+            found["requested_bytes"] = total
+    if rounded := re.search(r"\(rounded to (\d{1,20})\)", line):
+        found["requested_bytes"] = int(rounded[1])
+    elif match["size"]:
+        found["requested_bytes"] = size_or_none(match["size"])
+    found.pop("size", None)
+    return found
+
+
+_TF_SHAPE = r"(?: with shape ?\[(?P<shape>[\d, ]{0,200})\])?(?: and type (?P<dtype>\w+))?"
+
+
+@signature("cuda-oom/tensorflow",
+           rf"(?i:\bOOM when allocating tensor){_TF_SHAPE}"
+           r"(?!.{0,300}?(?i:device:CPU|by allocator cpu))"
+           r"(?:.{0,200}?(?i:device:GPU:|/gpu:|by allocator GPU_)(?P<gpu>\d+))?"
+           r"|Allocator \(GPU_(?P<gpu_>\d+)_bfc\) ran out of memory trying to allocate "
+           rf"(?P<size>{SIZE}|[\d.]+[KMGT]iB)(?!.{{0,200}}?caller indicates that this is not a "
+           r"failure)|ResourceExhaustedError: failed to allocate memory",
+           ("OOM when allocating", "oom when allocating", "_bfc) ran out of memory",
+            "failed to allocate memory"),
+           "GPU out of memory (TensorFlow)", extract=_tensorflow_oom, group="tensorflow",
+           example="tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when "
+           "allocating tensor with shape[256,64,224,224] and type float on "
+           "/job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc")
+def _tf_oom(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    gpu = numbers.get("gpu_index")
+    on_gpu = f" on GPU {gpu}" if gpu is not None else ""
+    size = (f" a tensor of {size_text(numbers['requested_bytes'])}"
+            if numbers.get("requested_bytes") else " a tensor")
+    explanation = (
+        f"TensorFlow's GPU allocator (BFC) could not find{size}{on_gpu}. TensorFlow reserves "
+        "most of the GPU's memory for itself when it starts, so this is either a step too big "
+        "for the GPU or another process (a second TensorFlow or a PyTorch job) that took the "
+        "memory first.")
+    remedy = (f"{SCAN_OTHERS}\nThen lower the batch size (or the input size); mixed precision "
+              "(tf.keras.mixed_precision.set_global_policy('mixed_float16')) halves activations. "
+              "To let several jobs share a GPU, make TensorFlow allocate as it goes: "
+              "export TF_FORCE_GPU_ALLOW_GROWTH=true")
+    return advice(sig, numbers, explanation, remedy, diagnosis="unknown")
+
+
+fixed("cuda-oom/tensorflow-not-a-failure",
+      r"Allocator \(GPU_\d+_bfc\) ran out of memory trying to allocate .{0,200}?caller "
+      r"indicates that this is not a failure",
+      ("_bfc) ran out of memory",), "TensorFlow's allocator retried with less memory",
+      severity=Severity.INFO, tier=5.0,
+      example="W tensorflow/core/common_runtime/bfc_allocator.cc:243] Allocator (GPU_0_bfc) ran "
+      "out of memory trying to allocate 2.18GiB with freed_by_count=0. The caller indicates "
+      "that this is not a failure, but may mean that there could be performance gains if more "
+      "memory were available.",
+      explanation="TensorFlow's allocator could not get the memory it first asked for and fell "
+      "back to an algorithm that needs less; the step went on. It is a performance note, not "
+      "an error.",
+      remedy="Nothing, unless the run is slower than expected: then a smaller batch may be "
+      "faster.")
+
+
+def _jax_oom(match: re.Match[str], line: str) -> dict[str, Any]:
+    found = named(match, line)
+    found["framework"] = "jax"
+    raw = found.pop("bytes", None) or found.pop("size", None)
+    if raw is not None:
+        found["requested_bytes"] = raw if isinstance(raw, int) else size_or_none(str(raw))
+    if "gpu" in found:
+        found["gpu_index"] = found.pop("gpu")
+    return found
+
+
+@signature("cuda-oom/xla",
+           r"(?i:RESOURCE[_ ]EXHAUSTED): (?:Out of memory (?:while trying to allocate|allocating) "
+           rf"(?:(?P<bytes>\d+) bytes|(?P<size>{SIZE}|[\d.]+[KMGT]iB))"
+           r"|Failed to allocate request for [^(\n]{0,20}\((?P<bytes_>\d+)B\) on device "
+           r"ordinal (?P<gpu>\d+))",
+           ("ESOURCE_EXHAUSTED", "esource exhausted", "ESOURCE EXHAUSTED"),
+           "GPU out of memory (JAX/XLA)", extract=_jax_oom, group="xla",
+           example="jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while "
+           "trying to allocate 17179869184 bytes.")
+def _xla_oom(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    size = (f" {size_text(numbers['requested_bytes'])}" if numbers.get("requested_bytes")
+            else " a buffer")
+    gpu = numbers.get("gpu_index")
+    explanation = (
+        f"XLA (JAX) could not allocate{size}"
+        f"{f' on GPU {gpu}' if gpu is not None else ''}. JAX preallocates 75% of the GPU when "
+        "it starts, so a second process on the same GPU (another JAX, or a PyTorch job) or a "
+        "program too big for what is left fails this way.")
+    remedy = (f"{SCAN_OTHERS}\nThen make the program smaller (batch size, model size, "
+              "jax.checkpoint on the largest blocks). To share a GPU, let JAX allocate as it "
+              "goes: export XLA_PYTHON_CLIENT_PREALLOCATE=false (or set "
+              "XLA_PYTHON_CLIENT_MEM_FRACTION=.5 per process).")
+    return advice(sig, numbers, explanation, remedy, diagnosis="unknown")
 
 
 fixed("cuda-oom/caught",
