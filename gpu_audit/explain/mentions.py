@@ -12,6 +12,11 @@ the following error message". A match is such a *mention* when
   with either", "for example:"), or, for a message in an inline code span, the few lines above
   do.
 
+A whole source is an *explainer* (a blog post, a tutorial, an answer that quotes the message
+to explain it) when the lines around its matches carry phrases of several kinds that explain
+an error rather than report one ("in this post", "this error means", "how to fix", "解决方法");
+its incidents are kept as context, never as failures.
+
 An issue that pastes its own error (at the end of a sentence, in a code block, in a title) is
 not a mention. A failure is *caught* when the same line, or a line of its signature class's
 ``handles`` signatures right after it, says the program went on (``skipping batch``).
@@ -83,6 +88,51 @@ def is_catalogue(text: str) -> bool:
     """Is this line a field of an error catalogue (``REGEX=...``, ``"signature": "..."``)? A
     document with such lines lists failures; it does not report one."""
     return bool(_CATALOGUE.search(text))
+
+
+# What explainers, blog posts and answers say around the errors they quote, in the languages
+# people write them in. One phrase can be a reply in a bug report ("this error means ..."), so
+# a source reads as an explainer only with EXPLAINER_MIN_CUES different ones.
+_EXPLAINER_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (key, re.compile(pattern, re.IGNORECASE)) for key, pattern in (
+        ("this-article", r"\bin this (?:post|article|tutorial|guide|blog|write-?up|video)\b|"
+                         r"\bthis (?:post|article|tutorial|guide) (?:explains|covers|shows)\b|"
+                         r"本文|这篇文章|本篇|この記事|本記事|이 글|이번 글|в этой статье|"
+                         r"in diesem (?:artikel|beitrag)|en este art[ií]culo|dans cet article|"
+                         r"neste artigo"),
+        ("error-means", r"\b(?:this|the|that) (?:error|message|exception) (?:usually |typically |"
+                        r"simply |generally )?(?:means|occurs|happens|indicates|appears|is caused|"
+                        r"is thrown|is raised|tells you)\b|这个错误(?:的意思|表示|是指|通常)|"
+                        r"このエラーは|이 오류는|эта ошибка (?:означает|возникает)|"
+                        r"dieser fehler (?:bedeutet|tritt)|este error (?:significa|ocurre|aparece)|"
+                        r"cette erreur (?:signifie|appara[iî]t|survient)"),
+        ("you-have-seen", r"\byou(?:'ve| have)? (?:probably|likely|may have|might have|have "
+                          r"(?:probably )?)(?:seen|encountered|run into|hit|come across)\b|"
+                          r"\bif you(?:'ve| have)? ever (?:seen|encountered|trained|run)\b|"
+                          r"\b(?:a |one of the most )?common (?:error|problem|issue)s?\b|"
+                          r"经常(?:会)?(?:遇到|出现|碰到)|常见(?:的)?(?:错误|问题|报错)|よくある|"
+                          r"자주 (?:발생|보는)|часто (?:встречается|возникает)|"
+                          r"h[äa]ufig(?:er)? fehler|error (?:muy )?com[uú]n|erreur (?:tr[eè]s )?courante"),
+        ("how-to-fix", r"\b(?:how to (?:fix|solve|resolve|avoid|handle|debug)|here(?:'s| is) how "
+                       r"(?:to|you)|ways to (?:fix|solve|avoid|reduce)|(?:common|typical|possible) "
+                       r"(?:causes|reasons|fixes|solutions)|(?:solution|fix|step|method) [1-9]\b|"
+                       r"let's (?:look|see|fix|dive|walk|break))|解决(?:方法|方案|办法)[:：]?$|"
+                       r"解决方法如下|原因(?:分析|及解决)|解決(?:方法|策)|対処法|해결 방법|"
+                       r"способы решения|решение проблемы|l[öo]sung(?:en)?:|soluci[oó]n(?:es)?:|"
+                       r"solutions? ?:|solu[cç][aã]o:"),
+    ))
+EXPLAINER_MIN_CUES = 2
+
+
+def explainer_cues(lines: list[str]) -> set[str]:
+    """The kinds of explainer phrase found in ``lines`` (see :data:`EXPLAINER_MIN_CUES`)."""
+    found = set()
+    for line in lines:
+        stripped = line.strip()
+        if not stripped or stripped.endswith(("?", "？")):
+            continue  # a question is the reporter's: "how to fix this?"
+        found.update(key for key, pattern in _EXPLAINER_CUES if pattern.search(stripped))
+    return found
 
 
 _HANDLERS: dict[str, tuple[re.Pattern[str], ...]] = {}

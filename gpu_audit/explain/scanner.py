@@ -77,7 +77,7 @@ PREFILTER: tuple[re.Pattern[bytes], ...] = tuple(
         # a job number): the hit is the line after the newline (group "at")
         rb"\n(?P<at>[ \t*_`>]*(?:\[\d+\][+-]?[ \t]+(?:\d+[ \t]+)?)?(?:"
         + _OTHER_KILLED_WORDS + rb"))",
-        rb"oom(?:-killer|_reaper)",  # the kernel's OOM killer at work: "invoked oom-killer"
+        rb"oom(?:-kill|_reaper)",  # the kernel's OOM killer at work: "invoked oom-killer"
         # the numbers of the cudaMallocAsync backend's OOM message, one per line
         rb"Requested +: ", rb"Device limit +: ", rb"\(according to CUDA\): ",
         rb"MiB \|(?=\r?\n)",  # a process row of an nvidia-smi table (who holds the GPU)
