@@ -112,7 +112,8 @@ _EXPLAINER_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                           r"\b(?:a |one of the most )?common (?:error|problem|issue)s?\b|"
                           r"经常(?:会)?(?:遇到|出现|碰到)|常见(?:的)?(?:错误|问题|报错)|よくある|"
                           r"자주 (?:발생|보는)|часто (?:встречается|возникает)|"
-                          r"h[äa]ufig(?:er)? fehler|error (?:muy )?com[uú]n|erreur (?:tr[eè]s )?courante"),
+                          r"h[äa]ufig(?:er)? fehler|error (?:muy )?com[uú]n|"
+                          r"erreur (?:tr[eè]s )?courante"),
         ("how-to-fix", r"\b(?:how to (?:fix|solve|resolve|avoid|handle|debug)|here(?:'s| is) how "
                        r"(?:to|you)|ways to (?:fix|solve|avoid|reduce)|(?:common|typical|possible) "
                        r"(?:causes|reasons|fixes|solutions)|(?:solution|fix|step|method) [1-9]\b|"
