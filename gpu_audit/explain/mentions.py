@@ -102,18 +102,23 @@ _EXPLAINER_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                          r"neste artigo"),
         ("error-means", r"\b(?:this|the|that) (?:error|message|exception) (?:usually |typically |"
                         r"simply |generally )?(?:means|occurs|happens|indicates|appears|is caused|"
-                        r"is thrown|is raised|tells you)\b|这个错误(?:的意思|表示|是指|通常)|"
+                        r"is thrown|is raised|tells you)\b|^this (?:happens|occurs) when\b|这个错误(?:的意思|表示|是指|通常)|"
                         r"このエラーは|이 오류는|эта ошибка (?:означает|возникает)|"
                         r"dieser fehler (?:bedeutet|tritt)|este error (?:significa|ocurre|aparece)|"
                         r"cette erreur (?:signifie|appara[iî]t|survient)"),
-        ("you-have-seen", r"\byou(?:'ve| have)? (?:probably|likely|may have|might have|have "
-                          r"(?:probably )?)(?:seen|encountered|run into|hit|come across)\b|"
+        ("you-have-seen", r"\byou(?:'ve| have)? (?:probably |likely |may have |might have |"
+                          r"(?:surely |certainly )?)(?:seen|encountered|run into|hit|come across)"
+                          r"\b|\bthe dreaded\b|\bmust be familiar with\b|"
                           r"\bif you(?:'ve| have)? ever (?:seen|encountered|trained|run)\b|"
                           r"\b(?:a |one of the most )?common (?:error|problem|issue)s?\b|"
                           r"经常(?:会)?(?:遇到|出现|碰到)|常见(?:的)?(?:错误|问题|报错)|よくある|"
                           r"자주 (?:발생|보는)|часто (?:встречается|возникает)|"
                           r"h[äa]ufig(?:er)? fehler|error (?:muy )?com[uú]n|"
                           r"erreur (?:tr[eè]s )?courante"),
+        ("why", r"^(?:why (?:it|this) happens|what (?:causes|triggers) (?:it|this)|understanding "
+                r"the error|what is the .{0,60} error\b)|\bcauses? (?:&|and) (?:fixes|solutions)\b|"
+                r"^quick fix\b|^(?:possible |common )?causes\b|为什么会|原因[:：]|原因$|原因は|"
+                r"발생 원인|причин[аы]"),
         ("how-to-fix", r"\b(?:how to (?:fix|solve|resolve|avoid|handle|debug)|here(?:'s| is) how "
                        r"(?:to|you)|ways to (?:fix|solve|avoid|reduce)|(?:common|typical|possible) "
                        r"(?:causes|reasons|fixes|solutions)|(?:solution|fix|step|method) [1-9]\b|"

@@ -101,7 +101,7 @@ def test_an_inline_quote_offered_as_an_example_stays_a_mention() -> None:
 def test_a_message_wrapped_at_an_apostrophe_is_joined_and_keeps_its_rank() -> None:
     hung = [i for i in incidents("nccl_watchdog_wrapped_at_apostrophe.log")
             if i.signature == "nccl/heartbeat"]
-    assert len(hung) == 1 and hung[0].ranks == [5]
+    assert len(hung) == 1 and hung[0].ranks == [5] and hung[0].role == "root-cause"
     assert "ProcessGroupNCCL's watchdog got stuck" in hung[0].excerpt
     assert hung[0].numbers["stuck_s"] == 480
 
