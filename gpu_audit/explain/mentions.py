@@ -102,7 +102,8 @@ _EXPLAINER_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                          r"neste artigo"),
         ("error-means", r"\b(?:this|the|that) (?:error|message|exception) (?:usually |typically |"
                         r"simply |generally )?(?:means|occurs|happens|indicates|appears|is caused|"
-                        r"is thrown|is raised|tells you)\b|^this (?:happens|occurs) when\b|这个错误(?:的意思|表示|是指|通常)|"
+                        r"is thrown|is raised|tells you)\b|^this (?:happens|occurs) when\b|"
+                        r"这个错误(?:的意思|表示|是指|通常)|"
                         r"このエラーは|이 오류는|эта ошибка (?:означает|возникает)|"
                         r"dieser fehler (?:bedeutet|tritt)|este error (?:significa|ocurre|aparece)|"
                         r"cette erreur (?:signifie|appara[iî]t|survient)"),
