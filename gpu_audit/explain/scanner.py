@@ -69,8 +69,9 @@ PREFILTER: tuple[re.Pattern[bytes], ...] = tuple(
         rb"G(?:PU(?: is lost| has fallen| \d+ has a total|\d+ [^\n]{0,80}?which is of cuda "
         rb"capability)|ET was unable)",
         rb"K(?:ill|ILL)",
+        # ("ProcessGroupNCCL'" at a line's end: a terminal cut "ProcessGroupNCCL's" there)
         rb"N(?:V(?:RM|ML|IDIA(?:-SMI| driver)|Link|LINK)|CCL(?: WARN| error| comm| oper| work|\(|"
-        rb"\.cpp|'s| INFO [\w/.-]+\.(?:cc|h|cu|cpp|hpp):\d+ -> [1-7]\b))",
+        rb"\.cpp|'(?:s|\r?\n)| INFO [\w/.-]+\.(?:cc|h|cu|cpp|hpp):\d+ -> [1-7]\b))",
         rb"P(?:yTorch|YTORCH_|rocess \d+ has|TX)",
         rb"X(?:id|ID)",
         # the shell's word for Killed in another language, alone at the start of a line (after
@@ -80,7 +81,9 @@ PREFILTER: tuple[re.Pattern[bytes], ...] = tuple(
         rb"oom(?:-kill|_reaper)",  # the kernel's OOM killer at work: "invoked oom-killer"
         # the numbers of the cudaMallocAsync backend's OOM message, one per line
         rb"Requested +: ", rb"Device limit +: ", rb"\(according to CUDA\): ",
-        rb"MiB \|(?=\r?\n)",  # a process row of an nvidia-smi table (who holds the GPU)
+        rb"MiB \|(?=\r?\n)",
+        # TensorFlow's OOM where the line has neither "Error" nor "memory" (an op's warning)
+        rb"OOM when alloc",  # a process row of an nvidia-smi table (who holds the GPU)
     )
 )
 

@@ -321,9 +321,11 @@ _TF_SHAPE = r"(?: with shape ?\[(?P<shape>[\d, ]{0,200})\])?(?: and type (?P<dty
            r"(?:.{0,200}?(?i:device:GPU:|/gpu:|by allocator GPU_)(?P<gpu>\d+))?"
            r"|Allocator \(GPU_(?P<gpu_>\d+)_bfc\) ran out of memory trying to allocate "
            rf"(?P<size>{SIZE}|[\d.]+[KMGT]iB)(?!.{{0,200}}?caller indicates that this is not a "
-           r"failure)|ResourceExhaustedError: failed to allocate memory",
+           r"failure)|ResourceExhaustedError: failed to allocate memory|"
+           # a notebook's traceback header: only the exception's class is left
+           r"\bResourceExhaustedError(?= *Traceback)",
            ("OOM when allocating", "oom when allocating", "_bfc) ran out of memory",
-            "failed to allocate memory"),
+            "failed to allocate memory", "ResourceExhaustedError"),
            "GPU out of memory (TensorFlow)", extract=_tensorflow_oom, group="tensorflow",
            example="tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when "
            "allocating tensor with shape[256,64,224,224] and type float on "
