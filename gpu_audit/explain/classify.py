@@ -187,6 +187,8 @@ class Classifier:
         self._read_cues(source_index, candidate)
         if is_mention(candidate, text, match):
             return
+        if sig.reads_after:
+            text += "".join("\n" + line for _, line in candidate.after[:sig.reads_after])
         try:
             numbers = sig.extract(match, text) if sig.extract else {}
         except (ValueError, OverflowError):  # a number of thousands of digits: none read

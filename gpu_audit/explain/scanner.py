@@ -72,7 +72,8 @@ PREFILTER: tuple[re.Pattern[bytes], ...] = tuple(
         # ("ProcessGroupNCCL'" at a line's end: a terminal cut "ProcessGroupNCCL's" there)
         rb"N(?:V(?:RM|ML|IDIA(?:-SMI| driver)|Link|LINK)|CCL(?: WARN| error| comm| oper| work|\(|"
         rb"\.cpp|'(?:s|\r?\n)| INFO [\w/.-]+\.(?:cc|h|cu|cpp|hpp):\d+ -> [1-7]\b))",
-        rb"P(?:yTorch|YTORCH_|rocess \d+ has|TX)",
+        # (an nvidia-smi table's "Processes:" row: who holds the GPU, in the rows below it)
+        rb"P(?:yTorch|YTORCH_|rocess(?:es:| \d+ has)|TX)",
         rb"X(?:id|ID)",
         # the shell's word for Killed in another language, alone at the start of a line (after
         # a job number): the hit is the line after the newline (group "at")

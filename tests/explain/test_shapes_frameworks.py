@@ -141,16 +141,6 @@ def test_no_device_alone_is_still_the_root_cause() -> None:
     assert init.role == "root-cause" and init.cls == "driver-mismatch"
 
 
-def test_tensorflow_op_warning_without_error_or_memory_is_read() -> None:
-    # neither "Error" nor "memory" on the line, and far from the log's last lines
-    line = ("W tensorflow/core/framework/op_kernel.cc:1202] OP_REQUIRES failed at conv_ops.cc:88 : "
-            "Resource exhausted: OOM when allocating tensor with shape[8,64,512,512] and type "
-            "float on /job:localhost/replica:0/task:0/device:GPU:3 by allocator GPU_3_bfc")
-    filler = "".join(f"step {n}\n" for n in range(20))
-    (oom,) = classify_text(line + "\n" + filler, torch_version=None)
-    assert (oom.signature, oom.numbers["gpu_index"]) == ("cuda-oom/tensorflow", 3)
-
-
 def test_a_notebook_traceback_header_names_tensorflows_oom() -> None:
     (oom,) = classify_text("ResourceExhaustedErrorTraceback (most recent call last)\n"
                            "<ipython-input-3> in <module>()\n", torch_version=None)

@@ -40,7 +40,7 @@ ORDER = (
     "cuda-oom/headless",
     "cuda-oom/message-detail",
     "cuda-oom/caught",
-    "cuda-oom/smi-process",
+    "cuda-oom/smi-processes",
     "nvml-unavailable/init-failed",
     "nvml-unavailable/library-version",
     "nvml-unavailable/nvidia-smi-no-driver",

@@ -261,22 +261,26 @@ def _cuda_oom_raw(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -
     return advice(sig, numbers, explanation, remedy, diagnosis="unknown")
 
 
-def _smi_process(match: re.Match[str], _line: str) -> dict[str, Any]:
-    return {"gpu_processes": [{"pid": int(match["pid"]), "gpu_index": int(match["gpu"]),
-                               "name": match["name"].strip(),
-                               "used_bytes": int(match["mib"]) * 2**20}]}
+# A process row of an nvidia-smi table: GPU, GI, CI, PID, type, name, memory.
+_SMI_ROW = re.compile(r"^\|\s+(?P<gpu>\d+)\s+(?:N/A|\d+)\s+(?:N/A|\d+)\s+(?P<pid>\d+)\s+"
+                      r"[CGM+]{1,3}\s+(?P<name>\S.{0,120}?)\s+(?P<mib>\d+)\s?MiB\s*\|\s*$", re.M)
 
 
-@signature("cuda-oom/smi-process",
-           r"^\|\s+(?P<gpu>\d+)\s+(?:N/A|\d+)\s+(?:N/A|\d+)\s+(?P<pid>\d+)\s+[CGM+]{1,3}\s+"
-           r"(?P<name>\S.{0,120}?)\s+(?P<mib>\d+)\s?MiB\s*\|$",
-           ("MiB |",), "A process on the GPU (nvidia-smi)", severity=Severity.INFO, tier=5.0,
-           fact=True, extract=_smi_process,
-           example="|    0   N/A  N/A      2211      C   python serve.py                    "
-           "206MiB |")
+def _smi_processes(_match: re.Match[str], text: str) -> dict[str, Any]:
+    """The rows under an nvidia-smi table's "Processes:" header (the lines the scanner hands
+    over with it)."""
+    rows = [{"pid": int(row["pid"]), "gpu_index": int(row["gpu"]), "name": row["name"].strip(),
+             "used_bytes": int(row["mib"]) * 2**20} for row in _SMI_ROW.finditer(text)]
+    return {"gpu_processes": rows} if rows else {}
+
+
+@signature("cuda-oom/smi-processes", r"^\|\s*Processes:", ("Processes:",),
+           "Processes on the GPUs (nvidia-smi)", severity=Severity.INFO, tier=5.0, fact=True,
+           extract=_smi_processes, reads_after=8,
+           example="| Processes:                                               GPU Memory |")
 def _smi_fact(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
     # a fact: its numbers name the holders in an out-of-memory's explanation, it opens nothing
-    return advice(sig, numbers, "A process nvidia-smi listed on the GPU.", "Nothing.")
+    return advice(sig, numbers, "The processes nvidia-smi listed on the GPUs.", "Nothing.")
 
 
 # Bytes per element of the dtypes TensorFlow names in "OOM when allocating tensor ... and type T".
