@@ -82,9 +82,6 @@ PREFILTER: tuple[re.Pattern[bytes], ...] = tuple(
         rb"oom(?:-kill|_reaper)",  # the kernel's OOM killer at work: "invoked oom-killer"
         # the numbers of the cudaMallocAsync backend's OOM message, one per line
         rb"Requested +: ", rb"Device limit +: ", rb"\(according to CUDA\): ",
-        rb"MiB \|(?=\r?\n)",
-        # TensorFlow's OOM where the line has neither "Error" nor "memory" (an op's warning)
-        rb"OOM when alloc",  # a process row of an nvidia-smi table (who holds the GPU)
     )
 )
 
