@@ -23,6 +23,13 @@ reserved beyond what is allocated.
 
 "Tried to allocate" is the segment size the allocator asked the driver for, not the tensor.
 Every number uses the key names of :data:`OOM_KEYS`, whoever reports it.
+
+The arithmetic is done once, here (:func:`oom_budget`, told in words by
+:func:`budget_sentences`): the shortfall (request minus free), the memory held elsewhere (total
+minus free minus this process, when the message states what this process holds), whether
+freeing that memory would fit the request, and whether the cache's reserved-but-unallocated
+bytes plus the free memory would (what expandable segments can use). ``explain`` (and through it
+``validate``'s report) and ``snapshot`` diagnose and explain with it.
 """
 
 from __future__ import annotations

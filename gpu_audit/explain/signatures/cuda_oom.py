@@ -7,7 +7,9 @@ allocate``), including messages that a logger wrapped over several lines. From t
 `gpu-audit explain` tells fragmentation from a job that is too big for the GPU, from memory
 held by other processes, and from a per-process memory fraction. Allocations outside
 PyTorch's cache (the CUDA context, library workspaces, NCCL buffers) fail with a message
-without numbers.
+without numbers. TensorFlow's (``ResourceExhaustedError: OOM when allocating tensor ... by
+allocator GPU_0_bfc``) and JAX/XLA's (``RESOURCE_EXHAUSTED: Out of memory while trying to
+allocate N bytes``) out-of-memory on the same GPUs are read too, with their size and GPU.
 
 Why it matters: the step that failed is lost, and the run stops unless the program catches
 it; the same job rerun unchanged fails at the same point.
