@@ -20,7 +20,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpu_audit.explain.joining import join
-from gpu_audit.explain.mentions import handled_in, is_catalogue, is_mention
+from gpu_audit.explain.mentions import (
+    EXPLAINER_MIN_CUES,
+    explainer_cues,
+    handled_in,
+    is_catalogue,
+    is_mention,
+)
 from gpu_audit.explain.scanner import Candidate
 from gpu_audit.explain.signatures import SIGNATURES, AdviceContext, Signature
 from gpu_audit.model import Severity
@@ -33,6 +39,7 @@ MAX_SOURCES = 64
 # PCI addresses or library statuses than any real log holds.
 MAX_KEYED = 256
 EXCERPT_CHARS = 300
+MAX_FACT_ITEMS = 64  # rows of a listed fact (an nvidia-smi process table) kept
 _RECENT_PER_CLASS = 16
 
 # Rank prefixes written by torchrun/torchelastic, PyTorch's own logging and vLLM workers.
@@ -157,6 +164,8 @@ class Classifier:
         self._read_to: dict[int, int] = {}  # per source: the last line a joined match used
         self._facts: dict[str, Any] = {}
         self._catalogues: set[int] = set()  # sources that are error catalogues, not logs
+        self._cues: dict[int, set[str]] = {}  # per source: the explainer phrases seen
+        self._cue_lines: dict[int, int] = {}  # per source: the last line read for them
         self.sources: list[str] = []
 
     def add_source(self, name: str) -> int:
@@ -175,14 +184,17 @@ class Classifier:
         if last > candidate.line:
             self._read_to[source_index] = last
         sig, match = found
+        self._read_cues(source_index, candidate)
         if is_mention(candidate, text, match):
             return
+        if sig.reads_after:
+            text += "".join("\n" + line for _, line in candidate.after[:sig.reads_after])
         try:
             numbers = sig.extract(match, text) if sig.extract else {}
         except (ValueError, OverflowError):  # a number of thousands of digits: none read
             numbers = {}
         if sig.fact:
-            self._facts.update((k, v) for k, v in numbers.items() if v is not None)
+            self._note_facts(numbers)
             return
         if sig.handles:
             self._handle(source_index, sig, first)
@@ -209,6 +221,32 @@ class Classifier:
             group.handled += 1
             occ.handled = True
         self._recent.setdefault(sig.cls, deque(maxlen=_RECENT_PER_CLASS)).append((group, occ))
+
+    def _read_cues(self, source_index: int, candidate: Candidate) -> None:
+        """Note the explainer phrases around a match (each line read once per source, and no
+        more once the source is known to be an explainer)."""
+        cues = self._cues.setdefault(source_index, set())
+        if len(cues) >= EXPLAINER_MIN_CUES:
+            return
+        done = self._cue_lines.get(source_index, 0)
+        lines = [(candidate.line - back, text) for back, text in candidate.before]
+        lines += [(candidate.line, candidate.text)]
+        lines += [(candidate.line + ahead, text) for ahead, text in candidate.after]
+        fresh = [text for number, text in lines if number > done]
+        self._cue_lines[source_index] = max(done, candidate.line + len(candidate.after))
+        cues |= explainer_cues(fresh)
+
+    def _explainers(self) -> set[int]:
+        return {i for i, cues in self._cues.items() if len(cues) >= EXPLAINER_MIN_CUES}
+
+    def _note_facts(self, numbers: dict[str, Any]) -> None:
+        """Keep what a fact line states; lists (processes a table names) accumulate, bounded."""
+        for key, value in numbers.items():
+            if isinstance(value, list):
+                kept = self._facts.setdefault(key, [])
+                kept.extend(value[:max(0, MAX_FACT_ITEMS - len(kept))])
+            elif value is not None:
+                self._facts[key] = value
 
     def _bounded(self, key: tuple[Any, ...]) -> tuple[Any, ...]:
         """The key of a new incident, or of the one that counts together the values of a key
@@ -277,13 +315,15 @@ class Classifier:
     def incidents(self) -> list[Incident]:
         """Every incident, root cause first."""
         self._ctx = replace(self._ctx, facts=dict(self._facts))
-        built = [self._build(group) for group in self._groups.values()
+        explainers = self._explainers()
+        built = [self._build(group, group.source_indexes <= explainers)
+                 for group in self._groups.values()
                  if not group.source_indexes <= self._catalogues]
         built.sort(key=lambda item: (item[0].severity < Severity.ERROR, item[0].tier, item[1]))
         incidents = [incident for incident, _order in built]
         return _with_roles(incidents)
 
-    def _build(self, group: _Group) -> tuple[Incident, tuple[int, int]]:
+    def _build(self, group: _Group, quoted: bool = False) -> tuple[Incident, tuple[int, int]]:
         occ = group.primary
         numbers = dict(occ.numbers)
         if len(group.ranks) > 1:
@@ -294,6 +334,12 @@ class Classifier:
             advice = replace(advice, severity=Severity.WARNING, tier=5.0,
                              explanation=advice.explanation + " The program caught it and went "
                              "on (the log says so), so it did not end the run.")
+        if quoted and advice.severity > Severity.INFO:
+            advice = replace(advice, severity=Severity.INFO, tier=5.0,
+                             title=f"Quoted in an explanation: {advice.title}",
+                             explanation="The text explains this message (an article, a "
+                             "tutorial or an answer) rather than reporting it; if it did happen "
+                             "here: " + advice.explanation)
         if group.key[-1] is _MORE:
             advice = replace(advice, explanation=advice.explanation + (
                 f" The log names more than {MAX_KEYED} different values of "

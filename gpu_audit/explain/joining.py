@@ -15,7 +15,9 @@ message goes on:
   prefix's kind on;
 - both lines carry the same repeated prefix (whatever stamps a kernel line before ``NVRM:``)
   and the next one reads as the rest of a sentence (lower case, a bracket);
-- a line of some length is followed by one that starts in lower case.
+- a line of some length is followed by one that starts in lower case;
+- a line ends inside a word at its apostrophe (``ProcessGroupNCCL'``) and the next line opens
+  with the rest of it (``s watchdog``), whatever prefix the first one carried.
 
 A line that opens a record of its own (a timestamp, a log level, ``Traceback``, ``File "``, an
 exception name, a prompt, ``program: ...``, a line that starts like the one before, a fence or
@@ -82,6 +84,10 @@ _DIGITS = re.compile(r"\d+")
 # A fence, a rule or a box border: never part of a message.
 _FENCE = re.compile(r"^\s*(?:```|~~~|[╭╰┏┗╔╚┌└]|[─━═=_*-]{3,})")
 _STARTS_LOWER = re.compile(r"^(?:[a-z]|\(|\")")
+# A line cut right after an apostrophe inside a word ("ProcessGroupNCCL'" / "s watchdog"): the
+# rest of the word opens the next line, without the line's prefix.
+_APOSTROPHE_CUT = re.compile(r"[A-Za-z]'$")
+_APOSTROPHE_REST = re.compile(r"^(?:s|t|ll|re|ve|d|m)\b")
 
 
 @dataclass(frozen=True)
@@ -143,6 +149,8 @@ def continues(a: _Piece, b: _Piece, widths: dict[int, bool], so_far: str) -> str
     it; ``so_far``: the text joined up to and including ``a``."""
     if _FENCE.match(a.raw) or _FENCE.match(b.raw) or a.raw.strip() == b.raw.strip():
         return None
+    if not b.kind and _APOSTROPHE_CUT.search(a.raw) and _APOSTROPHE_REST.match(b.raw):
+        return ""  # cut inside a word at its apostrophe: nothing lost, nothing to add
     fixed = a.width in widths
     if fixed and not widths[a.width] and _NEW_RECORD.match((b.body if b.kind else b.raw)
                                                                .strip()):

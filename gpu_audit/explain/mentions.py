@@ -5,11 +5,17 @@ first kernel launch fails with either `CUDA error: no kernel image ...`, or ..."
 the following error message". A match is such a *mention* when
 
 - it lies inside an inline code span that the sentence goes on after (```...`, or```; but
-  "`...` error" names the writer's own), or
+  "`...` error" names the writer's own, and so does a quote after "I get", "we hit", "crashed
+  with"), or
 - it is a cell of a markdown table (``| 79 | GPU has fallen off the bus |``), or
 - the words just before it on its line say the message is hypothetical ("you will see", "fails
   with either", "for example:"), or, for a message in an inline code span, the few lines above
   do.
+
+A whole source is an *explainer* (a blog post, a tutorial, an answer that quotes the message
+to explain it) when the lines around its matches carry phrases of several kinds that explain
+an error rather than report one ("in this post", "this error means", "how to fix", "解决方法");
+its incidents are kept as context, never as failures.
 
 An issue that pastes its own error (at the end of a sentence, in a code block, in a title) is
 not a mention. A failure is *caught* when the same line, or a line of its signature class's
@@ -28,6 +34,17 @@ _CODE_SPAN = re.compile(r"``(.+?)``|`([^`\n]+)`|「[^」\n]+」|『[^』\n]+』|
 _WORDS_AFTER = re.compile(r"[^\W\d_]{2,}")
 # "I get `CUDA out of memory` error when ...": the writer's own failure, named after the quote.
 _OWN_REPORT = re.compile(r"\W*(?:errors?|exceptions?|messages?|crash(?:es)?)\b", re.IGNORECASE)
+# "I get `X` after a few hundred steps", "training crashed with `X` when ...": the words before an
+# inline quote say the writer met the message, so prose after it does not make it an example.
+_REPORTED_BEFORE = re.compile(
+    r"\b(?:I|we|I'm|I've|I'd|we're|we've|my|our|me|us)\b[^.`!?]{0,80}?\b(?:get|gets|got|"
+    r"getting|see|saw|seeing|hit|hitting|encounter(?:ed|ing)?|ran into|run into|running into|"
+    r"receive[ds]?|receiving|fac(?:e|ed|ing)|ha(?:ve|d|ving)|observe[ds]?|keep getting|"
+    r"reproduce[ds]?|end(?:s|ed)? up with)\b|"
+    r"\b(?:fails?|failed|failing|crash(?:es|ed)?|die[sd]|stop(?:s|ped)|throws?|threw|raised?|"
+    r"errors? out|errored out|exit(?:s|ed)?|abort(?:s|ed)?|dies) with\s*$|"
+    r"(?:报错|出现了?|遇到了?|提示|エラーが出|발생)[^`]{0,10}$",
+    re.IGNORECASE)
 # Phrases that announce a message as an example or a possibility, not as what happened.
 HYPOTHETICAL = re.compile(
     r"\byou(?:'ll| will| may| might| would| could| can)(?: also)? (?:see|get|encounter|hit|"
@@ -50,7 +67,8 @@ def is_mention(candidate: Candidate, text: str, match: re.Match[str]) -> bool:
                    if span.start() <= match.start() and match.end() <= span.end()), None)
     if quoted is not None:
         rest = text[quoted.end():].split("`", 1)[0]
-        if _WORDS_AFTER.search(rest) and not _OWN_REPORT.match(rest):
+        if (_WORDS_AFTER.search(rest) and not _OWN_REPORT.match(rest)
+                and not _reported(text[:quoted.start()])):
             return True
     if HYPOTHETICAL.search(text[:match.start()]) or _TABLE_ROW.match(text):
         return True
@@ -60,10 +78,68 @@ def is_mention(candidate: Candidate, text: str, match: re.Match[str]) -> bool:
     return any(HYPOTHETICAL.search(line.strip()) for line in above)
 
 
+def _reported(before: str) -> bool:
+    """Do the words before an inline quote say the writer met the message (and do not make
+    it hypothetical: "you will see", "fails with either")?"""
+    return bool(_REPORTED_BEFORE.search(before)) and not HYPOTHETICAL.search(before)
+
+
 def is_catalogue(text: str) -> bool:
     """Is this line a field of an error catalogue (``REGEX=...``, ``"signature": "..."``)? A
     document with such lines lists failures; it does not report one."""
     return bool(_CATALOGUE.search(text))
+
+
+# What explainers, blog posts and answers say around the errors they quote, in the languages
+# people write them in. One phrase can be a reply in a bug report ("this error means ..."), so
+# a source reads as an explainer only with EXPLAINER_MIN_CUES different ones.
+_EXPLAINER_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (key, re.compile(pattern, re.IGNORECASE)) for key, pattern in (
+        ("this-article", r"\bin this (?:post|article|tutorial|guide|blog|write-?up|video)\b|"
+                         r"\bthis (?:post|article|tutorial|guide) (?:explains|covers|shows)\b|"
+                         r"本文|这篇文章|本篇|この記事|本記事|이 글|이번 글|в этой статье|"
+                         r"in diesem (?:artikel|beitrag)|en este art[ií]culo|dans cet article|"
+                         r"neste artigo"),
+        ("error-means", r"\b(?:this|the|that) (?:error|message|exception) (?:usually |typically |"
+                        r"simply |generally )?(?:means|occurs|happens|indicates|appears|is caused|"
+                        r"is thrown|is raised|tells you)\b|^this (?:happens|occurs) when\b|"
+                        r"这个错误(?:的意思|表示|是指|通常)|"
+                        r"このエラーは|이 오류는|эта ошибка (?:означает|возникает)|"
+                        r"dieser fehler (?:bedeutet|tritt)|este error (?:significa|ocurre|aparece)|"
+                        r"cette erreur (?:signifie|appara[iî]t|survient)"),
+        ("you-have-seen", r"\byou(?:'ve| have)? (?:probably |likely |may have |might have |"
+                          r"(?:surely |certainly )?)(?:seen|encountered|run into|hit|come across)"
+                          r"\b|\bthe dreaded\b|\bmust be familiar with\b|"
+                          r"\bif you(?:'ve| have)? ever (?:seen|encountered|trained|run)\b|"
+                          r"\b(?:a |one of the most )?common (?:error|problem|issue)s?\b|"
+                          r"经常(?:会)?(?:遇到|出现|碰到)|常见(?:的)?(?:错误|问题|报错)|よくある|"
+                          r"자주 (?:발생|보는)|часто (?:встречается|возникает)|"
+                          r"h[äa]ufig(?:er)? fehler|error (?:muy )?com[uú]n|"
+                          r"erreur (?:tr[eè]s )?courante"),
+        ("why", r"^(?:why (?:it|this) happens|what (?:causes|triggers) (?:it|this)|understanding "
+                r"the error|what is the .{0,60} error\b)|\bcauses? (?:&|and) (?:fixes|solutions)\b|"
+                r"^quick fix\b|^(?:possible |common )?causes\b|为什么会|原因[:：]|原因$|原因は|"
+                r"발생 원인|причин[аы]"),
+        ("how-to-fix", r"\b(?:how to (?:fix|solve|resolve|avoid|handle|debug)|here(?:'s| is) how "
+                       r"(?:to|you)|ways to (?:fix|solve|avoid|reduce)|(?:common|typical|possible) "
+                       r"(?:causes|reasons|fixes|solutions)|(?:solution|fix|step|method) [1-9]\b|"
+                       r"let's (?:look|see|fix|dive|walk|break))|解决(?:方法|方案|办法)[:：]?$|"
+                       r"解决方法如下|原因(?:分析|及解决)|解決(?:方法|策)|対処法|해결 방법|"
+                       r"способы решения|решение проблемы|l[öo]sung(?:en)?:|soluci[oó]n(?:es)?:|"
+                       r"solutions? ?:|solu[cç][aã]o:"),
+    ))
+EXPLAINER_MIN_CUES = 2
+
+
+def explainer_cues(lines: list[str]) -> set[str]:
+    """The kinds of explainer phrase found in ``lines`` (see :data:`EXPLAINER_MIN_CUES`)."""
+    found = set()
+    for line in lines:
+        stripped = line.strip()
+        if not stripped or stripped.endswith(("?", "？")):
+            continue  # a question is the reporter's: "how to fix this?"
+        found.update(key for key, pattern in _EXPLAINER_CUES if pattern.search(stripped))
+    return found
 
 
 _HANDLERS: dict[str, tuple[re.Pattern[str], ...]] = {}

@@ -69,15 +69,17 @@ PREFILTER: tuple[re.Pattern[bytes], ...] = tuple(
         rb"G(?:PU(?: is lost| has fallen| \d+ has a total|\d+ [^\n]{0,80}?which is of cuda "
         rb"capability)|ET was unable)",
         rb"K(?:ill|ILL)",
+        # ("ProcessGroupNCCL'" at a line's end: a terminal cut "ProcessGroupNCCL's" there)
         rb"N(?:V(?:RM|ML|IDIA(?:-SMI| driver)|Link|LINK)|CCL(?: WARN| error| comm| oper| work|\(|"
-        rb"\.cpp|'s| INFO [\w/.-]+\.(?:cc|h|cu|cpp|hpp):\d+ -> [1-7]\b))",
-        rb"P(?:yTorch|YTORCH_|rocess \d+ has|TX)",
+        rb"\.cpp|'(?:s|\r?\n)| INFO [\w/.-]+\.(?:cc|h|cu|cpp|hpp):\d+ -> [1-7]\b))",
+        # (an nvidia-smi table's "Processes:" row: who holds the GPU, in the rows below it)
+        rb"P(?:yTorch|YTORCH_|rocess(?:es:| \d+ has)|TX)",
         rb"X(?:id|ID)",
         # the shell's word for Killed in another language, alone at the start of a line (after
         # a job number): the hit is the line after the newline (group "at")
         rb"\n(?P<at>[ \t*_`>]*(?:\[\d+\][+-]?[ \t]+(?:\d+[ \t]+)?)?(?:"
         + _OTHER_KILLED_WORDS + rb"))",
-        rb"oom(?:-killer|_reaper)",  # the kernel's OOM killer at work: "invoked oom-killer"
+        rb"oom(?:-kill|_reaper)",  # the kernel's OOM killer at work: "invoked oom-killer"
         # the numbers of the cudaMallocAsync backend's OOM message, one per line
         rb"Requested +: ", rb"Device limit +: ", rb"\(according to CUDA\): ",
     )

@@ -23,11 +23,20 @@ reserved beyond what is allocated.
 
 "Tried to allocate" is the segment size the allocator asked the driver for, not the tensor.
 Every number uses the key names of :data:`OOM_KEYS`, whoever reports it.
+
+The arithmetic is done once, here (:func:`oom_budget`, told in words by
+:func:`budget_sentences`): the shortfall (request minus free), the memory held elsewhere (total
+minus free minus this process, when the message states what this process holds), whether
+freeing that memory would fit the request, and whether the cache's reserved-but-unallocated
+bytes plus the free memory would (what expandable segments can use). ``explain`` (and through it
+``validate``'s report) and ``snapshot`` diagnose and explain with it.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from gpu_audit.units import SIZE, pct, size_or_none
@@ -81,7 +90,7 @@ OOM_KEYS = (
     "requested_bytes", "gpu_index", "capacity_bytes", "free_bytes", "allowed_bytes",
     "allocated_bytes", "reserved_bytes", "reserved_unallocated_bytes", "private_pool_bytes",
     "process_bytes", "other_processes", "other_processes_bytes", "non_pytorch_bytes",
-    "fragmentation_pct",
+    "held_elsewhere_bytes", "shortfall_bytes", "fragmentation_pct",
 )
 
 _FIELDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
@@ -179,7 +188,23 @@ def complete_oom_numbers(raw: dict[str, Any]) -> dict[str, Any]:
     capacity, free = numbers["capacity_bytes"], numbers["free_bytes"]
     if capacity is not None and free is not None and reserved is not None:
         numbers["non_pytorch_bytes"] = max(capacity - free - reserved, 0)
+    numbers["held_elsewhere_bytes"] = _held_elsewhere(numbers)
+    requested = numbers["requested_bytes"]
+    if requested is not None and free is not None:
+        numbers["shortfall_bytes"] = max(requested - free, 0)
     return numbers
+
+
+def _held_elsewhere(numbers: dict[str, Any]) -> int | None:
+    """Memory of the GPU that neither is free nor belongs to this process.
+
+    With "this process has M memory in use" (2.1 on) it is total - free - M, whatever the other
+    processes are called; else the sum of the other processes PyTorch listed."""
+    capacity, free = numbers["capacity_bytes"], numbers["free_bytes"]
+    process = numbers["process_bytes"]
+    if capacity is not None and free is not None and process is not None:
+        return max(capacity - free - process, 0)
+    return numbers["other_processes_bytes"]
 
 
 def _other_processes(processes: list[dict[str, Any]], numbers: dict[str, Any]) -> list[dict]:
@@ -207,41 +232,163 @@ def _other_processes(processes: list[dict[str, Any]], numbers: dict[str, Any]) -
 HELD_KEYS = ("allocated_bytes", "reserved_bytes", "reserved_unallocated_bytes", "process_bytes")
 
 
+@dataclass(frozen=True)
+class OomBudget:
+    """The arithmetic of one out-of-memory, done once for ``explain``, ``validate`` and
+    ``snapshot``: what was asked, what was free, what was held elsewhere, what the cache had
+    reserved but not allocated, and what each of those would have made fit."""
+
+    requested: int | None
+    capacity: int | None
+    free: int | None
+    reserved: int | None
+    unallocated: int | None
+    held_elsewhere: int | None  # memory neither free nor this process's
+    # True when held_elsewhere is other processes' for sure (2.1's "this process has", or the
+    # processes listed); False when it is only "outside this process's cache" (before 2.1)
+    elsewhere_is_others: bool = False
+
+    @property
+    def shortfall(self) -> int | None:
+        if self.requested is None or self.free is None:
+            return None
+        return max(self.requested - self.free, 0)
+
+    def _fits(self, extra: int | None) -> bool | None:
+        if self.requested is None or self.free is None or extra is None:
+            return None
+        return self.free + extra >= self.requested
+
+    @property
+    def fits_if_elsewhere_freed(self) -> bool | None:
+        """Would the request have fitted had the memory held elsewhere been free?"""
+        return self._fits(self.held_elsewhere)
+
+    @property
+    def fits_in_cache_and_free(self) -> bool | None:
+        """Would it have fitted into the free memory plus the cache's unallocated bytes (what
+        expandable segments can put together)?"""
+        return self._fits(self.unallocated)
+
+    @property
+    def cache_alone_fits(self) -> bool | None:
+        if self.requested is None or self.unallocated is None:
+            return None
+        return self.unallocated >= self.requested
+
+    @property
+    def larger_than_gpu(self) -> bool:
+        return bool(self.capacity and self.requested and self.requested > self.capacity)
+
+    def elsewhere_matters(self) -> bool:
+        """Is the memory held elsewhere large enough to blame, and would freeing it fit the
+        request? (Unknown free memory: large enough is enough.)"""
+        if not self.capacity or self.held_elsewhere is None:
+            return False
+        share = OTHER_PROCESSES_MIN_PCT if self.elsewhere_is_others else NON_PYTORCH_MIN_PCT
+        return (self.held_elsewhere >= share / 100.0 * self.capacity
+                and self.fits_if_elsewhere_freed is not False)
+
+    def fragmented(self) -> bool:
+        """Would defragmenting the cache have made room: free + unallocated covers the request,
+        and the unallocated bytes are a real share of what the cache reserved?"""
+        return bool(self.fits_in_cache_and_free and self.reserved and self.unallocated
+                    and self.unallocated >= FRAGMENTATION_MIN_PCT / 100.0 * self.reserved)
+
+
+def oom_budget(numbers: dict[str, Any]) -> OomBudget:
+    """The arithmetic of the figures ``numbers`` (as :func:`complete_oom_numbers` returns)."""
+    exact = numbers.get("held_elsewhere_bytes")
+    return OomBudget(
+        requested=numbers.get("requested_bytes"), capacity=numbers.get("capacity_bytes"),
+        free=numbers.get("free_bytes"), reserved=numbers.get("reserved_bytes"),
+        unallocated=numbers.get("reserved_unallocated_bytes"),
+        held_elsewhere=exact if exact is not None else numbers.get("non_pytorch_bytes"),
+        elsewhere_is_others=exact is not None)
+
+
 def diagnose_oom(numbers: dict[str, Any]) -> str:
     """fragmentation | too-large | other-processes | memory-fraction | unknown.
 
     "unknown" when the message states no request, or nothing beside it to judge it by (neither
     the free memory nor what this process held), unless the request exceeds the whole GPU.
     """
-    requested, capacity = numbers.get("requested_bytes"), numbers.get("capacity_bytes")
-    free, reserved = numbers.get("free_bytes"), numbers.get("reserved_bytes")
-    unallocated, allowed = numbers.get("reserved_unallocated_bytes"), numbers.get("allowed_bytes")
-    if requested is None:
+    budget = oom_budget(numbers)
+    reserved, allowed = budget.reserved, numbers.get("allowed_bytes")
+    if budget.requested is None:
         return "unknown"
-    if capacity is not None and requested > capacity:
+    if budget.larger_than_gpu:
         return "too-large"
-    if allowed is not None and reserved is not None and reserved + requested > allowed:
+    if allowed is not None and reserved is not None and reserved + budget.requested > allowed:
         return "memory-fraction"
-    shortfall = max(requested - free, 0) if free is not None else None
-    if capacity and _others_explain(numbers, capacity, shortfall):
+    if budget.elsewhere_matters():
         return "other-processes"
-    if (unallocated is not None and reserved and free is not None
-            and free + unallocated >= requested
-            and unallocated >= FRAGMENTATION_MIN_PCT / 100.0 * reserved):
+    if budget.fragmented():
         return "fragmentation"
-    if free is None and all(numbers.get(key) is None for key in HELD_KEYS):
+    if budget.free is None and all(numbers.get(key) is None for key in HELD_KEYS):
         # Only the request's size (and perhaps the GPU's): nothing says what did not fit, so
         # fragmentation, other processes and a job too big for the GPU cannot be told apart.
         return "unknown"
     return "too-large"
 
 
-def _others_explain(numbers: dict[str, Any], capacity: int, shortfall: int | None) -> bool:
-    """Would the request have fitted without memory held outside this process's cache?"""
-    others = numbers.get("other_processes_bytes")
-    if others is not None:
-        return others >= OTHER_PROCESSES_MIN_PCT / 100.0 * capacity and (
-            shortfall is None or others >= shortfall)
-    outside = numbers.get("non_pytorch_bytes")
-    return outside is not None and outside >= NON_PYTORCH_MIN_PCT / 100.0 * capacity and (
-        shortfall is None or outside >= shortfall)
+def budget_sentences(numbers: dict[str, Any], fmt: Callable[[int | None], str]) -> list[str]:
+    """The arithmetic of an out-of-memory in words, one sentence per fact, sizes written by
+    ``fmt``: the shortfall, the memory held elsewhere and whether freeing it would fit the
+    request, and whether the cache's unallocated bytes plus the free memory would."""
+    b = oom_budget(numbers)
+    out: list[str] = []
+    if b.requested is None or b.free is None:
+        return out
+    out.append(f"The request of {fmt(b.requested)} found {fmt(b.free)} free: "
+               f"{fmt(b.shortfall)} short.")
+    if b.held_elsewhere is not None and b.capacity is not None and (
+            b.fits_if_elsewhere_freed
+            or b.held_elsewhere >= OTHER_PROCESSES_MIN_PCT / 100.0 * b.capacity):
+        out.append(_elsewhere_sentence(b, numbers, fmt))
+    if b.unallocated is not None:
+        together = b.free + b.unallocated
+        alone = ("on its own enough for the request" if b.cache_alone_fits
+                 else "less than the request on its own")
+        verdict = ("enough: defragmenting the cache (expandable segments) would make it fit"
+                   if b.fits_in_cache_and_free else
+                   "still short of the request: defragmenting the cache alone would not help")
+        out.append(f"Its cache held {fmt(b.unallocated)} reserved but unallocated, {alone}; "
+                   f"with the {fmt(b.free)} free that makes {fmt(together)}, {verdict}.")
+    return out
+
+
+def _elsewhere_sentence(b: OomBudget, numbers: dict[str, Any],
+                        fmt: Callable[[int | None], str]) -> str:
+    assert b.held_elsewhere is not None and b.free is not None
+    if b.elsewhere_is_others and numbers.get("process_bytes") is not None:
+        where = (f"held outside this process (the GPU's {fmt(b.capacity)} minus "
+                 f"{fmt(b.free)} free minus this process's {fmt(numbers['process_bytes'])})")
+    elif b.elsewhere_is_others:
+        where = "held by the other processes PyTorch listed"
+    else:
+        where = (f"held outside this process's PyTorch cache (the GPU's {fmt(b.capacity)} "
+                 f"minus {fmt(b.free)} free minus {fmt(b.reserved)} reserved): other processes, "
+                 "or this process's CUDA context and libraries")
+    named = holders_text(numbers.get("other_processes") or numbers.get("gpu_processes") or [],
+                         fmt)
+    held = f"{fmt(b.held_elsewhere)} was {where}{named}"
+    if b.fits_if_elsewhere_freed:
+        return f"{held}; with it freed the request would have fitted."
+    return f"{held}; even with it freed the request would not have fitted."
+
+
+def holders_text(processes: list[dict[str, Any]], fmt: Callable[[int | None], str],
+                 most: int = 4) -> str:
+    """``" (pid 12 python 1.20 GiB, ...)"``: the processes a log or a scan names as holding
+    the GPU, largest first; empty when none is named."""
+    if not processes:
+        return ""
+    ranked = sorted(processes, key=lambda p: -(p.get("used_bytes") or 0))
+    parts = []
+    for p in ranked[:most]:
+        name = f" {p['name']}" if p.get("name") else ""
+        size = f" {fmt(p['used_bytes'])}" if p.get("used_bytes") is not None else ""
+        parts.append(f"pid {p['pid']}{name}{size}")
+    more = f", and {len(ranked) - most} more" if len(ranked) > most else ""
+    return f" ({', '.join(parts)}{more})"

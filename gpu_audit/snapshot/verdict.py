@@ -3,7 +3,8 @@
 The snapshot's recorded out-of-memory event gives the request and what the device had free;
 its segments give what the cache reserved, what it left unallocated and the largest free
 block. These go, under the key names of :data:`gpu_audit.knowledge.oom.OOM_KEYS`, into the one
-diagnosis (:func:`~gpu_audit.knowledge.oom.diagnose_oom`), and a fragmentation verdict carries
+diagnosis (:func:`~gpu_audit.knowledge.oom.diagnose_oom`) and its arithmetic in words
+(:func:`~gpu_audit.knowledge.oom.budget_sentences`), and a fragmentation verdict carries
 the one allocator remedy (:func:`~gpu_audit.knowledge.allocator.fragmentation_remedy`).
 """
 
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpu_audit.knowledge.allocator import fragmentation_remedy
-from gpu_audit.knowledge.oom import complete_oom_numbers, diagnose_oom
+from gpu_audit.knowledge.oom import budget_sentences, complete_oom_numbers, diagnose_oom
 from gpu_audit.snapshot.summary import DeviceSummary
 from gpu_audit.units import fmt_bytes
 
@@ -48,23 +49,23 @@ def device_verdict(d: DeviceSummary, torch_version: str | None = None) -> Verdic
     if numbers is None:
         return None
     diagnosis = diagnose_oom(numbers)
+    arithmetic = " ".join(budget_sentences(numbers, fmt_bytes))
     req = fmt_bytes(numbers["requested_bytes"])
     largest = fmt_bytes(d.largest_free_block_bytes)
     slack = fmt_bytes(numbers["reserved_unallocated_bytes"])
     if diagnosis == "fragmentation":
         return Verdict(
             diagnosis, "out of memory from fragmentation",
-            f"The request of {req} failed although the cache held {slack} reserved but "
-            f"unallocated ({fmt_bytes(d.inactive_split_bytes)} of it in split segments): its "
-            f"largest free block was {largest}, so the memory was there, in pieces too small to "
-            "use. This is fragmentation, not a model too big for the GPU.",
+            f"The request of {req} failed. {arithmetic} Of the {slack} unallocated, "
+            f"{fmt_bytes(d.inactive_split_bytes)} was in split segments and the largest free "
+            f"block was {largest}: the memory was there, in pieces too small to use. This is "
+            "fragmentation, not a model too big for the GPU.",
             fragmentation_remedy(torch_version), numbers)
     if diagnosis == "too-large":
         return Verdict(
             diagnosis, "out of memory: the request did not fit",
-            f"The request of {req} did not fit in what the device had free "
-            f"({fmt_bytes(numbers['free_bytes'])}) and the cache's unallocated {slack} "
-            f"(largest free block {largest}): the job needs less memory at its peak.",
+            f"The request of {req} did not fit. {arithmetic} (The cache's largest free block "
+            f"was {largest}.) The job needs less memory at its peak.",
             "Reduce the peak: a smaller batch, activation checkpointing, or mixed precision.",
             numbers)
     if diagnosis == "memory-fraction":

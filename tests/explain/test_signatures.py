@@ -91,6 +91,18 @@ def test_every_fixture_log_is_covered_and_every_class_has_one() -> None:
 
 # One line each, in the formats of different releases: (log text, class, signature).
 SINGLE_LINES = [
+    # out of memory in the other frameworks people run on the same GPUs
+    ("tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating "
+     "tensor with shape[32,512,56,56] and type float on /job:localhost/replica:0/task:0/device:"
+     "GPU:1 by allocator GPU_1_bfc", "cuda-oom", "cuda-oom/tensorflow"),
+    ("jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to "
+     "allocate 2147483648 bytes.", "cuda-oom", "cuda-oom/xla"),
+    ("W tensorflow/core/common_runtime/bfc_allocator.cc:360] Allocator (GPU_0_bfc) ran out of "
+     "memory trying to allocate 1.10GiB with freed_by_count=0. The caller indicates that this "
+     "is not a failure, but this may mean that there could be performance gains if more memory "
+     "were available.", "cuda-oom", "cuda-oom/tensorflow-not-a-failure"),
+    ("RuntimeError: cudaMallocAsync does not yet support recordHistory. If you need it, please "
+     "file an issue describing your use case.", "alloc-conf", "alloc-conf/async-unsupported"),
     # CUDA out of memory, THC era to the unified allocator
     ("RuntimeError: cuda runtime error (2) : out of memory at "
      "/pytorch/aten/src/THC/generic/THCStorage.cu:58", "cuda-oom", "cuda-oom/cuda-error"),

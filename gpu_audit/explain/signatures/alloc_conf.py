@@ -142,6 +142,26 @@ def _backend(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Adv
     return advice(sig, numbers, explanation, remedy)
 
 
+@signature("alloc-conf/async-unsupported",
+           r"cudaMallocAsync does not (?:yet )?support (?P<feature>[A-Za-z_][\w:]*)",
+           ("cudaMallocAsync does not",),
+           "A feature the cudaMallocAsync allocator backend does not have", tier=0.0,
+           example="RuntimeError: cudaMallocAsync does not yet support recordHistory. If you "
+           "need it, please file an issue describing your use case.")
+def _async_unsupported(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    feature = numbers.get("feature") or "this feature"
+    explanation = (
+        f"The job runs PyTorch's allocator with backend:cudaMallocAsync, which does not "
+        f"implement {feature}. The program (or a library it calls: memory history for "
+        "snapshots, CUDA graphs' private pools, memory fractions) asked for it, and the "
+        "allocator configuration made that impossible.")
+    remedy = (f"Drop backend:cudaMallocAsync from {_variables_text(ctx)} (the native allocator "
+              "supports it), e.g.\n" + alloc_conf_export("expandable_segments:True",
+                                                         ctx.torch_version)
+              + f"\nor stop calling {feature} while the async backend is in use.")
+    return advice(sig, numbers, explanation, remedy)
+
+
 @signature("alloc-conf/ignored-options",
            r"backend:cudaMallocAsync ignores (?P<options>[^.(]+)", ("cudaMallocAsync ignores",),
            "Allocator options ignored under backend:cudaMallocAsync", severity=Severity.WARNING,

@@ -7,7 +7,9 @@ allocate``), including messages that a logger wrapped over several lines. From t
 `gpu-audit explain` tells fragmentation from a job that is too big for the GPU, from memory
 held by other processes, and from a per-process memory fraction. Allocations outside
 PyTorch's cache (the CUDA context, library workspaces, NCCL buffers) fail with a message
-without numbers.
+without numbers. TensorFlow's (``ResourceExhaustedError: OOM when allocating tensor ... by
+allocator GPU_0_bfc``) and JAX/XLA's (``RESOURCE_EXHAUSTED: Out of memory while trying to
+allocate N bytes``) out-of-memory on the same GPUs are read too, with their size and GPU.
 
 Why it matters: the step that failed is lost, and the run stops unless the program catches
 it; the same job rerun unchanged fails at the same point.
@@ -40,12 +42,15 @@ from gpu_audit.explain.signatures.texts import REDUCE_MEMORY, SCAN_OTHERS, size_
 from gpu_audit.knowledge.allocator import fragmentation_remedy
 from gpu_audit.knowledge.oom import (
     DEVICE_OOM_PATTERN,
+    budget_sentences,
     complete_oom_numbers,
     diagnose_oom,
     extract_oom_fields,
+    holders_text,
+    oom_budget,
 )
 from gpu_audit.model import Severity
-from gpu_audit.units import SIZE, fmt_pct
+from gpu_audit.units import SIZE, fmt_pct, size_or_none
 
 CLASS = document_class("cuda-oom", __doc__)
 
@@ -112,39 +117,22 @@ def _cuda_oom(sig: Signature, raw: dict[str, Any], ctx: AdviceContext) -> Advice
     on_gpu = f" on GPU {gpu}" if gpu is not None else ""
     if raw.get("requested_over_1eb"):
         diagnosis = "too-large"
+    if ctx.facts.get("gpu_processes") and not numbers.get("other_processes"):
+        numbers["gpu_processes"] = _others_listed(ctx.facts["gpu_processes"], numbers)
+    arithmetic = " ".join(budget_sentences(numbers, size_text))
     if diagnosis == "fragmentation":
         explanation = (
-            f"PyTorch asked the driver for {req} more{on_gpu} and only "
-            f"{_size(numbers, 'free_bytes')} was free. Its cache held "
-            f"{_size(numbers, 'reserved_unallocated_bytes')} reserved but not allocated "
-            f"({fmt_pct(numbers['fragmentation_pct'])} of the "
-            f"{_size(numbers, 'reserved_bytes')} it had reserved): enough for the request, "
-            "but in pieces too small to use. This is fragmentation, not a model that is too big "
-            "for the GPU.")
+            f"PyTorch asked the driver for more memory{on_gpu}. {arithmetic} "
+            f"The unallocated part is {fmt_pct(numbers['fragmentation_pct'])} of the "
+            f"{_size(numbers, 'reserved_bytes')} the cache had reserved, in pieces too small "
+            "to use: this is fragmentation, not a model that is too big for the GPU.")
         remedy = (fragmentation_remedy(ctx.torch_version) + "\n"
                   "Set it in the job's environment before Python starts. If the job still runs "
                   "out of memory, it is near the limit: " + REDUCE_MEMORY[0].lower()
                   + REDUCE_MEMORY[1:])
         title = "CUDA out of memory: fragmentation"
     elif diagnosis == "other-processes":
-        others = numbers.get("other_processes") or []
-        if others:
-            biggest = max(others, key=lambda p: p["used_bytes"] or 0)
-            largest = (f", {size_text(biggest['used_bytes'])}"
-                       if biggest["used_bytes"] is not None else "")
-            held = (f"Other processes held {_size(numbers, 'other_processes_bytes')} of the "
-                    f"GPU's {_size(numbers, 'capacity_bytes')} (the largest, pid {biggest['pid']}"
-                    f"{largest})")
-        else:
-            held = (f"{_size(numbers, 'non_pytorch_bytes')} of the GPU's "
-                    f"{_size(numbers, 'capacity_bytes')} was held outside this process's PyTorch "
-                    "cache (other processes, or this process's own non-PyTorch allocations)")
-        explanation = (
-            f"{held}{_stated(numbers, 'reserved_bytes', ', while this job had {} reserved')}. "
-            f"Its request of {req}{on_gpu} failed"
-            f"{_stated(numbers, 'free_bytes', ' with {} free')}: without that memory it would "
-            "have fitted.")
-        remedy = SCAN_OTHERS
+        explanation, remedy = _elsewhere(numbers, req, on_gpu, arithmetic, ctx)
         title = "CUDA out of memory: other processes hold the GPU"
     elif diagnosis == "memory-fraction":
         explanation = (
@@ -170,6 +158,52 @@ def _cuda_oom(sig: Signature, raw: dict[str, Any], ctx: AdviceContext) -> Advice
                   f"and if it still fails:\n{REDUCE_MEMORY}")
         title = "CUDA out of memory"
     return advice(sig, numbers, explanation, remedy, title=title, diagnosis=diagnosis)
+
+
+def _elsewhere(numbers: dict[str, Any], req: str, on_gpu: str, arithmetic: str,
+              ctx: AdviceContext) -> tuple[str, str]:
+    """Memory held outside this process made the difference: the arithmetic, who holds it
+    (named when PyTorch, or an nvidia-smi table in the log, lists them), and the remedies."""
+    if arithmetic:
+        explanation = f"PyTorch ran out of memory{on_gpu}. {arithmetic}"
+    elif numbers.get("other_processes_bytes") is not None:
+        explanation = (
+            f"Other processes held {_size(numbers, 'other_processes_bytes')} of the GPU's "
+            f"{_size(numbers, 'capacity_bytes')}{holders_text(_holders(numbers), size_text)}"
+            f"{_stated(numbers, 'reserved_bytes', ', while this job had {} reserved')}. Its "
+            f"request of {req}{on_gpu} failed: without that memory it would have fitted.")
+    else:
+        explanation = (
+            f"{_size(numbers, 'non_pytorch_bytes')} of the GPU's "
+            f"{_size(numbers, 'capacity_bytes')} was held outside this process's PyTorch cache "
+            f"(other processes, or this process's own non-PyTorch allocations)"
+            f"{holders_text(_holders(numbers), size_text)}"
+            f"{_stated(numbers, 'reserved_bytes', ', while this job had {} reserved')}. Its "
+            f"request of {req}{on_gpu} failed: without that memory it would have fitted.")
+    remedy = SCAN_OTHERS
+    if oom_budget(numbers).fragmented():
+        remedy += ("\nIf the GPU must stay shared, the free memory and the cache's unallocated "
+                   "bytes together would also have fitted the request:\n"
+                   + fragmentation_remedy(ctx.torch_version))
+    return explanation, remedy
+
+
+def _others_listed(processes: list[dict[str, Any]], numbers: dict[str, Any]
+                   ) -> list[dict[str, Any]]:
+    """The processes an nvidia-smi table in the log lists on the failing GPU, less the job
+    itself (the entry closest to what this process had in use, within 10%)."""
+    gpu = numbers.get("gpu_index")
+    listed = [p for p in processes if gpu is None or p["gpu_index"] == gpu]
+    mine = numbers.get("process_bytes") or numbers.get("reserved_bytes")
+    if mine:
+        closest = min(listed, key=lambda p: abs(p["used_bytes"] - mine), default=None)
+        if closest is not None and abs(closest["used_bytes"] - mine) <= 0.1 * mine:
+            listed = [p for p in listed if p is not closest]
+    return listed
+
+
+def _holders(numbers: dict[str, Any]) -> list[dict[str, Any]]:
+    return numbers.get("other_processes") or numbers.get("gpu_processes") or []
 
 
 def _too_large(sig: Signature, raw: dict[str, Any], numbers: dict[str, Any], req: str) -> Advice:
@@ -226,6 +260,148 @@ def _cuda_oom_raw(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -
         "out-of-memory.")
     remedy = (f"{SCAN_OTHERS}\nIf the memory is this job's own:\n{REDUCE_MEMORY}\n"
               "If NCCL's buffers are the last straw, NCCL_BUFFSIZE (e.g. 2097152) shrinks them.")
+    return advice(sig, numbers, explanation, remedy, diagnosis="unknown")
+
+
+# A process row of an nvidia-smi table: GPU, GI, CI, PID, type, name, memory.
+_SMI_ROW = re.compile(r"^\|\s+(?P<gpu>\d+)\s+(?:N/A|\d+)\s+(?:N/A|\d+)\s+(?P<pid>\d+)\s+"
+                      r"[CGM+]{1,3}\s+(?P<name>\S.{0,120}?)\s+(?P<mib>\d+)\s?MiB\s*\|\s*$", re.M)
+
+
+def _smi_processes(_match: re.Match[str], text: str) -> dict[str, Any]:
+    """The rows under an nvidia-smi table's "Processes:" header (the lines the scanner hands
+    over with it)."""
+    rows = [{"pid": int(row["pid"]), "gpu_index": int(row["gpu"]), "name": row["name"].strip(),
+             "used_bytes": int(row["mib"]) * 2**20} for row in _SMI_ROW.finditer(text)]
+    return {"gpu_processes": rows} if rows else {}
+
+
+@signature("cuda-oom/smi-processes", r"^\|\s*Processes:", ("Processes:",),
+           "Processes on the GPUs (nvidia-smi)", severity=Severity.INFO, tier=5.0, fact=True,
+           extract=_smi_processes, reads_after=8,
+           example="| Processes:                                               GPU Memory |")
+def _smi_fact(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    # a fact: its numbers name the holders in an out-of-memory's explanation, it opens nothing
+    return advice(sig, numbers, "The processes nvidia-smi listed on the GPUs.", "Nothing.")
+
+
+# Bytes per element of the dtypes TensorFlow names in "OOM when allocating tensor ... and type T".
+_TF_DTYPE_BYTES = {
+    "float": 4, "float32": 4, "half": 2, "float16": 2, "bfloat16": 2, "double": 8, "float64": 8,
+    "int8": 1, "uint8": 1, "bool": 1, "int16": 2, "uint16": 2, "int32": 4, "uint32": 4,
+    "int64": 8, "uint64": 8, "complex64": 8, "complex128": 16,
+}
+_MAX_TF_DIMS = 16
+
+
+def _tensorflow_oom(match: re.Match[str], line: str) -> dict[str, Any]:
+    """The GPU and the tensor's size: shape times the dtype's width, or the bytes the BFC
+    allocator states ("rounded to N")."""
+    found = named(match, line)
+    found.pop("shape", None), found.pop("dtype", None)
+    found["framework"] = "tensorflow"
+    if "gpu" in found:
+        found["gpu_index"] = found.pop("gpu")
+    shape, dtype = match["shape"], (match["dtype"] or "").lower()
+    if shape is not None and dtype in _TF_DTYPE_BYTES:
+        dims = [int(d) for d in re.findall(r"\d+", shape)[:_MAX_TF_DIMS + 1]]
+        if 0 < len(dims) <= _MAX_TF_DIMS and all(len(str(d)) < 12 for d in dims):
+            total = _TF_DTYPE_BYTES[dtype]
+            for d in dims:
+                total *= d
+            found["requested_bytes"] = total
+    if rounded := re.search(r"\(rounded to (\d{1,20})\)", line):
+        found["requested_bytes"] = int(rounded[1])
+    elif match["size"]:
+        found["requested_bytes"] = size_or_none(match["size"])
+    found.pop("size", None)
+    return found
+
+
+_TF_SHAPE = r"(?: with shape ?\[(?P<shape>[\d, ]{0,200})\])?(?: and type (?P<dtype>\w+))?"
+
+
+@signature("cuda-oom/tensorflow",
+           rf"(?i:\bOOM when allocating tensor){_TF_SHAPE}"
+           r"(?!.{0,300}?(?i:device:CPU|by allocator cpu))"
+           r"(?:.{0,200}?(?i:device:GPU:|/gpu:|by allocator GPU_)(?P<gpu>\d+))?"
+           r"|Allocator \(GPU_(?P<gpu_>\d+)_bfc\) ran out of memory trying to allocate "
+           rf"(?P<size>{SIZE}|[\d.]+[KMGT]iB)(?!.{{0,200}}?caller indicates that this is not a "
+           r"failure)|ResourceExhaustedError: failed to allocate memory|"
+           # a notebook's traceback header: only the exception's class is left
+           r"\bResourceExhaustedError(?= *Traceback)",
+           ("OOM when allocating", "oom when allocating", "_bfc) ran out of memory",
+            "failed to allocate memory", "ResourceExhaustedError"),
+           "GPU out of memory (TensorFlow)", extract=_tensorflow_oom, group="tensorflow",
+           example="tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when "
+           "allocating tensor with shape[256,64,224,224] and type float on "
+           "/job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc")
+def _tf_oom(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    gpu = numbers.get("gpu_index")
+    on_gpu = f" on GPU {gpu}" if gpu is not None else ""
+    size = (f" a tensor of {size_text(numbers['requested_bytes'])}"
+            if numbers.get("requested_bytes") else " a tensor")
+    explanation = (
+        f"TensorFlow's GPU allocator (BFC) could not find{size}{on_gpu}. TensorFlow reserves "
+        "most of the GPU's memory for itself when it starts, so this is either a step too big "
+        "for the GPU or another process (a second TensorFlow or a PyTorch job) that took the "
+        "memory first.")
+    remedy = (f"{SCAN_OTHERS}\nThen lower the batch size (or the input size); mixed precision "
+              "(tf.keras.mixed_precision.set_global_policy('mixed_float16')) halves activations. "
+              "To let several jobs share a GPU, make TensorFlow allocate as it goes: "
+              "export TF_FORCE_GPU_ALLOW_GROWTH=true")
+    return advice(sig, numbers, explanation, remedy, diagnosis="unknown")
+
+
+fixed("cuda-oom/tensorflow-not-a-failure",
+      r"Allocator \(GPU_\d+_bfc\) ran out of memory trying to allocate .{0,200}?caller "
+      r"indicates that this is not a failure",
+      ("_bfc) ran out of memory",), "TensorFlow's allocator retried with less memory",
+      severity=Severity.INFO, tier=5.0,
+      example="W tensorflow/core/common_runtime/bfc_allocator.cc:243] Allocator (GPU_0_bfc) ran "
+      "out of memory trying to allocate 2.18GiB with freed_by_count=0. The caller indicates "
+      "that this is not a failure, but may mean that there could be performance gains if more "
+      "memory were available.",
+      explanation="TensorFlow's allocator could not get the memory it first asked for and fell "
+      "back to an algorithm that needs less; the step went on. It is a performance note, not "
+      "an error.",
+      remedy="Nothing, unless the run is slower than expected: then a smaller batch may be "
+      "faster.")
+
+
+def _jax_oom(match: re.Match[str], line: str) -> dict[str, Any]:
+    found = named(match, line)
+    found["framework"] = "jax"
+    raw = found.pop("bytes", None) or found.pop("size", None)
+    if raw is not None:
+        found["requested_bytes"] = raw if isinstance(raw, int) else size_or_none(str(raw))
+    if "gpu" in found:
+        found["gpu_index"] = found.pop("gpu")
+    return found
+
+
+@signature("cuda-oom/xla",
+           r"(?i:RESOURCE[_ ]EXHAUSTED): (?:Out of memory (?:while trying to allocate|allocating) "
+           rf"(?:(?P<bytes>\d+) bytes|(?P<size>{SIZE}|[\d.]+[KMGT]iB))"
+           r"|Failed to allocate request for [^(\n]{0,20}\((?P<bytes_>\d+)B\) on device "
+           r"ordinal (?P<gpu>\d+))",
+           ("ESOURCE_EXHAUSTED", "esource exhausted", "ESOURCE EXHAUSTED"),
+           "GPU out of memory (JAX/XLA)", extract=_jax_oom, group="xla",
+           example="jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while "
+           "trying to allocate 17179869184 bytes.")
+def _xla_oom(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    size = (f" {size_text(numbers['requested_bytes'])}" if numbers.get("requested_bytes")
+            else " a buffer")
+    gpu = numbers.get("gpu_index")
+    explanation = (
+        f"XLA (JAX) could not allocate{size}"
+        f"{f' on GPU {gpu}' if gpu is not None else ''}. JAX preallocates 75% of the GPU when "
+        "it starts, so a second process on the same GPU (another JAX, or a PyTorch job) or a "
+        "program too big for what is left fails this way.")
+    remedy = (f"{SCAN_OTHERS}\nThen make the program smaller (batch size, model size, "
+              "jax.checkpoint on the largest blocks). To share a GPU, let JAX allocate as it "
+              "goes: export XLA_PYTHON_CLIENT_PREALLOCATE=false (or set "
+              "XLA_PYTHON_CLIENT_MEM_FRACTION=.5 per process).")
     return advice(sig, numbers, explanation, remedy, diagnosis="unknown")
 
 

@@ -224,6 +224,9 @@ _CUDA_INIT = {
 }
 
 
+NO_DEVICE_TIER = 0.5
+
+
 @signature("driver-mismatch/cuda-init",
            r"Error (?P<code>80[234]|999|100): (?P<message>[^(\n]+)|(?P<text>system has "
            r"unsupported display driver / cuda driver combination|forward compatibility was "
@@ -251,4 +254,7 @@ def _cuda_init(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> A
                   "all`, the NVIDIA device plugin in Kubernetes).")
     else:
         explanation, remedy = _CUDA_INIT.get(code, _CUDA_INIT["999"])
-    return advice(sig, numbers, explanation, remedy)
+    # "No device" is what CUDA says after a GPU was lost or fell off the bus: a platform fault
+    # the log names outranks it (tier 0.5, after the tier-0 hardware and driver faults).
+    tier = NO_DEVICE_TIER if code == "100" else sig.tier
+    return advice(sig, numbers, explanation, remedy, tier=tier)

@@ -101,14 +101,19 @@ def _sizes_to_bytes(*keys: str) -> Extractor:
            # the kernel's report around a kill, when its "Killed process" line is cut or
            # filtered out: the task that triggered it, the reaper that freed the victim
            r"(?P<trigger>[^\s\]]+) invoked oom-killer: gfp_mask=|"
-           r"oom_reaper: reaped process (?P<pid_>\d+) \((?P<process_name_>[^)]*)\)",
+           r"oom_reaper: reaped process (?P<pid_>\d+) \((?P<process_name_>[^)]*)\)|"
+           # its one-line summary of the kill, and the task table it prints before it
+           r"oom-kill:constraint=(?P<scope_>CONSTRAINT_\w+)[^\n]*?,task=(?P<process_name__>[^,\s]+)"
+           r",pid=(?P<pid__>\d+)|Tasks state \(memory values in pages\)",
            ("out of memory: Kill", "Out of memory: Kill", "Out of memory: kill",
-            "oom_kill_allocating", "invoked oom-killer", "oom_reaper"),
+            "oom_kill_allocating", "invoked oom-killer", "oom_reaper", "oom-kill:constraint",
+            "Tasks state (memory values"),
            "The kernel's OOM killer killed a process", extract=_kernel_oom, group="oom-killer",
            example="[ 301.772100] Memory cgroup out of memory: Killed process 5512 (python3) "
            "total-vm:30000000kB, anon-rss:20000000kB, file-rss:0kB, shmem-rss:0kB")
 def _oom_killer(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
-    if numbers.get("pid") is None or numbers.get("trigger"):
+    if (numbers.get("pid") is None or numbers.get("trigger")
+            or str(numbers.get("scope", "")).startswith("CONSTRAINT_")):
         return _oom_killer_at_work(sig, numbers)
     who = f"{numbers.get('process_name', 'a process')} (pid {numbers.get('pid', '?')}"
     if numbers.get("anon_rss_bytes") is not None:
@@ -129,7 +134,8 @@ def _oom_killer(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> 
 
 def _oom_killer_at_work(sig: Signature, numbers: dict[str, Any]) -> Advice:
     """The OOM killer seen without its "Killed process" line (cut or filtered out)."""
-    cgroup = "cgroup" in str(numbers.get("scope", "")).lower()
+    scope = str(numbers.get("scope", "")).lower()
+    cgroup = "cgroup" in scope or "memcg" in scope
     where = ("A memory cgroup (container or job) reached its limit"
              if cgroup else "The host ran out of RAM")
     parts = [f"{where} and the kernel's OOM killer ran"]

@@ -109,7 +109,10 @@ def _nccl_timeout(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -
 
 
 @signature("nccl/heartbeat",
-           r"Heartbeat monitor timed out|watchdog got stuck for (?P<stuck_s>\d+) seconds",
+           # from the class name on: a line cut inside "ProcessGroupNCCL's" is read from its
+           # first part, the one the prefilter finds
+           r"Heartbeat monitor timed out|(?:ProcessGroupNCCL's )?watchdog got stuck for "
+           r"(?P<stuck_s>\d+) seconds",
            ("Heartbeat monitor timed out", "watchdog got stuck"),
            "The NCCL watchdog itself hung", tier=3.0,
            example="[E ProcessGroupNCCL.cpp:1150] ProcessGroupNCCL's watchdog got stuck for 480 "

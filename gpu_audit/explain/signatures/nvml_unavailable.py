@@ -73,8 +73,14 @@ _MISMATCH_ONLY = {"nvml-unavailable/nvrm-api-mismatch", "nvml-unavailable/librar
 @signature("nvml-unavailable/library-missing",
            r"(?P<library>libnvidia-ml\.so(?:\.\d+)?): cannot open shared object file|"
            r"(?:[Cc]an't|[Cc]annot|[Ff]ailed to|[Cc]ould not|[Uu]nable to) (?:load|find|open) "
-           r"(?:the )?NVML(?: shared)? library",
-           ("libnvidia-ml", "NVML library", "NVML shared library"),
+           r"(?:the )?NVML(?: shared)? library|"
+           # macOS has no NVML: dlopen's own words
+           r"(?P<macos>dlopen)\((?P<library_>libnvidia-ml[\w.]*), \d+\): (?:image not found|"
+           r"Library not loaded|no suitable image)|"
+           # other tools' words (nvtop, gpustat, monitoring agents)
+           r"NVML (?:shared )?library (?:is )?not (?:installed|found|available)|"
+           r"NVML (?:is )?not (?:installed|found)\b",
+           ("libnvidia-ml", "NVML library", "NVML shared library", "NVML is not", "NVML not"),
            "The NVML library (libnvidia-ml.so.1) cannot be loaded", tier=0.0,
            example="OSError: libnvidia-ml.so.1: cannot open shared object file: No such file or "
            "directory")
@@ -110,6 +116,12 @@ def _nvml_init(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> A
         explanation = "This user cannot open the GPU device files (/dev/nvidia*)."
         remedy = ("Check `ls -l /dev/nvidia*` and the user's groups; in containers pass the "
                   "GPUs with the NVIDIA Container Toolkit (`--gpus all`).")
+    elif numbers.get("macos"):
+        explanation = ("dlopen (macOS) found no libnvidia-ml: NVIDIA's driver, and with it NVML, "
+                       "does not exist for macOS, so nothing that needs NVML (or CUDA) runs "
+                       "there.")
+        remedy = ("Run the job on a Linux (or Windows) machine with an NVIDIA GPU and driver; on "
+                  "a Mac, PyTorch uses the GPU through MPS (device='mps'), without NVML.")
     elif ("librarynotfound" in low or "library not found" in low or numbers.get("library")
           or sig.id == "nvml-unavailable/library-missing"):
         explanation, remedy = _LIBRARY_MISSING, _LIBRARY_REMEDY

@@ -1,0 +1,147 @@
+"""Shapes of logs from the machines gpu-audit audits that are not PyTorch's own: TensorFlow's and
+JAX's out-of-memory, NVML missing in macOS's and other tools' words, the cudaMallocAsync
+backend's unsupported features; and the ways people paste them: an error quoted inline with
+prose after it, a message wrapped at an apostrophe, the OOM killer's task table alone, prose
+that explains an error, and a lost GPU logged after the "no device" it causes. Synthetic
+fixtures in fixtures/shapes/."""
+
+from __future__ import annotations
+
+from gpu_audit.explain import classify_text, explain_sources
+from gpu_audit.model import Severity
+from tests.explain.helpers import FIXTURES
+
+SHAPES = FIXTURES / "shapes"
+
+
+def incidents(name: str):  # type: ignore[no-untyped-def]
+    return explain_sources([str(SHAPES / name)], torch_version="2.3.1", workers=1).incidents
+
+
+def root(name: str):  # type: ignore[no-untyped-def]
+    found = [i for i in incidents(name) if i.role == "root-cause"]
+    assert found, f"{name}: no failure found"
+    return found[0]
+
+
+def failures(name: str) -> list:
+    return [i for i in incidents(name) if i.severity >= Severity.ERROR]
+
+
+def test_tensorflow_oom_reads_the_gpu_and_the_bytes_asked() -> None:
+    oom = root("tensorflow_oom_gpu1.log")
+    assert (oom.cls, oom.signature) == ("cuda-oom", "cuda-oom/tensorflow")
+    assert oom.numbers["gpu_index"] == 1
+    assert oom.numbers["requested_bytes"] == 411041792  # the allocator's rounded request
+    assert "TF_FORCE_GPU_ALLOW_GROWTH" in oom.remedy
+    assert len(incidents("tensorflow_oom_gpu1.log")) == 1
+
+
+def test_tensorflow_tensor_size_is_its_shape_times_its_dtype() -> None:
+    (oom,) = classify_text(
+        "ResourceExhaustedError: OOM when allocating tensor with shape[16,112,112,147] and type "
+        "half on /job:localhost/replica:0/task:0/device:GPU:2 by allocator GPU_2_bfc",
+        torch_version=None)
+    assert oom.numbers["requested_bytes"] == 16 * 112 * 112 * 147 * 2
+    assert oom.numbers["gpu_index"] == 2
+
+
+def test_tensorflow_on_the_cpu_is_not_a_gpu_oom() -> None:
+    text = ("Resource exhausted: OOM when allocating tensor with shape[1,416,416,3] and type "
+            "float on /job:localhost/replica:0/task:0/device:CPU:0 by allocator cpu")
+    assert [i.cls for i in classify_text(text, torch_version=None)] != ["cuda-oom"]
+
+
+def test_tensorflow_allocator_retry_that_is_not_a_failure_stays_quiet() -> None:
+    assert failures("tensorflow_bfc_not_a_failure.log") == []
+
+
+def test_jax_oom_reads_the_bytes() -> None:
+    oom = root("jax_xla_oom.log")
+    assert (oom.cls, oom.signature) == ("cuda-oom", "cuda-oom/xla")
+    assert oom.numbers["requested_bytes"] == 6442450944
+    assert "XLA_PYTHON_CLIENT_PREALLOCATE=false" in oom.remedy
+
+
+def test_jax_failed_request_names_its_device() -> None:
+    (oom,) = classify_text("XlaRuntimeError: RESOURCE_EXHAUSTED: Failed to allocate request for "
+                           "9.00GiB (9663676416B) on device ordinal 3", torch_version=None)
+    assert (oom.numbers["requested_bytes"], oom.numbers["gpu_index"]) == (9663676416, 3)
+
+
+def test_macos_dlopen_is_nvml_missing_and_says_macos() -> None:
+    nvml = root("macos_pynvml_dlopen.log")
+    assert nvml.cls == "nvml-unavailable"
+    assert "macOS" in nvml.explanation and "mps" in nvml.remedy
+
+
+def test_another_tools_words_for_nvml_missing() -> None:
+    nvml = root("gpu_monitor_nvml_not_installed.log")
+    assert (nvml.cls, nvml.signature) == ("nvml-unavailable", "nvml-unavailable/library-missing")
+
+
+def test_cuda_malloc_async_unsupported_is_allocator_configuration() -> None:
+    conf = root("cuda_malloc_async_record_history.log")
+    assert (conf.cls, conf.signature) == ("alloc-conf", "alloc-conf/async-unsupported")
+    assert conf.numbers["feature"] == "recordHistory"
+    assert "backend:cudaMallocAsync" in conf.explanation
+
+
+def test_an_inline_quote_the_writer_met_is_reported_despite_prose_after_it() -> None:
+    fault = root("inline_quote_then_prose.log")
+    assert fault.cls == "illegal-memory-access"
+
+
+def test_an_inline_quote_offered_as_an_example_stays_a_mention() -> None:
+    text = ("On old GPUs the first launch fails with either `CUDA error: no kernel image is "
+            "available for execution on the device` or a warning.")
+    assert classify_text(text, torch_version=None) == []
+
+
+def test_a_message_wrapped_at_an_apostrophe_is_joined_and_keeps_its_rank() -> None:
+    hung = [i for i in incidents("nccl_watchdog_wrapped_at_apostrophe.log")
+            if i.signature == "nccl/heartbeat"]
+    assert len(hung) == 1 and hung[0].ranks == [5] and hung[0].role == "root-cause"
+    assert "ProcessGroupNCCL's watchdog got stuck" in hung[0].excerpt
+    assert hung[0].numbers["stuck_s"] == 480
+
+
+def test_the_oom_killers_task_table_alone_is_a_host_oom() -> None:
+    oom = root("kernel_oom_task_table_only.log")
+    assert oom.cls == "host-oom"
+    assert (oom.numbers["pid"], oom.numbers["process_name"]) == (51877, "python3")
+    assert oom.title == "The host ran out of RAM (OOM killer)"
+
+
+def test_the_task_table_header_alone_opens_a_host_oom() -> None:
+    (oom,) = classify_text("[ 1.0] Tasks state (memory values in pages):\n", torch_version=None)
+    assert oom.cls == "host-oom"
+
+
+def test_explainers_quoting_errors_raise_no_error_level_incident() -> None:
+    for name in ("explainer_post_en.log", "explainer_post_zh.log"):
+        assert failures(name) == [], name
+        assert all(i.title.startswith("Quoted in an explanation") for i in incidents(name))
+
+
+def test_an_issue_asking_how_to_fix_its_own_error_is_still_a_failure() -> None:
+    assert root("issue_asking_how_to_fix.log").cls == "cuda-oom"
+
+
+def test_a_lost_gpu_outranks_the_no_device_error_it_causes() -> None:
+    lost = root("gpu_lost_after_no_device.log")
+    assert lost.cls == "gpu-hardware"
+    (init,) = [i for i in incidents("gpu_lost_after_no_device.log")
+               if i.signature == "driver-mismatch/cuda-init"]
+    assert init.role == "consequence"
+
+
+def test_no_device_alone_is_still_the_root_cause() -> None:
+    (init,) = classify_text("RuntimeError: No CUDA GPUs are available", torch_version=None)
+    assert init.role == "root-cause" and init.cls == "driver-mismatch"
+
+
+def test_a_notebook_traceback_header_names_tensorflows_oom() -> None:
+    (oom,) = classify_text("ResourceExhaustedErrorTraceback (most recent call last)\n"
+                           "<ipython-input-3> in <module>()\n", torch_version=None)
+    assert oom.cls == "cuda-oom"
