@@ -186,3 +186,34 @@ def test_registration_names_the_process_and_its_session(tmp_path):
     facts = json.loads(lines[0])
     assert facts["pid"] == pid and facts["sid"] == pid and facts["rank"] == 3
     assert json.loads(lines[-1])["ev"] == "exit" and json.loads(lines[-1])["rss_peak_bytes"] > 0
+
+
+def test_only_processes_started_since_the_command_are_ever_ended(tmp_path):
+    """A registration naming a process that existed before the command, or this process (the
+    supervisor's place), is not followed; the command's own processes are found."""
+    import os
+    import subprocess
+    import time
+
+    from gpu_audit.validate.script.processes import CommandProcesses
+
+    before = subprocess.Popen(["sleep", "60"])
+    time.sleep(0.3)
+    command = subprocess.Popen(["sleep", "60"])
+    folder = os.open(tmp_path, os.O_RDONLY)
+    try:
+        for pid in (before.pid, os.getpid(), command.pid):
+            facts = json.dumps({"pid": pid, "sid": pid})
+            (tmp_path / f"proc-{pid}.txt").write_text(facts + "\n")
+        processes = CommandProcesses(command.pid, folder)
+        found = {proc.pid for proc in processes.alive()}
+        assert command.pid in found
+        assert before.pid not in found and os.getpid() not in found
+        ended = processes.end(grace_s=5)
+        assert [(e["pid"], e["signal"]) for e in ended] == [(command.pid, "SIGTERM")]
+        assert not alive({command.pid}) and before.poll() is None
+    finally:
+        os.close(folder)
+        for proc in (before, command):
+            proc.kill()
+            proc.wait()

@@ -128,8 +128,7 @@ class Hook:
         try:
             now = time.perf_counter()
             record = {"n": self.count, "src": self.source, "t": time.time(),
-                      "cycle_s": round(now - self.last, 6), "rss_bytes": self._rss(),
-                      "rss_peak_bytes": rss_peak()}
+                      "cycle_s": round(now - self.last, 6), "rss_bytes": self._rss()}
             if self.count == 0:
                 record["first"] = True  # its time includes the script's start-up
             self.last = now

@@ -6,12 +6,13 @@ tree (through gpu-audit's NVML collector, so every guard it has applies). It rea
 :data:`FIRST_INTERVAL_S` for the first :data:`FAST_FOR_S`, then at intervals that double up to
 :data:`INTERVAL_S`: a short run is seen, a long one costs little. Samples taken before the
 command's code has started (a Python command: before its first Python registered itself; see
-:mod:`.hook`) are not kept, so a peak or a cycle never carries the figures of a bare interpreter.
-A Python script also reports its own figures per cycle through the hook, and its own peak
-(``ru_maxrss``) as it exits, which the stage's peak takes when higher; a program that is not
-Python (or ignores the hook) is judged on these samples. Peaks are kept for the stage as a whole.
-Each walk of the tree also tells :class:`~.processes.CommandProcesses` which processes the
-command has, so one that leaves the tree later is still ended with the stage.
+:mod:`.hook`) are not kept, so a peak or a cycle never carries the figures of a bare
+interpreter. A Python script also reports its own figures per cycle through the hook, and each
+of its Pythons its own peak (``ru_maxrss``) as it exits, which the stage's peak takes when
+higher; a program that is not Python (or ignores the hook) is judged on these samples. Peaks are
+kept for the stage as a whole. Each walk of the tree also tells
+:class:`~.processes.CommandProcesses` which processes the command has, so one that leaves the
+tree later is still ended with the stage.
 """
 
 from __future__ import annotations

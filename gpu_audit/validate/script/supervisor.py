@@ -352,8 +352,9 @@ class ScriptStage(StageLeg):
         finally:
             sampler.stop()
             self.stop_command()
-            sampler.take_peak("rss_bytes", sum(self.processes.rss_peaks().values()))
-            # (the hook's own peaks: the sum is what the processes held at most together)
+            # The highest of the Pythons' own peaks: not their sum, which processes that ran
+            # one after the other (a data loader's workers, epoch after epoch) would inflate.
+            sampler.take_peak("rss_bytes", max(self.processes.rss_peaks().values(), default=0))
             reader.close()
         self.warnings.extend(reader.notes())
         if (long_lines := self.split.note()) is not None:
