@@ -217,3 +217,25 @@ def test_only_processes_started_since_the_command_are_ever_ended(tmp_path):
         for proc in (before, command):
             proc.kill()
             proc.wait()
+
+
+def test_no_sample_is_kept_from_before_the_commands_code_starts():
+    """Until the command's first Python registers, the sampler keeps nothing (a bare
+    interpreter's few MiB are not the script's memory); then it samples at once, fast."""
+    import subprocess
+    import time
+
+    from gpu_audit.validate.script.outside import OutsideSampler
+
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        sampler = OutsideSampler(child.pid, nvml=False, code_started=False).start()
+        time.sleep(0.5)
+        assert sampler.current()["rss_bytes"] is None and "rss_bytes" not in sampler.peaks
+        sampler.code_started()
+        time.sleep(0.5)
+        assert sampler.current()["rss_bytes"] > 0 and sampler.peaks["rss_bytes"] > 0
+        sampler.stop()
+    finally:
+        child.kill()
+        child.wait()
