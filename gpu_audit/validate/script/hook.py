@@ -403,7 +403,8 @@ def install(environ: Any = os.environ) -> Hook | None:
         if callbacks:
             sys.meta_path.insert(0, _ImportWatcher(callbacks, hook))
         registration = Registration(folder)
-        registration.register()
+        with _suppress():  # unregistered, the process is still found by its tree and session
+            registration.register()
         if hasattr(os, "register_at_fork"):
             os.register_at_fork(after_in_child=registration.in_child)
         import atexit
