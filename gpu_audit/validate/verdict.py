@@ -69,7 +69,8 @@ def judge(plan: Plan, key: str, leg: LegState, outcome: WorkerRun,
         return
     if outcome.hung:
         # A command's stack is its own (its Pythons dump it through the hook), one per process.
-        ranks = outcome.stacks if plan.script is not None else []
+        ranks = [{k: redact_text(v) if isinstance(v, str) else v for k, v in entry.items()}
+                 for entry in outcome.stacks] if plan.script is not None else []
         where = stage_location(tail) if plan.script is None else (
             describe(ranks[0]) if ranks else script_location(tail))
         cycle = leg.cycles_done
