@@ -194,19 +194,18 @@ def test_only_processes_started_since_the_command_are_ever_ended(tmp_path):
     supervisor's place), is not followed; the command's own processes are found."""
     import os
     import subprocess
-    import time
 
-    from gpu_audit.validate.script.processes import CommandProcesses
+    from gpu_audit.validate.script.processes import CommandProcesses, snapshot
 
     before = subprocess.Popen(["sleep", "60"])
-    time.sleep(0.3)
+    existing = snapshot()
     command = subprocess.Popen(["sleep", "60"])
     folder = os.open(tmp_path, os.O_RDONLY)
     try:
         for pid in (before.pid, os.getpid(), command.pid):
             facts = json.dumps({"pid": pid, "sid": pid})
             (tmp_path / f"proc-{pid}.txt").write_text(facts + "\n")
-        processes = CommandProcesses(command.pid, folder)
+        processes = CommandProcesses(command.pid, folder, existing=existing)
         found = {proc.pid for proc in processes.alive()}
         assert command.pid in found
         assert before.pid not in found and os.getpid() not in found

@@ -53,7 +53,10 @@ class CommandProcesses:
     """The command's processes (see the module's docstring). ``folder_fd``: the streams
     folder, where the registrations are; ``None``: tree and sessions only."""
 
-    def __init__(self, root_pid: int, folder_fd: int | None, subreaper: bool = False) -> None:
+    def __init__(self, root_pid: int, folder_fd: int | None, subreaper: bool = False,
+                 existing: set[int] | None = None) -> None:
+        """``existing``: the pids there were before the command started (:func:`snapshot`),
+        never the command's."""
         import psutil
 
         self.root_pid = root_pid
@@ -65,13 +68,14 @@ class CommandProcesses:
         self.sessions: set[int] = set()
         if os.getsid(0) == self.me:  # the runner made this session for the stage
             self.sessions.add(self.me)
-        self.excluded = _ancestors()
+        self.excluded = _ancestors() | (existing or set())
         self.registrations: dict[int, int] = {}  # pid -> bytes of its file read so far
         self.subreaper = subreaper  # see become_subreaper(), called before the command began
         try:
             self.since = psutil.Process(root_pid).create_time()
-        except psutil.Error:
+        except psutil.Error:  # gone already: its descendants are not older than now
             self.since = time.time()
+        self.excluded.discard(root_pid)
         self.note(root_pid, "tree")
 
     # -- finding them -----------------------------------------------------------------------
@@ -303,6 +307,16 @@ class CommandProcesses:
             return ""
         finally:
             os.close(fd)
+
+
+def snapshot() -> set[int]:
+    """The pids of every process now (taken before the command starts)."""
+    import psutil
+
+    try:
+        return set(psutil.pids())
+    except (psutil.Error, OSError):
+        return set()
 
 
 def become_subreaper() -> bool:

@@ -79,6 +79,7 @@ from gpu_audit.validate.script.processes import (
     CommandProcesses,
     become_subreaper,
     ended_sentence,
+    snapshot,
 )
 from gpu_audit.validate.script.spec import expand
 from gpu_audit.validate.script.stacks import describe, order, waiting_line
@@ -287,6 +288,7 @@ class ScriptStage(StageLeg):
         info = os.fstat(writer)
         env[ENV_PIPE] = f"{info.st_dev}:{info.st_ino}"
         subreaper = become_subreaper()  # what the command orphans stays in reach
+        existing = snapshot()  # never the command's, whatever a registration says
         try:
             self.proc = subprocess.Popen(argv, env=env, cwd=self.plan.workload_paths[0],
                                          stdin=subprocess.DEVNULL, stdout=writer,
@@ -307,7 +309,7 @@ class ScriptStage(StageLeg):
         self.events.send({"ev": "ready", **ready})
         self.events.send({"ev": "started", "from_cycle": 0, "planned": self.stage.cycles})
         self.phase("cycles")
-        self.processes = CommandProcesses(self.proc.pid, reader.fd, subreaper)
+        self.processes = CommandProcesses(self.proc.pid, reader.fd, subreaper, existing)
         program = resolve_program(argv[0], env, self.plan.workload_paths[0])
         python = program is not None and python_of(program) is not None
         sampler = OutsideSampler(self.proc.pid, nvml=self.device.startswith("cuda"),
