@@ -243,7 +243,9 @@ SETTINGS: tuple[Setting, ...] = (
     _validate("hang_factor", float, 10.0,
               "A cycle hangs when it runs X times longer than the slowest so far.",
               flag="--hang-factor"),
-    _validate("hang_min_s", float, 60.0, "Lower bound of the hang limit.", unit="seconds",
+    _validate("hang_min_s", float, 60.0,
+              "Lower bound of the hang limit; for a command, the limit until its second cycle "
+              "(its first, which includes its start-up, does not count).", unit="seconds",
               flag="--hang-min"),
     _validate("hang_max_s", float, 3600.0, "Upper bound of the hang limit.", unit="seconds",
               flag="--hang-max"),

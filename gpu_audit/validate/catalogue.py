@@ -68,7 +68,11 @@ A cycle ran past the hang limit and the stage's worker was stopped.
 The limit is derived from the stage's own cycle times (`--hang-factor` times the slowest cycle so
 far, between `--hang-min` and `--hang-max`). The worker's stack at that moment is in the stage
 log; the finding names the line it was waiting on. A command run with `validate -- COMMAND`
-hangs when it completes no cycle and prints nothing for that long.
+hangs when it completes no cycle and prints nothing for that long; its first cycle, whose time
+includes the start-up, does not count towards the limit (`--hang-min` until a second cycle).
+Each of its Pythons dumps its stacks, and the finding names the line each rank's main thread
+waits on in your own code (rank 0 first); every process of the command, torchrun's ranks in
+their own sessions included, is then ended.
 
 Why it matters: a hung run holds its GPUs until the job's time limit and produces nothing.
 

@@ -126,7 +126,8 @@ def _variant_doc(run: RunDir, plan: Plan, state: RunState,
             "worker": {"pid": leg.worker_pid, "exit_code": leg.exit_code, "signal": leg.signal,
                        "log": str(run.log_path(key)),
                        "stderr_tail": leg.stderr_tail if leg.status == "failed" else None,
-                       "explanation": leg.explanation, "failure_detail": leg.failure_detail},
+                       "explanation": leg.explanation, "failure_detail": leg.failure_detail,
+                       "ended_processes": ready.get("ended_processes") or []},
         })
     note = None
     if on_cpu:

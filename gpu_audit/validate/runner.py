@@ -9,8 +9,12 @@ for the hang watchdog, and afterwards has :mod:`.verdict` judge the stage from t
 Hang watchdog: until the first cycle completes the limit is ``startup_timeout_s`` (imports, CUDA
 start-up and the workload's set-up are slow and vary); afterwards each cycle must finish within
 ``hang_factor`` times the slowest cycle seen so far, bounded by ``hang_min_s`` and
-``hang_max_s``. A worker past its limit gets SIGUSR1 (its Python stacks go to the stage log, to
-say where it hung) and is then killed with its whole process group.
+``hang_max_s``. A command's first cycle, which includes its start-up, is not one of those
+times: the limit is measured from its first counted cycle (``hang_min_s`` until a second one).
+A worker past its limit gets SIGUSR1 (its Python stacks go to the stage log, to say where it
+hung) and is then killed with its whole process group; a command's supervisor is asked to stop
+instead (it ends every process of the command, in whatever session, then exits) and is killed
+only if it has not within :data:`HUNG_STOP_S`.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ EXIT_OK, EXIT_FAILED, EXIT_UNKNOWN, EXIT_INTERRUPTED = 0, 2, 3, 130
 NOT_ON_CPU = "not run: allocator settings do not apply on the CPU (the variants are one run)"
 STDERR_TAIL_BYTES = 64 * KIB
 STDERR_TAIL_LINES = 40
+HUNG_STOP_S = 20.0  # a hung command's supervisor ends its processes (SIGTERM, grace, SIGKILL)
 
 
 class Runner:
@@ -181,8 +186,9 @@ class Runner:
                       f"===\n".encode())
             log.flush()
             offset = log.tell()
-            outcome = self._watch_worker(key, device, leg, log, [r["cycle_s"] for r in prior
-                                                                 if "cycle_s" in r])
+            outcome = self._watch_worker(key, device, leg, log, [
+                r["cycle_s"] for r in prior
+                if "cycle_s" in r and not r.get("first_includes_startup")])
         leg.duration_s = round((leg.duration_s or 0.0) + time.monotonic() - began, 3)
         leg.finished_at = utc_now()
         leg.load_avg["end"] = host_load()
@@ -237,6 +243,8 @@ class Runner:
                     break
             elif now > deadline and not result.hung:
                 self._stop_hung_worker(proc, result, limit)
+            elif result.hung and now > result.stop_asked_at + HUNG_STOP_S:
+                kill_group(proc)  # the supervisor did not end the command in time
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=30)
         if proc.poll() is None:
@@ -265,7 +273,9 @@ class Runner:
         if kind == "cycle":
             # Events come at most every EVENT_INTERVAL_S; each carries the slowest cycle since
             # the one before, which is what the hang limit needs.
-            result.cycle_times.append(float(event.get("slowest_s") or event.get("cycle_s") or 0))
+            slowest = event.get("slowest_s")
+            result.cycle_times.append(float(slowest if slowest is not None
+                                            else event.get("cycle_s") or 0))
             self.state.legs[key].cycles_done = int(event.get("cycle", 0)) + 1
             self.progress.cycle(key, event)
             return self.cycle_limit(result.cycle_times)
@@ -277,6 +287,8 @@ class Runner:
             return self.plan.startup_timeout_s
         if kind == "done":
             result.done = event
+        if kind == "stacks":
+            result.stacks = [e for e in event.get("processes") or [] if isinstance(e, dict)]
         return limit if kind != "checkpoint" else max(limit, self.cycle_limit(result.cycle_times))
 
     def cycle_limit(self, times: list[float]) -> float:
@@ -296,7 +308,15 @@ class Runner:
             with contextlib.suppress(OSError):
                 os.kill(proc.pid, signal.SIGUSR1)  # faulthandler writes every thread's stack
             time.sleep(1.0)
-        kill_group(proc)
+        if self.plan.script is None:
+            kill_group(proc)
+            return
+        # A command's processes may have left the worker's group (torchrun's ranks run in
+        # sessions of their own): its supervisor ends them all, then exits.
+        result.stop_asked_at = time.monotonic()
+        with contextlib.suppress(OSError, ValueError):
+            proc.stdin.write(b"stop\n")  # type: ignore[union-attr]
+            proc.stdin.flush()  # type: ignore[union-attr]
 
     def _forward_interrupts(self, proc: subprocess.Popen[bytes], result: WorkerRun) -> None:
         if self.interrupts >= 1 and not result.stopped_by_user:

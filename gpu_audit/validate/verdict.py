@@ -8,12 +8,8 @@ tail of its log): interrupted, hung (and where), died (and of what), failed (and
 from __future__ import annotations
 
 import json
-import os
-import re
 import signal
-import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from gpu_audit.knowledge.oom import oom_kind_of_text, oom_numbers
@@ -21,6 +17,7 @@ from gpu_audit.redact import redact_text
 from gpu_audit.validate.command_error import read_error
 from gpu_audit.validate.findings import leg_gates
 from gpu_audit.validate.plan import Plan, split_leg
+from gpu_audit.validate.script.stacks import describe, library_frame
 from gpu_audit.validate.state import LegState, completed_cycles, cycles_reached
 
 _DEATH_SIGNALS = {
@@ -47,6 +44,8 @@ class WorkerRun:
     stopped_by_user: bool = False
     killed_by_user: bool = False
     cycle_times: list[float] = field(default_factory=list)
+    stop_asked_at: float = float("inf")  # a hung command's supervisor was asked to stop
+    stacks: list[dict[str, Any]] = field(default_factory=list)  # its processes' waiting lines
 
 
 def judge(plan: Plan, key: str, leg: LegState, outcome: WorkerRun,
@@ -62,24 +61,33 @@ def judge(plan: Plan, key: str, leg: LegState, outcome: WorkerRun,
         for warning in done["warnings"]:
             if warning not in leg.ready["warnings"]:
                 leg.ready["warnings"].append(warning)
+    if done.get("ended_processes"):
+        leg.ready["ended_processes"] = done["ended_processes"]
 
     if outcome.stopped_by_user and (done.get("status") == "interrupted"
                                     or outcome.killed_by_user or not done):
         leg.status, leg.reason = "interrupted", "interrupted by the user; resume with --resume"
         return
     if outcome.hung:
-        # A command's stack is its own (its Pythons dump it through the hook).
-        where = stage_location(tail) if plan.script is None else script_location(tail)
+        # A command's stack is its own (its Pythons dump it through the hook), one per process.
+        ranks = [{k: redact_text(v) if isinstance(v, str) else v for k, v in entry.items()}
+                 for entry in outcome.stacks] if plan.script is not None else []
+        where = stage_location(tail) if plan.script is None else (
+            describe(ranks[0]) if ranks else script_location(tail))
         cycle = leg.cycles_done
         slowest = outcome.slowest_cycle_s
         basis = (f"{plan.hang_factor:g} x the slowest cycle so far ({slowest:.3g} s), "
                  f"bounded to {plan.hang_min_s:g}-{plan.hang_max_s:g} s"
+                 + ("; the first cycle, which includes the start-up, does not count"
+                    if plan.script is not None else "")
                  if slowest is not None else "the start-up limit")
         what = ("the worker was stopped" if plan.script is None else
                 "the command printed nothing in that time either; it was stopped")
+        others = "".join(f"; {describe(entry)}" for entry in ranks[1:4] if entry.get("own"))
         fail(leg, "hang", f"cycle {cycle} did not finish within {outcome.hang_limit_s:.3g} s "
-             f"({basis}); {what}" + (f"; it was at {where}" if where else ""),
-             {"cycle": cycle, "limit_s": outcome.hang_limit_s, "where": where})
+             f"({basis}); {what}" + (f"; it was at {where}" if where else "") + others,
+             {"cycle": cycle, "limit_s": outcome.hang_limit_s, "where": where,
+              **({"processes": ranks} if ranks else {})})
         return
     if not done:
         where = stage_location(tail)
@@ -209,13 +217,8 @@ def _stack_blocks(tail: str) -> list[list[str]]:
 
 
 def _library_frame(frame: str) -> bool:
-    """A frame in Python's own library, site-packages, or gpu-audit itself."""
-    match = re.match(r'File "([^"]+)"', frame)
-    path = match[1] if match else ""
-    package = str(Path(__file__).resolve().parents[1])
-    prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix}
-    return (path.startswith(package) or "site-packages" in path or path.startswith("<")
-            or any(path.startswith(p + os.sep + "lib") for p in prefixes))
+    """A frame in Python's own library, an installed package or program, or gpu-audit."""
+    return library_frame(frame)
 
 
 def signal_name(number: int) -> str:

@@ -190,6 +190,7 @@ def test_a_broken_hook_never_breaks_the_script(tmp_path):
                           text=True, timeout=60)
     assert done.returncode == 0 and done.stdout.strip() == "ok"
     assert done.stderr.count("gpu-audit validate hook: disabled") == 1
+    assert "not started" not in done.stderr  # its registration failed too, silently
 
 
 SAMPLE = """

@@ -15,6 +15,7 @@ from pathlib import Path
 from tests.validate.runs import (
     REPO,
     cycles_of,
+    pid_alive,
     report_of,
     run_dir,
     run_validate,
@@ -131,11 +132,10 @@ def test_long_lines_and_more_output_than_the_log_keeps(tmp_path, cli_env):
     assert leg["duration_s"] < 60 and took < 150
 
 
-def test_output_held_open_by_a_process_left_behind_ends_the_stage_after_a_grace(tmp_path,
-                                                                                cli_env):
+def test_output_held_open_by_a_process_left_behind_is_ended_with_the_stage(tmp_path, cli_env):
     """The command exits, but a process it started in a session of its own (out of its process
-    tree, so never stopped with it) still holds its output: the stage ends a few seconds later
-    instead of waiting for that output to end (or for the hang watchdog)."""
+    group) still holds its output: the stage ends at once instead of waiting for that output
+    to end (or for the hang watchdog), and that process is ended with it and listed."""
     pid_file = tmp_path / "left-behind.pid"
     try:
         code, run, took = validate(tmp_path, cli_env, "detach", "--stage", "smoke",
@@ -143,9 +143,14 @@ def test_output_held_open_by_a_process_left_behind_ends_the_stage_after_a_grace(
                                    PY, SCRIPT, "detach", "--cycles", "{cycles}", "--pid-file",
                                    str(pid_file))
     finally:
-        if pid_file.exists():
-            os.kill(int(pid_file.read_text()), signal.SIGKILL)
+        left = int(pid_file.read_text()) if pid_file.exists() else None
+        survived = left is not None and pid_alive(left)
+        if survived:
+            os.kill(left, signal.SIGKILL)
+    assert not survived, "the process the command left behind survived the stage"
     assert code == 0, warnings_of(run)
     assert smoke(run)["status"] == "passed"
-    assert any("output was still open 5 s after it ended" in w for w in warnings_of(run))
+    assert smoke(run)["ready"]["ended_processes"][0]["pid"] == left
+    assert any(f"pid {left} 'sleep 600'" in w for w in warnings_of(run))
+    assert not any("output was still open" in w for w in warnings_of(run))
     assert smoke(run)["duration_s"] < 60 and took < 120

@@ -157,13 +157,14 @@ def test_torchrun_two_ranks_gloo_give_two_streams(tmp_path, cli_env):
     done, run = validate(tmp_path, cli_env, "ddp", "--stage", "smoke", "--metric", LOSS,
                          "--", TORCHRUN, "--nproc-per-node", "2", script("ddp_gloo.py"))
     assert done.returncode == 0, done.stdout + done.stderr
-    streams = sorted(p.name for p in (run / "streams" / "default.smoke" / "attempt-1").iterdir())
+    streams = sorted(p.name for p in (run / "streams" / "default.smoke" / "attempt-1")
+                     .glob("*.jsonl"))
     assert streams == ["rank-0.jsonl", "rank-1.jsonl"]
     records = cycles_of(run, "default/smoke")
     assert [r["cycle"] for r in records] == [0, 1, 2]
     assert all("rank-1" in r.get("ranks", {}) for r in records[1:])
     hello = [json.loads(p.read_text().splitlines()[0])
-             for p in (run / "streams" / "default.smoke" / "attempt-1").iterdir()]
+             for p in (run / "streams" / "default.smoke" / "attempt-1").glob("*.jsonl")]
     assert sorted(h["rank"] for h in hello) == [0, 1] and {h["world_size"] for h in hello} == {2}
 
 

@@ -23,9 +23,11 @@ the highest since the one before, and its retry and OOM counts all those since t
 falls between two reads. A cycle without a read carries no CUDA figures.
 
 With a stop count, the hook ends the process cleanly (``SystemExit(0)``) once that many cycles
-are done: in the last ``monitor.step()``, or as the next cycle starts its work (its first module
-forward, or else its optimizer step), so the rest of the last cycle (its prints) has run, no
-collective is in flight and no further update happens: between two steps, never inside one.
+are done: in the last ``monitor.step()``, or as the next counted optimizer step starts (its
+pre-hook), so the whole last step has run (an LBFGS step's closure evaluations included) and so
+has the script's code after it until the next step (its evaluation, its prints, the files it
+writes); no collective is in flight and no further update happens: between two steps, never
+inside one.
 
 A script that resumes itself (from its own checkpoint) starts at the step it saved: on the first
 optimizer step the hook reads where that is, and numbers its cycles from there, so that the
@@ -35,8 +37,14 @@ the optimizer's own step count (``optimizer.state[p]["step"]`` of Adam-like opti
 in a dictionary the script loaded with ``torch.load`` (``iter_num``, ``global_step``, ...,
 or its LR scheduler's ``last_epoch``). A start at or past the stage's length is not one.
 
-It also makes SIGUSR1 dump every thread's stack to stderr (unless the script handles SIGUSR1
-itself), so that a hung command's stage log says where it waited.
+Each Python of the command registers itself as it starts: ``<streams>/proc-<pid>.txt`` gets one
+JSON line (pid, parent, process group, session, rank, start time), so the supervisor can end
+every process the command started with the stage, wherever it moved (a torchrun rank in a
+session of its own, a daemon whose parent is gone). SIGUSR1 dumps every thread's stack into that
+same file (unless the script handles SIGUSR1 itself): the supervisor copies the dumps into the
+stage log by rank and names the line each rank's main thread waits on. As the process exits, a
+last JSON line gives its peak resident memory (``ru_maxrss``), so a run too short for the
+sampling from outside still reports its true peak.
 
 Cheap and harmless by design: standard library only until a cycle needs torch's figures, no
 thread, one ``write`` per cycle (two with the output marker), and for very fast steps a CUDA
@@ -65,6 +73,8 @@ SCHEDULER_KEYS = ("scheduler", "lr_scheduler", "sched")
 CUDA_SAMPLE_S = 0.05  # the default: slower steps are all read, faster ones every ~50 ms
 MARKER = "\x1egpu-audit-cycle "  # a cycle's end in the output (the supervisor strips it)
 PREFIX = "gpu-audit validate hook"
+PROC_PREFIX = "proc-"  # <streams>/proc-<pid>.txt: a Python's registration and stack dumps
+PROC_SUFFIX = ".txt"
 
 _hook: Hook | None = None
 
@@ -170,21 +180,9 @@ class Hook:
             if self.source == "monitor":
                 self.stop()  # monitor.step() closes the cycle: nothing of it is left to run
             else:
-                # The rest of this cycle (its prints) runs first: the process ends as the next
-                # one starts its work, at its first module forward or its next optimizer step.
+                # The rest of this cycle runs first (an evaluation after the step, its prints,
+                # its files, forwards included): the process ends as the next step starts.
                 self.stop_pending = True
-                self._arm_forward_stop()
-
-    def _arm_forward_stop(self) -> None:
-        register = getattr(getattr(self.torch, "nn", None), "modules", None)
-        register = getattr(getattr(register, "module", None),
-                           "register_module_forward_pre_hook", None)
-        if register is not None:
-            register(self.before_forward)
-
-    def before_forward(self, module: Any, args: Any) -> None:
-        if self.stop_pending and os.getpid() == self.pid:
-            self.stop()
 
     def before_optimizer_step(self, optimizer: Any, args: Any = None, kwargs: Any = None
                               ) -> None:
@@ -395,6 +393,49 @@ class _ImportWatcher:
             sys.meta_path.remove(self)
 
 
+def rss_peak() -> int | None:
+    """This process's peak resident memory so far (``ru_maxrss``: KiB on Linux)."""
+    try:
+        import resource
+
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    except (ImportError, OSError):
+        return None
+    return peak if sys.platform == "darwin" else peak * 1024
+
+
+class Registration:
+    """``<streams>/proc-<pid>.txt`` of this process: its identity as it starts, the stacks
+    SIGUSR1 dumps, and its peak memory as it exits (see the module's docstring)."""
+
+    def __init__(self, folder: str) -> None:
+        self.folder = folder
+        self.fd: int | None = None
+        self.pid = 0
+
+    def register(self) -> None:
+        import json
+
+        self.pid = os.getpid()
+        path = os.path.join(self.folder, f"{PROC_PREFIX}{self.pid}{PROC_SUFFIX}")
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+        facts = {"pid": self.pid, "ppid": os.getppid(), "pgid": os.getpgid(0),
+                 "sid": os.getsid(0), "rank": _int(os.environ.get("RANK")), "t": time.time()}
+        os.write(self.fd, (json.dumps(facts) + "\n").encode())
+        _stacks_on_usr1(self.fd)
+
+    def in_child(self) -> None:
+        """A forked child (a data-loader worker) is a process of its own: its own file."""
+        with _suppress():
+            self.register()
+
+    def on_exit(self) -> None:
+        if self.fd is None or os.getpid() != self.pid:
+            return
+        with _suppress():
+            os.write(self.fd, f'{{"ev":"exit","rss_peak_bytes":{rss_peak() or 0}}}\n'.encode())
+
+
 def install(environ: Any = os.environ) -> Hook | None:
     """Start the hook in this process when the supervisor asked for it (else nothing)."""
     global _hook
@@ -415,10 +456,15 @@ def install(environ: Any = os.environ) -> Hook | None:
                 callbacks.pop(name)(module)
         if callbacks:
             sys.meta_path.insert(0, _ImportWatcher(callbacks, hook))
-        _stacks_on_usr1()
+        registration = Registration(folder)
+        with _suppress():  # unregistered, the process is still found by its tree and session
+            registration.register()
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=registration.in_child)
         import atexit
 
         atexit.register(hook.after_exit_handlers)
+        atexit.register(registration.on_exit)
         atexit.register(hook.read_unread)  # runs before after_exit_handlers (last in, first)
         _hook = hook
     except Exception as exc:
@@ -437,16 +483,17 @@ def sample_interval(text: str | None) -> float:
     return ms / 1000 if ms is not None and 0 <= ms <= 60_000 else CUDA_SAMPLE_S
 
 
-def _stacks_on_usr1() -> None:
-    """SIGUSR1 writes every thread's stack to stderr (the stage log) instead of ending the
-    process, unless the script handles SIGUSR1 itself: the supervisor forwards the runner's
-    SIGUSR1 to the command before stopping a hung one, so the report can say where it hung."""
+def _stacks_on_usr1(fd: int) -> None:
+    """SIGUSR1 writes every thread's stack to ``fd`` (this process's registration file)
+    instead of ending the process, unless the script handles SIGUSR1 itself: the supervisor
+    forwards the runner's SIGUSR1 to the command before stopping a hung one, so the report can
+    say where each rank waited. A file per process: dumps of several ranks never interleave."""
     import signal
 
     if hasattr(signal, "SIGUSR1") and signal.getsignal(signal.SIGUSR1) == signal.SIG_DFL:
         import faulthandler
 
-        faulthandler.register(signal.SIGUSR1, all_threads=True)
+        faulthandler.register(signal.SIGUSR1, file=fd, all_threads=True)
 
 
 def _suppress() -> Any:

@@ -79,7 +79,14 @@ from gpu_audit.validate.script.launch import (
 )
 from gpu_audit.validate.script.output import ENV_LOG_MAX, OutputLines, StageLog, log_limit
 from gpu_audit.validate.script.outside import OutsideSampler
+from gpu_audit.validate.script.processes import (
+    CommandProcesses,
+    become_subreaper,
+    ended_sentence,
+    snapshot,
+)
 from gpu_audit.validate.script.spec import expand
+from gpu_audit.validate.script.stacks import describe, order, waiting_line
 from gpu_audit.validate.script.streams import (
     SOURCES,
     Cycles,
@@ -91,9 +98,13 @@ from gpu_audit.validate.spawn import apply_alloc_conf
 from gpu_audit.validate.state import CycleLog, cycles_reached, leg_file, load_records
 
 STOP_GRACE_S = 5.0  # SIGTERM to SIGKILL; within the worker's own grace when orphaned
-# How long the output may stay open once the command's process has ended (a process it started
-# and that left its tree holds it): then the stage ends without the rest.
+# Once the command's main process has ended, its output gets this long to end too; then what
+# the command left running (a daemon holding the output) is ended with the stage.
+LEFTOVER_WAIT_S = 0.5
+# How long the output may stay open after that (a process out of gpu-audit's reach holds it):
+# then the stage ends without the rest.
 OUTPUT_GRACE_S = 5.0
+STACKS_WAIT_S = 0.3  # after SIGUSR1 is forwarded: the dumps are written by then
 POLL_S = 0.1
 LINES_S = 0.25  # output lines handled per poll at most this long (stop requests come first)
 QUEUED_LINES = 2048  # lines read and not yet handled; past it the command waits to print
@@ -127,6 +138,11 @@ class ScriptStage(StageLeg):
         self.start_marker: dict[str, Any] | None = None  # the stage-start not yet logged
         self.earlier = 0  # how far the stage's earlier attempts got
         self.stop_deadline = float("inf")
+        self.processes: CommandProcesses | None = None
+        self.sampler: OutsideSampler | None = None
+        self.ended: dict[int, dict[str, Any]] = {}  # processes gpu-audit had to end, by pid
+        self.usr1_due = False  # the runner asked for stacks: forward SIGUSR1 at the next poll
+        self.stacks_at: tuple[float, dict[int, int]] | None = None  # when to read the dumps
         apply_alloc_conf(self.variant.alloc_conf)
         if hasattr(signal, "SIGUSR1"):
             # The runner's "where are you stuck" goes to the command (its Pythons dump their
@@ -292,6 +308,8 @@ class ScriptStage(StageLeg):
         output, writer = os.pipe()  # its identity tells the hook where markers may go
         info = os.fstat(writer)
         env[ENV_PIPE] = f"{info.st_dev}:{info.st_ino}"
+        subreaper = become_subreaper()  # what the command orphans stays in reach
+        existing = snapshot()  # never the command's, whatever a registration says
         try:
             self.proc = subprocess.Popen(argv, env=env, cwd=self.plan.workload_paths[0],
                                          stdin=subprocess.DEVNULL, stdout=writer,
@@ -312,7 +330,12 @@ class ScriptStage(StageLeg):
         self.events.send({"ev": "ready", **ready})
         self.events.send({"ev": "started", "from_cycle": 0, "planned": self.stage.cycles})
         self.phase("cycles")
-        sampler = OutsideSampler(self.proc.pid, nvml=self.device.startswith("cuda")).start()
+        self.processes = CommandProcesses(self.proc.pid, reader.fd, subreaper, existing)
+        program = resolve_program(argv[0], env, self.plan.workload_paths[0])
+        python = program is not None and python_of(program) is not None
+        sampler = OutsideSampler(self.proc.pid, nvml=self.device.startswith("cuda"),
+                                 processes=self.processes, code_started=not python).start()
+        self.sampler = sampler
         scale = batch / self.spec.batch if batch and self.spec.batch else 1.0
         base = {"type": "cycle", "leg": self.leg, "variant": self.variant_label,
                 "stage": self.stage.name, "attempt": self.attempt, "batch_scale": scale,
@@ -332,7 +355,10 @@ class ScriptStage(StageLeg):
                 unlogged.clear()
             self.log.append(record)
             self.cycles_done = max(self.cycles_done, record["cycle"] + 1)
-            progress.cycle_done(record, record.get("cycle_s") or 0.0,
+            # The hang limit follows the cycles' own times: a first cycle that includes the
+            # command's start-up (imports, data loading) does not count.
+            elapsed = 0.0 if record.get("first_includes_startup") else record.get("cycle_s")
+            progress.cycle_done(record, elapsed or 0.0,
                                 last=self.cycles_done == self.stage.cycles)
             if stop_after is not None and cycles.source == "pattern" \
                     and cycles.written + 1 >= stop_after and not self.stopping:
@@ -354,6 +380,9 @@ class ScriptStage(StageLeg):
         finally:
             sampler.stop()
             self.stop_command()
+            # The highest of the Pythons' own peaks: not their sum, which processes that ran
+            # one after the other (a data loader's workers, epoch after epoch) would inflate.
+            sampler.take_peak("rss_bytes", max(self.processes.rss_peaks().values(), default=0))
             reader.close()
         self.warnings.extend(reader.notes())
         if (long_lines := self.split.note()) is not None:
@@ -418,6 +447,7 @@ class ScriptStage(StageLeg):
         threading.Thread(target=self._read_output, args=(lines,), daemon=True).start()
         told_device = False
         output_done = False
+        leftovers_ended = False
         ended_at: float | None = None
         while True:
             if self.control.stop.is_set() and not self.stopping:
@@ -428,6 +458,14 @@ class ScriptStage(StageLeg):
             if self.spill_due:
                 self.spill_due = False
                 self.stage_log.spill()
+            if self.usr1_due:
+                self.usr1_due = False
+                self._forward_stacks_request()
+            if self.stacks_at is not None and time.monotonic() >= self.stacks_at[0]:
+                self._report_stacks(self.stacks_at[1])
+                self.stacks_at = None
+            if self.processes and self.processes.read_registrations() and self.sampler:
+                self.sampler.code_started()
             # One wake-up per POLL_S, however fast the command prints: the supervisor shares
             # the machine with the script it measures.
             time.sleep(POLL_S)
@@ -442,6 +480,12 @@ class ScriptStage(StageLeg):
             if self.proc.poll() is None:
                 continue
             ended_at = ended_at or time.monotonic()
+            if not output_done and time.monotonic() - ended_at > LEFTOVER_WAIT_S \
+                    and not leftovers_ended:
+                # The main process has ended; a process it left holds the output open.
+                leftovers_ended = True
+                self._note_ended(self.processes.end(STOP_GRACE_S))
+                ended_at = time.monotonic()
             if output_done or time.monotonic() - ended_at > OUTPUT_GRACE_S:
                 if not output_done:
                     self.output_abandoned = True
@@ -581,26 +625,63 @@ class ScriptStage(StageLeg):
         return self.finish("passed")
 
     def terminate(self) -> None:
-        """SIGTERM to every process of the command (it runs in this process group, so the
-        runner's kill of the group reaches it too)."""
-        for proc in self._tree():
-            with contextlib.suppress(Exception):
-                proc.send_signal(signal.SIGTERM)
+        """SIGTERM to every process of the command (see :mod:`.processes`): its tree, the
+        Pythons it started wherever they are now, the sessions it created."""
+        if self.processes is not None:
+            main = self.proc.pid if self.proc is not None else None
+            ended = self.processes.terminate(exclude=main)
+            if self.stopping == "interrupted":
+                # Stopped whole (a hang, Ctrl-C): what else of the command ran is listed; the
+                # stop after a stage's cycles is the command's planned end, not listed.
+                self._note_ended(ended)
         self.stop_deadline = time.monotonic() + STOP_GRACE_S
 
     def _forward_usr1(self, signum: int, frame: Any) -> None:
+        # Only flags: the handler may interrupt the main loop anywhere (inside a lock too).
         self.spill_due = True  # the stacks that follow must reach the log file
-        for proc in self._tree():
-            with contextlib.suppress(Exception):
-                proc.send_signal(signal.SIGUSR1)
+        self.usr1_due = True
+
+    def _forward_stacks_request(self) -> None:
+        """SIGUSR1 to every process of the command: each Python the hook runs in writes its
+        stacks into its registration file, read :data:`STACKS_WAIT_S` later."""
+        if self.processes is None:
+            return
+        offsets = self.processes.stack_offsets()
+        self.processes.send(signal.SIGUSR1)
+        self.stacks_at = (time.monotonic() + STACKS_WAIT_S, offsets)
+
+    def _report_stacks(self, offsets: dict[int, int]) -> None:
+        """The dumps into the stage log, by rank; each main thread's waiting line to the runner
+        (a ``stacks`` event: the hang finding names them)."""
+        assert self.processes is not None
+        dumps = self.processes.stacks_since(offsets)
+        lines = []
+        for dump in dumps:
+            who = f"rank {dump['rank']}" if dump["rank"] is not None else "process"
+            self.stage_log.write(f"\n--- gpu-audit: stacks of {who} (pid {dump['pid']}) ---\n"
+                                 f"{dump['text']}\n".encode("utf-8", "replace"))
+            line = waiting_line(dump["text"])
+            if line["where"]:
+                lines.append({"pid": dump["pid"], "rank": dump["rank"], **line})
+        self.stage_log.flush()
+        lines = order(lines)
+        if lines:
+            print("gpu-audit: the command's main threads wait at: "
+                  + "; ".join(describe(entry) for entry in lines), file=sys.stderr, flush=True)
+        self.events.send({"ev": "stacks", "processes": lines[:64]})
 
     def kill_tree(self) -> None:
-        for proc in self._tree():
-            with contextlib.suppress(Exception):
-                proc.kill()
+        """SIGKILL to every process of the command still there after the grace period."""
+        if self.processes is not None:
+            self._note_ended(self.processes.kill(exclude=self.proc.pid if self.proc else None))
+            if self.proc is not None:
+                with contextlib.suppress(OSError):
+                    self.proc.kill()
 
     def stop_command(self) -> None:
-        """The command and whatever it left behind are gone when the stage ends."""
+        """The command and whatever it left behind are gone when the stage ends: its main
+        process is stopped (if still running), then every process of it still there gets
+        SIGTERM, then SIGKILL; those are listed in the report."""
         if self.proc is None:
             return
         if self.proc.poll() is None:
@@ -608,18 +689,19 @@ class ScriptStage(StageLeg):
                 self.terminate()
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(timeout=STOP_GRACE_S)
-        self.kill_tree()
+            if self.proc.poll() is None:
+                self.kill_tree()
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=STOP_GRACE_S)
+        if self.processes is not None:
+            self._note_ended(self.processes.end(STOP_GRACE_S))
+        if self.ended:
+            ended = sorted(self.ended.values(), key=lambda e: e["pid"])
+            self.warnings.append(ended_sentence(ended))
 
-    def _tree(self) -> list[Any]:
-        import psutil
-
-        try:
-            me = psutil.Process()
-            return me.children(recursive=True)
-        except psutil.Error:
-            return []
+    def _note_ended(self, entries: list[dict[str, Any]]) -> None:
+        for entry in entries:
+            self.ended[entry["pid"]] = entry
 
     # -- helpers -----------------------------------------------------------------------------
 
@@ -634,7 +716,8 @@ class ScriptStage(StageLeg):
         self.events.send({"ev": "done", "status": status, "failure": failure, "reason": reason,
                           "detail": detail or {}, "cycles_done": self.cycles_done,
                           "warnings": self.warnings, "whole_stage": whole_stage,
-                          "script": True})
+                          "script": True, "ended_processes": sorted(
+                              self.ended.values(), key=lambda e: e["pid"])})
         if reason:
             print(f"gpu-audit worker: stage {self.leg} {status}: {reason}", file=sys.stderr)
         return {"passed": EXIT_PASSED, "interrupted": EXIT_INTERRUPTED}.get(status, EXIT_FAILED)
