@@ -189,7 +189,7 @@ _ENTRIES: tuple[FindingSpec, ...] = (
     _e("fleet-torch-skew", (FLEET,), WARNING),
     # diff
     _e("ecc-errors-increased", (DIFF,), CRITICAL),
-    _e("gpu-missing", (DIFF,), CRITICAL),
+    _e("gpu-missing", (DIFF,), CRITICAL, settings=("min_gpus",)),
     _e("job-vram-leak", (DIFF,), ERROR),
     _e("remapped-rows-increased", (DIFF,), ERROR),
     _e("retired-pages-increased", (DIFF,), ERROR),
