@@ -240,7 +240,7 @@ def _resolve_entries(entries: Iterable[str], gpus: Sequence[Gpu], *, by_index: d
         span = _span(entry, where)
         if span is not None:
             if missing is None:
-                _check_span(span, node, where)
+                _check_span(span, node, where, slots)
             elif span[1] >= MAX_GPUS:
                 raise UsageError(f"{where}: GPU {span[1]} is beyond the {MAX_GPUS} GPUs "
                                  "gpu-audit accepts on one node")
@@ -321,16 +321,19 @@ def _number(text: str, where: str) -> int:
         raise UsageError(str(exc)) from None
 
 
-def _check_span(span: tuple[int, int], node: _Node, where: str) -> None:
-    """Refuse a range that reaches past the node's GPUs (naming the first missing one) or past
-    MAX_GPUS, without expanding it."""
+def _check_span(span: tuple[int, int], node: _Node, where: str,
+                slots: Sequence[Slot] = ()) -> None:
+    """Refuse a range that reaches past the node's GPUs (naming the first missing one, and what
+    the kernel driver or /dev knows of it) or past MAX_GPUS, without expanding it."""
     first, last = span
     positions = node.positions
     present = bisect.bisect_right(positions, last) - bisect.bisect_left(positions, first)
     if present != last - first + 1:
         # At most len(positions) + 1 steps: the range is never expanded into a list.
         missing = next(i for i in range(first, last + 1) if not node.has(i))
-        raise UsageError(f"{where}: GPU {missing} does not exist ({node.available()})")
+        slot = slots[missing] if missing < len(slots) else None
+        known = f": it is {describe(slot)}" if isinstance(slot, KernelGpu) else ""
+        raise UsageError(f"{where}: GPU {missing} does not exist ({node.available()}){known}")
     if last >= MAX_GPUS:  # only a document listing more GPUs than any node holds gets here
         raise UsageError(f"{where}: GPU {last} is beyond the {MAX_GPUS} GPUs gpu-audit accepts "
                          "on one node")

@@ -209,7 +209,7 @@ def _limited(scan: Scan, policy, spec: str) -> tuple[Scan, list]:
     from gpu_audit.gpu_selection import apply_selection, resolve_gpus, select_findings
     from gpu_audit.rules import evaluate
 
-    selection = resolve_gpus(spec, scan.gpus, os.environ)
+    selection = resolve_gpus(spec, scan.gpus, os.environ, unlisted=scan.unlisted_gpus)
     findings = select_findings(evaluate(scan, policy), scan, selection)
     return apply_selection(scan, selection), findings
 
