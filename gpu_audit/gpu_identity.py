@@ -22,7 +22,8 @@ The rule in full: ``docs/gpu-identity.md``.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import msgspec
 
@@ -106,17 +107,47 @@ def join(gpus: Sequence[Gpu], kernel: Sequence[KernelGpu]) -> tuple[list[Gpu], l
     entry whose minor number lies between those of its matched NVML neighbours.
     """
     matched: dict[int, KernelGpu] = {}  # NVML index -> its kernel entry
-    free = list(kernel)
+    index = _Index(kernel, lambda k: (pci_key(k.pci_bus_id), _lower(k.uuid), k.minor_number))
+    taken: set[int] = set()  # positions in ``kernel`` already matched
     for gpu in gpus:
-        twin = next((k for k in free if _same(gpu, k)), None)
-        if twin is not None:
-            matched[gpu.index] = twin
-            free.remove(twin)
+        at = next((i for i in index.candidates(pci_key(gpu.pci_bus_id), _lower(gpu.uuid),
+                                                gpu.minor_number)
+                   if i not in taken and _same(gpu, kernel[i])), None)
+        if at is not None:
+            matched[gpu.index] = kernel[at]
+            taken.add(at)
+    free = [k for i, k in enumerate(kernel) if i not in taken]
     for gpu, twin in _placed(sorted(gpus, key=lambda g: g.index), matched, free):
         matched[gpu.index] = twin
         free.remove(twin)
     completed = [_completed(g, matched.get(g.index)) for g in gpus]
     return completed, sorted(free, key=_kernel_order)
+
+
+def _lower(text: str | None) -> str | None:
+    return text.lower() if text else None
+
+
+class _Index:
+    """Items by each of their keys (bus key, UUID, minor number, ...), so that finding a GPU's
+    twin costs lookups, not a pass over every GPU (a saved document may list 1024)."""
+
+    def __init__(self, items: Sequence[object], keys: Callable[[Any], tuple[object, ...]]) -> None:
+        self.by: list[dict[object, list[int]]] = []
+        for at, item in enumerate(items):
+            for field, key in enumerate(keys(item)):
+                while len(self.by) <= field:
+                    self.by.append({})
+                if key is not None:
+                    self.by[field].setdefault(key, []).append(at)
+
+    def candidates(self, *keys: object) -> list[int]:
+        """Positions of the items sharing any of ``keys`` (in the order of the keys)."""
+        found: list[int] = []
+        for field, key in enumerate(keys):
+            if key is not None and field < len(self.by):
+                found += self.by[field].get(key, ())
+        return sorted(set(found), key=found.index)
 
 
 def _names_itself(gpu: Gpu) -> bool:
@@ -214,16 +245,22 @@ def pair_gpus(before: Sequence[Gpu], after: Sequence[Gpu]) -> tuple[list[tuple[G
     paired by UUID, then bus id, then minor number, then (where neither scan names the GPU
     otherwise) NVML index, each GPU of ``after`` at most once."""
     pairs: list[tuple[Gpu, Gpu]] = []
-    left = list(after)
     missing = []
+    index = _Index(after, _gpu_keys)
+    taken: set[int] = set()
     for old in before:
-        new = next((g for g in left if _same_gpu(old, g)), None)
-        if new is None:
+        at = next((i for i in index.candidates(*_gpu_keys(old))
+                   if i not in taken and _same_gpu(old, after[i])), None)
+        if at is None:
             missing.append(old)
         else:
-            pairs.append((old, new))
-            left.remove(new)
+            pairs.append((old, after[at]))
+            taken.add(at)
     return pairs, missing
+
+
+def _gpu_keys(gpu: Gpu) -> tuple[object, ...]:
+    return (_lower(gpu.uuid), pci_key(gpu.pci_bus_id), gpu.minor_number, gpu.index)
 
 
 def _same_gpu(a: Gpu, b: Gpu) -> bool:

@@ -149,3 +149,18 @@ def test_diff_pairs_a_gpu_that_lost_its_uuid_by_bus_id():
     assert [(old.index, new.index, new.lost) for old, new in pairs] == [(0, 0, False),
                                                                         (1, 1, True)]
     assert [g.index for g in missing] == [2]
+
+
+def test_pairing_and_joining_a_full_node_cost_lookups_not_passes():
+    """1024 GPUs (the most a document may list): each GPU's twin is looked up by its names."""
+    import time
+
+    many = [Gpu(index=i, pci_bus_id=f"0000:{i // 32:02x}:{i % 32:02x}.0") for i in range(1024)]
+    kernel = [KernelGpu("proc", i, g.pci_bus_id) for i, g in enumerate(many)]
+    started = time.perf_counter()
+    gpus, unlisted = join(many, kernel)
+    pairs, missing = pair_gpus(many, list(reversed(gpus)))
+    assert len(pairs) == 1024 and not missing and not unlisted
+    assert all(old.pci_bus_id == new.pci_bus_id and new.minor_number == old.index
+               for old, new in pairs)
+    assert time.perf_counter() - started < 2
