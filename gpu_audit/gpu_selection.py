@@ -467,7 +467,8 @@ def apply_selection(scan: Scan, selection: GpuSelection | None) -> Scan:
     """``scan`` limited to the selected GPUs: their GPUs, their processes, their probe errors
     and their Xid events (events of a GPU NVML does not list stay: they are the node's). The
     number of NVIDIA devices on the PCI bus becomes unknown (it counts the machine's GPUs, which
-    a selection is not). The selection is recorded in ``Scan.gpu_selection`` (the document's
+    a selection is not), and of the GPUs NVML does not list only the selection's missing ones
+    stay. The selection is recorded in ``Scan.gpu_selection`` (the document's
     top-level ``gpu_selection``) so a saved document says what it shows. A GPU chosen by some of
     its MIG instances keeps only those instances and their processes.
     """
@@ -484,9 +485,12 @@ def apply_selection(scan: Scan, selection: GpuSelection | None) -> Scan:
     host = scan.host
     if len(wanted) < len(scan.gpus):  # the bus's count describes the machine, not a selection
         host = msgspec.structs.replace(host, nvidia_pci_devices=None)
+    # Of the GPUs NVML does not list, only those the selection names missing stay.
+    named = {(m.minor_number, m.pci_bus_id) for m in selection.missing}
     return msgspec.structs.replace(
         scan,
         host=host,
+        unlisted_gpus=[k for k in scan.unlisted_gpus if (k.minor_number, k.pci_bus_id) in named],
         gpus=[msgspec.structs.replace(g, mig_devices=chosen[g.index]) if g.index in chosen else g
               for g in scan.gpus if g.index in wanted],
         processes=[p for p in scan.processes if p.gpu_index in wanted and _in_chosen(p, chosen)],

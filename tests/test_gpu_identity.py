@@ -164,3 +164,15 @@ def test_pairing_and_joining_a_full_node_cost_lookups_not_passes():
     assert all(old.pci_bus_id == new.pci_bus_id and new.minor_number == old.index
                for old, new in pairs)
     assert time.perf_counter() - started < 2
+
+
+def test_a_selection_keeps_only_the_unlisted_gpus_it_names_missing():
+    from gpu_audit.gpu_selection import apply_selection
+
+    gpus, unlisted = join([nvml(0)], kernel_gpus([proc(0)], range(4)))
+    scan = b.scan(gpus=gpus, unlisted_gpus=unlisted)
+    selection = resolve_gpus("job", gpus, {"SLURM_JOB_GPUS": "0,2"}, unlisted=unlisted,
+                             missing_ok=True)
+    limited = apply_selection(scan, selection)
+    assert [k.minor_number for k in limited.unlisted_gpus] == [2]
+    assert limited.gpu_selection["missing"][0]["entry"] == "2"
