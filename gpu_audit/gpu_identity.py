@@ -103,8 +103,9 @@ def join(gpus: Sequence[Gpu], kernel: Sequence[KernelGpu]) -> tuple[list[Gpu], l
 
     An NVML GPU matched to a kernel entry (bus id, UUID or minor number) takes the minor number,
     and the bus id and UUID it lacks, from it (``identity_source`` says which source gave what
-    NVML did not). An NVML GPU that names nothing (a lost GPU) takes the one unmatched kernel
-    entry whose minor number lies between those of its matched NVML neighbours.
+    NVML did not). NVML GPUs that name nothing (lost GPUs) take the unmatched kernel entries
+    between the minor numbers of their named NVML neighbours, where those are as many as they
+    (:func:`_placed`).
     """
     matched: dict[int, KernelGpu] = {}  # NVML index -> its kernel entry
     index = _Index(kernel, lambda k: (pci_key(k.pci_bus_id), _lower(k.uuid), k.minor_number))
@@ -147,7 +148,7 @@ class _Index:
         for field, key in enumerate(keys):
             if key is not None and field < len(self.by):
                 found += self.by[field].get(key, ())
-        return sorted(set(found), key=found.index)
+        return list(dict.fromkeys(found))
 
 
 def _names_itself(gpu: Gpu) -> bool:
