@@ -107,7 +107,7 @@ def job_selection(spec: str | None, scan: Scan,
 
 
 _NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
-_GRES_GPU = re.compile(r"gpu(?::[^:(,\s]+)?:([0-9]{1,6})")
+_GRES_GPU = re.compile(r"gpu(?::[^:(,\s]+)?:([0-9]{1,6})(?![0-9])")
 SCONTROL_TIMEOUT_S = 10.0
 
 
@@ -147,14 +147,14 @@ def slurm_gpu_count(environ: Mapping[str, str],
     return parse_gres_gpus(done.stdout) if done.returncode == 0 else None
 
 
-def expected_gpus(policy: Policy, given: int | None,
+def expected_gpus(policy: Policy,
                   configured: Callable[[], int | None]) -> tuple[int, str] | None:
     """How many GPUs the node should list, and whence: ``min_gpus`` when the policy asks for
-    more than its default, else ``given`` (``--slurm-gpus``), else ``configured()`` (Slurm)."""
+    more than its default, else ``configured()`` (``--slurm-gpus``, else Slurm's gres)."""
     min_gpus = getattr(policy, "min_gpus", CheckPolicy.min_gpus)
     if min_gpus > CheckPolicy.min_gpus:
         return min_gpus, "min_gpus"
-    count = given if given is not None else configured()
+    count = configured()
     return (count, "slurm") if count else None
 
 
@@ -212,8 +212,7 @@ def run_hook(kind: str, *, policy: Policy, environ: Mapping[str, str], spool: Pa
             problems, limited, findings, notes = _hook(kind, job, folder, policy=policy,
                                                        environ=environ, collect=collect,
                                                        gpus=gpus, user=user, settle_s=settle_s,
-                                                       configured=configured,
-                                                       given=slurm_gpus)
+                                                       configured=configured)
         finally:
             if folder is not None:
                 folder.close()
@@ -244,14 +243,15 @@ def _once(func: Callable[[], int | None]) -> Callable[[], int | None]:
 
 def _hook(kind: str, job: str | None, folder: StateDir | None, *, policy: Policy,
           environ: Mapping[str, str], collect: Callable[[], Scan], gpus: str | None,
-          user: str | None, settle_s: float, configured: Callable[[], int | None],
-          given: int | None) -> tuple[list[Finding], Scan, list[Finding], list[str]]:
+          user: str | None, settle_s: float,
+          configured: Callable[[], int | None]) -> tuple[list[Finding], Scan, list[Finding],
+                                                         list[str]]:
     """The hook's judgement: ``(node problems, the judged scan, its findings, notes)``."""
     spec = gpus or ("job" if job else None)
     scan = collect()
     limited, findings = _judged(scan, spec, policy, environ, configured)
     if kind == "healthcheck" and scan.nvml.available:
-        expected = expected_gpus(policy, given, configured)
+        expected = expected_gpus(policy, configured)
         if expected is not None and len(scan.gpus) < expected[0]:
             findings.append(gpus_short(len(scan.gpus), *expected, scan.unlisted_gpus))
     problems = node_problems(findings)

@@ -179,3 +179,16 @@ def test_slurm_gpus_belongs_to_the_hooks(base, tmp_path):
                            "--slurm-gpus", "8"], env=base, cwd=tmp_path, capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 3 and "use it with --slurm" in done.stderr
+
+
+@pytest.mark.parametrize(("text", "count"), [
+    ("NodeName=n1 Arch=x86_64\n   Gres=gpu:8\n", 8),
+    ("   Gres=gpu:h100:4(S:0-1),gpu:a100:2(S:1),shard:h100:16\n", 6),
+    ("   Gres=(null)\n   CfgTRES=cpu=64,gres/gpu=8\n", None),  # only Gres= counts
+    ("NodeName=n1 State=IDLE\n", None),
+    ("   Gres=gpu:99999999\n", None),  # not a count Slurm writes
+])
+def test_the_gres_count_is_read_from_scontrol_show_node(text, count):
+    from gpu_audit.hooks.slurm import parse_gres_gpus
+
+    assert parse_gres_gpus(text) == count
