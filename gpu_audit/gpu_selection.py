@@ -42,7 +42,8 @@ import msgspec
 
 from gpu_audit.bounds import MAX_GPUS, MAX_INT_DIGITS, MAX_MIG_PER_GPU, bounded_int
 from gpu_audit.errors import InputError, UsageError
-from gpu_audit.model import Finding, Gpu, GpuProcess, KernelLog, MigDevice, Scan
+from gpu_audit.gpu_identity import Slot, describe, pci_key, slurm_order
+from gpu_audit.model import Finding, Gpu, GpuProcess, KernelGpu, KernelLog, MigDevice, Scan
 from gpu_audit.units import noun, plural
 
 JOB_VARIABLES = ("SLURM_STEP_GPUS", "SLURM_JOB_GPUS", "CUDA_VISIBLE_DEVICES")
@@ -59,6 +60,33 @@ _SHOWN = 120  # characters of a variable's value quoted back in a message
 
 
 @dataclass(frozen=True)
+class MissingGpu:
+    """A GPU the job was given that NVML does not list: one only the kernel driver or ``/dev``
+    knows (vanished from NVML), or one nothing on the node knows. Its identity is what any
+    source knows of it (``None``: no source does)."""
+
+    entry: str  # as the job's variable names it: "4", "GPU-6f3a...", "0000:3b:00.0"
+    why: str  # one phrase: "/dev/nvidia4 (PCI 0000:db:00.0, which NVML does not list)"
+    position: int | None = None  # its place in Slurm's gres order, for an index
+    minor_number: int | None = None
+    pci_bus_id: str | None = None
+    uuid: str | None = None
+
+    @property
+    def subject(self) -> str:
+        """How a finding names it: ``gpu:/dev/nvidia4``, else ``gpu:<bus id>``, ``gpu:<uuid>``,
+        or the job's entry (``gpu:job-4``)."""
+        if self.minor_number is not None:
+            return f"gpu:/dev/nvidia{self.minor_number}"
+        return f"gpu:{self.pci_bus_id or self.uuid or 'job-' + self.entry}"
+
+    def to_dict(self) -> dict[str, object]:
+        return {"entry": self.entry, "why": self.why, "position": self.position,
+                "minor_number": self.minor_number, "pci_bus_id": self.pci_bus_id,
+                "uuid": self.uuid}
+
+
+@dataclass(frozen=True)
 class GpuSelection:
     """The GPUs a run judges: the spec as given, their NVML indices, and why (one sentence).
 
@@ -70,12 +98,15 @@ class GpuSelection:
     indices: tuple[int, ...]
     reason: str
     mig_uuids: tuple[str, ...] = ()
+    missing: tuple[MissingGpu, ...] = ()  # the job's GPUs this node cannot show (see below)
 
     def to_dict(self) -> dict[str, object]:
         out: dict[str, object] = {"spec": self.spec, "indices": list(self.indices),
                                   "reason": self.reason}
         if self.mig_uuids:  # an optional key: absent for whole GPUs
             out["mig_uuids"] = list(self.mig_uuids)
+        if self.missing:  # likewise: absent when every GPU of the job is listed
+            out["missing"] = [m.to_dict() for m in self.missing]
         return out
 
     def instances_of(self, gpu: Gpu) -> list[MigDevice] | None:
@@ -98,20 +129,16 @@ def instance_label(mig: MigDevice) -> str:
     return mig_label(mig.gpu_instance_id, mig.compute_instance_id)
 
 
-def pci_key(bus_id: str | None) -> tuple[int, int, int, int] | None:
-    """(domain, bus, device, function) from ``00000000:3B:00.0``, ``0000:3b:00.0``, ``3b:00.0``
-    or ``3b:00`` (the kernel log's form); ``None`` when it is not a PCI bus id."""
-    match = re.fullmatch(r"(?:([0-9a-fA-F]{1,8}):)?([0-9a-fA-F]{1,2}):([0-9a-fA-F]{1,2})"
-                         r"(?:\.([0-7]))?", (bus_id or "").strip())
-    if match is None:
-        return None
-    return (int(match[1] or "0", 16), int(match[2], 16), int(match[3], 16),
-            int(match[4] or "0"))
-
-
-def resolve_gpus(spec: str | None, gpus: Sequence[Gpu],
-                 environ: Mapping[str, str]) -> GpuSelection | None:
+def resolve_gpus(spec: str | None, gpus: Sequence[Gpu], environ: Mapping[str, str], *,
+                 unlisted: Sequence[KernelGpu] = (),
+                 missing_ok: bool = False) -> GpuSelection | None:
     """The selection ``spec`` names among ``gpus``; ``None`` for every GPU (no spec, ``all``).
+
+    ``unlisted``: the GPUs only the kernel driver or ``/dev`` lists (``Scan.unlisted_gpus``),
+    which take their places in Slurm's numbering (:func:`gpu_audit.gpu_identity.slurm_order`).
+    ``missing_ok`` (the Slurm hooks): a job's GPU that NVML does not list is returned in
+    ``missing`` (a node problem for the hook to report) instead of refused; the guess that
+    devices are confined to the job is then never made (a hook runs outside the job's cgroup).
 
     Raises :class:`UsageError` (exit 3, one line) for a malformed spec or an entry that names
     no GPU.
@@ -120,7 +147,7 @@ def resolve_gpus(spec: str | None, gpus: Sequence[Gpu],
         return None
     text = spec.strip()
     if text.lower() == "job":
-        return _job_selection(gpus, environ)
+        return _job_selection(gpus, environ, unlisted, missing_ok)
     indices, migs = _resolve_entries(_entries(text, "--gpus"), gpus, by_index=_nvml_index(gpus),
                                      where="--gpus")
     chosen = f"{noun(len(indices), 'GPU')} {_listed(indices, migs, gpus)}"
@@ -156,11 +183,9 @@ def _nvml_index(gpus: Sequence[Gpu]) -> dict[int, int]:
     return {g.index: g.index for g in gpus}
 
 
-def _pci_order(gpus: Sequence[Gpu]) -> dict[int, int]:
-    """Position in PCI bus order -> NVML index (NVML's order where a bus id is unknown)."""
-    ordered = sorted(gpus, key=lambda g: (pci_key(g.pci_bus_id) is None,
-                                          pci_key(g.pci_bus_id) or (0, 0, 0, 0), g.index))
-    return {position: g.index for position, g in enumerate(ordered)}
+def _gres_order(slots: Sequence[Slot]) -> dict[int, int]:
+    """Position in Slurm's gres order -> NVML index, for the GPUs NVML lists."""
+    return {position: slot.index for position, slot in enumerate(slots) if isinstance(slot, Gpu)}
 
 
 class _Node:
@@ -198,12 +223,14 @@ class _Node:
 
 
 def _resolve_entries(entries: Iterable[str], gpus: Sequence[Gpu], *, by_index: dict[int, int],
-                     where: str) -> tuple[tuple[int, ...], tuple[str, ...]]:
+                     where: str, missing: list[MissingGpu] | None = None,
+                     slots: Sequence[Slot] = ()) -> tuple[tuple[int, ...], tuple[str, ...]]:
     """The GPUs chosen and the MIG instances chosen (of GPUs not also chosen whole).
 
     Indices and ranges are checked against the node one by one without being expanded; the
     positions they cover are expanded once, merged, at the end, so no entry costs more than
-    a lookup however it is written.
+    a lookup however it is written. With ``missing`` (a list), an entry NVML lists no GPU for
+    is added to it (named from ``slots``, the node in gres order) instead of refused.
     """
     node = _Node(gpus, by_index)
     whole: set[int] = set()
@@ -212,17 +239,65 @@ def _resolve_entries(entries: Iterable[str], gpus: Sequence[Gpu], *, by_index: d
     for entry in dict.fromkeys(entries):  # a repeated entry chooses nothing more
         span = _span(entry, where)
         if span is not None:
-            _check_span(span, node, where)
+            if missing is None:
+                _check_span(span, node, where, slots)
+            elif span[1] >= MAX_GPUS:
+                raise UsageError(f"{where}: GPU {span[1]} is beyond the {MAX_GPUS} GPUs "
+                                 "gpu-audit accepts on one node")
             spans.append(span)
             continue
-        for index, uuid in _resolve_entry(entry, node, where):
+        try:
+            chosen = _resolve_entry(entry, node, where)
+        except _NotOnNode:
+            if missing is None:
+                raise
+            missing.append(_missing_entry(entry, slots))
+            if len(missing) > MAX_GPUS:
+                raise UsageError(f"{where}: more than {MAX_GPUS} GPUs this node does not list; "
+                                 "no node holds that many") from None
+            continue
+        for index, uuid in chosen:
             if uuid is None:
                 whole.add(index)
             else:
                 instances.setdefault(uuid, index)
-    whole.update(by_index[position] for position in _covered(spans))
+    for position in _covered(spans):
+        if position in by_index:
+            whole.add(by_index[position])
+        elif missing is not None:
+            missing.append(_missing_position(position, slots, node))
     indices = tuple(sorted(whole | set(instances.values())))
     return indices, tuple(u for u, index in instances.items() if index not in whole)
+
+
+class _NotOnNode(UsageError):
+    """A well-formed entry that names no GPU NVML lists."""
+
+
+def _missing_position(position: int, slots: Sequence[Slot], node: _Node) -> MissingGpu:
+    """The job's GPU at ``position`` of the gres order, which NVML does not list."""
+    slot = slots[position] if position < len(slots) else None
+    if isinstance(slot, KernelGpu):
+        return MissingGpu(str(position), describe(slot), position, slot.minor_number,
+                          slot.pci_bus_id, slot.uuid)
+    return MissingGpu(str(position), f"GPU {position} of the job is beyond the "
+                                     f"{plural(len(slots), 'GPU')} this node lists "
+                                     f"({node.available()})", position)
+
+
+def _missing_entry(entry: str, slots: Sequence[Slot]) -> MissingGpu:
+    """The job's GPU named by UUID or bus id, which NVML does not list."""
+    lowered, key = entry.lower(), pci_key(entry)
+    for slot in slots:
+        if isinstance(slot, KernelGpu) and (
+                (slot.uuid and slot.uuid.lower().startswith(lowered))
+                or (key is not None and key == pci_key(slot.pci_bus_id))):
+            return MissingGpu(entry, describe(slot), None, slot.minor_number, slot.pci_bus_id,
+                              slot.uuid)
+    uuid = entry if lowered.startswith("gpu-") else None
+    bus = entry if uuid is None and key is not None else None
+    return MissingGpu(entry, f"{_quoted(entry)} names no GPU this node lists", None, None, bus,
+                      uuid)
 
 
 def _span(entry: str, where: str) -> tuple[int, int] | None:
@@ -246,16 +321,19 @@ def _number(text: str, where: str) -> int:
         raise UsageError(str(exc)) from None
 
 
-def _check_span(span: tuple[int, int], node: _Node, where: str) -> None:
-    """Refuse a range that reaches past the node's GPUs (naming the first missing one) or past
-    MAX_GPUS, without expanding it."""
+def _check_span(span: tuple[int, int], node: _Node, where: str,
+                slots: Sequence[Slot] = ()) -> None:
+    """Refuse a range that reaches past the node's GPUs (naming the first missing one, and what
+    the kernel driver or /dev knows of it) or past MAX_GPUS, without expanding it."""
     first, last = span
     positions = node.positions
     present = bisect.bisect_right(positions, last) - bisect.bisect_left(positions, first)
     if present != last - first + 1:
         # At most len(positions) + 1 steps: the range is never expanded into a list.
         missing = next(i for i in range(first, last + 1) if not node.has(i))
-        raise UsageError(f"{where}: GPU {missing} does not exist ({node.available()})")
+        slot = slots[missing] if missing < len(slots) else None
+        known = f": it is {describe(slot)}" if isinstance(slot, KernelGpu) else ""
+        raise UsageError(f"{where}: GPU {missing} does not exist ({node.available()}){known}")
     if last >= MAX_GPUS:  # only a document listing more GPUs than any node holds gets here
         raise UsageError(f"{where}: GPU {last} is beyond the {MAX_GPUS} GPUs gpu-audit accepts "
                          "on one node")
@@ -317,7 +395,7 @@ def _whole_gpus(entry: str, node: _Node, where: str) -> list[int]:
     key = pci_key(entry)
     if key is not None and ":" in entry:
         if key not in node.buses:
-            raise UsageError(f"{where}: no GPU at PCI bus id {_quoted(entry)} "
+            raise _NotOnNode(f"{where}: no GPU at PCI bus id {_quoted(entry)} "
                              f"({node.available()})")
         return node.buses[key]
     raise UsageError(f"{where}: {_quoted(entry)} is not a GPU index, GPU-<uuid>, MIG-<uuid> or "
@@ -329,7 +407,7 @@ def _by_uuid(prefix: str, node: _Node, where: str, entry: str) -> int:
     if len(matches) == 1:
         return matches[0]
     if not matches:
-        raise UsageError(f"{where}: {_quoted(entry)} names no GPU on this node")
+        raise _NotOnNode(f"{where}: {_quoted(entry)} names no GPU on this node")
     raise UsageError(f"{where}: {_quoted(entry)} matches {len(matches)} GPUs; give more of the "
                      "UUID")
 
@@ -339,7 +417,8 @@ def _quoted(text: str) -> str:
     return repr(text) if len(text) <= _SHOWN else f"{text[:_SHOWN]!r}…"
 
 
-def _job_selection(gpus: Sequence[Gpu], environ: Mapping[str, str]) -> GpuSelection:
+def _job_selection(gpus: Sequence[Gpu], environ: Mapping[str, str],
+                   unlisted: Sequence[KernelGpu] = (), missing_ok: bool = False) -> GpuSelection:
     name = next((v for v in JOB_VARIABLES if v in environ), None)
     if name is None:
         raise UsageError("--gpus job: none of " + ", ".join(JOB_VARIABLES) + " is set (run it "
@@ -350,17 +429,22 @@ def _job_selection(gpus: Sequence[Gpu], environ: Mapping[str, str]) -> GpuSelect
         return GpuSelection("job", (), f"{shown}: the job has no GPU; only host findings apply")
     entries = _entries(value, f"--gpus job ({name})")
     spans = [span for e in entries if (span := _span(e, f"--gpus job ({name})")) is not None]
-    if spans and len(entries) == len(gpus) and gpus:
+    slots = slurm_order(gpus, unlisted)
+    if spans and len(entries) == len(gpus) and gpus and not missing_ok:
         highest = max(last for _, last in spans)
-        if highest >= len(gpus) and all(first == last for first, last in spans):
+        if highest >= len(slots) and all(first == last for first, last in spans):
             every = tuple(sorted(g.index for g in gpus))
             return GpuSelection("job", every, f"{shown}: the job's GPUs; NVML lists only those "
                                               f"{len(gpus)} (devices confined to the job)")
-    indices, migs = _resolve_entries(entries, gpus, by_index=_pci_order(gpus),
-                                     where=f"--gpus job ({shown})")
+    missing: list[MissingGpu] | None = [] if missing_ok else None
+    indices, migs = _resolve_entries(entries, gpus, by_index=_gres_order(slots),
+                                     where=f"--gpus job ({shown})", missing=missing,
+                                     slots=slots)
     listed = _listed(indices, migs, gpus)
-    return GpuSelection("job", indices, f"{shown}: the job's GPUs (NVML index {listed}, by PCI "
-                                        "bus order)", migs)
+    gone = f"; not listed by NVML: {', '.join(m.entry for m in missing)}" if missing else ""
+    return GpuSelection("job", indices, f"{shown}: the job's GPUs (NVML index {listed or '-'}, "
+                                        f"in Slurm's gres order){gone}", migs,
+                        tuple(missing or ()))
 
 
 # ------------------------------------------------------------------------- applying a selection
@@ -383,7 +467,8 @@ def apply_selection(scan: Scan, selection: GpuSelection | None) -> Scan:
     """``scan`` limited to the selected GPUs: their GPUs, their processes, their probe errors
     and their Xid events (events of a GPU NVML does not list stay: they are the node's). The
     number of NVIDIA devices on the PCI bus becomes unknown (it counts the machine's GPUs, which
-    a selection is not). The selection is recorded in ``Scan.gpu_selection`` (the document's
+    a selection is not), and of the GPUs NVML does not list only the selection's missing ones
+    stay. The selection is recorded in ``Scan.gpu_selection`` (the document's
     top-level ``gpu_selection``) so a saved document says what it shows. A GPU chosen by some of
     its MIG instances keeps only those instances and their processes.
     """
@@ -400,9 +485,12 @@ def apply_selection(scan: Scan, selection: GpuSelection | None) -> Scan:
     host = scan.host
     if len(wanted) < len(scan.gpus):  # the bus's count describes the machine, not a selection
         host = msgspec.structs.replace(host, nvidia_pci_devices=None)
+    # Of the GPUs NVML does not list, only those the selection names missing stay.
+    named = {(m.minor_number, m.pci_bus_id) for m in selection.missing}
     return msgspec.structs.replace(
         scan,
         host=host,
+        unlisted_gpus=[k for k in scan.unlisted_gpus if (k.minor_number, k.pci_bus_id) in named],
         gpus=[msgspec.structs.replace(g, mig_devices=chosen[g.index]) if g.index in chosen else g
               for g in scan.gpus if g.index in wanted],
         processes=[p for p in scan.processes if p.gpu_index in wanted and _in_chosen(p, chosen)],

@@ -166,6 +166,21 @@ class Gpu(msgspec.Struct, frozen=True):
     graphics_clock_max_mhz: int | None = None
     ecc_mode_pending: bool | None = None  # in force after the next GPU reset or reboot
     mig_mode_pending: bool | None = None  # likewise
+    minor_number: int | None = None  # N of its /dev/nvidiaN (NVML, else the kernel driver)
+    # Where uuid, pci_bus_id or minor_number came from when NVML could not give them (a lost
+    # GPU): "proc" (/proc/driver/nvidia/gpus/*/information) or "dev" (/dev/nvidiaN); None: NVML.
+    identity_source: str | None = None
+
+
+class KernelGpu(msgspec.Struct, frozen=True):
+    """A GPU as the kernel driver or ``/dev`` knows it, which NVML may not list (see
+    :mod:`gpu_audit.gpu_identity`)."""
+
+    source: str  # "proc" (/proc/driver/nvidia/gpus/*/information) or "dev" (/dev/nvidiaN only)
+    minor_number: int | None = None  # N of /dev/nvidiaN
+    pci_bus_id: str | None = None  # "0000:3b:00.0", as the driver writes it
+    uuid: str | None = None
+    name: str | None = None
 
 
 class AllocatorSample(msgspec.Struct, frozen=True):
@@ -340,6 +355,9 @@ class Scan(msgspec.Struct, frozen=True):
     # ``gpu_selection.GpuSelection`` as JSON data, the document's top-level ``gpu_selection``
     # field, read back by ``--from``; None: every GPU of the machine.
     gpu_selection: dict[str, Any] | None = None
+    # GPUs the kernel driver (/proc/driver/nvidia) or /dev/nvidiaN knows that NVML does not list
+    # (vanished, or hidden from this process): see gpu_audit.gpu_identity.
+    unlisted_gpus: list[KernelGpu] = msgspec.field(default_factory=list)
 
 
 class Finding(msgspec.Struct, frozen=True):

@@ -222,6 +222,10 @@ def scenario_env(
         [str(lib_dir), *_without_nvml_dirs(env.get("LD_LIBRARY_PATH", ""))]
     )
     env["FAKE_NVML_SCENARIO"] = str(write_scenario(scenario, directory))
+    # The fake plays NVML only: the driver's /proc folder and /dev are those the test gives
+    # (none by default), never the machine's own (gpu_audit.collect.identity).
+    for name in ("GPU_AUDIT_PROC_NVIDIA", "GPU_AUDIT_DEV"):
+        env.setdefault(name, str(directory / "no-such-folder"))
     return env
 
 

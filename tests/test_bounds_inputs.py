@@ -83,7 +83,8 @@ def test_hostile_gpu_specs_are_refused_before_anything_is_expanded(command, spec
 
 
 @pytest.mark.parametrize(("name", "value", "words"), [
-    ("SLURM_JOB_GPUS", "0-999999999", ["SLURM_JOB_GPUS=0-999999999", "GPU 4 does not exist"]),
+    ("SLURM_JOB_GPUS", "0-999999999", ["SLURM_JOB_GPUS=0-999999999",
+                                       "GPU 999999999 is beyond the 1024 GPUs"]),
     ("SLURM_STEP_GPUS", HUGE, ["SLURM_STEP_GPUS", "5000 digits"]),
     ("CUDA_VISIBLE_DEVICES", "\u0663", ["CUDA_VISIBLE_DEVICES", "not a whole number"]),
 ])

@@ -7,6 +7,7 @@ import sys
 import time
 from pathlib import Path
 
+from gpu_audit.bounds import MAX_GPUS
 from gpu_audit.cli.app import err, verbose
 from gpu_audit.cli.declared import NO_REPORT, NVML_TIMEOUT, OUT, Option, command
 from gpu_audit.cli.monitoring import FORMAT_HELP, monitored
@@ -86,6 +87,10 @@ OPTIONS = (
            help="Run as a Slurm hook: prolog, epilog or healthcheck. One undecorated line; exit "
            "2 only for the node's problems (hardware or driver faults, memory a finished job "
            "left), 0 otherwise, 3 no verdict. See examples/slurm-*.sh."),
+    Option("slurm_gpus", "--slurm-gpus", int, min=0, max=MAX_GPUS, metavar="N",
+           help="With --slurm: the GPUs Slurm configures for this node (its gres count), which "
+           "the health check expects NVML to list and a job's GPU indices must stay below "
+           "(default: Gres=gpu:N of `scontrol show node`, when scontrol is on PATH)."),
     Option("spool", "--spool", Path, metavar="DIR",
            help="With --slurm: folder for the prolog's scan, kept for the epilog (default: "
            "/var/spool/gpu-audit; created 0700, refused when another user could write it)."),
@@ -112,6 +117,7 @@ def check(
     gpus: str | None,
     diag_level: int | None,
     slurm: str | None,
+    slurm_gpus: int | None,
     spool: Path | None,
 ) -> int:
     """The CI pre-run checklist: scan this runner and judge it against a policy.
@@ -148,12 +154,14 @@ def check(
                                      warn_on=min(threshold, policy.warn_on_severity).value)
     if slurm is not None:
         return _slurm_hook(slurm, policy, spool=spool, from_file=from_file, gpus=gpus,
-                           timeout=timeout, user=user,
+                           timeout=timeout, user=user, slurm_gpus=slurm_gpus,
                            refused={"--json": json_out, "--junit": junit, "--stages": stages,
                                     "--out": out, "--format": output_format,
                                     "--diag": diag_level, "--prometheus": prometheus})
     if spool is not None:
         raise UsageError("--spool keeps a Slurm hook's state: use it with --slurm")
+    if slurm_gpus is not None:
+        raise UsageError("--slurm-gpus tells a Slurm hook the node's GPUs: use it with --slurm")
     if prometheus is not None:
         from gpu_audit.report.prometheus import check_textfile_target
 
@@ -201,13 +209,13 @@ def _limited(scan: Scan, policy, spec: str) -> tuple[Scan, list]:
     from gpu_audit.gpu_selection import apply_selection, resolve_gpus, select_findings
     from gpu_audit.rules import evaluate
 
-    selection = resolve_gpus(spec, scan.gpus, os.environ)
+    selection = resolve_gpus(spec, scan.gpus, os.environ, unlisted=scan.unlisted_gpus)
     findings = select_findings(evaluate(scan, policy), scan, selection)
     return apply_selection(scan, selection), findings
 
 
 def _slurm_hook(kind: str, policy, *, spool: Path | None, from_file: Path | None,
-                gpus: str | None, timeout: float, user: str | None,
+                gpus: str | None, timeout: float, user: str | None, slurm_gpus: int | None,
                 refused: dict[str, object]) -> int:
     """``check --slurm HOOK``: see :mod:`gpu_audit.hooks.slurm`."""
     from gpu_audit.hooks import DEFAULT_SPOOL, HOOKS, run_hook
@@ -226,7 +234,7 @@ def _slurm_hook(kind: str, policy, *, spool: Path | None, from_file: Path | None
         return collect_scan(timeout_s=timeout)
 
     return run_hook(kind, policy=policy, environ=os.environ, spool=spool or DEFAULT_SPOOL,
-                    collect=collect, gpus=gpus, user=user,
+                    collect=collect, gpus=gpus, user=user, slurm_gpus=slurm_gpus,
                     deadline_s=policy.slurm_hook_deadline_s, settle_s=policy.slurm_settle_s)
 
 

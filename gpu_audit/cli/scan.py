@@ -117,7 +117,8 @@ def scan(
     if gpus is not None and scanned.nvml.available:
         # Judged on the whole machine, then limited: host findings stay, other GPUs' go. With
         # NVML down there is nothing to select; its finding says why.
-        selection = resolve_gpus(gpus, scanned.gpus, os.environ)
+        selection = resolve_gpus(gpus, scanned.gpus, os.environ,
+                                 unlisted=scanned.unlisted_gpus)
         findings = select_findings(findings, scanned, selection)
         scanned = apply_selection(scanned, selection)
     code = exit_code(findings, threshold)

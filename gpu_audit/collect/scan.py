@@ -6,7 +6,7 @@ import time
 from typing import TYPE_CHECKING
 
 from gpu_audit import __version__
-from gpu_audit.model import Scan
+from gpu_audit.model import Gpu, KernelGpu, Scan
 from gpu_audit.units import utc_now
 
 if TYPE_CHECKING:
@@ -53,11 +53,12 @@ def collect_scan(
         processes = attach_allocator_states(processes, reading.gpus, published)
     # Xid lines come from the NVIDIA driver: without one there is nothing to look for.
     kernel_log, kernel_errors = read_kernel_log() if reading.status.available else (None, [])
+    gpus, unlisted = _identified(reading.gpus)
     return Scan(
         host=host,
         nvml=reading.status,
         driver=reading.driver,
-        gpus=reading.gpus,
+        gpus=gpus,
         processes=processes,
         allocator=allocator,
         probe_errors=[
@@ -72,4 +73,14 @@ def collect_scan(
         generated_at=utc_now(),
         tool_version=__version__,
         scan_duration_s=round(time.perf_counter() - started, 4),
+        unlisted_gpus=unlisted,
     )
+
+
+def _identified(gpus: list[Gpu]) -> tuple[list[Gpu], list[KernelGpu]]:
+    """NVML's GPUs with what the kernel driver and /dev know of them, and the GPUs only those
+    list (:mod:`gpu_audit.gpu_identity`): resolved once, here, for every command."""
+    from gpu_audit.collect.identity import read_kernel_gpus
+    from gpu_audit.gpu_identity import join
+
+    return join(gpus, read_kernel_gpus())

@@ -197,7 +197,7 @@ def run_diag(options: DiagOptions, *, scan: Scan | None = None,
     started = time.perf_counter()
     if scan is None:
         scan = collect_scan(timeout_s=options.nvml_timeout_s)
-    selection = resolve_gpus(options.gpus, scan.gpus, os.environ)
+    selection = resolve_gpus(options.gpus, scan.gpus, os.environ, unlisted=scan.unlisted_gpus)
     wanted = set(selection.indices) if selection is not None else None
     nvml_gpus = [g for g in scan.gpus if not g.lost and (wanted is None or g.index in wanted)]
     cpu = options.device == "cpu"

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 from gpu_audit.diff.view import DiffView
-from gpu_audit.gpu_selection import bus_key
-from gpu_audit.knowledge.findings import DIFF
+from gpu_audit.gpu_identity import describe
+from gpu_audit.gpu_selection import MissingGpu, bus_key
+from gpu_audit.knowledge.findings import DIFF, severity_of
 from gpu_audit.knowledge.xid import MACHINE_ORIGINS, recovery_action, xid_info, xid_severity
-from gpu_audit.model import Finding, Gpu, Severity, XidEvent
+from gpu_audit.model import Finding, Gpu, KernelGpu, Severity, XidEvent
 from gpu_audit.redact import redact_text
 from gpu_audit.rules.registry import Registry, Rule
-from gpu_audit.units import MIB, fmt_mib
+from gpu_audit.units import MIB, fmt_mib, plural
 
 DIFF_RULE_MODULES = ("gpu_audit.diff.rules",)
 DIFF_RULES = Registry("diff rule", DIFF, DIFF_RULE_MODULES)
@@ -347,16 +348,21 @@ def throttle_started(view: DiffView) -> Iterator[Finding]:
 
 @diff_rule("gpu-missing")
 def gpu_missing(view: DiffView) -> Iterator[Finding]:
-    """A GPU BEFORE listed is missing from AFTER, or is now lost.
+    """A GPU BEFORE listed is missing from AFTER or now lost, or NVML does not list a GPU.
 
     The driver no longer sees the card, or answers "GPU is lost" (fallen off the bus, usually
-    with Xid 79).
+    with Xid 79). The Slurm hooks (`check --slurm`) report it too: the prolog and epilog when a
+    GPU Slurm gave the job is one NVML does not list (only the kernel driver or `/dev/nvidiaN`
+    knows it, or nothing on the node does), the health check when NVML lists fewer GPUs than
+    the node should have (`min_gpus` above {min_gpus}, else the count Slurm configured). GPUs
+    are matched as `docs/gpu-identity.md` describes.
 
     Why it matters: jobs placed on the GPU fail, and multi-GPU jobs on the node hang waiting for
     it.
 
     Example: `GPU 5 (NVIDIA H100 80GB HBM3) lost (fallen off the bus) after the job` (evidence:
-    `gpu_index`, `uuid`, `pci_bus_id`).
+    `gpu_index`, `uuid`, `pci_bus_id`); from a prolog, `gpu-audit: gpu-missing on
+    gpu:/dev/nvidia4: slurm_index=4 minor_number=4 nvml_gpus=4`.
 
     Fix: drain the node; `nvidia-smi -r` or a reboot, then check `dmesg | grep Xid`.
     """
@@ -371,3 +377,44 @@ def gpu_missing(view: DiffView) -> Iterator[Finding]:
             remedy="Drain the node; `nvidia-smi -r` or a reboot, then check `dmesg | grep Xid`",
             evidence={"gpu_index": gpu.index, "uuid": gpu.uuid, "pci_bus_id": gpu.pci_bus_id},
         )
+
+
+_MISSING_REMEDY = ("Drain the node; compare `nvidia-smi -L` with `ls /proc/driver/nvidia/gpus` "
+                   "and gres.conf, then `nvidia-smi -r` or a reboot, and check "
+                   "`dmesg | grep -i xid`")
+
+
+def job_gpus_missing(missing: Sequence[MissingGpu], listed: int) -> list[Finding]:
+    """``gpu-missing`` for each GPU a job was given that NVML does not list (``listed``: how
+    many GPUs it lists): the Slurm hooks' finding, named by what any source knows of it."""
+    return [Finding(
+        subject=m.subject,
+        title=f"The job's GPU {m.entry} is not listed by NVML: {m.why}",
+        detail=(f"Slurm gave the job GPU {m.entry}; NVML lists {plural(listed, 'GPU')} and "
+                "none of them is that GPU, so the job cannot use it."),
+        remedy=_MISSING_REMEDY,
+        evidence={"slurm_index": m.position, "minor_number": m.minor_number,
+                  "nvml_gpus": listed, "pci_bus_id": m.pci_bus_id, "uuid": m.uuid},
+        id="gpu-missing", severity=severity_of("gpu-missing"),
+    ) for m in missing]
+
+
+def gpus_short(listed: int, expected: int, source: str,
+               unlisted: Sequence[KernelGpu]) -> Finding:
+    """``gpu-missing`` for a node whose NVML lists fewer GPUs than ``expected`` (``source``:
+    ``min_gpus`` or ``slurm``), naming the first GPU only the kernel driver or /dev knows."""
+    named = [describe(k) for k in unlisted]
+    first = unlisted[0] if unlisted else None
+    subject = f"gpu:/dev/nvidia{first.minor_number}" if first is not None \
+        and first.minor_number is not None else "host"
+    whence = "Slurm configures" if source == "slurm" else "min_gpus asks for"
+    return Finding(
+        subject=subject,
+        title=f"NVML lists {plural(listed, 'GPU')}; {whence} {expected}",
+        detail=("Not listed by NVML: " + "; ".join(named[:8]) if named else
+                "Neither the kernel driver nor /dev names the missing GPUs."),
+        remedy=_MISSING_REMEDY,
+        evidence={"expected_gpus": expected, "nvml_gpus": listed,
+                  "missing_gpus": expected - listed, "expected_from": source},
+        id="gpu-missing", severity=severity_of("gpu-missing"),
+    )

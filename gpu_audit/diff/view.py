@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gpu_audit.config.policy import Policy
+from gpu_audit.gpu_identity import pair_gpus
 from gpu_audit.model import Gpu, GpuProcess, Scan
 from gpu_audit.units import GIB
 
@@ -52,13 +53,9 @@ class DiffView:
         pairs: list[tuple[Gpu, Gpu]] = []
         missing: list[Gpu] = []
         if before is not None:
-            after_by_key = {gpu_key(g): g for g in after.gpus}
-            for gpu in before.gpus:
-                found = after_by_key.get(gpu_key(gpu))
-                if found is None:
-                    missing.append(gpu)
-                else:
-                    pairs.append((gpu, found))
+            # By UUID, bus id, minor number, then index: a GPU lost after the job still pairs
+            # with itself by the bus id the kernel driver keeps (gpu_audit.gpu_identity).
+            pairs, missing = pair_gpus(before.gpus, after.gpus)
         if unreleased_min_bytes is None:
             return cls(before, after, job_user, pairs, missing)
         return cls(before, after, job_user, pairs, missing, unreleased_min_bytes)

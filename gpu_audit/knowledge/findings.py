@@ -195,7 +195,7 @@ _ENTRIES: tuple[FindingSpec, ...] = (
     _e("fleet-torch-skew", (FLEET,), WARNING),
     # diff
     _e("ecc-errors-increased", (DIFF,), CRITICAL, node_problem=True),
-    _e("gpu-missing", (DIFF,), CRITICAL, node_problem=True),
+    _e("gpu-missing", (DIFF,), CRITICAL, settings=("min_gpus",), node_problem=True),
     _e("job-vram-leak", (DIFF,), ERROR, node_problem=True),
     _e("remapped-rows-increased", (DIFF,), ERROR, node_problem=True),
     _e("retired-pages-increased", (DIFF,), ERROR, node_problem=True),

@@ -15,6 +15,10 @@ names and value formats, so PromQL joins them with the DCGM series, e.g.
 - ``gpu``: the NVML index as a decimal string (``"0"``);
 - ``UUID``: ``GPU-<uuid>`` as NVML spells it;
 - ``pci_bus_id``: NVML's bus id, ``00000000:3B:00.0`` (8-digit domain, upper-case hex);
+- a lost GPU (NVML answers "GPU is lost" and names nothing) carries the UUID and bus id the
+  kernel driver keeps for it (``docs/gpu-identity.md``); where no source knows its UUID, the
+  ``UUID`` label carries its bus id, so its series stay apart from every other GPU's and never
+  carry an empty identity;
 - ``modelName``: the NVML device name, ``NVIDIA H100 80GB HBM3``;
 - ``Hostname`` and ``hostname``: this host's name. The exporter's GPU template writes
   ``Hostname`` (internal/pkg/rendermetrics/render_metrics.go in NVIDIA/dcgm-exporter); its
@@ -160,7 +164,8 @@ def gpu_labels(gpu: Gpu | None, index: int | None = None) -> dict[str, str]:
     if gpu is None:
         return {"gpu": "" if index is None else str(index), "UUID": "", "pci_bus_id": "",
                 "modelName": ""}
-    return {"gpu": str(gpu.index), "UUID": gpu.uuid or "", "pci_bus_id": gpu.pci_bus_id or "",
+    bus = gpu.pci_bus_id or ""
+    return {"gpu": str(gpu.index), "UUID": gpu.uuid or bus, "pci_bus_id": bus,
             "modelName": gpu.name or ""}
 
 

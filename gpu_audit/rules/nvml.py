@@ -147,7 +147,8 @@ def _lost_bus_ids(scan: Scan, lost: list[Gpu]) -> dict[int, tuple[str, str]]:
     """Lost GPU index -> (PCI bus id, where it came from). NVML's own reading first; a lost GPU
     NVML could not name takes the one kernel-log Xid address that matches no other GPU (Xid 79,
     "fallen off the bus", preferred), when that pairing is unambiguous."""
-    found = {g.index: (g.pci_bus_id, "nvml") for g in lost if g.pci_bus_id}
+    # A bus id the kernel driver kept for a GPU NVML cannot reach says so ("proc").
+    found = {g.index: (g.pci_bus_id, g.identity_source or "nvml") for g in lost if g.pci_bus_id}
     unnamed = [g for g in lost if not g.pci_bus_id]
     log = scan.kernel_log
     if len(unnamed) != 1 or log is None:
@@ -168,7 +169,8 @@ def gpu_lost(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """A GPU has fallen off the bus: NVML answers "GPU is lost" and it cannot run anything.
 
     The driver lost contact with the card (usually logged as Xid 79). The bus id comes from NVML
-    when it still answers, otherwise from the one kernel-log Xid address that no other GPU has.
+    when it still answers, else from the kernel driver's `/proc/driver/nvidia` (see
+    `docs/gpu-identity.md`), otherwise from the one kernel-log Xid address that no other GPU has.
     `check`'s `gpu-count` fails on this finding.
 
     Why it matters: every job placed on the GPU fails, and collective jobs on the other GPUs of

@@ -27,6 +27,8 @@ def node() -> dict:
     scenario = h100_node(4)
     gpus = scenario["gpus"]
     gpus[0]["pci_bus_id"], gpus[1]["pci_bus_id"] = gpus[1]["pci_bus_id"], gpus[0]["pci_bus_id"]
+    # The driver numbers device minors in bus order, as Slurm's gres then does.
+    gpus[0]["minor_number"], gpus[1]["minor_number"] = 1, 0
     gpus[2]["ecc_errors_uncorrected_volatile"] = 2
     gpus[2]["ecc_errors_uncorrected_aggregate"] = 2
     gpus[3]["processes"].append(process(absent_pids(1)[0], 10 * GIB))

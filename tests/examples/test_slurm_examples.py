@@ -23,7 +23,9 @@ REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
 fake_nvml_lib = fakegpu.fake_nvml_lib
 fake_nvml = fakegpu.fake_nvml
+# `scontrol show node` (the health check's question for the node's gres) answers no gres.
 FAKE_SCONTROL = """#!/usr/bin/env bash
+[ "$1" = show ] && exit 0
 printf '%s\\n' "$@" >> "$SCONTROL_LOG"
 printf '%s\\n' --- >> "$SCONTROL_LOG"
 """

@@ -21,7 +21,9 @@ from tests.fleet.test_shared_folder import shim_dir
 pytest_plugins = ["tests.fakegpu"]
 REPO = Path(__file__).resolve().parents[2]
 K8S = REPO / "examples" / "kubernetes"
+# `scontrol show node` (the health check's question for the node's gres) answers no gres.
 FAKE_SCONTROL = """#!/usr/bin/env bash
+[ "$1" = show ] && exit 0
 printf '%s\\n' "$@" >> "$SCONTROL_LOG"
 printf '%s\\n' --- >> "$SCONTROL_LOG"
 """

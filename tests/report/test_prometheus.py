@@ -8,7 +8,8 @@ import datetime as dt
 
 import pytest
 
-from gpu_audit.model import ProcessAllocatorState, Severity
+from gpu_audit.gpu_identity import join
+from gpu_audit.model import Gpu, KernelGpu, ProcessAllocatorState, Severity
 from gpu_audit.report.prometheus import GPU_LABELS, METRICS, render_failure, render_textfile
 from gpu_audit.rules import evaluate, exit_code
 from tests import builders as b
@@ -212,3 +213,23 @@ def test_a_failed_check_still_says_so():
     assert one(metrics["gpu_audit_check_status"]).value == 3
     assert "gpu_audit_check_status" not in parse(render_failure("n", duration_s=None,
                                                                 timestamp_s=None))
+
+
+def test_a_lost_gpus_series_carry_the_identity_the_driver_kept():
+    """NVML names nothing of a lost GPU; the kernel driver's UUID and bus id reach its labels,
+    so `on(UUID)` joins with DCGM find exactly that GPU."""
+    uuid = "GPU-00000000-a1b2-4c3d-8e9f-0123456789ab"
+    gpus, _ = join([Gpu(index=0, lost=True), b.gpu(1, pci_bus_id="00000000:2A:00.0",
+                                                   minor_number=1)],
+                   [KernelGpu("proc", 0, "0000:18:00.0", uuid, "NVIDIA H100 80GB HBM3")])
+    metrics = parse(render(b.scan(gpus=gpus)))
+    sample = one(metrics["gpu_audit_finding"], id="gpu-lost")
+    assert sample.labels["gpu"] == "0" and sample.labels["UUID"] == uuid
+    assert sample.labels["pci_bus_id"] == "00000000:18:00.0"
+    assert sample.labels["modelName"] == "NVIDIA H100 80GB HBM3"
+
+
+def test_a_lost_gpu_without_a_known_uuid_is_labelled_by_its_bus_id_never_empty():
+    gpu = Gpu(index=0, lost=True, pci_bus_id="00000000:18:00.0", identity_source="proc")
+    sample = one(parse(render(b.scan(gpus=[gpu])))["gpu_audit_finding"], id="gpu-lost")
+    assert sample.labels["UUID"] == sample.labels["pci_bus_id"] == "00000000:18:00.0"

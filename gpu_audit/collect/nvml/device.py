@@ -231,6 +231,8 @@ class GpuReader(Calls):
         pci = self.call("nvmlDeviceGetPciInfo_v3", handle)
         if pci is not None:
             self._set(pci_bus_id=_text(pci.busId) or _text(pci.busIdLegacy))
+        # Slurm's gres numbers GPUs by their /dev/nvidiaN minor numbers (gpu_audit.gpu_identity).
+        self._set(minor_number=self.call("nvmlDeviceGetMinorNumber", handle))
 
     def _read_static_identity(self, handle: Any) -> None:
         self._set(serial=_text(self.call("nvmlDeviceGetSerial", handle)))
