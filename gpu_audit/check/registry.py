@@ -111,7 +111,7 @@ def all_checks() -> dict[str, CheckSpec]:
     """Every check, in checklist order."""
     for module in CHECK_MODULES:
         importlib.import_module(module)
-    # by module, whichever was imported first (check.document imports check.findings early)
+    # by module, whichever was imported first (the check document imports check.findings early)
     rank = {module: i for i, module in enumerate(CHECK_MODULES)}
     ordered = sorted(_CHECKS.values(), key=lambda spec: rank[spec.func.__module__])
     return {spec.id: spec for spec in ordered}

@@ -15,8 +15,8 @@ SEVERITIES = ", ".join(s.value for s in Severity)
 
 def load_document(path: Path, name: str) -> Scan:
     """The scan inside a saved ``scan --json`` or ``check --json`` document."""
-    from gpu_audit.check.document import load_check_document
     from gpu_audit.errors import InputError
+    from gpu_audit.report.check_document import load_check_document
     from gpu_audit.report.jsonout import load_scan_document
 
     try:

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from gpu_audit.check.document import CHECK_SCHEMA, check_document, load_check_document
 from gpu_audit.errors import InputError
+from gpu_audit.report.check_document import CHECK_SCHEMA, check_document, load_check_document
 from tests import builders as b
 from tests.check.support import GIB, run
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from gpu_audit.check.document import check_document
 from gpu_audit.check.engine import judge
 from gpu_audit.config import CheckPolicy
 from gpu_audit.model import Severity
+from gpu_audit.report.check_document import check_document
 from gpu_audit.report.jsonout import scan_document
 from gpu_audit.rules import evaluate, exit_code
 from tests import builders as b
