@@ -253,7 +253,6 @@ def _emit(report, *, json_out: bool, junit: Path | None, out: Path | None, no_re
 
         write_textfile(prometheus, render_check_textfile(report, duration_s=elapsed_s()))
     document = check_document(report)
-    document["gpu_selection"] = report.scan.gpu_selection
     if json_out:
         sys.stdout.write(dumps(document) + "\n")
     elif nagios:

@@ -97,7 +97,7 @@ def diff(
     if not no_report:
         from gpu_audit.report.files import write_report
 
-        write_report("diff", document["generated_at"], document["hostname"], document, text,
+        write_report("diff", document.generated_at, document.hostname, document, text,
                      out)
     if json_out:
         sys.stdout.write(dumps(document) + "\n")

@@ -44,7 +44,7 @@ def write_report(
     command: str,
     generated_at: str,
     hostname: str,
-    document: dict[str, Any],
+    document: Any,  # a document struct, or its JSON data
     markdown: str,
     out: Path | None,
     keep: int | None = None,

@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from gpu_audit.errors import InputError
 from gpu_audit.inputs import DOCUMENT_LIMIT, read_input_text
 from gpu_audit.model import Finding, Scan, Severity
@@ -15,6 +17,14 @@ from gpu_audit.rules.duplicates import with_duplicate_groups
 from gpu_audit.serial import from_jsonable, to_jsonable
 
 SCAN_SCHEMA = "gpu-audit.scan/1"
+
+
+class Summary(msgspec.Struct):
+    """A scan's verdict: the worst severity, findings by severity, the exit status."""
+
+    worst_severity: Severity | None
+    counts: dict[str, int]
+    exit_code: int
 
 
 def scan_document(scan: Scan, findings: list[Finding], exit_code: int) -> dict[str, Any]:
@@ -38,23 +48,36 @@ def scan_document(scan: Scan, findings: list[Finding], exit_code: int) -> dict[s
 
 
 def scan_data(scan: Scan) -> dict[str, Any]:
-    """The scan as every document carries it (``scan --json``, the check's ``snapshot``): each
-    process's duplicate group judged, the allocator settings' secrets masked."""
-    return _settings_masked(to_jsonable(with_duplicate_groups(scan)))
+    """The scan as every document carries it (``scan --json``, the check's ``snapshot``), as
+    JSON data: :func:`masked_scan`."""
+    return to_jsonable(masked_scan(scan))
 
 
-def _settings_masked(data: dict[str, Any]) -> dict[str, Any]:
-    """The scan's allocator configuration strings with their secrets masked: the environment's
-    (this process's or ``--pid``'s), torch's reading of it, and what each monitored process
-    published (another user's process may publish anything)."""
-    places = [(data.get("allocator"), ("pytorch_cuda_alloc_conf", "pytorch_alloc_conf")),
-              (data.get("torch_probe"), ("allocator_settings",))]
-    places += [(p.get("allocator"), ("settings",)) for p in data.get("processes") or []]
-    for record, keys in places:
-        for key in keys if isinstance(record, dict) else ():
-            if isinstance(record.get(key), str):
-                record[key] = redact_settings(record[key])
-    return data
+def masked_scan(scan: Scan) -> Scan:
+    """The scan as every document carries it: each process's duplicate group judged, the
+    allocator configuration strings with their secrets masked: the environment's (this
+    process's or ``--pid``'s), torch's reading of it, and what each monitored process published
+    (another user's process may publish anything)."""
+    replace = msgspec.structs.replace
+    scan = with_duplicate_groups(scan)
+    changes: dict[str, Any] = {}
+    if scan.allocator is not None:
+        changes["allocator"] = replace(
+            scan.allocator, pytorch_cuda_alloc_conf=_masked(scan.allocator.pytorch_cuda_alloc_conf),
+            pytorch_alloc_conf=_masked(scan.allocator.pytorch_alloc_conf))
+    if scan.torch_probe is not None:
+        changes["torch_probe"] = replace(
+            scan.torch_probe, allocator_settings=_masked(scan.torch_probe.allocator_settings))
+    if any(p.allocator is not None for p in scan.processes):
+        changes["processes"] = [
+            p if p.allocator is None
+            else replace(p, allocator=replace(p.allocator, settings=_masked(p.allocator.settings)))
+            for p in scan.processes]
+    return replace(scan, **changes) if changes else scan
+
+
+def _masked(settings: str | None) -> str | None:
+    return redact_settings(settings) if isinstance(settings, str) else settings
 
 
 def _evidence_masked(finding: dict[str, Any]) -> dict[str, Any]:
