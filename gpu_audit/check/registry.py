@@ -19,7 +19,6 @@ threshold is not configured yields a ``skip``; one whose reading is missing yiel
 from __future__ import annotations
 
 import importlib
-import inspect
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -98,7 +97,7 @@ def check(check_id: str, title: str, *, views: tuple[str, ...] = (),
         if check_id in _CHECKS and _CHECKS[check_id].func is not func:
             raise ValueError(f"check id {check_id!r} registered twice")
         if func.__doc__:
-            catalogue.document(check_id, catalogue.CHECK, inspect.cleandoc(func.__doc__))
+            catalogue.document(check_id, catalogue.CHECK, func.__doc__)
         elif spec.producer == catalogue.CHECK:
             raise ValueError(f"check {check_id!r} has no docstring (it is its documentation)")
         _CHECKS[check_id] = CheckSpec(check_id, title, func, views, judges_more)
