@@ -1,8 +1,9 @@
 """The documents gpu-audit writes, as types, and their published JSON Schemas.
 
 Each ``gpu-audit.KIND/MAJOR`` id names one type (:data:`DOCUMENTS`), declared beside the code
-that builds the document (the check's in ``report/check_document.py``; diff's, diag's and
-snapshot's in their ``render.py``; the rules list's in ``cli/rules.py``) or here;
+that builds the document (the scan's in ``report/jsonout.py``, the check's in
+``report/check_document.py``; diff's, diag's and snapshot's in their ``render.py``; the rules
+list's in ``cli/rules.py``) or here;
 ``docs/schemas/KIND-MAJOR.schema.json`` is generated from it. Parts with a model of their own
 (a scan, a finding, a stage outcome, a diag figure, validate's run state) are typed field by
 field; the rest name their keys and leave nested free-form objects (evidence, a validate
@@ -25,22 +26,14 @@ import msgspec
 from gpu_audit.cli.rules import RulesDocument
 from gpu_audit.diag.render import DiagDocument
 from gpu_audit.diff.render import DiffDocument
-from gpu_audit.model import Finding, Scan, Severity
+from gpu_audit.model import Finding, Severity
 from gpu_audit.report.check_document import CheckDocument
-from gpu_audit.report.jsonout import Summary
-from gpu_audit.serial import extended
+from gpu_audit.report.jsonout import ScanDocument
 from gpu_audit.snapshot.render import SnapshotDocument
 from gpu_audit.validate.plan import Plan
 from gpu_audit.validate.state import RunState
 
 Object = dict[str, Any]
-
-
-ScanDocument = extended(
-    "ScanDocument", Scan,
-    [("schema", str), ("tool_version", str), ("generated_at", str)],
-    [("findings", list[Finding]), ("summary", Summary)],
-    moved=("tool_version", "generated_at"), module=__name__)
 
 
 class FleetNode(msgspec.Struct):

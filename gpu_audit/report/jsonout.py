@@ -14,7 +14,7 @@ from gpu_audit.model import Finding, Scan, Severity
 from gpu_audit.redact import redact_data, redact_settings
 from gpu_audit.rules import worst
 from gpu_audit.rules.duplicates import with_duplicate_groups
-from gpu_audit.serial import from_jsonable, to_jsonable
+from gpu_audit.serial import extended, from_jsonable, to_jsonable
 
 SCAN_SCHEMA = "gpu-audit.scan/1"
 
@@ -27,30 +27,24 @@ class Summary(msgspec.Struct):
     exit_code: int
 
 
+ScanDocument = extended(
+    "ScanDocument", Scan,
+    [("schema", str), ("tool_version", str), ("generated_at", str)],
+    [("findings", list[Finding]), ("summary", Summary)],
+    moved=("tool_version", "generated_at"), module=__name__)
+
+
 def scan_document(scan: Scan, findings: list[Finding], exit_code: int) -> dict[str, Any]:
-    """The document ``scan --json`` prints; each process's ``duplicate_group`` is judged here,
-    from the processes, never taken from what a saved document said."""
-    data = scan_data(scan)
+    """The document ``scan --json`` prints, as JSON data (the fleet ships it between nodes);
+    each process's ``duplicate_group`` is judged here, from the processes, never taken from
+    what a saved document said."""
+    masked = masked_scan(scan)
     counts = {s.value: sum(1 for f in findings if f.severity == s) for s in Severity}
-    top = worst(findings)
-    return {
-        "schema": SCAN_SCHEMA,
-        "tool_version": data.pop("tool_version"),
-        "generated_at": data.pop("generated_at"),
-        **data,
-        "findings": [_evidence_masked(f) for f in to_jsonable(findings)],
-        "summary": {
-            "worst_severity": top.value if top else None,
-            "counts": counts,
-            "exit_code": exit_code,
-        },
-    }
-
-
-def scan_data(scan: Scan) -> dict[str, Any]:
-    """The scan as every document carries it (``scan --json``, the check's ``snapshot``), as
-    JSON data: :func:`masked_scan`."""
-    return to_jsonable(masked_scan(scan))
+    document = ScanDocument(
+        schema=SCAN_SCHEMA, **msgspec.structs.asdict(masked),
+        findings=[_evidence_masked(f) for f in findings],
+        summary=Summary(worst_severity=worst(findings), counts=counts, exit_code=exit_code))
+    return to_jsonable(document)
 
 
 def masked_scan(scan: Scan) -> Scan:
@@ -80,12 +74,12 @@ def _masked(settings: str | None) -> str | None:
     return redact_settings(settings) if isinstance(settings, str) else settings
 
 
-def _evidence_masked(finding: dict[str, Any]) -> dict[str, Any]:
+def _evidence_masked(finding: Finding) -> Finding:
     """A finding whose evidence (figures and strings read from the machine) is redacted once
     more as it leaves: whatever a rule copied from a process or a publication, no secret."""
-    if finding.get("evidence"):
-        finding["evidence"] = redact_data(finding["evidence"])
-    return finding
+    if not finding.evidence:
+        return finding
+    return msgspec.structs.replace(finding, evidence=redact_data(to_jsonable(finding.evidence)))
 
 
 def load_scan_document(path: Path) -> Scan:
