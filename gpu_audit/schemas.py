@@ -1,9 +1,13 @@
 """The documents gpu-audit writes, as types, and their published JSON Schemas.
 
-Each ``gpu-audit.KIND/MAJOR`` id names one type here; ``docs/schemas/KIND-MAJOR.schema.json`` is
-generated from it. Parts with a model of their own (a scan, a finding, a stage outcome, a diag
-figure, validate's run state) are typed field by field; the rest name their keys and leave
-nested free-form objects (evidence, a validate variant's stages) as objects. A schema id only
+Each ``gpu-audit.KIND/MAJOR`` id names one type (:data:`DOCUMENTS`), declared beside the code
+that builds the document (the scan's in ``report/jsonout.py``, the check's in
+``report/check_document.py``; diff's, diag's and snapshot's in their ``render.py``; the rules
+list's in ``cli/rules.py``) or here;
+``docs/schemas/KIND-MAJOR.schema.json`` is generated from it. Parts with a model of their own
+(a scan, a finding, a stage outcome, a diag figure, validate's run state) are typed field by
+field; the rest name their keys and leave nested free-form objects (evidence, a validate
+variant's stages) as objects. A schema id only
 ever gains keys: consumers of ``/1`` keep working.
 
 ``python -m gpu_audit.schemas`` rewrites ``docs/schemas``; ``--check`` exits 1 when a committed
@@ -15,193 +19,24 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import msgspec
 
-from gpu_audit.check.results import StageOutcome
-from gpu_audit.diag.results import Figure, WorkerOutcome
+from gpu_audit.cli.rules import RulesDocument
+from gpu_audit.diag.render import DiagDocument
+from gpu_audit.diff.render import DiffDocument
 from gpu_audit.fleet.document import FleetDocument
-from gpu_audit.knowledge.findings import LIFECYCLES
-from gpu_audit.model import Finding, Scan, Severity
+from gpu_audit.model import Finding, Severity
+from gpu_audit.report.check_document import CheckDocument
+from gpu_audit.report.jsonout import ScanDocument
+from gpu_audit.snapshot.render import SnapshotDocument
 from gpu_audit.validate.plan import Plan
 from gpu_audit.validate.state import RunState
 
 Object = dict[str, Any]
 
 
-def _extended(name: str, base: type[msgspec.Struct], before: list[tuple[str, Any]],
-              after: list[tuple[str, Any]], moved: tuple[str, ...] = ()) -> type[msgspec.Struct]:
-    """``base``'s fields between ``before`` and ``after`` (``moved`` taken out of ``base``:
-    they are named in ``before``), in the order a document prints them."""
-    own: list[Any] = []
-    for f in msgspec.structs.fields(base):
-        if f.name in moved:
-            continue
-        if f.required:
-            own.append((f.name, f.type))
-        elif f.default_factory is not msgspec.NODEFAULT:
-            own.append((f.name, f.type, msgspec.field(default_factory=f.default_factory)))
-        else:
-            own.append((f.name, f.type, f.default))
-    return msgspec.defstruct(name, [*before, *own, *after], kw_only=True,
-                             module=__name__)
-
-
-class Summary(msgspec.Struct):
-    """A scan's verdict: the worst severity, findings by severity, the exit status."""
-
-    worst_severity: Severity | None
-    counts: dict[str, int]
-    exit_code: int
-
-
-ScanDocument = _extended(
-    "ScanDocument", Scan,
-    [("schema", str), ("tool_version", str), ("generated_at", str)],
-    [("findings", list[Finding]), ("summary", Summary)],
-    moved=("tool_version", "generated_at"))
-
-CheckedFinding = _extended("CheckedFinding", Finding, [], [("check_status", str)])
-
-
-class CheckLine(msgspec.Struct):
-    id: str
-    subject: str
-    status: str  # pass, warn, fail, skip, unknown
-    title: str
-    summary: str
-    evidence: Object
-    remedy: str | None
-    finding_id: str | None
-    duration_s: float | None
-
-
-class CheckDocument(msgspec.Struct):
-    schema: str
-    tool_version: str
-    generated_at: str
-    hostname: str
-    status: str  # OK, WARNING, CRITICAL, UNKNOWN
-    exit_code: int
-    user: str | None
-    summary: dict[str, int]
-    duration_s: float | None
-    policy: Object
-    checks: list[CheckLine]
-    stages: list[StageOutcome]
-    findings: list[CheckedFinding]
-    snapshot: Scan
-    gpu_selection: Object | None = None  # the GPUs judged (``--gpus``, a job's); None: all
-
-
-class DiffSide(msgspec.Struct):
-    generated_at: str
-    tool_version: str
-    gpu_count: int
-    process_count: int
-    gpu_selection: Object | None
-
-
-class DiffProcess(msgspec.Struct):
-    pid: int
-    gpu_index: int
-    gpu_uuid: str | None
-    user: str | None
-    name: str | None
-    used_memory_bytes: int | None
-    status: str | None
-    start_time: str | None
-    cmdline: list[str] | None
-
-
-class CounterChange(msgspec.Struct):
-    gpu_index: int
-    counter: str
-    before: int
-    after: int
-    increase: int
-
-
-class DiffDocument(msgspec.Struct):
-    schema: str
-    tool_version: str
-    generated_at: str
-    hostname: str
-    job_user: str | None
-    before: DiffSide | None
-    after: DiffSide
-    processes_appeared: list[DiffProcess]
-    processes_left: list[DiffProcess]
-    counter_changes: list[CounterChange]
-    findings: list[Finding]
-    new_findings: list[Finding]
-    resolved_findings: list[Finding]
-    notes: list[str]
-    summary: Summary
-
-
-class DiagSustained(msgspec.Struct):
-    summary: Object | None
-    tflops: list[float]
-    t_s: list[float]
-    worker: WorkerOutcome | None
-    nvml_samples: list[Object]
-    new_xids: Any
-
-
-class DiagGpu(msgspec.Struct):
-    index: int
-    name: str | None
-    uuid: str | None
-    pci_bus_id: str | None
-    pcie: dict[str, int | None]
-    power_limit_w: float | None
-    memory_free_bytes: int | None
-    plan: Any
-    subject: str
-    mig: Object | None
-    worker: WorkerOutcome
-    tests: dict[str, Object]
-    figures: list[Figure]
-    sustained: DiagSustained | None
-
-
-class DiagPeers(msgspec.Struct):
-    indices: list[int]
-    peer_access: Any
-    nvlink: dict[str, Object | None]
-    tests: dict[str, Object]
-    worker: WorkerOutcome
-    figures: list[Figure]
-
-
-class DiagSummary(msgspec.Struct):
-    exit_code: int
-    verdict: str
-    counts: dict[str, int]
-
-
-class DiagDocument(msgspec.Struct):
-    schema: str
-    tool_version: str
-    generated_at: str
-    hostname: str
-    level: int
-    device: str
-    test_mode: bool
-    driver_version: str | None
-    torch_version: str | None
-    selection: Object | None
-    estimate: Any
-    duration_s: float | None
-    gpus: list[DiagGpu]
-    peers: DiagPeers | None
-    checklist: list[Object]
-    findings: list[Finding]
-    unknown: list[str]
-    torch_unusable: Any
-    summary: DiagSummary
 
 
 class ExplainInput(msgspec.Struct):
@@ -257,49 +92,6 @@ class ValidateDocument(msgspec.Struct):
 class PlanDocument(msgspec.Struct):
     schema: str
     plan: Plan
-
-
-class SnapshotDocument(msgspec.Struct):
-    schema: str
-    tool_version: str
-    generated_at: str
-    source: Object
-    format: str | None
-    allocator_settings: Any
-    devices: list[Object]
-    notes: list[str]
-    plot: str | None
-
-
-class RuleSections(msgspec.Struct):
-    summary: str
-    meaning: str
-    why: str
-    example: str
-    fix: str
-
-
-class RuleEntry(msgspec.Struct):
-    id: str
-    severity: Severity | None  # checks and explain classes have none
-    section: str
-    summary: str
-    doc: str
-    producers: list[str]
-    lifecycle: Literal[LIFECYCLES]  # type: ignore[valid-type]
-    redirect: str | None
-    settings: list[str]
-    sections: RuleSections
-    # A fault of the machine, not of the workload: a scheduler hook drains the node for it.
-    node_problem: bool = False
-
-
-class RulesDocument(msgspec.Struct):
-    schema: str
-    tool_version: str
-    generated_at: str
-    rules: list[RuleEntry]
-    explain: list[Object]
 
 
 DOCUMENTS: dict[str, Any] = {

@@ -25,6 +25,25 @@ _ENCODER = msgspec.json.Encoder()
 _DECODER = msgspec.json.Decoder()
 
 
+def extended(name: str, base: type[msgspec.Struct], before: list[tuple[str, Any]],
+             after: list[tuple[str, Any]], moved: tuple[str, ...] = (),
+             module: str = __name__) -> type[msgspec.Struct]:
+    """A struct type ``name`` with ``base``'s fields between ``before`` and ``after`` (``moved``
+    taken out of ``base``: they are named in ``before``), in the order a document prints them:
+    a document that carries a model's fields declares only what it adds."""
+    own: list[Any] = []
+    for f in msgspec.structs.fields(base):
+        if f.name in moved:
+            continue
+        if f.required:
+            own.append((f.name, f.type))
+        elif f.default_factory is not msgspec.NODEFAULT:
+            own.append((f.name, f.type, msgspec.field(default_factory=f.default_factory)))
+        else:
+            own.append((f.name, f.type, f.default))
+    return msgspec.defstruct(name, [*before, *own, *after], kw_only=True, module=module)
+
+
 def to_jsonable(obj: Any) -> Any:
     """Plain JSON types for structs, dataclasses, enums, lists and dicts (recursively); NaN
     and infinities become ``None``, as JSON has no word for them."""

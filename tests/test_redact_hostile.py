@@ -235,13 +235,14 @@ def test_a_published_token_reaches_no_check_output():
 
 
 def test_a_published_token_reaches_no_check_document():
-    from gpu_audit.check.document import check_document
     from gpu_audit.check.engine import judge
     from gpu_audit.config import CheckPolicy
+    from gpu_audit.report.check_document import check_document
+    from gpu_audit.serial import dumps
 
     for scan in (_published_scan(f"max_split_size_mb:512,hf:{HF}"),
                  _environment_scan(f"expandable_segments:True,hf_token:{HF}")):
-        document = json.dumps(check_document(judge(scan, CheckPolicy(), user="ci")))
+        document = dumps(check_document(judge(scan, CheckPolicy(), user="ci")))
         assert "Qz7" not in document
 
 

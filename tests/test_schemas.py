@@ -74,3 +74,34 @@ def test_diag_documents_validate():
     for level, runs in ((2, [recorded.half_width_h100()]),
                         (2, [recorded.h100_run(0), recorded.h100_run(1)])):
         assert_document(json.loads(dumps(diag_document(result_of(level, runs)))))
+
+
+def test_each_producer_builds_its_document_from_the_type_its_schema_is_made_of():
+    """One declaration of a document's keys: the type the schema is generated from is the type
+    the command builds (a dict typed a second time would drift from it)."""
+    from gpu_audit.check.engine import judge
+    from gpu_audit.cli.rules import all_entries, rules_document
+    from gpu_audit.config import CheckPolicy
+    from gpu_audit.diff.compare import compare
+    from gpu_audit.diff.render import diff_document
+    from gpu_audit.report.check_document import check_document
+    from gpu_audit.snapshot.render import snapshot_document
+    from gpu_audit.snapshot.summary import SnapshotSummary
+
+    scan = b.gtx1650_three_uvicorn()
+    built = {
+        "gpu-audit.check/1": check_document(judge(scan, CheckPolicy(), user="ci")),
+        "gpu-audit.diff/1": diff_document(compare(scan, scan)),
+        "gpu-audit.diag/1": diag_document(result_of(2, [recorded.half_width_h100()])),
+        "gpu-audit.snapshot/1": snapshot_document(
+            SnapshotSummary(format="snapshot", devices=[], allocator_settings=None, notes=[]),
+            generated_at="now",
+            source={}),
+        "gpu-audit.rules/1": rules_document(all_entries()),
+    }
+    for schema_id, document in built.items():
+        assert type(document) is DOCUMENTS[schema_id], schema_id
+        assert document.schema == schema_id
+    # The scan document is JSON data (the fleet ships it between nodes), built from its type.
+    scan_doc = scan_document(scan, evaluate(scan), 0)
+    assert list(scan_doc) == list(DOCUMENTS["gpu-audit.scan/1"].__struct_fields__)

@@ -6,9 +6,9 @@ keys) says what makes a runner fit. The checks (:mod:`.gpus`, :mod:`.usage`, :mo
 scan rules' findings that give pass/warn/fail/skip/unknown with evidence; a check that views a
 rule's finding maps it rather than judging again. :func:`gpu_audit.check.engine.judge` puts them
 together into a :class:`~gpu_audit.check.results.CheckReport` whose verdict is the exit code.
-Optional validation stages (:mod:`.stages`) prove that CUDA work actually runs. The JSON
-document is :mod:`.document`, the terminal checklist :mod:`.terminal`; JUnit and GitHub's
-summary render it in :mod:`gpu_audit.report`.
+Optional validation stages (:mod:`.stages`) prove that CUDA work actually runs. The checks draw
+nothing: the JSON document, the terminal checklist, JUnit and GitHub's summary render a report
+in :mod:`gpu_audit.report` (``check_document``, ``check_terminal``, ``junit``, ``github``).
 """
 
 from __future__ import annotations

@@ -19,7 +19,6 @@ threshold is not configured yields a ``skip``; one whose reading is missing yiel
 from __future__ import annotations
 
 import importlib
-import inspect
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -98,7 +97,7 @@ def check(check_id: str, title: str, *, views: tuple[str, ...] = (),
         if check_id in _CHECKS and _CHECKS[check_id].func is not func:
             raise ValueError(f"check id {check_id!r} registered twice")
         if func.__doc__:
-            catalogue.document(check_id, catalogue.CHECK, inspect.cleandoc(func.__doc__))
+            catalogue.document(check_id, catalogue.CHECK, func.__doc__)
         elif spec.producer == catalogue.CHECK:
             raise ValueError(f"check {check_id!r} has no docstring (it is its documentation)")
         _CHECKS[check_id] = CheckSpec(check_id, title, func, views, judges_more)
@@ -111,7 +110,7 @@ def all_checks() -> dict[str, CheckSpec]:
     """Every check, in checklist order."""
     for module in CHECK_MODULES:
         importlib.import_module(module)
-    # by module, whichever was imported first (check.document imports check.findings early)
+    # by module, whichever was imported first (the check document imports check.findings early)
     rank = {module: i for i, module in enumerate(CHECK_MODULES)}
     ordered = sorted(_CHECKS.values(), key=lambda spec: rank[spec.func.__module__])
     return {spec.id: spec for spec in ordered}

@@ -240,7 +240,7 @@ def _slurm_hook(kind: str, policy, *, spool: Path | None, from_file: Path | None
 
 def _saved_scan(path: Path) -> tuple[Scan, str | None]:
     """The scan in a saved check or scan document, and the user a check document recorded."""
-    from gpu_audit.check.document import load_check_document
+    from gpu_audit.report.check_document import load_check_document
     from gpu_audit.report.jsonout import load_scan_document
 
     found = load_check_document(path)
@@ -251,8 +251,8 @@ def _emit(report, *, json_out: bool, junit: Path | None, out: Path | None, no_re
           annotate: bool, nagios: bool = False, prometheus: Path | None = None) -> None:
     """Every output of one run: stdout, the JUnit file, GitHub's summary and annotations,
     the report files, the node_exporter textfile."""
-    from gpu_audit.check.document import check_document
     from gpu_audit.report import github
+    from gpu_audit.report.check_document import check_document
     from gpu_audit.serial import dumps, write_atomic
 
     if prometheus is not None:  # first: a file that cannot be written exits 3 before any verdict
@@ -261,7 +261,6 @@ def _emit(report, *, json_out: bool, junit: Path | None, out: Path | None, no_re
 
         write_textfile(prometheus, render_check_textfile(report, duration_s=elapsed_s()))
     document = check_document(report)
-    document["gpu_selection"] = report.scan.gpu_selection
     if json_out:
         sys.stdout.write(dumps(document) + "\n")
     elif nagios:
@@ -269,7 +268,7 @@ def _emit(report, *, json_out: bool, junit: Path | None, out: Path | None, no_re
 
         sys.stdout.write(render_check_nagios(report))
     else:
-        from gpu_audit.check.terminal import render_check
+        from gpu_audit.report.check_terminal import render_check
         from gpu_audit.report.terminal import make_console
 
         render_check(report, make_console(), verbose=bool(verbose()))

@@ -15,8 +15,8 @@ SEVERITIES = ", ".join(s.value for s in Severity)
 
 def load_document(path: Path, name: str) -> Scan:
     """The scan inside a saved ``scan --json`` or ``check --json`` document."""
-    from gpu_audit.check.document import load_check_document
     from gpu_audit.errors import InputError
+    from gpu_audit.report.check_document import load_check_document
     from gpu_audit.report.jsonout import load_scan_document
 
     try:
@@ -97,7 +97,7 @@ def diff(
     if not no_report:
         from gpu_audit.report.files import write_report
 
-        write_report("diff", document["generated_at"], document["hostname"], document, text,
+        write_report("diff", document.generated_at, document.hostname, document, text,
                      out)
     if json_out:
         sys.stdout.write(dumps(document) + "\n")

@@ -29,11 +29,12 @@ def node_document(command: str, policy: Any, nvml_timeout_s: float) -> dict[str,
 
         findings = evaluate(scan, policy)
         return scan_document(scan, findings, exit_code(findings, policy.fail_on_severity))
-    from gpu_audit.check.document import check_document
     from gpu_audit.check.engine import judge
     from gpu_audit.cli.check import current_user
+    from gpu_audit.report.check_document import check_document
+    from gpu_audit.serial import to_jsonable
 
-    return check_document(judge(scan, policy, user=current_user()))
+    return to_jsonable(check_document(judge(scan, policy, user=current_user())))
 
 
 def _run(command: str, *, address: str | None, policy_file: Path | None, timeout: float,

@@ -17,7 +17,9 @@ import inspect
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING, Any, Literal, Union
+
+import msgspec
 
 from gpu_audit import __version__
 from gpu_audit.cli.declared import Option, command, json_option
@@ -68,6 +70,39 @@ producers' docstrings and explain's signature catalogue by `gpu-audit rules --ma
 those, not this page. `gpu-audit rules ID` prints one entry (a finding id, a check, an explain
 class or an explain signature) in a terminal.
 """
+
+
+Object = dict[str, Any]
+
+
+# An id's documentation in the document: the catalogue's sections (``Doc``), every one present.
+RuleSections = msgspec.defstruct("RuleSections", [(f.name, str) for f in dataclasses.fields(Doc)],
+                                 module=__name__)
+
+
+class RuleEntry(msgspec.Struct):
+    id: str
+    severity: Severity | None  # checks and explain classes have none
+    section: str
+    summary: str
+    doc: str
+    producers: list[str]
+    lifecycle: Literal[catalogue.LIFECYCLES]  # type: ignore[valid-type]
+    redirect: str | None
+    settings: list[str]
+    sections: RuleSections  # type: ignore[valid-type]
+    # A fault of the machine, not of the workload: a scheduler hook drains the node for it.
+    node_problem: bool = False
+
+
+class RulesDocument(msgspec.Struct):
+    """The ``gpu-audit.rules/1`` document (``rules --json``)."""
+
+    schema: str
+    tool_version: str
+    generated_at: str
+    rules: list[RuleEntry]
+    explain: list[Object]
 
 
 @dataclass(frozen=True)
@@ -364,23 +399,19 @@ def write_pages(folder: Path) -> int:
 
 
 def rules_document(rules: dict[str, Entry],
-                   explained: list[dict[str, object]] | None = None) -> dict[str, object]:
-    stamp = utc_now()
-    return {
-        "schema": "gpu-audit.rules/1",
-        "tool_version": __version__,
-        "generated_at": stamp,
-        "rules": [
-            {"id": r.id, "severity": r.severity.value if r.severity else None,
-             "section": title, "summary": r.summary, "doc": r.doc,
-             "producers": list(r.spec.producers), "lifecycle": r.spec.lifecycle,
-             "redirect": r.spec.redirect, "settings": list(r.spec.settings),
-             "node_problem": r.spec.node_problem,
-             "sections": dataclasses.asdict(r.sections)}
-            for title, members in grouped(rules) for r in members
-        ],
-        "explain": explained or [],
-    }
+                   explained: list[dict[str, object]] | None = None) -> RulesDocument:
+    return RulesDocument(
+        schema="gpu-audit.rules/1",
+        tool_version=__version__,
+        generated_at=utc_now(),
+        rules=[RuleEntry(id=r.id, severity=r.severity, section=title, summary=r.summary,
+                         doc=r.doc, producers=list(r.spec.producers), lifecycle=r.spec.lifecycle,
+                         redirect=r.spec.redirect, settings=list(r.spec.settings),
+                         node_problem=r.spec.node_problem,
+                         sections=RuleSections(**dataclasses.asdict(r.sections)))
+               for title, members in grouped(rules) for r in members],
+        explain=explained or [],
+    )
 
 
 def find_rule(rules: dict[str, Entry], rule_id: str) -> tuple[dict[str, Entry], Explained]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 from rich.console import Console
 
 from gpu_audit import __version__
@@ -12,12 +13,14 @@ from gpu_audit.model import Finding, GpuProcess, Scan, Severity
 from gpu_audit.redact import redact_cmdline, redact_text
 from gpu_audit.report import tables
 from gpu_audit.report.escape import md_code, md_document, md_table, md_text, terminal_markup
+from gpu_audit.report.jsonout import Summary
 from gpu_audit.report.markdown import findings_markdown
 from gpu_audit.report.terminal import render_findings
-from gpu_audit.serial import to_jsonable
 from gpu_audit.units import fmt_mib, utc_now
 
 DIFF_SCHEMA = "gpu-audit.diff/1"
+
+Object = dict[str, Any]
 
 # The counters whose rise the diff reports, per GPU.
 COUNTERS = ("ecc_errors_corrected_volatile", "ecc_errors_uncorrected_volatile",
@@ -26,25 +29,71 @@ COUNTERS = ("ecc_errors_corrected_volatile", "ecc_errors_uncorrected_volatile",
             "remapped_rows_correctable", "remapped_rows_uncorrectable")
 
 
-def _side(scan: Scan | None) -> dict[str, Any] | None:
+class DiffSide(msgspec.Struct):
+    generated_at: str
+    tool_version: str
+    gpu_count: int
+    process_count: int
+    gpu_selection: Object | None
+
+
+class DiffProcess(msgspec.Struct):
+    pid: int
+    gpu_index: int
+    gpu_uuid: str | None
+    user: str | None
+    name: str | None
+    used_memory_bytes: int | None
+    status: str | None
+    start_time: str | None
+    cmdline: list[str] | None
+
+
+class CounterChange(msgspec.Struct):
+    gpu_index: int
+    counter: str
+    before: int
+    after: int
+    increase: int
+
+
+class DiffDocument(msgspec.Struct):
+    schema: str
+    tool_version: str
+    generated_at: str
+    hostname: str
+    job_user: str | None
+    before: DiffSide | None
+    after: DiffSide
+    processes_appeared: list[DiffProcess]
+    processes_left: list[DiffProcess]
+    counter_changes: list[CounterChange]
+    findings: list[Finding]
+    new_findings: list[Finding]
+    resolved_findings: list[Finding]
+    notes: list[str]
+    summary: Summary
+
+
+def _side(scan: Scan | None) -> DiffSide | None:
     if scan is None:
         return None
-    return {"generated_at": scan.generated_at, "tool_version": scan.tool_version,
-            "gpu_count": len(scan.gpus), "process_count": len(scan.processes),
-            "gpu_selection": scan.gpu_selection}
+    return DiffSide(generated_at=scan.generated_at, tool_version=scan.tool_version,
+                    gpu_count=len(scan.gpus), process_count=len(scan.processes),
+                    gpu_selection=scan.gpu_selection)
 
 
-def _process(p: GpuProcess) -> dict[str, Any]:
+def _process(p: GpuProcess) -> DiffProcess:
     """A process as the diff shows it; what a document carries is redacted again (it may come
     from anywhere)."""
-    return {"pid": p.pid, "gpu_index": p.gpu_index, "gpu_uuid": p.gpu_uuid, "user": p.user,
-            "name": redact_text(p.name) if p.name else None,
-            "used_memory_bytes": p.used_memory_bytes, "status": p.status,
-            "start_time": p.start_time,
-            "cmdline": redact_cmdline(p.cmdline) if p.cmdline is not None else None}
+    return DiffProcess(pid=p.pid, gpu_index=p.gpu_index, gpu_uuid=p.gpu_uuid, user=p.user,
+                       name=redact_text(p.name) if p.name else None,
+                       used_memory_bytes=p.used_memory_bytes, status=p.status,
+                       start_time=p.start_time,
+                       cmdline=redact_cmdline(p.cmdline) if p.cmdline is not None else None)
 
 
-def counter_changes(report: DiffReport) -> list[dict[str, Any]]:
+def counter_changes(report: DiffReport) -> list[CounterChange]:
     """Every counter that went up, per GPU present in both scans."""
     if report.before is None:
         return []
@@ -57,8 +106,8 @@ def counter_changes(report: DiffReport) -> list[dict[str, Any]]:
         for name in COUNTERS:
             a, b = getattr(old, name), getattr(new, name)
             if a is not None and b is not None and b > a:
-                out.append({"gpu_index": new.index, "counter": name, "before": a, "after": b,
-                            "increase": b - a})
+                out.append(CounterChange(gpu_index=new.index, counter=name, before=a, after=b,
+                                         increase=b - a))
     return out
 
 
@@ -66,26 +115,27 @@ def _counts(findings: list[Finding]) -> dict[str, int]:
     return {s.value: sum(1 for f in findings if f.severity == s) for s in Severity}
 
 
-def diff_document(report: DiffReport) -> dict[str, Any]:
-    top = report.worst
-    return {
-        "schema": DIFF_SCHEMA,
-        "tool_version": __version__,
-        "generated_at": utc_now(),
-        "hostname": report.after.host.hostname,
-        "job_user": report.job_user,
-        "before": _side(report.before),
-        "after": _side(report.after),
-        "processes_appeared": [_process(p) for p in report.appeared],
-        "processes_left": [_process(p) for p in report.left],
-        "counter_changes": counter_changes(report),
-        "findings": to_jsonable(report.findings),
-        "new_findings": to_jsonable(report.new_findings),
-        "resolved_findings": to_jsonable(report.resolved_findings),
-        "notes": list(report.notes),
-        "summary": {"worst_severity": top.value if top else None,
-                    "counts": _counts(report.judged), "exit_code": report.exit_code},
-    }
+def diff_document(report: DiffReport) -> DiffDocument:
+    after = _side(report.after)
+    assert after is not None
+    return DiffDocument(
+        schema=DIFF_SCHEMA,
+        tool_version=__version__,
+        generated_at=utc_now(),
+        hostname=report.after.host.hostname,
+        job_user=report.job_user,
+        before=_side(report.before),
+        after=after,
+        processes_appeared=[_process(p) for p in report.appeared],
+        processes_left=[_process(p) for p in report.left],
+        counter_changes=counter_changes(report),
+        findings=list(report.findings),
+        new_findings=list(report.new_findings),
+        resolved_findings=list(report.resolved_findings),
+        notes=list(report.notes),
+        summary=Summary(worst_severity=report.worst, counts=_counts(report.judged),
+                        exit_code=report.exit_code),
+    )
 
 
 def _process_line(p: GpuProcess) -> str:
@@ -120,8 +170,7 @@ def render_diff(report: DiffReport, console: Console) -> None:
     if changes:
         console.print("[bold]Counters that went up[/]")
         for c in changes:
-            console.print(f"  GPU {c['gpu_index']} {c['counter']}: {c['before']} -> "
-                          f"{c['after']}")
+            console.print(f"  GPU {c.gpu_index} {c.counter}: {c.before} -> {c.after}")
     console.print()
     if report.findings:
         render_findings(console, report.findings)
@@ -156,7 +205,7 @@ def render_diff_markdown(report: DiffReport) -> str:
     changes = counter_changes(report)
     out += ["## Counters that went up", ""]
     out += [md_table(["GPU", "Counter", "Before", "After"],
-                     [[str(c["gpu_index"]), c["counter"], str(c["before"]), str(c["after"])]
+                     [[str(c.gpu_index), c.counter, str(c.before), str(c.after)]
                       for c in changes]) if changes else "None.", ""]
     out += ["## Changes found", "", findings_markdown(report.findings) if report.findings
             else "No change that needs attention (leaks, counters, Xids, throttling).\n"]

@@ -19,7 +19,7 @@ Base layer: this module imports only base modules.
 
 from __future__ import annotations
 
-import difflib
+import inspect
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields, replace
@@ -287,6 +287,8 @@ def severity_of(finding_id: str) -> Severity:
 
 def close_matches(name: str, n: int = 3) -> list[str]:
     """The ids closest to a name that is not one (for "did you mean")."""
+    import difflib  # a misspelt id only: its import compiles patterns a scan never uses
+
     return difflib.get_close_matches(name.lower(), list(CATALOGUE), n=n, cutoff=0.6)
 
 
@@ -358,24 +360,32 @@ def _dedent(lines: list[str]) -> list[str]:
     return [line[cut:].rstrip() for line in lines]
 
 
+# The texts as declared, parsed into sections on first read: a scan registers some sixty rules
+# and reads none of their documentation.
+_TEXTS: dict[str, str] = {}
 _DOCS: dict[str, Doc] = {}
 
 
 def document(finding_id: str, producer: str, text: str | None) -> None:
-    """Declare the documentation of ``finding_id``: only its documenting producer (the first it
-    lists) does, once; a text without a summary and an explanation is refused."""
+    """Declare the documentation of ``finding_id`` (a docstring, indented or not): only its
+    documenting producer (the first it lists) does, once. The text is parsed when it is read
+    (:func:`doc_of`), which refuses a text without a summary and an explanation."""
     spec = CATALOGUE.get(finding_id)
     if spec is None or spec.producer != producer:
         raise CatalogueError(f"{producer} documents {finding_id!r}, which the catalogue gives "
                              f"to {spec.producer if spec else 'no producer'}")
-    doc = parse_doc(text or "")
-    if not doc.summary or not (doc.meaning or doc.why):
-        raise CatalogueError(f"{finding_id!r} needs a summary line and a paragraph below it")
-    if _DOCS.get(finding_id, doc) != doc:
+    text = text or ""
+    if _TEXTS.get(finding_id, text) != text:
         raise CatalogueError(f"{finding_id!r} is documented twice")
-    _DOCS[finding_id] = doc
+    _TEXTS[finding_id] = text
 
 
 def doc_of(finding_id: str) -> Doc | None:
     """The declared documentation of ``finding_id`` (None until its producer is imported)."""
-    return _DOCS.get(finding_id)
+    doc = _DOCS.get(finding_id)
+    if doc is None and finding_id in _TEXTS:
+        doc = parse_doc(inspect.cleandoc(_TEXTS[finding_id]))
+        if not doc.summary or not (doc.meaning or doc.why):
+            raise CatalogueError(f"{finding_id!r} needs a summary line and a paragraph below it")
+        _DOCS[finding_id] = doc
+    return doc

@@ -51,7 +51,7 @@ def write_report(
     command: str,
     generated_at: str,
     hostname: str,
-    document: Any,  # a dict or a typed document (msgspec Struct) that dumps encodes
+    document: Any,  # a document struct, or its JSON data
     markdown: str,
     out: Path | None,
     keep: int | None = None,

@@ -6,63 +6,80 @@ import json
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from gpu_audit.errors import InputError
 from gpu_audit.inputs import DOCUMENT_LIMIT, read_input_text
 from gpu_audit.model import Finding, Scan, Severity
 from gpu_audit.redact import redact_data, redact_settings
 from gpu_audit.rules import worst
 from gpu_audit.rules.duplicates import with_duplicate_groups
-from gpu_audit.serial import from_jsonable, to_jsonable
+from gpu_audit.serial import extended, from_jsonable, to_jsonable
 
 SCAN_SCHEMA = "gpu-audit.scan/1"
 
 
+class Summary(msgspec.Struct):
+    """A scan's verdict: the worst severity, findings by severity, the exit status."""
+
+    worst_severity: Severity | None
+    counts: dict[str, int]
+    exit_code: int
+
+
+ScanDocument = extended(
+    "ScanDocument", Scan,
+    [("schema", str), ("tool_version", str), ("generated_at", str)],
+    [("findings", list[Finding]), ("summary", Summary)],
+    moved=("tool_version", "generated_at"), module=__name__)
+
+
 def scan_document(scan: Scan, findings: list[Finding], exit_code: int) -> dict[str, Any]:
-    """The document ``scan --json`` prints; each process's ``duplicate_group`` is judged here,
-    from the processes, never taken from what a saved document said."""
-    data = scan_data(scan)
+    """The document ``scan --json`` prints, as JSON data (the fleet ships it between nodes);
+    each process's ``duplicate_group`` is judged here, from the processes, never taken from
+    what a saved document said."""
+    masked = masked_scan(scan)
     counts = {s.value: sum(1 for f in findings if f.severity == s) for s in Severity}
-    top = worst(findings)
-    return {
-        "schema": SCAN_SCHEMA,
-        "tool_version": data.pop("tool_version"),
-        "generated_at": data.pop("generated_at"),
-        **data,
-        "findings": [_evidence_masked(f) for f in to_jsonable(findings)],
-        "summary": {
-            "worst_severity": top.value if top else None,
-            "counts": counts,
-            "exit_code": exit_code,
-        },
-    }
+    document = ScanDocument(
+        schema=SCAN_SCHEMA, **msgspec.structs.asdict(masked),
+        findings=[_evidence_masked(f) for f in findings],
+        summary=Summary(worst_severity=worst(findings), counts=counts, exit_code=exit_code))
+    return to_jsonable(document)
 
 
-def scan_data(scan: Scan) -> dict[str, Any]:
-    """The scan as every document carries it (``scan --json``, the check's ``snapshot``): each
-    process's duplicate group judged, the allocator settings' secrets masked."""
-    return _settings_masked(to_jsonable(with_duplicate_groups(scan)))
+def masked_scan(scan: Scan) -> Scan:
+    """The scan as every document carries it: each process's duplicate group judged, the
+    allocator configuration strings with their secrets masked: the environment's (this
+    process's or ``--pid``'s), torch's reading of it, and what each monitored process published
+    (another user's process may publish anything)."""
+    replace = msgspec.structs.replace
+    scan = with_duplicate_groups(scan)
+    changes: dict[str, Any] = {}
+    if scan.allocator is not None:
+        changes["allocator"] = replace(
+            scan.allocator, pytorch_cuda_alloc_conf=_masked(scan.allocator.pytorch_cuda_alloc_conf),
+            pytorch_alloc_conf=_masked(scan.allocator.pytorch_alloc_conf))
+    if scan.torch_probe is not None:
+        changes["torch_probe"] = replace(
+            scan.torch_probe, allocator_settings=_masked(scan.torch_probe.allocator_settings))
+    if any(p.allocator is not None for p in scan.processes):
+        changes["processes"] = [
+            p if p.allocator is None
+            else replace(p, allocator=replace(p.allocator, settings=_masked(p.allocator.settings)))
+            for p in scan.processes]
+    return replace(scan, **changes) if changes else scan
 
 
-def _settings_masked(data: dict[str, Any]) -> dict[str, Any]:
-    """The scan's allocator configuration strings with their secrets masked: the environment's
-    (this process's or ``--pid``'s), torch's reading of it, and what each monitored process
-    published (another user's process may publish anything)."""
-    places = [(data.get("allocator"), ("pytorch_cuda_alloc_conf", "pytorch_alloc_conf")),
-              (data.get("torch_probe"), ("allocator_settings",))]
-    places += [(p.get("allocator"), ("settings",)) for p in data.get("processes") or []]
-    for record, keys in places:
-        for key in keys if isinstance(record, dict) else ():
-            if isinstance(record.get(key), str):
-                record[key] = redact_settings(record[key])
-    return data
+def _masked(settings: str | None) -> str | None:
+    return redact_settings(settings) if isinstance(settings, str) else settings
 
 
-def _evidence_masked(finding: dict[str, Any]) -> dict[str, Any]:
+def _evidence_masked(finding: Finding) -> Finding:
     """A finding whose evidence (figures and strings read from the machine) is redacted once
     more as it leaves: whatever a rule copied from a process or a publication, no secret."""
-    if finding.get("evidence"):
-        finding["evidence"] = redact_data(finding["evidence"])
-    return finding
+    if not finding.evidence:
+        return finding
+    return msgspec.structs.replace(finding, evidence=redact_data(to_jsonable(finding.evidence)))
 
 
 def load_scan_document(path: Path) -> Scan:

@@ -71,7 +71,7 @@ class Registry:
             if rule_id in self._rules and self._rules[rule_id].func is not func:
                 raise ValueError(f"{self.kind} id {rule_id!r} registered twice")
             if func.__doc__:
-                catalogue.document(rule_id, self.producer, inspect.cleandoc(func.__doc__))
+                catalogue.document(rule_id, self.producer, func.__doc__)
             elif spec.producer == self.producer:
                 raise ValueError(f"{self.kind} {rule_id!r} has no docstring (it is the "
                                  "id's documentation)")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import msgspec
+
 from gpu_audit import __version__
 from gpu_audit.knowledge.allocator.names import CUDA_VAR
 from gpu_audit.redact import redact_settings
@@ -18,9 +20,25 @@ from gpu_audit.units import fmt_bytes, fmt_pct
 SCHEMA = "gpu-audit.snapshot/1"
 NA = "n/a"
 
+Object = dict[str, Any]
+
+
+class SnapshotDocument(msgspec.Struct):
+    """The ``gpu-audit.snapshot/1`` document (``snapshot --json``)."""
+
+    schema: str
+    tool_version: str
+    generated_at: str
+    source: Object
+    format: str | None
+    allocator_settings: Any
+    devices: list[Object]
+    notes: list[str]
+    plot: str | None
+
 
 def snapshot_document(summary: SnapshotSummary, *, generated_at: str, source: dict[str, Any],
-                      plot: str | None = None) -> dict[str, Any]:
+                      plot: str | None = None) -> SnapshotDocument:
     """The JSON document; the timeline is cut to at most 500 points (peaks kept)."""
     devices = []
     for device in summary.devices:
@@ -31,17 +49,10 @@ def snapshot_document(summary: SnapshotSummary, *, generated_at: str, source: di
             small = device.trace.timeline.downsampled()
             entry["trace"]["timeline"] = dataclasses.asdict(small)
         devices.append(entry)
-    return {
-        "schema": SCHEMA,
-        "tool_version": __version__,
-        "generated_at": generated_at,
-        "source": source,
-        "format": summary.format,
-        "allocator_settings": _settings(summary.allocator_settings),
-        "devices": devices,
-        "notes": summary.notes,
-        "plot": plot,
-    }
+    return SnapshotDocument(schema=SCHEMA, tool_version=__version__, generated_at=generated_at,
+                            source=source, format=summary.format,
+                            allocator_settings=_settings(summary.allocator_settings),
+                            devices=devices, notes=summary.notes, plot=plot)
 
 
 def expandable_free(d: DeviceSummary) -> int:

@@ -92,3 +92,21 @@ def test_verbose_works_after_the_command_and_is_a_counter(cli_env):
 def test_scan_help_states_the_exit_codes(cli_env):
     helped = " ".join(gpu_audit(["scan", "--help"], cli_env).stdout.split())
     assert "Exit codes" in helped and "130 interrupted" in helped
+
+
+def test_a_plain_line_exits_with_the_objects_frozen_so_the_exit_does_not_walk_them(
+        monkeypatch):
+    import gc
+
+    from gpu_audit.cli import app
+
+    monkeypatch.setattr(app, "main", lambda: 2)
+    monkeypatch.setitem(app._state, "plain", True)  # a scan or check line run without typer
+    threshold = gc.get_threshold()
+    try:
+        with pytest.raises(SystemExit) as stopped:
+            app.run()
+        assert stopped.value.code == 2 and gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*threshold)

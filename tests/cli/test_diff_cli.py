@@ -10,12 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from gpu_audit.check.document import check_document
 from gpu_audit.check.engine import judge
 from gpu_audit.config import CheckPolicy
 from gpu_audit.model import Severity
+from gpu_audit.report.check_document import check_document
 from gpu_audit.report.jsonout import scan_document
 from gpu_audit.rules import evaluate, exit_code
+from gpu_audit.serial import dumps
 from tests import builders as b
 from tests import fakegpu
 from tests.fakegpu import GIB, h100_node
@@ -34,7 +35,7 @@ def save(tmp_path: Path, scan, name: str, kind: str = "scan") -> Path:
     else:
         doc = check_document(judge(scan, CheckPolicy(), user="alice"))
     path = tmp_path / name
-    path.write_text(json.dumps(doc))
+    path.write_text(dumps(doc))
     return path
 
 

@@ -7,6 +7,7 @@ import json
 from gpu_audit.diag.judge import judge
 from gpu_audit.diag.render import diag_document, render_markdown, render_terminal
 from gpu_audit.diag.results import DiagOptions, DiagResult
+from gpu_audit.serial import dumps
 from tests.diag import recorded
 
 
@@ -18,14 +19,14 @@ def result_of(level: int, runs) -> DiagResult:
 
 
 def test_document_schema_and_figures() -> None:
-    doc = diag_document(result_of(2, [recorded.half_width_h100()]))
+    document = diag_document(result_of(2, [recorded.half_width_h100()]))
+    doc = json.loads(dumps(document))  # the JSON diag prints
     assert doc["schema"] == "gpu-audit.diag/1" and doc["tool_version"]
     assert doc["generated_at"] == "2026-11-23T10:00:00Z"
     assert doc["summary"]["exit_code"] == 1 and doc["summary"]["verdict"] == "WARNING"
     h2d = next(f for f in doc["gpus"][0]["figures"] if f["metric"] == "h2d-bandwidth")
     assert h2d["measured"] == 25.6 and h2d["expected"] == 25.2 and h2d["basis"] == "link"
     assert doc["gpus"][0]["pcie"]["width_current"] == 8
-    json.dumps(doc)  # plain JSON
 
 
 def test_markdown_and_terminal_put_each_figure_beside_its_expectation() -> None:
@@ -54,7 +55,7 @@ def test_peer_access_matrix_beside_nvlink() -> None:
     markdown = render_markdown(result)
     assert "| 0 | - | yes |" in markdown and "| 1 | NO | - |" in markdown
     assert "GPU 0: 18 active; GPU 1: not reported" in markdown
-    assert diag_document(result)["peers"]["peer_access"] == [[None, True], [False, None]]
+    assert diag_document(result).peers.peer_access == [[None, True], [False, None]]
 
 
 def test_terminal_prose_wraps_between_words_and_commands_stay_whole() -> None:

@@ -142,6 +142,7 @@ def test_diag_markdown_escapes_host_versions_and_reasons():
 
 
 def test_snapshot_markdown_masks_and_escapes_the_recorded_settings():
+    from gpu_audit.serial import dumps
     from gpu_audit.snapshot.render import render_markdown, snapshot_document
     from gpu_audit.snapshot.summary import SnapshotSummary
 
@@ -151,7 +152,7 @@ def test_snapshot_markdown_masks_and_escapes_the_recorded_settings():
                                                   f"expandable_segments:True,hf:{token}"})
     text = render_markdown(summary, title=EVIL, generated_at="now", source=EVIL)
     assert_safe_markdown(text)
-    assert token not in text and token not in json.dumps(
+    assert token not in text and token not in dumps(
         snapshot_document(summary, generated_at="now", source={}))
 
 

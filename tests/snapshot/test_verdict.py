@@ -96,7 +96,7 @@ def test_the_json_document_carries_the_verdict():
     from gpu_audit.snapshot.render import snapshot_document
 
     doc = snapshot_document(summarize(fragmented_oom()), generated_at="now", source={})
-    verdict = doc["devices"][0]["verdict"]
+    verdict = doc.devices[0]["verdict"]
     assert verdict["diagnosis"] == "fragmentation"
     assert verdict["numbers"]["requested_bytes"] == 3 * GIB
     assert verdict["remedy"] == fragmentation_remedy(None)

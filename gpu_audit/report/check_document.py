@@ -12,19 +12,60 @@ import json
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from gpu_audit import __version__
 from gpu_audit.check.findings import severity_status
 from gpu_audit.check.registry import viewed_findings
-from gpu_audit.check.results import CheckReport, CheckStatus
+from gpu_audit.check.results import CheckReport, CheckStatus, StageOutcome
 from gpu_audit.errors import InputError
 from gpu_audit.inputs import DOCUMENT_LIMIT, read_input_text
 from gpu_audit.model import Finding, Scan
 from gpu_audit.redact import redact_data
-from gpu_audit.report.jsonout import scan_data
-from gpu_audit.serial import from_jsonable, to_jsonable
+from gpu_audit.report.jsonout import masked_scan
+from gpu_audit.serial import extended, from_jsonable, to_jsonable
 
 CHECK_SCHEMA = "gpu-audit.check/1"
 CHECK_SCHEMA_PREFIX = "gpu-audit.check/"
+
+Object = dict[str, Any]
+
+CheckedFinding = extended("CheckedFinding", Finding, [], [("check_status", str)],
+                          module=__name__)
+
+
+class CheckLine(msgspec.Struct):
+    """One line of the checklist."""
+
+    id: str
+    subject: str
+    status: str  # pass, warn, fail, skip, unknown
+    title: str
+    summary: str
+    evidence: Object
+    remedy: str | None
+    finding_id: str | None
+    duration_s: float | None
+
+
+class CheckDocument(msgspec.Struct):
+    """The ``gpu-audit.check/1`` document (``check --json``)."""
+
+    schema: str
+    tool_version: str
+    generated_at: str
+    hostname: str
+    status: str  # OK, WARNING, CRITICAL, UNKNOWN
+    exit_code: int
+    user: str | None
+    summary: dict[str, int]
+    duration_s: float | None
+    policy: Object
+    checks: list[CheckLine]
+    stages: list[StageOutcome]
+    findings: list[CheckedFinding]  # type: ignore[valid-type]
+    snapshot: Scan
+    gpu_selection: Object | None = None  # the GPUs judged (``--gpus``, a job's); None: all
 
 
 def _finding_status(report: CheckReport, finding: Finding, viewed: dict[str, str]) -> str:
@@ -42,42 +83,36 @@ def _finding_status(report: CheckReport, finding: Finding, viewed: dict[str, str
     return chosen[0].status.value if chosen else "pass"
 
 
-def check_document(report: CheckReport) -> dict[str, Any]:
-    scan = scan_data(report.scan)  # as in a scan document, its settings' secrets masked
+def check_document(report: CheckReport) -> CheckDocument:
+    """The document of one check run; what was read from the machine (evidence) is redacted
+    once more as it leaves, the scan's settings' secrets masked as in a scan document."""
     viewed = viewed_findings()
-    return {
-        "schema": CHECK_SCHEMA,
-        "tool_version": __version__,
-        "generated_at": report.generated_at,
-        "hostname": report.hostname,
-        "status": report.verdict.name,
-        "exit_code": report.exit_code,
-        "user": report.user,
-        "summary": report.counts(),
-        "duration_s": report.duration_s,
-        "policy": report.policy.to_dict(),
-        "checks": [
-            {
-                "id": r.id,
-                "subject": r.subject,
-                "status": r.status.value,
-                "title": r.title,
-                "summary": r.summary,
-                "evidence": redact_data(to_jsonable(r.evidence)),
-                "remedy": r.remedy,
-                "finding_id": r.finding_id,
-                "duration_s": r.duration_s,
-            }
-            for r in report.results
-        ],
-        "stages": to_jsonable(report.stages),
-        "findings": [
-            {**to_jsonable(f), "evidence": redact_data(to_jsonable(f.evidence)),
-             "check_status": _finding_status(report, f, viewed)}
-            for f in report.findings
-        ],
-        "snapshot": scan,
-    }
+    return CheckDocument(
+        schema=CHECK_SCHEMA,
+        tool_version=__version__,
+        generated_at=report.generated_at,
+        hostname=report.hostname,
+        status=report.verdict.name,
+        exit_code=report.exit_code,
+        user=report.user,
+        summary=report.counts(),
+        duration_s=report.duration_s,
+        policy=report.policy.to_dict(),
+        checks=[CheckLine(id=r.id, subject=r.subject, status=r.status.value, title=r.title,
+                          summary=r.summary, evidence=redact_data(to_jsonable(r.evidence)),
+                          remedy=r.remedy, finding_id=r.finding_id, duration_s=r.duration_s)
+                for r in report.results],
+        stages=list(report.stages),
+        findings=[_checked(f, _finding_status(report, f, viewed)) for f in report.findings],
+        snapshot=masked_scan(report.scan),
+        gpu_selection=report.scan.gpu_selection,
+    )
+
+
+def _checked(finding: Finding, status: str) -> Any:
+    fields = msgspec.structs.asdict(finding)
+    fields["evidence"] = redact_data(to_jsonable(finding.evidence))
+    return CheckedFinding(**fields, check_status=status)
 
 
 def load_check_document(path: Path) -> tuple[Scan, str | None] | None:
