@@ -92,3 +92,18 @@ def test_verbose_works_after_the_command_and_is_a_counter(cli_env):
 def test_scan_help_states_the_exit_codes(cli_env):
     helped = " ".join(gpu_audit(["scan", "--help"], cli_env).stdout.split())
     assert "Exit codes" in helped and "130 interrupted" in helped
+
+
+def test_command_list_shows_each_first_sentence_whole(cli_env):
+    """"e.g." inside a summary does not end it: diff's line reads to its full stop."""
+    top = gpu_audit(["--help"], dict(cli_env, COLUMNS="400"))
+    assert "What changed between two scans of one machine, e.g. before and after a job." \
+        in top.stdout
+
+
+def test_first_sentence_passes_over_abbreviations():
+    from gpu_audit.cli.declared import first_sentence
+
+    assert first_sentence("Compare, e.g. two scans. More here.") == "Compare, e.g. two scans."
+    assert first_sentence("One line\nwrapped. Two.") == "One line wrapped."
+    assert first_sentence("No stop at all\n\nNext paragraph.") == "No stop at all"
