@@ -24,8 +24,14 @@ from gpu_audit.report.escape import xml_text
 _text = xml_text
 
 
-def classname(hostname: str, subject: str) -> str:
-    """``node-07`` + ``gpu:0`` -> ``node-07.gpu0``; ``stage:imports`` -> ``stage-imports``."""
+def classname(hostname: str, subject: str, gpu_index: object = None) -> str:
+    """``node-07`` + ``gpu:0`` -> ``node-07.gpu0``; ``stage:imports`` -> ``stage-imports``.
+
+    A process (``pid:N``) is named by its GPU, ``node-07.gpu0.process``, never by its pid: a
+    test's identity must stay the same from one run to the next for CI dashboards to follow it."""
+    if subject.startswith("pid:"):
+        where = f"gpu{gpu_index}." if isinstance(gpu_index, int) else ""
+        return f"{hostname}.{where}process"
     compact = re.sub(r":(\d+)$", r"\1", subject).replace(":", "-")
     return f"{hostname}.{compact}"
 
@@ -69,7 +75,7 @@ def render_junit(report: CheckReport) -> str:
 
     seen: dict[tuple[str, str], int] = {}
     for result in report.results:
-        cls = _text(classname(host, result.subject))
+        cls = _text(classname(host, result.subject, result.evidence.get("gpu_index")))
         name = _text(result.id)
         seen[(cls, name)] = seen.get((cls, name), 0) + 1
         if seen[(cls, name)] > 1:

@@ -171,7 +171,7 @@ def test_junit_report_is_read_back_by_a_junit_library(cli_env, tmp_path):
     (suite,) = list(xml)
     cases = {(c.classname, c.name): c for c in suite}
     assert suite.tests == len(cases) and suite.failures == 1
-    (failure,) = cases[("node1.pid2101", "duplicate-backends")].result
+    (failure,) = cases[("node1.process", "duplicate-backends")].result
     assert isinstance(failure, Failure) and "kill 2202 2303" in failure.text
     assert cases[("node1.gpu0", "free-vram")].is_passed
     assert not list(tmp_path.glob("out/.*.tmp"))  # written through a temporary file
