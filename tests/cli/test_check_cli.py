@@ -478,6 +478,28 @@ def test_live_stages_fail_when_cuda_does_not_work(fake_nvml, cli_env, tmp_path):
     assert by_id["torch-cuda"][0]["status"] == "fail"
 
 
+def test_live_stages_without_torch_still_write_the_junit_file(cli_env, tmp_path):
+    """A runner without torch fails the imports stage, and CI gets its test report: the JUnit
+    file is written, and the fix says to install torch, not to run validate again."""
+    shadow = tmp_path / "no-torch" / "torch"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'torch'\")\n")
+    env = dict(cli_env, LD_LIBRARY_PATH=str(tmp_path),
+               PYTHONPATH=f"{shadow.parent}{os.pathsep}{cli_env['PYTHONPATH']}")
+    cpu = policy(tmp_path, HOST_NEUTRAL + "min_gpus = 0\n")
+    junit = tmp_path / "stages.xml"
+    result = run_check(["--policy", str(cpu), "--stages", "imports,smoke", "--junit", str(junit),
+                        "--no-report"], env, tmp_path)
+    assert result.returncode == 2, result.stderr
+    cases = {case.name: case for suite in JUnitXml.fromfile(str(junit)) for case in suite}
+    (failure,) = cases["stage-imports"].result
+    assert isinstance(failure, Failure) and "torch is not installed" in failure.message
+    assert cases["stage-smoke"].is_skipped
+    text = result.stdout + result.stderr
+    assert "validate again" not in text and "Traceback" not in text
+    assert "--system-site-packages" in text
+
+
 @pytest.mark.gpu
 def test_live_stages_prove_cuda_works_on_a_real_gpu(cli_env, tmp_path):
     relaxed = policy(tmp_path, HOST_NEUTRAL + """\
