@@ -20,10 +20,10 @@ from gpu_audit.config import find_config_file, load_policy, read_validate_config
 from gpu_audit.config.files import key_line
 from gpu_audit.config.validate_config import VALIDATE_TABLE as TABLE
 from gpu_audit.errors import ConfigError
+from gpu_audit.knowledge.torch_builds import GET_STARTED_URL
 from gpu_audit.redact import redact_text
 from gpu_audit.validate.plan import ValidateOptions, build_plan
 from gpu_audit.validate.script.launch import NOT_PYTHON, missing_in_command
-from gpu_audit.knowledge.torch_builds import GET_STARTED_URL
 from gpu_audit.validate.start import TorchMissing, resolve_device, run_validation
 
 # What to do about a failed stage, by the validate runner's failure kind (when the log's
