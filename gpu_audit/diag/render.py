@@ -8,7 +8,7 @@ from typing import Any
 from gpu_audit import __version__
 from gpu_audit.diag.results import DiagResult, Figure, GpuRun
 from gpu_audit.model import Severity
-from gpu_audit.report.escape import md_code, md_document, md_row, md_text, terminal
+from gpu_audit.report.escape import md_code, md_document, md_prose, md_row, md_text, terminal
 from gpu_audit.report.remedy import fix_lines, wrapped
 from gpu_audit.serial import to_jsonable
 from gpu_audit.units import plural
@@ -103,8 +103,8 @@ def render_markdown(result: DiagResult, plots: dict[int, str] | None = None) -> 
         lines.append("No findings.")
     for f in doc["findings"]:
         lines += [f"- **{f['severity']}** {md_code(f['id'])} ({md_text(f['subject'])}): "
-                  f"{md_text(f['title'])}: {md_text(f['detail'], newlines=True)}",
-                  f"  - remedy: {md_text(f['remedy'], newlines=True)}"]
+                  f"{md_prose(f['title'])}: {md_prose(f['detail'], newlines=True)}",
+                  f"  - remedy: {md_prose(f['remedy'], newlines=True)}"]
     for reason in result.judgement.unknown:
         lines.append(f"- **could not judge**: {md_text(reason)}")
     if result.judgement.torch_unusable:
@@ -113,7 +113,7 @@ def render_markdown(result: DiagResult, plots: dict[int, str] | None = None) -> 
     if result.checklist:
         lines += ["", "## Checklist (what `gpu-audit check` judges)", ""]
         lines += [f"- {md_text(r['status'])} {md_code(r['id'])} ({md_text(r['subject'])}): "
-                  f"{md_text(r['summary'])}" for r in result.checklist]
+                  f"{md_prose(r['summary'])}" for r in result.checklist]
     if result.judgement.figures:
         lines += ["", "## Figures", "",
                   "Expected = peak x the share a healthy GPU reaches with this method; "
