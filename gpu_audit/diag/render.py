@@ -157,16 +157,18 @@ def _tested(result: DiagResult) -> str:
     return gpus + (f" ({plural(instances, 'MIG instance')})" if instances else "")
 
 
-def render_terminal(result: DiagResult, width: int = 100) -> str:
+def render_terminal(result: DiagResult, width: int = 100, *, wrap_status: bool = True) -> str:
     """The summary for a terminal ``width`` columns wide: verdict line, findings (prose wrapped
-    between words, fix commands kept whole), figures."""
+    between words, fix commands kept whole), figures. ``wrap_status=False`` (output piped into
+    a log or a monitoring plugin runner): the verdict line, the status line Nagios reads,
+    stays one line whatever its length."""
     doc = diag_document(result)
     counts = doc["summary"]["counts"]
     host = terminal(result.hostname, newlines=False)
-    lines = wrapped(f"DIAG {doc['summary']['verdict']}: level {result.options.level} on "
-                    f"{_tested(result)} of {host}"
-                    + (" (test mode: CPU)" if doc["test_mode"] else "")
-                    + " | " + " ".join(f"{k}={v}" for k, v in counts.items()), width, "    ")
+    status = (f"DIAG {doc['summary']['verdict']}: level {result.options.level} on "
+              f"{_tested(result)} of {host}" + (" (test mode: CPU)" if doc["test_mode"] else "")
+              + " | " + " ".join(f"{k}={v}" for k, v in counts.items()))
+    lines = wrapped(status, width, "    ") if wrap_status else [status]
     for f in doc["findings"]:
         lines += wrapped(f"  {f['severity'].upper():8} {f['id']} ({f['subject']}): "
                          f"{terminal(f['detail'], newlines=False)}", width, " " * 11)
