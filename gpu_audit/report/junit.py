@@ -50,6 +50,28 @@ def _seconds(value: float | None) -> str:
     return f"{(value or 0.0):.3f}"
 
 
+def render_unknown(hostname: str, reason: str, generated_at: str) -> str:
+    """The JUnit file of a check that could not judge (a broken policy, an unreadable input):
+    one test case in error, so CI still has a test report that says why."""
+    root = ET.Element("testsuites", {"name": "gpu-audit", "tests": "1", "failures": "0",
+                                     "errors": "1", "skipped": "0", "time": "0.000"})
+    suite = ET.SubElement(root, "testsuite", {
+        "name": f"gpu-audit check@{_text(hostname)}", "tests": "1", "failures": "0",
+        "errors": "1", "skipped": "0", "time": "0.000", "timestamp": generated_at,
+        "hostname": _text(hostname)})
+    properties = ET.SubElement(suite, "properties")
+    for name, value in (("verdict", "UNKNOWN"), ("exit_code", "3"),
+                        ("tool_version", __version__)):
+        ET.SubElement(properties, "property", {"name": name, "value": value})
+    case = ET.SubElement(suite, "testcase", {"classname": _text(classname(hostname, "host")),
+                                             "name": "gpu-audit", "time": "0.000"})
+    ET.SubElement(case, "error", {"message": _text(reason), "type": "UNKNOWN"}).text = \
+        _text(reason)
+    ET.indent(root, space="  ")
+    return ('<?xml version="1.0" encoding="UTF-8"?>\n'
+            + ET.tostring(root, encoding="unicode") + "\n")
+
+
 def render_junit(report: CheckReport) -> str:
     """The XML document as text (UTF-8 declaration included)."""
     counts = report.counts()

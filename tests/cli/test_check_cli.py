@@ -478,6 +478,19 @@ def test_live_stages_fail_when_cuda_does_not_work(fake_nvml, cli_env, tmp_path):
     assert by_id["torch-cuda"][0]["status"] == "fail"
 
 
+def test_a_check_that_cannot_judge_still_writes_the_junit_file(cli_env, tmp_path):
+    """A broken policy is exit 3; the JUnit file says why, as one test case in error."""
+    bad = policy(tmp_path, "min_gpuz = 1\n")
+    junit = tmp_path / "gpu-audit.xml"
+    result = run_check(["--policy", str(bad), "--junit", str(junit), "--no-report"], cli_env,
+                       tmp_path)
+    assert result.returncode == 3, result.stderr
+    (suite,) = list(JUnitXml.fromfile(str(junit)))
+    (case,) = list(suite)
+    (error,) = case.result
+    assert suite.errors == 1 and "min_gpuz" in error.message and error.type == "UNKNOWN"
+
+
 def test_live_stages_without_torch_still_write_the_junit_file(cli_env, tmp_path):
     """A runner without torch fails the imports stage, and CI gets its test report: the JUnit
     file is written, and the fix says to install torch, not to run validate again."""
