@@ -10,6 +10,7 @@ Regenerate after changing a command, an option or a help text::
 
 from __future__ import annotations
 
+import html
 import importlib
 import inspect
 import sys
@@ -74,7 +75,19 @@ def _prose(text: str) -> str:
 
 
 def _cell(text: str) -> str:
-    return md_prose(" ".join(text.split()), cell=True)
+    """A table cell: code with a pipe (``--device auto|cpu``) as HTML code with the pipe as an
+    entity, which neither GitHub's tables nor the site's split a row at; the rest as
+    :func:`md_prose` writes a cell."""
+    parts = " ".join(text.split()).split("`")
+    if len(parts) % 2 == 0:
+        return md_prose(" ".join(text.split()), cell=True)
+    out = []
+    for i, part in enumerate(parts):
+        if i % 2 and "|" in part:
+            out.append("<code>" + html.escape(part).replace("|", "&#124;") + "</code>")
+        else:
+            out.append(md_prose(f"`{part}`" if i % 2 else part, cell=True))
+    return "".join(out)
 
 
 def render_page(declared: Declared) -> str:

@@ -36,7 +36,8 @@ def test_every_command_and_visible_option_has_its_page() -> None:
         assert f"[`gpu-audit {name}`]({reference.page_name(name)})" in index
         for option in declared.options:
             if not option.hidden and not option.argument:
-                assert f"`{option.name}" in page, (name, option.name)
+                assert f"| `{option.name}" in page or f"| <code>{option.name}" in page, \
+                    (name, option.name)
             if option.hidden:
                 assert option.name not in page.split("```")[1], (name, option.name)
 
