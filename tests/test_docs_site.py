@@ -35,7 +35,8 @@ def test_every_page_is_in_the_navigation():
 
 @pytest.mark.skipif(importlib.util.find_spec("mkdocs") is None
                     or importlib.util.find_spec("material") is None,
-                    reason="mkdocs-material is not installed (pip install -r docs/requirements.txt)")
+                    reason="mkdocs-material is not installed: pip install -r "
+                           "docs/requirements.txt")
 def test_the_site_builds_strictly(tmp_path):
     env = dict(os.environ, NO_MKDOCS_2_WARNING="1")
     done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir",

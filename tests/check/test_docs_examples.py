@@ -1,4 +1,4 @@
-"""The README section and the CI examples say what the code does, and the examples are valid."""
+"""The checklist page and the CI examples say what the code does, and the examples are valid."""
 
 from __future__ import annotations
 
