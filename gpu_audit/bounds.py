@@ -3,7 +3,8 @@
 gpu-audit runs as root in Slurm prologs and epilogs, where a hostile environment variable, flag,
 log or document must not be able to exhaust the node. Each ceiling below is the largest value a
 real machine or job can need, with room to spare; anything beyond it is refused (exit 3) before
-any work proportional to it is done. The ceilings are documented in the README ("Limits").
+any work proportional to it is done. The ceilings are documented in docs/safety.md ("Limits
+and safety").
 """
 
 from __future__ import annotations

@@ -276,7 +276,9 @@ def free_vram(ctx: CheckContext) -> Iterator[CheckResult]:
 
     Fix: the remedy names the holders (`ps -o pid,user,etime,args -p PIDS`): stop the ones left
     over from earlier jobs; with none listed, look with `sudo fuser -v /dev/nvidiaN`, and a dead
-    context needs `sudo nvidia-smi --gpu-reset -i N` or a reboot.
+    context needs `sudo nvidia-smi --gpu-reset -i N` or a reboot. A policy that asks more
+    than the card has in all (`min_free_vram_gib = 20` on a 4 GiB card) is met by lowering it or
+    by a bigger GPU, never by stopping processes.
     """
     policy = ctx.policy
     if policy.free_vram == "ignore":
@@ -310,7 +312,14 @@ def free_vram(ctx: CheckContext) -> Iterator[CheckResult]:
         low = ctx.finding_on("low-free-vram", subject)
         if low is None and (min_bytes is None or free >= min_bytes):
             return result("free-vram", subject, PASS, f"{shown}; needs {needs}", evidence=evidence)
-        if holders:
+        if min_bytes is not None and total is not None and min_bytes > total:
+            # No process to stop can free more than the card has: the policy or the GPU must change.
+            remedy = (f"GPU {gpu.index} has {fmt_bytes(total)} in all, less than the "
+                      f"{gib_text(policy.min_free_vram_gib)} the policy asks free: stopping "
+                      "processes cannot get there. Lower `min_free_vram_gib` in the policy to "
+                      f"what the job needs (below {fmt_bytes(total)}), or run the job on a GPU "
+                      "with more memory.")
+        elif holders:
             listing = ", ".join(process_label(p) for p in holders[:5])
             remedy = (f"Held by {listing}. Check them with `ps -o pid,user,etime,args -p "
                       f"{' '.join(str(p.pid) for p in holders[:5])}` and stop the ones left over "

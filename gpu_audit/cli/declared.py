@@ -108,6 +108,22 @@ class Declared(NamedTuple):
     lean: bool = False  # a plain line of long options runs without typer (see parse)
 
 
+# Words that end with a full stop without ending the sentence.
+_ABBREVIATIONS = ("e.g.", "i.e.", "etc.", "vs.", "cf.")
+
+
+def first_sentence(text: str) -> str:
+    """The first sentence of a help text: up to the first full stop that is followed by a space
+    (or ends the paragraph) and does not end an abbreviation such as "e.g."; the command list of
+    ``gpu-audit --help`` and the command pages show it."""
+    words: list[str] = []
+    for word in text.split("\n\n", 1)[0].split():
+        words.append(word)
+        if word.endswith(".") and word.lower() not in _ABBREVIATIONS:
+            break
+    return " ".join(words)
+
+
 DECLARED: dict[str, Declared] = {}
 # Groups of commands ("fleet"): name -> help.
 GROUPS: dict[str, str] = {}

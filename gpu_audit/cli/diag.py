@@ -113,7 +113,8 @@ def diag(
     else:
         import shutil
 
-        sys.stdout.write(render_terminal(result, max(shutil.get_terminal_size().columns, 40) - 1))
+        sys.stdout.write(render_terminal(result, max(shutil.get_terminal_size().columns, 40) - 1,
+                                         wrap_status=sys.stdout.isatty()))
     sys.stdout.flush()
     if not no_report:
         _write_report(result, document, out, keep)

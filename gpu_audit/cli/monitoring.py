@@ -92,12 +92,31 @@ def _failed(exc: BaseException, options: dict[str, Any], *, check: bool = False)
                               timestamp_s=time.time(), check=check)
         with contextlib.suppress(GpuAuditError, OSError):  # the path itself may be the problem
             write_textfile(prometheus, data)
+    junit: Path | None = options.get("junit")
+    if junit is not None:
+        _unknown_junit(junit, _reason(exc))
     if _nagios(options):
         from gpu_audit.report.nagios import unknown_output
 
         with contextlib.suppress(OSError, ValueError):
             sys.stdout.write(unknown_output(_reason(exc)))
             sys.stdout.flush()
+
+
+def _unknown_junit(path: Path, reason: str) -> None:
+    """``--junit FILE`` of a check that could not judge: a report with one error case, so the
+    CI job's test view says why instead of showing nothing. A path that cannot be written is
+    left alone: the original error is what the run reports."""
+    import socket
+
+    from gpu_audit.redact import redact_text
+    from gpu_audit.report.junit import render_unknown
+    from gpu_audit.serial import write_atomic
+    from gpu_audit.units import utc_now
+
+    with contextlib.suppress(GpuAuditError, OSError, ValueError):
+        write_atomic(path, render_unknown(socket.gethostname(), redact_text(reason),
+                                          utc_now()))
 
 
 def _nagios(options: dict[str, Any]) -> bool:

@@ -181,6 +181,10 @@ def doc_values() -> dict[str, str]:
     its one declaration."""
     from gpu_audit.config import CheckPolicy
     from gpu_audit.diag.sustain import DECAY_BOUND, POWER_CAP_SHARE
+    from gpu_audit.knowledge.allocator.variables import (
+        deprecation_alias_release,
+        deprecation_warning_releases,
+    )
     from gpu_audit.knowledge.gpu_models import LOW_FRACTION, METHOD_EFFICIENCY, PEER_FRACTION
     from gpu_audit.validate.gates import DRIFT_MIN_CYCLES
 
@@ -192,6 +196,8 @@ def doc_values() -> dict[str, str]:
                "power_cap_share_pct": POWER_CAP_SHARE}
     values.update({name: f"{100 * share:g}" for name, share in figures.items()})
     values["drift_min_cycles"] = str(DRIFT_MIN_CYCLES)
+    values["alloc_conf_warning_releases"] = deprecation_warning_releases()
+    values["alloc_conf_alias_release"] = deprecation_alias_release()
     return values
 
 

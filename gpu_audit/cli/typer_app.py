@@ -11,7 +11,7 @@ import typer
 
 from gpu_audit import __version__
 from gpu_audit.cli.app import _state
-from gpu_audit.cli.declared import DECLARED, GROUPS, Declared, Option
+from gpu_audit.cli.declared import DECLARED, GROUPS, Declared, Option, first_sentence
 
 try:  # typer 0.28 and later carry their own copy of click and raise that copy's errors
     from typer._click.exceptions import ClickException
@@ -122,7 +122,9 @@ def add_declared(declared: Declared) -> None:
     run.__module__ = function.__module__
     run.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
     run.__annotations__ = {**annotations, "return": None}
-    target.command(name, epilog=declared.epilog, help=declared.help)(run)
+    # click's own short help ends at the first word ending in "." ("e.g."): the first sentence.
+    short = first_sentence(declared.help or function.__doc__ or "")
+    target.command(name, epilog=declared.epilog, help=declared.help, short_help=short)(run)
 
 
 for _declared in list(DECLARED.values()):

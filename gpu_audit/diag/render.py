@@ -10,7 +10,7 @@ import msgspec
 from gpu_audit import __version__
 from gpu_audit.diag.results import DiagResult, Figure, GpuRun, WorkerOutcome
 from gpu_audit.model import Finding, Severity
-from gpu_audit.report.escape import md_code, md_document, md_row, md_text, terminal
+from gpu_audit.report.escape import md_code, md_document, md_prose, md_row, md_text, terminal
 from gpu_audit.report.remedy import fix_lines, wrapped
 from gpu_audit.units import plural
 
@@ -172,8 +172,8 @@ def render_markdown(result: DiagResult, plots: dict[int, str] | None = None) -> 
         lines.append("No findings.")
     for f in doc.findings:
         lines += [f"- **{_severity(f)}** {md_code(f.id)} ({md_text(f.subject)}): "
-                  f"{md_text(f.title)}: {md_text(f.detail, newlines=True)}",
-                  f"  - remedy: {md_text(f.remedy, newlines=True)}"]
+                  f"{md_prose(f.title)}: {md_prose(f.detail, newlines=True)}",
+                  f"  - remedy: {md_prose(f.remedy, newlines=True)}"]
     for reason in result.judgement.unknown:
         lines.append(f"- **could not judge**: {md_text(reason)}")
     if result.judgement.torch_unusable:
@@ -182,7 +182,7 @@ def render_markdown(result: DiagResult, plots: dict[int, str] | None = None) -> 
     if result.checklist:
         lines += ["", "## Checklist (what `gpu-audit check` judges)", ""]
         lines += [f"- {md_text(r['status'])} {md_code(r['id'])} ({md_text(r['subject'])}): "
-                  f"{md_text(r['summary'])}" for r in result.checklist]
+                  f"{md_prose(r['summary'])}" for r in result.checklist]
     if result.judgement.figures:
         lines += ["", "## Figures", "",
                   "Expected = peak x the share a healthy GPU reaches with this method; "
@@ -226,16 +226,18 @@ def _tested(result: DiagResult) -> str:
     return gpus + (f" ({plural(instances, 'MIG instance')})" if instances else "")
 
 
-def render_terminal(result: DiagResult, width: int = 100) -> str:
+def render_terminal(result: DiagResult, width: int = 100, *, wrap_status: bool = True) -> str:
     """The summary for a terminal ``width`` columns wide: verdict line, findings (prose wrapped
-    between words, fix commands kept whole), figures."""
+    between words, fix commands kept whole), figures. ``wrap_status=False`` (output piped into
+    a log or a monitoring plugin runner): the verdict line, the status line Nagios reads,
+    stays one line whatever its length."""
     doc = diag_document(result)
     counts = doc.summary.counts
     host = terminal(result.hostname, newlines=False)
-    lines = wrapped(f"DIAG {doc.summary.verdict}: level {result.options.level} on "
-                    f"{_tested(result)} of {host}"
-                    + (" (test mode: CPU)" if doc.test_mode else "")
-                    + " | " + " ".join(f"{k}={v}" for k, v in counts.items()), width, "    ")
+    status = (f"DIAG {doc.summary.verdict}: level {result.options.level} on "
+              f"{_tested(result)} of {host}" + (" (test mode: CPU)" if doc.test_mode else "")
+              + " | " + " ".join(f"{k}={v}" for k, v in counts.items()))
+    lines = wrapped(status, width, "    ") if wrap_status else [status]
     for f in doc.findings:
         lines += wrapped(f"  {_severity(f).upper():8} {f.id} ({f.subject}): "
                          f"{terminal(f.detail, newlines=False)}", width, " " * 11)

@@ -13,10 +13,12 @@ passes such strings through the function for its format:
 - :func:`plugin_text`: a line of monitoring-plugin (Nagios) output;
 - :func:`metric_label`: a Prometheus label value (the exposition format's own escapes of ``\\``,
   ``"`` and newlines are ``prometheus_client``'s);
-- :func:`md_text`, :func:`md_cell` and :func:`md_code`: markdown prose, table cells and inline
-  code (code blocks: :func:`md_fence`); tables are built by :func:`md_table` / :func:`md_row`,
-  which escape every cell (what a renderer wrote as markup itself is marked :class:`Markdown`),
-  and a whole document passes :func:`md_document` as it leaves.
+- :func:`md_text`, :func:`md_cell` and :func:`md_code`: markdown text, table cells and inline
+  code (code blocks: :func:`md_fence`); :func:`md_prose` and :func:`md_prose_cell`: gpu-audit's
+  own sentences, whose backticked commands and keys become code spans; tables are built by
+  :func:`md_table` / :func:`md_row`, which escape every cell (what a renderer wrote as markup
+  itself is marked :class:`Markdown`), and a whole document passes :func:`md_document` as it
+  leaves.
 
 No markdown line can start a workflow command (a report is also printed into CI logs), carry a
 control character, or embed HTML, a link or an image from foreign text.
@@ -140,6 +142,33 @@ def md_fence(text: str, language: str = "") -> str:
     while ticks in text:
         ticks += "`"
     return f"{ticks}{language}\n{text}\n{ticks}"
+
+
+def md_prose(text: str, *, newlines: bool = False, cell: bool = False) -> str:
+    r"""A sentence gpu-audit wrote (a summary, a title, a fix), which may quote foreign values:
+    its paired backticks become code spans (\`gpu-audit scan\` reads as code, not with its
+    backslashes) and the rest is escaped as :func:`md_text`. A code span shows its text as it
+    is, so a foreign value inside one can add no HTML, link or image; an unpaired backtick makes
+    the whole sentence plain escaped text. ``cell``: for a table cell (pipes escaped inside the
+    spans too, as GitHub's tables need)."""
+    parts = str(text).split("`")
+    if len(parts) % 2 == 0:
+        return md_text(text, newlines=newlines)
+    out = []
+    for i, part in enumerate(parts):
+        if i % 2 == 0:
+            out.append(md_text(part, newlines=newlines))
+        elif part.strip():
+            code = md_code(" ".join(part.split()))
+            out.append(code.replace("|", "\\|") if cell else code)
+        else:
+            out.append(md_text(f"`{part}`", newlines=newlines))
+    return "".join(out)
+
+
+def md_prose_cell(text: str) -> str:
+    """:func:`md_prose` for a table cell (table rows keep it: it is :class:`Markdown`)."""
+    return Markdown(md_prose(text, cell=True))
 
 
 class Markdown(str):

@@ -24,6 +24,8 @@ from gpu_audit.report.escape import (
     md_code,
     md_document,
     md_fence,
+    md_prose,
+    md_prose_cell,
     md_row,
     md_text,
     workflow_data,
@@ -118,13 +120,14 @@ def render_check_markdown(report: CheckReport, *, evidence: bool = True) -> str:
     ]
     for r in report.results:
         out.append(md_row([Markdown(f"{ICON[r.status]} {r.status.value}"),
-                           Markdown(f"`{_cell(r.id)}`"), r.subject, r.summary]))
+                           Markdown(f"`{_cell(r.id)}`"), r.subject, md_prose_cell(r.summary)]))
     fixes = [r for r in report.results if r.remedy and r.status is not CheckStatus.PASS]
     if fixes:
         out += ["", "### How to fix", ""]
         for r in fixes:
             subject = "" if r.subject == "host" else f" ({_cell(r.subject)})"
-            out += [f"**`{_cell(r.id)}`**{subject}: {_cell(r.summary)}", "", _fence(r.remedy), ""]
+            out += [f"**`{_cell(r.id)}`**{subject}: {md_prose(r.summary)}", "", _fence(r.remedy),
+                    ""]
     if evidence:
         data = {f"{r.id} {r.subject}": redact_data(r.evidence)
                 for r in report.results if r.evidence}

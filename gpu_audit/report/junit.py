@@ -24,8 +24,14 @@ from gpu_audit.report.escape import xml_text
 _text = xml_text
 
 
-def classname(hostname: str, subject: str) -> str:
-    """``node-07`` + ``gpu:0`` -> ``node-07.gpu0``; ``stage:imports`` -> ``stage-imports``."""
+def classname(hostname: str, subject: str, gpu_index: object = None) -> str:
+    """``node-07`` + ``gpu:0`` -> ``node-07.gpu0``; ``stage:imports`` -> ``stage-imports``.
+
+    A process (``pid:N``) is named by its GPU, ``node-07.gpu0.process``, never by its pid: a
+    test's identity must stay the same from one run to the next for CI dashboards to follow it."""
+    if subject.startswith("pid:"):
+        where = f"gpu{gpu_index}." if isinstance(gpu_index, int) else ""
+        return f"{hostname}.{where}process"
     compact = re.sub(r":(\d+)$", r"\1", subject).replace(":", "-")
     return f"{hostname}.{compact}"
 
@@ -42,6 +48,28 @@ def _body(result: CheckResult) -> str:
 
 def _seconds(value: float | None) -> str:
     return f"{(value or 0.0):.3f}"
+
+
+def render_unknown(hostname: str, reason: str, generated_at: str) -> str:
+    """The JUnit file of a check that could not judge (a broken policy, an unreadable input):
+    one test case in error, so CI still has a test report that says why."""
+    root = ET.Element("testsuites", {"name": "gpu-audit", "tests": "1", "failures": "0",
+                                     "errors": "1", "skipped": "0", "time": "0.000"})
+    suite = ET.SubElement(root, "testsuite", {
+        "name": f"gpu-audit check@{_text(hostname)}", "tests": "1", "failures": "0",
+        "errors": "1", "skipped": "0", "time": "0.000", "timestamp": generated_at,
+        "hostname": _text(hostname)})
+    properties = ET.SubElement(suite, "properties")
+    for name, value in (("verdict", "UNKNOWN"), ("exit_code", "3"),
+                        ("tool_version", __version__)):
+        ET.SubElement(properties, "property", {"name": name, "value": value})
+    case = ET.SubElement(suite, "testcase", {"classname": _text(classname(hostname, "host")),
+                                             "name": "gpu-audit", "time": "0.000"})
+    ET.SubElement(case, "error", {"message": _text(reason), "type": "UNKNOWN"}).text = \
+        _text(reason)
+    ET.indent(root, space="  ")
+    return ('<?xml version="1.0" encoding="UTF-8"?>\n'
+            + ET.tostring(root, encoding="unicode") + "\n")
 
 
 def render_junit(report: CheckReport) -> str:
@@ -69,7 +97,7 @@ def render_junit(report: CheckReport) -> str:
 
     seen: dict[tuple[str, str], int] = {}
     for result in report.results:
-        cls = _text(classname(host, result.subject))
+        cls = _text(classname(host, result.subject, result.evidence.get("gpu_index")))
         name = _text(result.id)
         seen[(cls, name)] = seen.get((cls, name), 0) + 1
         if seen[(cls, name)] > 1:

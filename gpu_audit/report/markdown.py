@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from gpu_audit.model import Finding, Scan
 from gpu_audit.report import allocator_table, tables
-from gpu_audit.report.escape import md_cell, md_code, md_document, md_table, md_text
+from gpu_audit.report.escape import (
+    md_cell,
+    md_code,
+    md_document,
+    md_prose,
+    md_table,
+    md_text,
+)
 from gpu_audit.report.remedy import remedy_markdown
 
 md_escape = md_cell  # a table cell (kept for callers of the old name)
@@ -18,8 +25,9 @@ def findings_markdown(findings: list[Finding]) -> str:
     for f in findings:
         severity = f.severity.value if f.severity else "info"
         parts.append(
-            f"### {severity.upper()} {md_code(f.id)} ({md_text(f.subject)}): {md_text(f.title)}\n\n"
-            f"{md_text(f.detail, newlines=True)}\n\n**Fix:**\n\n{remedy_markdown(f.remedy)}\n"
+            f"### {severity.upper()} {md_code(f.id)} ({md_text(f.subject)}): "
+            f"{md_prose(f.title)}\n\n"
+            f"{md_prose(f.detail, newlines=True)}\n\n**Fix:**\n\n{remedy_markdown(f.remedy)}\n"
         )
     return "\n".join(parts)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import textwrap
 
-from gpu_audit.report.escape import md_code, md_fence, md_text
+from gpu_audit.report.escape import md_fence, md_prose
 
 _COMMAND_START = re.compile(r"^(?:[a-z][\w.+-]*|\./\S+|/\S+)(?:\s|$)")
 
@@ -117,14 +117,6 @@ def fix_lines(line: str, width: int, prefix: str) -> list[str]:
         return wrapped(prefix + line, width, indent=pad)
     first, *rest = command_lines(line, max(width - len(prefix), 20))
     return [prefix + first, *(pad + more for more in rest)]
-
-
-def md_prose(line: str) -> str:
-    """A sentence as markdown: its backticked commands as code spans, the rest escaped."""
-    parts = line.split("`")
-    if len(parts) % 2 == 0:  # an unpaired backtick: all of it is text
-        return md_text(line)
-    return "".join(md_code(part) if i % 2 else md_text(part) for i, part in enumerate(parts))
 
 
 def remedy_markdown(remedy: str) -> str:

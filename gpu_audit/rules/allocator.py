@@ -260,9 +260,10 @@ def alloc_conf_ignored(scan: Scan, policy: Policy) -> Iterator[Finding]:
 def alloc_conf_deprecated_name(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """torch will print "PYTORCH_CUDA_ALLOC_CONF is deprecated, use PYTORCH_ALLOC_CONF instead".
 
-    torch 2.9, 2.10 and 2.11 print this once per process when only the old name is set. The
-    warning is harmless: the settings still apply, and a job that dies next to it died of
-    something else. From 2.12 the old name is a documented alias again and no warning is printed.
+    torch {alloc_conf_warning_releases} print this once per process when only the old name is
+    set. The warning is harmless: the settings still apply, and a job that dies next to it died
+    of something else. From {alloc_conf_alias_release} the old name is a documented alias again
+    and no warning is printed.
 
     Why it matters: do not simply rename the variable: torch 2.9's CUDA allocator reads only the
     old name, so `PYTORCH_ALLOC_CONF` alone silently turns the settings off there.

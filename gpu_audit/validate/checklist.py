@@ -9,6 +9,7 @@ three cycles. The workload and its settings are those ``gpu-audit validate`` wou
 from __future__ import annotations
 
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -19,10 +20,11 @@ from gpu_audit.config import find_config_file, load_policy, read_validate_config
 from gpu_audit.config.files import key_line
 from gpu_audit.config.validate_config import VALIDATE_TABLE as TABLE
 from gpu_audit.errors import ConfigError
+from gpu_audit.knowledge.torch_builds import GET_STARTED_URL
 from gpu_audit.redact import redact_text
 from gpu_audit.validate.plan import ValidateOptions, build_plan
 from gpu_audit.validate.script.launch import NOT_PYTHON, missing_in_command
-from gpu_audit.validate.start import run_validation
+from gpu_audit.validate.start import TorchMissing, resolve_device, run_validation
 
 # What to do about a failed stage, by the validate runner's failure kind (when the log's
 # classification offers no remedy of its own).
@@ -198,10 +200,15 @@ def run_stages(names: list[str], *, min_gpus: int, require_torch_cuda: bool,
     plan = build_plan(ValidateOptions(**values), load_policy(path, search=False))
     if plan.script is not None:
         _check_command(plan.script.command, plan.workload_paths[0], path)
+    try:
+        plan_device = resolve_device(plan.device)
+    except TorchMissing as missing:
+        return torch_missing_outcomes(names, missing.reason)
     folder = out_dir if out_dir is not None else Path(tempfile.mkdtemp(prefix="gpu-audit-check-"))
     keep = out_dir is not None
     try:
-        result = run_validation(plan, out_dir=folder, progress="auto", plots=False, note=note)
+        result = run_validation(plan, out_dir=folder, progress="auto", plots=False, note=note,
+                                device=plan_device)
         if result.exit_code == 130:
             raise KeyboardInterrupt
         outcomes = outcomes_from_document(result.document, names,
@@ -214,3 +221,22 @@ def run_stages(names: list[str], *, min_gpus: int, require_torch_cuda: bool,
     finally:
         if not keep:
             shutil.rmtree(folder, ignore_errors=True)
+
+
+def torch_missing_outcomes(names: list[str], reason: str) -> list[StageOutcome]:
+    """Without torch no stage can run: the first fails (the project's work cannot run on this
+    runner as it is set up), the others are skipped, and the checklist and its reports are
+    written as for any other failed stage."""
+    python = sys.executable
+    remedy = (f"Install the project's torch where the stages run: in {python}'s environment "
+              "(a virtual environment made with --system-site-packages sees the torch of the "
+              "Python it was made from), the build that matches this machine's CUDA driver "
+              f"(choose it at {GET_STARTED_URL}; `gpu-audit scan` shows the driver's CUDA "
+              "version).")
+    first, *rest = names
+    outcomes = [StageOutcome(first, "failed", f"torch is not installed for {python} ({reason})",
+                             evidence={"failure": "import", "python": python, "reason": reason},
+                             remedy=remedy)]
+    outcomes += [StageOutcome(name, "skipped", f"not run: the {first} stage failed")
+                 for name in rest]
+    return outcomes

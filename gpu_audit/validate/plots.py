@@ -5,9 +5,11 @@ skips the plots. Each figure overlays the variants of an allocator sweep (one li
 so a sweep writes ``memory.png`` and ``fragmentation.png``, not a pair per variant.
 
 The memory axis takes its unit from the spread of the plotted values (:func:`memory_unit`), not
-from their size: 30 MiB of jitter on a 4 GiB process reads as 4096 to 4126 MiB, not as a
-climb from 4.00 to 4.03 GiB. Stage names sit at each stage's first cycle, moved down a row when
-they would print over the previous name (:func:`label_rows`).
+from their size: 30 MiB of jitter on a 4 GiB process reads as 4096 to 4126 MiB, not as a climb
+from 4.00 to 4.03 GiB. The axis spans at least :data:`MIN_MEMORY_SPAN` (:func:`memory_limits`),
+so 400 KiB of page-level noise is drawn as the flat line it is, not zoomed into a jump. Stage
+names sit at each stage's first cycle, moved down a row when they would print over the previous
+name (:func:`label_rows`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,22 @@ from gpu_audit.validate.plan import Plan, leg_key
 # Stage labels closer than this share of the axis width go on separate rows.
 LABEL_MIN_GAP = 0.12
 LABEL_ROWS = 4
+# The least the memory axis spans: less is page-level noise for a training process (the caching
+# allocator itself reserves in blocks of 2 and 20 MiB), which a zoomed axis shows as a jump.
+MIN_MEMORY_SPAN = 16 * MIB
+
+
+def memory_limits(values: list[float | None]) -> tuple[float, float] | None:
+    """The memory axis's (bottom, top) in bytes: the values' range, widened about its middle to
+    :data:`MIN_MEMORY_SPAN` when narrower, never below 0; ``None`` without a value."""
+    numbers = [v for v in values if isinstance(v, (int, float))]
+    if not numbers:
+        return None
+    low, high = min(numbers), max(numbers)
+    if high - low >= MIN_MEMORY_SPAN:
+        return low, high
+    bottom = max(0.0, (low + high - MIN_MEMORY_SPAN) / 2)
+    return bottom, bottom + MIN_MEMORY_SPAN
 
 
 def memory_unit(values: list[float | None]) -> tuple[int, str]:
@@ -97,7 +115,8 @@ def _memory_figure(plt: Any, runs: list[Any], marks: list[tuple[int, str]], leng
     else:
         fields = [("rss_bytes", "host RSS")]
     values = [r.get(name) for _, series, _ in runs for r in series for name, _ in fields]
-    unit, unit_name = memory_unit(values)
+    limits = memory_limits(values)
+    unit, unit_name = memory_unit(list(limits) if limits else values)
     numbers = [v for v in values if isinstance(v, (int, float))]
     spread = max(numbers) - min(numbers) if numbers else 0
     figure, axis = plt.subplots(figsize=(9, 4.5))
@@ -111,6 +130,8 @@ def _memory_figure(plt: Any, runs: list[Any], marks: list[tuple[int, str]], leng
     axis.set_title(f"{what} per cycle{'' if cuda else ' (CPU run)'}; spread "
                    f"{fmt_bytes(spread)}")
     axis.set_ylabel(unit_name)
+    if limits is not None and limits[1] - limits[0] == MIN_MEMORY_SPAN:
+        axis.set_ylim(limits[0] / unit, limits[1] / unit)
     _finish(axis, marks, length)
     return _save(plt, figure, path)
 

@@ -13,8 +13,7 @@ from typing import Any
 from gpu_audit import __version__
 from gpu_audit.knowledge.allocator import CUDA_VAR, alloc_conf_export
 from gpu_audit.redact import redact_settings
-from gpu_audit.report.escape import Markdown, md_code, md_document, md_row, md_text
-from gpu_audit.report.remedy import md_prose
+from gpu_audit.report.escape import Markdown, md_code, md_document, md_prose, md_row, md_text
 from gpu_audit.serial import dumps, to_jsonable, write_atomic
 from gpu_audit.units import fmt_bytes, fmt_pct, fmt_seconds, plural, utc_now
 from gpu_audit.validate.findings import leg_gates_for_state, validate_findings
@@ -303,10 +302,10 @@ def render_markdown(doc: dict[str, Any]) -> str:
         lines.append("None.")
     for finding in doc["findings"]:
         lines += [f"### {md_text(finding['severity'].upper())} {md_code(finding['id'])} "
-                  f"({md_text(finding['subject'])}): {md_text(finding['title'])}", "",
-                  md_text(finding["detail"], newlines=True)]
+                  f"({md_text(finding['subject'])}): {md_prose(finding['title'])}", "",
+                  md_prose(finding["detail"], newlines=True)]
         if finding["remedy"]:
-            lines += ["", f"Fix: {md_text(finding['remedy'], newlines=True)}"]
+            lines += ["", f"Fix: {md_prose(finding['remedy'], newlines=True)}"]
         lines.append("")
     plots = doc["files"].get("plots") or []
     if plots:

@@ -49,8 +49,11 @@ class ValidationResult:
 def run_validation(plan: Plan | None = None, *, out_dir: Path = Path("reports"),
                    resume: str | None = None, run_id: str | None = None,
                    progress: str = "auto", plots: bool = True,
-                   note: Callable[[str], None] | None = None) -> ValidationResult:
+                   note: Callable[[str], None] | None = None,
+                   device: DeviceChoice | None = None) -> ValidationResult:
     """Run ``plan`` (or continue the run named by ``resume``); writes the report; never exits.
+
+    ``device``: the plan's device, already resolved by the caller (saves probing it twice).
 
     Exit codes in the result follow DESIGN: 0 every stage passed, 2 a stage failed, 130
     interrupted (state saved; ``resume`` continues). Bad input raises gpu-audit's own errors.
@@ -76,7 +79,8 @@ def run_validation(plan: Plan | None = None, *, out_dir: Path = Path("reports"),
     else:
         if plan is None:
             raise ValueError("run_validation needs a plan or a run to resume")
-        chosen = resolve_device(plan.device)  # before the run folder: no torch is exit 3
+        # Before the run folder: no torch is exit 3.
+        chosen = device or resolve_device(plan.device)
         try:
             run, state = start_run(plan, out_dir, run_id)
         except OSError as exc:
@@ -154,20 +158,29 @@ def new_state(run_id: str, plan: Plan, device: DeviceChoice) -> RunState:
                     hostname=socket.gethostname())
 
 
+class TorchMissing(ConfigError):
+    """torch does not import in the Python the stages would run in: nothing could run."""
+
+    def __init__(self, reason: str | None) -> None:
+        super().__init__(torch_missing_message(reason))
+        self.reason = (reason or "").removeprefix("torch does not import: ") or \
+            "it does not import"
+
+
 def resolve_device(requested: str, *, probe: Callable[[], dict[str, Any]] | None = None
                    ) -> DeviceChoice:
     """``auto``/``cuda``: the CUDA device with the most free memory (asked in a subprocess).
 
-    Raises :class:`ConfigError` when torch is not installed: nothing could run."""
+    Raises :class:`TorchMissing` when torch is not installed: nothing could run."""
     if requested == "cpu" or requested.startswith("cuda:"):
         import importlib.util
 
         if importlib.util.find_spec("torch") is None:  # looked up, not imported
-            raise ConfigError(torch_missing_message("No module named 'torch'"))
+            raise TorchMissing("No module named 'torch'")
         return DeviceChoice(requested=requested, resolved=requested)
     found = (probe or probe_devices)()
     if found.get("torch_missing"):
-        raise ConfigError(torch_missing_message(found.get("reason")))
+        raise TorchMissing(found.get("reason"))
     devices = sorted(found.get("devices") or [], key=lambda d: (-d["free_bytes"], d["index"]))
     if devices:
         best = devices[0]

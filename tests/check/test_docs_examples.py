@@ -1,4 +1,4 @@
-"""The README section and the CI examples say what the code does, and the examples are valid."""
+"""The checklist page and the CI examples say what the code does, and the examples are valid."""
 
 from __future__ import annotations
 
@@ -42,10 +42,15 @@ def test_github_workflow_checks_the_runner_first_and_always_uploads_the_report()
     workflow = yaml.safe_load((REPO / "examples" / "github-actions.yml").read_text())
     (job,) = workflow["jobs"].values()
     assert "self-hosted" in job["runs-on"]
-    runs = [step.get("run", "") for step in job["steps"]]
+    runs = [step.get("run", "").strip() for step in job["steps"]]
     first_work = next(i for i, run in enumerate(runs) if run and "pip install" not in run)
-    assert runs[first_work].startswith("gpu-audit check --junit ")
+    assert runs[first_work].startswith('"$GPU_AUDIT" check --junit ')
     assert "|| [ $? -eq 1 ]" in runs[first_work]
+    # The project's torch is judged after the project is installed; gpu-audit stays off PATH.
+    install = next(i for i, run in enumerate(runs) if "requirements.txt" in run)
+    stages = next(i for i, run in enumerate(runs) if "--stages" in run)
+    assert first_work < install < stages
+    assert not any("GITHUB_PATH" in run for run in runs)
     upload = next(s for s in job["steps"] if s.get("uses", "").startswith(
         "actions/upload-artifact"))
     assert upload["if"] == "always()" and upload["with"]["path"] == "reports/"
@@ -54,7 +59,11 @@ def test_github_workflow_checks_the_runner_first_and_always_uploads_the_report()
 def test_gitlab_job_checks_the_runner_first_and_reports_junit():
     pipeline = yaml.safe_load((REPO / "examples" / "gitlab-ci.yml").read_text())
     train = pipeline["train"]
-    assert train["script"][0].startswith("gpu-audit check --junit gpu-audit.xml")
+    assert train["script"][0].startswith('"$GPU_AUDIT" check --junit reports/gpu-audit.xml')
+    install = next(i for i, line in enumerate(train["script"]) if "requirements.txt" in line)
+    stages = next(i for i, line in enumerate(train["script"]) if "--stages" in line)
+    assert install < stages
+    assert not any("export PATH" in line for line in pipeline[".install-gpu-audit"])
     assert train["artifacts"]["when"] == "always"
-    assert "gpu-audit.xml" in train["artifacts"]["reports"]["junit"]
+    assert "reports/gpu-audit.xml" in train["artifacts"]["reports"]["junit"]
     assert pipeline["runner-health"]["allow_failure"] == {"exit_codes": [1]}

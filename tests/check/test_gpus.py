@@ -173,10 +173,20 @@ def test_free_vram_default_is_the_scan_threshold_and_its_mode_relaxes_it():
 def test_free_vram_absolute_minimum():
     scan = b.scan(gpus=[b.gpu(0, total=4 * GIB, used=300 * MIB)])
     assert only(run(scan, min_free_vram_gib=3.5), "free-vram").status is PASS
-    result = only(run(scan, min_free_vram_gib=6), "free-vram")
-    assert result.status is FAIL and ">= 6 GiB and >= 10%" in result.summary
+    result = only(run(scan, min_free_vram_gib=3.9), "free-vram")
+    assert result.status is FAIL and ">= 3.9 GiB and >= 10%" in result.summary
     assert result.finding_id is None  # the absolute minimum is the check's own key
     assert "sudo fuser -v /dev/nvidia0" in result.remedy  # no process listed on the GPU
+
+
+def test_free_vram_beyond_the_card_says_change_the_policy_or_the_gpu():
+    """20 GiB asked of a 4 GiB card: no process to stop can free that, whoever holds memory."""
+    for scan in (b.gtx1650_three_uvicorn(), b.scan(gpus=[b.gpu(0, total=4 * GIB, used=0)])):
+        result = only(run(scan, min_free_vram_gib=20), "free-vram")
+        assert result.status is FAIL and ">= 20 GiB" in result.summary
+        assert "less than the 20 GiB the policy asks free" in result.remedy
+        assert "Lower `min_free_vram_gib`" in result.remedy and "more memory" in result.remedy
+        assert "stop the ones" not in result.remedy and "fuser" not in result.remedy
 
 
 def test_free_vram_can_be_turned_off_and_is_unknown_without_a_reading():

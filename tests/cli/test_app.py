@@ -110,3 +110,18 @@ def test_a_plain_line_exits_with_the_objects_frozen_so_the_exit_does_not_walk_th
     finally:
         gc.unfreeze()
         gc.set_threshold(*threshold)
+
+
+def test_command_list_shows_each_first_sentence_whole(cli_env):
+    """"e.g." inside a summary does not end it: diff's line reads to its full stop."""
+    top = gpu_audit(["--help"], dict(cli_env, COLUMNS="400"))
+    assert "What changed between two scans of one machine, e.g. before and after a job." \
+        in top.stdout
+
+
+def test_first_sentence_passes_over_abbreviations():
+    from gpu_audit.cli.declared import first_sentence
+
+    assert first_sentence("Compare, e.g. two scans. More here.") == "Compare, e.g. two scans."
+    assert first_sentence("One line\nwrapped. Two.") == "One line wrapped."
+    assert first_sentence("No stop at all\n\nNext paragraph.") == "No stop at all"

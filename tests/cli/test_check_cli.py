@@ -171,7 +171,7 @@ def test_junit_report_is_read_back_by_a_junit_library(cli_env, tmp_path):
     (suite,) = list(xml)
     cases = {(c.classname, c.name): c for c in suite}
     assert suite.tests == len(cases) and suite.failures == 1
-    (failure,) = cases[("node1.pid2101", "duplicate-backends")].result
+    (failure,) = cases[("node1.process", "duplicate-backends")].result
     assert isinstance(failure, Failure) and "kill 2202 2303" in failure.text
     assert cases[("node1.gpu0", "free-vram")].is_passed
     assert not list(tmp_path.glob("out/.*.tmp"))  # written through a temporary file
@@ -476,6 +476,41 @@ def test_live_stages_fail_when_cuda_does_not_work(fake_nvml, cli_env, tmp_path):
     assert imports["remedy"]
     assert by_id["stage-smoke"][0]["status"] == "skip"
     assert by_id["torch-cuda"][0]["status"] == "fail"
+
+
+def test_a_check_that_cannot_judge_still_writes_the_junit_file(cli_env, tmp_path):
+    """A broken policy is exit 3; the JUnit file says why, as one test case in error."""
+    bad = policy(tmp_path, "min_gpuz = 1\n")
+    junit = tmp_path / "gpu-audit.xml"
+    result = run_check(["--policy", str(bad), "--junit", str(junit), "--no-report"], cli_env,
+                       tmp_path)
+    assert result.returncode == 3, result.stderr
+    (suite,) = list(JUnitXml.fromfile(str(junit)))
+    (case,) = list(suite)
+    (error,) = case.result
+    assert suite.errors == 1 and "min_gpuz" in error.message and error.type == "UNKNOWN"
+
+
+def test_live_stages_without_torch_still_write_the_junit_file(cli_env, tmp_path):
+    """A runner without torch fails the imports stage, and CI gets its test report: the JUnit
+    file is written, and the fix says to install torch, not to run validate again."""
+    shadow = tmp_path / "no-torch" / "torch"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'torch'\")\n")
+    env = dict(cli_env, LD_LIBRARY_PATH=str(tmp_path),
+               PYTHONPATH=f"{shadow.parent}{os.pathsep}{cli_env['PYTHONPATH']}")
+    cpu = policy(tmp_path, HOST_NEUTRAL + "min_gpus = 0\n")
+    junit = tmp_path / "stages.xml"
+    result = run_check(["--policy", str(cpu), "--stages", "imports,smoke", "--junit", str(junit),
+                        "--no-report"], env, tmp_path)
+    assert result.returncode == 2, result.stderr
+    cases = {case.name: case for suite in JUnitXml.fromfile(str(junit)) for case in suite}
+    (failure,) = cases["stage-imports"].result
+    assert isinstance(failure, Failure) and "torch is not installed" in failure.message
+    assert cases["stage-smoke"].is_skipped
+    text = result.stdout + result.stderr
+    assert "validate again" not in text and "Traceback" not in text
+    assert "--system-site-packages" in text
 
 
 @pytest.mark.gpu

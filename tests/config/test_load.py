@@ -76,14 +76,14 @@ def test_line_numbers_point_into_our_table_not_a_namesake_elsewhere(tmp_path):
         load_policy(path)
 
 
-def test_the_readme_configuration_section_points_at_the_settings_reference():
+def test_the_configuration_guide_points_at_the_settings_reference():
     # Every key is listed in docs/settings.md, generated from the schema (test_reference.py);
-    # the README keeps a short example and points there.
+    # the scan guide keeps a short example and points there.
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    section = readme.split("### Configuration\n", 1)[1].split("\n## ", 1)[0]
-    assert "docs/settings.md" in section
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "guide" / "scan.md").read_text()
+    section = guide.split("## Configuration\n", 1)[1].split("\n## ", 1)[0]
+    assert "(../settings.md)" in section
     assert "GPU_AUDIT_<KEY>" in section
 
 

@@ -47,10 +47,14 @@ def test_level2_reports_a_planted_bit_by_offset_and_bit(fake_nvml, cli_env, tmp_
 
 
 def test_level1_clean_run_and_report_files(fake_nvml, cli_env, tmp_path):
-    env = fake_nvml(h100_node(3), base=cli_env)
+    env = fake_nvml(h100_node(3), base=dict(cli_env, COLUMNS="40"))
     done = diag(["--level", "1", "--gpus", "1,2", "--out", str(tmp_path / "r")], env, tmp_path)
     assert done.returncode == 0, done.stderr + done.stdout
     assert done.stdout.startswith("DIAG OK: level 1 on 2 GPUs")
+    # Piped (into a log, a monitoring plugin runner): the status line is one line, however
+    # narrow the terminal the environment names.
+    status = done.stdout.splitlines()[0]
+    assert len(status) > 40 and status.endswith(" warning=0 error=0 critical=0"), status
     [doc_path] = (tmp_path / "r").glob("diag-*.json")
     doc = json.loads(doc_path.read_text())
     assert [g["index"] for g in doc["gpus"]] == [1, 2]

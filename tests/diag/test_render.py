@@ -66,3 +66,10 @@ def test_terminal_prose_wraps_between_words_and_commands_stay_whole() -> None:
     assert "diag-thermal-decay" in words  # an id is never cut
     fixes = [line for line in text.splitlines() if line.lstrip().startswith("fix: ")]
     assert fixes, text
+
+
+def test_the_status_line_stays_one_line_when_asked():
+    result = result_of(3, [recorded.decaying_h100()])
+    assert render_terminal(result, width=40).splitlines()[1].startswith("    ")  # wrapped
+    one = render_terminal(result, width=40, wrap_status=False).splitlines()
+    assert one[0].startswith("DIAG ") and "critical=" in one[0]

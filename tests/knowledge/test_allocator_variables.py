@@ -154,3 +154,22 @@ def test_our_errors_are_exactly_the_strings_torch_refuses_on_a_cuda_build(text):
     version = _installed_torch()
     refused = "error" in _cuda_child(text, text)
     assert refused == bool(ac.analyse(text, version).errors), (version, text)
+
+
+def test_the_deprecation_warning_releases_are_one_fact_quoted_everywhere():
+    """explain's reading of the warning and `gpu-audit rules alloc-conf-deprecated-name` say
+    the same releases, both from DEPRECATION_WARNING_RELEASES."""
+    from gpu_audit.cli.rules import all_entries
+    from gpu_audit.knowledge.allocator import variables
+    from tests.explain.helpers import fixture_incidents
+
+    releases = variables.deprecation_warning_releases()
+    assert releases == "2.9, 2.10 and 2.11" and variables.deprecation_alias_release() == "2.12"
+    assert [v for v in ((2, 8), (2, 9), (2, 11), (2, 12), (2, 13))
+            if ac.env_behaviour(v).warns_on_old_name] == [(2, 9), (2, 11)]
+    doc = all_entries()["alloc-conf-deprecated-name"].sections
+    assert f"torch {releases} print this" in doc.meaning
+    assert "From 2.12 the old name" in doc.meaning
+    (incident,) = fixture_incidents("torch29_deprecated_alloc_conf_healthy.log")
+    assert f"torch {releases} print this" in incident.explanation
+    assert "and later" not in incident.explanation

@@ -125,3 +125,20 @@ def test_check_markdown_annotations_and_junit():
     assert len(lines) == 1 and lines[0].startswith("::error ")
     root = ET.fromstring(render_junit(report).split("\n", 1)[1])
     assert "\x1b" not in ET.tostring(root, encoding="unicode")
+
+
+def test_scan_report_shows_our_code_spans_as_code():
+    """A finding's own backticked command is a code span in the markdown report; the same
+    characters in a process's command line (foreign) stay escaped in the table."""
+    scan = b.gtx1650_three_uvicorn()
+    text = render_scan_markdown(scan, evaluate(scan), 1)
+    assert "3 processes run `/home/alice/venv/bin/python3 /home/alice/venv/bin/uvicorn " \
+        "app:app --host 0.0.0.0` on ports" in text
+    assert "\\`" not in text
+
+
+def test_md_prose_spans_and_escapes():
+    assert escape.md_prose("run `gpu-audit scan` now") == "run `gpu-audit scan` now"
+    assert escape.md_prose("a [link](x) `ok`") == "a \\[link\\](x) `ok`"
+    assert escape.md_prose("odd ` tick <b>") == "odd \\` tick &lt;b&gt;"
+    assert escape.md_prose_cell("`a|b` c|d") == "`a\\|b` c\\|d"

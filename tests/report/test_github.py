@@ -131,3 +131,30 @@ def test_appending_keeps_what_earlier_steps_wrote(tmp_path):
     fresh = tmp_path / "new" / "summary.md"
     append_step_summary(fresh, "first\n")
     assert fresh.read_text() == "first\n"
+
+
+def test_step_summary_shows_our_backticked_words_as_code():
+    """"set `gpu_name` in the policy" reads as code in the summary, not with backslashes."""
+    ours = CheckResult("gpu-name", "host", CheckStatus.SKIP, "GPU model",
+                       "not configured (set `gpu_name` in the policy)")
+    failed = CheckResult("free-vram", "gpu:0", CheckStatus.FAIL, "Free memory",
+                         "run `gpu-audit scan` to see who holds it", remedy="x")
+    text = render_check_markdown(report_with([ours, failed]))
+    assert "`gpu_name`" in text and "\\`" not in text
+    assert "run `gpu-audit scan` to see who holds it" in text
+
+
+def test_step_summary_keeps_foreign_text_inert():
+    """A process name with a link, HTML or a pipe stays text; inside a code span it is shown as
+    it is (a span cannot carry a link or a tag), and an unpaired backtick stays escaped."""
+    hostile = CheckResult("foreign-processes", "gpu:0", CheckStatus.FAIL, "Foreign",
+                          "held by [x](http://evil) <img src=x> a|b and `rm | x` and `", remedy="x")
+    text = render_check_markdown(report_with([hostile]))
+    assert "[x](http://evil)" not in text and "<img" not in text
+    assert "\\[x\\]" in text and "&lt;img" in text and "a\\|b" in text
+    assert "\\`" in text  # the odd backtick makes the sentence plain escaped text
+    paired = CheckResult("foreign-processes", "gpu:0", CheckStatus.FAIL, "Foreign",
+                         "held by `[x](http://evil) | <b>`", remedy="x")
+    row = next(line for line in render_check_markdown(report_with([paired])).splitlines()
+               if "foreign-processes" in line and line.startswith("|"))
+    assert "`[x](http://evil) \\| <b>`" in row  # code: shown, not followed; the pipe escaped

@@ -44,7 +44,7 @@ def test_statuses_map_to_failure_error_skipped_and_warning_text(tmp_path):
     report = judge(b.gtx1650_three_uvicorn(), CheckPolicy(), user="alice")
     cases = cases_by_name(parse(render_junit(report), tmp_path))
 
-    dup = cases[("node1.pid2101", "duplicate-backends")]
+    dup = cases[("node1.process", "duplicate-backends")]
     (failure,) = dup.result
     assert isinstance(failure, Failure) and failure.type == "CRITICAL"
     assert "3 copies of the same server" in failure.message
@@ -92,6 +92,21 @@ def test_control_characters_do_not_break_the_xml(tmp_path):
 
 def test_classname_carries_host_and_subject():
     assert classname("node-07", "gpu:3") == "node-07.gpu3"
-    assert classname("node-07", "pid:4242") == "node-07.pid4242"
+    assert classname("node-07", "pid:4242", 1) == "node-07.gpu1.process"
+    assert classname("node-07", "pid:4242") == "node-07.process"
     assert classname("node-07", "stage:imports") == "node-07.stage-imports"
     assert classname("node-07", "host") == "node-07.host"
+
+
+def test_test_identities_do_not_change_with_process_ids(tmp_path):
+    """The same finding about a process in two runs (new pids) is the same test case."""
+    report = judge(b.scan(), CheckPolicy(), user="ci")
+
+    def identities(pid: int) -> set:
+        held = CheckResult("zombie-vram", f"pid:{pid}", CheckStatus.FAIL, "Memory held", "held",
+                           evidence={"pid": pid, "gpu_index": 0})
+        run = dataclasses.replace(report, results=[*report.results, held])
+        return set(cases_by_name(parse(render_junit(run), tmp_path)))
+
+    assert identities(30634) == identities(41877)
+    assert ("node1.gpu0.process", "zombie-vram") in identities(30634)

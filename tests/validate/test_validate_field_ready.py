@@ -206,3 +206,36 @@ def test_a_cpu_sweep_report_links_its_single_plot(tmp_path: Path, cli_env: dict)
     assert [Path(p).name for p in json.loads(done.stdout)["files"]["plots"]] == ["memory.png"]
     assert "](memory.png)" in (run / "report.md").read_text()
     assert render_markdown(report_of(run)).count(".png)") == 1
+
+
+def test_a_small_spread_is_drawn_flat_not_zoomed() -> None:
+    """400 KiB of noise on 600 MiB: the axis spans 16 MiB about it, in MiB."""
+    from gpu_audit.validate.plots import MIN_MEMORY_SPAN, memory_limits
+
+    values = [600 * MIB, 600 * MIB + 400 * 1024, 600 * MIB + 200 * 1024]
+    bottom, top = memory_limits(values)
+    assert top - bottom == MIN_MEMORY_SPAN and bottom < min(values) and top > max(values)
+    assert memory_unit([bottom, top]) == (MIB, "MiB")
+    assert memory_limits([0, 1024]) == (0, MIN_MEMORY_SPAN)  # never below zero
+    assert memory_limits([GIB, 3 * GIB]) == (GIB, 3 * GIB)  # a real climb keeps its range
+    assert memory_limits([None]) is None
+
+
+def test_the_memory_plot_axis_spans_the_minimum(tmp_path: Path, monkeypatch) -> None:
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.axes
+
+    limits = []
+    real = matplotlib.axes.Axes.set_ylim
+    monkeypatch.setattr(matplotlib.axes.Axes, "set_ylim",
+                        lambda self, *a, **k: (limits.append(a), real(self, *a, **k))[1])
+    plan = build_plan(ValidateOptions(cycles=40, stages=["smoke"]), Policy(), environ={})
+    records = {f"{plan.variants[0].label}/smoke": [
+        cuda_cycle(i, reserved=600 * MIB + (i % 2) * 400 * 1024, allocated=600 * MIB)
+        for i in range(10)]}
+    write_plots(records, tmp_path, plan)
+    bottom, top = next(a for a in limits if len(a) == 2 and a != (0, 100))
+    assert top - bottom == 16  # MiB: the 400 KiB wiggle fills 2.5% of the height

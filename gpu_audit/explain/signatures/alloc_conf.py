@@ -38,6 +38,8 @@ from gpu_audit.knowledge.allocator import (
     NEW_VAR,
     alloc_conf_export,
     alloc_conf_variables,
+    deprecation_alias_release,
+    deprecation_warning_releases,
     expandable_conflicts,
     raw_settings,
     with_settings,
@@ -59,9 +61,11 @@ def _variables_text(ctx: AdviceContext) -> str:
            "deprecated, use PYTORCH_ALLOC_CONF instead (function operator())")
 def _deprecated_variable(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
     explanation = (
-        f"torch 2.9 and later print this for {CUDA_VAR}. In 2.9.x the CUDA allocator still "
-        f"reads only {CUDA_VAR} ({NEW_VAR} alone is silently ignored for CUDA there); from "
-        f"2.10 {NEW_VAR} is read. The warning itself does not change the run.")
+        f"torch {deprecation_warning_releases()} print this once per process when only "
+        f"{CUDA_VAR} is set; from {deprecation_alias_release()} the old name is an alias "
+        f"again, with no warning. In 2.9.x the CUDA allocator still reads only {CUDA_VAR} "
+        f"({NEW_VAR} alone is silently ignored for CUDA there); from 2.10 {NEW_VAR} is read. "
+        "The warning itself does not change the run.")
     remedy = (f"Set both names to the same value, which works on every version and silences the "
               f"warning: export {NEW_VAR}=\"${CUDA_VAR}\"")
     return advice(sig, numbers, explanation, remedy)

@@ -33,6 +33,8 @@ _EXPORTS = {
     "alloc_conf_export": "gpu_audit.knowledge.allocator.variables",
     "alloc_conf_variables": "gpu_audit.knowledge.allocator.variables",
     "analyse": "gpu_audit.knowledge.allocator.checks",
+    "deprecation_alias_release": "gpu_audit.knowledge.allocator.variables",
+    "deprecation_warning_releases": "gpu_audit.knowledge.allocator.variables",
     "describe": "gpu_audit.knowledge.allocator.grammar",
     "env_behaviour": "gpu_audit.knowledge.allocator.variables",
     "expandable_conflicts": "gpu_audit.knowledge.allocator.keys",

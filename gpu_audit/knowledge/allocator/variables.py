@@ -21,6 +21,31 @@ from gpu_audit.knowledge.allocator.names import CUDA_VAR, NEW_VAR
 from gpu_audit.redact import redact_settings
 from gpu_audit.units import Release, release_text, torch_release
 
+# The torch releases that print "PYTORCH_CUDA_ALLOC_CONF is deprecated, use PYTORCH_ALLOC_CONF
+# instead" (once per process, when only the old name is set): from the first release here up to,
+# not including, the second. 2.9.0 is the first confirmed to print it; from 2.12 the old name is
+# a documented alias again, read first and without a warning. Quoted by the scan rule
+# alloc-conf-deprecated-name and by explain's signature for the warning.
+DEPRECATION_WARNING_RELEASES: tuple[Release, Release] = ((2, 9), (2, 12))
+
+
+def warns_on_old_name(version: Release | None) -> bool:
+    """Whether this torch prints the deprecation warning for the old name used alone."""
+    first, stop = DEPRECATION_WARNING_RELEASES
+    return version is not None and first <= version[:2] < stop
+
+
+def deprecation_warning_releases() -> str:
+    """The releases that print the warning, as a sentence says them: "2.9, 2.10 and 2.11"."""
+    (major, first), (_, stop) = DEPRECATION_WARNING_RELEASES
+    names = [f"{major}.{minor}" for minor in range(first, stop)]
+    return ", ".join(names[:-1]) + f" and {names[-1]}" if len(names) > 1 else names[0]
+
+
+def deprecation_alias_release() -> str:
+    """The first release that reads the old name as an alias again, with no warning: "2.12"."""
+    return release_text(DEPRECATION_WARNING_RELEASES[1])
+
 
 @dataclass(frozen=True)
 class EnvBehaviour:
@@ -38,18 +63,20 @@ def env_behaviour(version: Release | None) -> EnvBehaviour:
                             "version", False, False)
     if version < (2, 9):
         return EnvBehaviour("legacy", f"torch {release_text(version)} reads only {CUDA_VAR}",
-                            False, True)
+                            warns_on_old_name(version), True)
     if version < (2, 10):
         return EnvBehaviour(
             "split", f"torch 2.9 warns that {CUDA_VAR} is deprecated, yet its CUDA allocator "
-            f"reads only {CUDA_VAR} and ignores {NEW_VAR} (pytorch/pytorch#183387)", True, True)
+            f"reads only {CUDA_VAR} and ignores {NEW_VAR} (pytorch/pytorch#183387)",
+            warns_on_old_name(version), True)
     if version < (2, 12):
         return EnvBehaviour(
             "unified", f"torch {release_text(version)} reads {NEW_VAR} first and warns when "
-            f"only {CUDA_VAR} is set", True, False)
+            f"only {CUDA_VAR} is set", warns_on_old_name(version), False)
     return EnvBehaviour(
         "alias", f"torch {release_text(version)} reads {CUDA_VAR} first (an alias, no warning), "
-        f"then {NEW_VAR}; a set but empty {CUDA_VAR} still wins", False, version >= (2, 13))
+        f"then {NEW_VAR}; a set but empty {CUDA_VAR} still wins", warns_on_old_name(version),
+        version >= (2, 13))
 
 
 @dataclass(frozen=True)
