@@ -11,11 +11,11 @@ comma list whose entries are any of:
   ``3b:00.0`` (case does not matter; the function may be left out).
 
 ``job`` reads, in order, ``SLURM_STEP_GPUS``, ``SLURM_JOB_GPUS`` and ``CUDA_VISIBLE_DEVICES``
-(the first one set). Their indices count GPUs in PCI bus order, which is how Slurm's ``gres``
-numbers GPUs and how ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` numbers them; UUID and ``MIG-`` entries
-are matched as above. An empty value, ``NoDevFiles`` or ``-1`` means the job has no GPU: the
-selection is then empty and only host findings remain. When the scheduler confines the job's
-devices (Slurm's ``ConstrainDevices=yes``), NVML lists only the job's GPUs while
+(the first one set). Their indices count GPUs in Slurm's gres order, the device minor order
+(``gpu_audit/gpu_identity.py`` joins each GPU's names, a lost GPU's included); UUID and
+``MIG-`` entries are matched as above. An empty value, ``NoDevFiles`` or ``-1`` means the job
+has no GPU: the selection is then empty and only host findings remain. When the scheduler
+confines the job's devices (Slurm's ``ConstrainDevices=yes``), NVML lists only the job's GPUs while
 ``SLURM_JOB_GPUS`` keeps the node's numbering: a list as long as NVML's with an index beyond it
 then selects every GPU NVML lists, and the reason says so.
 

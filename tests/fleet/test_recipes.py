@@ -165,7 +165,7 @@ def test_slurm_drain_lines_from_a_fleet_judgement(tmp_path):
 
 def test_ray_job_submit_recipes_say_the_job_client_needs_ray_default():
     """`ray job submit` is in Ray's job client, which the gpu-audit extra (core ray) lacks."""
-    for page in (REPO / "docs" / "fleet.md", REPO / "README.md"):
+    for page in (REPO / "docs" / "fleet.md", REPO / "docs" / "guide" / "fleets.md"):
         text = page.read_text()
         at = text.index("ray job submit")
         assert "pip install 'ray[default]'" in text[max(0, at - 600):at + 600], page
