@@ -19,6 +19,7 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from gpu_audit.bounds import MAX_PROCESSES
 from gpu_audit.explain.joining import join
 from gpu_audit.explain.mentions import (
     EXPLAINER_MIN_CUES,
@@ -39,7 +40,7 @@ MAX_SOURCES = 64
 # PCI addresses or library statuses than any real log holds.
 MAX_KEYED = 256
 EXCERPT_CHARS = 300
-MAX_FACT_ITEMS = 64  # rows of a listed fact (an nvidia-smi process table) kept
+MAX_FACT_ITEMS = MAX_PROCESSES  # rows of a listed fact (nvidia-smi's process table) kept
 _RECENT_PER_CLASS = 16
 
 # Rank prefixes written by torchrun/torchelastic, PyTorch's own logging and vLLM workers.
@@ -163,6 +164,7 @@ class Classifier:
         self._recent: dict[str, deque[tuple[_Group, _Occurrence]]] = {}
         self._read_to: dict[int, int] = {}  # per source: the last line a joined match used
         self._facts: dict[str, Any] = {}
+        self._fact_items: dict[str, set[str]] = {}  # the list items kept, to keep each once
         self._catalogues: set[int] = set()  # sources that are error catalogues, not logs
         self._cues: dict[int, set[str]] = {}  # per source: the explainer phrases seen
         self._cue_lines: dict[int, int] = {}  # per source: the last line read for them
@@ -187,8 +189,6 @@ class Classifier:
         self._read_cues(source_index, candidate)
         if is_mention(candidate, text, match):
             return
-        if sig.reads_after:
-            text += "".join("\n" + line for _, line in candidate.after[:sig.reads_after])
         try:
             numbers = sig.extract(match, text) if sig.extract else {}
         except (ValueError, OverflowError):  # a number of thousands of digits: none read
@@ -240,11 +240,17 @@ class Classifier:
         return {i for i, cues in self._cues.items() if len(cues) >= EXPLAINER_MIN_CUES}
 
     def _note_facts(self, numbers: dict[str, Any]) -> None:
-        """Keep what a fact line states; lists (processes a table names) accumulate, bounded."""
+        """Keep what a fact line states; lists (processes a table names) accumulate, bounded,
+        each item once (a table printed twice names its processes once)."""
         for key, value in numbers.items():
             if isinstance(value, list):
                 kept = self._facts.setdefault(key, [])
-                kept.extend(value[:max(0, MAX_FACT_ITEMS - len(kept))])
+                seen = self._fact_items.setdefault(key, set())
+                for item in value:
+                    frozen = repr(sorted(item.items())) if isinstance(item, dict) else repr(item)
+                    if frozen not in seen and len(kept) < MAX_FACT_ITEMS:
+                        seen.add(frozen)
+                        kept.append(item)
             elif value is not None:
                 self._facts[key] = value
 

@@ -8,6 +8,8 @@ the following error message". A match is such a *mention* when
   "`...` error" names the writer's own, and so does a quote after "I get", "we hit", "crashed
   with"), or
 - it is a cell of a markdown table (``| 79 | GPU has fallen off the bus |``), or
+- it lies inside a triple-quoted string (three double or single quotes: a docstring, a test's
+  expected text, a pull request quoting the message it changes), or
 - the words just before it on its line say the message is hypothetical ("you will see", "fails
   with either", "for example:"), or, for a message in an inline code span, the few lines above
   do.
@@ -72,10 +74,26 @@ def is_mention(candidate: Candidate, text: str, match: re.Match[str]) -> bool:
             return True
     if HYPOTHETICAL.search(text[:match.start()]) or _TABLE_ROW.match(text):
         return True
+    if _in_string_literal(candidate, text, match):
+        return True
     if quoted is None:  # a pasted log after "you will see:" in a bug report is still a report
         return False
     above = [line for _, line in candidate.before if line.strip()][-_LINES_ABOVE:]
     return any(HYPOTHETICAL.search(line.strip()) for line in above)
+
+
+_TRIPLE_QUOTE = re.compile(r'"""|\'\'\'')
+
+
+def _in_string_literal(candidate: Candidate, text: str, match: re.Match[str]) -> bool:
+    """Is the match between an opening triple quote (an odd number of them in the lines before
+    it, within the context kept) and a closing one (on its line or in the lines after)?"""
+    opened = sum(len(_TRIPLE_QUOTE.findall(line)) for _, line in candidate.before)
+    opened += len(_TRIPLE_QUOTE.findall(text, 0, match.start()))
+    if opened % 2 == 0:
+        return False
+    return bool(_TRIPLE_QUOTE.search(text, match.end())) or any(
+        _TRIPLE_QUOTE.search(line) for _, line in candidate.after)
 
 
 def _reported(before: str) -> bool:

@@ -31,6 +31,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from operator import methodcaller
 
+from gpu_audit.bounds import MAX_PROCESSES
 from gpu_audit.knowledge.signals import KILLED_WORDS
 
 BLOCK_SIZE = 4 << 20
@@ -44,6 +45,9 @@ CONTEXT_LINES = 8  # segments of context kept on each side
 CONTEXT_CHARS = 1024  # a context segment longer than this is cut
 TAIL_LINES = 6  # the stream's last lines, always candidates ...
 TAIL_BYTES = 2048  # ... within this many bytes of its end
+# The rows of a boxed table (nvidia-smi's process list: a line starting with "|" after its
+# "Processes:" header) are candidates up to the table's end, at most this many per table.
+MAX_TABLE_ROWS = MAX_PROCESSES
 
 # Keys grouped by their first character: each pattern has a literal prefix, so each pass is a
 # fast scan. Together they cover every signature in :mod:`gpu_audit.explain.signatures`
@@ -61,7 +65,9 @@ PREFILTER: tuple[re.Pattern[bytes], ...] = tuple(
         rb"xit(?:ed)?(?: with)?(?: a)?[ _]?(?:status|code)(?: code)?[ :=]*(?:\r?\n[ \t]*)?"
         rb"(?:137|-9)\b",
         rb"eturn(?:ed)?[ _]?code[ :=]*(?:\r?\n[ \t]*)?(?:137|-9)\b",  # returncode -9
-        rb"A(?:ssertion `|LLOC_CONF|SSERT FAILED)",
+        # (cudaMallocAsync's missing operations, also in a sentence or a title without "Error")
+        rb"A(?:ssertion `|LLOC_CONF|SSERT FAILED|sync does not (?:yet )?support|sync support for "
+        rb"[a-z]+[A-Z])",
         rb"C(?:UDA(?:[ _]|CachingAllocator|AllocatorConfig)|U(?:BLAS|SOLVER|SPARSE)_STATUS|UFFT_"
         rb"|UDNN_(?:STATUS|BACKEND)"
         rb"|uda failure|achingAllocator|aught collective|onnection closed by (?:remote )?peer"
@@ -70,11 +76,15 @@ PREFILTER: tuple[re.Pattern[bytes], ...] = tuple(
         rb"capability)|ET was unable)",
         rb"K(?:ill|ILL)",
         # ("ProcessGroupNCCL'" at a line's end: a terminal cut "ProcessGroupNCCL's" there)
-        rb"N(?:V(?:RM|ML|IDIA(?:-SMI| driver)|Link|LINK)|CCL(?: WARN| error| comm| oper| work|\(|"
+        rb"N(?:V(?:RM|ML|IDIA(?:-SMI| driver| Display Driver\. By default)|Link|LINK)"
+        rb"|CCL(?: WARN| error| comm| oper| work|\(|"
         rb"\.cpp|'(?:s|\r?\n)| INFO [\w/.-]+\.(?:cc|h|cu|cpp|hpp):\d+ -> [1-7]\b))",
         # (an nvidia-smi table's "Processes:" row: who holds the GPU, in the rows below it)
-        rb"P(?:yTorch|YTORCH_|rocess(?:es:| \d+ has)|TX)",
+        rb"P(?:yTorch|YTORCH_|rocess(?:(?P<table>es:)| \d+ has)|TX)",
         rb"X(?:id|ID)",
+        # TensorFlow's and XLA's status for an out-of-memory, in a title or a sentence without
+        # "Error" or "memory" ("Resource exhausted: OOM when allocating tensor ...")
+        rb"R(?:esource ?[Ee]xhausted|ESOURCE_EXHAUSTED)",
         # the shell's word for Killed in another language, alone at the start of a line (after
         # a job number): the hit is the line after the newline (group "at")
         rb"\n(?P<at>[ \t*_`>]*(?:\[\d+\][+-]?[ \t]+(?:\d+[ \t]+)?)?(?:"
@@ -85,6 +95,7 @@ PREFILTER: tuple[re.Pattern[bytes], ...] = tuple(
     )
 )
 
+_TABLE_ROW = re.compile(rb"[ \t]*\|")  # a row of a boxed table, from its line's start
 _ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 # Typographic quotes and odd spaces (a forum's or a translator's) read as the plain ones;
@@ -140,6 +151,8 @@ class BlockScanner:
         self._saw_data = False
         self._ends_with_newline = True
         self._cleaned: list[dict[tuple[int, int], str]] = [{}, {}]  # see _Segments
+        # rows a table open at the end of the last block (or of ``before``) may still have
+        self._table_left = _open_table(self._history)
 
     def feed(self, data: bytes) -> Iterator[Candidate]:
         if not data:
@@ -193,6 +206,30 @@ class BlockScanner:
             return 0
         return self.lines + (0 if self._ends_with_newline else 1)
 
+    def _table_rows(self, buf: bytes, lo: int, end: int, headers: list[int]) -> list[int]:
+        """Where the rows under each table header in ``buf[lo:end]`` start (and those of a table
+        that an earlier block left open): each line that starts with "|", up to the first that
+        does not, within :data:`MAX_TABLE_ROWS` rows per table. An open table stays open into the
+        next block, so the rows found do not depend on where the stream was cut."""
+        rows: list[int] = []
+        starts = [(lo, self._table_left)] if self._table_left else []
+        self._table_left = 0
+        starts += [(buf.find(b"\n", at, end) + 1, MAX_TABLE_ROWS) for at in headers]
+        for pos, left in starts:
+            if pos <= 0 or (rows and pos <= rows[-1]):
+                continue  # a header on the last line, or one inside a table already read
+            while left and pos < end:
+                match = _TABLE_ROW.match(buf, pos, end)
+                if match is None:
+                    left = 0
+                    break
+                rows.append(match.end() - 1)
+                left -= 1
+                pos = buf.find(b"\n", pos, end) + 1 or end
+            if left and pos >= end:
+                self._table_left = left
+        return rows
+
     def _scan(self, buf: bytes, lo: int, end: int, *, context: bool = True,
               at_end: bool = False, tail: bool = False) -> Iterator[Candidate]:
         """Classify-worthy segments among those starting in ``buf[lo:end]``; count newlines.
@@ -202,9 +239,17 @@ class BlockScanner:
         lines costs the same per line as a block with one.
         """
         keyed: list[int] = []  # where a key hits: many per line in a hostile log
+        tables: list[int] = []  # where a table's header line ends
         for pattern in PREFILTER:
+            if "table" in pattern.groupindex:
+                for hit in pattern.finditer(buf, lo, end):
+                    keyed.append(hit.start())
+                    if hit.start("table") >= 0:
+                        tables.append(hit.end())
+                continue
             keyed.extend(map(methodcaller("start", pattern.groupindex.get("at", 0)),
                              pattern.finditer(buf, lo, end)))
+        keyed.extend(self._table_rows(buf, lo, end, tables))
         keyed.sort()
         tails = _tail_starts(buf, lo, end)[::-1] if tail else []
         counted_to = lo
@@ -278,6 +323,19 @@ class _Segments:
             if len(now) >= _MEMO_SEGMENTS:
                 self.memo[:] = [{}, now]
         return found
+
+
+def _open_table(text: bytes) -> int:
+    """The rows left to a table whose header and rows end ``text`` (the bytes before a worker's
+    range), so that a worker reads the rows of a table that began in the range before it."""
+    header = text.rfind(b"Processes:")
+    line_start = text.rfind(b"\n", 0, header) + 1
+    if header < 0 or text.find(b"\n", header) < 0 or not _TABLE_ROW.match(text, line_start):
+        return 0
+    rows = text[text.find(b"\n", header) + 1:].splitlines()
+    if not all(_TABLE_ROW.match(row) for row in rows):
+        return 0
+    return max(0, MAX_TABLE_ROWS - len(rows))
 
 
 def _last_break(buf: bytes, lo: int, hi: int) -> int:

@@ -5,9 +5,10 @@ whether the cache's unallocated bytes plus the free memory would, and who holds 
 from __future__ import annotations
 
 from gpu_audit.explain import classify_text
+from gpu_audit.explain.scanner import BlockScanner
 from gpu_audit.knowledge.oom import budget_sentences, diagnose_oom, oom_budget, oom_numbers
 from gpu_audit.units import fmt_bytes
-from tests.explain.helpers import gib, mib
+from tests.explain.helpers import fixture_incidents, gib, mib
 
 # A 4 GB card with three stray servers on it: the request does not fit the free memory, the
 # cache's unallocated bytes alone do not hold it either, and 0.6 GiB is held elsewhere.
@@ -77,3 +78,45 @@ def test_processes_an_nvidia_smi_table_names_are_said() -> None:
     (oom,) = classify_text(table + filler + SHARED_CARD, torch_version="2.3.1")
     assert "pid 2211 python serve_a.py 206.00 MiB" in oom.explanation
     assert "pid 4410" not in oom.explanation  # the job itself
+
+
+def test_every_row_of_a_long_nvidia_smi_table_is_read() -> None:
+    (oom,) = fixture_incidents("shapes/nvidia_smi_long_process_table.log")
+    held = {p["pid"] for p in oom.numbers["gpu_processes"]}
+    assert held == set(range(3101, 3112))  # eleven servers; the job itself (4410) left out
+
+
+def test_rows_of_the_table_format_before_gpu_instances() -> None:
+    table = ("| Processes:                                                       GPU Memory |\n"
+             "|  GPU       PID   Type   Process name                             Usage      |\n"
+             "|=============================================================================|\n"
+             "|    0      2211      C   python serve_a.py                            206MiB |\n"
+             "+-----------------------------------------------------------------------------+\n")
+    filler = "".join(f"step {n}: loss 0.1\n" for n in range(20))
+    (oom,) = classify_text(table + filler + SHARED_CARD, torch_version="2.3.1")
+    assert "pid 2211 python serve_a.py 206.00 MiB" in oom.explanation
+
+
+def test_a_table_is_read_to_its_end_however_the_stream_is_cut() -> None:
+    rows = "".join(f"|    0   N/A  N/A  {5000 + n:8d}      C   python w{n}.py   100MiB |\n"
+                   for n in range(300))
+    text = ("| Processes:                                                     |\n" + rows
+            + "+----------------------------------------------------------------+\n"
+            + "|    1   N/A  N/A      9999      C   python not_in_a_table.py   100MiB |\n")
+    data = text.encode()
+    for size in (1, 977, len(data)):
+        scanner = BlockScanner()
+        found = [c for start in range(0, len(data), size)
+                 for c in scanner.feed(data[start:start + size])]
+        found += list(scanner.finish(tail=False))
+        pids = [c.text.split()[4] for c in found if c.text.startswith("|    ")]
+        assert pids == [str(5000 + n) for n in range(300)], size
+
+
+def test_a_worker_starting_inside_a_table_reads_its_rows() -> None:
+    before = b"| Processes:           |\n|    0   N/A  N/A  5000  C  python a.py  100MiB |\n"
+    scanner = BlockScanner(before=before)
+    found = list(scanner.feed(b"|    0   N/A  N/A  5001  C  python b.py  100MiB |\nstep 1\n"
+                              + b"x\n" * 10))
+    found += list(scanner.finish(tail=False))
+    assert [c.line for c in found] == [1]

@@ -145,3 +145,58 @@ def test_a_notebook_traceback_header_names_tensorflows_oom() -> None:
     (oom,) = classify_text("ResourceExhaustedErrorTraceback (most recent call last)\n"
                            "<ipython-input-3> in <module>()\n", torch_version=None)
     assert oom.cls == "cuda-oom"
+
+
+def test_task_table_rows_alone_are_a_host_oom_without_naming_a_victim() -> None:
+    oom = root("kernel_oom_task_rows_only.log")
+    assert (oom.cls, oom.signature) == ("host-oom", "host-oom/task-row")
+    assert "pid" not in oom.numbers  # a row lists a task; it does not say which one was killed
+    assert oom.title == "The host ran out of RAM (OOM killer)"
+
+
+def test_a_task_row_joins_the_kill_it_precedes() -> None:
+    found = incidents("kernel_oom_task_table_only.log")
+    assert [i.cls for i in found] == ["host-oom"]
+
+
+def test_tensorflows_oom_status_in_a_title_without_error_or_memory() -> None:
+    oom = root("tensorflow_oom_title_only.log")
+    assert (oom.signature, oom.numbers["requested_bytes"]) == (
+        "cuda-oom/tensorflow", 64 * 512 * 28 * 28 * 4)
+
+
+def test_tensorflows_exception_class_alone_as_a_heading() -> None:
+    assert root("tensorflow_oom_heading_bfc_dump.log").signature == "cuda-oom/tensorflow"
+    assert classify_text("It is a ResourceExhaustedError, I think, from the data pipeline",
+                         torch_version=None) == []
+
+
+def test_nvml_not_supported_on_the_platform_said_in_a_sentence() -> None:
+    assert root("nvml_not_supported_macos_prose.log").cls == "nvml-unavailable"
+
+
+def test_the_toolkits_stub_libnvidia_ml_is_named() -> None:
+    nvml = root("nvml_stub_library_loaded.log")
+    assert nvml.cls == "nvml-unavailable" and "stub" in nvml.explanation
+    assert "stubs directory from LD_LIBRARY_PATH" in nvml.remedy
+
+
+def test_rusts_nvml_wrapper_errors_are_nvml_failures() -> None:
+    found = incidents("nvml_rust_wrapper_error.log")
+    assert [i.cls for i in found if i.is_failure] == ["nvml-unavailable"] * len(
+        [i for i in found if i.is_failure])
+    assert any("Not Supported" in i.explanation for i in found)
+
+
+def test_a_request_for_an_operation_cuda_malloc_async_lacks() -> None:
+    conf = root("cuda_malloc_async_request_title.log")
+    assert (conf.signature, conf.numbers["feature"]) == (
+        "alloc-conf/async-unsupported", "setCheckpointPoolState")
+
+
+def test_a_message_quoted_between_triple_quotes_is_a_mention() -> None:
+    assert failures("pull_request_quoting_oom_in_triple_quotes.log") == []
+    text = 'expected = """\nRuntimeError: CUDA error: out of memory\n"""\n'
+    assert classify_text(text, torch_version=None) == []
+    opened_only = '"""\nRuntimeError: CUDA error: out of memory\nstep 2\n'
+    assert [i.cls for i in classify_text(opened_only, torch_version=None)] == ["cuda-oom"]

@@ -293,6 +293,8 @@ SINGLE_LINES = [
      "host-oom/kubernetes-evicted"),
     ("ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.",
      "host-oom", "host-oom/ray-oom-killer"),
+    ("[ 9001.118220] [   4012]  1000  4012 17530751  7527750 60694528        0             0 "
+     "python", "host-oom", "host-oom/task-row"),
 ]
 
 

@@ -147,8 +147,10 @@ def _backend(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Adv
 
 
 @signature("alloc-conf/async-unsupported",
-           r"cudaMallocAsync does not (?:yet )?support (?P<feature>[A-Za-z_][\w:]*)",
-           ("cudaMallocAsync does not",),
+           r"cudaMallocAsync does not (?:yet )?support (?P<feature>[A-Za-z_][\w:]*)|"
+           # a request (an issue's title) for the operation the backend lacks, by its API name
+           r"cudaMallocAsync support for (?P<feature_>[a-z]+[A-Z]\w*)",
+           ("cudaMallocAsync does not", "cudaMallocAsync support for"),
            "A feature the cudaMallocAsync allocator backend does not have", tier=0.0,
            example="RuntimeError: cudaMallocAsync does not yet support recordHistory. If you "
            "need it, please file an issue describing your use case.")

@@ -120,6 +120,7 @@ ORDER = (
     "host-oom/kernel-oom-killer",
     "host-oom/killed-process",
     "host-oom/memcg-oom-path",
+    "host-oom/task-row",
     "host-oom/slurm-oom-kill",
     "host-oom/kubernetes-oomkilled",
     "host-oom/kubernetes-evicted",

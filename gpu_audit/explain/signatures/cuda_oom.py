@@ -263,23 +263,23 @@ def _cuda_oom_raw(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -
     return advice(sig, numbers, explanation, remedy, diagnosis="unknown")
 
 
-# A process row of an nvidia-smi table: GPU, GI, CI, PID, type, name, memory.
-_SMI_ROW = re.compile(r"^\|\s+(?P<gpu>\d+)\s+(?:N/A|\d+)\s+(?:N/A|\d+)\s+(?P<pid>\d+)\s+"
-                      r"[CGM+]{1,3}\s+(?P<name>\S.{0,120}?)\s+(?P<mib>\d+)\s?MiB\s*\|\s*$", re.M)
+# A process row of an nvidia-smi table: GPU, GI and CI (since driver 450), PID, type, name,
+# memory. The scanner hands over each row under the table's "Processes:" header.
+_SMI_ROW = (r"^\s*\|\s+(?P<gpu>\d+)\s+(?:(?:N/A|\d+)\s+(?:N/A|\d+)\s+)?(?P<pid>\d+)\s+"
+            r"[CGM+]{1,3}\s+(?P<name>\S.{0,120}?)\s+(?P<mib>\d+)\s?MiB\s*\|\s*$")
 
 
-def _smi_processes(_match: re.Match[str], text: str) -> dict[str, Any]:
-    """The rows under an nvidia-smi table's "Processes:" header (the lines the scanner hands
-    over with it)."""
-    rows = [{"pid": int(row["pid"]), "gpu_index": int(row["gpu"]), "name": row["name"].strip(),
-             "used_bytes": int(row["mib"]) * 2**20} for row in _SMI_ROW.finditer(text)]
-    return {"gpu_processes": rows} if rows else {}
+def _smi_processes(match: re.Match[str], _text: str) -> dict[str, Any]:
+    """One row of an nvidia-smi table's process list."""
+    return {"gpu_processes": [{"pid": int(match["pid"]), "gpu_index": int(match["gpu"]),
+                               "name": match["name"].strip(),
+                               "used_bytes": int(match["mib"]) * 2**20}]}
 
 
-@signature("cuda-oom/smi-processes", r"^\|\s*Processes:", ("Processes:",),
+@signature("cuda-oom/smi-processes", _SMI_ROW, ("MiB",),
            "Processes on the GPUs (nvidia-smi)", severity=Severity.INFO, tier=5.0, fact=True,
-           extract=_smi_processes, reads_after=8,
-           example="| Processes:                                               GPU Memory |")
+           extract=_smi_processes,
+           example="|    0   N/A  N/A      2211      C   python serve.py                  206MiB |")
 def _smi_fact(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
     # a fact: its numbers name the holders in an out-of-memory's explanation, it opens nothing
     return advice(sig, numbers, "The processes nvidia-smi listed on the GPUs.", "Nothing.")
@@ -328,8 +328,9 @@ _TF_SHAPE = r"(?: with shape ?\[(?P<shape>[\d, ]{0,200})\])?(?: and type (?P<dty
            r"|Allocator \(GPU_(?P<gpu_>\d+)_bfc\) ran out of memory trying to allocate "
            rf"(?P<size>{SIZE}|[\d.]+[KMGT]iB)(?!.{{0,200}}?caller indicates that this is not a "
            r"failure)|ResourceExhaustedError: failed to allocate memory|"
-           # a notebook's traceback header: only the exception's class is left
-           r"\bResourceExhaustedError(?= *Traceback)",
+           # a notebook's traceback header, or a heading: only the exception's class is left
+           r"\bResourceExhaustedError(?= *Traceback)|^[#>*\s]*(?:[\w.]+\.)?ResourceExhaustedError"
+           r"[:\s]*$",
            ("OOM when allocating", "oom when allocating", "_bfc) ran out of memory",
             "failed to allocate memory", "ResourceExhaustedError"),
            "GPU out of memory (TensorFlow)", extract=_tensorflow_oom, group="tensorflow",

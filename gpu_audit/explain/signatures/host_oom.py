@@ -83,6 +83,20 @@ def _sizes_to_bytes(*keys: str) -> Extractor:
     return extract
 
 
+def _no_numbers(_match: re.Match[str], _line: str) -> dict[str, Any]:
+    return {}
+
+
+@signature("host-oom/task-row",
+           # a row of the task table the OOM killer prints (dump_tasks): [pid] uid tgid total_vm
+           # rss (rss_anon rss_file rss_shmem) pgtables_bytes swapents oom_score_adj name, after
+           # dmesg's or journald's prefix; seen alone when a post keeps only the table's rows
+           r"^(?:\[[^\]\n]{1,40}\]\s*|\S+ +\d+ [\d:]+ \S+ kernel: )?\[ *\d+\] +\d+ +\d+"
+           r"(?: +\d+){4,7} +-?\d{1,4} +\S.{0,40}$",
+           ("]",), "The kernel's OOM killer listed the tasks it chose from",
+           extract=_no_numbers, group="oom-killer", attach="prefer", window=64,
+           example="[ 9001.118220] [   4012]  1000  4012 17530751  7527750 60694528        0"
+           "             0 python")
 @signature("host-oom/memcg-oom-path",
            r"\b(?P<scope>mem_cgroup_out_of_memory)\+0x",
            ("mem_cgroup_out_of_memory",),

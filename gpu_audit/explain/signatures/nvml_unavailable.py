@@ -67,8 +67,10 @@ _MISMATCH_ONLY = {"nvml-unavailable/nvrm-api-mismatch", "nvml-unavailable/librar
 @signature("nvml-unavailable/pynvml",
            r"NVMLError_?(?P<kind>LibraryNotFound|DriverNotLoaded|LibRmVersionMismatch|"
            r"NoPermission|Uninitialized|Unknown)\b|(?P<text>NVML Shared Library Not Found|RM has "
-           r"detected an NVML/RM version mismatch)",
-           ("NVML",), "NVML is not usable (pynvml)", tier=0.0,
+           r"detected an NVML/RM version mismatch)|"
+           # Rust's nvml-wrapper, as its error-chain and its enum print the kind
+           r"(?:NVMLError\(Error\(|NvmlError::)(?P<kind_>[A-Z]\w+)",
+           ("NVML", "NvmlError"), "NVML is not usable (pynvml)", tier=0.0,
            example="pynvml.NVMLError_LibraryNotFound: NVML Shared Library Not Found")
 @signature("nvml-unavailable/library-missing",
            r"(?P<library>libnvidia-ml\.so(?:\.\d+)?): cannot open shared object file|"
@@ -79,8 +81,13 @@ _MISMATCH_ONLY = {"nvml-unavailable/nvrm-api-mismatch", "nvml-unavailable/librar
            r"Library not loaded|no suitable image)|"
            # other tools' words (nvtop, gpustat, monitoring agents)
            r"NVML (?:shared )?library (?:is )?not (?:installed|found|available)|"
-           r"NVML (?:is )?not (?:installed|found)\b",
-           ("libnvidia-ml", "NVML library", "NVML shared library", "NVML is not", "NVML not"),
+           r"NVML (?:is )?not (?:installed|found|supported)\b|"
+           # the CUDA toolkit's stub library loaded instead of the driver's: its own warning, and
+           # the tools' words for it
+           r"(?P<stub>NVIDIA Display Driver\. By default it's installed in|libnvidia-ml\.so in "
+           r"GDK package is a stub|libnvidia-ml(?:\.so)? library at wrong path)",
+           ("libnvidia-ml", "NVML library", "NVML shared library", "NVML is not", "NVML not",
+            "NVIDIA Display Driver"),
            "The NVML library (libnvidia-ml.so.1) cannot be loaded", tier=0.0,
            example="OSError: libnvidia-ml.so.1: cannot open shared object file: No such file or "
            "directory")
@@ -116,6 +123,21 @@ def _nvml_init(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> A
         explanation = "This user cannot open the GPU device files (/dev/nvidia*)."
         remedy = ("Check `ls -l /dev/nvidia*` and the user's groups; in containers pass the "
                   "GPUs with the NVIDIA Container Toolkit (`--gpus all`).")
+    elif numbers.get("stub"):
+        explanation = (
+            "The libnvidia-ml.so loaded is the CUDA toolkit's stub (under .../stubs/), which only "
+            "lets programs link: it has no driver behind it, so every NVML call fails. The "
+            "driver's own libnvidia-ml.so.1 was not found first on the library path.")
+        remedy = ("Remove the toolkit's stubs directory from LD_LIBRARY_PATH (and from "
+                  "/etc/ld.so.conf.d), so that the driver's library is loaded; check with "
+                  "`ldconfig -p | grep libnvidia-ml`. " + _LIBRARY_REMEDY)
+    elif "notsupported" in low:
+        explanation = (
+            "NVML answered Not Supported to what the tool asked: this GPU or driver does not "
+            "offer that query (many are missing on GeForce and laptop GPUs, and under older "
+            "drivers), and the tool stopped on it instead of going without.")
+        remedy = ("Run `nvidia-smi -q` to see what this GPU reports; update the driver, or "
+                  "turn off the tool's feature that needs the query.")
     elif numbers.get("macos"):
         explanation = ("dlopen (macOS) found no libnvidia-ml: NVIDIA's driver, and with it NVML, "
                        "does not exist for macOS, so nothing that needs NVML (or CUDA) runs "

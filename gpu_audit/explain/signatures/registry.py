@@ -100,9 +100,6 @@ class Signature:
     window: int = 8
     key_field: str | None = None  # occurrences with different values of this number stay apart
     fact: bool = False  # a setting the log states: its numbers go to AdviceContext.facts
-    # lines after the matched one that ``extract`` reads too (one per line, after a newline):
-    # a table whose header the prefilter finds and whose rows it does not
-    reads_after: int = 0
     handles: str | None = None  # a class whose recent failure this line says was caught
 
     def advise(self, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
