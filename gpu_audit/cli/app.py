@@ -286,15 +286,4 @@ def collect_garbage_rarely() -> None:
 
 def run() -> None:
     collect_garbage_rarely()
-    code = main()
-    if _state["plain"]:
-        import gc
-
-        # The interpreter's exit walks every object still alive for cycles, more than once:
-        # some 35 M instructions after a plain scan (bench/RESULTS.md). Frozen, they are not
-        # walked: atexit handlers (logging's flush, weakref finalizers) and non-daemon threads
-        # still run and standard streams are flushed; an object still alive in a cycle is left
-        # to the OS without its __del__, which Python never promises at exit. The plain scan
-        # and check close every file they open.
-        gc.freeze()
-    sys.exit(code)
+    sys.exit(main())

@@ -94,24 +94,6 @@ def test_scan_help_states_the_exit_codes(cli_env):
     assert "Exit codes" in helped and "130 interrupted" in helped
 
 
-def test_a_plain_line_exits_with_the_objects_frozen_so_the_exit_does_not_walk_them(
-        monkeypatch):
-    import gc
-
-    from gpu_audit.cli import app
-
-    monkeypatch.setattr(app, "main", lambda: 2)
-    monkeypatch.setitem(app._state, "plain", True)  # a scan or check line run without typer
-    threshold = gc.get_threshold()
-    try:
-        with pytest.raises(SystemExit) as stopped:
-            app.run()
-        assert stopped.value.code == 2 and gc.get_freeze_count() > 0
-    finally:
-        gc.unfreeze()
-        gc.set_threshold(*threshold)
-
-
 def test_command_list_shows_each_first_sentence_whole(cli_env):
     """"e.g." inside a summary does not end it: diff's line reads to its full stop."""
     top = gpu_audit(["--help"], dict(cli_env, COLUMNS="400"))
