@@ -285,7 +285,7 @@ def _keep(folder: StateDir, job: str, limited: Scan, findings: list[Finding],
           policy: Policy) -> None:
 
     document = scan_document(limited, findings, exit_code(findings, policy.fail_on_severity))
-    folder.write_atomic(spool_mod.record_name(job), dumps(document) + "\n")
+    spool_mod.keep_record(folder, job, dumps(document) + "\n")
 
 
 def _judged(scan: Scan, spec: str | None, policy: Policy, environ: Mapping[str, str],

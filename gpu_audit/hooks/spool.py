@@ -11,8 +11,10 @@ another user's file is refused at once, never followed, waited on or replaced th
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from gpu_audit.diff import DiffReport
@@ -71,8 +73,27 @@ def keep_diff(spool: StateDir, job: str, report: DiffReport) -> str | None:
     from gpu_audit.diff.render import diff_document
 
     name = diff_name(job)
-    spool.write_atomic(name, dumps(diff_document(report)) + "\n")
+    with _changing(spool, "write", name):
+        spool.write_atomic(name, dumps(diff_document(report)) + "\n")
     return name
+
+
+def keep_record(spool: StateDir, job: str, text: str) -> None:
+    """Keep the prolog's scan for the epilog."""
+    name = record_name(job)
+    with _changing(spool, "write", name):
+        spool.write_atomic(name, text)
+
+
+@contextlib.contextmanager
+def _changing(spool: StateDir, action: str, name: str) -> Iterator[None]:
+    """A spool that refuses a change (a read-only disk, an immutable folder, a full disk) is
+    bad input to the hook: :class:`UsageError` (exit 3) naming the folder, never a crash."""
+    try:
+        yield
+    except OSError as exc:
+        raise UsageError(f"spool folder {spool.path}: cannot {action} {name}: "
+                         f"{exc.strerror or exc}") from None
 
 
 def read_record(spool: StateDir, job: str) -> bytes | None:
@@ -86,7 +107,8 @@ def read_record(spool: StateDir, job: str) -> bytes | None:
 
 
 def remove(spool: StateDir, job: str) -> None:
-    spool.unlink(record_name(job))
+    with _changing(spool, "remove", record_name(job)):
+        spool.unlink(record_name(job))
 
 
 def prune(spool: StateDir, now: float | None = None) -> list[str]:

@@ -9,6 +9,7 @@ import stat
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -219,6 +220,49 @@ def test_a_planted_spool_link_is_refused(base, tmp_path):
     done = hook("prolog", base, tmp_path, "--from", str(canned(tmp_path, "a.json")), **job())
     assert done.returncode == 3 and "is a symbolic link" in done.stderr
     assert list((tmp_path / "elsewhere").iterdir()) == []
+
+
+@pytest.fixture
+def immutable(tmp_path) -> Iterator[Callable[[Path], Path]]:
+    """``immutable(folder)``: the folder refuses every change, root's too (``chattr +i``: a
+    read-only disk that root cannot bypass); skipped where the user or filesystem cannot."""
+    made: list[Path] = []
+
+    def make(folder: Path) -> Path:
+        if os.geteuid() != 0:
+            pytest.skip("chattr +i needs root (CAP_LINUX_IMMUTABLE)")
+        done = subprocess.run(["chattr", "+i", str(folder)], capture_output=True, text=True)
+        if done.returncode != 0:
+            pytest.skip(f"chattr +i {folder} failed: {done.stderr.strip()}")
+        made.append(folder)
+        return folder
+
+    yield make
+    for folder in made:
+        subprocess.run(["chattr", "-i", str(folder)], check=True)
+
+
+def test_a_spool_that_refuses_writes_is_no_verdict_with_one_line(base, tmp_path, immutable):
+    spool = tmp_path / "spool"
+    spool.mkdir(mode=0o700)
+    immutable(spool)
+    done = hook("prolog", base, tmp_path, "--from", str(canned(tmp_path, "a.json")), **job())
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert done.stderr == (f"gpu-audit: spool folder {spool}: cannot write prolog-4711.json: "
+                           "Operation not permitted\n")  # not "internal error: ... a bug"
+    assert done.stdout == ""
+    assert list(spool.iterdir()) == []
+
+
+def test_a_spool_that_cannot_be_created_is_no_verdict(base, tmp_path, immutable):
+    parent = tmp_path / "var"
+    parent.mkdir(mode=0o755)
+    immutable(parent)
+    done = hook("prolog", base, tmp_path, "--spool", str(parent / "spool"),
+                "--from", str(canned(tmp_path, "a.json")), **job())
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert done.stderr == (f"gpu-audit: spool folder {parent / 'spool'}: cannot create it: "
+                           "Operation not permitted\n")
 
 
 def test_a_fifo_in_place_of_the_record_is_no_verdict_at_once(base, tmp_path):

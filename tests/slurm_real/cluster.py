@@ -5,12 +5,18 @@ scripts, installed as an admin would (:mod:`tests.examples.hookenv`); only their
 is the test's, named by a wrapper that sets ``GPU_AUDIT_DEFAULTS`` (slurmd gives a hook no
 variables of ours).
 
+slurmd runs the health check every second (``HealthCheckInterval=1``, the smallest), but its
+wrapper starts the shipped script only while the test has switched it on
+(:meth:`Cluster.health_checks`): the other tests' scenarios never meet a health check, and a
+health check never drains the node under a test about the prolog.
+
 Everything is started by :func:`start` and stopped by :meth:`Cluster.stop`, which kills every
 daemon it started by its pid and waits for it."""
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import re
 import secrets
@@ -19,6 +25,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -123,6 +130,22 @@ class Cluster:
                 return
         raise RuntimeError(f"the node stays drained: {node} {done.stderr}")
 
+    @property
+    def _health_switch(self) -> Path:
+        return self.root / "run" / "healthcheck-on"
+
+    @contextlib.contextmanager
+    def health_checks(self) -> Iterator[None]:
+        """slurmd's health checks reach the shipped script while in this block; on leaving it,
+        waits for a health check still running (the wrapper holds a lock while it runs)."""
+        self._health_switch.touch()
+        try:
+            yield
+        finally:
+            self._health_switch.unlink()
+            with open(self.root / "run" / "healthcheck.lock", "a") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)  # released on closing
+
     def log(self, daemon: str) -> str:
         path = self.root / "log" / f"{daemon}.log"
         return path.read_text(errors="replace") if path.exists() else ""
@@ -175,7 +198,7 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _slurm_conf(c: Cluster, prolog: Path, epilog: Path) -> str:
+def _slurm_conf(c: Cluster, prolog: Path, epilog: Path, healthcheck: Path) -> str:
     r = c.root
     cpus = os.cpu_count() or 1
     return "\n".join([
@@ -198,6 +221,7 @@ def _slurm_conf(c: Cluster, prolog: Path, epilog: Path) -> str:
         "SchedulerType=sched/builtin", "PrologFlags=Alloc", "PrologEpilogTimeout=60",
         "SlurmctldTimeout=30", "SlurmdTimeout=60", "MinJobAge=600", "KillWait=2",
         "GresTypes=gpu", f"Prolog={prolog}", f"Epilog={epilog}",
+        f"HealthCheckProgram={healthcheck}", "HealthCheckInterval=1", "HealthCheckNodeState=ANY",
         f"NodeName={NODE} NodeAddr=127.0.0.1 NodeHostname=localhost CPUs={cpus} "
         f"RealMemory=1000 Gres=gpu:{c.gpus} State=UNKNOWN",
         f"PartitionName=debug Nodes={NODE} Default=YES MaxTime=INFINITE State=UP",
@@ -208,6 +232,20 @@ def _slurm_conf(c: Cluster, prolog: Path, epilog: Path) -> str:
 def _wrapper(path: Path, script: Path, settings: Path) -> Path:
     """What slurm.conf names: the shipped script, its settings file named."""
     path.write_text(f"#!/bin/sh\nGPU_AUDIT_DEFAULTS={settings} exec /bin/bash {script}\n")
+    path.chmod(0o755)
+    return path
+
+
+def _health_wrapper(path: Path, script: Path, c: Cluster) -> Path:
+    """What slurm.conf names as HealthCheckProgram: the shipped script, its settings file
+    named, while the switch file exists (:meth:`Cluster.health_checks`), one at a time.
+    ``SLURM_CONF`` stands in for ``/etc/slurm/slurm.conf``, where a real node's scontrol finds
+    the cluster (slurmd gives a health check only ``SLURMD_NODENAME``)."""
+    lock, switch = c.root / "run" / "healthcheck.lock", c._health_switch
+    path.write_text("#!/bin/sh\n"
+                    f"exec 9>>{lock}\nflock 9\n[ -e {switch} ] || exit 0\n"
+                    f"SLURM_CONF={c.conf} GPU_AUDIT_DEFAULTS={c.settings} "
+                    f"exec /bin/bash {script}\n")
     path.chmod(0o755)
     return path
 
@@ -225,7 +263,8 @@ def start(root: Path, gpus: int, settings: Path) -> Cluster:
     c.hooks = install_hooks(root / "hooks")
     prolog = _wrapper(root / "etc" / "prolog", c.hooks["prolog"], settings)
     epilog = _wrapper(root / "etc" / "epilog", c.hooks["epilog"], settings)
-    c.conf.write_text(_slurm_conf(c, prolog, epilog))
+    healthcheck = _health_wrapper(root / "etc" / "healthcheck", c.hooks["healthcheck"], c)
+    c.conf.write_text(_slurm_conf(c, prolog, epilog, healthcheck))
     (root / "etc" / "gres.conf").write_text(
         f"AutoDetect=off\nName=gpu File={root / 'dev'}/nvidia[0-{gpus - 1}]\n")
     key = root / "munge" / "munge.key"
@@ -260,3 +299,13 @@ def wait_for(predicate, timeout: float, what: str) -> None:
         if time.monotonic() > deadline:
             raise RuntimeError(f"{what} did not appear within {timeout} s")
         time.sleep(0.1)
+
+
+def wait_for_or_not(predicate, timeout: float) -> bool:
+    """Wait up to ``timeout`` seconds for ``predicate``; whether it came true."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True

@@ -190,6 +190,106 @@ def test_gpus_vanished_from_nvml_drain(fresh):
     assert "exit 3" not in node.get("Reason", ""), (node, fresh.runs())
 
 
+def health_checks_done(node: Node) -> int:
+    """How many health checks gpu-audit has answered (the transcript's lines)."""
+    text = node.transcript.read_text() if node.transcript.exists() else ""
+    return sum(1 for line in text.splitlines() if line.startswith("check --slurm healthcheck "))
+
+
+def logged_soon(node: Node, *parts: str, timeout: float = 30) -> list[str]:
+    """The syslog lines, once one holds every part (or at the timeout)."""
+    slurm.wait_for_or_not(lambda: any(all(p in x for p in parts) for x in node.logged()),
+                          timeout)
+    return node.logged()
+
+
+def test_the_health_check_leaves_a_healthy_node_idle(fresh):
+    c = fresh.cluster
+    before = health_checks_done(fresh)
+    with c.health_checks():
+        # Two answers: the second started after the node was healthy and in service.
+        slurm.wait_for(lambda: health_checks_done(fresh) >= before + 2, 40,
+                       "two health checks by slurmd")
+    last = fresh.runs().rstrip().splitlines()[-1]
+    assert re.fullmatch(r"check --slurm healthcheck -> 0: gpu-audit: OK: healthcheck on \S+: "
+                        rf"no node problem \({GRES_GPUS} GPUs judged; .*", last), fresh.runs()
+    assert c.node()["State"] == "IDLE"
+    assert fresh.logged() == []
+
+
+def test_the_health_check_drains_for_gpus_vanished_from_nvml(fresh):
+    c = fresh.cluster
+    fresh.play(h100_node(GRES_GPUS // 2))  # gres says 8, NVML answers for 4
+    with c.health_checks():
+        node = drained(c)
+    assert node.get("Reason") == ("gpu-audit: gpu-missing on host: expected_gpus=8 nvml_gpus=4 "
+                                  "missing_gpus=4"), (node, fresh.runs())
+    assert any("healthcheck on gpuaudit-node" in x and "draining: gpu-audit: gpu-missing" in x
+               for x in fresh.logged())
+
+
+def test_the_health_check_handles_gpu_audit_not_runnable_as_configured(fresh):
+    c = fresh.cluster
+    fresh.configure(GPU_AUDIT="/opt/nowhere/bin/gpu-audit", GPU_AUDIT_ON_ERROR="log-only")
+    with c.health_checks():
+        logged = logged_soon(fresh, "healthcheck on gpuaudit-node", "log-only")
+    assert logged and all(x.startswith("<11>") and "healthcheck on gpuaudit-node, job none: "
+                          "gpu-audit did not run (exit 127), log-only: /opt/nowhere/bin/"
+                          "gpu-audit: not found" in x for x in logged), logged
+    assert "DRAIN" not in c.node()["State"]
+
+    fresh.configure(GPU_AUDIT="/opt/nowhere/bin/gpu-audit")  # the default: drain
+    with c.health_checks():
+        node = drained(c)
+    assert node.get("Reason", "").startswith(
+        "gpu-audit: healthcheck: gpu-audit did not run (exit 127): /opt/nowhere/bin/gpu-audit: "
+        "not found"), node
+
+
+def test_a_missing_spool_folder_is_no_verdict_handled_as_configured(fresh):
+    c = fresh.cluster
+    gone = fresh.root / "gone"
+    fresh.configure(GPU_AUDIT_SPOOL=str(gone / "spool"))  # GPU_AUDIT_ON_UNKNOWN=log-only
+    job = c.submit("--gres=gpu:1")
+    assert c.wait_job(job, {"COMPLETED", "FAILED"})["JobState"] == "COMPLETED"
+    said = (f"no verdict (exit 3), log-only: gpu-audit: spool folder {gone / 'spool'}: cannot "
+            f"create it: {gone} does not exist")
+    logged = logged_soon(fresh, f"epilog on gpuaudit-node, job {job}")
+    assert [x.split(": ", 1)[1] for x in logged] == [
+        f"prolog on gpuaudit-node, job {job}: {said}",
+        f"epilog on gpuaudit-node, job {job}: {said}"], logged
+    assert "DRAIN" not in c.node()["State"]
+
+    fresh.configure(GPU_AUDIT_SPOOL=str(gone / "spool"), GPU_AUDIT_ON_UNKNOWN="drain")
+    job = c.submit("--gres=gpu:1")
+    node = drained(c)
+    c.cancel(job)
+    assert node.get("Reason", "").startswith(
+        "gpu-audit: prolog gave no verdict (exit 3): gpu-audit: spool folder "), node
+
+
+def test_a_read_only_spool_is_no_verdict(fresh):
+    c = fresh.cluster
+    spool = fresh.root / "read-only-spool"
+    spool.mkdir(exist_ok=True)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k,mode=0700", "tmpfs",
+                              str(spool)], capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a read-only tmpfs (needs CAP_SYS_ADMIN): "
+                    f"{mounted.stderr.strip()}")
+    try:
+        fresh.configure(GPU_AUDIT_SPOOL=str(spool))
+        job = c.submit("--gres=gpu:1")
+        assert c.wait_job(job, {"COMPLETED", "FAILED"})["JobState"] == "COMPLETED"
+        logged = logged_soon(fresh, f"epilog on gpuaudit-node, job {job}")
+    finally:
+        subprocess.run(["umount", str(spool)], check=True)
+    assert any(f"prolog on gpuaudit-node, job {job}: no verdict (exit 3), log-only: gpu-audit: "
+               f"spool folder {spool}: cannot write prolog-{job}.json: Read-only file system"
+               in x for x in logged), logged
+    assert "DRAIN" not in c.node()["State"]
+
+
 def test_zz_the_cluster_stops_leaving_no_daemon(node):
     c = node.cluster
     c.stop()
