@@ -26,8 +26,9 @@ import msgspec
 from gpu_audit.cli.rules import RulesDocument
 from gpu_audit.diag.render import DiagDocument
 from gpu_audit.diff.render import DiffDocument
+from gpu_audit.explain.render import ExplainDocument
 from gpu_audit.fleet.document import FleetDocument
-from gpu_audit.model import Finding, Severity
+from gpu_audit.model import Finding
 from gpu_audit.report.check_document import CheckDocument
 from gpu_audit.report.jsonout import ScanDocument
 from gpu_audit.snapshot.render import SnapshotDocument
@@ -37,40 +38,6 @@ from gpu_audit.validate.state import RunState
 Object = dict[str, Any]
 
 
-
-
-class ExplainInput(msgspec.Struct):
-    source: str
-    bytes: int
-    lines: int
-    compression: str | None
-
-
-class ExplainLocation(msgspec.Struct):
-    source: str | None
-    line: int
-    end_line: int | None
-
-
-Incident = msgspec.defstruct("Incident", [
-    ("class", str), ("signature", str), ("title", str), ("severity", Severity),
-    ("role", str | None), ("diagnosis", str | None), ("count", int),
-    ("line_numbers", list[int]), ("locations", list[ExplainLocation]),
-    ("sources", list[str]), ("ranks", list[int]), ("excerpt", Any), ("numbers", Object),
-    ("explanation", str | None), ("remedy", str | None)], module=__name__)
-
-
-class ExplainDocument(msgspec.Struct):
-    schema: str
-    tool_version: str
-    generated_at: str
-    inputs: list[ExplainInput]
-    torch_version: str | None
-    fail_on: Severity
-    gpu_failure: bool
-    root_cause_class: str | None
-    scan_duration_s: float | None
-    incidents: list[Incident]  # type: ignore[valid-type]
 
 
 class ValidateDocument(msgspec.Struct):
