@@ -2,13 +2,13 @@
 
 Each ``gpu-audit.KIND/MAJOR`` id names one type (:data:`DOCUMENTS`), declared beside the code
 that builds the document (the scan's in ``report/jsonout.py``, the check's in
-``report/check_document.py``; diff's, diag's and snapshot's in their ``render.py``; the rules
-list's in ``cli/rules.py``) or here;
-``docs/schemas/KIND-MAJOR.schema.json`` is generated from it. Parts with a model of their own
+``report/check_document.py``; diff's, diag's, explain's and snapshot's in their ``render.py``;
+validate's in ``validate/report.py``, its plan's and run state's in ``validate/state.py``; the
+rules list's in ``cli/rules.py``); this module only collects them, and
+``docs/schemas/KIND-MAJOR.schema.json`` is generated from each. Parts with a model of their own
 (a scan, a finding, a stage outcome, a diag figure, validate's run state) are typed field by
-field; the rest name their keys and leave nested free-form objects (evidence, a validate
-variant's stages) as objects. A schema id only
-ever gains keys: consumers of ``/1`` keep working.
+field; nested free-form objects (evidence, a validate variant's stages, an incident's numbers)
+stay objects. A schema id only ever gains keys: consumers of ``/1`` keep working.
 
 ``python -m gpu_audit.schemas`` rewrites ``docs/schemas``; ``--check`` exits 1 when a committed
 file is out of date (the test suite runs it).
@@ -26,73 +26,13 @@ import msgspec
 from gpu_audit.cli.rules import RulesDocument
 from gpu_audit.diag.render import DiagDocument
 from gpu_audit.diff.render import DiffDocument
+from gpu_audit.explain.render import ExplainDocument
 from gpu_audit.fleet.document import FleetDocument
-from gpu_audit.model import Finding, Severity
 from gpu_audit.report.check_document import CheckDocument
 from gpu_audit.report.jsonout import ScanDocument
 from gpu_audit.snapshot.render import SnapshotDocument
-from gpu_audit.validate.plan import Plan
-from gpu_audit.validate.state import RunState
-
-Object = dict[str, Any]
-
-
-
-
-class ExplainInput(msgspec.Struct):
-    source: str
-    bytes: int
-    lines: int
-    compression: str | None
-
-
-class ExplainLocation(msgspec.Struct):
-    source: str | None
-    line: int
-    end_line: int | None
-
-
-Incident = msgspec.defstruct("Incident", [
-    ("class", str), ("signature", str), ("title", str), ("severity", Severity),
-    ("role", str | None), ("diagnosis", str | None), ("count", int),
-    ("line_numbers", list[int]), ("locations", list[ExplainLocation]),
-    ("sources", list[str]), ("ranks", list[int]), ("excerpt", Any), ("numbers", Object),
-    ("explanation", str | None), ("remedy", str | None)], module=__name__)
-
-
-class ExplainDocument(msgspec.Struct):
-    schema: str
-    tool_version: str
-    generated_at: str
-    inputs: list[ExplainInput]
-    torch_version: str | None
-    fail_on: Severity
-    gpu_failure: bool
-    root_cause_class: str | None
-    scan_duration_s: float | None
-    incidents: list[Incident]  # type: ignore[valid-type]
-
-
-class ValidateDocument(msgspec.Struct):
-    schema: str
-    tool_version: str
-    generated_at: str
-    run: Object
-    device: Object
-    torch: Object
-    workload: Any
-    plan: Object
-    variants: list[Object]
-    comparison: list[Object] | None
-    recommendation: Object | None
-    findings: list[Finding]
-    files: Object
-
-
-class PlanDocument(msgspec.Struct):
-    schema: str
-    plan: Plan
-
+from gpu_audit.validate.report import ValidateDocument
+from gpu_audit.validate.state import PlanDocument, RunState
 
 DOCUMENTS: dict[str, Any] = {
     "gpu-audit.scan/1": ScanDocument,

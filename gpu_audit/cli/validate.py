@@ -112,7 +112,14 @@ def validate(
     --resume RUN), 130 interrupted (state saved; --resume RUN continues).
     """
     given = dict(locals())
-    from gpu_audit.config import find_config_file, load_policy, read_validate_config
+    import os
+
+    from gpu_audit.config import (
+        find_config_file,
+        load_policy,
+        read_validate_config,
+        read_validate_environment,
+    )
     from gpu_audit.errors import UsageError
     from gpu_audit.serial import dumps
     from gpu_audit.validate import run_validation
@@ -136,6 +143,7 @@ def validate(
 
         policy = load_policy(path, search=False, known_ids=ignorable)
         from_file = read_validate_config(path) if path is not None else {}
+        from_file |= read_validate_environment(os.environ)  # the variables over the file
         options = ValidateOptions(**_merge(from_file, flags))
         plan = build_plan(options, policy)
 

@@ -3,8 +3,8 @@ range, unit, description, readers, variable, flag; ``docs/settings.md`` and the 
 ``gpu-audit.toml`` are generated from it by :mod:`.reference`). The typed policies are
 :mod:`.policy` and, for the keys only check reads, :mod:`.check_policy`; the files they are read
 from :mod:`.files`, and the layers that make the policy in force :mod:`.load`.
-``gpu-audit validate``'s own table is read in :mod:`.validate_config` (flag > file > default: no
-``GPU_AUDIT_<KEY>`` variables for it).
+``gpu-audit validate``'s own table is read in :mod:`.validate_config` (flag >
+``GPU_AUDIT_VALIDATE_<KEY>`` > file > default).
 
 Precedence: flag > ``GPU_AUDIT_<KEY>`` environment variable > file > default. Names are imported
 on first use, so a rule that needs only :class:`Policy` loads nothing else.
@@ -28,6 +28,7 @@ _EXPORTS = {
     "policy_keys": "gpu_audit.config.policy",
     "read_table": "gpu_audit.config.files",
     "read_validate_config": "gpu_audit.config.validate_config",
+    "read_validate_environment": "gpu_audit.config.validate_config",
     "unknown_key_error": "gpu_audit.config.files",
 }
 __all__ = sorted(_EXPORTS)

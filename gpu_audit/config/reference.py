@@ -40,9 +40,10 @@ _INTRO = {
            "for check alone (its `ignore` ids add to the top level's). `[check]` in "
            "`gpu-audit.toml`, or the top level of a file named by `check --policy`.",
     VALIDATE: "The plan of `gpu-audit validate`; its flags override these. `[validate]` in "
-              "`gpu-audit.toml`. No `GPU_AUDIT_<KEY>` variables: `GPU_AUDIT_STAGES` already "
-              "names check's stages, and several of these keys are tables or commands with no "
-              "one-line form.",
+              "`gpu-audit.toml`. The variables carry the table's name, `GPU_AUDIT_VALIDATE_<KEY>` "
+              "(`GPU_AUDIT_STAGES` already names check's stages), and lie between the file and "
+              "the flags; lists are comma-separated. The tables and the command have none: they "
+              "have no one-line form.",
 }
 
 

@@ -1,6 +1,6 @@
 """Every configuration key, declared once: its table, type, default, range or choices, unit,
-description, the commands that read it, and whether a ``GPU_AUDIT_<KEY>`` variable or a flag
-sets it.
+description, the commands that read it, and whether a ``GPU_AUDIT_<KEY>`` variable
+(``GPU_AUDIT_VALIDATE_<KEY>`` for validate's) or a flag sets it.
 
 Everything else is derived from these declarations: which keys each table accepts and how they
 are read and checked (:mod:`.files`, :mod:`.load`, :mod:`.policy`, :mod:`.validate_config`), the
@@ -78,16 +78,18 @@ class Setting:
         self.choices, self.format, self.flag = choices, format, flag
         self.option = option or key
         self.default_text = default_text
-        # validate's keys have no variables: GPU_AUDIT_STAGES already names check's stages, and
-        # several of validate's keys are tables or commands that have no one-line form.
-        self.env = table != VALIDATE if env is None else env
+        self.env = True if env is None else env
 
     def __repr__(self) -> str:
         return f"Setting({self.table!r}, {self.key!r})"
 
     @property
     def env_name(self) -> str | None:
-        return "GPU_AUDIT_" + self.key.upper() if self.env else None
+        if not self.env:
+            return None
+        # validate's keys carry the table's name: GPU_AUDIT_STAGES already names check's stages.
+        prefix = "GPU_AUDIT_VALIDATE_" if self.table == VALIDATE else "GPU_AUDIT_"
+        return prefix + self.key.upper()
 
     @property
     def shown_default(self) -> str:
@@ -123,6 +125,8 @@ def _check(key: str, type: type, default: Any, help: str, **more: Any) -> Settin
 
 
 def _validate(key: str, type: type, default: Any, help: str, **more: Any) -> Setting:
+    # Tables and the command have no one-line form: the file or the flags set them.
+    more.setdefault("env", type is not dict and key != "command")
     return Setting(VALIDATE, key, type, default, help, commands=("validate",), **more)
 
 

@@ -3,17 +3,20 @@
 :func:`read_validate_config` reads it from the configuration file and checks every value, with
 errors that name the file, line and key as the other tables' do. The result holds only the keys
 the file sets, under the names of :class:`gpu_audit.validate.plan.ValidateOptions`, whose fields
-take their defaults from :mod:`gpu_audit.config.schema`; ``gpu-audit validate`` lays its flags over
-it. ``GPU_AUDIT_<KEY>`` variables do not set these keys (the schema says why).
+take their defaults from :mod:`gpu_audit.config.schema`. :func:`read_validate_environment` reads
+the ``GPU_AUDIT_VALIDATE_<KEY>`` variables the schema names, which ``gpu-audit validate`` lays
+over the file, and its flags over both.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from gpu_audit.bounds import MAX_INT_DIGITS
 from gpu_audit.config.files import TableRef, convert, suggestion
+from gpu_audit.config.load import parse_env_value
 from gpu_audit.config.schema import VALIDATE, table
 
 VALIDATE_TABLE = ("validate",)  # [tool.gpu-audit.validate], or [validate] in gpu-audit.toml
@@ -38,6 +41,21 @@ def read_validate_config(path: Path) -> dict[str, Any]:
     if "checkpoint_every" in values:
         values["checkpoint_every"] = str(values["checkpoint_every"])
     values["config_dir"] = str(path.parent.resolve())
+    return values
+
+
+def read_validate_environment(environ: Mapping[str, str]) -> dict[str, Any]:
+    """The ``GPU_AUDIT_VALIDATE_<KEY>`` variables set in ``environ``, as option values in the
+    flags' own forms (``GPU_AUDIT_VALIDATE_MAX_SPLIT_SIZE_MB=none,128``); a value of the wrong
+    type is a :class:`~gpu_audit.errors.ConfigError` naming the variable."""
+    values: dict[str, Any] = {}
+    for key, declared in table(VALIDATE).items():
+        name = declared.env_name
+        if name is None or name not in environ:
+            continue
+        value = parse_env_value(name, key, environ[name], declared.type, declared.optional)
+        # The flag takes the percentage as text (it may end in '%').
+        values[declared.option] = str(value) if key == "checkpoint_every_pct" else value
     return values
 
 

@@ -1,4 +1,5 @@
-"""Explain results as a JSON document (``gpu-audit.explain/1``) and as terminal text.
+"""Explain results as a JSON document (``gpu-audit.explain/1``, built from
+:class:`ExplainDocument`) and as terminal text.
 
 Renderers only format: they never read logs. Log text is printed as plain ``Text`` (never as
 rich markup), so brackets in a log line such as ``[rank0]:`` cannot be taken for styles.
@@ -7,6 +8,8 @@ rich markup), so brackets in a log line such as ``[rank0]:`` cannot be taken for
 from __future__ import annotations
 
 from typing import Any
+
+import msgspec
 
 from gpu_audit.explain.api import SCHEMA, ExplainResult
 from gpu_audit.explain.classify import Incident, Location
@@ -27,45 +30,87 @@ _MAX_SHOWN_LOCATIONS = 6
 _TEXT_ONLY = {"hint", "detail"}  # already part of the explanation
 
 
-def incident_to_json(incident: Incident) -> dict[str, Any]:
-    return {
-        "class": incident.cls,
-        "signature": incident.signature,
-        "title": incident.title,
-        "severity": incident.severity.value,
-        "role": incident.role,
-        "diagnosis": incident.diagnosis,
-        "count": incident.count,
-        "line_numbers": list(incident.line_numbers),
-        "locations": [{"source": loc.source, "line": loc.line, "end_line": loc.end_line}
-                      for loc in incident.locations],
-        "sources": list(incident.sources),
-        "ranks": list(incident.ranks),
-        "excerpt": incident.excerpt,
-        "numbers": incident.numbers,
-        "explanation": incident.explanation,
-        "remedy": incident.remedy,
-    }
+class ExplainInput(msgspec.Struct):
+    source: str
+    bytes: int
+    lines: int
+    compression: str | None
+
+
+class ExplainLocation(msgspec.Struct):
+    source: str | None
+    line: int
+    end_line: int | None
+
+
+class ExplainIncident(msgspec.Struct):
+    cls: str = msgspec.field(name="class")
+    signature: str
+    title: str
+    severity: Severity
+    role: str | None
+    diagnosis: str | None
+    count: int
+    line_numbers: list[int]
+    locations: list[ExplainLocation]
+    sources: list[str]
+    ranks: list[int]
+    excerpt: Any
+    numbers: dict[str, Any]  # free-form: what each signature measured
+    explanation: str | None
+    remedy: str | None
+
+
+class ExplainDocument(msgspec.Struct):
+    schema: str
+    tool_version: str
+    generated_at: str
+    inputs: list[ExplainInput]
+    torch_version: str | None
+    fail_on: Severity
+    gpu_failure: bool
+    root_cause_class: str | None
+    scan_duration_s: float | None
+    incidents: list[ExplainIncident]
+
+
+def incident_document(incident: Incident) -> ExplainIncident:
+    return ExplainIncident(
+        cls=incident.cls,
+        signature=incident.signature,
+        title=incident.title,
+        severity=incident.severity,
+        role=incident.role,
+        diagnosis=incident.diagnosis,
+        count=incident.count,
+        line_numbers=list(incident.line_numbers),
+        locations=[ExplainLocation(source=loc.source, line=loc.line, end_line=loc.end_line)
+                   for loc in incident.locations],
+        sources=list(incident.sources),
+        ranks=list(incident.ranks),
+        excerpt=incident.excerpt,
+        numbers=incident.numbers,
+        explanation=incident.explanation,
+        remedy=incident.remedy,
+    )
 
 
 def to_document(result: ExplainResult, *, tool_version: str, generated_at: str,
-                fail_on: Severity = Severity.ERROR) -> dict[str, Any]:
+                fail_on: Severity = Severity.ERROR) -> ExplainDocument:
     root = next((i for i in result.incidents if i.role == "root-cause"), None)
-    return {
-        "schema": SCHEMA,
-        "tool_version": tool_version,
-        "generated_at": generated_at,
-        "inputs": [
-            {"source": s.source, "bytes": s.bytes, "lines": s.lines, "compression": s.compression}
-            for s in result.inputs
-        ],
-        "torch_version": result.torch_version,
-        "fail_on": fail_on.value,
-        "gpu_failure": any(i.severity >= fail_on for i in result.incidents),
-        "root_cause_class": root.cls if root else None,
-        "scan_duration_s": result.elapsed_s,
-        "incidents": [incident_to_json(i) for i in result.incidents],
-    }
+    return ExplainDocument(
+        schema=SCHEMA,
+        tool_version=tool_version,
+        generated_at=generated_at,
+        inputs=[ExplainInput(source=s.source, bytes=s.bytes, lines=s.lines,
+                             compression=s.compression) for s in result.inputs],
+        torch_version=result.torch_version,
+        fail_on=fail_on,
+        gpu_failure=any(i.severity >= fail_on for i in result.incidents),
+        root_cause_class=root.cls if root else None,
+        scan_duration_s=result.elapsed_s,
+        incidents=[incident_document(i) for i in result.incidents],
+    )
 
 
 def format_number(key: str, value: Any) -> str | None:

@@ -1,4 +1,5 @@
-"""The validation report: a JSON document (``gpu-audit.validate/1``), its markdown twin, plots.
+"""The validation report: a JSON document (``gpu-audit.validate/1``, built from
+:class:`ValidateDocument`), its markdown twin, plots.
 
 Renderers only: everything comes from the run folder's plan, state and cycle log. The plots are
 drawn by :mod:`gpu_audit.validate.plots`. An allocator sweep's comparison
@@ -10,78 +11,159 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from gpu_audit import __version__
 from gpu_audit.knowledge.allocator import CUDA_VAR, alloc_conf_export
+from gpu_audit.model import Finding
 from gpu_audit.redact import redact_settings
 from gpu_audit.report.escape import Markdown, md_code, md_document, md_prose, md_row, md_text
-from gpu_audit.serial import dumps, to_jsonable, write_atomic
+from gpu_audit.serial import dumps, extended, to_jsonable, write_atomic
 from gpu_audit.units import fmt_bytes, fmt_pct, fmt_seconds, plural, utc_now
 from gpu_audit.validate.findings import leg_gates_for_state, validate_findings
 from gpu_audit.validate.gates import plain_float, plain_int, summarize
 from gpu_audit.validate.plan import Plan, leg_key
 from gpu_audit.validate.plots import write_plots
-from gpu_audit.validate.state import RunDir, RunState, completed_cycles, cycles_reached
+from gpu_audit.validate.state import (
+    DeviceChoice,
+    RunDir,
+    RunState,
+    completed_cycles,
+    cycles_reached,
+)
 
 SCHEMA = "gpu-audit.validate/1"
 EXIT_MEANING = {0: "OK: every stage passed", 2: "CRITICAL: a stage failed",
                 3: "UNKNOWN: could not judge", 130: "interrupted: resume with --resume"}
 
 
+Object = dict[str, Any]
+
+
+class ValidateRun(msgspec.Struct):
+    id: str
+    dir: str
+    status: str
+    exit_code: int | None
+    started_at: str
+    finished_at: str | None
+    resumes: int
+    hostname: str | None
+
+
+# The device the run chose (as the state records it; name and memory as the worker found them).
+ValidateDevice = extended("ValidateDevice", DeviceChoice, [],
+                          [("emulated_memory_bytes", int | None)], module=__name__)
+
+
+class ValidateTorch(msgspec.Struct):
+    version: str | None
+    cuda: str | None
+
+
+class ValidateStagePlan(msgspec.Struct):
+    name: str
+    cycles: int
+    quantum: str
+
+
+class ValidateGateLimits(msgspec.Struct):
+    max_fragmentation_pct: float
+    max_swap_used_bytes: int
+
+
+class ValidateHang(msgspec.Struct):
+    factor: float
+    min_s: float
+    max_s: float
+    startup_s: float
+
+
+class ValidatePlanSummary(msgspec.Struct):
+    stages: list[ValidateStagePlan]
+    final_cycles: int
+    max_retries: int
+    checkpoint_every_pct: float
+    requires: list[str]
+    gates: ValidateGateLimits
+    hang: ValidateHang
+    notes: list[str]
+    warnings: list[str]
+
+
+class ValidateFiles(msgspec.Struct, omit_defaults=True):
+    cycles: str | None  # None when no cycle ran (the imports stage failed, say)
+    state: str
+    report_md: str
+    report_json: str
+    plots: list[str]
+    plots_note: str | None = None  # why there are no plots; absent when there are
+
+
+class ValidateDocument(msgspec.Struct):
+    schema: str
+    tool_version: str
+    generated_at: str
+    run: ValidateRun
+    device: ValidateDevice  # type: ignore[valid-type]
+    torch: ValidateTorch
+    workload: Any
+    plan: ValidatePlanSummary
+    variants: list[Object]  # free-form: each variant's allocator and stages
+    comparison: list[Object] | None
+    recommendation: Object | None
+    findings: list[Finding]
+    files: ValidateFiles
+
+
 def build_document(run: RunDir, plan: Plan, state: RunState,
                    records: dict[str, list[dict[str, Any]]], *,
-                   host_memory_bytes: int | None = None) -> dict[str, Any]:
+                   host_memory_bytes: int | None = None) -> ValidateDocument:
     findings = validate_findings(plan, state, records, host_memory_bytes=host_memory_bytes)
     variants = [_variant_doc(run, plan, state, records, variant) for variant in plan.variants]
     comparison, recommendation = (compare_variants(plan, variants, state)
                                   if len(plan.variants) > 1 else (None, None))
     first_ready = next((leg.ready for leg in state.legs.values() if leg.ready), {})
-    return {
-        "schema": SCHEMA,
-        "tool_version": __version__,
-        "generated_at": utc_now(),
-        "run": {
-            "id": state.run_id,
-            "dir": str(run.path),
-            "status": state.status,
-            "exit_code": state.exit_code,
-            "started_at": state.started_at,
-            "finished_at": state.finished_at,
-            "resumes": state.resumes,
-            "hostname": state.hostname,
-        },
-        "device": to_jsonable(state.device) | {
+    return ValidateDocument(
+        schema=SCHEMA,
+        tool_version=__version__,
+        generated_at=utc_now(),
+        run=ValidateRun(id=state.run_id, dir=str(run.path), status=state.status,
+                        exit_code=state.exit_code, started_at=state.started_at,
+                        finished_at=state.finished_at, resumes=state.resumes,
+                        hostname=state.hostname),
+        device=ValidateDevice(**(msgspec.structs.asdict(state.device) | {
             "name": first_ready.get("device_name") or state.device.name,
             "total_memory_bytes": first_ready.get("total_memory_bytes")
             or state.device.total_memory_bytes,
             "emulated_memory_bytes": plan.emulate_memory_bytes,
-        },
-        "torch": {"version": first_ready.get("torch_version") or plan.torch_version,
-                  "cuda": first_ready.get("torch_cuda")},
-        "workload": plan.workload,
-        "plan": {
-            "stages": [{"name": s.name, "cycles": s.cycles, "quantum": s.quantum}
-                       for s in plan.stages],
-            "final_cycles": plan.final_cycles,
-            "max_retries": plan.max_retries,
-            "checkpoint_every_pct": plan.checkpoint_every_pct,
-            "requires": plan.requires,
-            "gates": {"max_fragmentation_pct": plan.max_fragmentation_pct,
-                      "max_swap_used_bytes": plan.max_swap_used_bytes},
-            "hang": {"factor": plan.hang_factor, "min_s": plan.hang_min_s,
-                     "max_s": plan.hang_max_s, "startup_s": plan.startup_timeout_s},
-            "notes": plan.notes,
-            "warnings": plan.warnings,
-        },
-        "variants": variants,
-        "comparison": comparison,
-        "recommendation": recommendation,
-        "findings": to_jsonable(findings),
-        # No cycle ran (the imports stage failed, say): no log to point at.
-        "files": {"cycles": str(run.cycles_path) if run.cycles_path.exists() else None,
-                  "state": str(run.state_path),
-                  "report_md": str(run.path / "report.md"),
-                  "report_json": str(run.path / "report.json"), "plots": []},
-    }
+        })),
+        torch=ValidateTorch(version=first_ready.get("torch_version") or plan.torch_version,
+                            cuda=first_ready.get("torch_cuda")),
+        workload=plan.workload,
+        plan=ValidatePlanSummary(
+            stages=[ValidateStagePlan(name=s.name, cycles=s.cycles, quantum=s.quantum)
+                    for s in plan.stages],
+            final_cycles=plan.final_cycles,
+            max_retries=plan.max_retries,
+            checkpoint_every_pct=plan.checkpoint_every_pct,
+            requires=plan.requires,
+            gates=ValidateGateLimits(max_fragmentation_pct=plan.max_fragmentation_pct,
+                                     max_swap_used_bytes=plan.max_swap_used_bytes),
+            hang=ValidateHang(factor=plan.hang_factor, min_s=plan.hang_min_s,
+                              max_s=plan.hang_max_s, startup_s=plan.startup_timeout_s),
+            notes=plan.notes,
+            warnings=plan.warnings,
+        ),
+        variants=variants,
+        comparison=comparison,
+        recommendation=recommendation,
+        findings=findings,
+        files=ValidateFiles(
+            cycles=str(run.cycles_path) if run.cycles_path.exists() else None,
+            state=str(run.state_path), report_md=str(run.path / "report.md"),
+            report_json=str(run.path / "report.json"), plots=[]),
+    )
 
 
 def _variant_doc(run: RunDir, plan: Plan, state: RunState,
@@ -394,10 +476,8 @@ def write_report(run: RunDir, plan: Plan, state: RunState,
     if plots:
         cycles = {key: completed_cycles(legs) for key, legs in records.items()}
         paths, note = write_plots(cycles, run.path, plan)
-        doc["files"]["plots"] = paths
-        if note:
-            doc["files"]["plots_note"] = note
+        doc.files.plots, doc.files.plots_note = paths, note or None
     write_atomic(run.path / "report.json", dumps(doc) + "\n")
-    write_atomic(run.path / "report.md", render_markdown(doc))
-    return doc
-
+    plain = to_jsonable(doc)  # the markdown twin and the summary read what report.json holds
+    write_atomic(run.path / "report.md", render_markdown(plain))
+    return plain

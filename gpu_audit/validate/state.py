@@ -147,6 +147,13 @@ class RunState(msgspec.Struct):
     schema: str = STATE_SCHEMA
 
 
+class PlanDocument(msgspec.Struct):
+    """``plan.json``: the checked plan a run follows, read back on resume."""
+
+    schema: str
+    plan: Plan
+
+
 class RunDir:
     """Paths and file access for one run folder.
 
@@ -198,8 +205,8 @@ class RunDir:
             root.rmdir()
 
     def write_plan(self, plan: Plan) -> None:
-        self.folder.write_atomic("plan.json",
-                                 dumps({"schema": PLAN_SCHEMA, "plan": plan}) + "\n", mode=0o644)
+        self.folder.write_atomic("plan.json", dumps(PlanDocument(schema=PLAN_SCHEMA, plan=plan))
+                                 + "\n", mode=0o644)
 
     def read_plan(self) -> Plan:
         data = self._read_json("plan.json")

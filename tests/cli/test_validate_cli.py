@@ -64,6 +64,31 @@ def test_settings_come_from_pyproject(tmp_path: Path, cli_env: dict) -> None:
     assert flags_win.returncode == 0, flags_win.stderr
 
 
+def test_variables_set_validate_keys_between_the_file_and_the_flags(tmp_path: Path,
+                                                                   cli_env: dict) -> None:
+    (tmp_path / "gpu-audit.toml").write_text(f'[validate]\nworkload = "{TINY}:Counter"\n'
+                                             'cycles = 9\nrequire = ["phi>0.1"]\n')
+    env = cli_env | {"GPU_AUDIT_VALIDATE_CYCLES": "4", "GPU_AUDIT_VALIDATE_REQUIRE": "phi>0.9",
+                     "GPU_AUDIT_VALIDATE_DEVICE": "cpu", "GPU_AUDIT_VALIDATE_STAGES": "smoke"}
+    done = run_validate(["--config", str(tmp_path / "gpu-audit.toml"), "--out", str(tmp_path),
+                         "--run-id", "r", "--json", "--no-plots", "--cycles", "3"], env)
+    assert done.returncode == 2, done.stderr  # the variable's requirement, over the file's
+    doc = json.loads(done.stdout)
+    assert doc["plan"]["requires"] == ["phi>0.9"]
+    assert doc["plan"]["final_cycles"] == 3  # the flag over the variable
+    assert [s["name"] for s in doc["plan"]["stages"]] == ["smoke"]
+    assert doc["device"]["requested"] == "cpu"
+
+
+def test_a_bad_variable_exits_3_naming_it(tmp_path: Path, cli_env: dict) -> None:
+    done = run_validate(["--out", str(tmp_path)],
+                        cli_env | {"GPU_AUDIT_VALIDATE_MAX_RETRIES": "three"})
+    assert done.returncode == 3
+    assert "environment variable GPU_AUDIT_VALIDATE_MAX_RETRIES: key 'max_retries' must be an " \
+           "integer, got 'three'" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
 def test_a_typo_in_the_validate_table_names_file_line_and_key(tmp_path: Path,
                                                               cli_env: dict) -> None:
     (tmp_path / "gpu-audit.toml").write_text('[validate]\ndevice = "cpu"\nmax_retires = 2\n')

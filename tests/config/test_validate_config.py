@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gpu_audit.config import read_validate_config
+from gpu_audit.config import read_validate_config, read_validate_environment
 from gpu_audit.config.validate_config import VALIDATE_KEYS
 from gpu_audit.errors import ConfigError
 
@@ -74,3 +74,26 @@ def test_environment_variables_do_not_set_validate_keys(tmp_path: Path,
     values = read_validate_config(path)
     assert values["cycles"] == 40
     assert "device" not in values
+
+
+def test_variables_come_back_as_options_in_the_flags_forms() -> None:
+    environ = {"GPU_AUDIT_VALIDATE_CYCLES": "40", "GPU_AUDIT_VALIDATE_STAGES": "smoke,classical",
+               "GPU_AUDIT_VALIDATE_MAX_SPLIT_SIZE_MB": "none,128",
+               "GPU_AUDIT_VALIDATE_CHECKPOINT_EVERY_PCT": "5",
+               "GPU_AUDIT_VALIDATE_DISABLE_QUANTUM": "yes",
+               "GPU_AUDIT_VALIDATE_REQUIRE": "phi>0.3, mean(phi)>=0.5",
+               "GPU_AUDIT_VALIDATE_BATCH": "", "GPU_AUDIT_CYCLES": "7", "GPU_AUDIT_STAGES": "x"}
+    assert read_validate_environment(environ) == {
+        "cycles": 40, "stages": ["smoke", "classical"], "max_split_size_mb": "none,128",
+        "checkpoint_every": "5.0", "disable_quantum": True,
+        "requires": ["phi>0.3", "mean(phi)>=0.5"], "batch": None}
+
+
+@pytest.mark.parametrize(("name", "value", "message"), [
+    ("GPU_AUDIT_VALIDATE_CYCLES", "forty", "key 'cycles' must be an integer, got 'forty'"),
+    ("GPU_AUDIT_VALIDATE_HANG_FACTOR", "inf", "key 'hang_factor' must be a number"),
+    ("GPU_AUDIT_VALIDATE_QUANTUM_LITE", "maybe", "key 'quantum_lite' must be true or false"),
+])
+def test_a_bad_variable_is_named(name: str, value: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=f"environment variable {name}: {message}"):
+        read_validate_environment({name: value})
