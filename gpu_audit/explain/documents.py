@@ -88,6 +88,10 @@ _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                                r"[^\n]{0,80}?\bcudaMallocAsync\b"),
     ))
 _QUESTION_TITLE = re.compile(r"^\s*(?:how (?:to|do|can)|what is|why)\b", re.IGNORECASE)
+# A log's own first line (a timestamp, a bracketed prefix, a log level) is no thread's title.
+# ("[Bug]: ..." and "[Troubleshoot]: ..." are titles; "[I 12:00:01]" and "[  5.1]" are not.)
+_LOG_LINE = re.compile(r"^(?:\[[IWEF]?\s*\d|\d{2,4}[-/:. ]\d|[IWEF]\d{4} )|"
+                       r"\b(?:INFO|WARN(?:ING)?|DEBUG|TRACE)\b")
 
 
 @dataclass
@@ -125,7 +129,8 @@ def read_head(data: bytes, whole: bool) -> Head:
 def title_failure(head: Head) -> str | None:
     """The signature id of the failure a thread's title names, if its text says it happened."""
     title = head.title.lstrip("#").strip()
-    if not title or head.pull_request or _QUESTION_TITLE.match(title):
+    if (not title or head.pull_request or _QUESTION_TITLE.match(title)
+            or _LOG_LINE.search(title)):
         return None
     if not (head.own_run or head.fenced):
         return None

@@ -113,9 +113,13 @@ def test_a_title_names_the_failure_when_the_text_reports_it(name: str, cls: str)
     ("# Killed error", "I run it on a big image and I get the error killed.", "host-oom"),
     ("# torch.OutOfMemoryError on two 4090s", "```\n| GPU Name |\n```", "cuda-oom"),
     ("# BUG Report using backend:cudaMallocAsync", "I get a crash at start-up.", "alloc-conf"),
+    ("# [Troubleshoot]: torch.OutOfMemoryError on 4090s", "```\nnvidia-smi\n```", "cuda-oom"),
     ("# How to fix CUDA out of memory", "I get it every time.", None),  # a question
     ("# fix(nccl): retry on timeout", "This PR adds a retry.", None),  # a pull request
     ("# NCCL timeout", "Some background on collectives.", None),  # nothing says it happened
+    # a log's own first line, not a title, though a block follows
+    ("[I 12:00:01] NCCL INFO comm 0x1 timeout 1800s", "```\nstep 1\n```", None),
+    ("2024-05-01 10:00:01 NCCL all-reduce timing out?", "```\nstep 1\n```", None),
 ])
 def test_title_failures(title: str, body: str, expected: str | None) -> None:
     head = read_head(f"{title}\n\n{body}\n".encode(), whole=True)
