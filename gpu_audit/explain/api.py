@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpu_audit.explain.classify import Classifier, Incident
+from gpu_audit.explain.documents import HEAD_BYTES
 from gpu_audit.explain.scanner import BLOCK_SIZE, BlockScanner
 from gpu_audit.units import installed_torch_version
 
@@ -70,9 +71,16 @@ def consume(classifier: Classifier, name: str, chunks: Iterable[bytes],
              index: int | None = None) -> InputStats:
     index = classifier.add_source(name) if index is None else index
     scanner = BlockScanner()
+    head = b""
     for chunk in chunks:
+        if len(head) < HEAD_BYTES:
+            head += chunk[:HEAD_BYTES - len(head)]
+            if len(head) >= HEAD_BYTES:
+                classifier.note_head(index, head, whole=False)
         for candidate in scanner.feed(chunk):
             classifier.feed(index, candidate)
+    if len(head) < HEAD_BYTES:  # a source shorter than the head
+        classifier.note_head(index, head, whole=True)
     for candidate in scanner.finish():
         classifier.feed(index, candidate)
     return InputStats(name, scanner.bytes, scanner.line_count)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpu_audit.bounds import MAX_PROCESSES
+from gpu_audit.explain.documents import OWN_RUN, Head, read_head, title_failure
 from gpu_audit.explain.joining import join
 from gpu_audit.explain.mentions import (
     EXPLAINER_MIN_CUES,
@@ -29,7 +30,7 @@ from gpu_audit.explain.mentions import (
     is_mention,
 )
 from gpu_audit.explain.scanner import Candidate
-from gpu_audit.explain.signatures import SIGNATURES, AdviceContext, Signature
+from gpu_audit.explain.signatures import SIGNATURE_BY_ID, SIGNATURES, AdviceContext, Signature
 from gpu_audit.model import Severity
 from gpu_audit.redact import redact_text
 
@@ -42,6 +43,7 @@ MAX_KEYED = 256
 EXCERPT_CHARS = 300
 MAX_FACT_ITEMS = MAX_PROCESSES  # rows of a listed fact (nvidia-smi's process table) kept
 _RECENT_PER_CLASS = 16
+_WORDS_MEMO = 4096  # context lines whose explainer and first-person words are remembered
 
 # Rank prefixes written by torchrun/torchelastic, PyTorch's own logging and vLLM workers.
 _RANK = re.compile(
@@ -168,11 +170,23 @@ class Classifier:
         self._catalogues: set[int] = set()  # sources that are error catalogues, not logs
         self._cues: dict[int, set[str]] = {}  # per source: the explainer phrases seen
         self._cue_lines: dict[int, int] = {}  # per source: the last line read for them
+        self._own_run: set[int] = set()  # sources whose text says the writer met a failure
+        self._heads: dict[int, Head] = {}  # per source: what its first lines say
+        self._words: dict[str, tuple[frozenset[str], bool]] = {}  # see _line_words
         self.sources: list[str] = []
 
     def add_source(self, name: str) -> int:
         self.sources.append(name)
         return len(self.sources) - 1
+
+    def note_head(self, source_index: int, data: bytes, whole: bool) -> None:
+        """Read a source's first bytes (``whole``: all of it): its title, whether it is a pull
+        request, and the explainer phrases and first-person words there."""
+        head = read_head(data, whole)
+        self._heads[source_index] = head
+        self._cues.setdefault(source_index, set()).update(explainer_cues(head.lines))
+        if head.own_run:
+            self._own_run.add(source_index)
 
     def feed(self, source_index: int, candidate: Candidate) -> None:
         read_to = self._read_to.get(source_index, 0)
@@ -232,12 +246,34 @@ class Classifier:
         lines = [(candidate.line - back, text) for back, text in candidate.before]
         lines += [(candidate.line, candidate.text)]
         lines += [(candidate.line + ahead, text) for ahead, text in candidate.after]
-        fresh = [text for number, text in lines if number > done]
         self._cue_lines[source_index] = max(done, candidate.line + len(candidate.after))
-        cues |= explainer_cues(fresh)
+        for number, text in lines:
+            if number <= done:
+                continue
+            found, own = self._line_words(text)
+            cues |= found
+            if own:
+                self._own_run.add(source_index)
+
+    def _line_words(self, text: str) -> tuple[frozenset[str], bool]:
+        """(the explainer phrases, whether the writer says they met a failure) in one line;
+        remembered, because a log repeats its lines (a flood of one message costs one read)."""
+        known = self._words.get(text)
+        if known is None:
+            if len(self._words) >= _WORDS_MEMO:
+                self._words.clear()
+            known = (frozenset(explainer_cues([text])), bool(OWN_RUN.search(text)))
+            self._words[text] = known
+        return known
 
     def _explainers(self) -> set[int]:
-        return {i for i, cues in self._cues.items() if len(cues) >= EXPLAINER_MIN_CUES}
+        """Sources that quote failures: pull requests, and texts with explainer phrases of
+        several kinds, or of one kind where nothing says the writer met the failure."""
+        quoting = {i for i, head in self._heads.items() if head.pull_request}
+        for i, cues in self._cues.items():
+            if len(cues) >= EXPLAINER_MIN_CUES or (cues and i not in self._own_run):
+                quoting.add(i)
+        return quoting
 
     def _note_facts(self, numbers: dict[str, Any]) -> None:
         """Keep what a fact line states; lists (processes a table names) accumulate, bounded,
@@ -325,9 +361,40 @@ class Classifier:
         built = [self._build(group, group.source_indexes <= explainers)
                  for group in self._groups.values()
                  if not group.source_indexes <= self._catalogues]
+        built = _library_faults_under_xids(built)
+        built += self._titles(built, explainers)
         built.sort(key=lambda item: (item[0].severity < Severity.ERROR, item[0].tier, item[1]))
         incidents = [incident for incident, _order in built]
         return _with_roles(incidents)
+
+    def _titles(self, built: list[tuple[Incident, tuple[int, int]]], explainers: set[int]
+                ) -> list[tuple[Incident, tuple[int, int]]]:
+        """A failure named only in a thread's title, for each source where nothing else was
+        found and the text says the failure happened to its writer."""
+        failing = {name for incident, _ in built if incident.is_failure
+                   for name in incident.sources}
+        out = []
+        for index, head in sorted(self._heads.items()):
+            name = self.sources[index]
+            if name in failing or index in explainers or index in self._catalogues:
+                continue
+            sig_id = title_failure(head)
+            if sig_id is None:
+                continue
+            sig = SIGNATURE_BY_ID[sig_id]
+            advice = sig.advise({"_count": 1}, self._ctx)
+            incident = Incident(
+                cls=sig.cls, signature=sig.id, title=f"Named in the title: {advice.title}",
+                severity=max(advice.severity, Severity.ERROR, key=lambda s: s.rank), role="",
+                explanation="The text's title names this failure and the text says it "
+                "happened, but no message of it is in the text (cut, or only described): "
+                + advice.explanation,
+                remedy=advice.remedy, line_numbers=[head.title_line],
+                excerpt=redact_text(head.title[:EXCERPT_CHARS]), numbers={}, count=1,
+                diagnosis=advice.diagnosis, locations=[Location(name, head.title_line)],
+                sources=[name], tier=advice.tier + 3.0)
+            out.append((incident, (index, head.title_line)))
+        return out
 
     def _build(self, group: _Group, quoted: bool = False) -> tuple[Incident, tuple[int, int]]:
         occ = group.primary
@@ -375,6 +442,30 @@ class Classifier:
 
 
 _MORE = object()  # the key value of the incident that counts the values past MAX_KEYED
+_LIBRARY_CLASS = "cublas-failure"
+
+
+def _library_faults_under_xids(built: list[tuple[Incident, tuple[int, int]]]
+                               ) -> list[tuple[Incident, tuple[int, int]]]:
+    """A cuDNN or cuBLAS failure in a log whose kernel messages record Xid events: the driver's
+    record of the GPU fault is the cause, and the library's status how it reached the program.
+    Such an Xid (even one that alone is a warning, like 13, 31 or 43) becomes the root cause."""
+    library = [incident for incident, _ in built
+               if incident.cls == _LIBRARY_CLASS and incident.is_failure]
+    if not library:
+        return built
+    sources = {name for incident in library for name in incident.sources}
+    tier = min(incident.tier for incident in library)
+    out = []
+    for incident, order in built:
+        if (incident.signature == "gpu-hardware/xid" and not incident.is_failure
+                and incident.severity >= Severity.WARNING and sources & set(incident.sources)):
+            incident = replace(
+                incident, severity=Severity.ERROR, tier=min(incident.tier, tier - 0.1),
+                explanation=incident.explanation + " The same log's cuDNN/cuBLAS failure is "
+                "how this GPU fault reached the program; check the GPU before the library.")
+        out.append((incident, order))
+    return out
 
 
 def _group_key(sig: Signature, numbers: dict[str, Any]) -> tuple[Any, ...]:

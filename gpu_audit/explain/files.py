@@ -18,6 +18,7 @@ from gpu_audit.explain.api import (
     resolve_torch,
 )
 from gpu_audit.explain.classify import Classifier
+from gpu_audit.explain.documents import HEAD_BYTES
 from gpu_audit.explain.sources import STDIN, label, open_log, read_chunks
 
 
@@ -57,6 +58,8 @@ def _consume_parallel(classifier: Classifier, name: str, workers: int) -> InputS
     from gpu_audit.explain.parallel import ParallelScan
 
     index = classifier.add_source(name)
+    with open(name, "rb") as handle:  # a plain file, far longer than its head
+        classifier.note_head(index, handle.read(HEAD_BYTES), whole=False)
     scan = ParallelScan(name, workers)
     try:
         for candidate in scan:

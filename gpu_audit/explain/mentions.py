@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import re
 
+from gpu_audit.explain.documents import in_diff
 from gpu_audit.explain.scanner import Candidate
 from gpu_audit.explain.signatures import SIGNATURES
 
@@ -50,7 +51,8 @@ _REPORTED_BEFORE = re.compile(
 # Phrases that announce a message as an example or a possibility, not as what happened.
 HYPOTHETICAL = re.compile(
     r"\byou(?:'ll| will| may| might| would| could| can)(?: also)? (?:see|get|encounter|hit|"
-    r"notice|observe)\b|\b(?:fails?|failing|crash(?:es)?|errors? out) with either\b|"
+    r"notice|observe|find)\b|\bsomething like (?:this|the following)\b|"
+    r"\b(?:fails?|failing|crash(?:es)?|errors? out) with either\b|"
     r"\bwith either\b|\b(?:for example|for instance|e\.g\.|such as)[,:]?\s*$|"
     r"\b(?:looks|look) like this:?\s*$|可能(?:有|会|出现|报)|場合があります",
     re.IGNORECASE)
@@ -61,6 +63,18 @@ _CATALOGUE = re.compile(
     r"(?:^|[\s{,\"'])[\"']?(?:regex|pattern|signature|error_regex|match_regex)[\"']?\s*[:=]",
     re.IGNORECASE)
 _LINES_ABOVE = 3
+# A message with placeholders for its numbers ("Tried to allocate XXX MiB", "<size> GiB") is a
+# template someone wrote, not a line a program printed.
+_PLACEHOLDER = re.compile(
+    r"(?:\bX{2,}|\b[XN](?:\.X+)|<[A-Za-z_ ]{1,20}>|\{[A-Za-z_]{1,20}\}) ?[KMG]i?B\b|"
+    r"\bGPU X{1,3}\b")
+# "catch `X`", "the handler for `X`", "raise `X` when ...": a sentence about code names the
+# error it handles; it did not happen to the writer.
+_CODE_VERB = re.compile(
+    r"\b(?:catch(?:es|ing)?|handl(?:e|es|ed|ing|er)|rais(?:e|es|ing)|throw(?:s|ing)?|except|"
+    r"return(?:s|ing)?|wrap(?:s|ping)?|import(?:s|ing)?|rename[sd]?|renaming|pars(?:e|es|ing)|"
+    r"map(?:s|ping)?|convert(?:s|ing)?|translat(?:e|es|ing))\b[^.`!?]{0,40}$",
+    re.IGNORECASE)
 
 
 def is_mention(candidate: Candidate, text: str, match: re.Match[str]) -> bool:
@@ -69,9 +83,15 @@ def is_mention(candidate: Candidate, text: str, match: re.Match[str]) -> bool:
                    if span.start() <= match.start() and match.end() <= span.end()), None)
     if quoted is not None:
         rest = text[quoted.end():].split("`", 1)[0]
-        if (_WORDS_AFTER.search(rest) and not _OWN_REPORT.match(rest)
-                and not _reported(text[:quoted.start()])):
+        before = text[:quoted.start()]
+        if not _reported(before) and (
+                (_WORDS_AFTER.search(rest) and not _OWN_REPORT.match(rest))
+                or _CODE_VERB.search(before)):
             return True
+    if _PLACEHOLDER.search(text, match.start()):
+        return True
+    if in_diff([line for _, line in candidate.before], text):
+        return True
     if HYPOTHETICAL.search(text[:match.start()]) or _TABLE_ROW.match(text):
         return True
     if _in_string_literal(candidate, text, match):
@@ -115,12 +135,16 @@ _EXPLAINER_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (key, re.compile(pattern, re.IGNORECASE)) for key, pattern in (
         ("this-article", r"\bin this (?:post|article|tutorial|guide|blog|write-?up|video)\b|"
                          r"\bthis (?:post|article|tutorial|guide) (?:explains|covers|shows)\b|"
+                         r"\b(?:this|the first) (?:blog )?post (?:is )?about\b|"
+                         r"\btroubleshooting guide\b|^(?:quick answer|tl;?dr)\b|一文|"
                          r"本文|这篇文章|本篇|この記事|本記事|이 글|이번 글|в этой статье|"
                          r"in diesem (?:artikel|beitrag)|en este art[ií]culo|dans cet article|"
                          r"neste artigo"),
         ("error-means", r"\b(?:this|the|that) (?:error|message|exception) (?:usually |typically |"
                         r"simply |generally )?(?:means|occurs|happens|indicates|appears|is caused|"
                         r"is thrown|is raised|tells you)\b|^this (?:happens|occurs) when\b|"
+                        r"\b(?:occurs|happens|is raised|is thrown) when (?:your|the|a|you)\b|"
+                        r"を意味(?:する|します)|"
                         r"这个错误(?:的意思|表示|是指|通常)|"
                         r"このエラーは|이 오류는|эта ошибка (?:означает|возникает)|"
                         r"dieser fehler (?:bedeutet|tritt)|este error (?:significa|ocurre|aparece)|"
@@ -130,7 +154,8 @@ _EXPLAINER_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                           r"\b|\bthe dreaded\b|\bmust be familiar with\b|"
                           r"\bif you(?:'ve| have)? ever (?:seen|encountered|trained|run)\b|"
                           r"\b(?:a |one of the most )?common (?:error|problem|issue)s?\b|"
-                          r"经常(?:会)?(?:遇到|出现|碰到)|常见(?:的)?(?:错误|问题|报错)|よくある|"
+                          r"(?:经常|容易|常常|常会)(?:会)?(?:遇到|出现|碰到)|常见(?:的)?(?:错误|问题|报错)|よくある|"
+                          r"よく遭遇|\bcommon symptoms\b|"
                           r"자주 (?:발생|보는)|часто (?:встречается|возникает)|"
                           r"h[äa]ufig(?:er)? fehler|error (?:muy )?com[uú]n|"
                           r"erreur (?:tr[eè]s )?courante"),
@@ -140,13 +165,23 @@ _EXPLAINER_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                 r"발생 원인|причин[аы]"),
         ("how-to-fix", r"\b(?:how to (?:fix|solve|resolve|avoid|handle|debug)|here(?:'s| is) how "
                        r"(?:to|you)|ways to (?:fix|solve|avoid|reduce)|(?:common|typical|possible) "
-                       r"(?:causes|reasons|fixes|solutions)|(?:solution|fix|step|method) [1-9]\b|"
+                       r"(?:causes|reasons|fixes|solutions)|(?:solution|fix|method|workaround) "
+                       r"#?[1-9]\b|^#+\s*step [1-9]\b|"
                        r"let's (?:look|see|fix|dive|walk|break))|解决(?:方法|方案|办法)[:：]?$|"
                        r"解决方法如下|原因(?:分析|及解决)|解決(?:方法|策)|対処法|해결 방법|"
                        r"способы решения|решение проблемы|l[öo]sung(?:en)?:|soluci[oó]n(?:es)?:|"
-                       r"solutions? ?:|solu[cç][aã]o:"),
+                       r"solutions? ?:|solu[cç][aã]o:|"
+                       # a numbered remedy, or a heading that offers one
+                       r"^(?:\W{0,3}\d+[.)、]\s*)(?:reduce|lower|use|enable|set|increase|clear|"
+                       r"free|check|add|upgrade|downgrade|restart|try|make sure|disable|limit)\b|"
+                       r"^#{1,4}\s*(?:fix|solution|workaround)s?\b|(?<![求问])解决(?:方法|方案|办法)"
+                       r"|^fix:"),
     ))
 EXPLAINER_MIN_CUES = 2
+# The reporter's question without its question mark: "how to fix this".
+_ASKED = re.compile(r"^(?:so |but |pls |please )?how (?:to|do i|can i|could i|should i) "
+                    r"(?:fix|solve|resolve|avoid|handle|debug) (?:this|it|that)\b.{0,20}$",
+                    re.IGNORECASE)
 
 
 def explainer_cues(lines: list[str]) -> set[str]:
@@ -154,7 +189,7 @@ def explainer_cues(lines: list[str]) -> set[str]:
     found = set()
     for line in lines:
         stripped = line.strip()
-        if not stripped or stripped.endswith(("?", "？")):
+        if not stripped or stripped.endswith(("?", "？")) or _ASKED.match(stripped):
             continue  # a question is the reporter's: "how to fix this?"
         found.update(key for key, pattern in _EXPLAINER_CUES if pattern.search(stripped))
     return found

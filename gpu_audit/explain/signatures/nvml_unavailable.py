@@ -85,9 +85,14 @@ _MISMATCH_ONLY = {"nvml-unavailable/nvrm-api-mismatch", "nvml-unavailable/librar
            # the CUDA toolkit's stub library loaded instead of the driver's: its own warning, and
            # the tools' words for it
            r"(?P<stub>NVIDIA Display Driver\. By default it's installed in|libnvidia-ml\.so in "
-           r"GDK package is a stub|libnvidia-ml(?:\.so)? library at wrong path)",
+           r"GDK package is a stub|libnvidia-ml(?:\.so)? library at wrong path)|"
+           # Windows: the DLL's name, and pynvml's own line that reports it missing (a
+           # traceback cut before the exception names only the constant it checks)
+           r"(?P<windows>nvml\.dll)\b[^\n]{0,80}?(?:not found|could not be found|cannot be "
+           r"found|not be loaded)|"
+           r"(?:\w*[Cc]heck_?[Rr]eturn|raise NVMLError)\(NVML_ERROR_LIBRARY_NOT_FOUND\)",
            ("libnvidia-ml", "NVML library", "NVML shared library", "NVML is not", "NVML not",
-            "NVIDIA Display Driver"),
+            "NVIDIA Display Driver", "nvml.dll", "NVML_ERROR_LIBRARY_NOT_FOUND"),
            "The NVML library (libnvidia-ml.so.1) cannot be loaded", tier=0.0,
            example="OSError: libnvidia-ml.so.1: cannot open shared object file: No such file or "
            "directory")

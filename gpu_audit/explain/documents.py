@@ -1,0 +1,143 @@
+"""What kind of text a source is, read from its first lines and the lines around its matches.
+
+A log, or a bug report that pastes one, reports failures. Other texts only quote them:
+
+- a *pull request*, patch or diff: diff markers (``diff --git``, a ``@@ -1,2 +1,3 @@`` hunk, a
+  fenced ``diff`` block), a commit title (``fix(nvml): ...``), review trailers (``Test Plan:``,
+  ``Signed-off-by:``), or, in its first lines, a sentence saying what the change does ("This
+  PR adds ...", "This patch handles ...");
+- an *explainer* (documentation, a blog post, an answer): phrases that explain an error rather
+  than report it (:mod:`.mentions`); one kind of phrase is enough when nothing in the text says
+  the writer met the failure themselves ("I get", "my training", a bug template's headings).
+
+A thread whose messages are missing can still name its failure in its *title* (the first line:
+"GPU has fallen off the bus", "NCCL allreduce is timing out"); that counts as the failure when
+the rest of the text says it happened to the writer (the same first-person words, a bug
+template, a pasted block) and nothing else in the text was found.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+HEAD_BYTES = 4096  # the first bytes of a source kept to read its title and its kind
+HEAD_LINES = 30
+
+_CHANGE_VERBS = (
+    r"adds|fixes|handles|implements|introduces|improves|updates|removes|refactors|makes|moves|"
+    r"allows|enables|supports|documents|changes|replaces|bumps|ensures|prevents|avoids|catches|"
+    r"skips|extends|reworks|teaches|exposes|cleans|renames|detects|parses|reports|switches|"
+    r"deprecates|raises|wraps|splits|reduces|lets|uses")
+# Markers of a pull request, a patch or a commit anywhere in its first lines.
+_PULL_REQUEST_HEAD = re.compile(
+    r"^(?:diff --git |@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@|(?:Test Plan|Differential Revision|"
+    r"Pull Request resolved|Reviewed[- ]By|Signed-off-by|Co-authored-by):)|"
+    rf"\b[Tt]his (?:PR|pull request|patch|change(?:set)?|commit|MR|merge request|diff) "
+    rf"(?:also |now |simply |just )?(?:{_CHANGE_VERBS})\b",
+    re.MULTILINE)
+# A conventional commit title ("fix(nvidia/xid): ...", "docs: ...") as a source's first line.
+_COMMIT_TITLE = re.compile(
+    r"^(?:#+\s*)?(?:feat|fix|docs?|chore|refactor|perf|test|tests|ci|build|style|revert)"
+    r"(?:\([^)\n]{1,60}\))?!?: \S")
+# Where a diff starts, in the lines above a match: its lines quote code, they did not run.
+DIFF_START = re.compile(r"^(?:`{3,}\s*(?:diff|patch)\s*$|diff --git |@@ -\d+(?:,\d+)? \+\d+)")
+_DIFF_LINE = re.compile(r"^[+-](?![+-])")
+
+# The writer met the failure: first-person reports, a bug template's headings, a pasted block.
+OWN_RUN = re.compile(
+    r"\bI(?:'m| am|'ve| have| had| was| keep| always| still| also| just| then)?"
+    r"(?: (?:been|now|often|sometimes|randomly|constantly|consistently))? (?:get|gets|got|"
+    r"getting|see|saw|seeing|hit|hitting|encounter(?:ed|ing)?|ran|run|running|tried|trying|"
+    r"receive[ds]?|receiving|fac(?:e|ed|ing)|train(?:ed|ing)?|launch(?:ed|ing)?|start(?:ed|ing)?|"
+    r"install(?:ed|ing)?|use[ds]?|using|noticed?)\b|"
+    r"\bwe(?:'re| are| have| keep)? (?:got|getting|hit|saw|are seeing|encountered|ran into|"
+    r"keep getting|noticed)\b|"
+    r"\b(?:my|our) (?:job|run|training|model|code|script|gpus?|container|pod|process|program|"
+    r"machine|server|node|cluster|system|setup|dataset|laptop|workstation|card)s?\b|"
+    r"^#*\s*(?:describe the bug|to reproduce|steps to reproduce|expected behaviou?r|"
+    r"environment|system info|bug incidence|reproduction|what happened)\b|"
+    r"\bany (?:ideas?|help|suggestions?|hints?)\b|\bplease help\b|\bhelp me\b|"
+    r"\bthe (?:training|job|run|script|process|program|server|container|pod) (?:stops|stopped|"
+    r"crash(?:es|ed)|fails|failed|dies|died|hangs|hung|was killed|gets killed|got killed)\b|"
+    r"^(?:so |but |pls |please )?how (?:to|do i|can i|could i|should i) (?:fix|solve|resolve|"
+    r"avoid|handle|debug) (?:this|it|that)\b[^\n]{0,20}$|"
+    # a traceback frame in a file at an absolute path: a program that ran on someone's machine
+    r"^\s*File \"(?:/|[A-Za-z]:\\)[^\"\n]+\", line \d+|"
+    r"(?:environment|环境)\s*[:：]|我(?:的|在|用|运行|训练|遇到|跑)|私の|実行すると|"
+    r"제가|저의",
+    re.IGNORECASE | re.MULTILINE)
+
+# A failure named in a thread's title, by class: the signature whose advice it gets.
+_TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (sig_id, re.compile(pattern, re.IGNORECASE)) for sig_id, pattern in (
+        ("gpu-hardware/fallen-off-bus", r"\bfall(?:s|en|ing)? off (?:of )?the bus\b|"
+                                        r"\bGPU is lost\b"),
+        ("nccl/watchdog-timeout", r"\bNCCL\b[^\n]{0,80}?\b(?:tim(?:ed|es|ing) ?out|timeouts?|"
+                                  r"hangs?|hanging|stuck)\b|\bWorkNCCL\([^\n]*\bTimeout\b"),
+        ("cuda-oom/caching-allocator", r"\b(?:CUDA|GPU|VRAM)\b[^\n]{0,60}?\b(?:out of memory|"
+                                       r"OOM)\b|\b(?:OOM|out of memory)\b[^\n]{0,60}?\b(?:CUDA|"
+                                       r"GPU|VRAM)\b|\bOutOfMemoryError\b|"
+                                       r"\bCUDA_ERROR_OUT_OF_MEMORY\b"),
+        ("host-oom/kernel-oom-killer", r"\boom[- ]?kill(?:er|ed)\b"),
+        ("host-oom/shell-killed", r"^\W*killed\W*(?:error\W*)?$"),
+        ("nvml-unavailable/init-failed", r"\bFailed to initiali[sz]e NVML\b|\bNVML\b[^\n]{0,40}?"
+                                         r"\b(?:not found|LibraryNotFound)\b"),
+        ("alloc-conf/backend", r"\bcudaMallocAsync\b[^\n]{0,80}?\b(?:bug|error|fail\w*|crash\w*|"
+                               r"broken|not work\w*)\b|\b(?:bug|error|fail\w*|crash\w*)\b"
+                               r"[^\n]{0,80}?\bcudaMallocAsync\b"),
+    ))
+_QUESTION_TITLE = re.compile(r"^\s*(?:how (?:to|do|can)|what is|why)\b", re.IGNORECASE)
+# A log's own first line (a timestamp, a bracketed prefix, a log level) is no thread's title.
+# ("[Bug]: ..." and "[Troubleshoot]: ..." are titles; "[I 12:00:01]" and "[  5.1]" are not.)
+_LOG_LINE = re.compile(r"^(?:\[[IWEF]?\s*\d|\d{2,4}[-/:. ]\d|[IWEF]\d{4} )|"
+                       r"\b(?:INFO|WARN(?:ING)?|DEBUG|TRACE)\b")
+
+
+@dataclass
+class Head:
+    """What a source's first lines say about it."""
+
+    title: str = ""
+    title_line: int = 0
+    pull_request: bool = False
+    own_run: bool = False
+    fenced: bool = False  # a pasted block (``` or a table) below the title
+    lines: list[str] = field(default_factory=list)
+
+
+def read_head(data: bytes, whole: bool) -> Head:
+    """The title, kind and evidence of a source from its first :data:`HEAD_BYTES` bytes
+    (``whole``: the source ends there)."""
+    text = data[:HEAD_BYTES].decode("utf-8", errors="replace")
+    lines = text.splitlines()[:HEAD_LINES]
+    if not whole and lines:
+        lines = lines[:-1]  # the last one may be cut
+    head = Head(lines=lines)
+    numbered = [(n, line.strip()) for n, line in enumerate(lines, 1) if line.strip()]
+    if not numbered:
+        return head
+    head.title_line, head.title = numbered[0]
+    body = "\n".join(line for _, line in numbered[1:])
+    head.pull_request = bool(_COMMIT_TITLE.match(head.title)
+                             or _PULL_REQUEST_HEAD.search("\n".join(lines)))
+    head.own_run = bool(OWN_RUN.search(body))
+    head.fenced = "```" in body or bool(re.search(r"^\s*[|+][-=+|]{8,}", body, re.MULTILINE))
+    return head
+
+
+def title_failure(head: Head) -> str | None:
+    """The signature id of the failure a thread's title names, if its text says it happened."""
+    title = head.title.lstrip("#").strip()
+    if (not title or head.pull_request or _QUESTION_TITLE.match(title)
+            or _LOG_LINE.search(title)):
+        return None
+    if not (head.own_run or head.fenced):
+        return None
+    return next((sig_id for sig_id, pattern in _TITLES if pattern.search(title)), None)
+
+
+def in_diff(before: list[str], text: str) -> bool:
+    """Is a line that starts with ``+`` or ``-`` part of a diff that starts above it?"""
+    return bool(_DIFF_LINE.match(text)) and any(DIFF_START.match(line.strip())
+                                                 for line in before)

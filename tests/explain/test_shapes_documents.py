@@ -1,0 +1,168 @@
+"""Texts that quote failures without reporting them (pull requests, diffs, one-phrase
+explainers, message templates, sentences about code), threads that name their failure only in
+the title, Windows' NVML library missing, and Xid events under a cuDNN failure. Synthetic
+fixtures in fixtures/shapes/."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpu_audit.explain import classify_text, explain_sources
+from gpu_audit.explain.documents import read_head, title_failure
+from gpu_audit.model import Severity
+from tests.explain.helpers import FIXTURES
+
+SHAPES = FIXTURES / "shapes"
+
+
+def incidents(name: str):  # type: ignore[no-untyped-def]
+    return explain_sources([str(SHAPES / name)], torch_version="2.3.1", workers=1).incidents
+
+
+def failures(name: str):  # type: ignore[no-untyped-def]
+    return [i for i in incidents(name) if i.is_failure]
+
+
+def root(name: str):  # type: ignore[no-untyped-def]
+    found = [i for i in incidents(name) if i.role == "root-cause"]
+    assert found, f"{name}: no failure found"
+    return found[0]
+
+
+# --- texts that quote failures: no error-level incident ---------------------------------------
+
+@pytest.mark.parametrize("name", [
+    "pr_commit_title_diff_quoting_xids.log",  # a commit title and a fenced diff of Xid lines
+    "pr_this_patch_handles_library_not_found.log",  # "This patch catches ..." in its first lines
+    "pr_summary_test_plan_allocator_diff.log",  # review trailers and a diff of TORCH_CHECKs
+    "explainer_one_cue_only.log",  # one explainer phrase, nobody says it happened to them
+    "explainer_placeholder_template_ja.log",  # "Tried to allocate XXX MiB": a template
+    "code_sentence_backticked_error.log",  # "its handler maps `X` to ...": about code
+    "title_only_without_own_run.log",  # a title, but no report of the failure
+])
+def test_quoted_failures_raise_no_error(name: str) -> None:
+    assert failures(name) == [], [(i.signature, i.title) for i in failures(name)]
+
+
+@pytest.mark.parametrize("name", [
+    "pr_commit_title_diff_quoting_xids.log",
+    "pr_this_patch_handles_library_not_found.log",
+    "pr_summary_test_plan_allocator_diff.log",
+])
+def test_a_pull_request_is_known_from_its_first_lines(name: str) -> None:
+    assert read_head((SHAPES / name).read_bytes(), whole=True).pull_request
+
+
+def test_what_a_pull_request_quotes_stays_as_context() -> None:
+    found = incidents("pr_this_patch_handles_library_not_found.log")
+    assert found and all(i.severity <= Severity.INFO for i in found)
+    assert all(i.title.startswith("Quoted in an explanation") for i in found)
+
+
+def test_an_issue_is_no_pull_request() -> None:
+    assert not read_head((SHAPES / "issue_log_then_suggested_diff.log").read_bytes(),
+                         whole=True).pull_request
+
+
+def test_a_report_with_one_explainer_phrase_and_the_writers_own_run_is_a_failure() -> None:
+    oom = root("report_one_cue_with_own_run.log")
+    assert oom.cls == "cuda-oom" and oom.numbers["requested_bytes"] == 2 * 1024**3
+
+
+def test_an_issue_log_still_counts_when_a_reply_suggests_a_diff() -> None:
+    found = failures("issue_log_then_suggested_diff.log")
+    assert [(i.cls, i.locations[0].line) for i in found] == [("alloc-conf", 5)]
+
+
+def test_a_diff_line_is_a_quote_but_a_log_line_starting_with_a_dash_is_not() -> None:
+    quoted = "```diff\n-    RuntimeError: CUDA error: an illegal memory access was encountered\n"
+    assert [i for i in classify_text(quoted, torch_version=None) if i.is_failure] == []
+    logged = "step 7\n-- RuntimeError: CUDA error: an illegal memory access was encountered\n"
+    assert [i.cls for i in classify_text(logged, torch_version=None) if i.is_failure] == [
+        "illegal-memory-access"]
+
+
+def test_a_template_needs_placeholders_for_its_numbers() -> None:
+    real = ("RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 7.79 GiB "
+            "total capacity; 6.10 GiB already allocated; 3.50 MiB free; 6.20 GiB reserved in "
+            "total by PyTorch)\n")
+    assert [i.cls for i in classify_text(real, torch_version=None) if i.is_failure] == [
+        "cuda-oom"]
+
+
+def test_a_training_step_line_is_no_explainer_phrase() -> None:
+    text = ("step 1\n[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=7, "
+            "OpType=ALLGATHER, NumelIn=1, NumelOut=8, Timeout(ms)=600000) ran for 600100 "
+            "milliseconds before timing out.\n")
+    assert [i.cls for i in classify_text(text, torch_version=None) if i.is_failure] == ["nccl"]
+
+
+# --- the failure named only in a thread's title -----------------------------------------------
+
+@pytest.mark.parametrize(("name", "cls"), [
+    ("title_only_nccl_timeout_info_lines.log", "nccl"),
+    ("title_only_fallen_off_bus_template.log", "gpu-hardware"),
+])
+def test_a_title_names_the_failure_when_the_text_reports_it(name: str, cls: str) -> None:
+    incident = root(name)
+    assert incident.cls == cls and incident.title.startswith("Named in the title")
+    assert incident.locations[0].line == 1 and incident.excerpt.startswith("#")
+
+
+@pytest.mark.parametrize(("title", "body", "expected"), [
+    ("# Killed error", "I run it on a big image and I get the error killed.", "host-oom"),
+    ("# torch.OutOfMemoryError on two 4090s", "```\n| GPU Name |\n```", "cuda-oom"),
+    ("# BUG Report using backend:cudaMallocAsync", "I get a crash at start-up.", "alloc-conf"),
+    ("# [Troubleshoot]: torch.OutOfMemoryError on 4090s", "```\nnvidia-smi\n```", "cuda-oom"),
+    ("# How to fix CUDA out of memory", "I get it every time.", None),  # a question
+    ("# fix(nccl): retry on timeout", "This PR adds a retry.", None),  # a pull request
+    ("# NCCL timeout", "Some background on collectives.", None),  # nothing says it happened
+    # a log's own first line, not a title, though a block follows
+    ("[I 12:00:01] NCCL INFO comm 0x1 timeout 1800s", "```\nstep 1\n```", None),
+    ("2024-05-01 10:00:01 NCCL all-reduce timing out?", "```\nstep 1\n```", None),
+])
+def test_title_failures(title: str, body: str, expected: str | None) -> None:
+    head = read_head(f"{title}\n\n{body}\n".encode(), whole=True)
+    sig_id = title_failure(head)
+    assert (sig_id.split("/")[0] if sig_id else None) == expected
+
+
+def test_a_message_in_the_text_outranks_the_title() -> None:
+    text = ("# NCCL timeout on 8 nodes\n\nI get this on every run:\n"
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB. GPU 3 has "
+            "a total capacity of 79.15 GiB of which 512.00 MiB is free.\n")
+    found = [i for i in classify_text(text, torch_version=None) if i.is_failure]
+    assert [i.cls for i in found] == ["cuda-oom"]
+
+
+# --- Windows: NVML's DLL missing ------------------------------------------------------------
+
+def test_pynvml_reporting_its_library_missing_on_windows() -> None:
+    nvml = root("windows_nvml_dll_cut_traceback.log")
+    assert nvml.cls == "nvml-unavailable" and nvml.signature == "nvml-unavailable/library-missing"
+    assert nvml.locations[0].line == 13
+
+
+def test_nvml_dll_not_found_in_a_tools_words() -> None:
+    text = ("starting\n" + "gpu-monitor: Error: nvml.dll not found, GPU metrics disabled\n"
+            + "".join(f"tick {n}\n" for n in range(40)))  # not among the last lines
+    (nvml,) = classify_text(text, torch_version=None)
+    assert nvml.cls == "nvml-unavailable" and nvml.is_failure and nvml.locations[0].line == 2
+
+
+# --- Xid events under a cuDNN failure --------------------------------------------------------
+
+def test_xids_beside_a_cudnn_failure_are_the_root_cause() -> None:
+    found = incidents("xid_under_cudnn_internal_error.log")
+    first = found[0]
+    assert first.role == "root-cause" and first.cls == "gpu-hardware"
+    assert first.numbers["xid"] in (31, 43) and "cuDNN/cuBLAS failure" in first.explanation
+    library = next(i for i in found if i.cls == "cublas-failure")
+    assert library.role in ("consequence", "related")
+
+
+def test_xid_13_alone_stays_a_warning() -> None:
+    text = ("[ 88.1] NVRM: Xid (PCI:0000:1b:00): 13, pid=771, name=python, Graphics SM Warp "
+            "Exception on (GPC 0, TPC 0, SM 0): Out Of Range Address\n")
+    (xid,) = classify_text(text, torch_version=None)
+    assert xid.severity == Severity.WARNING and xid.role == "context"
