@@ -90,6 +90,8 @@ class CommandProcesses:
             if pid in self.known:
                 if rank is not None:
                     self.known[pid].rank = rank
+                if how == "registered":  # the surest account wins, whichever look came first
+                    self.known[pid].how = how
                 return True
         try:
             proc = psutil.Process(pid)
