@@ -370,9 +370,10 @@ def _elsewhere_sentence(b: OomBudget, numbers: dict[str, Any],
         where = (f"held outside this process's PyTorch cache (the GPU's {fmt(b.capacity)} "
                  f"minus {fmt(b.free)} free minus {fmt(b.reserved)} reserved): other processes, "
                  "or this process's CUDA context and libraries")
-    named = holders_text(numbers.get("other_processes") or numbers.get("gpu_processes") or [],
+    named = holders_list(numbers.get("other_processes") or numbers.get("gpu_processes") or [],
                          fmt)
-    held = f"{fmt(b.held_elsewhere)} was {where}{named}"
+    # The holders follow the arithmetic's parenthesis as a clause, not a second parenthesis.
+    held = f"{fmt(b.held_elsewhere)} was {where}" + (f", by {named}" if named else "")
     if b.fits_if_elsewhere_freed:
         return f"{held}; with it freed the request would have fitted."
     return f"{held}; even with it freed the request would not have fitted."
@@ -382,6 +383,13 @@ def holders_text(processes: list[dict[str, Any]], fmt: Callable[[int | None], st
                  most: int = 4) -> str:
     """``" (pid 12 python 1.20 GiB, ...)"``: the processes a log or a scan names as holding
     the GPU, largest first; empty when none is named."""
+    listed = holders_list(processes, fmt, most)
+    return f" ({listed})" if listed else ""
+
+
+def holders_list(processes: list[dict[str, Any]], fmt: Callable[[int | None], str],
+                 most: int = 4) -> str:
+    """``"pid 12 python 1.20 GiB, ..."`` (see :func:`holders_text`); empty when none."""
     if not processes:
         return ""
     ranked = sorted(processes, key=lambda p: -(p.get("used_bytes") or 0))
@@ -391,4 +399,4 @@ def holders_text(processes: list[dict[str, Any]], fmt: Callable[[int | None], st
         size = f" {fmt(p['used_bytes'])}" if p.get("used_bytes") is not None else ""
         parts.append(f"pid {p['pid']}{name}{size}")
     more = f", and {len(ranked) - most} more" if len(ranked) > most else ""
-    return f" ({', '.join(parts)}{more})"
+    return f"{', '.join(parts)}{more}"
