@@ -8,6 +8,7 @@ import io
 import lzma
 import os
 import random
+import re
 import tracemalloc
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from hypothesis import strategies as st
 
 from gpu_audit.errors import InputError
 from gpu_audit.explain import classify_text, explain_sources, parallel
-from gpu_audit.explain.scanner import MAX_CARRY, BlockScanner, scan_chunks
+from gpu_audit.explain.scanner import MAX_CARRY, PREFILTER, BlockScanner, scan_chunks
 
 OOM = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
        "capacity of 23.69 GiB of which 1.56 GiB is free. Of the allocated memory 12.32 GiB is "
@@ -258,3 +259,25 @@ class _Reader(io.RawIOBase):
         buffer[:n] = self._pending[:n]
         self._pending = self._pending[n:]
         return n
+
+
+@pytest.mark.parametrize("line", [
+    "Requested               : 2.00 GiB",
+    "Device limit            : 79.15 GiB",
+    "Free (according to CUDA): 0 bytes",
+    "[1]+  48211 Getötet                 python train.py",
+    "Убито",
+])
+def test_cudamallocasync_figures_and_a_local_killed_word_are_keyed_mid_log(line: str) -> None:
+    noise = b"step 1 loss 0.5 lr 1e-4\n" * 500
+    found = [c for c in scan_chunks([noise + line.encode() + b"\n" + noise]) if not c.tail]
+    assert [(c.line, c.text) for c in found] == [(501, line)]
+
+
+def test_the_prefilter_is_few_passes_each_with_a_literal_first_byte() -> None:
+    # Each pass costs about 30 ms per 100 MiB whatever it looks for, and one without a literal
+    # first byte ten times that (bench/RESULTS.md): a new key joins the pass of its first byte.
+    literal = re._parser.LITERAL  # type: ignore[attr-defined]
+    assert all(re._parser.parse(p.pattern)[0][0] is literal  # type: ignore[attr-defined]
+               for p in PREFILTER)
+    assert len(PREFILTER) <= 15
