@@ -15,6 +15,21 @@ def fixture_incidents(name: str, torch_version: str | None = "2.3.1") -> list[In
                            workers=1).incidents
 
 
+SHAPES = FIXTURES / "shapes"
+
+
+def shape_incidents(name: str, torch_version: str | None = "2.3.1") -> list[Incident]:
+    """Incidents of one log of ``fixtures/shapes`` (logs in the shapes people paste)."""
+    return fixture_incidents(f"shapes/{name}", torch_version)
+
+
+def shape_root(name: str) -> Incident:
+    """The root cause explain names for one log of ``fixtures/shapes``; it must name one."""
+    found = [i for i in shape_incidents(name) if i.role == "root-cause"]
+    assert found, f"{name}: no failure found"
+    return found[0]
+
+
 def kib(x: float) -> int:
     return round(x * 1024)
 

@@ -18,20 +18,9 @@ from gpu_audit.explain.joining import join
 from gpu_audit.explain.scanner import TAIL_LINES, scan_chunks
 from gpu_audit.knowledge.signals import KILLED_WORDS
 from gpu_audit.model import Severity
-from tests.explain.helpers import FIXTURES
-
-SHAPES = FIXTURES / "shapes"
-
-
-def incidents(name: str, torch_version: str | None = "2.3.1"):  # type: ignore[no-untyped-def]
-    return explain_sources([str(SHAPES / name)], torch_version=torch_version,
-                           workers=1).incidents
-
-
-def root(name: str):  # type: ignore[no-untyped-def]
-    found = [i for i in incidents(name) if i.role == "root-cause"]
-    assert found, f"{name}: no failure found"
-    return found[0]
+from tests.explain.helpers import FIXTURES, SHAPES
+from tests.explain.helpers import shape_incidents as incidents
+from tests.explain.helpers import shape_root as root
 
 
 def span(incident) -> tuple[int, int | None]:  # type: ignore[no-untyped-def]

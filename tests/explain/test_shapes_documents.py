@@ -7,26 +7,17 @@ from __future__ import annotations
 
 import pytest
 
-from gpu_audit.explain import classify_text, explain_sources
+from gpu_audit.explain import classify_text
 from gpu_audit.explain.documents import read_head, title_failure
 from gpu_audit.model import Severity
-from tests.explain.helpers import FIXTURES
-
-SHAPES = FIXTURES / "shapes"
-
-
-def incidents(name: str):  # type: ignore[no-untyped-def]
-    return explain_sources([str(SHAPES / name)], torch_version="2.3.1", workers=1).incidents
+from tests.explain.helpers import SHAPES
+from tests.explain.helpers import shape_incidents as incidents
+from tests.explain.helpers import shape_root as root
 
 
 def failures(name: str):  # type: ignore[no-untyped-def]
     return [i for i in incidents(name) if i.is_failure]
 
-
-def root(name: str):  # type: ignore[no-untyped-def]
-    found = [i for i in incidents(name) if i.role == "root-cause"]
-    assert found, f"{name}: no failure found"
-    return found[0]
 
 
 # --- texts that quote failures: no error-level incident ---------------------------------------

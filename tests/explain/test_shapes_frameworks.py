@@ -7,21 +7,10 @@ fixtures in fixtures/shapes/."""
 
 from __future__ import annotations
 
-from gpu_audit.explain import classify_text, explain_sources
+from gpu_audit.explain import classify_text
 from gpu_audit.model import Severity
-from tests.explain.helpers import FIXTURES
-
-SHAPES = FIXTURES / "shapes"
-
-
-def incidents(name: str):  # type: ignore[no-untyped-def]
-    return explain_sources([str(SHAPES / name)], torch_version="2.3.1", workers=1).incidents
-
-
-def root(name: str):  # type: ignore[no-untyped-def]
-    found = [i for i in incidents(name) if i.role == "root-cause"]
-    assert found, f"{name}: no failure found"
-    return found[0]
+from tests.explain.helpers import shape_incidents as incidents
+from tests.explain.helpers import shape_root as root
 
 
 def failures(name: str) -> list:
