@@ -24,6 +24,7 @@ from gpu_audit.config.schema import (
     TABLES,
     VALIDATE,
     Setting,
+    shown_number,
     table,
 )
 
@@ -56,15 +57,22 @@ def _type_word(item: Setting) -> str:
     return f"{word}, optional" if item.optional else word
 
 
+def _bounded(item: Setting) -> bool:
+    """Whether the key's range is its declaration's: the policy tables' numbers always are
+    (at least 0, at most MAX_NUMBER unless declared); validate's where it declares one."""
+    return item.table != VALIDATE or item.low is not None or item.high is not None
+
+
 def _range(item: Setting) -> str:
     parts = []
     if item.choices:
         parts.append(" \\| ".join(f"`{c}`" for c in item.choices))
-    if item.type in (int, float):
-        low = "0" if item.low is None else f"{item.low:g}"
-        high = item.high if item.high is not None else MAX_NUMBER
-        parts.append(f"{'>' if item.low_open else '≥'} {low}, ≤ {high:g}"
-                     if item.table != VALIDATE else "checked when the plan is built")
+    if item.type in (int, float) and _bounded(item):
+        low = "0" if item.low is None else shown_number(item.low)
+        high = shown_number(item.high if item.high is not None else MAX_NUMBER)
+        parts.append(f"{'>' if item.low_open else '≥'} {low}, ≤ {high}")
+    elif item.type in (int, float):
+        parts.append("checked when the plan is built")
     if item.format in ("regex", "version"):
         parts.append({"regex": "regular expression", "version": "dotted version"}[item.format])
     return "; ".join(parts)
@@ -130,7 +138,7 @@ def _property(item: Setting) -> dict[str, Any]:
             prop["pattern"] = "^(auto|cpu|cuda(:[0-9]+)?)$"
         elif item.choices:
             prop["enum"] = list(item.choices)
-    if item.type in (int, float) and item.table != VALIDATE:
+    if item.type in (int, float) and _bounded(item):
         low = 0.0 if item.low is None else item.low
         prop["exclusiveMinimum" if item.low_open else "minimum"] = low
         prop["maximum"] = item.high if item.high is not None else MAX_NUMBER

@@ -30,6 +30,8 @@ VALIDATE_STAGES = ("imports", "smoke", "classical", "quantum-lite", "full")
 DEVICES = ("auto", "cpu", "cuda", "cuda:N")
 # No threshold needs more (a petabyte in GiB, 30,000 years in hours); larger ones overflow.
 MAX_NUMBER = 1e12
+# The most any of validate's durations or factors may be: about four months of seconds.
+MAX_SECONDS = 1e7
 
 _RULES = ("scan", "check", "fleet")  # the commands that judge a scan with the rules
 _REPORTS = ("scan", "check", "diff", "diag", "fleet", "merge")  # the commands that keep reports
@@ -83,6 +85,27 @@ class Setting:
     def __repr__(self) -> str:
         return f"Setting({self.table!r}, {self.key!r})"
 
+    def out_of_range(self, value: float) -> str | None:
+        """Why a number lies outside this key's declared range (``"must be at least 1"``), or
+        None: the one wording of a range, whether a file, a variable or a flag gave the value."""
+        if (self.low is None and self.high is None) or isinstance(value, bool):
+            return None
+        if value != value or value in (float("inf"), float("-inf")):
+            return "must be a finite number"
+        too_low = self.low is not None and (value < self.low
+                                            or (value == self.low and self.low_open))
+        high_bound = MAX_NUMBER if self.high is None else self.high
+        too_high = value > high_bound
+        if not too_low and not too_high:
+            return None
+        high = shown_number(high_bound)
+        if self.low is None:
+            return f"must be at most {high}"
+        low = shown_number(self.low)
+        if self.low_open:
+            return f"must be above {low} and at most {high}"
+        return f"must lie between {low} and {high}"
+
     @property
     def env_name(self) -> str | None:
         if not self.env:
@@ -113,6 +136,13 @@ class Setting:
         if self.default_text is None and unset:
             return base
         return f"{base.rstrip('.')} (default: {self.shown_default})."
+
+
+def shown_number(number: float) -> str:
+    """A bound as a person writes it: 20, 0.5, 1e+07 (an integer in full)."""
+    if isinstance(number, int) or (number.is_integer() and abs(number) < 1e6):
+        return str(int(number))
+    return f"{number:g}"
 
 
 def _root(key: str, type: type, default: Any, help: str, **more: Any) -> Setting:
@@ -210,7 +240,8 @@ SETTINGS: tuple[Setting, ...] = (
     _validate("stages", list, None,
               "Run only these stages (repeat or comma-separate): imports, smoke, classical, "
               "quantum-lite, full.", optional=True, choices=VALIDATE_STAGES, flag="--stage"),
-    _validate("cycles", int, 500, "Length of the final stage.", flag="--cycles"),
+    _validate("cycles", int, 500, "Length of the final stage.", flag="--cycles", low=1,
+              high=10**9),
     _validate("disable_quantum", bool, False, "Drop the quantum stages; run `full` classically.",
               flag="--disable-quantum"),
     _validate("quantum_lite", bool, False,
@@ -234,10 +265,10 @@ SETTINGS: tuple[Setting, ...] = (
               flag="--workload", default_text="the built-in reference workload"),
     _validate("max_retries", int, 3,
               "Retries of a cycle after an out-of-memory error, halving the batch each time.",
-              flag="--max-retries"),
+              flag="--max-retries", low=0, high=20),
     _validate("retry_backoff_s", float, 0.5,
               "First wait before an OOM retry; doubles each time.", unit="seconds",
-              flag="--retry-backoff"),
+              flag="--retry-backoff", low=0, high=MAX_SECONDS),
     _validate("checkpoint_every_pct", float, 10.0,
               "Checkpoint the workload every PCT percent of a stage.", unit="%",
               flag="--checkpoint-every", option="checkpoint_every"),
@@ -246,17 +277,18 @@ SETTINGS: tuple[Setting, ...] = (
               "'classical:min(phi)>0.3'. Repeatable.", flag="--require", option="requires"),
     _validate("hang_factor", float, 10.0,
               "A cycle hangs when it runs X times longer than the slowest so far.",
-              flag="--hang-factor"),
+              flag="--hang-factor", low=1, high=MAX_SECONDS),
     _validate("hang_min_s", float, 60.0,
               "Lower bound of the hang limit; for a command, the limit until its second cycle "
               "(its first, which includes its start-up, does not count).", unit="seconds",
-              flag="--hang-min"),
+              flag="--hang-min", low=0, low_open=True, high=MAX_SECONDS),
     _validate("hang_max_s", float, 3600.0, "Upper bound of the hang limit.", unit="seconds",
-              flag="--hang-max"),
+              flag="--hang-max", low=0, low_open=True, high=MAX_SECONDS),
     _validate("startup_timeout_s", float, 900.0,
               "Limit for imports, CUDA start-up, set-up and the first cycle.", unit="seconds",
-              flag="--startup-timeout"),
-    _validate("seed", int, 0, "Seed passed to the workload.", flag="--seed"),
+              flag="--startup-timeout", low=0, low_open=True, high=MAX_SECONDS),
+    _validate("seed", int, 0, "Seed passed to the workload.", flag="--seed", low=-(2**63),
+              high=2**64 - 1),
     _validate("command", list, None,
               "Your own script, unchanged, run once per stage: placeholders {cycles}, {stage}, "
               "{run_dir}, {quantum}, {resume}, {batch}.", optional=True, flag="-- COMMAND"),
@@ -276,7 +308,7 @@ SETTINGS: tuple[Setting, ...] = (
     _validate("batch", int, None,
               "With -- COMMAND: the value of {batch}; a stage whose command runs out of memory "
               "runs again with it halved, up to --max-retries times.", optional=True,
-              flag="--batch"),
+              flag="--batch", low=1),
 )
 
 

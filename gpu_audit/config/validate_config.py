@@ -16,8 +16,8 @@ from typing import Any
 
 from gpu_audit.bounds import MAX_INT_DIGITS
 from gpu_audit.config.files import TableRef, convert, suggestion
-from gpu_audit.config.load import parse_env_value
-from gpu_audit.config.schema import VALIDATE, table
+from gpu_audit.config.load import EnvRef, parse_env_value
+from gpu_audit.config.schema import VALIDATE, Setting, table
 
 VALIDATE_TABLE = ("validate",)  # [tool.gpu-audit.validate], or [validate] in gpu-audit.toml
 
@@ -54,6 +54,9 @@ def read_validate_environment(environ: Mapping[str, str]) -> dict[str, Any]:
         if name is None or name not in environ:
             continue
         value = parse_env_value(name, key, environ[name], declared.type, declared.optional)
+        problem = None if value is None else _out_of_range(declared, value)
+        if problem:
+            raise EnvRef(name).error(key, f"key {key!r} {problem}, got {value!r}")
         # The flag takes the percentage as text (it may end in '%').
         values[declared.option] = str(value) if key == "checkpoint_every_pct" else value
     return values
@@ -80,7 +83,20 @@ def _value(ref: TableRef, key: str, value: Any, expected: type) -> Any:
         converted = convert(value, expected)
     except ValueError as exc:
         raise ref.error(key, f"key {key!r} {exc}") from None
+    problem = _out_of_range(table(VALIDATE)[key], converted)
+    if problem:
+        raise ref.error(key, f"key {key!r} {problem}, got {converted!r}")
     if key == "command" and not converted:
         raise ref.error(key, "key 'command' is empty: name the program and its arguments, e.g. "
                              "['python', 'train.py', '--steps', '{cycles}']")
     return converted
+
+
+def _out_of_range(declared: Setting, value: Any) -> str | None:
+    """The first of ``value``'s numbers outside the key's declared range, as its problem."""
+    for number in value if isinstance(value, list) else [value]:
+        if isinstance(number, int | float) and not isinstance(number, bool):
+            problem = declared.out_of_range(number)
+            if problem:
+                return problem
+    return None

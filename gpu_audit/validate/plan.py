@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from gpu_audit.config import Policy
-from gpu_audit.config.schema import VALIDATE, VALIDATE_STAGES, key_option_default
+from gpu_audit.config.schema import VALIDATE, VALIDATE_STAGES, key_option_default, table
 from gpu_audit.config.schema import default as _default
 from gpu_audit.errors import UsageError
 from gpu_audit.knowledge.allocator import BOTH_VARS, max_split_minimum
@@ -364,35 +364,17 @@ def checkpoint_interval(cycles: int, pct: float) -> int:
     return max(1, math.ceil(cycles * pct / 100))
 
 
-# The most any duration or factor may be: about four months of seconds. A NaN compares false
-# with every bound, so finiteness is checked first.
-_MAX_NUMBER = 1e7
-
-
 def _check_ranges(options: ValidateOptions) -> None:
-    for flag, value in (("--retry-backoff", options.retry_backoff_s),
-                        ("--hang-factor", options.hang_factor), ("--hang-min", options.hang_min_s),
-                        ("--hang-max", options.hang_max_s),
-                        ("--startup-timeout", options.startup_timeout_s)):
-        if not math.isfinite(value) or abs(value) > _MAX_NUMBER:
-            raise UsageError(f"{flag} {value!r}: must be a finite number of at most "
-                             f"{_MAX_NUMBER:g}")
-    if options.cycles < 1:
-        raise UsageError(f"--cycles {options.cycles}: must be at least 1")
-    if options.cycles > 10**9:
-        raise UsageError(f"--cycles {options.cycles}: must be at most 1e9")
-    if not -(2**63) <= options.seed < 2**64:
-        raise UsageError(f"--seed {options.seed}: must fit in 64 bits")
-    if options.max_retries < 0 or options.max_retries > 20:
-        raise UsageError(f"--max-retries {options.max_retries}: must lie between 0 and 20")
-    if options.retry_backoff_s < 0:
-        raise UsageError("--retry-backoff must be 0 or more seconds")
-    if options.hang_factor < 1:
-        raise UsageError("--hang-factor must be at least 1")
-    if options.hang_min_s <= 0 or options.hang_max_s < options.hang_min_s:
-        raise UsageError("--hang-min must be above 0 and --hang-max at least --hang-min")
-    if options.startup_timeout_s <= 0:
-        raise UsageError("--startup-timeout must be above 0")
+    """Each number within its key's declared range (a file's or a variable's value was checked
+    where it was read, naming its line or variable; here a flag's is), then what ties two."""
+    for declared in table(VALIDATE).values():
+        value = getattr(options, declared.option, None)
+        if isinstance(value, int | float) and declared.flag:
+            problem = declared.out_of_range(value)
+            if problem:
+                raise UsageError(f"{declared.flag} {value!r}: {problem}")
+    if options.hang_max_s < options.hang_min_s:
+        raise UsageError("--hang-max must be at least --hang-min")
     if options.disable_quantum and options.quantum_lite:
         raise UsageError("--disable-quantum and --quantum-lite contradict each other")
 

@@ -78,7 +78,7 @@ def test_non_finite_and_out_of_range_flags_are_refused_as_parsed(args, tmp_path,
 def test_a_non_finite_validate_setting_in_the_configuration(tmp_path, cli_env):
     (tmp_path / "gpu-audit.toml").write_text("[validate]\nhang_factor = nan\n")
     done = gpu_audit(["validate", "--device", "cpu"], cli_env, tmp_path)
-    assert_one_line_error(done, "--hang-factor", "finite")
+    assert_one_line_error(done, "gpu-audit.toml:2: key 'hang_factor'", "finite")
 
 
 def test_allocator_values_of_thousands_of_digits(tmp_path, cli_env):

@@ -15,7 +15,7 @@ from tests.validate.runs import TINY, run_dir, run_validate, state_of
     (["--max-split-size-mb", "10"], "below the minimum"),
     (["--max-split-size-mb", "64,big"], "whole MiB values"),
     (["--device", "gpu"], "expected auto, cpu, cuda or cuda:N"),
-    (["--cycles", "0"], "at least 1"),
+    (["--cycles", "0"], "--cycles 0: must lie between 1 and 1000000000"),
     (["--stage", "warmup"], "unknown stage"),
     (["--alloc-conf", "expandable_segments:yes"], "exactly True or False"),
     (["--alloc-conf", "max_split_size_mb:128", "--max-split-size-mb", "256"], "contradict"),
@@ -87,6 +87,15 @@ def test_a_bad_variable_exits_3_naming_it(tmp_path: Path, cli_env: dict) -> None
     assert "environment variable GPU_AUDIT_VALIDATE_MAX_RETRIES: key 'max_retries' must be an " \
            "integer, got 'three'" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_variable_out_of_range_exits_3_naming_it_not_the_flag(tmp_path: Path,
+                                                                cli_env: dict) -> None:
+    done = run_validate(["--out", str(tmp_path)], cli_env | {"GPU_AUDIT_VALIDATE_CYCLES": "-5"})
+    assert done.returncode == 3
+    assert "environment variable GPU_AUDIT_VALIDATE_CYCLES: key 'cycles' must lie between 1 " \
+           "and 1000000000, got -5" in done.stderr
+    assert "--cycles" not in done.stderr and "Traceback" not in done.stderr
 
 
 def test_a_typo_in_the_validate_table_names_file_line_and_key(tmp_path: Path,

@@ -97,3 +97,30 @@ def test_variables_come_back_as_options_in_the_flags_forms() -> None:
 def test_a_bad_variable_is_named(name: str, value: str, message: str) -> None:
     with pytest.raises(ConfigError, match=f"environment variable {name}: {message}"):
         read_validate_environment({name: value})
+
+
+@pytest.mark.parametrize(("name", "value", "message"), [
+    ("GPU_AUDIT_VALIDATE_CYCLES", "-5", "key 'cycles' must lie between 1 and 1000000000, got -5"),
+    ("GPU_AUDIT_VALIDATE_MAX_RETRIES", "50", "key 'max_retries' must lie between 0 and 20"),
+    ("GPU_AUDIT_VALIDATE_HANG_MIN_S", "0", "key 'hang_min_s' must be above 0 and at most"),
+    ("GPU_AUDIT_VALIDATE_BATCH", "0", "key 'batch' must lie between 1 and"),
+])
+def test_a_variable_out_of_its_range_is_named_not_the_flag(name: str, value: str,
+                                                            message: str) -> None:
+    # The range is the schema's, whichever way the value came: the message names its origin.
+    with pytest.raises(ConfigError, match=f"^environment variable {name}: {message}"):
+        read_validate_environment({name: value})
+
+
+def test_a_file_value_out_of_its_range_is_named_at_its_line(tmp_path: Path) -> None:
+    path = _pyproject(tmp_path, "seed = 1\nretry_backoff_s = 1e9\n")
+    with pytest.raises(ConfigError, match=r"pyproject.toml:6: key 'retry_backoff_s' must lie "
+                                          r"between 0 and 1e\+07, got 1000000000.0"):
+        read_validate_config(path)
+
+
+def test_values_within_their_ranges_pass() -> None:
+    environ = {"GPU_AUDIT_VALIDATE_SEED": "-1", "GPU_AUDIT_VALIDATE_MAX_RETRIES": "0",
+               "GPU_AUDIT_VALIDATE_CYCLES": "1000000000"}
+    assert read_validate_environment(environ) == {"seed": -1, "max_retries": 0,
+                                                  "cycles": 1000000000}

@@ -64,7 +64,9 @@ def test_stage_selection_keeps_plan_order_and_accepts_commas() -> None:
 @pytest.mark.parametrize(("options", "message"), [
     ({"stages": ["warmup"]}, "unknown stage"),
     ({"stages": ["quantum-lite"], "disable_quantum": True}, "contradict"),
-    ({"cycles": 0}, "at least 1"),
+    ({"cycles": 0}, "^--cycles 0: must lie between 1 and"),
+    ({"hang_min_s": 0.0}, "^--hang-min 0.0: must be above 0 and at most"),
+    ({"seed": 2**64}, "^--seed 18446744073709551616: must lie between"),
     ({"max_retries": -1}, "between 0 and 20"),
     ({"device": "gpu0"}, "expected auto, cpu, cuda or cuda:N"),
     ({"emulate_memory": "four gigs"}, "not a size"),

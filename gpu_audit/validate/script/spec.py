@@ -107,9 +107,8 @@ def make_spec(command: list[str], *, cycle_pattern: str | None = None,
     if spec.takes_batch and batch is None:
         raise UsageError("the command uses {batch}: give the batch size to start from with "
                          "--batch N (or batch = N in [tool.gpu-audit.validate])")
-    if batch is not None and (batch < 1 or not spec.takes_batch):
-        raise UsageError(f"--batch {batch}: " + ("must be at least 1" if batch < 1 else
-                         "the command has no {batch} placeholder to put it in"))
+    if batch is not None and not spec.takes_batch:
+        raise UsageError(f"--batch {batch}: the command has no {{batch}} placeholder to put it in")
     return spec
 
 
