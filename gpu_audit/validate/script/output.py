@@ -19,8 +19,10 @@ The supervisor reads what the command prints in chunks (however long its lines) 
 from __future__ import annotations
 
 import os
+import subprocess
 import threading
 from collections import deque
+from typing import BinaryIO
 
 from gpu_audit.units import KIB, MIB, fmt_bytes
 from gpu_audit.validate.script.hook import MARKER
@@ -248,3 +250,76 @@ class OutputLines:
                 f"{fmt_bytes(self.scan_bytes, precision=0)}: --cycle-pattern and --metric "
                 f"looked at their first {fmt_bytes(self.scan_bytes, precision=0)} only "
                 f"({self.unscanned} bytes past them were not searched)")
+
+
+# What a short helper run keeps of each of its streams (the imports check prints a line or
+# two; a module that prints at import could print gigabytes before the check's line).
+CHECK_OUTPUT_BYTES = 1 * MIB
+
+
+class HeadTail:
+    """The first three quarters of ``limit`` bytes of a stream as read, and a rolling tail of
+    the last quarter; how many bytes fell between them."""
+
+    def __init__(self, limit: int = CHECK_OUTPUT_BYTES) -> None:
+        self.head = bytearray()
+        self.head_max = limit - limit // 4
+        self.tail: deque[bytes] = deque()
+        self.tail_bytes = 0
+        self.tail_max = limit // 4
+        self.dropped = 0
+
+    def feed(self, data: bytes) -> None:
+        room = self.head_max - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        if not data:
+            return
+        self.tail.append(data)
+        self.tail_bytes += len(data)
+        while self.tail_bytes > self.tail_max:
+            excess = self.tail_bytes - self.tail_max
+            first = self.tail.popleft()
+            if len(first) > excess:
+                self.tail.appendleft(first[excess:])
+            cut = min(len(first), excess)
+            self.tail_bytes -= cut
+            self.dropped += cut
+
+    def text(self) -> str:
+        """What was kept, with a line where bytes were left out."""
+        gap = (f"\n[gpu-audit: {self.dropped} bytes of output left out here]\n"
+               .encode() if self.dropped else b"")
+        return (bytes(self.head) + gap + b"".join(self.tail)).decode("utf-8", "replace")
+
+
+def run_capped(argv: list[str], *, timeout: float, limit: int = CHECK_OUTPUT_BYTES,
+               **popen: object) -> subprocess.CompletedProcess[str]:
+    """``subprocess.run(argv, capture_output=True, text=True, timeout=...)`` with each stream
+    kept within ``limit`` bytes (:class:`HeadTail`): the memory a helper run's output takes is
+    bounded however much it prints. Raises :class:`subprocess.TimeoutExpired` after killing the
+    process when it outlives ``timeout``."""
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, **popen)  # type: ignore[call-overload]
+    kept = [HeadTail(limit), HeadTail(limit)]
+
+    def drain(stream: BinaryIO, into: HeadTail) -> None:
+        with stream:
+            while chunk := stream.read1(1 << 16):
+                into.feed(chunk)
+
+    readers = [threading.Thread(target=drain, args=(stream, into), daemon=True)
+               for stream, into in zip((proc.stdout, proc.stderr), kept, strict=True)]
+    for reader in readers:
+        reader.start()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise
+    finally:
+        for reader in readers:
+            reader.join(timeout=5)
+    return subprocess.CompletedProcess(argv, proc.returncode, kept[0].text(), kept[1].text())

@@ -77,7 +77,13 @@ from gpu_audit.validate.script.launch import (
     resolve_program,
     signal_name,
 )
-from gpu_audit.validate.script.output import ENV_LOG_MAX, OutputLines, StageLog, log_limit
+from gpu_audit.validate.script.output import (
+    ENV_LOG_MAX,
+    OutputLines,
+    StageLog,
+    log_limit,
+    run_capped,
+)
 from gpu_audit.validate.script.outside import OutsideSampler
 from gpu_audit.validate.script.processes import (
     CommandProcesses,
@@ -210,11 +216,9 @@ class ScriptStage(StageLeg):
         kind = "cuda" if self.device.startswith("cuda") else "cpu"
         try:
             module = command_module(self.spec.command, program)
-            done = subprocess.run([python, "-c", IMPORT_CHECK, kind, *filter(None, [module])],
-                                  env=env,
-                                  capture_output=True, text=True, stdin=subprocess.DEVNULL,
-                                  timeout=self.plan.startup_timeout_s,
-                                  cwd=self.plan.workload_paths[0])
+            done = run_capped([python, "-c", IMPORT_CHECK, kind, *filter(None, [module])],
+                              env=env, timeout=self.plan.startup_timeout_s,
+                              cwd=self.plan.workload_paths[0])
         except subprocess.TimeoutExpired:
             raise StageFailed("import", f"importing torch in {python} took longer than "
                               f"{self.plan.startup_timeout_s:g} s") from None
