@@ -287,3 +287,7 @@ def collect_garbage_rarely() -> None:
 def run() -> None:
     collect_garbage_rarely()
     sys.exit(main())
+
+
+if __name__ == "__main__":  # python -m gpu_audit.cli.app: the same command as python -m gpu_audit
+    run()

@@ -25,6 +25,13 @@ def test_version_and_help(cli_env):
         assert command in top.stdout
 
 
+def test_the_app_module_runs_as_the_command(cli_env):
+    # ``python -m gpu_audit.cli.app`` is the same command, not a silent no-op.
+    done = subprocess.run([sys.executable, "-m", "gpu_audit.cli.app", "--version"], env=cli_env,
+                          capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout.strip()) == (0, f"gpu-audit {__version__}")
+
+
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_every_command_has_help_and_maps_usage_errors_to_unknown(cli_env, command):
     helped = gpu_audit([command, "--help"], cli_env)
