@@ -142,6 +142,15 @@ def _walk(path: Path, *, create_mode: int | None) -> int:
     return fd
 
 
+def open_folder(path: Path, *, create_mode: int | None = None) -> int:
+    """A descriptor of the folder ``path`` reached through the trusted walk (``create_mode``:
+    make its last component with this mode when missing); the caller closes it.
+    :class:`Untrusted` or :class:`MissingFolder` when the rule refuses it."""
+    if not supported():  # pragma: no cover - Windows: no descriptor-relative calls
+        raise Untrusted(f"{path}: this platform cannot open folders by descriptor")
+    return _walk(Path(path), create_mode=create_mode)
+
+
 class _Link(Exception):
     def __init__(self, target: str) -> None:
         self.target = target
@@ -186,9 +195,7 @@ class StateDir:
     def open(cls, path: Path, *, create_mode: int | None = None) -> StateDir:
         """Open ``path`` through the trusted walk; ``create_mode``: make its last component
         (only that) with this mode when it is missing."""
-        if not supported():  # pragma: no cover - Windows: no descriptor-relative calls
-            raise Untrusted(f"{path}: this platform cannot open folders by descriptor")
-        return cls(Path(path), _walk(Path(path), create_mode=create_mode))
+        return cls(Path(path), open_folder(path, create_mode=create_mode))
 
     def __enter__(self) -> StateDir:
         return self

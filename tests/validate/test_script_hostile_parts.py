@@ -91,11 +91,11 @@ def test_the_streams_folder_must_be_a_private_folder_of_this_user(tmp_path):
     assert stat.S_IMODE(good.stat().st_mode) == 0o700
     shared = folder(tmp_path)
     shared.chmod(0o777)
-    with pytest.raises(StreamFolderError, match="others may write to it"):
+    with pytest.raises(StreamFolderError, match="is writable by group or others"):
         open_streams_folder(shared)
     link = tmp_path / "link"
     link.symlink_to(good)
-    with pytest.raises(StreamFolderError, match="cannot open it"):
+    with pytest.raises(StreamFolderError, match="is a symbolic link: name the real folder"):
         open_streams_folder(link)
     if os.geteuid() == 0:
         theirs = tmp_path / "theirs"
@@ -103,6 +103,23 @@ def test_the_streams_folder_must_be_a_private_folder_of_this_user(tmp_path):
         os.chown(theirs, OTHER_UID, OTHER_UID)
         with pytest.raises(StreamFolderError, match=f"owned by uid {OTHER_UID}"):
             open_streams_folder(theirs)
+
+
+def test_a_streams_folder_under_a_folder_another_user_may_change_is_refused(tmp_path):
+    """The folders above it count too: whoever may rename entries of a parent could swap the
+    whole branch the streams are read from."""
+    parent = tmp_path / "open"
+    parent.mkdir()
+    parent.chmod(0o777)  # writable by all and not sticky
+    with pytest.raises(StreamFolderError, match=f"{parent} is writable by group or others"):
+        open_streams_folder(parent / "streams")
+    assert not (parent / "streams").exists()  # refused before anything was made there
+    if os.geteuid() == 0:
+        theirs = tmp_path / "theirs"
+        theirs.mkdir(mode=0o755)
+        os.chown(theirs, OTHER_UID, OTHER_UID)
+        with pytest.raises(StreamFolderError, match=f"{theirs} is owned by uid {OTHER_UID}"):
+            open_streams_folder(theirs / "streams")
 
 
 def test_a_folder_swapped_in_after_opening_is_not_what_is_read(tmp_path):

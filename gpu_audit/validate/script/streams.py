@@ -30,7 +30,6 @@ from the old one.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import re
@@ -43,7 +42,7 @@ from typing import Any
 
 from gpu_audit.bounds import load_json
 from gpu_audit.errors import InputError
-from gpu_audit.trust import kind_of
+from gpu_audit.trust import kind_of, open_folder
 from gpu_audit.units import KIB, MIB, fmt_bytes, plural
 from gpu_audit.validate.script.hook import MARKER
 from gpu_audit.validate.telemetry import CUDA_FIELDS
@@ -80,25 +79,21 @@ class StreamFolderError(Exception):
 
 
 def open_streams_folder(path: Path) -> int:
-    """A descriptor of ``path``, made if missing (mode 0700), checked as gpu-audit trusts a
-    folder: reached without a link, a folder, owned by the running user, writable by nobody
-    else. Opened before the command starts, so that what the command later does to the path
-    (replace it, mount over it) never changes what is read. :class:`StreamFolderError` if not."""
-    with contextlib.suppress(FileExistsError):
-        os.mkdir(path, 0o700)
+    """A descriptor of ``path``, made if missing (mode 0700), reached through the trust rule's
+    walk from ``/`` (:func:`gpu_audit.trust.open_folder`: no folder on the way another user
+    could change, the folder itself no link) and owned by the running user. Opened before the
+    command starts, so that what the command later does to the path (replace it, mount over it)
+    never changes what is read. :class:`StreamFolderError` if not."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = open_folder(path, create_mode=0o700)
+    except InputError as exc:
+        raise StreamFolderError(str(exc)) from None
     except OSError as exc:
         raise StreamFolderError(f"cannot open it ({exc.strerror or exc})") from None
-    info = os.fstat(fd)
-    problem = None
-    if info.st_uid != os.geteuid():
-        problem = f"it is owned by uid {info.st_uid}, not by this user ({os.geteuid()})"
-    elif info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        problem = f"others may write to it (mode {stat.S_IMODE(info.st_mode):o})"
-    if problem:
+    owner = os.fstat(fd).st_uid
+    if owner != os.geteuid():
         os.close(fd)
-        raise StreamFolderError(problem)
+        raise StreamFolderError(f"it is owned by uid {owner}, not by this user ({os.geteuid()})")
     return fd
 
 
