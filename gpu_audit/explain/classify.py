@@ -363,6 +363,7 @@ class Classifier:
                  if not group.source_indexes <= self._catalogues]
         built = _library_faults_under_xids(built)
         built += self._titles(built, explainers)
+        built = _ignored_settings_alone(built)
         built.sort(key=lambda item: (item[0].severity < Severity.ERROR, item[0].tier, item[1]))
         incidents = [incident for incident, _order in built]
         return _with_roles(incidents)
@@ -373,12 +374,18 @@ class Classifier:
         found and the text says the failure happened to its writer."""
         failing = {name for incident, _ in built if incident.is_failure
                    for name in incident.sources}
+        # a message of the run itself (a warning, not a quotation) says the text reports a run
+        logged = {name for incident, _ in built if incident.severity >= Severity.WARNING
+                  for name in incident.sources}
+        # a first line that is itself a message read above is no title to read again
+        read = {(loc.source, loc.line) for incident, _ in built for loc in incident.locations}
         out = []
         for index, head in sorted(self._heads.items()):
             name = self.sources[index]
-            if name in failing or index in explainers or index in self._catalogues:
+            if (name in failing or index in explainers or index in self._catalogues
+                    or (name, head.title_line) in read):
                 continue
-            sig_id = title_failure(head)
+            sig_id = title_failure(head, name in logged)
             if sig_id is None:
                 continue
             sig = SIGNATURE_BY_ID[sig_id]
@@ -464,6 +471,25 @@ def _library_faults_under_xids(built: list[tuple[Incident, tuple[int, int]]]
                 incident, severity=Severity.ERROR, tier=min(incident.tier, tier - 0.1),
                 explanation=incident.explanation + " The same log's cuDNN/cuBLAS failure is "
                 "how this GPU fault reached the program; check the GPU before the library.")
+        out.append((incident, order))
+    return out
+
+
+def _ignored_settings_alone(built: list[tuple[Incident, tuple[int, int]]]
+                            ) -> list[tuple[Incident, tuple[int, int]]]:
+    """A setting the user made that did not take effect (expandable_segments on a platform
+    without it) is a warning beside another failure; where nothing else in its sources is a
+    failure, it is the problem the log shows, and becomes its root cause."""
+    failing = {name for incident, _ in built if incident.is_failure for name in incident.sources}
+    out = []
+    for incident, order in built:
+        if (SIGNATURE_BY_ID[incident.signature].alone_root
+                and incident.severity == Severity.WARNING
+                and not failing & set(incident.sources)):
+            incident = replace(
+                incident, severity=Severity.ERROR, tier=min(incident.tier, 3.0),
+                explanation=incident.explanation + " Nothing else in the log is a failure: "
+                "this setting, which did not take effect, is what to fix.")
         out.append((incident, order))
     return out
 

@@ -68,21 +68,30 @@ OWN_RUN = re.compile(
     r"제가|저의",
     re.IGNORECASE | re.MULTILINE)
 
+# Words beside "OOM" in a title that make it the GPU's memory, not the host's.
+_GPU_MEMORY = r"(?:CUDA|GPU|VRAM|reserved|(?:un)?allocated)"
 # A failure named in a thread's title, by class: the signature whose advice it gets.
 _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (sig_id, re.compile(pattern, re.IGNORECASE)) for sig_id, pattern in (
         ("gpu-hardware/fallen-off-bus", r"\bfall(?:s|en|ing)? off (?:of )?the bus\b|"
-                                        r"\bGPU is lost\b"),
+                                        r"\bGPU is lost\b|\blost from the bus\b"),
         ("nccl/watchdog-timeout", r"\bNCCL\b[^\n]{0,80}?\b(?:tim(?:ed|es|ing) ?out|timeouts?|"
                                   r"hangs?|hanging|stuck)\b|\bWorkNCCL\([^\n]*\bTimeout\b"),
-        ("cuda-oom/caching-allocator", r"\b(?:CUDA|GPU|VRAM)\b[^\n]{0,60}?\b(?:out of memory|"
-                                       r"OOM)\b|\b(?:OOM|out of memory)\b[^\n]{0,60}?\b(?:CUDA|"
-                                       r"GPU|VRAM)\b|\bOutOfMemoryError\b|"
-                                       r"\bCUDA_ERROR_OUT_OF_MEMORY\b"),
+        # (the caching allocator's own words say whose memory: "reserved", "allocated")
+        ("cuda-oom/caching-allocator", rf"\b{_GPU_MEMORY}\b[^\n]{{0,60}}?\b(?:out of memory|OOM)\b|"
+                                       rf"\b(?:OOM|out of memory)\b[^\n]{{0,60}}?\b{_GPU_MEMORY}\b|"
+                                       r"\bOutOfMemoryError\b|\bCUDA_ERROR_OUT_OF_MEMORY\b"),
         ("host-oom/kernel-oom-killer", r"\boom[- ]?kill(?:er|ed)\b"),
         ("host-oom/shell-killed", r"^\W*killed\W*(?:error\W*)?$"),
-        ("nvml-unavailable/init-failed", r"\bFailed to initiali[sz]e NVML\b|\bNVML\b[^\n]{0,40}?"
-                                         r"\b(?:not found|LibraryNotFound)\b"),
+        ("host-oom/dataloader-killed", r"\bDataLoader worker\b[^\n]{0,60}?\b(?:killed|exited "
+                                       r"unexpectedly)\b"),
+        # a tool's own words: "failed to initialize NVML", "Impossible to initialize nvidia nvml",
+        # "unable to initialise NVML", "NVML: Driver/library version mismatch"
+        ("nvml-unavailable/init-failed", r"\b(?:fail(?:ed|s|ure)?|unable|impossible|can ?not|"
+                                         r"can't|could ?n[o']t|error)\b[^\n]{0,20}?\binitiali[sz]e"
+                                         r"\b[^\n]{0,20}?\bNVML\b|\bNVML\b[^\n]{0,40}?"
+                                         r"\b(?:not found|LibraryNotFound|driver/library version "
+                                         r"mismatch)\b"),
         ("alloc-conf/backend", r"\bcudaMallocAsync\b[^\n]{0,80}?\b(?:bug|error|fail\w*|crash\w*|"
                                r"broken|not work\w*)\b|\b(?:bug|error|fail\w*|crash\w*)\b"
                                r"[^\n]{0,80}?\bcudaMallocAsync\b"),
@@ -126,13 +135,41 @@ def read_head(data: bytes, whole: bool) -> Head:
     return head
 
 
-def title_failure(head: Head) -> str | None:
-    """The signature id of the failure a thread's title names, if its text says it happened."""
-    title = head.title.lstrip("#").strip()
+# The few words a title's failure turns on, read through one typing slip ("initalize",
+# "singal"): a title is typed by hand, a message is not.
+_KEY_WORDS = ("initialize", "initialise", "signal", "memory")
+_WORD = re.compile(r"[A-Za-z]{5,11}")
+
+
+def _slip(word: str, key: str) -> bool:
+    """Is ``word`` ``key`` with one letter left out, added, changed, or two swapped?"""
+    if abs(len(word) - len(key)) > 1 or word == key:
+        return False
+    if len(word) == len(key):
+        diff = [i for i, (a, b) in enumerate(zip(word, key, strict=True)) if a != b]
+        return len(diff) == 1 or (len(diff) == 2 and diff[1] == diff[0] + 1
+                                  and word[diff[0]] == key[diff[1]]
+                                  and word[diff[1]] == key[diff[0]])
+    short, long_ = sorted((word, key), key=len)
+    return any(long_[:i] + long_[i + 1:] == short for i in range(len(long_)))
+
+
+def _spelled(title: str) -> str:
+    """``title`` with a key word's typing slip corrected (same length or one letter off)."""
+    def fix(match: re.Match[str]) -> str:
+        word = match[0].lower()
+        return next((key for key in _KEY_WORDS if _slip(word, key)), match[0])
+    return _WORD.sub(fix, title)
+
+
+def title_failure(head: Head, logged: bool = False) -> str | None:
+    """The signature id of the failure a thread's title names, if its text says it happened
+    (``logged``: a message of the run, even a warning, was read in the text)."""
+    title = _spelled(head.title.lstrip("#").strip())
     if (not title or head.pull_request or _QUESTION_TITLE.match(title)
             or _LOG_LINE.search(title)):
         return None
-    if not (head.own_run or head.fenced):
+    if not (head.own_run or head.fenced or logged):
         return None
     return next((sig_id for sig_id, pattern in _TITLES if pattern.search(title)), None)
 

@@ -76,6 +76,11 @@ _CODE_VERB = re.compile(
     r"map(?:s|ping)?|convert(?:s|ing)?|translat(?:e|es|ing))\b[^.`!?]{0,40}$",
     re.IGNORECASE)
 
+# "(err == cudaErrorMemoryAllocation)", "case NVML_ERROR_GPU_IS_LOST:", "status != X": an error
+# constant compared in code; a program that hit the error prints it, it does not compare it.
+_COMPARED_BEFORE = re.compile(r"(?:[=!]=|\bcase)\s*$")
+_COMPARED_AFTER = re.compile(r"\s*[=!]=")
+
 
 def is_mention(candidate: Candidate, text: str, match: re.Match[str]) -> bool:
     """Is the message matched in ``text`` quoted as an example rather than reported?"""
@@ -88,7 +93,7 @@ def is_mention(candidate: Candidate, text: str, match: re.Match[str]) -> bool:
                 (_WORDS_AFTER.search(rest) and not _OWN_REPORT.match(rest))
                 or _CODE_VERB.search(before)):
             return True
-    if _PLACEHOLDER.search(text, match.start()):
+    if _PLACEHOLDER.search(text, match.start()) or _compared(text, match):
         return True
     if in_diff([line for _, line in candidate.before], text):
         return True
@@ -100,6 +105,12 @@ def is_mention(candidate: Candidate, text: str, match: re.Match[str]) -> bool:
         return False
     above = [line for _, line in candidate.before if line.strip()][-_LINES_ABOVE:]
     return any(HYPOTHETICAL.search(line.strip()) for line in above)
+
+
+def _compared(text: str, match: re.Match[str]) -> bool:
+    """Is the match an error constant compared in a line of code (``x == cudaErrorX``)?"""
+    return bool(re.fullmatch(r"\w+", match[0])) and bool(
+        _COMPARED_BEFORE.search(text, 0, match.start()) or _COMPARED_AFTER.match(text, match.end()))
 
 
 _TRIPLE_QUOTE = re.compile(r'"""|\'\'\'')

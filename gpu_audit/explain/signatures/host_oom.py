@@ -216,8 +216,10 @@ fixed("host-oom/kubernetes-oomkilled", r"\bOOMKilled\b", ("OOMKilled",),
 
 
 @signature("host-oom/dataloader-killed",
-           r"DataLoader worker \(pids?(?:\(s\))? (?P<pids>[\d, ]+)\)\s*(?:is killed by signal: "
-           r"(?P<signal>Killed|Bus error)|exited unexpectedly)",
+           # (PyTorch's message without its pid, as people retell it, or cut before its signal:
+           # another signal, a segmentation fault, is the dataset's own crash)
+           r"DataLoader worker(?: \(pids?(?:\(s\))? (?P<pids>[\d, ]+)\))?\s*(?:is killed by"
+           r"(?: signal(?:: (?P<signal>Killed|Bus error)|[\s:.]*$)|[\s:.]*$)|exited unexpectedly)",
            ("DataLoader worker",), "A DataLoader worker process died", extract=_pids,
            example="RuntimeError: DataLoader worker (pid 9833) is killed by signal: Killed.")
 def _dataloader_killed(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:

@@ -1,0 +1,141 @@
+"""Failures named in a title in more words (typing slips, a tool's own wording, the allocator's
+vocabulary), a DataLoader worker's death without its pid or cut before its signal, XLA's list of
+peak buffers without the message above it, an error constant compared in code, and an allocator
+setting that did not take effect as the root cause when nothing else failed. Synthetic fixtures
+in fixtures/shapes/."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpu_audit.explain import classify_text
+from gpu_audit.explain.documents import read_head, title_failure
+from gpu_audit.model import Severity
+from tests.explain.helpers import shape_incidents as incidents
+from tests.explain.helpers import shape_root as root
+
+_OOM = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a "
+        "total capacity of 79.15 GiB of which 1.12 GiB is free.\n")
+_EXPANDABLE = ("[W1203 08:41:17.220431 CUDAAllocatorConfig.h:30] Warning: expandable_segments not "
+               "supported on this platform (function operator())\n")
+
+
+def failures(text: str) -> list[str]:
+    return [i.cls for i in classify_text(text, torch_version=None) if i.is_failure]
+
+
+# --- titles -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("title", "body", "expected"), [
+    # one typing slip in a key word
+    ("# failed to initalize NVML: ERROR_LIBRARY_NOT_FOUND", "I see it on start-up.",
+     "nvml-unavailable"),
+    ("# DataLoader worker is killed by singal: Killed", "I get it after one epoch.", "host-oom"),
+    # a tool's own wording of NVML's failure
+    ("# Unable to initialise nvidia nvml: Driver/library version mismatch", "I get this error.",
+     "nvml-unavailable"),
+    ("# nvtop: NVML Driver/library version mismatch", "I get it after an update.",
+     "nvml-unavailable"),
+    # "OOM" with the caching allocator's words: the GPU's memory
+    ("# OOM although reserved memory is small", "I get it at step 3.", "cuda-oom"),
+    ("# DataLoader worker exited unexpectedly", "I get it with 8 workers.", "host-oom"),
+    ("# GPU lost from the bus after resume", "I see it in dmesg.", "gpu-hardware"),
+    # no failure named, a slip too far from the key word, a host "OOM"
+    ("# Signal handling when DataLoader workers start", "I use 8 workers.", None),
+    ("# failed to inline NVML calls", "I tried it twice.", None),
+    ("# OOM on the login node", "I run the preprocessing there.", None),
+])
+def test_title_wordings(title: str, body: str, expected: str | None) -> None:
+    sig_id = title_failure(read_head(f"{title}\n\n{body}\n".encode(), whole=True))
+    assert (sig_id.split("/")[0] if sig_id else None) == expected
+
+
+def test_a_typing_slip_in_the_title_names_the_failure() -> None:
+    nvml = root("title_typo_nvml_initialise.log")
+    assert nvml.cls == "nvml-unavailable" and nvml.title.startswith("Named in the title")
+
+
+def test_a_pasted_warning_says_the_text_reports_a_run() -> None:
+    # no first-person words, no fenced block: the allocator's warning, pasted inline, is the
+    # text's evidence that the OOM of its title happened; the warning stays a warning
+    found = incidents("title_oom_reserved_with_pasted_warning.log")
+    assert found[0].role == "root-cause" and found[0].cls == "cuda-oom"
+    assert found[0].title.startswith("Named in the title")
+    warning = next(i for i in found if i.cls == "alloc-conf")
+    assert warning.severity == Severity.WARNING
+
+
+def test_a_title_that_is_itself_a_message_is_read_once() -> None:
+    text = ("/opt/venv/lib/python3.11/site-packages/torch/cuda/__init__.py:734: UserWarning: "
+            "Can't initialize NVML\n")
+    (warning,) = classify_text(text, torch_version=None)
+    assert warning.signature == "nvml-unavailable/torch-warning"
+
+
+# --- DataLoader workers -------------------------------------------------------------------------
+
+def test_a_dataloader_death_cut_before_its_signal() -> None:
+    worker = root("dataloader_killed_cut_before_signal.log")
+    assert worker.signature == "host-oom/dataloader-killed" and worker.numbers["pids"] == [41177]
+    assert worker.locations[0].line == 12
+
+
+def test_a_dataloader_death_retold_without_its_pid() -> None:
+    text = "epoch 2 done\nRuntimeError: DataLoader worker is killed by signal: Killed.\n"
+    (worker,) = classify_text(text, torch_version=None)
+    assert worker.cls == "host-oom" and worker.numbers["signal"] == "Killed"
+    assert worker.title == "A DataLoader worker was killed for memory"
+
+
+# --- XLA's peak buffers -------------------------------------------------------------------------
+
+def test_xlas_peak_buffers_without_the_message_are_an_oom() -> None:
+    oom = root("jax_peak_buffers_without_message.log")
+    assert oom.cls == "cuda-oom" and oom.signature == "cuda-oom/xla-peak-buffers"
+    assert oom.locations[0].line == 6
+
+
+def test_xlas_peak_buffers_join_the_message_above_them() -> None:
+    text = ("jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying "
+            "to allocate 6442450944 bytes.\nBufferAssignment OOM Debugging.\nPeak buffers:\n"
+            + "".join(f"\tBuffer {n}:\n\t\tSize: 1.00GiB\n\t\tXLA Label: fusion\n"
+                      f"\t\tShape: f32[{n},1024,1024]\n\t\t==========================\n"
+                      for n in range(1, 4)))
+    (oom,) = classify_text(text, torch_version=None)
+    assert oom.signature == "cuda-oom/xla" and oom.count == 1
+    assert oom.numbers["requested_bytes"] == 6 * 1024**3
+
+
+# --- an error constant compared in code ---------------------------------------------------------
+
+def test_an_error_constant_compared_in_code_is_no_failure() -> None:
+    assert [i for i in incidents("feature_request_error_constant_compared.log")
+            if i.is_failure] == []
+
+
+@pytest.mark.parametrize("line", [
+    "    if (err == cudaErrorMemoryAllocation) {",
+    "    } else if (cudaErrorMemoryAllocation != status) {",
+    "      case cudaErrorMemoryAllocation:",
+])
+def test_comparisons_are_code(line: str) -> None:
+    assert failures(f"int main() {{\n{line}\n}}\n") == []
+
+
+def test_the_constant_as_a_program_printed_it_is_still_a_failure() -> None:
+    assert failures("step 4\nCUDA call failed: cudaErrorMemoryAllocation\n") == ["cuda-oom"]
+
+
+# --- an allocator setting that did not take effect ----------------------------------------------
+
+def test_an_ignored_setting_alone_is_the_root_cause() -> None:
+    ignored = root("expandable_unsupported_alone.log")
+    assert ignored.signature == "alloc-conf/expandable-unsupported"
+    assert ignored.severity == Severity.ERROR and "Nothing else" in ignored.explanation
+
+
+def test_an_ignored_setting_beside_a_failure_stays_a_warning() -> None:
+    found = classify_text("step 1\n" + _EXPANDABLE + "step 2\n" + _OOM, torch_version=None)
+    assert [i.cls for i in found if i.is_failure] == ["cuda-oom"]
+    warning = next(i for i in found if i.cls == "alloc-conf")
+    assert warning.severity == Severity.WARNING and warning.role == "context"
