@@ -70,6 +70,7 @@ OWN_RUN = re.compile(
 
 # Words beside "OOM" in a title that make it the GPU's memory, not the host's.
 _GPU_MEMORY = r"(?:CUDA|GPU|VRAM|reserved|(?:un)?allocated)"
+_OOM_WORDS = r"(?:out of memory|OOM(?![- ]?kill))"  # ("OOM-killer" is the host's)
 # A failure named in a thread's title, by class: the signature whose advice it gets.
 _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (sig_id, re.compile(pattern, re.IGNORECASE)) for sig_id, pattern in (
@@ -78,12 +79,14 @@ _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("nccl/watchdog-timeout", r"\bNCCL\b[^\n]{0,80}?\b(?:tim(?:ed|es|ing) ?out|timeouts?|"
                                   r"hangs?|hanging|stuck)\b|\bWorkNCCL\([^\n]*\bTimeout\b"),
         # (the caching allocator's own words say whose memory: "reserved", "allocated")
-        ("cuda-oom/caching-allocator", rf"\b{_GPU_MEMORY}\b[^\n]{{0,60}}?\b(?:out of memory|OOM)\b|"
-                                       rf"\b(?:OOM|out of memory)\b[^\n]{{0,60}}?\b{_GPU_MEMORY}\b|"
+        ("cuda-oom/caching-allocator", rf"\b{_GPU_MEMORY}\b[^\n]{{0,60}}?\b{_OOM_WORDS}\b|"
+                                       rf"\b{_OOM_WORDS}\b[^\n]{{0,60}}?\b{_GPU_MEMORY}\b|"
                                        r"\bOutOfMemoryError\b|\bCUDA_ERROR_OUT_OF_MEMORY\b"),
         ("host-oom/kernel-oom-killer", r"\boom[- ]?kill(?:er|ed)\b"),
         ("host-oom/shell-killed", r"^\W*killed\W*(?:error\W*)?$"),
-        ("host-oom/dataloader-killed", r"\bDataLoader worker\b[^\n]{0,60}?\b(?:killed|exited "
+        # (a segmentation fault is the dataset's own crash, not memory)
+        ("host-oom/dataloader-killed", r"\bDataLoader worker\b(?![^\n]*\b(?:segmentation fault|"
+                                       r"SIGSEGV)\b)[^\n]{0,60}?\b(?:killed|exited "
                                        r"unexpectedly)\b"),
         # a tool's own words: "failed to initialize NVML", "Impossible to initialize nvidia nvml",
         # "unable to initialise NVML", "NVML: Driver/library version mismatch"

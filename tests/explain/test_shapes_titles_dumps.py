@@ -42,8 +42,10 @@ def failures(text: str) -> list[str]:
     ("# GPU lost from the bus after resume", "I see it in dmesg.", "gpu-hardware"),
     # no failure named, a slip too far from the key word, a host "OOM"
     ("# Signal handling when DataLoader workers start", "I use 8 workers.", None),
+    ("# DataLoader worker killed by signal: Segmentation fault", "I get it at once.", None),
     ("# failed to inline NVML calls", "I tried it twice.", None),
     ("# OOM on the login node", "I run the preprocessing there.", None),
+    ("# OOM-killer ends the job after 80 GB allocated", "I see it in dmesg.", "host-oom"),
 ])
 def test_title_wordings(title: str, body: str, expected: str | None) -> None:
     sig_id = title_failure(read_head(f"{title}\n\n{body}\n".encode(), whole=True))
