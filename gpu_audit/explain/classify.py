@@ -267,9 +267,12 @@ class Classifier:
         return known
 
     def _explainers(self) -> set[int]:
-        """Sources that quote failures: pull requests, and texts with explainer phrases of
-        several kinds, or of one kind where nothing says the writer met the failure."""
-        quoting = {i for i, head in self._heads.items() if head.pull_request}
+        """Sources that quote failures: pull requests; requests about a message's wording, and
+        texts with explainer phrases of one kind, where nothing says the writer met the failure;
+        texts with explainer phrases of several kinds."""
+        # (a request about a message's wording that pastes the writer's own run reports it)
+        quoting = {i for i, head in self._heads.items() if head.pull_request or (
+            head.about_message and not head.fenced and i not in self._own_run)}
         for i, cues in self._cues.items():
             if len(cues) >= EXPLAINER_MIN_CUES or (cues and i not in self._own_run):
                 quoting.add(i)
@@ -362,11 +365,27 @@ class Classifier:
                  for group in self._groups.values()
                  if not group.source_indexes <= self._catalogues]
         built = _library_faults_under_xids(built)
+        built = self._titles_after_text(built)
         built += self._titles(built, explainers)
         built = _ignored_settings_alone(built)
         built.sort(key=lambda item: (item[0].severity < Severity.ERROR, item[0].tier, item[1]))
         incidents = [incident for incident, _order in built]
         return _with_roles(incidents)
+
+    def _titles_after_text(self, built: list[tuple[Incident, tuple[int, int]]]
+                           ) -> list[tuple[Incident, tuple[int, int]]]:
+        """A message seen only in a thread's heading restates one the text pastes below it,
+        usually with more (a rank, a status): among failures of the same tier it comes after
+        the text's own messages, not first because it is on line 1."""
+        headings = {(self.sources[i], head.title_line) for i, head in self._heads.items()
+                    if head.heading}
+        out = []
+        for incident, order in built:
+            if incident.locations and all((loc.source, loc.line) in headings
+                                          for loc in incident.locations):
+                order = (order[0], _AFTER_TEXT)
+            out.append((incident, order))
+        return out
 
     def _titles(self, built: list[tuple[Incident, tuple[int, int]]], explainers: set[int]
                 ) -> list[tuple[Incident, tuple[int, int]]]:
@@ -448,6 +467,7 @@ class Classifier:
         return incident, group.order
 
 
+_AFTER_TEXT = 1 << 62  # the reading order of a message seen only in a heading
 _MORE = object()  # the key value of the incident that counts the values past MAX_KEYED
 _LIBRARY_CLASS = "cublas-failure"
 

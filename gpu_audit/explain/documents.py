@@ -4,8 +4,12 @@ A log, or a bug report that pastes one, reports failures. Other texts only quote
 
 - a *pull request*, patch or diff: diff markers (``diff --git``, a ``@@ -1,2 +1,3 @@`` hunk, a
   fenced ``diff`` block), a commit title (``fix(nvml): ...``), review trailers (``Test Plan:``,
-  ``Signed-off-by:``), or, in its first lines, a sentence saying what the change does ("This
-  PR adds ...", "This patch handles ...");
+  ``Signed-off-by:``), a title saying what the change does ("Adds a flag that ..."), a pull
+  request template's heading ("Test in your PR ..."), or, in its first lines, a sentence saying
+  what the change does ("This PR adds ...", "This patch handles ...");
+- a *request about a message's wording*: its title asks for a better message ("Proper error
+  message when ...", "the out-of-memory message is hard to understand"), and nothing in the
+  text says the writer met the failure (no first-person report, no pasted block);
 - an *explainer* (documentation, a blog post, an answer): phrases that explain an error rather
   than report it (:mod:`.mentions`); one kind of phrase is enough when nothing in the text says
   the writer met the failure themselves ("I get", "my training", a bug template's headings).
@@ -13,7 +17,9 @@ A log, or a bug report that pastes one, reports failures. Other texts only quote
 A thread whose messages are missing can still name its failure in its *title* (the first line:
 "GPU has fallen off the bus", "NCCL allreduce is timing out"); that counts as the failure when
 the rest of the text says it happened to the writer (the same first-person words, a bug
-template, a pasted block) and nothing else in the text was found.
+template, a pasted block, a message of the run read in the text, even a warning) and nothing
+else in the text was found. A title is typed by hand: its few key words are read through one
+typing slip ("initalize", "singal").
 """
 
 from __future__ import annotations
@@ -34,12 +40,27 @@ _PULL_REQUEST_HEAD = re.compile(
     r"^(?:diff --git |@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@|(?:Test Plan|Differential Revision|"
     r"Pull Request resolved|Reviewed[- ]By|Signed-off-by|Co-authored-by):)|"
     rf"\b[Tt]his (?:PR|pull request|patch|change(?:set)?|commit|MR|merge request|diff) "
-    rf"(?:also |now |simply |just )?(?:{_CHANGE_VERBS})\b",
+    rf"(?:also |now |simply |just )?(?:{_CHANGE_VERBS})\b|"
+    # a pull request template's headings: "#### Test in your PR that fails without your code"
+    r"^#{1,6}[^\n]*\b(?:your|this) (?:PR|pull request|patch|change)\b",
     re.MULTILINE)
-# A conventional commit title ("fix(nvidia/xid): ...", "docs: ...") as a source's first line.
+# A conventional commit title ("fix(nvidia/xid): ...", "docs: ...") as a source's first line,
+# or one that says what the change does, in the third person ("Adds a flag that ...").
 _COMMIT_TITLE = re.compile(
-    r"^(?:#+\s*)?(?:feat|fix|docs?|chore|refactor|perf|test|tests|ci|build|style|revert)"
-    r"(?:\([^)\n]{1,60}\))?!?: \S")
+    r"^(?:#+\s*)?(?:(?:feat|fix|docs?|chore|refactor|perf|test|tests|ci|build|style|revert)"
+    r"(?:\([^)\n]{1,60}\))?!?: \S|(?:adds|implements|introduces|refactors|bumps|renames|"
+    r"deprecates|exposes) \S|fixes (?:#\d|an? |the ))", re.IGNORECASE)
+# A title about how a message is worded (a feature request: "Proper error message when ...",
+# "the out-of-memory message is hard to understand"): the text quotes the message it discusses.
+_ABOUT_A_MESSAGE = re.compile(
+    r"\bmessages?\b[^\n]{0,30}?\b(?:hard to (?:understand|read)|confusing|misleading|cryptic|"
+    r"unclear|unhelpful|not (?:helpful|clear|informative)|too (?:vague|terse)|could be (?:better|"
+    r"clearer|improved)|should (?:say|mention|include|show|name|print))\b|"
+    r"^(?:\W*(?:\[?(?:feature(?: request)?|enhancement|RFE)\]?\W+))?(?:an? )?(?:proper|better|"
+    r"clearer|improved?|more (?:helpful|informative|useful|specific|descriptive)|friendlier|"
+    r"nicer|meaningful|descriptive|(?:improve|clarify|reword|rephrase) the)\b[^\n]{0,40}?"
+    r"\b(?:error |warning )?messages?\b",
+    re.IGNORECASE)
 # Where a diff starts, in the lines above a match: its lines quote code, they did not run.
 DIFF_START = re.compile(r"^(?:`{3,}\s*(?:diff|patch)\s*$|diff --git |@@ -\d+(?:,\d+)? \+\d+)")
 _DIFF_LINE = re.compile(r"^[+-](?![+-])")
@@ -113,6 +134,8 @@ class Head:
     title: str = ""
     title_line: int = 0
     pull_request: bool = False
+    about_message: bool = False  # the title discusses how a message is worded
+    heading: bool = False  # the first line is a heading (markdown, or set off by a blank line)
     own_run: bool = False
     fenced: bool = False  # a pasted block (``` or a table) below the title
     lines: list[str] = field(default_factory=list)
@@ -133,6 +156,9 @@ def read_head(data: bytes, whole: bool) -> Head:
     body = "\n".join(line for _, line in numbered[1:])
     head.pull_request = bool(_COMMIT_TITLE.match(head.title)
                              or _PULL_REQUEST_HEAD.search("\n".join(lines)))
+    head.heading = head.title.startswith("#") or (
+        len(lines) > 1 and not lines[1].strip() and not _LOG_LINE.search(head.title))
+    head.about_message = bool(_ABOUT_A_MESSAGE.search(head.title.lstrip("#").strip()))
     head.own_run = bool(OWN_RUN.search(body))
     head.fenced = "```" in body or bool(re.search(r"^\s*[|+][-=+|]{8,}", body, re.MULTILINE))
     return head
@@ -169,7 +195,7 @@ def title_failure(head: Head, logged: bool = False) -> str | None:
     """The signature id of the failure a thread's title names, if its text says it happened
     (``logged``: a message of the run, even a warning, was read in the text)."""
     title = _spelled(head.title.lstrip("#").strip())
-    if (not title or head.pull_request or _QUESTION_TITLE.match(title)
+    if (not title or head.pull_request or head.about_message or _QUESTION_TITLE.match(title)
             or _LOG_LINE.search(title)):
         return None
     if not (head.own_run or head.fenced or logged):
