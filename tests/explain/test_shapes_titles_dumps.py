@@ -1,8 +1,10 @@
 """Failures named in a title in more words (typing slips, a tool's own wording, the allocator's
 vocabulary), a DataLoader worker's death without its pid or cut before its signal, XLA's list of
-peak buffers without the message above it, an error constant compared in code, and an allocator
-setting that did not take effect as the root cause when nothing else failed. Synthetic fixtures
-in fixtures/shapes/."""
+peak buffers without the message above it, an error constant compared in code, an allocator
+setting that did not take effect as the root cause when nothing else failed, texts that quote
+(notices, requests about a message's wording, pull request templates and change titles, error
+pages, a question to the reader), srun's killed task, and a heading that restates a message.
+Synthetic fixtures in fixtures/shapes/."""
 
 from __future__ import annotations
 
@@ -141,3 +143,78 @@ def test_an_ignored_setting_beside_a_failure_stays_a_warning() -> None:
     assert [i.cls for i in found if i.is_failure] == ["cuda-oom"]
     warning = next(i for i in found if i.cls == "alloc-conf")
     assert warning.severity == Severity.WARNING and warning.role == "context"
+
+
+# --- texts that quote: notices, requests about a message, pull requests, error pages -----------
+
+@pytest.mark.parametrize("name", [
+    "notice_if_you_encounter_this_error.log",  # the title is the message; "if you encounter"
+    "feature_request_better_kill_message.log",  # a title asking for a clearer message
+    "pr_template_headings_quote_error.log",  # "Test in your PR that fails without your code"
+    "pr_change_title_quotes_oom.log",  # "Adds a flag that ...": a change's title
+    "error_page_workarounds_other_errors.log",  # a remedy heading and a list of other errors
+    "blog_reader_question_ko.log",  # "... 적 있나요?": a question to the reader
+])
+def test_quoting_texts_raise_no_error(name: str) -> None:
+    assert [(i.signature, i.title) for i in incidents(name) if i.is_failure] == []
+
+
+@pytest.mark.parametrize(("title", "about"), [
+    ("# A clearer error message when a submission runs out of memory", True),
+    ("# CUDA out-of-memory message is hard to understand", True),
+    ("# [Feature request] more helpful OOM message", True),
+    ("# CUDA out of memory when the batch is 64", False),
+    ("# Error message: CUDA out of memory", False),
+])
+def test_a_title_about_a_messages_wording(title: str, about: bool) -> None:
+    assert read_head(f"{title}\n\nbody\n".encode(), whole=True).about_message is about
+
+
+def test_a_request_about_a_message_that_pastes_its_own_run_reports_it() -> None:
+    text = ("# Improve the OOM message\n\nIt happened in an eval loop:\n```\n" + _OOM + "```\n"
+            "The message could name the memory the caching allocator holds.\n")
+    assert failures(text) == ["cuda-oom"]
+
+
+@pytest.mark.parametrize(("title", "pull_request"), [
+    ("# Adds a flag that keeps weights in half precision", True),
+    ("# Fixes the NVML lookup on Windows", True),
+    ("# Fix for CUDA out of memory does not work", False),  # an issue, not a change
+    ("# Uses too much memory after the update", False),
+])
+def test_a_change_title(title: str, pull_request: bool) -> None:
+    assert read_head(f"{title}\n\nbody\n".encode(), whole=True).pull_request is pull_request
+
+
+def test_a_readers_question_is_an_explainer_phrase_but_the_writers_is_not() -> None:
+    from gpu_audit.explain.mentions import explainer_cues
+    assert explainer_cues(["Have you ever hit CUDA out of memory halfway through an epoch?"])
+    assert not explainer_cues(["How to fix this?"])
+    assert not explainer_cues(["Why does my job get CUDA out of memory at step 3?"])
+
+
+# --- Slurm's srun, and a heading that restates a message ----------------------------------------
+
+def test_srun_reporting_a_killed_task() -> None:
+    killed = root("srun_task_killed_ticket.log")
+    assert killed.cls == "host-oom" and killed.signature == "host-oom/sigkill"
+    assert killed.numbers["task"] == 0
+
+
+def test_a_heading_that_restates_a_message_comes_after_the_texts_own() -> None:
+    nccl = root("title_restates_ranked_message.log")
+    assert nccl.cls == "nccl" and nccl.ranks == [5] and nccl.locations[0].line == 6
+    heading = next(i for i in incidents("title_restates_ranked_message.log")
+                   if i.locations[0].line == 1)
+    assert heading.role in ("related", "consequence")
+
+
+@pytest.mark.parametrize(("text", "heading"), [
+    ("# NCCL error on 8 nodes\n\nI get it every run.\n", True),
+    ("NCCL error on 8 nodes\n\nI get it every run.\n", True),  # set off by a blank line
+    # a raw log's first line is no heading: it keeps its place in the reading order
+    ("RuntimeError: CUDA error: an illegal memory access was encountered\nstep 2\n", False),
+    ("[I 12:00:01] NCCL INFO comm 0x1 rank 0\n\nstep 1\n", False),
+])
+def test_a_heading(text: str, heading: bool) -> None:
+    assert read_head(text.encode(), whole=True).heading is heading
