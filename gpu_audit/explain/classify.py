@@ -367,10 +367,16 @@ class Classifier:
         built = _library_faults_under_xids(built)
         built = self._titles_after_text(built)
         built += self._titles(built, explainers)
-        built = _ignored_settings_alone(built)
+        built = _ignored_settings_alone(built, self._reports())
         built.sort(key=lambda item: (item[0].severity < Severity.ERROR, item[0].tier, item[1]))
         incidents = [incident for incident, _order in built]
         return _with_roles(incidents)
+
+    def _reports(self) -> set[str]:
+        """The sources whose text says a problem happened to its writer (first-person words, a
+        bug template, a pasted block), as opposed to a plain log that may have run well."""
+        return {self.sources[i] for i, head in self._heads.items()
+                if head.own_run or head.fenced or i in self._own_run}
 
     def _titles_after_text(self, built: list[tuple[Incident, tuple[int, int]]]
                            ) -> list[tuple[Incident, tuple[int, int]]]:
@@ -495,17 +501,19 @@ def _library_faults_under_xids(built: list[tuple[Incident, tuple[int, int]]]
     return out
 
 
-def _ignored_settings_alone(built: list[tuple[Incident, tuple[int, int]]]
+def _ignored_settings_alone(built: list[tuple[Incident, tuple[int, int]]], reports: set[str]
                             ) -> list[tuple[Incident, tuple[int, int]]]:
     """A setting the user made that did not take effect (expandable_segments on a platform
-    without it) is a warning beside another failure; where nothing else in its sources is a
-    failure, it is the problem the log shows, and becomes its root cause."""
+    without it) is a warning beside another failure, and in a plain log that may have run well;
+    in a report of a problem (``reports``) where nothing else is a failure, it is the problem
+    reported, and becomes its root cause."""
     failing = {name for incident, _ in built if incident.is_failure for name in incident.sources}
     out = []
     for incident, order in built:
+        sources = set(incident.sources)
         if (SIGNATURE_BY_ID[incident.signature].alone_root
                 and incident.severity == Severity.WARNING
-                and not failing & set(incident.sources)):
+                and sources & reports and not failing & sources):
             incident = replace(
                 incident, severity=Severity.ERROR, tier=min(incident.tier, 3.0),
                 explanation=incident.explanation + " Nothing else in the log is a failure: "

@@ -48,8 +48,8 @@ _PULL_REQUEST_HEAD = re.compile(
 # or one that says what the change does, in the third person ("Adds a flag that ...").
 _COMMIT_TITLE = re.compile(
     r"^(?:#+\s*)?(?:(?:feat|fix|docs?|chore|refactor|perf|test|tests|ci|build|style|revert)"
-    r"(?:\([^)\n]{1,60}\))?!?: \S|(?:adds|implements|introduces|refactors|bumps|renames|"
-    r"deprecates|exposes) \S|fixes (?:#\d|an? |the ))", re.IGNORECASE)
+    r"(?:\([^)\n]{1,60}\))?!?: \S|(?i:(?:adds|implements|introduces|refactors|bumps|renames|"
+    r"deprecates|exposes) \S|fixes (?:#\d|an? |the )))")
 # A title about how a message is worded (a feature request: "Proper error message when ...",
 # "the out-of-memory message is hard to understand"): the text quotes the message it discusses.
 _ABOUT_A_MESSAGE = re.compile(

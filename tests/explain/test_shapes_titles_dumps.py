@@ -138,6 +138,13 @@ def test_an_ignored_setting_alone_is_the_root_cause() -> None:
     assert ignored.severity == Severity.ERROR and "Nothing else" in ignored.explanation
 
 
+def test_an_ignored_setting_in_a_plain_log_stays_a_warning() -> None:
+    # a log that may have run well: nothing says a problem happened
+    found = classify_text("step 1\n" + _EXPANDABLE + "step 2\nstep 3 done\n",
+                          torch_version=None)
+    assert [(i.cls, i.severity) for i in found] == [("alloc-conf", Severity.WARNING)]
+
+
 def test_an_ignored_setting_beside_a_failure_stays_a_warning() -> None:
     found = classify_text("step 1\n" + _EXPANDABLE + "step 2\n" + _OOM, torch_version=None)
     assert [i.cls for i in found if i.is_failure] == ["cuda-oom"]

@@ -101,8 +101,8 @@ class Signature:
     key_field: str | None = None  # occurrences with different values of this number stay apart
     fact: bool = False  # a setting the log states: its numbers go to AdviceContext.facts
     handles: str | None = None  # a class whose recent failure this line says was caught
-    # a setting the user made that did not take effect (a warning where something else failed):
-    # the root cause of a source where nothing else is a failure, since it is what to fix there
+    # a setting the user made that did not take effect (a warning where something else failed,
+    # or in a plain log): the root cause of a report of a problem where nothing else is a failure
     alone_root: bool = False
 
     def advise(self, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
