@@ -47,7 +47,9 @@ _PULL_REQUEST_HEAD = re.compile(
 # A conventional commit title ("fix(nvidia/xid): ...", "docs: ...") as a source's first line,
 # or one that says what the change does, in the third person ("Adds a flag that ...").
 _COMMIT_TITLE = re.compile(
-    r"^(?:#+\s*)?(?:(?:feat|fix|docs?|chore|refactor|perf|test|tests|ci|build|style|revert)"
+    # (after a ticket's key, "[PROJ-123] fix(xid): ...")
+    r"^(?:#+\s*)?(?:\[[\w.-]{1,30}\]\s*)?"
+    r"(?:(?:feat|fix|docs?|chore|refactor|perf|test|tests|ci|build|style|revert)"
     r"(?:\([^)\n]{1,60}\))?!?: \S|(?i:(?:adds|implements|introduces|refactors|bumps|renames|"
     r"deprecates|exposes) \S|fixes (?:#\d|an? |the )))")
 # A title about how a message is worded (a feature request: "Proper error message when ...",
@@ -90,13 +92,17 @@ OWN_RUN = re.compile(
     re.IGNORECASE | re.MULTILINE)
 
 # Words beside "OOM" in a title that make it the GPU's memory, not the host's.
-_GPU_MEMORY = r"(?:CUDA|GPU|VRAM|reserved|(?:un)?allocated)"
+_GPU_MEMORY = (r"(?:CUDA|GPU|VRAM|reserved|(?:un)?allocated|RTX|GTX|Tesla|Quadro|A\d{2,4}|H\d{3}|"
+               r"V100|T4|L4|L40S?)")
 _OOM_WORDS = r"(?:out of memory|OOM(?![- ]?kill))"  # ("OOM-killer" is the host's)
 # A failure named in a thread's title, by class: the signature whose advice it gets.
 _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (sig_id, re.compile(pattern, re.IGNORECASE)) for sig_id, pattern in (
-        ("gpu-hardware/fallen-off-bus", r"\bfall(?:s|en|ing)? off (?:of )?the bus\b|"
-                                        r"\bGPU is lost\b|\blost from the bus\b"),
+        ("gpu-hardware/fallen-off-bus", r"\b(?:fall(?:s|en|ing)?|fell) off (?:of )?the bus\b|"
+                                        r"\bGPU is lost\b|\blost from the bus\b|\bXid\W{0,3}79\b"),
+        ("gpu-hardware/uncorrectable-ecc", r"\buncorrectable ECC\b|\bECC errors?\b[^\n]{0,30}?"
+                                           r"\buncorrectable\b|\bdouble[- ]bit ECC\b"),
+        ("illegal-memory-access/illegal-address", r"\billegal (?:memory )?(?:access|address)\b"),
         ("nccl/watchdog-timeout", r"\bNCCL\b[^\n]{0,80}?\b(?:tim(?:ed|es|ing) ?out|timeouts?|"
                                   r"hangs?|hanging|stuck)\b|\bWorkNCCL\([^\n]*\bTimeout\b"),
         # (the caching allocator's own words say whose memory: "reserved", "allocated")
@@ -109,6 +115,15 @@ _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("host-oom/dataloader-killed", r"\bDataLoader worker\b(?![^\n]*\b(?:segmentation fault|"
                                        r"SIGSEGV)\b)[^\n]{0,60}?\b(?:killed|exited "
                                        r"unexpectedly)\b"),
+        ("host-oom/shared-memory", r"\bBus error\b[^\n]{0,60}?\b(?:DataLoader|docker|container|"
+                                   r"shm|shared memory|workers?)\b|\b(?:DataLoader|docker|"
+                                   r"container|workers?)\b[^\n]{0,60}?\bBus error\b|"
+                                   r"\b(?:insufficient|out of) shared memory\b"),
+        # the job itself killed, with no word of why: SIGKILL, most often for memory
+        ("host-oom/shell-killed", r"\b(?:training|job|process|script|run|program|python|"
+                                  r"container|pod)s?\b[^\n]{0,20}?\b(?:(?:gets?|got|was|is|were|"
+                                  r"being) )?killed\b|\bkilled (?:without|with no) (?:any )?"
+                                  r"(?:error|message|reason|traceback)\b"),
         # a tool's own words: "failed to initialize NVML", "Impossible to initialize nvidia nvml",
         # "unable to initialise NVML", "NVML: Driver/library version mismatch"
         ("nvml-unavailable/init-failed", r"\b(?:fail(?:ed|s|ure)?|unable|impossible|can ?not|"
@@ -116,10 +131,19 @@ _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                                          r"\b[^\n]{0,20}?\bNVML\b|\bNVML\b[^\n]{0,40}?"
                                          r"\b(?:not found|LibraryNotFound|driver/library version "
                                          r"mismatch)\b"),
+        # (after the shapes above: an NCCL error is most often an echo of one of them)
+        ("nccl/error", r"\bNCCL\b[^\n]{0,40}?\b(?:error|failure|failed|crash(?:es|ed)?)\b"),
         ("alloc-conf/backend", r"\bcudaMallocAsync\b[^\n]{0,80}?\b(?:bug|error|fail\w*|crash\w*|"
                                r"broken|not work\w*)\b|\b(?:bug|error|fail\w*|crash\w*)\b"
                                r"[^\n]{0,80}?\bcudaMallocAsync\b"),
     ))
+# "killed ... (not a RAM problem)": the writer rules host memory out.
+_NOT_MEMORY = re.compile(r"\bnot (?:an? |the )?(?:RAM|memory|OOM|out of memory)\b", re.IGNORECASE)
+# A feature request's or proposal's title ("FR: ...", "[Feature] ...") asks for something; the
+# failure it names is the subject, not an event.
+_REQUEST_TITLE = re.compile(r"^(?:\[(?:FR|feature(?: request)?|enhancement|RFE|RFC|proposal)\]|"
+                            r"(?:FR|feature(?: request)?|enhancement|RFE|RFC|proposal)\s*:)",
+                            re.IGNORECASE)
 _QUESTION_TITLE = re.compile(r"^\s*(?:how (?:to|do|can)|what is|why)\b", re.IGNORECASE)
 # A log's own first line (a timestamp, a bracketed prefix, a log level) is no thread's title.
 # ("[Bug]: ..." and "[Troubleshoot]: ..." are titles; "[I 12:00:01]" and "[  5.1]" are not.)
@@ -196,11 +220,13 @@ def title_failure(head: Head, logged: bool = False) -> str | None:
     (``logged``: a message of the run, even a warning, was read in the text)."""
     title = _spelled(head.title.lstrip("#").strip())
     if (not title or head.pull_request or head.about_message or _QUESTION_TITLE.match(title)
+            or _REQUEST_TITLE.match(title)
             or _LOG_LINE.search(title)):
         return None
     if not (head.own_run or head.fenced or logged):
         return None
-    return next((sig_id for sig_id, pattern in _TITLES if pattern.search(title)), None)
+    return next((sig_id for sig_id, pattern in _TITLES if pattern.search(title)
+                 and not (sig_id.startswith("host-oom/") and _NOT_MEMORY.search(title))), None)
 
 
 def in_diff(before: list[str], text: str) -> bool:

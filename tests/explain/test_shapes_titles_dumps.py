@@ -48,6 +48,20 @@ def failures(text: str) -> list[str]:
     ("# failed to inline NVML calls", "I tried it twice.", None),
     ("# OOM on the login node", "I run the preprocessing there.", None),
     ("# OOM-killer ends the job after 80 GB allocated", "I see it in dmesg.", "host-oom"),
+    # more failure vocabulary
+    ("# Illegal memory access when training with bf16", "I get it at step 9.",
+     "illegal-memory-access"),
+    ("# NCCL error when training on 2 nodes", "I get it at start-up.", "nccl"),
+    ("# Xid 79 during training", "I see it in dmesg.", "gpu-hardware"),
+    ("# GPU fell off the bus during training", "I see it in dmesg.", "gpu-hardware"),
+    ("# Uncorrectable ECC error on GPU 3", "I see it twice a week.", "gpu-hardware"),
+    ("# Out of memory error during training on RTX 3090", "I get it at once.", "cuda-oom"),
+    ("# Training gets killed without error", "I run it with 8 workers.", "host-oom"),
+    ("# Bus error (core dumped) with DataLoader in docker", "I run 8 workers.", "host-oom"),
+    # ... but not where the writer rules memory out, nor in a feature request's title
+    ("# Training process killed without error (not a RAM problem)", "I see Xid 31.", None),
+    ("# FR: find the OOM incident where a process was killed", "I use it daily.", None),
+    ("# [Feature] say which process was killed", "I use it daily.", None),
 ])
 def test_title_wordings(title: str, body: str, expected: str | None) -> None:
     sig_id = title_failure(read_head(f"{title}\n\n{body}\n".encode(), whole=True))
@@ -186,6 +200,7 @@ def test_a_request_about_a_message_that_pastes_its_own_run_reports_it() -> None:
 @pytest.mark.parametrize(("title", "pull_request"), [
     ("# Adds a flag that keeps weights in half precision", True),
     ("# Fixes the NVML lookup on Windows", True),
+    ("# [GPU-42] fix(xid): read Xid 79 in the new wording", True),  # after a ticket's key
     ("# Fix for CUDA out of memory does not work", False),  # an issue, not a change
     ("# Uses too much memory after the update", False),
 ])
