@@ -211,6 +211,11 @@ def test_a_change_title(title: str, pull_request: bool) -> None:
 def test_a_readers_question_is_an_explainer_phrase_but_the_writers_is_not() -> None:
     from gpu_audit.explain.mentions import explainer_cues
     assert explainer_cues(["Have you ever hit CUDA out of memory halfway through an epoch?"])
+    for line in ("If you encounter this error, install the newer driver.",
+                 "如果你遇到这个错误,先升级驱动。",
+                 "このエラーが出たら、ドライバを更新してください。",
+                 "이 오류가 발생하면 드라이버를 업데이트하세요."):
+        assert explainer_cues([line]) == {"you-have-seen"}, line
     assert not explainer_cues(["How to fix this?"])
     assert not explainer_cues(["Why does my job get CUDA out of memory at step 3?"])
 
