@@ -267,9 +267,12 @@ class Classifier:
         return known
 
     def _explainers(self) -> set[int]:
-        """Sources that quote failures: pull requests, and texts with explainer phrases of
-        several kinds, or of one kind where nothing says the writer met the failure."""
-        quoting = {i for i, head in self._heads.items() if head.pull_request}
+        """Sources that quote failures: pull requests; requests about a message's wording, and
+        texts with explainer phrases of one kind, where nothing says the writer met the failure;
+        texts with explainer phrases of several kinds."""
+        # (a request about a message's wording that pastes the writer's own run reports it)
+        quoting = {i for i, head in self._heads.items() if head.pull_request or (
+            head.about_message and not head.fenced and i not in self._own_run)}
         for i, cues in self._cues.items():
             if len(cues) >= EXPLAINER_MIN_CUES or (cues and i not in self._own_run):
                 quoting.add(i)
@@ -362,10 +365,33 @@ class Classifier:
                  for group in self._groups.values()
                  if not group.source_indexes <= self._catalogues]
         built = _library_faults_under_xids(built)
+        built = self._titles_after_text(built)
         built += self._titles(built, explainers)
+        built = _ignored_settings_alone(built, self._reports())
         built.sort(key=lambda item: (item[0].severity < Severity.ERROR, item[0].tier, item[1]))
         incidents = [incident for incident, _order in built]
         return _with_roles(incidents)
+
+    def _reports(self) -> set[str]:
+        """The sources whose text says a problem happened to its writer (first-person words, a
+        bug template, a pasted block), as opposed to a plain log that may have run well."""
+        return {self.sources[i] for i, head in self._heads.items()
+                if head.own_run or head.fenced or i in self._own_run}
+
+    def _titles_after_text(self, built: list[tuple[Incident, tuple[int, int]]]
+                           ) -> list[tuple[Incident, tuple[int, int]]]:
+        """A message seen only in a thread's heading restates one the text pastes below it,
+        usually with more (a rank, a status): among failures of the same tier it comes after
+        the text's own messages, not first because it is on line 1."""
+        headings = {(self.sources[i], head.title_line) for i, head in self._heads.items()
+                    if head.heading}
+        out = []
+        for incident, order in built:
+            if incident.locations and all((loc.source, loc.line) in headings
+                                          for loc in incident.locations):
+                order = (order[0], _AFTER_TEXT)
+            out.append((incident, order))
+        return out
 
     def _titles(self, built: list[tuple[Incident, tuple[int, int]]], explainers: set[int]
                 ) -> list[tuple[Incident, tuple[int, int]]]:
@@ -373,12 +399,18 @@ class Classifier:
         found and the text says the failure happened to its writer."""
         failing = {name for incident, _ in built if incident.is_failure
                    for name in incident.sources}
+        # a message of the run itself (a warning, not a quotation) says the text reports a run
+        logged = {name for incident, _ in built if incident.severity >= Severity.WARNING
+                  for name in incident.sources}
+        # a first line that is itself a message read above is no title to read again
+        read = {(loc.source, loc.line) for incident, _ in built for loc in incident.locations}
         out = []
         for index, head in sorted(self._heads.items()):
             name = self.sources[index]
-            if name in failing or index in explainers or index in self._catalogues:
+            if (name in failing or index in explainers or index in self._catalogues
+                    or (name, head.title_line) in read):
                 continue
-            sig_id = title_failure(head)
+            sig_id = title_failure(head, name in logged)
             if sig_id is None:
                 continue
             sig = SIGNATURE_BY_ID[sig_id]
@@ -441,6 +473,7 @@ class Classifier:
         return incident, group.order
 
 
+_AFTER_TEXT = 1 << 62  # the reading order of a message seen only in a heading
 _MORE = object()  # the key value of the incident that counts the values past MAX_KEYED
 _LIBRARY_CLASS = "cublas-failure"
 
@@ -464,6 +497,27 @@ def _library_faults_under_xids(built: list[tuple[Incident, tuple[int, int]]]
                 incident, severity=Severity.ERROR, tier=min(incident.tier, tier - 0.1),
                 explanation=incident.explanation + " The same log's cuDNN/cuBLAS failure is "
                 "how this GPU fault reached the program; check the GPU before the library.")
+        out.append((incident, order))
+    return out
+
+
+def _ignored_settings_alone(built: list[tuple[Incident, tuple[int, int]]], reports: set[str]
+                            ) -> list[tuple[Incident, tuple[int, int]]]:
+    """A setting the user made that did not take effect (expandable_segments on a platform
+    without it) is a warning beside another failure, and in a plain log that may have run well;
+    in a report of a problem (``reports``) where nothing else is a failure, it is the problem
+    reported, and becomes its root cause."""
+    failing = {name for incident, _ in built if incident.is_failure for name in incident.sources}
+    out = []
+    for incident, order in built:
+        sources = set(incident.sources)
+        if (SIGNATURE_BY_ID[incident.signature].alone_root
+                and incident.severity == Severity.WARNING
+                and sources & reports and not failing & sources):
+            incident = replace(
+                incident, severity=Severity.ERROR, tier=min(incident.tier, 3.0),
+                explanation=incident.explanation + " Nothing else in the log is a failure: "
+                "this setting, which did not take effect, is what to fix.")
         out.append((incident, order))
     return out
 

@@ -4,8 +4,12 @@ A log, or a bug report that pastes one, reports failures. Other texts only quote
 
 - a *pull request*, patch or diff: diff markers (``diff --git``, a ``@@ -1,2 +1,3 @@`` hunk, a
   fenced ``diff`` block), a commit title (``fix(nvml): ...``), review trailers (``Test Plan:``,
-  ``Signed-off-by:``), or, in its first lines, a sentence saying what the change does ("This
-  PR adds ...", "This patch handles ...");
+  ``Signed-off-by:``), a title saying what the change does ("Adds a flag that ..."), a pull
+  request template's heading ("Test in your PR ..."), or, in its first lines, a sentence saying
+  what the change does ("This PR adds ...", "This patch handles ...");
+- a *request about a message's wording*: its title asks for a better message ("Proper error
+  message when ...", "the out-of-memory message is hard to understand"), and nothing in the
+  text says the writer met the failure (no first-person report, no pasted block);
 - an *explainer* (documentation, a blog post, an answer): phrases that explain an error rather
   than report it (:mod:`.mentions`); one kind of phrase is enough when nothing in the text says
   the writer met the failure themselves ("I get", "my training", a bug template's headings).
@@ -13,7 +17,9 @@ A log, or a bug report that pastes one, reports failures. Other texts only quote
 A thread whose messages are missing can still name its failure in its *title* (the first line:
 "GPU has fallen off the bus", "NCCL allreduce is timing out"); that counts as the failure when
 the rest of the text says it happened to the writer (the same first-person words, a bug
-template, a pasted block) and nothing else in the text was found.
+template, a pasted block, a message of the run read in the text, even a warning) and nothing
+else in the text was found. A title is typed by hand: its few key words are read through one
+typing slip ("initalize", "singal").
 """
 
 from __future__ import annotations
@@ -34,12 +40,29 @@ _PULL_REQUEST_HEAD = re.compile(
     r"^(?:diff --git |@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@|(?:Test Plan|Differential Revision|"
     r"Pull Request resolved|Reviewed[- ]By|Signed-off-by|Co-authored-by):)|"
     rf"\b[Tt]his (?:PR|pull request|patch|change(?:set)?|commit|MR|merge request|diff) "
-    rf"(?:also |now |simply |just )?(?:{_CHANGE_VERBS})\b",
+    rf"(?:also |now |simply |just )?(?:{_CHANGE_VERBS})\b|"
+    # a pull request template's headings: "#### Test in your PR that fails without your code"
+    r"^#{1,6}[^\n]*\b(?:your|this) (?:PR|pull request|patch|change)\b",
     re.MULTILINE)
-# A conventional commit title ("fix(nvidia/xid): ...", "docs: ...") as a source's first line.
+# A conventional commit title ("fix(nvidia/xid): ...", "docs: ...") as a source's first line,
+# or one that says what the change does, in the third person ("Adds a flag that ...").
 _COMMIT_TITLE = re.compile(
-    r"^(?:#+\s*)?(?:feat|fix|docs?|chore|refactor|perf|test|tests|ci|build|style|revert)"
-    r"(?:\([^)\n]{1,60}\))?!?: \S")
+    # (after a ticket's key, "[PROJ-123] fix(xid): ...")
+    r"^(?:#+\s*)?(?:\[[\w.-]{1,30}\]\s*)?"
+    r"(?:(?:feat|fix|docs?|chore|refactor|perf|test|tests|ci|build|style|revert)"
+    r"(?:\([^)\n]{1,60}\))?!?: \S|(?i:(?:adds|implements|introduces|refactors|bumps|renames|"
+    r"deprecates|exposes) \S|fixes (?:#\d|an? |the )))")
+# A title about how a message is worded (a feature request: "Proper error message when ...",
+# "the out-of-memory message is hard to understand"): the text quotes the message it discusses.
+_ABOUT_A_MESSAGE = re.compile(
+    r"\bmessages?\b[^\n]{0,30}?\b(?:hard to (?:understand|read)|confusing|misleading|cryptic|"
+    r"unclear|unhelpful|not (?:helpful|clear|informative)|too (?:vague|terse)|could be (?:better|"
+    r"clearer|improved)|should (?:say|mention|include|show|name|print))\b|"
+    r"^(?:\W*(?:\[?(?:feature(?: request)?|enhancement|RFE)\]?\W+))?(?:an? )?(?:proper|better|"
+    r"clearer|improved?|more (?:helpful|informative|useful|specific|descriptive)|friendlier|"
+    r"nicer|meaningful|descriptive|(?:improve|clarify|reword|rephrase) the)\b[^\n]{0,40}?"
+    r"\b(?:error |warning )?messages?\b",
+    re.IGNORECASE)
 # Where a diff starts, in the lines above a match: its lines quote code, they did not run.
 DIFF_START = re.compile(r"^(?:`{3,}\s*(?:diff|patch)\s*$|diff --git |@@ -\d+(?:,\d+)? \+\d+)")
 _DIFF_LINE = re.compile(r"^[+-](?![+-])")
@@ -68,25 +91,59 @@ OWN_RUN = re.compile(
     r"제가|저의",
     re.IGNORECASE | re.MULTILINE)
 
+# Words beside "OOM" in a title that make it the GPU's memory, not the host's.
+_GPU_MEMORY = (r"(?:CUDA|GPU|VRAM|reserved|(?:un)?allocated|RTX|GTX|Tesla|Quadro|A\d{2,4}|H\d{3}|"
+               r"V100|T4|L4|L40S?)")
+_OOM_WORDS = r"(?:out of memory|OOM(?![- ]?kill))"  # ("OOM-killer" is the host's)
 # A failure named in a thread's title, by class: the signature whose advice it gets.
 _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (sig_id, re.compile(pattern, re.IGNORECASE)) for sig_id, pattern in (
-        ("gpu-hardware/fallen-off-bus", r"\bfall(?:s|en|ing)? off (?:of )?the bus\b|"
-                                        r"\bGPU is lost\b"),
+        ("gpu-hardware/fallen-off-bus", r"\b(?:fall(?:s|en|ing)?|fell) off (?:of )?the bus\b|"
+                                        r"\bGPU is lost\b|\blost from the bus\b|\bXid\W{0,3}79\b"),
+        ("gpu-hardware/uncorrectable-ecc", r"\buncorrectable ECC\b|\bECC errors?\b[^\n]{0,30}?"
+                                           r"\buncorrectable\b|\bdouble[- ]bit ECC\b"),
+        ("illegal-memory-access/illegal-address", r"\billegal (?:memory )?(?:access|address)\b"),
         ("nccl/watchdog-timeout", r"\bNCCL\b[^\n]{0,80}?\b(?:tim(?:ed|es|ing) ?out|timeouts?|"
                                   r"hangs?|hanging|stuck)\b|\bWorkNCCL\([^\n]*\bTimeout\b"),
-        ("cuda-oom/caching-allocator", r"\b(?:CUDA|GPU|VRAM)\b[^\n]{0,60}?\b(?:out of memory|"
-                                       r"OOM)\b|\b(?:OOM|out of memory)\b[^\n]{0,60}?\b(?:CUDA|"
-                                       r"GPU|VRAM)\b|\bOutOfMemoryError\b|"
-                                       r"\bCUDA_ERROR_OUT_OF_MEMORY\b"),
+        # (the caching allocator's own words say whose memory: "reserved", "allocated")
+        ("cuda-oom/caching-allocator", rf"\b{_GPU_MEMORY}\b[^\n]{{0,60}}?\b{_OOM_WORDS}\b|"
+                                       rf"\b{_OOM_WORDS}\b[^\n]{{0,60}}?\b{_GPU_MEMORY}\b|"
+                                       r"\bOutOfMemoryError\b|\bCUDA_ERROR_OUT_OF_MEMORY\b"),
         ("host-oom/kernel-oom-killer", r"\boom[- ]?kill(?:er|ed)\b"),
         ("host-oom/shell-killed", r"^\W*killed\W*(?:error\W*)?$"),
-        ("nvml-unavailable/init-failed", r"\bFailed to initiali[sz]e NVML\b|\bNVML\b[^\n]{0,40}?"
-                                         r"\b(?:not found|LibraryNotFound)\b"),
+        # (a segmentation fault is the dataset's own crash, not memory)
+        ("host-oom/dataloader-killed", r"\bDataLoader worker\b(?![^\n]*\b(?:segmentation fault|"
+                                       r"SIGSEGV)\b)[^\n]{0,60}?\b(?:killed|exited "
+                                       r"unexpectedly)\b"),
+        ("host-oom/shared-memory", r"\bBus error\b[^\n]{0,60}?\b(?:DataLoader|docker|container|"
+                                   r"shm|shared memory|workers?)\b|\b(?:DataLoader|docker|"
+                                   r"container|workers?)\b[^\n]{0,60}?\bBus error\b|"
+                                   r"\b(?:insufficient|out of) shared memory\b"),
+        # the job itself killed, with no word of why: SIGKILL, most often for memory
+        ("host-oom/shell-killed", r"\b(?:training|job|process|script|run|program|python|"
+                                  r"container|pod)s?\b[^\n]{0,20}?\b(?:(?:gets?|got|was|is|were|"
+                                  r"being) )?killed\b|\bkilled (?:without|with no) (?:any )?"
+                                  r"(?:error|message|reason|traceback)\b"),
+        # a tool's own words: "failed to initialize NVML", "Impossible to initialize nvidia nvml",
+        # "unable to initialise NVML", "NVML: Driver/library version mismatch"
+        ("nvml-unavailable/init-failed", r"\b(?:fail(?:ed|s|ure)?|unable|impossible|can ?not|"
+                                         r"can't|could ?n[o']t|error)\b[^\n]{0,20}?\binitiali[sz]e"
+                                         r"\b[^\n]{0,20}?\bNVML\b|\bNVML\b[^\n]{0,40}?"
+                                         r"\b(?:not found|LibraryNotFound|driver/library version "
+                                         r"mismatch)\b"),
+        # (after the shapes above: an NCCL error is most often an echo of one of them)
+        ("nccl/error", r"\bNCCL\b[^\n]{0,40}?\b(?:error|failure|failed|crash(?:es|ed)?)\b"),
         ("alloc-conf/backend", r"\bcudaMallocAsync\b[^\n]{0,80}?\b(?:bug|error|fail\w*|crash\w*|"
                                r"broken|not work\w*)\b|\b(?:bug|error|fail\w*|crash\w*)\b"
                                r"[^\n]{0,80}?\bcudaMallocAsync\b"),
     ))
+# "killed ... (not a RAM problem)": the writer rules host memory out.
+_NOT_MEMORY = re.compile(r"\bnot (?:an? |the )?(?:RAM|memory|OOM|out of memory)\b", re.IGNORECASE)
+# A feature request's or proposal's title ("FR: ...", "[Feature] ...") asks for something; the
+# failure it names is the subject, not an event.
+_REQUEST_TITLE = re.compile(r"^(?:\[(?:FR|feature(?: request)?|enhancement|RFE|RFC|proposal)\]|"
+                            r"(?:FR|feature(?: request)?|enhancement|RFE|RFC|proposal)\s*:)",
+                            re.IGNORECASE)
 _QUESTION_TITLE = re.compile(r"^\s*(?:how (?:to|do|can)|what is|why)\b", re.IGNORECASE)
 # A log's own first line (a timestamp, a bracketed prefix, a log level) is no thread's title.
 # ("[Bug]: ..." and "[Troubleshoot]: ..." are titles; "[I 12:00:01]" and "[  5.1]" are not.)
@@ -101,6 +158,8 @@ class Head:
     title: str = ""
     title_line: int = 0
     pull_request: bool = False
+    about_message: bool = False  # the title discusses how a message is worded
+    heading: bool = False  # the first line is a heading (markdown, or set off by a blank line)
     own_run: bool = False
     fenced: bool = False  # a pasted block (``` or a table) below the title
     lines: list[str] = field(default_factory=list)
@@ -121,20 +180,53 @@ def read_head(data: bytes, whole: bool) -> Head:
     body = "\n".join(line for _, line in numbered[1:])
     head.pull_request = bool(_COMMIT_TITLE.match(head.title)
                              or _PULL_REQUEST_HEAD.search("\n".join(lines)))
+    head.heading = head.title.startswith("#") or (
+        len(lines) > 1 and not lines[1].strip() and not _LOG_LINE.search(head.title))
+    head.about_message = bool(_ABOUT_A_MESSAGE.search(head.title.lstrip("#").strip()))
     head.own_run = bool(OWN_RUN.search(body))
     head.fenced = "```" in body or bool(re.search(r"^\s*[|+][-=+|]{8,}", body, re.MULTILINE))
     return head
 
 
-def title_failure(head: Head) -> str | None:
-    """The signature id of the failure a thread's title names, if its text says it happened."""
-    title = head.title.lstrip("#").strip()
-    if (not title or head.pull_request or _QUESTION_TITLE.match(title)
+# The few words a title's failure turns on, read through one typing slip ("initalize",
+# "singal"): a title is typed by hand, a message is not.
+_KEY_WORDS = ("initialize", "initialise", "signal", "memory")
+_WORD = re.compile(r"[A-Za-z]{5,11}")
+
+
+def _slip(word: str, key: str) -> bool:
+    """Is ``word`` ``key`` with one letter left out, added, changed, or two swapped?"""
+    if abs(len(word) - len(key)) > 1 or word == key:
+        return False
+    if len(word) == len(key):
+        diff = [i for i, (a, b) in enumerate(zip(word, key, strict=True)) if a != b]
+        return len(diff) == 1 or (len(diff) == 2 and diff[1] == diff[0] + 1
+                                  and word[diff[0]] == key[diff[1]]
+                                  and word[diff[1]] == key[diff[0]])
+    short, long_ = sorted((word, key), key=len)
+    return any(long_[:i] + long_[i + 1:] == short for i in range(len(long_)))
+
+
+def _spelled(title: str) -> str:
+    """``title`` with a key word's typing slip corrected (same length or one letter off)."""
+    def fix(match: re.Match[str]) -> str:
+        word = match[0].lower()
+        return next((key for key in _KEY_WORDS if _slip(word, key)), match[0])
+    return _WORD.sub(fix, title)
+
+
+def title_failure(head: Head, logged: bool = False) -> str | None:
+    """The signature id of the failure a thread's title names, if its text says it happened
+    (``logged``: a message of the run, even a warning, was read in the text)."""
+    title = _spelled(head.title.lstrip("#").strip())
+    if (not title or head.pull_request or head.about_message or _QUESTION_TITLE.match(title)
+            or _REQUEST_TITLE.match(title)
             or _LOG_LINE.search(title)):
         return None
-    if not (head.own_run or head.fenced):
+    if not (head.own_run or head.fenced or logged):
         return None
-    return next((sig_id for sig_id, pattern in _TITLES if pattern.search(title)), None)
+    return next((sig_id for sig_id, pattern in _TITLES if pattern.search(title)
+                 and not (sig_id.startswith("host-oom/") and _NOT_MEMORY.search(title))), None)
 
 
 def in_diff(before: list[str], text: str) -> bool:

@@ -76,6 +76,11 @@ _CODE_VERB = re.compile(
     r"map(?:s|ping)?|convert(?:s|ing)?|translat(?:e|es|ing))\b[^.`!?]{0,40}$",
     re.IGNORECASE)
 
+# "(err == cudaErrorMemoryAllocation)", "case NVML_ERROR_GPU_IS_LOST:", "status != X": an error
+# constant compared in code; a program that hit the error prints it, it does not compare it.
+_COMPARED_BEFORE = re.compile(r"(?:[=!]=|\bcase)\s*$")
+_COMPARED_AFTER = re.compile(r"\s*[=!]=")
+
 
 def is_mention(candidate: Candidate, text: str, match: re.Match[str]) -> bool:
     """Is the message matched in ``text`` quoted as an example rather than reported?"""
@@ -88,7 +93,7 @@ def is_mention(candidate: Candidate, text: str, match: re.Match[str]) -> bool:
                 (_WORDS_AFTER.search(rest) and not _OWN_REPORT.match(rest))
                 or _CODE_VERB.search(before)):
             return True
-    if _PLACEHOLDER.search(text, match.start()):
+    if _PLACEHOLDER.search(text, match.start()) or _compared(text, match):
         return True
     if in_diff([line for _, line in candidate.before], text):
         return True
@@ -100,6 +105,12 @@ def is_mention(candidate: Candidate, text: str, match: re.Match[str]) -> bool:
         return False
     above = [line for _, line in candidate.before if line.strip()][-_LINES_ABOVE:]
     return any(HYPOTHETICAL.search(line.strip()) for line in above)
+
+
+def _compared(text: str, match: re.Match[str]) -> bool:
+    """Is the match an error constant compared in a line of code (``x == cudaErrorX``)?"""
+    return bool(re.fullmatch(r"\w+", match[0])) and bool(
+        _COMPARED_BEFORE.search(text, 0, match.start()) or _COMPARED_AFTER.match(text, match.end()))
 
 
 _TRIPLE_QUOTE = re.compile(r'"""|\'\'\'')
@@ -128,6 +139,12 @@ def is_catalogue(text: str) -> bool:
     return bool(_CATALOGUE.search(text))
 
 
+# A question to the reader ("Have you ever hit ...?", "...적 있나요?"): an article's opening,
+# read even though it ends with a question mark (the reporter's own questions are not cues).
+_RHETORICAL = (r"\bhave you ever (?:seen|encountered|hit|run into|gotten|got|been|faced|had)\b|"
+               r"적(?: ?이)? 있(?:나요|으신가요|으세요|습니까)|こと(?:は|が)?ありませんか|"
+               r"你(?:是否|有没有|有沒有)(?:也)?(?:遇到|碰到|见过)")
+_RHETORICAL_QUESTION = re.compile(_RHETORICAL, re.IGNORECASE)
 # What explainers, blog posts and answers say around the errors they quote, in the languages
 # people write them in. One phrase can be a reply in a bug report ("this error means ..."), so
 # a source reads as an explainer only with EXPLAINER_MIN_CUES different ones.
@@ -139,7 +156,10 @@ _EXPLAINER_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                          r"\btroubleshooting guide\b|^(?:quick answer|tl;?dr)\b|一文|"
                          r"本文|这篇文章|本篇|この記事|本記事|이 글|이번 글|в этой статье|"
                          r"in diesem (?:artikel|beitrag)|en este art[ií]culo|dans cet article|"
-                         r"neste artigo"),
+                         r"neste artigo|"
+                         # an error page's list of other errors
+                         r"^(?:other|related|similar|more) (?:[\w.]+ ){0,2}(?:errors|issues|"
+                         r"problems|articles|posts)\s*$"),
         ("error-means", r"\b(?:this|the|that) (?:error|message|exception) (?:usually |typically |"
                         r"simply |generally )?(?:means|occurs|happens|indicates|appears|is caused|"
                         r"is thrown|is raised|tells you)\b|^this (?:happens|occurs) when\b|"
@@ -149,7 +169,14 @@ _EXPLAINER_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                         r"このエラーは|이 오류는|эта ошибка (?:означает|возникает)|"
                         r"dieser fehler (?:bedeutet|tritt)|este error (?:significa|ocurre|aparece)|"
                         r"cette erreur (?:signifie|appara[iî]t|survient)"),
-        ("you-have-seen", r"\byou(?:'ve| have)? (?:probably |likely |may have |might have |"
+        ("you-have-seen", r"\bif you(?:'re| are)? (?:ever )?(?:encounter|get|see|hit|run into|"
+                          r"face|receive|getting|seeing|facing)(?:ing)? (?:this|the|that|a "
+                          r"similar|such an?) (?:error|message|issue|problem|exception)\b|"
+                          r"如果(?:你|您)?(?:遇到|碰到|出现)了?(?:这个|这种|此|类似的?)?(?:错误|报错|问题)|"
+                          r"このエラーが(?:出た|発生した|表示された)(?:ら|場合)|"
+                          r"이 (?:오류|에러)가 (?:발생하면|나면|뜨면)|"
+                          + _RHETORICAL + "|"
+                          r"\byou(?:'ve| have)? (?:probably |likely |may have |might have |"
                           r"(?:surely |certainly )?)(?:seen|encountered|run into|hit|come across)"
                           r"\b|\bthe dreaded\b|\bmust be familiar with\b|"
                           r"\bif you(?:'ve| have)? ever (?:seen|encountered|trained|run)\b|"
@@ -175,6 +202,8 @@ _EXPLAINER_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                        r"^(?:\W{0,3}\d+[.)、]\s*)(?:reduce|lower|use|enable|set|increase|clear|"
                        r"free|check|add|upgrade|downgrade|restart|try|make sure|disable|limit)\b|"
                        r"^#{1,4}\s*(?:fix|solution|workaround)s?\b|(?<![求问])解决(?:方法|方案|办法)"
+                       # a plain heading that offers remedies: "Workarounds — try these"
+                       r"|^(?:workarounds?|solutions?|fixes)\s*(?:[—–:-]|$)"
                        r"|^fix:"),
     ))
 EXPLAINER_MIN_CUES = 2
@@ -189,8 +218,12 @@ def explainer_cues(lines: list[str]) -> set[str]:
     found = set()
     for line in lines:
         stripped = line.strip()
-        if not stripped or stripped.endswith(("?", "？")) or _ASKED.match(stripped):
-            continue  # a question is the reporter's: "how to fix this?"
+        if not stripped or _ASKED.match(stripped):
+            continue
+        if stripped.endswith(("?", "？")):  # a question is the reporter's: "how to fix this?"
+            if _RHETORICAL_QUESTION.search(stripped):  # ... unless it asks the reader
+                found.add("you-have-seen")
+            continue
         found.update(key for key, pattern in _EXPLAINER_CUES if pattern.search(stripped))
     return found
 

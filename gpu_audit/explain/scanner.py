@@ -77,8 +77,8 @@ PREFILTER: tuple[re.Pattern[bytes], ...] = tuple(
         rb"|an't initialize NVML|urrently allocated +: "
         # (cudaMallocAsync's "Free (according to CUDA): ", in this pass: one pass fewer)
         rb"|(?<=\(according to C)UDA\): )",
-        rb"G(?:PU(?: is lost| has fallen| \d+ has a total|\d+ [^\n]{0,80}?which is of cuda "
-        rb"capability)|ET was unable)",
+        rb"G(?:PU(?: is lost| lost from the bus| has fallen| \d+ has a total|\d+ [^\n]{0,80}?"
+        rb"which is of cuda capability)|ET was unable)",
         rb"K(?:ill|ILL)",
         # ("ProcessGroupNCCL'" at a line's end: a terminal cut "ProcessGroupNCCL's" there)
         rb"N(?:V(?:RM|ML|IDIA(?:-SMI| driver| Display Driver\. By default)|Link|LINK)"
@@ -86,7 +86,7 @@ PREFILTER: tuple[re.Pattern[bytes], ...] = tuple(
         rb"\.cpp|'(?:s|\r?\n)| INFO [\w/.-]+\.(?:cc|h|cu|cpp|hpp):\d+ -> [1-7]\b))",
         # (an nvidia-smi table's "Processes:" row: who holds the GPU, in the rows below it)
         rb"P(?:yTorch|YTORCH_|rocess(?:(?P<table>es:)| \d+ has)|TX)",
-        rb"X(?:id|ID)",
+        rb"X(?:id|ID|LA Label: )",  # (XLA's list of the buffers live at an out-of-memory)
         # TensorFlow's and XLA's status for an out-of-memory, in a title or a sentence without
         # "Error" or "memory" ("Resource exhausted: OOM when allocating tensor ...")
         rb"R(?:esource ?[Ee]xhausted|ESOURCE_EXHAUSTED"

@@ -295,6 +295,10 @@ SINGLE_LINES = [
      "host-oom", "host-oom/ray-oom-killer"),
     ("[ 9001.118220] [   4012]  1000  4012 17530751  7527750 60694528        0             0 "
      "python", "host-oom", "host-oom/task-row"),
+    ("        XLA Label: fusion", "cuda-oom", "cuda-oom/xla-peak-buffers"),
+    ("[ 4410.2] NVRM: nvAssertOkFailedNoLog: Assertion failed: GPU lost from the bus "
+     "[NV_ERR_GPU_IS_LOST] (0x0000000F) returned from rmStatus @ kernel_ce_gv100.c:106",
+     "gpu-hardware", "gpu-hardware/fallen-off-bus"),
 ]
 
 
@@ -331,6 +335,7 @@ QUIET_LINES = [
     "node01:4101:4101 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>",
     "Xidian University dataset loaded (XID-2019 split)",
     "Killed two birds with one stone",
+    "    if (err == cudaErrorMemoryAllocation) {",
     "CUDA kernel errors might be asynchronously reported at some other API call, so the "
     "stacktrace below might be incorrect.",
     "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.",

@@ -171,7 +171,7 @@ def _async_unsupported(sig: Signature, numbers: dict[str, Any], ctx: AdviceConte
 @signature("alloc-conf/ignored-options",
            r"backend:cudaMallocAsync ignores (?P<options>[^.(]+)", ("cudaMallocAsync ignores",),
            "Allocator options ignored under backend:cudaMallocAsync", severity=Severity.WARNING,
-           tier=5.0,
+           tier=5.0, alone_root=True,
            example="[W CUDAAllocatorConfig.cpp:29] Warning: backend:cudaMallocAsync ignores "
            "max_split_size_mb,roundup_power2_divisions, and garbage_collect_threshold. "
            "(function parseArgs)")
@@ -187,7 +187,7 @@ def _ignored_options(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext
            r"expandable_segments not supported on this platform",
            ("expandable_segments not supported",),
            "expandable_segments is not supported here and was ignored",
-           severity=Severity.WARNING, tier=4.0,
+           severity=Severity.WARNING, tier=4.0, alone_root=True,
            example="[W1120 11:02:12.000000000 CUDACachingAllocator.cpp:823] Warning: "
            "expandable_segments not supported on this platform (function operator())")
 def _expandable_unsupported(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:

@@ -37,6 +37,7 @@ ORDER = (
     "cuda-oom/tensorflow-not-a-failure",
     "cuda-oom/tensorflow",
     "cuda-oom/xla",
+    "cuda-oom/xla-peak-buffers",
     "cuda-oom/headless",
     "cuda-oom/message-detail",
     "cuda-oom/caught",

@@ -381,6 +381,14 @@ def _jax_oom(match: re.Match[str], line: str) -> dict[str, Any]:
     return found
 
 
+@signature("cuda-oom/xla-peak-buffers",
+           # the peak buffers XLA lists under its out-of-memory message ("BufferAssignment OOM
+           # Debugging"), each with its "XLA Label:" line: printed for that failure only, and
+           # the evidence left when a post keeps the list but not the message above it
+           r"^\s*XLA Label: \S", ("XLA Label: ",),
+           "GPU out of memory (JAX/XLA): the buffers live at the peak",
+           extract=_jax_oom, group="xla", attach="prefer", window=240,
+           example="        XLA Label: fusion")
 @signature("cuda-oom/xla",
            r"(?i:RESOURCE[_ ]EXHAUSTED): (?:Out of memory (?:while trying to allocate|allocating) "
            rf"(?:(?P<bytes>\d+) bytes|(?P<size>{SIZE}|[\d.]+[KMGT]iB))"

@@ -98,8 +98,10 @@ fixed("gpu-hardware/fallen-off-bus",
       # 0000:b3:00.0 (PCI ID: ...) installed in this system has fallen off the bus"
       rf"(?:GPU (?:at )?(?:PCI:)?(?P<pci_bus_id>{_PCI})\b[^\n]{{0,160}}?)?(?:GPU )?has fallen "
       r"off the bus|fallen off the bus and is not responding|GPU is lost|NVMLError_GpuIsLost|"
-      r"GPUIsLost",
-      ("fallen off the bus", "GPU is lost", "IsLost"), "GPU has fallen off the bus",
+      # the driver's status for it, in its assertions: "GPU lost from the bus [NV_ERR_GPU_IS_LOST]"
+      r"GPUIsLost|GPU lost from the bus|NV_ERR_GPU_IS_LOST",
+      ("fallen off the bus", "GPU is lost", "IsLost", "lost from the bus", "GPU_IS_LOST"),
+      "GPU has fallen off the bus",
       severity=Severity.CRITICAL, tier=0.0, group="off-the-bus",
       example="pynvml.NVMLError_GpuIsLost: GPU is lost",
       explanation="The driver can no longer reach the GPU over PCIe (Xid 79): a PCIe link "

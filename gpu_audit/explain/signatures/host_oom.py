@@ -216,8 +216,10 @@ fixed("host-oom/kubernetes-oomkilled", r"\bOOMKilled\b", ("OOMKilled",),
 
 
 @signature("host-oom/dataloader-killed",
-           r"DataLoader worker \(pids?(?:\(s\))? (?P<pids>[\d, ]+)\)\s*(?:is killed by signal: "
-           r"(?P<signal>Killed|Bus error)|exited unexpectedly)",
+           # (PyTorch's message without its pid, as people retell it, or cut before its signal:
+           # another signal, a segmentation fault, is the dataset's own crash)
+           r"DataLoader worker(?: \(pids?(?:\(s\))? (?P<pids>[\d, ]+)\))?\s*(?:is killed by"
+           r"(?: signal(?:: (?P<signal>Killed|Bus error)|[\s:.]*$)|[\s:.]*$)|exited unexpectedly)",
            ("DataLoader worker",), "A DataLoader worker process died", extract=_pids,
            example="RuntimeError: DataLoader worker (pid 9833) is killed by signal: Killed.")
 def _dataloader_killed(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
@@ -296,8 +298,10 @@ _KILLED = killed_words_pattern()
            r"(?:exit(?:ed)?(?: with)?(?: a)? (?:status|code)(?: code)?|returned non-zero exit "
            r"status|return ?code|"
            r"exit_code)[\s:=]*(?:137|-9)(?!\d|\.\d)|died with (?:<Signals\.)?SIGKILL|"
-           r"(?:terminated|killed) by signal (?:SIGKILL|9)\b|signal 9: SIGKILL",
-           ("SIGKILL", "-9", "137"),
+           r"(?:terminated|killed) by signal (?:SIGKILL|9)\b|signal 9: SIGKILL|"
+           # Slurm's srun for a task that died of SIGKILL: "srun: error: node7: task 0: Killed"
+           r"srun: error: [^:\n]{1,64}: tasks? (?P<task>[\d,-]+): Killed\b",
+           ("SIGKILL", "-9", "137", ": Killed"),
            "A worker was killed with SIGKILL", tier=1.5,
            example="torch.distributed.elastic.multiprocessing.api:[ERROR] failed (exitcode: -9) "
            "local_rank: 0 (pid: 88123) of binary: /usr/bin/python3 ... Signal 9 (SIGKILL) "

@@ -101,6 +101,9 @@ class Signature:
     key_field: str | None = None  # occurrences with different values of this number stay apart
     fact: bool = False  # a setting the log states: its numbers go to AdviceContext.facts
     handles: str | None = None  # a class whose recent failure this line says was caught
+    # a setting the user made that did not take effect (a warning where something else failed,
+    # or in a plain log): the root cause of a report of a problem where nothing else is a failure
+    alone_root: bool = False
 
     def advise(self, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
         """What these numbers, read from a line of this shape, mean and what to do."""

@@ -1,0 +1,247 @@
+"""Failures named in a title in more words (typing slips, a tool's own wording, the allocator's
+vocabulary), a DataLoader worker's death without its pid or cut before its signal, XLA's list of
+peak buffers without the message above it, an error constant compared in code, an allocator
+setting that did not take effect as the root cause when nothing else failed, texts that quote
+(notices, requests about a message's wording, pull request templates and change titles, error
+pages, a question to the reader), srun's killed task, and a heading that restates a message.
+Synthetic fixtures in fixtures/shapes/."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpu_audit.explain import classify_text
+from gpu_audit.explain.documents import read_head, title_failure
+from gpu_audit.model import Severity
+from tests.explain.helpers import shape_incidents as incidents
+from tests.explain.helpers import shape_root as root
+
+_OOM = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a "
+        "total capacity of 79.15 GiB of which 1.12 GiB is free.\n")
+_EXPANDABLE = ("[W1203 08:41:17.220431 CUDAAllocatorConfig.h:30] Warning: expandable_segments not "
+               "supported on this platform (function operator())\n")
+
+
+def failures(text: str) -> list[str]:
+    return [i.cls for i in classify_text(text, torch_version=None) if i.is_failure]
+
+
+# --- titles -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("title", "body", "expected"), [
+    # one typing slip in a key word
+    ("# failed to initalize NVML: ERROR_LIBRARY_NOT_FOUND", "I see it on start-up.",
+     "nvml-unavailable"),
+    ("# DataLoader worker is killed by singal: Killed", "I get it after one epoch.", "host-oom"),
+    # a tool's own wording of NVML's failure
+    ("# Unable to initialise nvidia nvml: Driver/library version mismatch", "I get this error.",
+     "nvml-unavailable"),
+    ("# nvtop: NVML Driver/library version mismatch", "I get it after an update.",
+     "nvml-unavailable"),
+    # "OOM" with the caching allocator's words: the GPU's memory
+    ("# OOM although reserved memory is small", "I get it at step 3.", "cuda-oom"),
+    ("# DataLoader worker exited unexpectedly", "I get it with 8 workers.", "host-oom"),
+    ("# GPU lost from the bus after resume", "I see it in dmesg.", "gpu-hardware"),
+    # no failure named, a slip too far from the key word, a host "OOM"
+    ("# Signal handling when DataLoader workers start", "I use 8 workers.", None),
+    ("# DataLoader worker killed by signal: Segmentation fault", "I get it at once.", None),
+    ("# failed to inline NVML calls", "I tried it twice.", None),
+    ("# OOM on the login node", "I run the preprocessing there.", None),
+    ("# OOM-killer ends the job after 80 GB allocated", "I see it in dmesg.", "host-oom"),
+    # more failure vocabulary
+    ("# Illegal memory access when training with bf16", "I get it at step 9.",
+     "illegal-memory-access"),
+    ("# NCCL error when training on 2 nodes", "I get it at start-up.", "nccl"),
+    ("# Xid 79 during training", "I see it in dmesg.", "gpu-hardware"),
+    ("# GPU fell off the bus during training", "I see it in dmesg.", "gpu-hardware"),
+    ("# Uncorrectable ECC error on GPU 3", "I see it twice a week.", "gpu-hardware"),
+    ("# Out of memory error during training on RTX 3090", "I get it at once.", "cuda-oom"),
+    ("# Training gets killed without error", "I run it with 8 workers.", "host-oom"),
+    ("# Bus error (core dumped) with DataLoader in docker", "I run 8 workers.", "host-oom"),
+    # ... but not where the writer rules memory out, nor in a feature request's title
+    ("# Training process killed without error (not a RAM problem)", "I see Xid 31.", None),
+    ("# FR: find the OOM incident where a process was killed", "I use it daily.", None),
+    ("# [Feature] say which process was killed", "I use it daily.", None),
+])
+def test_title_wordings(title: str, body: str, expected: str | None) -> None:
+    sig_id = title_failure(read_head(f"{title}\n\n{body}\n".encode(), whole=True))
+    assert (sig_id.split("/")[0] if sig_id else None) == expected
+
+
+def test_a_typing_slip_in_the_title_names_the_failure() -> None:
+    nvml = root("title_typo_nvml_initialise.log")
+    assert nvml.cls == "nvml-unavailable" and nvml.title.startswith("Named in the title")
+
+
+def test_a_pasted_warning_says_the_text_reports_a_run() -> None:
+    # no first-person words, no fenced block: the allocator's warning, pasted inline, is the
+    # text's evidence that the OOM of its title happened; the warning stays a warning
+    found = incidents("title_oom_reserved_with_pasted_warning.log")
+    assert found[0].role == "root-cause" and found[0].cls == "cuda-oom"
+    assert found[0].title.startswith("Named in the title")
+    warning = next(i for i in found if i.cls == "alloc-conf")
+    assert warning.severity == Severity.WARNING
+
+
+def test_a_title_that_is_itself_a_message_is_read_once() -> None:
+    text = ("/opt/venv/lib/python3.11/site-packages/torch/cuda/__init__.py:734: UserWarning: "
+            "Can't initialize NVML\n")
+    (warning,) = classify_text(text, torch_version=None)
+    assert warning.signature == "nvml-unavailable/torch-warning"
+
+
+# --- DataLoader workers -------------------------------------------------------------------------
+
+def test_a_dataloader_death_cut_before_its_signal() -> None:
+    worker = root("dataloader_killed_cut_before_signal.log")
+    assert worker.signature == "host-oom/dataloader-killed" and worker.numbers["pids"] == [41177]
+    assert worker.locations[0].line == 12
+
+
+def test_a_dataloader_death_retold_without_its_pid() -> None:
+    text = "epoch 2 done\nRuntimeError: DataLoader worker is killed by signal: Killed.\n"
+    (worker,) = classify_text(text, torch_version=None)
+    assert worker.cls == "host-oom" and worker.numbers["signal"] == "Killed"
+    assert worker.title == "A DataLoader worker was killed for memory"
+
+
+# --- XLA's peak buffers -------------------------------------------------------------------------
+
+def test_xlas_peak_buffers_without_the_message_are_an_oom() -> None:
+    oom = root("jax_peak_buffers_without_message.log")
+    assert oom.cls == "cuda-oom" and oom.signature == "cuda-oom/xla-peak-buffers"
+    assert oom.locations[0].line == 6
+
+
+def test_xlas_peak_buffers_join_the_message_above_them() -> None:
+    text = ("jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying "
+            "to allocate 6442450944 bytes.\nBufferAssignment OOM Debugging.\nPeak buffers:\n"
+            + "".join(f"\tBuffer {n}:\n\t\tSize: 1.00GiB\n\t\tXLA Label: fusion\n"
+                      f"\t\tShape: f32[{n},1024,1024]\n\t\t==========================\n"
+                      for n in range(1, 4)))
+    (oom,) = classify_text(text, torch_version=None)
+    assert oom.signature == "cuda-oom/xla" and oom.count == 1
+    assert oom.numbers["requested_bytes"] == 6 * 1024**3
+
+
+# --- an error constant compared in code ---------------------------------------------------------
+
+def test_an_error_constant_compared_in_code_is_no_failure() -> None:
+    assert [i for i in incidents("feature_request_error_constant_compared.log")
+            if i.is_failure] == []
+
+
+@pytest.mark.parametrize("line", [
+    "    if (err == cudaErrorMemoryAllocation) {",
+    "    } else if (cudaErrorMemoryAllocation != status) {",
+    "      case cudaErrorMemoryAllocation:",
+])
+def test_comparisons_are_code(line: str) -> None:
+    assert failures(f"int main() {{\n{line}\n}}\n") == []
+
+
+def test_the_constant_as_a_program_printed_it_is_still_a_failure() -> None:
+    assert failures("step 4\nCUDA call failed: cudaErrorMemoryAllocation\n") == ["cuda-oom"]
+
+
+# --- an allocator setting that did not take effect ----------------------------------------------
+
+def test_an_ignored_setting_alone_is_the_root_cause() -> None:
+    ignored = root("expandable_unsupported_alone.log")
+    assert ignored.signature == "alloc-conf/expandable-unsupported"
+    assert ignored.severity == Severity.ERROR and "Nothing else" in ignored.explanation
+
+
+def test_an_ignored_setting_in_a_plain_log_stays_a_warning() -> None:
+    # a log that may have run well: nothing says a problem happened
+    found = classify_text("step 1\n" + _EXPANDABLE + "step 2\nstep 3 done\n",
+                          torch_version=None)
+    assert [(i.cls, i.severity) for i in found] == [("alloc-conf", Severity.WARNING)]
+
+
+def test_an_ignored_setting_beside_a_failure_stays_a_warning() -> None:
+    found = classify_text("step 1\n" + _EXPANDABLE + "step 2\n" + _OOM, torch_version=None)
+    assert [i.cls for i in found if i.is_failure] == ["cuda-oom"]
+    warning = next(i for i in found if i.cls == "alloc-conf")
+    assert warning.severity == Severity.WARNING and warning.role == "context"
+
+
+# --- texts that quote: notices, requests about a message, pull requests, error pages -----------
+
+@pytest.mark.parametrize("name", [
+    "notice_if_you_encounter_this_error.log",  # the title is the message; "if you encounter"
+    "feature_request_better_kill_message.log",  # a title asking for a clearer message
+    "pr_template_headings_quote_error.log",  # "Test in your PR that fails without your code"
+    "pr_change_title_quotes_oom.log",  # "Adds a flag that ...": a change's title
+    "error_page_workarounds_other_errors.log",  # a remedy heading and a list of other errors
+    "blog_reader_question_ko.log",  # "... 적 있나요?": a question to the reader
+])
+def test_quoting_texts_raise_no_error(name: str) -> None:
+    assert [(i.signature, i.title) for i in incidents(name) if i.is_failure] == []
+
+
+@pytest.mark.parametrize(("title", "about"), [
+    ("# A clearer error message when a submission runs out of memory", True),
+    ("# CUDA out-of-memory message is hard to understand", True),
+    ("# [Feature request] more helpful OOM message", True),
+    ("# CUDA out of memory when the batch is 64", False),
+    ("# Error message: CUDA out of memory", False),
+])
+def test_a_title_about_a_messages_wording(title: str, about: bool) -> None:
+    assert read_head(f"{title}\n\nbody\n".encode(), whole=True).about_message is about
+
+
+def test_a_request_about_a_message_that_pastes_its_own_run_reports_it() -> None:
+    text = ("# Improve the OOM message\n\nIt happened in an eval loop:\n```\n" + _OOM + "```\n"
+            "The message could name the memory the caching allocator holds.\n")
+    assert failures(text) == ["cuda-oom"]
+
+
+@pytest.mark.parametrize(("title", "pull_request"), [
+    ("# Adds a flag that keeps weights in half precision", True),
+    ("# Fixes the NVML lookup on Windows", True),
+    ("# [GPU-42] fix(xid): read Xid 79 in the new wording", True),  # after a ticket's key
+    ("# Fix for CUDA out of memory does not work", False),  # an issue, not a change
+    ("# Uses too much memory after the update", False),
+])
+def test_a_change_title(title: str, pull_request: bool) -> None:
+    assert read_head(f"{title}\n\nbody\n".encode(), whole=True).pull_request is pull_request
+
+
+def test_a_readers_question_is_an_explainer_phrase_but_the_writers_is_not() -> None:
+    from gpu_audit.explain.mentions import explainer_cues
+    assert explainer_cues(["Have you ever hit CUDA out of memory halfway through an epoch?"])
+    for line in ("If you encounter this error, install the newer driver.",
+                 "如果你遇到这个错误,先升级驱动。",
+                 "このエラーが出たら、ドライバを更新してください。",
+                 "이 오류가 발생하면 드라이버를 업데이트하세요."):
+        assert explainer_cues([line]) == {"you-have-seen"}, line
+    assert not explainer_cues(["How to fix this?"])
+    assert not explainer_cues(["Why does my job get CUDA out of memory at step 3?"])
+
+
+# --- Slurm's srun, and a heading that restates a message ----------------------------------------
+
+def test_srun_reporting_a_killed_task() -> None:
+    killed = root("srun_task_killed_ticket.log")
+    assert killed.cls == "host-oom" and killed.signature == "host-oom/sigkill"
+    assert killed.numbers["task"] == 0
+
+
+def test_a_heading_that_restates_a_message_comes_after_the_texts_own() -> None:
+    nccl = root("title_restates_ranked_message.log")
+    assert nccl.cls == "nccl" and nccl.ranks == [5] and nccl.locations[0].line == 6
+    heading = next(i for i in incidents("title_restates_ranked_message.log")
+                   if i.locations[0].line == 1)
+    assert heading.role in ("related", "consequence")
+
+
+@pytest.mark.parametrize(("text", "heading"), [
+    ("# NCCL error on 8 nodes\n\nI get it every run.\n", True),
+    ("NCCL error on 8 nodes\n\nI get it every run.\n", True),  # set off by a blank line
+    # a raw log's first line is no heading: it keeps its place in the reading order
+    ("RuntimeError: CUDA error: an illegal memory access was encountered\nstep 2\n", False),
+    ("[I 12:00:01] NCCL INFO comm 0x1 rank 0\n\nstep 1\n", False),
+])
+def test_a_heading(text: str, heading: bool) -> None:
+    assert read_head(text.encode(), whole=True).heading is heading
