@@ -141,6 +141,26 @@ def test_nvml_dll_not_found_in_a_tools_words() -> None:
     assert nvml.cls == "nvml-unavailable" and nvml.is_failure and nvml.locations[0].line == 2
 
 
+@pytest.mark.parametrize(("line", "named", "not_named"), [
+    ("gpu-monitor: Error: nvml.dll not found, GPU metrics disabled", "nvml.dll",
+     "libnvidia-ml"),
+    ("OSError: libnvidia-ml.so.1: cannot open shared object file: No such file or directory",
+     "libnvidia-ml.so.1", "nvml.dll"),
+])
+def test_the_missing_library_is_named_for_the_system_the_log_shows(line: str, named: str,
+                                                                    not_named: str) -> None:
+    (nvml,) = classify_text(line + "\n", torch_version=None)
+    assert named in nvml.title and named in nvml.explanation
+    assert not_named not in nvml.title + nvml.explanation + nvml.remedy
+
+
+def test_a_log_that_does_not_say_its_system_gets_both_libraries() -> None:
+    (nvml,) = classify_text("pynvml.NVMLError_LibraryNotFound: NVML Shared Library Not Found\n",
+                            torch_version=None)
+    assert "libnvidia-ml.so.1 on Linux, nvml.dll on Windows" in nvml.explanation
+    assert "ldconfig" in nvml.remedy and "where nvml.dll" in nvml.remedy
+
+
 # --- Xid events under a cuDNN failure --------------------------------------------------------
 
 def test_xids_beside_a_cudnn_failure_are_the_root_cause() -> None:

@@ -33,9 +33,16 @@ _NVML_MISMATCH = (
     "while the old kernel module is still loaded. nvidia-smi and NVML fail until they match, "
     "and CUDA often does too.")
 _LIBRARY_MISSING = (
-    "libnvidia-ml.so.1 (NVML, part of the NVIDIA driver) could not be found or loaded: no driver "
+    "{library}, part of the NVIDIA driver, could not be found or loaded: no driver "
     "is installed, the container was started without the driver's libraries, or the tool runs "
     "where there is no NVIDIA GPU (a GPU monitor on a laptop or a Mac).")
+# The library by platform, for the title and the explanation: the log's own words say which.
+_LINUX_LIBRARY = "libnvidia-ml.so.1"
+_ANY_LIBRARY = "NVML's library (libnvidia-ml.so.1 on Linux, nvml.dll on Windows)"
+_WINDOWS_REMEDY = (
+    "Install or repair the NVIDIA driver (nvml.dll comes with it, in C:\\Windows\\System32, "
+    "or under C:\\Program Files\\NVIDIA Corporation\\NVSMI with older drivers); check with "
+    "`nvidia-smi` in a new terminal and `where nvml.dll`.")
 _LIBRARY_REMEDY = (
     "Install the NVIDIA driver on the host; in containers use the NVIDIA Container Toolkit "
     "(`docker run --gpus all`) rather than copying driver libraries into the image; check with "
@@ -93,7 +100,7 @@ _MISMATCH_ONLY = {"nvml-unavailable/nvrm-api-mismatch", "nvml-unavailable/librar
            r"(?:\w*[Cc]heck_?[Rr]eturn|raise NVMLError)\(NVML_ERROR_LIBRARY_NOT_FOUND\)",
            ("libnvidia-ml", "NVML library", "NVML shared library", "NVML is not", "NVML not",
             "NVIDIA Display Driver", "nvml.dll", "NVML_ERROR_LIBRARY_NOT_FOUND"),
-           "The NVML library (libnvidia-ml.so.1) cannot be loaded", tier=0.0,
+           "The NVML library cannot be loaded", tier=0.0,
            example="OSError: libnvidia-ml.so.1: cannot open shared object file: No such file or "
            "directory")
 @signature("nvml-unavailable/library-version",
@@ -149,9 +156,18 @@ def _nvml_init(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> A
                        "there.")
         remedy = ("Run the job on a Linux (or Windows) machine with an NVIDIA GPU and driver; on "
                   "a Mac, PyTorch uses the GPU through MPS (device='mps'), without NVML.")
-    elif ("librarynotfound" in low or "library not found" in low or numbers.get("library")
+    elif numbers.get("windows"):
+        explanation = _LIBRARY_MISSING.format(library="nvml.dll (NVML)")
+        remedy, title = _WINDOWS_REMEDY, "The NVML library (nvml.dll) cannot be loaded"
+    elif numbers.get("library"):
+        explanation, remedy = (_LIBRARY_MISSING.format(library=f"{_LINUX_LIBRARY} (NVML)"),
+                                _LIBRARY_REMEDY)
+        title = f"The NVML library ({_LINUX_LIBRARY}) cannot be loaded"
+    elif ("librarynotfound" in low or "library not found" in low
           or sig.id == "nvml-unavailable/library-missing"):
-        explanation, remedy = _LIBRARY_MISSING, _LIBRARY_REMEDY
+        # the log does not say which system: both libraries' names, both remedies
+        explanation = _LIBRARY_MISSING.format(library=_ANY_LIBRARY)
+        remedy = f"{_LIBRARY_REMEDY} On Windows: {_WINDOWS_REMEDY}"
     elif "notloaded" in low or "not loaded" in low:
         explanation = "The NVIDIA kernel module is not loaded, so NVML has no driver to talk to."
         remedy = ("`lsmod | grep nvidia`; reinstall the driver for the running kernel (DKMS) or "
