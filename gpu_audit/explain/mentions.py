@@ -43,7 +43,7 @@ _REPORTED_BEFORE = re.compile(
     r"\b(?:I|we|I'm|I've|I'd|we're|we've|my|our|me|us)\b[^.`!?]{0,80}?\b(?:get|gets|got|"
     r"getting|see|saw|seeing|hit|hitting|encounter(?:ed|ing)?|ran into|run into|running into|"
     r"receive[ds]?|receiving|fac(?:e|ed|ing)|ha(?:ve|d|ving)|observe[ds]?|keep getting|"
-    r"reproduce[ds]?|end(?:s|ed)? up with)\b|"
+    r"reproduce[ds]?|end(?:s|ed)? up with|met|meet|meeting)\b|"
     r"\b(?:fails?|failed|failing|crash(?:es|ed)?|die[sd]|stop(?:s|ped)|throws?|threw|raised?|"
     r"errors? out|errored out|exit(?:s|ed)?|abort(?:s|ed)?|dies) with\s*$|"
     r"(?:报错|出现了?|遇到了?|提示|エラーが出|발생)[^`]{0,10}$",
@@ -88,7 +88,7 @@ def is_mention(candidate: Candidate, text: str, match: re.Match[str]) -> bool:
                    if span.start() <= match.start() and match.end() <= span.end()), None)
     if quoted is not None:
         rest = text[quoted.end():].split("`", 1)[0]
-        before = text[:quoted.start()]
+        before = text[:quoted.start()] or _sentence_above(candidate, text)
         if not _reported(before) and (
                 (_WORDS_AFTER.search(rest) and not _OWN_REPORT.match(rest))
                 or _CODE_VERB.search(before)):
@@ -105,6 +105,19 @@ def is_mention(candidate: Candidate, text: str, match: re.Match[str]) -> bool:
         return False
     above = [line for _, line in candidate.before if line.strip()][-_LINES_ABOVE:]
     return any(HYPOTHETICAL.search(line.strip()) for line in above)
+
+
+_SENTENCE_END = re.compile(r"[.!?:;。！？：；]\s*$")
+
+
+def _sentence_above(candidate: Candidate, text: str) -> str:
+    """The line above a line that starts with an inline quote, when its sentence runs on into
+    the quote ("I met the problem showing" / "`X` on node 0"): the words before the quote.
+    (Lines above that are part of ``text``, a message joined again after a terminal wrapped
+    it, are the quote itself.)"""
+    above = next((line.strip() for _, line in reversed(candidate.before)
+                  if line.strip() and line.strip() not in text), "")
+    return "" if not above or _SENTENCE_END.search(above) else above
 
 
 def _compared(text: str, match: re.Match[str]) -> bool:

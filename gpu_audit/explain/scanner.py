@@ -71,7 +71,10 @@ PREFILTER: tuple[re.Pattern[bytes], ...] = tuple(
         # (cudaMallocAsync's missing operations, also in a sentence or a title without "Error")
         rb"A(?:ssertion `|LLOC_CONF|SSERT FAILED|sync does not (?:yet )?support|sync support for "
         rb"[a-z]+[A-Z])",
-        rb"C(?:UDA(?:[ _]|CachingAllocator|AllocatorConfig)|U(?:BLAS|SOLVER|SPARSE)_STATUS|UFFT_"
+        # (and "CUDA" right before a word in Chinese, Japanese or Korean: a translated message,
+        # "CUDA内存不足"; their UTF-8 lead bytes)
+        rb"C(?:UDA(?:[ _]|CachingAllocator|AllocatorConfig|[\xe3-\xed])"
+        rb"|U(?:BLAS|SOLVER|SPARSE)_STATUS|UFFT_"
         rb"|UDNN_(?:STATUS|BACKEND)"
         rb"|uda failure|achingAllocator|aught collective|onnection closed by (?:remote )?peer"
         rb"|an't initialize NVML|urrently allocated +: "
@@ -97,7 +100,8 @@ PREFILTER: tuple[re.Pattern[bytes], ...] = tuple(
         rb"\n(?=[ \t*_`>\[" + _KILLED_FIRST_BYTES + rb"])"
         rb"(?P<at>[ \t*_`>]*(?:\[\d+\][+-]?[ \t]+(?:\d+[ \t]+)?)?(?:"
         + _OTHER_KILLED_WORDS + rb"))",
-        rb"oom(?:-kill|_reaper)",  # the kernel's OOM killer at work: "invoked oom-killer"
+        # the kernel's OOM killer at work: "invoked oom-killer"; a writer's "oom killer"
+        rb"oom(?:[- ]?kill|_reaper)",
         # the numbers of the cudaMallocAsync backend's OOM message, one per line
         rb"Device limit +: ",  # ("Requested" and "(according to CUDA)": in the R and C passes)
     )

@@ -87,6 +87,17 @@ def _no_numbers(_match: re.Match[str], _line: str) -> dict[str, Any]:
     return {}
 
 
+_OOM_KILLER = r"oom[- ]?killer"
+_TOLD_OOM_KILL = (
+    r"(?i:\b(?:I|we|my|our|me|us)\b(?:(?!\b(?:if|whether)\b)[^.?!\n]){0,60}?"
+    rf"(?:\b(?:killed|terminated) by (?:the )?(?:(?:linux|kernel|system)(?:'s)? )?{_OOM_KILLER}"
+    rf"|\boom[- ]?killed|\bthe {_OOM_KILLER} (?:killed|terminated))\b"
+    # (the clause before "被" says no "if" (如果, 若, 假如) and no "whether" (是否))
+    rf"|(?:^|(?<=[。！？，,.!?\s]))(?:(?![如若假]|是否)[^\n。！？，,]){{0,20}}?被\s*(?:系统|内核)?的?\s*{_OOM_KILLER}\s*(?:给)?(?:杀死|杀掉|干掉|终止|kill)"
+    rf"|{_OOM_KILLER}\s*(?:に|によって|により)\s*(?:kill|殺|強制終了)\s*され(?!た場合)"
+    rf"|{_OOM_KILLER}\s*(?:에 의해|가)\s*(?:종료|죽|kill)(?:되었|됐|였|었|했))")
+
+
 @signature("host-oom/task-row",
            # a row of the task table the OOM killer prints (dump_tasks): [pid] uid tgid total_vm
            # rss (rss_anon rss_file rss_shmem) pgtables_bytes swapents oom_score_adj name, after
@@ -118,10 +129,15 @@ def _no_numbers(_match: re.Match[str], _line: str) -> dict[str, Any]:
            r"oom_reaper: reaped process (?P<pid_>\d+) \((?P<process_name_>[^)]*)\)|"
            # its one-line summary of the kill, and the task table it prints before it
            r"oom-kill:constraint=(?P<scope_>CONSTRAINT_\w+)[^\n]*?,task=(?P<process_name__>[^,\s]+)"
-           r",pid=(?P<pid__>\d+)|Tasks state \(memory values in pages\)",
+           r",pid=(?P<pid__>\d+)|Tasks state \(memory values in pages\)|"
+           # the writer telling the kill in their own words: "my job was killed by the OOM
+           # killer", "I get: killed by OOM killer", "进程被 OOM killer 杀死了", "OOM killerに
+           # killされた" (not "if"/"whether" it was: a question or a conditional)
+           + _TOLD_OOM_KILL,
            ("out of memory: Kill", "Out of memory: Kill", "Out of memory: kill",
             "oom_kill_allocating", "invoked oom-killer", "oom_reaper", "oom-kill:constraint",
-            "Tasks state (memory values"),
+            "Tasks state (memory values", "killer", "Killer", "KILLER", "killed", "Killed",
+            "KILLED"),
            "The kernel's OOM killer killed a process", extract=_kernel_oom, group="oom-killer",
            example="[ 301.772100] Memory cgroup out of memory: Killed process 5512 (python3) "
            "total-vm:30000000kB, anon-rss:20000000kB, file-rss:0kB, shmem-rss:0kB")
@@ -216,11 +232,14 @@ fixed("host-oom/kubernetes-oomkilled", r"\bOOMKilled\b", ("OOMKilled",),
 
 
 @signature("host-oom/dataloader-killed",
-           # (PyTorch's message without its pid, as people retell it, or cut before its signal:
-           # another signal, a segmentation fault, is the dataset's own crash)
-           r"DataLoader worker(?: \(pids?(?:\(s\))? (?P<pids>[\d, ]+)\))?\s*(?:is killed by"
+           # (PyTorch's message without its pid, as people retell it ("DataLoader process ...
+           # was killed by"), or cut before its signal: another signal, a segmentation fault, is
+           # the dataset's own crash)
+           r"DataLoader (?:worker|process)(?: \(pids?(?:\(s\))? (?P<pids>[\d, ]+)\))?\s*"
+           r"(?:(?:exited (?:and )?)?(?:is|was|got|has been) killed by"
            r"(?: signal(?:: (?P<signal>Killed|Bus error)|[\s:.]*$)|[\s:.]*$)|exited unexpectedly)",
-           ("DataLoader worker",), "A DataLoader worker process died", extract=_pids,
+           ("DataLoader worker", "DataLoader process"), "A DataLoader worker process died",
+           extract=_pids,
            example="RuntimeError: DataLoader worker (pid 9833) is killed by signal: Killed.")
 def _dataloader_killed(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
     signal = str(numbers.get("signal") or "")
