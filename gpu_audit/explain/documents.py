@@ -51,7 +51,11 @@ _COMMIT_TITLE = re.compile(
     r"^(?:#+\s*)?(?:\[[\w.-]{1,30}\]\s*)?"
     r"(?:(?:feat|fix|docs?|chore|refactor|perf|test|tests|ci|build|style|revert)"
     r"(?:\([^)\n]{1,60}\))?!?: \S|(?i:(?:adds|implements|introduces|refactors|bumps|renames|"
-    r"deprecates|exposes) \S|fixes (?:#\d|an? |the )))")
+    r"deprecates|exposes) \S|fixes (?:#\d|an? |the ))|"
+    # a bump: "Update the NVIDIA driver to 580.82.07", "Bump torch to 2.4" (a title that
+    # ends at the version; "Update to 535 breaks NCCL" is an issue)
+    r"(?i:(?:update|upgrade|bump|pin)s? (?!to\b)[^\n]{1,60}?\bto\b[^\n]{0,30}?"
+    r"\bv?\d+(?:\.\d+)+\s*$))")
 # A title about how a message is worded (a feature request: "Proper error message when ...",
 # "the out-of-memory message is hard to understand"): the text quotes the message it discusses.
 _ABOUT_A_MESSAGE = re.compile(
@@ -115,9 +119,9 @@ _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("host-oom/kernel-oom-killer", r"\boom[- ]?kill(?:er|ed)\b"),
         ("host-oom/shell-killed", r"^\W*killed\W*(?:error\W*)?$"),
         # (a segmentation fault is the dataset's own crash, not memory)
-        ("host-oom/dataloader-killed", r"\bDataLoader (?:worker|process)\b(?![^\n]*\b(?:segmentation fault|"
-                                       r"SIGSEGV)\b)[^\n]{0,60}?\b(?:killed|exited "
-                                       r"unexpectedly)\b"),
+        ("host-oom/dataloader-killed", r"\bDataLoader (?:worker|process)\b(?![^\n]*\b(?:"
+                                       r"segmentation fault|SIGSEGV)\b)[^\n]{0,60}?\b(?:killed|"
+                                       r"exited unexpectedly)\b"),
         ("host-oom/shared-memory", r"\bBus error\b[^\n]{0,60}?\b(?:DataLoader|docker|container|"
                                    r"shm|shared memory|workers?)\b|\b(?:DataLoader|docker|"
                                    r"container|workers?)\b[^\n]{0,60}?\bBus error\b|"

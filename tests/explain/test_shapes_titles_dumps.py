@@ -346,3 +346,71 @@ def test_a_translated_oom_message_keeps_its_numbers() -> None:
 def test_translated_oom_heads(line: str) -> None:
     assert failures(f"step 1\n{line}\nstep 2\nstep 3\nstep 4\nstep 5\nstep 6\nstep 7\n") == [
         "cuda-oom"]
+
+
+# --- a told "then the error occurs", a page's symptom, a Korean explainer, DataLoader deaths typed
+# --- by hand or of another signal, NVML's failure without a reason, a bump, a sacrificed child --
+
+def test_then_the_error_occurs_tells_what_happened() -> None:
+    assert root("narrative_then_the_error_occurs.log").cls == "illegal-memory-access"
+
+
+@pytest.mark.parametrize(("line", "cue"), [
+    ("and then the error occurs. What is wrong", False),
+    ("This error occurs when the batch is too large.", True),
+    ("This happens most often when rendering large images.", True),
+    ("Symptom: the pipeline dies halfway", True),
+    ("가장 많이 겪는 문제는 CUDA out of memory 오류입니다.", True),
+])
+def test_explainer_phrases(line: str, cue: bool) -> None:
+    from gpu_audit.explain.mentions import explainer_cues
+    assert bool(explainer_cues([line])) is cue
+
+
+@pytest.mark.parametrize("name", [
+    "explainer_symptom_happens_most_often_when.log",
+    "explainer_ko_common_problem.log",
+    "pr_bump_driver_quotes_warning.log",
+    "dataloader_aborted_after_cut_title.log",
+])
+def test_texts_and_crashes_that_are_no_gpu_failure(name: str) -> None:
+    assert [i.cls for i in incidents(name) if i.is_failure] == []
+
+
+def test_a_dataloader_death_typed_by_hand() -> None:
+    killed = root("dataloader_typed_lowercase_signal.log")
+    assert killed.signature == "host-oom/dataloader-killed"
+    assert killed.numbers["signal"] == "Killed" and killed.numbers["pids"] == [812]
+
+
+def test_a_dataloader_worker_crashed_by_another_signal_is_a_warning() -> None:
+    crash = next(i for i in incidents("dataloader_aborted_after_cut_title.log")
+                 if i.signature == "host-oom/dataloader-killed")
+    assert crash.severity == Severity.WARNING and "(Aborted)" in crash.title
+
+
+@pytest.mark.parametrize("line", [
+    "RuntimeError: DataLoader worker (pid 7781) is killed by signal: Aborted.",
+    "RuntimeError: DataLoader worker (pid 7781) is killed by signal: Floating point exception.",
+])
+def test_a_dataloader_worker_crashed_by_another_signal_alone_opens_nothing(line: str) -> None:
+    assert classify_text(line, torch_version=None) == []
+
+
+def test_nvml_init_failed_without_a_reason() -> None:
+    assert root("nvml_init_failed_without_reason.log").signature == "nvml-unavailable/init-failed"
+
+
+@pytest.mark.parametrize(("title", "pull_request"), [
+    ("Update the CI runners' NVIDIA driver to 575.57.08", True),
+    ("Bump torch to 2.4.1", True),
+    ("Update to 535.104 breaks NCCL", False),
+    ("Update driver to 535.104 and now NCCL hangs", False),
+])
+def test_a_bump_title(title: str, pull_request: bool) -> None:
+    assert read_head(f"{title}\n\nbody\n".encode(), whole=True).pull_request is pull_request
+
+
+def test_the_oom_killer_names_the_child_it_killed() -> None:
+    killed = root("kernel_oom_sacrifice_child.log")
+    assert killed.numbers["pid"] == 4123 and killed.numbers["process_name"] == "trainer"

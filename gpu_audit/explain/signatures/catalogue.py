@@ -126,6 +126,7 @@ ORDER = (
     "host-oom/kubernetes-oomkilled",
     "host-oom/kubernetes-evicted",
     "host-oom/ray-oom-killer",
+    "host-oom/dataloader-crashed",
     "host-oom/dataloader-killed",
     "host-oom/shared-memory",
     "host-oom/cpu-allocator",

@@ -37,6 +37,7 @@ from gpu_audit.explain.signatures.registry import (
 )
 from gpu_audit.explain.signatures.texts import size_text
 from gpu_audit.knowledge.signals import KILLED_WORDS, killed_words_pattern
+from gpu_audit.model import Severity
 from gpu_audit.units import SIZE, size_or_none
 
 CLASS = document_class("host-oom", __doc__)
@@ -70,6 +71,15 @@ def _pids(match: re.Match[str], line: str) -> dict[str, Any]:
         found["pids"] = [int(p) for p in re.findall(r"\d+", found["pids"])]
     elif isinstance(found.get("pids"), int):
         found["pids"] = [found["pids"]]
+    return found
+
+
+def _dataloader(match: re.Match[str], line: str) -> dict[str, Any]:
+    found = _pids(match, line)
+    if isinstance(found.get("signal"), str):  # "killed", "bus error": as PyTorch writes them
+        signal = found["signal"]
+        found["signal"] = {"killed": "Killed", "bus error": "Bus error"}.get(signal.lower(),
+                                                                            signal)
     return found
 
 
@@ -117,7 +127,7 @@ _TOLD_OOM_KILL = (
 @signature("host-oom/killed-process",
            r"Killed process (?P<pid>\d+) \((?P<process_name>[^)]*)\)", ("Killed process",),
            "The kernel's OOM killer killed a process", extract=_kernel_oom, group="oom-killer",
-           attach="prefer", window=4,
+           attach="prefer", window=4, overrides=True,
            example="[ 9001.120399] Killed process 4012 (python) total-vm:70123004kB, "
            "anon-rss:30111000kB, file-rss:0kB, shmem-rss:0kB")
 @signature("host-oom/kernel-oom-killer",
@@ -231,18 +241,52 @@ fixed("host-oom/kubernetes-oomkilled", r"\bOOMKilled\b", ("OOMKilled",),
       + _HOST_MEMORY)
 
 
+_DATALOADER = (r"(?i:DataLoader) (?:worker|process)"
+               r"(?: \(pids?(?:\(s\))? (?P<pids>[\d, ]+)\))?")
+_DATALOADER_NEEDLES = ("DataLoader worker", "DataLoader process", "Dataloader worker",
+                       "Dataloader process", "dataloader worker", "dataloader process")
+
+
+@signature("host-oom/dataloader-crashed",
+           # another signal than SIGKILL or SIGBUS: the worker's own crash (a native library, a
+           # bad sample), no memory limit; a fact, so that the same death told above without its
+           # signal is not read as one
+           _DATALOADER.replace("?P<pids>", "?:") + r"\s*(?:is|was|got|has been) killed by "
+           r"signal: ?(?P<dataloader_crash_signal>(?!(?i:killed|bus error)\b)[A-Z][a-z]+"
+           r"(?: [a-z]+){0,2})",
+           _DATALOADER_NEEDLES, "A DataLoader worker crashed", severity=Severity.INFO, tier=5.0,
+           fact=True,
+           example="RuntimeError: DataLoader worker (pid 2831817) is killed by signal: "
+           "Segmentation fault.")
+def _dataloader_crash_fact(sig: Signature, numbers: dict[str, Any],
+                           ctx: AdviceContext) -> Advice:
+    # a fact: it makes a DataLoader death told without its signal a crash, it opens nothing
+    return advice(sig, numbers, "A DataLoader worker crashed of a signal other than SIGKILL.",
+                  "Nothing.")
+
+
 @signature("host-oom/dataloader-killed",
            # (PyTorch's message without its pid, as people retell it ("DataLoader process ...
            # was killed by"), or cut before its signal: another signal, a segmentation fault, is
            # the dataset's own crash)
-           r"DataLoader (?:worker|process)(?: \(pids?(?:\(s\))? (?P<pids>[\d, ]+)\))?\s*"
-           r"(?:(?:exited (?:and )?)?(?:is|was|got|has been) killed by"
-           r"(?: signal(?:: (?P<signal>Killed|Bus error)|[\s:.]*$)|[\s:.]*$)|exited unexpectedly)",
-           ("DataLoader worker", "DataLoader process"), "A DataLoader worker process died",
-           extract=_pids,
+           # (typed by hand: "Dataloader worker ... killed by signal:killed")
+           _DATALOADER + r"\s*(?:(?:exited (?:and )?)?(?:is|was|got|has been) killed by"
+           r"(?: signal(?:: ?(?P<signal>(?i:Killed|Bus error))|[\s:.]*$)|[\s:.]*$)"
+           r"|exited unexpectedly)",
+           _DATALOADER_NEEDLES, "A DataLoader worker process died", extract=_dataloader,
            example="RuntimeError: DataLoader worker (pid 9833) is killed by signal: Killed.")
 def _dataloader_killed(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
     signal = str(numbers.get("signal") or "")
+    crashed = ctx.facts.get("dataloader_crash_signal")
+    if not signal and crashed:  # a death told without its signal, which the log names below
+        signal = str(crashed)
+        explanation = (f"A DataLoader worker died of {signal}: a crash in the worker itself (a "
+                       "native library the dataset uses, a bad sample), not a memory limit and "
+                       "not the GPU. The worker's own traceback or core dump names the code.")
+        return advice(sig, numbers, explanation, "Run with num_workers=0 to get the crash in "
+                      "the main process with its traceback; then fix or update the library that "
+                      "crashed.", title=f"A DataLoader worker crashed ({signal})",
+                      severity=Severity.WARNING)
     if signal == "Bus error":
         explanation = ("A DataLoader worker got SIGBUS writing to shared memory: /dev/shm is too "
                        "small (Docker's default is 64 MB).")
