@@ -80,8 +80,9 @@ PREFILTER: tuple[re.Pattern[bytes], ...] = tuple(
         rb"|an't initialize NVML|urrently allocated +: "
         # (cudaMallocAsync's "Free (according to CUDA): ", in this pass: one pass fewer)
         rb"|(?<=\(according to C)UDA\): )",
+        # (and TensorFlow 1's node under its OOM: '[[Node: ... _device=".../device:GPU:0"]')
         rb"G(?:PU(?: is lost| lost from the bus| has fallen| \d+ has a total|\d+ [^\n]{0,80}?"
-        rb"which is of cuda capability)|ET was unable)",
+        rb"which is of cuda capability|:\d+\"\])|ET was unable)",
         rb"K(?:ill|ILL)",
         # ("ProcessGroupNCCL'" at a line's end: a terminal cut "ProcessGroupNCCL's" there)
         rb"N(?:V(?:RM|ML|IDIA(?:-SMI| driver| Display Driver\. By default)|Link|LINK)"

@@ -414,3 +414,18 @@ def test_a_bump_title(title: str, pull_request: bool) -> None:
 def test_the_oom_killer_names_the_child_it_killed() -> None:
     killed = root("kernel_oom_sacrifice_child.log")
     assert killed.numbers["pid"] == 4123 and killed.numbers["process_name"] == "trainer"
+
+
+# --- a container refused for its CUDA requirement, TensorFlow 1's OOM with its node's GPU -------
+
+def test_a_containers_cuda_requirement_the_driver_cannot_meet() -> None:
+    refused = root("container_requirement_escaped_oci.log")
+    assert refused.signature == "driver-mismatch/container-requirement"
+    assert refused.numbers["required_cuda"] == "11.0"
+
+
+def test_tensorflow1s_oom_takes_its_gpu_from_the_node_below() -> None:
+    oom = root("tensorflow1_oom_node_device.log")
+    assert oom.signature == "cuda-oom/tensorflow" and oom.numbers["gpu_index"] == 1
+    assert oom.numbers["requested_bytes"] == 64 * 128 * 128 * 32 * 4
+    assert len([i for i in incidents("tensorflow1_oom_node_device.log") if i.is_failure]) == 1

@@ -359,7 +359,9 @@ def _tensorflow_oom(match: re.Match[str], line: str) -> dict[str, Any]:
     return found
 
 
-_TF_SHAPE = r"(?: with shape ?\[(?P<shape>[\d, ]{0,200})\])?(?: and type (?P<dtype>\w+))?"
+# ("with shape[...]"; TensorFlow 1 wrote "of shape [...]")
+_TF_SHAPE = (r"(?: (?:with|of) shape ?\[(?P<shape>[\d, ]{0,200})\])?"
+             r"(?: and type (?P<dtype>\w+))?")
 
 
 @signature("cuda-oom/tensorflow",
@@ -393,6 +395,18 @@ def _tf_oom(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advi
               "To let several jobs share a GPU, make TensorFlow allocate as it goes: "
               "export TF_FORCE_GPU_ALLOW_GROWTH=true")
     return advice(sig, numbers, explanation, remedy, diagnosis="unknown")
+
+
+@signature("cuda-oom/tensorflow-node",
+           r"^\s*\[\[(?:Node: |\{\{node )[^\n]*?device:GPU:(?P<gpu_index>\d+)\"\]",
+           ("device:GPU:",), "GPU out of memory (TensorFlow, continued)", group="tensorflow",
+           attach="only", window=3,
+           example='\t [[Node: gradients/mul = Const[dtype=DT_FLOAT, _device="/job:localhost/'
+           'replica:0/task:0/device:GPU:0"]()]]')
+def _tf_node(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    # a continuation: the GPU of the TensorFlow out-of-memory above it (TensorFlow 1 names the
+    # device on the node line under its message), never an incident of its own
+    return advice(sig, numbers, "The node whose tensor could not be allocated.", "Nothing.")
 
 
 fixed("cuda-oom/tensorflow-not-a-failure",
