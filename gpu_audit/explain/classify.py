@@ -351,7 +351,7 @@ class Classifier:
                 seen = {p["pid"] for p in target.numbers.get("processes", [])}
                 target.numbers.setdefault("processes", []).extend(
                     p for p in value if p["pid"] not in seen)
-            elif target.numbers.get(key) is None:
+            elif target.numbers.get(key) is None or (sig.overrides and value is not None):
                 target.numbers[key] = value
         group.note(occ)
         group.refresh_primary(target)

@@ -51,7 +51,11 @@ _COMMIT_TITLE = re.compile(
     r"^(?:#+\s*)?(?:\[[\w.-]{1,30}\]\s*)?"
     r"(?:(?:feat|fix|docs?|chore|refactor|perf|test|tests|ci|build|style|revert)"
     r"(?:\([^)\n]{1,60}\))?!?: \S|(?i:(?:adds|implements|introduces|refactors|bumps|renames|"
-    r"deprecates|exposes) \S|fixes (?:#\d|an? |the )))")
+    r"deprecates|exposes) \S|fixes (?:#\d|an? |the ))|"
+    # a bump: "Update the NVIDIA driver to 580.82.07", "Bump torch to 2.4" (a title that
+    # ends at the version; "Update to 535 breaks NCCL" is an issue)
+    r"(?i:(?:update|upgrade|bump|pin)s? (?!to\b)[^\n]{1,60}?\bto\b[^\n]{0,30}?"
+    r"\bv?\d+(?:\.\d+)+\s*$))")
 # A title about how a message is worded (a feature request: "Proper error message when ...",
 # "the out-of-memory message is hard to understand"): the text quotes the message it discusses.
 _ABOUT_A_MESSAGE = re.compile(
@@ -78,8 +82,11 @@ OWN_RUN = re.compile(
     r"keep getting|noticed)\b|"
     r"\b(?:my|our) (?:job|run|training|model|code|script|gpus?|container|pod|process|program|"
     r"machine|server|node|cluster|system|setup|dataset|laptop|workstation|card)s?\b|"
-    r"^#*\s*(?:describe the bug|to reproduce|steps to reproduce|expected behaviou?r|"
-    r"environment|system info|bug incidence|reproduction|what happened)\b|"
+    # (numbered or set in bold or italics, as templates write them: "### 2. Steps to reproduce",
+    # "**Describe the bug**")
+    r"^#*\s*(?:\d{1,2}[.)]\s*)?[*_]{0,2}(?:describe the bug|to reproduce|steps to reproduce|"
+    r"expected behaviou?r|environment|system info|bug incidence|reproduction|what happened|"
+    r"(?:issue|bug|problem)(?: or feature)? description)\b|"
     r"\bany (?:ideas?|help|suggestions?|hints?)\b|\bplease help\b|\bhelp me\b|"
     r"\bthe (?:training|job|run|script|process|program|server|container|pod) (?:stops|stopped|"
     r"crash(?:es|ed)|fails|failed|dies|died|hangs|hung|was killed|gets killed|got killed)\b|"
@@ -112,9 +119,9 @@ _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("host-oom/kernel-oom-killer", r"\boom[- ]?kill(?:er|ed)\b"),
         ("host-oom/shell-killed", r"^\W*killed\W*(?:error\W*)?$"),
         # (a segmentation fault is the dataset's own crash, not memory)
-        ("host-oom/dataloader-killed", r"\bDataLoader worker\b(?![^\n]*\b(?:segmentation fault|"
-                                       r"SIGSEGV)\b)[^\n]{0,60}?\b(?:killed|exited "
-                                       r"unexpectedly)\b"),
+        ("host-oom/dataloader-killed", r"\bDataLoader (?:worker|process)\b(?![^\n]*\b(?:"
+                                       r"segmentation fault|SIGSEGV)\b)[^\n]{0,60}?\b(?:killed|"
+                                       r"exited unexpectedly)\b"),
         ("host-oom/shared-memory", r"\bBus error\b[^\n]{0,60}?\b(?:DataLoader|docker|container|"
                                    r"shm|shared memory|workers?)\b|\b(?:DataLoader|docker|"
                                    r"container|workers?)\b[^\n]{0,60}?\bBus error\b|"

@@ -43,7 +43,7 @@ _REPORTED_BEFORE = re.compile(
     r"\b(?:I|we|I'm|I've|I'd|we're|we've|my|our|me|us)\b[^.`!?]{0,80}?\b(?:get|gets|got|"
     r"getting|see|saw|seeing|hit|hitting|encounter(?:ed|ing)?|ran into|run into|running into|"
     r"receive[ds]?|receiving|fac(?:e|ed|ing)|ha(?:ve|d|ving)|observe[ds]?|keep getting|"
-    r"reproduce[ds]?|end(?:s|ed)? up with)\b|"
+    r"reproduce[ds]?|end(?:s|ed)? up with|met|meet|meeting)\b|"
     r"\b(?:fails?|failed|failing|crash(?:es|ed)?|die[sd]|stop(?:s|ped)|throws?|threw|raised?|"
     r"errors? out|errored out|exit(?:s|ed)?|abort(?:s|ed)?|dies) with\s*$|"
     r"(?:报错|出现了?|遇到了?|提示|エラーが出|발생)[^`]{0,10}$",
@@ -88,7 +88,7 @@ def is_mention(candidate: Candidate, text: str, match: re.Match[str]) -> bool:
                    if span.start() <= match.start() and match.end() <= span.end()), None)
     if quoted is not None:
         rest = text[quoted.end():].split("`", 1)[0]
-        before = text[:quoted.start()]
+        before = text[:quoted.start()] or _sentence_above(candidate, text)
         if not _reported(before) and (
                 (_WORDS_AFTER.search(rest) and not _OWN_REPORT.match(rest))
                 or _CODE_VERB.search(before)):
@@ -105,6 +105,19 @@ def is_mention(candidate: Candidate, text: str, match: re.Match[str]) -> bool:
         return False
     above = [line for _, line in candidate.before if line.strip()][-_LINES_ABOVE:]
     return any(HYPOTHETICAL.search(line.strip()) for line in above)
+
+
+_SENTENCE_END = re.compile(r"[.!?:;。！？：；]\s*$")
+
+
+def _sentence_above(candidate: Candidate, text: str) -> str:
+    """The line above a line that starts with an inline quote, when its sentence runs on into
+    the quote ("I met the problem showing" / "`X` on node 0"): the words before the quote.
+    (Lines above that are part of ``text``, a message joined again after a terminal wrapped
+    it, are the quote itself.)"""
+    above = next((line.strip() for _, line in reversed(candidate.before)
+                  if line.strip() and line.strip() not in text), "")
+    return "" if not above or _SENTENCE_END.search(above) else above
 
 
 def _compared(text: str, match: re.Match[str]) -> bool:
@@ -154,15 +167,21 @@ _EXPLAINER_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                          r"\bthis (?:post|article|tutorial|guide) (?:explains|covers|shows)\b|"
                          r"\b(?:this|the first) (?:blog )?post (?:is )?about\b|"
                          r"\btroubleshooting guide\b|^(?:quick answer|tl;?dr)\b|一文|"
-                         r"本文|这篇文章|本篇|この記事|本記事|이 글|이번 글|в этой статье|"
+                         r"本文|这篇文章|本篇|この記事|本記事|이 글|이번 글|설명해 ?드릴게요|"
+                         r"설명해 ?드리겠습니다|в этой статье|"
                          r"in diesem (?:artikel|beitrag)|en este art[ií]culo|dans cet article|"
                          r"neste artigo|"
                          # an error page's list of other errors
                          r"^(?:other|related|similar|more) (?:[\w.]+ ){0,2}(?:errors|issues|"
                          r"problems|articles|posts)\s*$"),
-        ("error-means", r"\b(?:this|the|that) (?:error|message|exception) (?:usually |typically |"
-                        r"simply |generally )?(?:means|occurs|happens|indicates|appears|is caused|"
-                        r"is thrown|is raised|tells you)\b|^this (?:happens|occurs) when\b|"
+        # ("... and then the error occurs." tells what happened: an explainer says when)
+        ("error-means", r"\b(?:this|the|that) (?:error|message|exception) (?:usually |"
+                        r"typically |simply |generally )?(?:(?:means|indicates|is caused|"
+                        r"is thrown|is raised|tells you)\b|(?:occurs|happens|appears)\b"
+                        r"(?!\s*(?:[.!?;,)]|$|again\b)))|"
+                        r"^this (?:(?:most )?(?:often|usually|typically|mostly|commonly|"
+                        r"generally) )?(?:happens|occurs)(?: (?:most )?(?:often|usually|"
+                        r"typically|mostly))? when\b|"
                         r"\b(?:occurs|happens|is raised|is thrown) when (?:your|the|a|you)\b|"
                         r"を意味(?:する|します)|"
                         r"这个错误(?:的意思|表示|是指|通常)|"
@@ -183,11 +202,15 @@ _EXPLAINER_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                           r"\b(?:a |one of the most )?common (?:error|problem|issue)s?\b|"
                           r"(?:经常|容易|常常|常会)(?:会)?(?:遇到|出现|碰到)|常见(?:的)?(?:错误|问题|报错)|よくある|"
                           r"よく遭遇|\bcommon symptoms\b|"
-                          r"자주 (?:발생|보는)|часто (?:встречается|возникает)|"
+                          r"자주 (?:발생|보는)|"
+                          r"가장 (?:많이|흔히|자주) (?:겪는|발생하는|보는|만나는)|"
+                          r"흔(?:히 발생하는|한) (?:오류|에러|문제)|"
+                          r"часто (?:встречается|возникает)|"
                           r"h[äa]ufig(?:er)? fehler|error (?:muy )?com[uú]n|"
                           r"erreur (?:tr[eè]s )?courante"),
-        ("why", r"^(?:why (?:it|this) happens|what (?:causes|triggers) (?:it|this)|understanding "
-                r"the error|what is the .{0,60} error\b)|\bcauses? (?:&|and) (?:fixes|solutions)\b|"
+        ("why", r"^symptoms?\s*[:：]|^(?:why (?:it|this) happens|what (?:causes|triggers) "
+                r"(?:it|this)|understanding the error|what is the .{0,60} error\b)|"
+                r"\bcauses? (?:&|and) (?:fixes|solutions)\b|"
                 r"^quick fix\b|^(?:possible |common )?causes\b|为什么会|原因[:：]|原因$|原因は|"
                 r"발생 원인|причин[аы]"),
         ("how-to-fix", r"\b(?:how to (?:fix|solve|resolve|avoid|handle|debug)|here(?:'s| is) how "
@@ -196,6 +219,7 @@ _EXPLAINER_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                        r"#?[1-9]\b|^#+\s*step [1-9]\b|"
                        r"let's (?:look|see|fix|dive|walk|break))|解决(?:方法|方案|办法)[:：]?$|"
                        r"解决方法如下|原因(?:分析|及解决)|解決(?:方法|策)|対処法|해결 방법|"
+                       r"트러블 ?슈팅 방법|"
                        r"способы решения|решение проблемы|l[öo]sung(?:en)?:|soluci[oó]n(?:es)?:|"
                        r"solutions? ?:|solu[cç][aã]o:|"
                        # a numbered remedy, or a heading that offers one

@@ -71,14 +71,18 @@ PREFILTER: tuple[re.Pattern[bytes], ...] = tuple(
         # (cudaMallocAsync's missing operations, also in a sentence or a title without "Error")
         rb"A(?:ssertion `|LLOC_CONF|SSERT FAILED|sync does not (?:yet )?support|sync support for "
         rb"[a-z]+[A-Z])",
-        rb"C(?:UDA(?:[ _]|CachingAllocator|AllocatorConfig)|U(?:BLAS|SOLVER|SPARSE)_STATUS|UFFT_"
+        # (and "CUDA" right before a word in Chinese, Japanese or Korean: a translated message,
+        # "CUDA内存不足"; their UTF-8 lead bytes)
+        rb"C(?:UDA(?:[ _]|CachingAllocator|AllocatorConfig|[\xe3-\xed])"
+        rb"|U(?:BLAS|SOLVER|SPARSE)_STATUS|UFFT_"
         rb"|UDNN_(?:STATUS|BACKEND)"
         rb"|uda failure|achingAllocator|aught collective|onnection closed by (?:remote )?peer"
         rb"|an't initialize NVML|urrently allocated +: "
         # (cudaMallocAsync's "Free (according to CUDA): ", in this pass: one pass fewer)
         rb"|(?<=\(according to C)UDA\): )",
+        # (and TensorFlow 1's node under its OOM: '[[Node: ... _device=".../device:GPU:0"]')
         rb"G(?:PU(?: is lost| lost from the bus| has fallen| \d+ has a total|\d+ [^\n]{0,80}?"
-        rb"which is of cuda capability)|ET was unable)",
+        rb"which is of cuda capability|:\d+\"\])|ET was unable)",
         rb"K(?:ill|ILL)",
         # ("ProcessGroupNCCL'" at a line's end: a terminal cut "ProcessGroupNCCL's" there)
         rb"N(?:V(?:RM|ML|IDIA(?:-SMI| driver| Display Driver\. By default)|Link|LINK)"
@@ -97,7 +101,8 @@ PREFILTER: tuple[re.Pattern[bytes], ...] = tuple(
         rb"\n(?=[ \t*_`>\[" + _KILLED_FIRST_BYTES + rb"])"
         rb"(?P<at>[ \t*_`>]*(?:\[\d+\][+-]?[ \t]+(?:\d+[ \t]+)?)?(?:"
         + _OTHER_KILLED_WORDS + rb"))",
-        rb"oom(?:-kill|_reaper)",  # the kernel's OOM killer at work: "invoked oom-killer"
+        # the kernel's OOM killer at work: "invoked oom-killer"; a writer's "oom killer"
+        rb"oom(?:[- ]?kill|_reaper)",
         # the numbers of the cudaMallocAsync backend's OOM message, one per line
         rb"Device limit +: ",  # ("Requested" and "(according to CUDA)": in the R and C passes)
     )

@@ -41,6 +41,7 @@ def failures(text: str) -> list[str]:
     # "OOM" with the caching allocator's words: the GPU's memory
     ("# OOM although reserved memory is small", "I get it at step 3.", "cuda-oom"),
     ("# DataLoader worker exited unexpectedly", "I get it with 8 workers.", "host-oom"),
+    ("# DataLoader process killed after epoch 2", "I get it with 8 workers.", "host-oom"),
     ("# GPU lost from the bus after resume", "I see it in dmesg.", "gpu-hardware"),
     # no failure named, a slip too far from the key word, a host "OOM"
     ("# Signal handling when DataLoader workers start", "I use 8 workers.", None),
@@ -245,3 +246,186 @@ def test_a_heading_that_restates_a_message_comes_after_the_texts_own() -> None:
 ])
 def test_a_heading(text: str, heading: bool) -> None:
     assert read_head(text.encode(), whole=True).heading is heading
+
+
+# --- bug templates' headings as templates write them, a quote after a wrapped sentence, a
+# --- DataLoader death retold, the OOM killer in the writer's words, a translated OOM ------------
+
+@pytest.mark.parametrize("body", [
+    "### 2. Steps to reproduce the issue",  # numbered
+    "**Describe the bug**",  # in bold
+    "### 1. Issue or feature description",  # nvidia-docker's template
+])
+def test_a_bug_templates_heading_says_the_writer_met_the_failure(body: str) -> None:
+    assert read_head(f"# title\n\n{body}\nsome text\n".encode(), whole=True).own_run
+
+
+def test_a_numbered_template_with_a_numbered_step_list_is_a_report() -> None:
+    # ("3. disable the firewall" in the steps reads like a remedy; the template's headings say
+    # the writer met the failure)
+    nvml = root("template_numbered_headings_nvml_container.log")
+    assert nvml.cls == "nvml-unavailable" and nvml.severity >= Severity.ERROR
+
+
+def test_a_title_under_bold_template_headings_names_the_failure() -> None:
+    nvml = root("template_bold_headings_title_nvml.log")
+    assert nvml.cls == "nvml-unavailable" and nvml.title.startswith("Named in the title")
+
+
+def test_an_inline_quote_that_continues_the_sentence_above_is_reported() -> None:
+    nccl = root("inline_quote_after_wrapped_sentence.log")
+    assert nccl.cls == "nccl" and nccl.locations[0].line == 4
+
+
+def test_an_inline_quote_after_a_finished_sentence_is_still_an_example() -> None:
+    text = ("# Notes on multi-node runs\n\nThe launcher prints its own lines.\n"
+            "`RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1207, unhandled system error` "
+            "appears when a node cannot reach the others.\n")
+    assert failures(text) == []
+
+
+@pytest.mark.parametrize("line", [
+    "DataLoader process (pid 5120) was killed by signal: Killed",
+    "DataLoader worker (pid 5120) exited is killed by signal: Killed",
+    "DataLoader worker (pid 5120) got killed by signal: Killed.",
+])
+def test_a_dataloader_death_retold(line: str) -> None:
+    assert failures(f"epoch 1\n{line}\n") == ["host-oom"]
+
+
+def test_a_dataloader_death_in_a_chinese_title() -> None:
+    killed = root("dataloader_process_killed_title_zh.log")
+    assert killed.signature == "host-oom/dataloader-killed" and killed.numbers["pids"] == [5120]
+
+
+def test_the_oom_killer_in_the_writers_words() -> None:
+    killed = root("oom_killer_in_writers_words.log")
+    assert killed.signature == "host-oom/kernel-oom-killer"
+
+
+@pytest.mark.parametrize(("line", "told"), [
+    ("My training was killed by the Linux OOM killer after 3 hours.", True),
+    ("we got OOM-killed at step 400", True),
+    ("训练跑了两个小时后，进程被系统的 oom killer 杀掉了", True),
+    ("学習が OOM killer によって kill されました", True),
+    ("학습이 OOM killer에 의해 종료되었습니다", True),
+    # a question, a conditional, advice to the reader, a prediction: no kill told
+    ("I wonder if it was killed by the OOM killer.", False),
+    ("如果进程被OOM killer杀死，dmesg里会有记录", False),
+    ("look at the syslog to see if the oom killer killed your process", False),
+    ("then the OOM killer will kill it", False),
+])
+def test_oom_killer_wordings(line: str, told: bool) -> None:
+    # (a post's last lines are read whatever the prefilter says)
+    assert failures(f"step 1\n{line}\n") == (["host-oom"] if told else [])
+
+
+def test_a_lower_case_oom_killer_is_read_mid_log() -> None:
+    steps = "".join(f"step {n}\n" for n in range(20))
+    assert failures(f"{steps}my job was killed by the oom killer\n{steps}") == ["host-oom"]
+
+
+def test_a_feature_request_about_the_oom_killer_names_no_kill() -> None:
+    assert [i for i in incidents("oom_killer_whether_question.log") if i.is_failure] == []
+
+
+def test_a_translated_oom_message_keeps_its_numbers() -> None:
+    oom = root("cuda_oom_translated_title_zh.log")
+    assert oom.cls == "cuda-oom" and oom.numbers["gpu_index"] == 1
+    assert oom.numbers["requested_bytes"] == 96 * 1024**2
+    assert oom.numbers["capacity_bytes"] == round(15.77 * 1024**3)
+    assert oom.numbers["free_bytes"] == round(20.12 * 1024**2)
+    assert [p["pid"] for p in oom.numbers["other_processes"]] == [40417]
+
+
+@pytest.mark.parametrize("line", [
+    "CUDA内存不足。尝试分配 20.00 MiB",  # no space after CUDA: the prefilter still reads it
+    "CUDA のメモリが不足しています。 20.00 MiB を割り当てようとしました",
+    "CUDA 메모리 부족. 20.00 MiB를 할당하려고 했습니다",
+])
+def test_translated_oom_heads(line: str) -> None:
+    assert failures(f"step 1\n{line}\nstep 2\nstep 3\nstep 4\nstep 5\nstep 6\nstep 7\n") == [
+        "cuda-oom"]
+
+
+# --- a told "then the error occurs", a page's symptom, a Korean explainer, DataLoader deaths typed
+# --- by hand or of another signal, NVML's failure without a reason, a bump, a sacrificed child --
+
+def test_then_the_error_occurs_tells_what_happened() -> None:
+    assert root("narrative_then_the_error_occurs.log").cls == "illegal-memory-access"
+
+
+@pytest.mark.parametrize(("line", "cue"), [
+    ("and then the error occurs. What is wrong", False),
+    ("This error occurs when the batch is too large.", True),
+    ("This happens most often when rendering large images.", True),
+    ("Symptom: the pipeline dies halfway", True),
+    ("가장 많이 겪는 문제는 CUDA out of memory 오류입니다.", True),
+])
+def test_explainer_phrases(line: str, cue: bool) -> None:
+    from gpu_audit.explain.mentions import explainer_cues
+    assert bool(explainer_cues([line])) is cue
+
+
+@pytest.mark.parametrize("name", [
+    "explainer_symptom_happens_most_often_when.log",
+    "explainer_ko_common_problem.log",
+    "pr_bump_driver_quotes_warning.log",
+    "dataloader_aborted_after_cut_title.log",
+])
+def test_texts_and_crashes_that_are_no_gpu_failure(name: str) -> None:
+    assert [i.cls for i in incidents(name) if i.is_failure] == []
+
+
+def test_a_dataloader_death_typed_by_hand() -> None:
+    killed = root("dataloader_typed_lowercase_signal.log")
+    assert killed.signature == "host-oom/dataloader-killed"
+    assert killed.numbers["signal"] == "Killed" and killed.numbers["pids"] == [812]
+
+
+def test_a_dataloader_worker_crashed_by_another_signal_is_a_warning() -> None:
+    crash = next(i for i in incidents("dataloader_aborted_after_cut_title.log")
+                 if i.signature == "host-oom/dataloader-killed")
+    assert crash.severity == Severity.WARNING and "(Aborted)" in crash.title
+
+
+@pytest.mark.parametrize("line", [
+    "RuntimeError: DataLoader worker (pid 7781) is killed by signal: Aborted.",
+    "RuntimeError: DataLoader worker (pid 7781) is killed by signal: Floating point exception.",
+])
+def test_a_dataloader_worker_crashed_by_another_signal_alone_opens_nothing(line: str) -> None:
+    assert classify_text(line, torch_version=None) == []
+
+
+def test_nvml_init_failed_without_a_reason() -> None:
+    assert root("nvml_init_failed_without_reason.log").signature == "nvml-unavailable/init-failed"
+
+
+@pytest.mark.parametrize(("title", "pull_request"), [
+    ("Update the CI runners' NVIDIA driver to 575.57.08", True),
+    ("Bump torch to 2.4.1", True),
+    ("Update to 535.104 breaks NCCL", False),
+    ("Update driver to 535.104 and now NCCL hangs", False),
+])
+def test_a_bump_title(title: str, pull_request: bool) -> None:
+    assert read_head(f"{title}\n\nbody\n".encode(), whole=True).pull_request is pull_request
+
+
+def test_the_oom_killer_names_the_child_it_killed() -> None:
+    killed = root("kernel_oom_sacrifice_child.log")
+    assert killed.numbers["pid"] == 4123 and killed.numbers["process_name"] == "trainer"
+
+
+# --- a container refused for its CUDA requirement, TensorFlow 1's OOM with its node's GPU -------
+
+def test_a_containers_cuda_requirement_the_driver_cannot_meet() -> None:
+    refused = root("container_requirement_escaped_oci.log")
+    assert refused.signature == "driver-mismatch/container-requirement"
+    assert refused.numbers["required_cuda"] == "11.0"
+
+
+def test_tensorflow1s_oom_takes_its_gpu_from_the_node_below() -> None:
+    oom = root("tensorflow1_oom_node_device.log")
+    assert oom.signature == "cuda-oom/tensorflow" and oom.numbers["gpu_index"] == 1
+    assert oom.numbers["requested_bytes"] == 64 * 128 * 128 * 32 * 4
+    assert len([i for i in incidents("tensorflow1_oom_node_device.log") if i.is_failure]) == 1

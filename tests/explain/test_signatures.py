@@ -299,6 +299,8 @@ SINGLE_LINES = [
     ("[ 4410.2] NVRM: nvAssertOkFailedNoLog: Assertion failed: GPU lost from the bus "
      "[NV_ERR_GPU_IS_LOST] (0x0000000F) returned from rmStatus @ kernel_ce_gv100.c:106",
      "gpu-hardware", "gpu-hardware/fallen-off-bus"),
+    ("nvidia-container-cli: requirement error: unsatisfied condition: cuda>=12.4, please update "
+     "your driver to a newer version", "driver-mismatch", "driver-mismatch/container-requirement"),
 ]
 
 

@@ -55,7 +55,47 @@ from gpu_audit.units import SIZE, fmt_pct, size_or_none
 CLASS = document_class("cuda-oom", __doc__)
 
 
+# PyTorch's message translated (a machine translation pasted into a title or a post, in
+# Chinese, Japanese or Korean): its head, and its numbers in the translation's words.
+_CJK_SIZE = r"\d+(?:\.\d+)?\s?(?:bytes|[KMGTP]iB|[KMGTP]B|kB|B)(?![A-Za-z])"
+_TRANSLATED_OOM = (r"CUDA ?(?:的 ?)?(?:内存|显存|記憶體|顯存)(?:不足|溢出|耗尽|用尽)|"
+                   r"CUDA ?(?:の ?)?メモリ(?:が|は)?(?: ?不足)|CUDA ?메모리(?:가)? ?부족")
+_TRANSLATED_FIELDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (name, re.compile(pattern)) for name, pattern in (
+        ("requested_bytes", rf"(?:尝试|试图|嘗試|試圖)(?:分配|申请)了?\s*({_CJK_SIZE})|"
+                            rf"({_CJK_SIZE})\s*(?:を|の)(?:割り当て|確保)|({_CJK_SIZE})\s*[을를]\s*할당"),
+        ("gpu_index", r"GPU\s*(\d+)\s*(?:的|の|의)\s*(?:总|總|合計|총)"),
+        ("capacity_bytes", rf"(?:总|總)(?:内存|显存|記憶體)?容量(?:为|是|為)?\s*[:：]?\s*"
+                           rf"({_CJK_SIZE})|合計容量は\s*({_CJK_SIZE})|총 용량은\s*({_CJK_SIZE})"),
+        ("free_bytes", rf"(?:空闲|可用|剩余|空閒)(?:内存|显存)?(?:为|是|為|只有|仅)?\s*[:：]?\s*"
+                       rf"({_CJK_SIZE})|({_CJK_SIZE})\s*(?:が|は)(?:空いて|空き|利用可能)|"
+                       rf"({_CJK_SIZE})\s*[이가]?\s*(?:사용 가능|여유)"),
+        ("process_bytes", rf"(?:此|该|這個|这个|該)进程(?:正在使用|使用了?|占用了?|有)\s*"
+                          rf"({_CJK_SIZE})"),
+    ))
+_TRANSLATED_PROCESS = re.compile(
+    rf"(?:进程|進程|プロセス|프로세스)\s*(\d+)\s*(?:正在使用|使用了?|占用了?|有|が|は|[이가는])?\s*"
+    rf"({_CJK_SIZE})")
+
+
+def _translated_fields(line: str) -> dict[str, Any]:
+    """The numbers of a translated out-of-memory message (see :data:`_TRANSLATED_FIELDS`)."""
+    found: dict[str, Any] = {}
+    for name, pattern in _TRANSLATED_FIELDS:
+        match = pattern.search(line)
+        if match is not None:
+            raw = next(group for group in match.groups() if group is not None)
+            found[name] = int(raw) if name == "gpu_index" else size_or_none(raw)
+    processes = [{"pid": int(pid), "used_bytes": size_or_none(size)}
+                 for pid, size in _TRANSLATED_PROCESS.findall(line)]
+    if processes:
+        found["processes"] = processes
+    return found
+
+
 def _oom(match: re.Match[str], line: str) -> dict[str, Any]:
+    if match.groupdict().get("translated"):
+        return {**_translated_fields(line), "backend": "CUDA"}
     found = extract_oom_fields(line)
     backend = match.groupdict().get("backend")
     if backend:
@@ -103,8 +143,9 @@ def _stated(numbers: dict[str, Any], key: str, text: str) -> str:
            r"(?<![A-Z_])(?:(?P<backend>CUDA|HIP|XPU|MUSA|NPU) out of memory\b|Out of memory\. "
            r"Tried to allocate)(?:.*?Tried to allocate (?P<over_1eb>more than 1EB))?|"
            # the cudaMallocAsync backend (knowledge/oom.py)
-           r"Allocation on device \d+ would exceed allowed memory\. \(out of memory\)",
-           ("out of memory", "Out of memory. Tried"),
+           r"Allocation on device \d+ would exceed allowed memory\. \(out of memory\)|"
+           rf"(?P<translated>{_TRANSLATED_OOM})",
+           ("out of memory", "Out of memory. Tried", "CUDA"),
            "CUDA out of memory", extract=_oom, group="cuda-oom",
            example="torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 "
            "has a total capacity of 79.15 GiB of which 1.52 GiB is free. Including non-PyTorch "
@@ -318,7 +359,9 @@ def _tensorflow_oom(match: re.Match[str], line: str) -> dict[str, Any]:
     return found
 
 
-_TF_SHAPE = r"(?: with shape ?\[(?P<shape>[\d, ]{0,200})\])?(?: and type (?P<dtype>\w+))?"
+# ("with shape[...]"; TensorFlow 1 wrote "of shape [...]")
+_TF_SHAPE = (r"(?: (?:with|of) shape ?\[(?P<shape>[\d, ]{0,200})\])?"
+             r"(?: and type (?P<dtype>\w+))?")
 
 
 @signature("cuda-oom/tensorflow",
@@ -352,6 +395,18 @@ def _tf_oom(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advi
               "To let several jobs share a GPU, make TensorFlow allocate as it goes: "
               "export TF_FORCE_GPU_ALLOW_GROWTH=true")
     return advice(sig, numbers, explanation, remedy, diagnosis="unknown")
+
+
+@signature("cuda-oom/tensorflow-node",
+           r"^\s*\[\[(?:Node: |\{\{node )[^\n]*?device:GPU:(?P<gpu_index>\d+)\"\]",
+           ("device:GPU:",), "GPU out of memory (TensorFlow, continued)", group="tensorflow",
+           attach="only", window=3,
+           example='\t [[Node: gradients/mul = Const[dtype=DT_FLOAT, _device="/job:localhost/'
+           'replica:0/task:0/device:GPU:0"]()]]')
+def _tf_node(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    # a continuation: the GPU of the TensorFlow out-of-memory above it (TensorFlow 1 names the
+    # device on the node line under its message), never an incident of its own
+    return advice(sig, numbers, "The node whose tensor could not be allocated.", "Nothing.")
 
 
 fixed("cuda-oom/tensorflow-not-a-failure",

@@ -84,6 +84,25 @@ def _driver_too_old(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext)
                   "driver.")
 
 
+@signature("driver-mismatch/container-requirement",
+           r"requirement error: unsatisfied condition: cuda ?>= ?(?P<required_cuda>\d+\.\d+)",
+           ("unsatisfied condition",),
+           "The container needs a newer CUDA than the host's NVIDIA driver supports", tier=0.0,
+           example="nvidia-container-cli: requirement error: unsatisfied condition: cuda>=12.4, "
+           "please update your driver to a newer version, or use an earlier cuda container")
+def _container_requirement(sig: Signature, numbers: dict[str, Any],
+                           ctx: AdviceContext) -> Advice:
+    cuda = numbers.get("required_cuda")
+    explanation = (f"The image declares that it needs CUDA {cuda} or newer "
+                   "(NVIDIA_REQUIRE_CUDA), and the host's NVIDIA driver supports an older CUDA, "
+                   "so nvidia-container-cli refused to start the container.")
+    remedy = ("Use an image tag built for the CUDA version the host driver supports (`nvidia-smi` "
+              "on the host prints it as 'CUDA Version'), or update the host's NVIDIA driver. "
+              "NVIDIA_DISABLE_REQUIRE=1 skips the check, but the CUDA inside still needs a driver "
+              "that can run it.")
+    return advice(sig, numbers, explanation, remedy)
+
+
 @signature("driver-mismatch/no-kernel-image",
            r"no kernel image is available for execution on the device|"
            r"cudaErrorNoKernelImageForDevice|CUDA_ERROR_NO_BINARY_FOR_GPU",

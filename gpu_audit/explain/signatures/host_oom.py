@@ -37,6 +37,7 @@ from gpu_audit.explain.signatures.registry import (
 )
 from gpu_audit.explain.signatures.texts import size_text
 from gpu_audit.knowledge.signals import KILLED_WORDS, killed_words_pattern
+from gpu_audit.model import Severity
 from gpu_audit.units import SIZE, size_or_none
 
 CLASS = document_class("host-oom", __doc__)
@@ -73,6 +74,15 @@ def _pids(match: re.Match[str], line: str) -> dict[str, Any]:
     return found
 
 
+def _dataloader(match: re.Match[str], line: str) -> dict[str, Any]:
+    found = _pids(match, line)
+    if isinstance(found.get("signal"), str):  # "killed", "bus error": as PyTorch writes them
+        signal = found["signal"]
+        found["signal"] = {"killed": "Killed", "bus error": "Bus error"}.get(signal.lower(),
+                                                                            signal)
+    return found
+
+
 def _sizes_to_bytes(*keys: str) -> Extractor:
     def extract(match: re.Match[str], line: str) -> dict[str, Any]:
         found = named(match, line)
@@ -85,6 +95,17 @@ def _sizes_to_bytes(*keys: str) -> Extractor:
 
 def _no_numbers(_match: re.Match[str], _line: str) -> dict[str, Any]:
     return {}
+
+
+_OOM_KILLER = r"oom[- ]?killer"
+_TOLD_OOM_KILL = (
+    r"(?i:\b(?:I|we|my|our|me|us)\b(?:(?!\b(?:if|whether)\b)[^.?!\n]){0,60}?"
+    rf"(?:\b(?:killed|terminated) by (?:the )?(?:(?:linux|kernel|system)(?:'s)? )?{_OOM_KILLER}"
+    rf"|\boom[- ]?killed|\bthe {_OOM_KILLER} (?:killed|terminated))\b"
+    # (the clause before "被" says no "if" (如果, 若, 假如) and no "whether" (是否))
+    rf"|(?:^|(?<=[。！？，,.!?\s]))(?:(?![如若假]|是否)[^\n。！？，,]){{0,20}}?被\s*(?:系统|内核)?的?\s*{_OOM_KILLER}\s*(?:给)?(?:杀死|杀掉|干掉|终止|kill)"
+    rf"|{_OOM_KILLER}\s*(?:に|によって|により)\s*(?:kill|殺|強制終了)\s*され(?!た場合)"
+    rf"|{_OOM_KILLER}\s*(?:에 의해|가)\s*(?:종료|죽|kill)(?:되었|됐|였|었|했))")
 
 
 @signature("host-oom/task-row",
@@ -106,7 +127,7 @@ def _no_numbers(_match: re.Match[str], _line: str) -> dict[str, Any]:
 @signature("host-oom/killed-process",
            r"Killed process (?P<pid>\d+) \((?P<process_name>[^)]*)\)", ("Killed process",),
            "The kernel's OOM killer killed a process", extract=_kernel_oom, group="oom-killer",
-           attach="prefer", window=4,
+           attach="prefer", window=4, overrides=True,
            example="[ 9001.120399] Killed process 4012 (python) total-vm:70123004kB, "
            "anon-rss:30111000kB, file-rss:0kB, shmem-rss:0kB")
 @signature("host-oom/kernel-oom-killer",
@@ -118,10 +139,15 @@ def _no_numbers(_match: re.Match[str], _line: str) -> dict[str, Any]:
            r"oom_reaper: reaped process (?P<pid_>\d+) \((?P<process_name_>[^)]*)\)|"
            # its one-line summary of the kill, and the task table it prints before it
            r"oom-kill:constraint=(?P<scope_>CONSTRAINT_\w+)[^\n]*?,task=(?P<process_name__>[^,\s]+)"
-           r",pid=(?P<pid__>\d+)|Tasks state \(memory values in pages\)",
+           r",pid=(?P<pid__>\d+)|Tasks state \(memory values in pages\)|"
+           # the writer telling the kill in their own words: "my job was killed by the OOM
+           # killer", "I get: killed by OOM killer", "进程被 OOM killer 杀死了", "OOM killerに
+           # killされた" (not "if"/"whether" it was: a question or a conditional)
+           + _TOLD_OOM_KILL,
            ("out of memory: Kill", "Out of memory: Kill", "Out of memory: kill",
             "oom_kill_allocating", "invoked oom-killer", "oom_reaper", "oom-kill:constraint",
-            "Tasks state (memory values"),
+            "Tasks state (memory values", "killer", "Killer", "KILLER", "killed", "Killed",
+            "KILLED"),
            "The kernel's OOM killer killed a process", extract=_kernel_oom, group="oom-killer",
            example="[ 301.772100] Memory cgroup out of memory: Killed process 5512 (python3) "
            "total-vm:30000000kB, anon-rss:20000000kB, file-rss:0kB, shmem-rss:0kB")
@@ -215,15 +241,52 @@ fixed("host-oom/kubernetes-oomkilled", r"\bOOMKilled\b", ("OOMKilled",),
       + _HOST_MEMORY)
 
 
+_DATALOADER = (r"(?i:DataLoader) (?:worker|process)"
+               r"(?: \(pids?(?:\(s\))? (?P<pids>[\d, ]+)\))?")
+_DATALOADER_NEEDLES = ("DataLoader worker", "DataLoader process", "Dataloader worker",
+                       "Dataloader process", "dataloader worker", "dataloader process")
+
+
+@signature("host-oom/dataloader-crashed",
+           # another signal than SIGKILL or SIGBUS: the worker's own crash (a native library, a
+           # bad sample), no memory limit; a fact, so that the same death told above without its
+           # signal is not read as one
+           _DATALOADER.replace("?P<pids>", "?:") + r"\s*(?:is|was|got|has been) killed by "
+           r"signal: ?(?P<dataloader_crash_signal>(?!(?i:killed|bus error)\b)[A-Z][a-z]+"
+           r"(?: [a-z]+){0,2})",
+           _DATALOADER_NEEDLES, "A DataLoader worker crashed", severity=Severity.INFO, tier=5.0,
+           fact=True,
+           example="RuntimeError: DataLoader worker (pid 2831817) is killed by signal: "
+           "Segmentation fault.")
+def _dataloader_crash_fact(sig: Signature, numbers: dict[str, Any],
+                           ctx: AdviceContext) -> Advice:
+    # a fact: it makes a DataLoader death told without its signal a crash, it opens nothing
+    return advice(sig, numbers, "A DataLoader worker crashed of a signal other than SIGKILL.",
+                  "Nothing.")
+
+
 @signature("host-oom/dataloader-killed",
-           # (PyTorch's message without its pid, as people retell it, or cut before its signal:
-           # another signal, a segmentation fault, is the dataset's own crash)
-           r"DataLoader worker(?: \(pids?(?:\(s\))? (?P<pids>[\d, ]+)\))?\s*(?:is killed by"
-           r"(?: signal(?:: (?P<signal>Killed|Bus error)|[\s:.]*$)|[\s:.]*$)|exited unexpectedly)",
-           ("DataLoader worker",), "A DataLoader worker process died", extract=_pids,
+           # (PyTorch's message without its pid, as people retell it ("DataLoader process ...
+           # was killed by"), or cut before its signal: another signal, a segmentation fault, is
+           # the dataset's own crash)
+           # (typed by hand: "Dataloader worker ... killed by signal:killed")
+           _DATALOADER + r"\s*(?:(?:exited (?:and )?)?(?:is|was|got|has been) killed by"
+           r"(?: signal(?:: ?(?P<signal>(?i:Killed|Bus error))|[\s:.]*$)|[\s:.]*$)"
+           r"|exited unexpectedly)",
+           _DATALOADER_NEEDLES, "A DataLoader worker process died", extract=_dataloader,
            example="RuntimeError: DataLoader worker (pid 9833) is killed by signal: Killed.")
 def _dataloader_killed(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
     signal = str(numbers.get("signal") or "")
+    crashed = ctx.facts.get("dataloader_crash_signal")
+    if not signal and crashed:  # a death told without its signal, which the log names below
+        signal = str(crashed)
+        explanation = (f"A DataLoader worker died of {signal}: a crash in the worker itself (a "
+                       "native library the dataset uses, a bad sample), not a memory limit and "
+                       "not the GPU. The worker's own traceback or core dump names the code.")
+        return advice(sig, numbers, explanation, "Run with num_workers=0 to get the crash in "
+                      "the main process with its traceback; then fix or update the library that "
+                      "crashed.", title=f"A DataLoader worker crashed ({signal})",
+                      severity=Severity.WARNING)
     if signal == "Bus error":
         explanation = ("A DataLoader worker got SIGBUS writing to shared memory: /dev/shm is too "
                        "small (Docker's default is 64 MB).")

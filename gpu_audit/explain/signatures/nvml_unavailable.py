@@ -107,7 +107,9 @@ _MISMATCH_ONLY = {"nvml-unavailable/nvrm-api-mismatch", "nvml-unavailable/librar
            r"NVML library version: (?P<library_version>[\d.]+)",
            ("NVML library version",), "NVML library version", attach="only", window=4,
            example="NVML library version: 550.127")
-@signature("nvml-unavailable/init-failed", r"Failed to initialize NVML: (?P<reason>[^\n]+)",
+# (also without a reason: a tool that prints only "Error: Failed to initialize NVML")
+@signature("nvml-unavailable/init-failed",
+           r"Failed to initialize NVML(?:: (?P<reason>[^\n]+)|[\s.!]*$)",
            ("initialize NVML",), "NVML could not be initialised", tier=0.5,
            example="Failed to initialize NVML: Driver/library version mismatch")
 def _nvml_init(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:

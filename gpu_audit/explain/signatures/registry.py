@@ -98,6 +98,9 @@ class Signature:
     # ``window`` lines (ignored otherwise); "prefer": attach if possible, else a new incident.
     attach: str | None = None
     window: int = 8
+    # an attached line's numbers replace those of the line it continues (the kernel's "Killed
+    # process N" names the victim after "Kill process M ... or sacrifice child")
+    overrides: bool = False
     key_field: str | None = None  # occurrences with different values of this number stay apart
     fact: bool = False  # a setting the log states: its numbers go to AdviceContext.facts
     handles: str | None = None  # a class whose recent failure this line says was caught
