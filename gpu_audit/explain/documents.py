@@ -77,7 +77,7 @@ OWN_RUN = re.compile(
     r"(?: (?:been|now|often|sometimes|randomly|constantly|consistently))? (?:get|gets|got|"
     r"getting|see|saw|seeing|hit|hitting|encounter(?:ed|ing)?|ran|run|running|tried|trying|"
     r"receive[ds]?|receiving|fac(?:e|ed|ing)|train(?:ed|ing)?|launch(?:ed|ing)?|start(?:ed|ing)?|"
-    r"install(?:ed|ing)?|use[ds]?|using|noticed?)\b|"
+    r"install(?:ed|ing)?|use[ds]?|using|noticed?|met|meet)\b|"
     r"\bwe(?:'re| are| have| keep)? (?:got|getting|hit|saw|are seeing|encountered|ran into|"
     r"keep getting|noticed)\b|"
     r"\b(?:my|our) (?:job|run|training|model|code|script|gpus?|container|pod|process|program|"
@@ -95,7 +95,12 @@ OWN_RUN = re.compile(
     # a traceback frame in a file at an absolute path: a program that ran on someone's machine
     r"^\s*File \"(?:/|[A-Za-z]:\\)[^\"\n]+\", line \d+|"
     r"(?:environment|环境)\s*[:：]|我(?:的|在|用|运行|训练|遇到|跑)|私の|実行すると|"
-    r"제가|저의",
+    r"제가|저의|"
+    # "... keeps triggering this error", "the error shows up" ("뜨는데", "뜹니다"): the present
+    # of a problem being reported, not a condition ("如果触发这个错误", "이 오류가 뜨면") nor a
+    # post's past anecdote ("에러가 떴습니다", "遇到以下问题")
+    r"(?<!如果)(?<!若)(?<!可能)(?<![你您会])(?:触发|报)了?(?:这个|这种|该)(?:错误|报错|问题)|"
+    r"(?:뜨는데|뜹니다|떠요|뜨네요|뜨고 있)",
     re.IGNORECASE | re.MULTILINE)
 
 # Words beside "OOM" in a title that make it the GPU's memory, not the host's.
@@ -186,13 +191,27 @@ def read_head(data: bytes, whole: bool) -> Head:
     head.title_line, head.title = numbered[0]
     body = "\n".join(line for _, line in numbered[1:])
     head.pull_request = bool(_COMMIT_TITLE.match(head.title)
-                             or _PULL_REQUEST_HEAD.search("\n".join(lines)))
+                             or _PULL_REQUEST_HEAD.search("\n".join(_unfenced(lines))))
     head.heading = head.title.startswith("#") or (
         len(lines) > 1 and not lines[1].strip() and not _LOG_LINE.search(head.title))
     head.about_message = bool(_ABOUT_A_MESSAGE.search(head.title.lstrip("#").strip()))
     head.own_run = bool(OWN_RUN.search(body))
     head.fenced = "```" in body or bool(re.search(r"^\s*[|+][-=+|]{8,}", body, re.MULTILINE))
     return head
+
+
+def _unfenced(lines: list[str]) -> list[str]:
+    """``lines`` without those in fenced blocks not marked as a diff: a patch a reply pastes by
+    hand ("```" then "diff --git ...") is a suggestion in a thread, not the change a pull
+    request is (a change's own diff is shown in a "```diff" block)."""
+    out, fence = [], ""
+    for line in lines:
+        stripped = line.strip()
+        if stripped.startswith("```"):
+            fence = "" if fence else (stripped[3:].strip() or "text")
+        elif fence not in ("text", "txt", "shell", "bash", "console", "python", "py"):
+            out.append(line)
+    return out
 
 
 # The few words a title's failure turns on, read through one typing slip ("initalize",

@@ -140,8 +140,10 @@ def _stated(numbers: dict[str, Any], key: str, text: str) -> str:
            example="Tried to allocate 20.00 MiB (GPU 0; 1.96 GiB total capacity; 1.24 GiB "
            "already allocated; 2.88 MiB free; 1.25 GiB reserved in total by PyTorch)")
 @signature("cuda-oom/caching-allocator",
-           r"(?<![A-Z_])(?:(?P<backend>CUDA|HIP|XPU|MUSA|NPU) out of memory\b|Out of memory\. "
-           r"Tried to allocate)(?:.*?Tried to allocate (?P<over_1eb>more than 1EB))?|"
+           # (a trailing "_" closes markdown emphasis: "_CUDA out of memory_")
+           r"(?<![A-Z_])(?:(?P<backend>CUDA|HIP|XPU|MUSA|NPU) out of memory(?![^\W_])|"
+           r"Out of memory\. Tried to allocate)"
+           r"(?:.*?Tried to allocate (?P<over_1eb>more than 1EB))?|"
            # the cudaMallocAsync backend (knowledge/oom.py)
            r"Allocation on device \d+ would exceed allowed memory\. \(out of memory\)|"
            rf"(?P<translated>{_TRANSLATED_OOM})",
