@@ -479,3 +479,17 @@ def test_a_diff_makes_a_pull_request_unless_pasted_by_hand(body: str, pull_reque
 ])
 def test_reporting_words_in_chinese_and_korean(line: str, own: bool) -> None:
     assert bool(OWN_RUN.search(line)) is own
+
+
+# --- a consequence printed above its cause ------------------------------------------------------
+
+def test_a_collectives_timeout_comes_before_the_watchdog_that_hung_behind_it() -> None:
+    timeout = root("nccl_watchdog_stuck_before_timeout_line.log")
+    assert timeout.signature == "nccl/watchdog-timeout"
+    assert timeout.numbers["timeout_ms"] == 600000
+    assert timeout.numbers["op_type"] == "_ALLGATHER_BASE"
+
+
+def test_an_xid_comes_before_the_device_handle_nvidia_smi_could_not_get() -> None:
+    xid = root("smi_device_handle_then_xid79.log")
+    assert xid.signature == "gpu-hardware/xid" and xid.numbers["xid"] == 79

@@ -180,7 +180,8 @@ fixed("gpu-hardware/device-handle",
       rf"Unable to determine the device handle for GPU ?(?P<pci_bus_id>{_PCI}): "
       r"(?P<reason>Unknown Error|GPU is lost)",
       ("Unable to determine the device handle",),
-      "nvidia-smi cannot reach one of the GPUs", severity=Severity.CRITICAL, tier=0.0,
+      # (after the Xid that says why, in the kernel log beside it)
+      "nvidia-smi cannot reach one of the GPUs", severity=Severity.CRITICAL, tier=0.1,
       key_field="pci_bus_id",
       example="Unable to determine the device handle for GPU 0000:0B:00.0: Unknown Error",
       explanation="nvidia-smi lists the GPU on the PCI bus but the driver cannot talk to it: the "
