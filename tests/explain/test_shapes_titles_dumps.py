@@ -493,3 +493,9 @@ def test_a_collectives_timeout_comes_before_the_watchdog_that_hung_behind_it() -
 def test_an_xid_comes_before_the_device_handle_nvidia_smi_could_not_get() -> None:
     xid = root("smi_device_handle_then_xid79.log")
     assert xid.signature == "gpu-hardware/xid" and xid.numbers["xid"] == 79
+
+
+def test_the_drivers_reset_required_under_a_busy_or_unavailable_device() -> None:
+    reset = root("device_unavailable_reset_required.log")
+    assert reset.signature == "gpu-hardware/reset-required"
+    assert reset.severity == Severity.CRITICAL

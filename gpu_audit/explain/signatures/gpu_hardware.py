@@ -202,6 +202,20 @@ fixed("gpu-hardware/gsp-timeout",
       "driver reports as Xid 119/120 when it gets that far. The GPU hangs until it is reset.",
       remedy=xid_info(119).action)
 
+fixed("gpu-hardware/reset-required",
+      r"NVRM: [^\n]*?NV_ERR_RESET_REQUIRED",
+      ("NV_ERR_RESET_REQUIRED",),
+      "The driver says the GPU needs a reset", severity=Severity.CRITICAL, tier=0.0,
+      example="[ 1204.118302] NVRM: nvAssertOkFailedNoLog: Assertion failed: Reset required "
+      "[NV_ERR_RESET_REQUIRED] (0x00000062) returned from status @ kernel_channel.c:2827",
+      explanation="The NVIDIA driver refused work on the GPU because an earlier fatal fault (an "
+      "Xid, a firmware or memory error) left it in a state only a reset clears. Every CUDA call "
+      "on it fails until then, most often as \"CUDA-capable device(s) is/are busy or "
+      "unavailable\".",
+      remedy="Drain the node and look for the fault before it (`sudo dmesg -T | grep -i -e xid "
+      "-e nvrm`); reset the GPU (`sudo nvidia-smi -r -i <index>` with nothing running on it) or "
+      "reboot; a GPU that needs it again needs service.")
+
 fixed("gpu-hardware/pcie-aer",
       r"AER: (?:Multiple )?(?P<aer_severity>Uncorrected \((?:Fatal|Non-Fatal)\)) error "
       r"received|PCIe Bus Error: severity=(?P<aer_severity_>Uncorrected \((?:Fatal|Non-Fatal)\))|"
