@@ -499,3 +499,22 @@ def test_the_drivers_reset_required_under_a_busy_or_unavailable_device() -> None
     reset = root("device_unavailable_reset_required.log")
     assert reset.signature == "gpu-hardware/reset-required"
     assert reset.severity == Severity.CRITICAL
+
+
+# --- a GPU's out-of-memory in the writer's own words ----------------------------------------------
+
+def test_an_out_of_memory_told_in_prose_on_a_named_gpu() -> None:
+    oom = root("oom_told_in_prose_gpu_named.log")
+    assert oom.signature == "cuda-oom/caching-allocator" and oom.severity >= Severity.ERROR
+    assert oom.numbers.get("capacity_bytes") is None  # "24G" is the card, not the message's
+
+
+@pytest.mark.parametrize(("line", "expected"), [
+    ("I'm running out of memory even with batch size 1 on an A6000.", ["cuda-oom"]),
+    ("We got out of memory on both V100s at step 200.", ["cuda-oom"]),
+    ("If I get out of memory on the GPU, I lower the batch size.", []),
+    ("I get out of memory while loading the dataset into RAM on the GPU node.", []),
+    ("I keep getting out of memory when tokenizing.", []),  # no GPU named: could be the host's
+])
+def test_out_of_memory_in_the_writers_words(line: str, expected: list[str]) -> None:
+    assert failures(line) == expected
