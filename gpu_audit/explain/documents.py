@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 HEAD_BYTES = 4096  # the first bytes of a source kept to read its title and its kind
 HEAD_LINES = 30
@@ -110,6 +111,11 @@ _OOM_WORDS = r"(?:out of memory|OOM(?![- ]?kill))"  # ("OOM-killer" is the host'
 # A failure named in a thread's title, by class: the signature whose advice it gets.
 _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (sig_id, re.compile(pattern, re.IGNORECASE)) for sig_id, pattern in (
+        # the caching allocator's NVML assert, in the writer's words ("CUDACachingAllocator.cpp:995
+        # NVML internal assert fires instead of an OOM")
+        ("nvml-assert-oom/caching-allocator", r"\bCUDACachingAllocator\b[^\n]{0,80}?\bNVML\b"
+                                              r"[^\n]{0,30}?\bassert|\bNVML\b[^\n]{0,30}?\bassert"
+                                              r"[^\n]{0,80}?\bCUDACachingAllocator\b"),
         ("gpu-hardware/fallen-off-bus", r"\b(?:fall(?:s|en|ing)?|fell) off (?:of )?the bus\b|"
                                         r"\bGPU is lost\b|\blost from the bus\b|\bXid\W{0,3}79\b"),
         ("gpu-hardware/uncorrectable-ecc", r"\buncorrectable ECC\b|\bECC errors?\b[^\n]{0,30}?"
@@ -156,6 +162,10 @@ _NOT_MEMORY = re.compile(r"\bnot (?:an? |the )?(?:RAM|memory|OOM|out of memory)\
 _REQUEST_TITLE = re.compile(r"^(?:\[(?:FR|feature(?: request)?|enhancement|RFE|RFC|proposal)\]|"
                             r"(?:FR|feature(?: request)?|enhancement|RFE|RFC|proposal)\s*:)",
                             re.IGNORECASE)
+# A source position in a title ("CUDACachingAllocator.cpp:995", "common.cu:874") is copied
+# from a message the writer's run printed: the title reports it.
+_SOURCE_POSITION = re.compile(
+    r"\b(?P<file>[\w.-]+\.(?:cpp|cu|cc|c|h|hpp|py))[\"']?:(?P<line>\d+)\b")
 _QUESTION_TITLE = re.compile(r"^\s*(?:how (?:to|do|can)|what is|why)\b", re.IGNORECASE)
 # A log's own first line (a timestamp, a bracketed prefix, a log level) is no thread's title.
 # ("[Bug]: ..." and "[Troubleshoot]: ..." are titles; "[I 12:00:01]" and "[  5.1]" are not.)
@@ -249,10 +259,18 @@ def title_failure(head: Head, logged: bool = False) -> str | None:
             or _REQUEST_TITLE.match(title)
             or _LOG_LINE.search(title)):
         return None
-    if not (head.own_run or head.fenced or logged):
+    if not (head.own_run or head.fenced or logged or _SOURCE_POSITION.search(title)):
         return None
     return next((sig_id for sig_id, pattern in _TITLES if pattern.search(title)
                  and not (sig_id.startswith("host-oom/") and _NOT_MEMORY.search(title))), None)
+
+
+def title_numbers(head: Head, sig_id: str) -> dict[str, Any]:
+    """The numbers a title states for the failure it names: the source position of an assert."""
+    position = _SOURCE_POSITION.search(head.title)
+    if position is None or not sig_id.startswith("nvml-assert-oom/"):
+        return {}
+    return {"source_file": position["file"], "source_line": int(position["line"])}
 
 
 def in_diff(before: list[str], text: str) -> bool:

@@ -518,3 +518,21 @@ def test_an_out_of_memory_told_in_prose_on_a_named_gpu() -> None:
 ])
 def test_out_of_memory_in_the_writers_words(line: str, expected: list[str]) -> None:
     assert failures(line) == expected
+
+
+# --- the caching allocator's NVML assert named in a title, with its source position -------------
+
+def test_a_titles_source_position_says_the_run_printed_the_assert() -> None:
+    nvml = root("nvml_assert_position_in_title.log")
+    assert nvml.signature == "nvml-assert-oom/caching-allocator"
+    assert nvml.numbers == {"source_file": "CUDACachingAllocator.cpp", "source_line": 1132}
+
+
+@pytest.mark.parametrize(("title", "expected"), [
+    ("NVML assert in CUDACachingAllocator.cpp:830 at step 900", "nvml-assert-oom"),
+    # no position, no word of the writer's run: a subject, not a report
+    ("NVML assert in the caching allocator hides the OOM message", None),
+])
+def test_the_nvml_assert_in_a_title_without_more_text(title: str, expected: str | None) -> None:
+    sig_id = title_failure(read_head(f"{title}\n\nThanks.\n".encode(), whole=True))
+    assert (sig_id.split("/")[0] if sig_id else None) == expected
