@@ -248,7 +248,8 @@ def explainer_cues(lines: list[str]) -> set[str]:
     """The kinds of explainer phrase found in ``lines`` (see :data:`EXPLAINER_MIN_CUES`)."""
     found = set()
     for line in lines:
-        stripped = line.strip()
+        # (a question set in bold or as a heading is still a question: "### **How to ...?**")
+        stripped = line.strip().rstrip("*_` ")
         if not stripped or _ASKED.match(stripped):
             continue
         if stripped.endswith(("?", "？")):  # a question is the reporter's: "how to fix this?"

@@ -12,6 +12,7 @@ import pytest
 
 from gpu_audit.explain import classify_text
 from gpu_audit.explain.documents import OWN_RUN, read_head, title_failure
+from gpu_audit.explain.mentions import explainer_cues
 from gpu_audit.model import Severity
 from tests.explain.helpers import shape_incidents as incidents
 from tests.explain.helpers import shape_root as root
@@ -536,3 +537,14 @@ def test_a_titles_source_position_says_the_run_printed_the_assert() -> None:
 def test_the_nvml_assert_in_a_title_without_more_text(title: str, expected: str | None) -> None:
     sig_id = title_failure(read_head(f"{title}\n\nThanks.\n".encode(), whole=True))
     assert (sig_id.split("/")[0] if sig_id else None) == expected
+
+
+# --- a question in bold, an IPython traceback --------------------------------------------------
+
+def test_a_question_set_in_bold_is_the_writers_not_an_explainers() -> None:
+    assert root("nccl_title_bold_question_heading.log").cls == "nccl"
+    assert explainer_cues(["### **How to fix this problem?**"]) == set()
+
+
+def test_an_ipython_traceback_says_the_text_reports_a_run() -> None:
+    assert root("oom_title_ipython_traceback_cut.log").signature == "cuda-oom/caching-allocator"
