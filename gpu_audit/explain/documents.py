@@ -95,8 +95,9 @@ OWN_RUN = re.compile(
     r"avoid|handle|debug) (?:this|it|that)\b[^\n]{0,20}$|"
     # a traceback frame in a file at an absolute path: a program that ran on someone's machine
     r"^\s*File \"(?:/|[A-Za-z]:\\)[^\"\n]+\", line \d+|"
-    # ... or as IPython prints it: "/home/u/env/.../training.py in _fit_loop(self, ...)"
-    r"^(?:/|[A-Za-z]:\\)[^\s\n]+\.py in [\w<>]+\(|"
+    # ... or as IPython prints it: "/home/u/env/.../training.py in _fit_loop(self, ...)", with
+    # its arrow at the line that ran ("-> 1235     outs = f(ins_batch)")
+    r"^(?:/|[A-Za-z]:\\)[^\s\n]+\.py in [\w<>]+\(|^-{1,3}> ?\d+ {2,}\S|"
     r"(?:environment|环境)\s*[:：]|我(?:的|在|用|运行|训练|遇到|跑)|私の|実行すると|"
     r"제가|저의|"
     # "... keeps triggering this error", "the error shows up" ("뜨는데", "뜹니다"): the present
