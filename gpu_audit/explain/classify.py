@@ -20,7 +20,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpu_audit.bounds import MAX_PROCESSES
-from gpu_audit.explain.documents import OWN_RUN, Head, read_head, title_failure
+from gpu_audit.explain.documents import (
+    OWN_RUN,
+    Head,
+    read_head,
+    title_failure,
+    title_numbers,
+)
 from gpu_audit.explain.joining import join
 from gpu_audit.explain.mentions import (
     EXPLAINER_MIN_CUES,
@@ -422,7 +428,8 @@ class Classifier:
                 "happened, but no message of it is in the text (cut, or only described): "
                 + advice.explanation,
                 remedy=advice.remedy, line_numbers=[head.title_line],
-                excerpt=redact_text(head.title[:EXCERPT_CHARS]), numbers={}, count=1,
+                excerpt=redact_text(head.title[:EXCERPT_CHARS]),
+                numbers=title_numbers(head, sig_id), count=1,
                 diagnosis=advice.diagnosis, locations=[Location(name, head.title_line)],
                 sources=[name], tier=advice.tier + 3.0)
             out.append((incident, (index, head.title_line)))

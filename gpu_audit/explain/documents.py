@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 HEAD_BYTES = 4096  # the first bytes of a source kept to read its title and its kind
 HEAD_LINES = 30
@@ -77,7 +78,7 @@ OWN_RUN = re.compile(
     r"(?: (?:been|now|often|sometimes|randomly|constantly|consistently))? (?:get|gets|got|"
     r"getting|see|saw|seeing|hit|hitting|encounter(?:ed|ing)?|ran|run|running|tried|trying|"
     r"receive[ds]?|receiving|fac(?:e|ed|ing)|train(?:ed|ing)?|launch(?:ed|ing)?|start(?:ed|ing)?|"
-    r"install(?:ed|ing)?|use[ds]?|using|noticed?)\b|"
+    r"install(?:ed|ing)?|use[ds]?|using|noticed?|met|meet)\b|"
     r"\bwe(?:'re| are| have| keep)? (?:got|getting|hit|saw|are seeing|encountered|ran into|"
     r"keep getting|noticed)\b|"
     r"\b(?:my|our) (?:job|run|training|model|code|script|gpus?|container|pod|process|program|"
@@ -94,8 +95,16 @@ OWN_RUN = re.compile(
     r"avoid|handle|debug) (?:this|it|that)\b[^\n]{0,20}$|"
     # a traceback frame in a file at an absolute path: a program that ran on someone's machine
     r"^\s*File \"(?:/|[A-Za-z]:\\)[^\"\n]+\", line \d+|"
+    # ... or as IPython prints it: "/home/u/env/.../training.py in _fit_loop(self, ...)", with
+    # its arrow at the line that ran ("-> 1235     outs = f(ins_batch)")
+    r"^(?:/|[A-Za-z]:\\)[^\s\n]+\.py in [\w<>]+\(|^-{1,3}> ?\d+ {2,}\S|"
     r"(?:environment|环境)\s*[:：]|我(?:的|在|用|运行|训练|遇到|跑)|私の|実行すると|"
-    r"제가|저의",
+    r"제가|저의|"
+    # "... keeps triggering this error", "the error shows up" ("뜨는데", "뜹니다"): the present
+    # of a problem being reported, not a condition ("如果触发这个错误", "이 오류가 뜨면") nor a
+    # post's past anecdote ("에러가 떴습니다", "遇到以下问题")
+    r"(?<!如果)(?<!若)(?<!可能)(?<![你您会])(?:触发|报)了?(?:这个|这种|该)(?:错误|报错|问题)|"
+    r"(?:뜨는데|뜹니다|떠요|뜨네요|뜨고 있)",
     re.IGNORECASE | re.MULTILINE)
 
 # Words beside "OOM" in a title that make it the GPU's memory, not the host's.
@@ -105,6 +114,11 @@ _OOM_WORDS = r"(?:out of memory|OOM(?![- ]?kill))"  # ("OOM-killer" is the host'
 # A failure named in a thread's title, by class: the signature whose advice it gets.
 _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (sig_id, re.compile(pattern, re.IGNORECASE)) for sig_id, pattern in (
+        # the caching allocator's NVML assert, in the writer's words ("CUDACachingAllocator.cpp:995
+        # NVML internal assert fires instead of an OOM")
+        ("nvml-assert-oom/caching-allocator", r"\bCUDACachingAllocator\b[^\n]{0,80}?\bNVML\b"
+                                              r"[^\n]{0,30}?\bassert|\bNVML\b[^\n]{0,30}?\bassert"
+                                              r"[^\n]{0,80}?\bCUDACachingAllocator\b"),
         ("gpu-hardware/fallen-off-bus", r"\b(?:fall(?:s|en|ing)?|fell) off (?:of )?the bus\b|"
                                         r"\bGPU is lost\b|\blost from the bus\b|\bXid\W{0,3}79\b"),
         ("gpu-hardware/uncorrectable-ecc", r"\buncorrectable ECC\b|\bECC errors?\b[^\n]{0,30}?"
@@ -151,6 +165,10 @@ _NOT_MEMORY = re.compile(r"\bnot (?:an? |the )?(?:RAM|memory|OOM|out of memory)\
 _REQUEST_TITLE = re.compile(r"^(?:\[(?:FR|feature(?: request)?|enhancement|RFE|RFC|proposal)\]|"
                             r"(?:FR|feature(?: request)?|enhancement|RFE|RFC|proposal)\s*:)",
                             re.IGNORECASE)
+# A source position in a title ("CUDACachingAllocator.cpp:995", "common.cu:874") is copied
+# from a message the writer's run printed: the title reports it.
+_SOURCE_POSITION = re.compile(
+    r"\b(?P<file>[\w.-]+\.(?:cpp|cu|cc|c|h|hpp|py))[\"']?:(?P<line>\d+)\b")
 _QUESTION_TITLE = re.compile(r"^\s*(?:how (?:to|do|can)|what is|why)\b", re.IGNORECASE)
 # A log's own first line (a timestamp, a bracketed prefix, a log level) is no thread's title.
 # ("[Bug]: ..." and "[Troubleshoot]: ..." are titles; "[I 12:00:01]" and "[  5.1]" are not.)
@@ -186,13 +204,27 @@ def read_head(data: bytes, whole: bool) -> Head:
     head.title_line, head.title = numbered[0]
     body = "\n".join(line for _, line in numbered[1:])
     head.pull_request = bool(_COMMIT_TITLE.match(head.title)
-                             or _PULL_REQUEST_HEAD.search("\n".join(lines)))
+                             or _PULL_REQUEST_HEAD.search("\n".join(_unfenced(lines))))
     head.heading = head.title.startswith("#") or (
         len(lines) > 1 and not lines[1].strip() and not _LOG_LINE.search(head.title))
     head.about_message = bool(_ABOUT_A_MESSAGE.search(head.title.lstrip("#").strip()))
     head.own_run = bool(OWN_RUN.search(body))
     head.fenced = "```" in body or bool(re.search(r"^\s*[|+][-=+|]{8,}", body, re.MULTILINE))
     return head
+
+
+def _unfenced(lines: list[str]) -> list[str]:
+    """``lines`` without those in fenced blocks not marked as a diff: a patch a reply pastes by
+    hand ("```" then "diff --git ...") is a suggestion in a thread, not the change a pull
+    request is (a change's own diff is shown in a "```diff" block)."""
+    out, fence = [], ""
+    for line in lines:
+        stripped = line.strip()
+        if stripped.startswith("```"):
+            fence = "" if fence else (stripped[3:].strip() or "text")
+        elif fence not in ("text", "txt", "shell", "bash", "console", "python", "py"):
+            out.append(line)
+    return out
 
 
 # The few words a title's failure turns on, read through one typing slip ("initalize",
@@ -230,10 +262,18 @@ def title_failure(head: Head, logged: bool = False) -> str | None:
             or _REQUEST_TITLE.match(title)
             or _LOG_LINE.search(title)):
         return None
-    if not (head.own_run or head.fenced or logged):
+    if not (head.own_run or head.fenced or logged or _SOURCE_POSITION.search(title)):
         return None
     return next((sig_id for sig_id, pattern in _TITLES if pattern.search(title)
                  and not (sig_id.startswith("host-oom/") and _NOT_MEMORY.search(title))), None)
+
+
+def title_numbers(head: Head, sig_id: str) -> dict[str, Any]:
+    """The numbers a title states for the failure it names: the source position of an assert."""
+    position = _SOURCE_POSITION.search(head.title)
+    if position is None or not sig_id.startswith("nvml-assert-oom/"):
+        return {}
+    return {"source_file": position["file"], "source_line": int(position["line"])}
 
 
 def in_diff(before: list[str], text: str) -> bool:

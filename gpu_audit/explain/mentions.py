@@ -237,17 +237,26 @@ _ASKED = re.compile(r"^(?:so |but |pls |please )?how (?:to|do i|can i|could i|sh
                     re.IGNORECASE)
 
 
+# ... and inside a longer sentence: "I don't know how to fix it" asks, it does not explain.
+_ASKED_INLINE = re.compile(
+    r"\b(?:(?:do not|don'?t|didn'?t|did not|doesn'?t)\s+(?:\w+\s+)?(?:know|kown|konw|"
+    r"understand)|no idea|not sure|wonder(?:ing)?|(?:want|like|need) to know)\s+how to (?:fix|"
+    r"solve|resolve|avoid|handle|debug)\b", re.IGNORECASE)
+
+
 def explainer_cues(lines: list[str]) -> set[str]:
     """The kinds of explainer phrase found in ``lines`` (see :data:`EXPLAINER_MIN_CUES`)."""
     found = set()
     for line in lines:
-        stripped = line.strip()
+        # (a question set in bold or as a heading is still a question: "### **How to ...?**")
+        stripped = line.strip().rstrip("*_` ")
         if not stripped or _ASKED.match(stripped):
             continue
         if stripped.endswith(("?", "？")):  # a question is the reporter's: "how to fix this?"
             if _RHETORICAL_QUESTION.search(stripped):  # ... unless it asks the reader
                 found.add("you-have-seen")
             continue
+        stripped = _ASKED_INLINE.sub(" ", stripped)
         found.update(key for key, pattern in _EXPLAINER_CUES if pattern.search(stripped))
     return found
 

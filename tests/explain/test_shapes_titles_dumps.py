@@ -11,7 +11,8 @@ from __future__ import annotations
 import pytest
 
 from gpu_audit.explain import classify_text
-from gpu_audit.explain.documents import read_head, title_failure
+from gpu_audit.explain.documents import OWN_RUN, read_head, title_failure
+from gpu_audit.explain.mentions import explainer_cues
 from gpu_audit.model import Severity
 from tests.explain.helpers import shape_incidents as incidents
 from tests.explain.helpers import shape_root as root
@@ -429,3 +430,121 @@ def test_tensorflow1s_oom_takes_its_gpu_from_the_node_below() -> None:
     assert oom.signature == "cuda-oom/tensorflow" and oom.numbers["gpu_index"] == 1
     assert oom.numbers["requested_bytes"] == 64 * 128 * 128 * 32 * 4
     assert len([i for i in incidents("tensorflow1_oom_node_device.log") if i.is_failure]) == 1
+
+
+# --- an out-of-memory in emphasis, under a cut title, in a report that asks how to fix it ------
+
+@pytest.mark.parametrize("name", [
+    "oom_in_markdown_emphasis.log",  # "_RuntimeError: CUDA out of memory_"
+    "oom_title_cut_patch_in_reply.log",  # a reply's patch in a plain fence: no pull request
+    "oom_title_met_en.log",  # "I met cuda out of memory"
+    "oom_title_error_shows_ko.log",  # "위와 같은 에러가 뜨는데"
+    "oom_unclosed_quote_asks_how_to_fix.log",  # "I don't know how to fix it" asks
+])
+def test_an_out_of_memory_the_writer_reports(name: str) -> None:
+    oom = root(name)
+    assert oom.cls == "cuda-oom" and oom.severity >= Severity.ERROR
+
+
+def test_a_cut_title_keeps_its_numbers_when_a_reply_pastes_a_patch() -> None:
+    oom = root("oom_title_cut_patch_in_reply.log")
+    assert oom.numbers["requested_bytes"] == 64 * 1024**2 and oom.numbers["gpu_index"] == 1
+
+
+def test_an_ecc_error_in_a_title_the_chinese_text_says_it_triggered() -> None:
+    assert root("ecc_title_triggered_zh.log").signature == "gpu-hardware/uncorrectable-ecc"
+
+
+@pytest.mark.parametrize("name", [
+    "blog_anecdote_error_showed_ko.log",  # a post's past anecdote: "에러 메시지가 떴습니다"
+    "blog_met_problem_one_line_fix_zh.log",  # "遇到以下问题" then the post's fix
+])
+def test_a_posts_own_anecdote_stays_quoted(name: str) -> None:
+    assert [i.cls for i in incidents(name) if i.is_failure] == []
+
+
+@pytest.mark.parametrize(("body", "pull_request"), [
+    ("Saves only the adapter.\n```diff\n@@ -1,3 +1,2 @@\n-a\n+b\n```\n", True),
+    ("Same here.\n```\ndiff --git a/t.py b/t.py\n@@ -1,3 +1,2 @@\n-a\n+b\n```\n", False),
+])
+def test_a_diff_makes_a_pull_request_unless_pasted_by_hand(body: str, pull_request: bool) -> None:
+    head = read_head(f"Out of memory when saving\n\n{body}".encode(), whole=True)
+    assert head.pull_request is pull_request
+
+
+@pytest.mark.parametrize(("line", "own"), [
+    ("训练时总是在第二个 epoch 触发这个错误", True),
+    ("如果触发这个错误，请减小 batch size", False),
+    ("학습을 시작하면 위와 같은 에러가 뜨는데요", True),
+    ("이 오류가 뜨면 배치 크기를 줄이세요", False),
+])
+def test_reporting_words_in_chinese_and_korean(line: str, own: bool) -> None:
+    assert bool(OWN_RUN.search(line)) is own
+
+
+# --- a consequence printed above its cause ------------------------------------------------------
+
+def test_a_collectives_timeout_comes_before_the_watchdog_that_hung_behind_it() -> None:
+    timeout = root("nccl_watchdog_stuck_before_timeout_line.log")
+    assert timeout.signature == "nccl/watchdog-timeout"
+    assert timeout.numbers["timeout_ms"] == 600000
+    assert timeout.numbers["op_type"] == "_ALLGATHER_BASE"
+
+
+def test_an_xid_comes_before_the_device_handle_nvidia_smi_could_not_get() -> None:
+    xid = root("smi_device_handle_then_xid79.log")
+    assert xid.signature == "gpu-hardware/xid" and xid.numbers["xid"] == 79
+
+
+def test_the_drivers_reset_required_under_a_busy_or_unavailable_device() -> None:
+    reset = root("device_unavailable_reset_required.log")
+    assert reset.signature == "gpu-hardware/reset-required"
+    assert reset.severity == Severity.CRITICAL
+
+
+# --- a GPU's out-of-memory in the writer's own words ----------------------------------------------
+
+def test_an_out_of_memory_told_in_prose_on_a_named_gpu() -> None:
+    oom = root("oom_told_in_prose_gpu_named.log")
+    assert oom.signature == "cuda-oom/caching-allocator" and oom.severity >= Severity.ERROR
+    assert oom.numbers.get("capacity_bytes") is None  # "24G" is the card, not the message's
+
+
+@pytest.mark.parametrize(("line", "expected"), [
+    ("I'm running out of memory even with batch size 1 on an A6000.", ["cuda-oom"]),
+    ("We got out of memory on both V100s at step 200.", ["cuda-oom"]),
+    ("If I get out of memory on the GPU, I lower the batch size.", []),
+    ("I get out of memory while loading the dataset into RAM on the GPU node.", []),
+    ("I keep getting out of memory when tokenizing.", []),  # no GPU named: could be the host's
+])
+def test_out_of_memory_in_the_writers_words(line: str, expected: list[str]) -> None:
+    assert failures(line) == expected
+
+
+# --- the caching allocator's NVML assert named in a title, with its source position -------------
+
+def test_a_titles_source_position_says_the_run_printed_the_assert() -> None:
+    nvml = root("nvml_assert_position_in_title.log")
+    assert nvml.signature == "nvml-assert-oom/caching-allocator"
+    assert nvml.numbers == {"source_file": "CUDACachingAllocator.cpp", "source_line": 1132}
+
+
+@pytest.mark.parametrize(("title", "expected"), [
+    ("NVML assert in CUDACachingAllocator.cpp:830 at step 900", "nvml-assert-oom"),
+    # no position, no word of the writer's run: a subject, not a report
+    ("NVML assert in the caching allocator hides the OOM message", None),
+])
+def test_the_nvml_assert_in_a_title_without_more_text(title: str, expected: str | None) -> None:
+    sig_id = title_failure(read_head(f"{title}\n\nThanks.\n".encode(), whole=True))
+    assert (sig_id.split("/")[0] if sig_id else None) == expected
+
+
+# --- a question in bold, an IPython traceback --------------------------------------------------
+
+def test_a_question_set_in_bold_is_the_writers_not_an_explainers() -> None:
+    assert root("nccl_title_bold_question_heading.log").cls == "nccl"
+    assert explainer_cues(["### **How to fix this problem?**"]) == set()
+
+
+def test_an_ipython_traceback_says_the_text_reports_a_run() -> None:
+    assert root("oom_title_ipython_traceback_cut.log").signature == "cuda-oom/caching-allocator"

@@ -281,6 +281,9 @@ SINGLE_LINES = [
      "gpu-hardware", "gpu-hardware/device-handle"),
     ("[   84.300490] NVRM: GPU6 _kgspLogRpcTimeout: ********************* GSP Timeout "
      "*********************", "gpu-hardware", "gpu-hardware/gsp-timeout"),
+    ("[ 4410.902113] NVRM: nvAssertOkFailedNoLog: Assertion failed: Reset required "
+     "[NV_ERR_RESET_REQUIRED] (0x00000062) returned from status @ kernel_channel.c:2827",
+     "gpu-hardware", "gpu-hardware/reset-required"),
     ("pcieport 0000:00:03.0: PCIe Bus Error: severity=Uncorrected (Fatal), type=Transaction "
      "Layer, (Requester ID)", "gpu-hardware", "gpu-hardware/pcie-aer"),
     ("what():  unhandled system error", "nccl", "nccl/error-text"),

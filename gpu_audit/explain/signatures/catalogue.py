@@ -75,6 +75,7 @@ ORDER = (
     "gpu-hardware/device-handle",
     "gpu-hardware/fallen-off-bus",
     "gpu-hardware/gsp-timeout",
+    "gpu-hardware/reset-required",
     "gpu-hardware/uncorrectable-ecc",
     "gpu-hardware/nvlink-uncorrectable",
     "gpu-hardware/rm-init-failed",

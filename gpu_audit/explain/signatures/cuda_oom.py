@@ -93,7 +93,24 @@ def _translated_fields(line: str) -> dict[str, Any]:
     return found
 
 
+# The writer telling a GPU's out-of-memory in their own words, in a line that names the GPU
+# ("I am still getting the error Out of memory" on "a single 24G GPU", "I'm running out of
+# memory ... on an A6000"), not the host's (RAM, CPU, swap, the OOM killer) and not in a
+# condition ("if I get out of memory").
+_GPU_WORD = (r"\b(?:GPU|CUDA|VRAM|RTX|GTX|Tesla|A\d{2,4}|H\d{3}|V100|T4|L4|L40S?|"
+             r"[1-5]0[5-9]0(?: ?Ti)?)s?\b")
+_TOLD_OOM = (
+    rf"(?i:^(?=[^\n]*?{_GPU_WORD})(?![^\n]*?\b(?:RAM|CPU|host memory|swap|oom[- ]?kill\w*)\b)"
+    r"[^\n]*?(?<!\bif )(?<!\bwhether )(?<!\bwhen )\b(?P<told>I|we)(?:'m| am|'ve| have| had| was|"
+    r" were| keep| still| always)?(?: (?:still|always|also|again|now|constantly))? (?:get|gets|"
+    r"got|getting|hit|hitting|ran|run|running|encounter(?:ed|ing)?|receiv(?:e|ed|ing)|see|saw|"
+    r"seeing|met|fac(?:e|ed|ing))(?: (?:the|an?|this|that|same))?(?: (?:error|issue|problem)"
+    r")?:? (?:CUDA |GPU )?out of memory\b)")
+
+
 def _oom(match: re.Match[str], line: str) -> dict[str, Any]:
+    if match.groupdict().get("told"):  # prose: its sizes are the card's, not the message's
+        return {}
     if match.groupdict().get("translated"):
         return {**_translated_fields(line), "backend": "CUDA"}
     found = extract_oom_fields(line)
@@ -140,12 +157,14 @@ def _stated(numbers: dict[str, Any], key: str, text: str) -> str:
            example="Tried to allocate 20.00 MiB (GPU 0; 1.96 GiB total capacity; 1.24 GiB "
            "already allocated; 2.88 MiB free; 1.25 GiB reserved in total by PyTorch)")
 @signature("cuda-oom/caching-allocator",
-           r"(?<![A-Z_])(?:(?P<backend>CUDA|HIP|XPU|MUSA|NPU) out of memory\b|Out of memory\. "
-           r"Tried to allocate)(?:.*?Tried to allocate (?P<over_1eb>more than 1EB))?|"
+           # (a trailing "_" closes markdown emphasis: "_CUDA out of memory_")
+           r"(?<![A-Z_])(?:(?P<backend>CUDA|HIP|XPU|MUSA|NPU) out of memory(?![^\W_])|"
+           r"Out of memory\. Tried to allocate)"
+           r"(?:.*?Tried to allocate (?P<over_1eb>more than 1EB))?|"
            # the cudaMallocAsync backend (knowledge/oom.py)
            r"Allocation on device \d+ would exceed allowed memory\. \(out of memory\)|"
-           rf"(?P<translated>{_TRANSLATED_OOM})",
-           ("out of memory", "Out of memory. Tried", "CUDA"),
+           rf"(?P<translated>{_TRANSLATED_OOM})|" + _TOLD_OOM,
+           ("out of memory", "Out of memory", "Out Of Memory", "CUDA"),
            "CUDA out of memory", extract=_oom, group="cuda-oom",
            example="torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 "
            "has a total capacity of 79.15 GiB of which 1.52 GiB is free. Including non-PyTorch "

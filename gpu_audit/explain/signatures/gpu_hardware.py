@@ -180,7 +180,8 @@ fixed("gpu-hardware/device-handle",
       rf"Unable to determine the device handle for GPU ?(?P<pci_bus_id>{_PCI}): "
       r"(?P<reason>Unknown Error|GPU is lost)",
       ("Unable to determine the device handle",),
-      "nvidia-smi cannot reach one of the GPUs", severity=Severity.CRITICAL, tier=0.0,
+      # (after the Xid that says why, in the kernel log beside it)
+      "nvidia-smi cannot reach one of the GPUs", severity=Severity.CRITICAL, tier=0.1,
       key_field="pci_bus_id",
       example="Unable to determine the device handle for GPU 0000:0B:00.0: Unknown Error",
       explanation="nvidia-smi lists the GPU on the PCI bus but the driver cannot talk to it: the "
@@ -200,6 +201,20 @@ fixed("gpu-hardware/gsp-timeout",
       "stopped answering the driver, or the GPU's memory subsystem failed: the same fault the "
       "driver reports as Xid 119/120 when it gets that far. The GPU hangs until it is reset.",
       remedy=xid_info(119).action)
+
+fixed("gpu-hardware/reset-required",
+      r"NVRM: [^\n]*?NV_ERR_RESET_REQUIRED",
+      ("NV_ERR_RESET_REQUIRED",),
+      "The driver says the GPU needs a reset", severity=Severity.CRITICAL, tier=0.0,
+      example="[ 1204.118302] NVRM: nvAssertOkFailedNoLog: Assertion failed: Reset required "
+      "[NV_ERR_RESET_REQUIRED] (0x00000062) returned from status @ kernel_channel.c:2827",
+      explanation="The NVIDIA driver refused work on the GPU because an earlier fatal fault (an "
+      "Xid, a firmware or memory error) left it in a state only a reset clears. Every CUDA call "
+      "on it fails until then, most often as \"CUDA-capable device(s) is/are busy or "
+      "unavailable\".",
+      remedy="Drain the node and look for the fault before it (`sudo dmesg -T | grep -i -e xid "
+      "-e nvrm`); reset the GPU (`sudo nvidia-smi -r -i <index>` with nothing running on it) or "
+      "reboot; a GPU that needs it again needs service.")
 
 fixed("gpu-hardware/pcie-aer",
       r"AER: (?:Multiple )?(?P<aer_severity>Uncorrected \((?:Fatal|Non-Fatal)\)) error "

@@ -114,7 +114,8 @@ def _nccl_timeout(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -
            r"Heartbeat monitor timed out|(?:ProcessGroupNCCL's )?watchdog got stuck for "
            r"(?P<stuck_s>\d+) seconds",
            ("Heartbeat monitor timed out", "watchdog got stuck"),
-           "The NCCL watchdog itself hung", tier=3.0,
+           # (after a collective's timeout: the watchdog hangs behind the collective it waits on)
+           "The NCCL watchdog itself hung", tier=3.2,
            example="[E ProcessGroupNCCL.cpp:1150] ProcessGroupNCCL's watchdog got stuck for 480 "
            "seconds without making progress in monitoring enqueued collectives.")
 def _nccl_heartbeat(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
