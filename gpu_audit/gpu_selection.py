@@ -36,7 +36,6 @@ from __future__ import annotations
 import bisect
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 
 import msgspec
 
@@ -59,8 +58,7 @@ _SPAN = re.compile(r"(\d+)(?:-(\d+))?")
 _SHOWN = 120  # characters of a variable's value quoted back in a message
 
 
-@dataclass(frozen=True)
-class MissingGpu:
+class MissingGpu(msgspec.Struct, frozen=True):
     """A GPU the job was given that NVML does not list: one only the kernel driver or ``/dev``
     knows (vanished from NVML), or one nothing on the node knows. Its identity is what any
     source knows of it (``None``: no source does)."""
@@ -86,8 +84,7 @@ class MissingGpu:
                 "uuid": self.uuid}
 
 
-@dataclass(frozen=True)
-class GpuSelection:
+class GpuSelection(msgspec.Struct, frozen=True):
     """The GPUs a run judges: the spec as given, their NVML indices, and why (one sentence).
 
     ``mig_uuids``: the MIG instances chosen (their GPUs are in ``indices``); a GPU none of whose

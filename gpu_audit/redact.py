@@ -16,16 +16,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from gpu_audit.lazy import regex as lazy
 
 MASK = "***"
 
 
-@dataclass(frozen=True)
-class Rule:
+class Rule(msgspec.Struct, frozen=True):
     """One pattern of the redactor and an example command line whose ``secret`` it hides."""
 
     id: str
