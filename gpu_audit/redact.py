@@ -32,10 +32,14 @@ class Rule(msgspec.Struct, frozen=True):
     pattern: Callable[[], re.Pattern[str]]
     example: tuple[str, ...]
     secret: str
+    # Words (lower case) one of which is in every ASCII text the pattern matches: a text with
+    # none of them is left as it is, its pattern neither compiled nor run. Empty: always run.
+    needs: tuple[str, ...] = ()
 
 
-def _rule(id: str, pattern: str, example: tuple[str, ...], secret: str = "S3CR3T-v4lue") -> Rule:
-    return Rule(id, lazy(pattern, re.I), example, secret)
+def _rule(id: str, pattern: str, example: tuple[str, ...], secret: str = "S3CR3T-v4lue",
+          needs: tuple[str, ...] = ()) -> Rule:
+    return Rule(id, lazy(pattern, re.I), example, secret, needs)
 
 
 # Names (options without their dashes, variables, header names) whose value is a secret. The
@@ -127,15 +131,15 @@ TEXT_RULES: tuple[Rule, ...] = (
     # character no scheme holds, so a long word is scanned once, not once per character.
     _rule("url-password",
           r"(?P<keep>(?<![a-z0-9+.-])[a-z][a-z0-9+.-]*://[^:/@\s]*:)(?P<secret>[^/\s]+)(?=@)",
-          ("app", "--db", "postgres://u:S3CR3T@v4lue@db:5432/x"), "S3CR3T@v4lue"),
+          ("app", "--db", "postgres://u:S3CR3T@v4lue@db:5432/x"), "S3CR3T@v4lue", ("://",)),
     # ?token=abc&x=1 (a parameter's name is short and holds no '?': bounded, linear)
     _rule("query", r"(?P<keep>[?&][^=&?\s]{0,64}(?:token|key|secret|password|sig)"
                    r"[^=&?\s]{0,64}=)(?P<secret>[^&\s]+)",
-          ("app", "https://h/x?access_token=S3CR3T-v4lue&y=1")),
+          ("app", "https://h/x?access_token=S3CR3T-v4lue&y=1"), needs=("?", "&")),
     # "api_key": "X" in JSON or a Python dict inside an argument (the name is checked).
     _rule("quoted-pair", r"(?P<keep>(?P<q>[\"'])(?P<name>[^\"'\s]{1,80})(?P=q)\s*[:=]\s*"
                          r"(?P<q2>[\"']))(?P<secret>(?:\\.|(?!(?P=q2)).)+)",
-          ("app", '--config={"api_key": "S3CR3T-v4lue"}')),
+          ("app", '--config={"api_key": "S3CR3T-v4lue"}'), needs=('"', "'")),
     # Well-known token formats, whatever they are called, wherever they stand (alone, after
     # ``key=``, in a URL's query, inside quotes or JSON, after an ``_``). Stripe's secret and
     # restricted keys are masked in live and test mode alike (a test key still opens the
@@ -146,21 +150,23 @@ TEXT_RULES: tuple[Rule, ...] = (
           r"hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_-]{20,}|xox[abposr]-[A-Za-z0-9-]{10,}|"
           r"AKIA[0-9A-Z]{16}|glpat-[A-Za-z0-9_-]{20,}|"
           r"eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,})",
-          ("app", "--model", "x", "hf_a1B2c3D4e5F6g7H8i9J0k1"), "hf_a1B2c3D4e5F6g7H8i9J0k1"),
+          ("app", "--model", "x", "hf_a1B2c3D4e5F6g7H8i9J0k1"), "hf_a1B2c3D4e5F6g7H8i9J0k1",
+          ("gh", "github_pat_", "hf_", "sk-", "xox", "akia", "glpat-", "eyj")),
     _rule("stripe-key",
           r"(?P<keep>)(?<![A-Za-z0-9])(?P<secret>[sr]k_(?:live|test)_[0-9A-Za-z]{10,})",
-          ("app", "STRIPE=sk_live_4eC39HqLyjWDarjtT1zdp7dc"), "sk_live_4eC39HqLyjWDarjtT1zdp7dc"),
+          ("app", "STRIPE=sk_live_4eC39HqLyjWDarjtT1zdp7dc"), "sk_live_4eC39HqLyjWDarjtT1zdp7dc",
+          ("k_live_", "k_test_")),
     # Google API keys: ``AIza`` and 35 more characters.
     _rule("google-api-key", r"(?P<keep>)(?<![A-Za-z0-9])(?P<secret>AIza[0-9A-Za-z_-]{35,})",
           ("app", "AIzaSyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q"),
-          "AIzaSyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q"),
+          "AIzaSyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q", ("aiza",)),
     # A PEM private key (PKCS#8, RSA, EC, OpenSSH, encrypted): the body up to its END line, or to
     # the end of the text when a log cut it off.
     _rule("pem-private-key",
           r"(?P<keep>-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----\s*)"
           r"(?P<secret>(?:(?!-----END )[\s\S])+?)(?=\s*-----END |\s*\Z)",
           ("app", "--tls-pem", "-----BEGIN PRIVATE KEY-----\nS3CR3T-v4lue\n"
-                               "-----END PRIVATE KEY-----")),
+                               "-----END PRIVATE KEY-----"), needs=("-----begin ",)),
 )
 
 # dmesg names each module-signing certificate it loads by its subject and key id ("Loaded X.509
@@ -191,12 +197,20 @@ def _labels_words(name: str) -> bool:
 
 
 def _text_rules(text: str) -> str:
+    # Most texts (paths, numbers, plain words) hold none of the words a rule needs. Outside ASCII
+    # every rule runs: ignoring case, "ſ" matches "s" and "K" (Kelvin) matches "k".
+    lowered = text.lower() if text.isascii() else None
     for rule in TEXT_RULES:
+        if lowered is not None and rule.needs and not any(w in lowered for w in rule.needs):
+            continue
         if rule.id == "quoted-pair":
-            text = rule.pattern().sub(
+            masked = rule.pattern().sub(
                 lambda m: m["keep"] + MASK if is_secret_name(m["name"]) else m[0], text)
         else:
-            text = rule.pattern().sub(lambda m: m["keep"] + MASK, text)
+            masked = rule.pattern().sub(lambda m: m["keep"] + MASK, text)
+        if lowered is not None and masked != text:
+            lowered = masked.lower()
+        text = masked
     return text
 
 
