@@ -114,8 +114,10 @@ def _shown(value: Any) -> str:
 
 
 # msgspec spells some floats differently from Python (``1e16``, ``0.00001``); documents keep
-# Python's spelling (``1e+16``, ``1e-05``) so they stay byte-for-byte what they were.
-_FLOAT_HINT = re.compile(rb"\de|0\.0000")
+# Python's spelling (``1e+16``, ``1e-05``) so they stay byte-for-byte what they were. The hint
+# looks for such a number where a value starts (compact JSON: after ``:``, ``,`` or ``[``), not
+# inside strings, where UUIDs and hashes are full of digits before an "e".
+_FLOAT_HINT = re.compile(rb"(?:^|[:,\[])-?(?:\d+(?:\.\d+)?[eE]|0\.0000)")
 _TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?')
 
 
