@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import json
 import os
 import re
 import stat
@@ -140,6 +139,8 @@ def dumps(doc: Any, *, indent: int | None = 2) -> str:
     try:
         raw = encode(doc)
     except UnicodeEncodeError:  # a lone surrogate: the text keeps it, as json.dumps did
+        import json
+
         return json.dumps(_plain(doc), indent=indent, ensure_ascii=False, sort_keys=False)
     return msgspec.json.format(raw, indent=indent if indent is not None else 0).decode()
 
