@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping
 
 import msgspec
 
+from gpu_audit.lazy import regex
 from gpu_audit.model import Severity
 
 SCAN, CHECK, VALIDATE, DIAG, FLEET, DIFF, EXPLAIN = (
@@ -40,7 +41,7 @@ LIFECYCLES = (STABLE, PREVIEW, DEPRECATED)
 CRITICAL, ERROR, WARNING, INFO = Severity.CRITICAL, Severity.ERROR, Severity.WARNING, Severity.INFO
 
 _ID = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
-_PLACEHOLDER = re.compile(r"\{([a-z][a-z0-9_]*)\}")
+_PLACEHOLDER = regex(r"\{([a-z][a-z0-9_]*)\}")  # in documentation only: compiled when read
 
 
 class CatalogueError(ValueError):
@@ -319,7 +320,7 @@ class Doc(msgspec.Struct, frozen=True):
 
     def placeholders(self) -> set[str]:
         return {name for field in self.__struct_fields__
-                for name in _PLACEHOLDER.findall(getattr(self, field))}
+                for name in _PLACEHOLDER().findall(getattr(self, field))}
 
     def render(self, values: Mapping[str, str]) -> Doc:
         """The text with each ``{name}`` replaced by ``values[name]``; an unknown name is an
@@ -330,7 +331,8 @@ class Doc(msgspec.Struct, frozen=True):
                                      "no declared default")
             return values[match.group(1)]
 
-        return msgspec.structs.replace(self, **{field: _PLACEHOLDER.sub(fill, getattr(self, field))
+        placeholder = _PLACEHOLDER()
+        return msgspec.structs.replace(self, **{field: placeholder.sub(fill, getattr(self, field))
                                                 for field in self.__struct_fields__})
 
 
