@@ -32,8 +32,8 @@ class Rule(msgspec.Struct, frozen=True):
     pattern: Callable[[], re.Pattern[str]]
     example: tuple[str, ...]
     secret: str
-    # Words (lower case) one of which is in every ASCII text the pattern matches: a text with
-    # none of them is left as it is, its pattern neither compiled nor run. Empty: always run.
+    # Words (lower case) one of which is in every ASCII text (or name) the pattern matches: a
+    # text with none of them is left as it is, its pattern neither compiled nor run.
     needs: tuple[str, ...] = ()
 
 
@@ -46,20 +46,25 @@ def _rule(id: str, pattern: str, example: tuple[str, ...], secret: str = "S3CR3T
 # patterns are searched in the lower-cased name and compiled on first use.
 NAME_RULES: tuple[Rule, ...] = (
     _rule("password", r"pass(?:word|wd|phrase)?s?(?![a-z])|pwd",
-          ("app", "--db-password", "S3CR3T-v4lue")),
-    _rule("pw", r"(?:^|[-_.])pw(?:$|[-_.])", ("app", "--pw", "S3CR3T-v4lue")),
-    _rule("secret", r"secret", ("app", "--client_secret=S3CR3T-v4lue")),
-    _rule("token", r"token", ("app", "--hub_token", "S3CR3T-v4lue")),
-    _rule("auth", r"auth(?!or(?!i[sz]))", ("app", "--authorization", "S3CR3T-v4lue")),
+          ("app", "--db-password", "S3CR3T-v4lue"), needs=("pass", "pwd")),
+    _rule("pw", r"(?:^|[-_.])pw(?:$|[-_.])", ("app", "--pw", "S3CR3T-v4lue"), needs=("pw",)),
+    _rule("secret", r"secret", ("app", "--client_secret=S3CR3T-v4lue"), needs=("secret",)),
+    _rule("token", r"token", ("app", "--hub_token", "S3CR3T-v4lue"), needs=("token",)),
+    _rule("auth", r"auth(?!or(?!i[sz]))", ("app", "--authorization", "S3CR3T-v4lue"),
+          needs=("auth",)),
     _rule("api-key", r"api[-_.]?key|access[-_.]?key|private[-_.]?key",
-          ("app", "--apikey", "S3CR3T-v4lue")),
-    _rule("key", r"(?:^|[-_.])keys?$", ("app", "--wandb-key", "S3CR3T-v4lue")),
-    _rule("credential", r"cred(?:ential)?s?(?![a-z])", ("app", "--cred=S3CR3T-v4lue")),
-    _rule("bearer", r"bearer", ("app", "--bearer", "S3CR3T-v4lue")),
-    _rule("cookie", r"cookie", ("curl", "--cookie", "S3CR3T-v4lue")),
-    _rule("signature", r"signature", ("app", "--signature=S3CR3T-v4lue")),
-    _rule("session", r"session[-_.]?(?:key|id)", ("app", "--session-id", "S3CR3T-v4lue")),
+          ("app", "--apikey", "S3CR3T-v4lue"), needs=("key",)),
+    _rule("key", r"(?:^|[-_.])keys?$", ("app", "--wandb-key", "S3CR3T-v4lue"), needs=("key",)),
+    _rule("credential", r"cred(?:ential)?s?(?![a-z])", ("app", "--cred=S3CR3T-v4lue"),
+          needs=("cred",)),
+    _rule("bearer", r"bearer", ("app", "--bearer", "S3CR3T-v4lue"), needs=("bearer",)),
+    _rule("cookie", r"cookie", ("curl", "--cookie", "S3CR3T-v4lue"), needs=("cookie",)),
+    _rule("signature", r"signature", ("app", "--signature=S3CR3T-v4lue"), needs=("signature",)),
+    _rule("session", r"session[-_.]?(?:key|id)", ("app", "--session-id", "S3CR3T-v4lue"),
+          needs=("session",)),
 )
+# Every word a name rule needs: an ASCII name with none of them is no secret's name.
+_NAME_WORDS = tuple(sorted({word for rule in NAME_RULES for word in rule.needs}))
 
 # Names that contain a secret word but hold none (ML jobs are full of tokenizers and keys).
 BENIGN_NAMES = lazy(
@@ -185,7 +190,9 @@ _space = lazy(r"(\s+)")
 def is_secret_name(name: str) -> bool:
     """True when an option, variable or header called ``name`` holds a secret."""
     bare = name.lstrip("-").lower()
-    if not bare or BENIGN_NAMES().search(bare):
+    if not bare or (bare.isascii() and not any(word in bare for word in _NAME_WORDS)):
+        return False  # no rule can match (most option names): none is compiled
+    if BENIGN_NAMES().search(bare):
         return False
     return any(rule.pattern().search(bare) for rule in NAME_RULES)
 

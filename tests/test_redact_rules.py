@@ -248,9 +248,9 @@ def test_checking_words_first_masks_what_every_rule_would(text):
     assert _text_rules(text) == _every_text_rule(text)
 
 
-@pytest.mark.parametrize("rule", TEXT_RULES, ids=lambda r: r.id)
-def test_each_text_rule_needs_a_word_its_example_holds(rule):
-    assert rule.needs, "a text rule without words to check runs on every text"
+@pytest.mark.parametrize("rule", NAME_RULES + TEXT_RULES, ids=lambda r: r.id)
+def test_each_rule_needs_a_word_its_example_holds(rule):
+    assert rule.needs, "a rule without words to check runs on every text"
     assert any(word in " ".join(rule.example).lower() for word in rule.needs)
 
 
@@ -261,3 +261,38 @@ def test_a_text_without_their_words_compiles_no_text_rule():
     assert redact_text(" ".join(texts)) == " ".join(texts)
     assert redact_cmdline(texts) == texts
     assert [r.id for r in TEXT_RULES if r.pattern.cache_info().currsize] == []
+
+
+def _any_name_rule(name: str) -> bool:
+    """is_secret_name with no word checked first."""
+    from gpu_audit.redact import BENIGN_NAMES
+
+    bare = name.lstrip("-").lower()
+    if not bare or BENIGN_NAMES().search(bare):
+        return False
+    return any(rule.pattern().search(bare) for rule in NAME_RULES)
+
+
+_NAME_PIECES = ["-", "_", ".", "x", "Q", "9", "pass", "PASS", "paſſ", "word", "wd", "pwd", "pw",
+                "secret", "SECRET", "token", "tokenizer", "s", "auth", "or", "is", "api", "key",
+                "keys", "access", "private", "cred", "ential", "bearer", "cookie", "signature",
+                "session", "id", "max", "vocab", "hash", "K", "ſ"]
+
+
+@seed(20261127)
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(_NAME_PIECES), max_size=8).map("".join))
+def test_checking_words_first_judges_names_as_every_rule_would(name):
+    assert is_secret_name(name) == _any_name_rule(name)
+
+
+def test_an_option_name_without_their_words_compiles_no_name_rule():
+    from gpu_audit.redact import BENIGN_NAMES
+
+    BENIGN_NAMES.cache_clear()
+    for rule in NAME_RULES:
+        rule.pattern.cache_clear()
+    assert redact_cmdline(["python", "train.py", "--lr", "0.1", "--batch-size=32"]) == [
+        "python", "train.py", "--lr", "0.1", "--batch-size=32"]
+    assert BENIGN_NAMES.cache_info().currsize == 0
+    assert [r.id for r in NAME_RULES if r.pattern.cache_info().currsize] == []
