@@ -9,7 +9,6 @@ and safety").
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from .errors import InputError
@@ -76,6 +75,8 @@ def load_json(text: str | bytes, where: str, *, limit: int = MAX_DOCUMENT_BYTES)
     Deep nesting makes Python's parser raise RecursionError (a line of a million ``[``): that is
     malformed input like any other, never an internal error.
     """
+    import json  # here: a scan that reads no document never imports it
+
     check_json_shape(text, where, limit=limit)
     try:
         return json.loads(text)

@@ -36,13 +36,13 @@ from __future__ import annotations
 import bisect
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 
 import msgspec
 
 from gpu_audit.bounds import MAX_GPUS, MAX_INT_DIGITS, MAX_MIG_PER_GPU, bounded_int
 from gpu_audit.errors import InputError, UsageError
 from gpu_audit.gpu_identity import Slot, describe, pci_key, slurm_order
+from gpu_audit.lazy import regex
 from gpu_audit.model import Finding, Gpu, GpuProcess, KernelGpu, KernelLog, MigDevice, Scan
 from gpu_audit.units import noun, plural
 
@@ -55,12 +55,11 @@ SPEC_FORMS = ("indices (0,2), GPU-<uuid>, MIG-<uuid>, PCI bus ids (0000:3b:00.0)
 # Counted on the text (its commas) before it is split, so a hostile value costs nothing.
 MAX_ENTRIES = MAX_GPUS * (1 + MAX_MIG_PER_GPU)
 # An index or a range: ``\d`` takes any Unicode digit so that bounded_int can name it.
-_SPAN = re.compile(r"(\d+)(?:-(\d+))?")
+_SPAN = regex(r"(\d+)(?:-(\d+))?")  # compiled when a spec is read (--gpus, a job's GPUs)
 _SHOWN = 120  # characters of a variable's value quoted back in a message
 
 
-@dataclass(frozen=True)
-class MissingGpu:
+class MissingGpu(msgspec.Struct, frozen=True):
     """A GPU the job was given that NVML does not list: one only the kernel driver or ``/dev``
     knows (vanished from NVML), or one nothing on the node knows. Its identity is what any
     source knows of it (``None``: no source does)."""
@@ -86,8 +85,7 @@ class MissingGpu:
                 "uuid": self.uuid}
 
 
-@dataclass(frozen=True)
-class GpuSelection:
+class GpuSelection(msgspec.Struct, frozen=True):
     """The GPUs a run judges: the spec as given, their NVML indices, and why (one sentence).
 
     ``mig_uuids``: the MIG instances chosen (their GPUs are in ``indices``); a GPU none of whose
@@ -302,7 +300,7 @@ def _missing_entry(entry: str, slots: Sequence[Slot]) -> MissingGpu:
 
 def _span(entry: str, where: str) -> tuple[int, int] | None:
     """(first, last) of an index (``2``) or a range (``0-3``); ``None`` for any other entry."""
-    match = _SPAN.fullmatch(entry)
+    match = _SPAN().fullmatch(entry)
     if match is None:
         return None
     first = _number(match[1], f"{where}: GPU index")

@@ -20,8 +20,9 @@ from __future__ import annotations
 import os
 import re
 import stat
-from dataclasses import dataclass
 from pathlib import Path
+
+import msgspec
 
 SCHEMA = "gpu-audit.monitor/1"
 SCHEMA_KIND = "gpu-audit.monitor/"
@@ -167,8 +168,7 @@ def publication_dir(environ: dict[str, str] | None = None) -> tuple[Path | None,
     return None, problems
 
 
-@dataclass(frozen=True)
-class ProcessIdentity:
+class ProcessIdentity(msgspec.Struct, frozen=True):
     pid: int
     start_ticks: int | None  # /proc/<pid>/stat field 22: clock ticks after boot
     create_time: float | None  # seconds since the epoch

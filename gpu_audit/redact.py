@@ -16,46 +16,55 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from gpu_audit.lazy import regex as lazy
 
 MASK = "***"
 
 
-@dataclass(frozen=True)
-class Rule:
+class Rule(msgspec.Struct, frozen=True):
     """One pattern of the redactor and an example command line whose ``secret`` it hides."""
 
     id: str
     pattern: Callable[[], re.Pattern[str]]
     example: tuple[str, ...]
     secret: str
+    # Words (lower case) one of which is in every ASCII text (or name) the pattern matches: a
+    # text with none of them is left as it is, its pattern neither compiled nor run.
+    needs: tuple[str, ...] = ()
 
 
-def _rule(id: str, pattern: str, example: tuple[str, ...], secret: str = "S3CR3T-v4lue") -> Rule:
-    return Rule(id, lazy(pattern, re.I), example, secret)
+def _rule(id: str, pattern: str, example: tuple[str, ...], secret: str = "S3CR3T-v4lue",
+          needs: tuple[str, ...] = ()) -> Rule:
+    return Rule(id, lazy(pattern, re.I), example, secret, needs)
 
 
 # Names (options without their dashes, variables, header names) whose value is a secret. The
 # patterns are searched in the lower-cased name and compiled on first use.
 NAME_RULES: tuple[Rule, ...] = (
     _rule("password", r"pass(?:word|wd|phrase)?s?(?![a-z])|pwd",
-          ("app", "--db-password", "S3CR3T-v4lue")),
-    _rule("pw", r"(?:^|[-_.])pw(?:$|[-_.])", ("app", "--pw", "S3CR3T-v4lue")),
-    _rule("secret", r"secret", ("app", "--client_secret=S3CR3T-v4lue")),
-    _rule("token", r"token", ("app", "--hub_token", "S3CR3T-v4lue")),
-    _rule("auth", r"auth(?!or(?!i[sz]))", ("app", "--authorization", "S3CR3T-v4lue")),
+          ("app", "--db-password", "S3CR3T-v4lue"), needs=("pass", "pwd")),
+    _rule("pw", r"(?:^|[-_.])pw(?:$|[-_.])", ("app", "--pw", "S3CR3T-v4lue"), needs=("pw",)),
+    _rule("secret", r"secret", ("app", "--client_secret=S3CR3T-v4lue"), needs=("secret",)),
+    _rule("token", r"token", ("app", "--hub_token", "S3CR3T-v4lue"), needs=("token",)),
+    _rule("auth", r"auth(?!or(?!i[sz]))", ("app", "--authorization", "S3CR3T-v4lue"),
+          needs=("auth",)),
     _rule("api-key", r"api[-_.]?key|access[-_.]?key|private[-_.]?key",
-          ("app", "--apikey", "S3CR3T-v4lue")),
-    _rule("key", r"(?:^|[-_.])keys?$", ("app", "--wandb-key", "S3CR3T-v4lue")),
-    _rule("credential", r"cred(?:ential)?s?(?![a-z])", ("app", "--cred=S3CR3T-v4lue")),
-    _rule("bearer", r"bearer", ("app", "--bearer", "S3CR3T-v4lue")),
-    _rule("cookie", r"cookie", ("curl", "--cookie", "S3CR3T-v4lue")),
-    _rule("signature", r"signature", ("app", "--signature=S3CR3T-v4lue")),
-    _rule("session", r"session[-_.]?(?:key|id)", ("app", "--session-id", "S3CR3T-v4lue")),
+          ("app", "--apikey", "S3CR3T-v4lue"), needs=("key",)),
+    _rule("key", r"(?:^|[-_.])keys?$", ("app", "--wandb-key", "S3CR3T-v4lue"), needs=("key",)),
+    _rule("credential", r"cred(?:ential)?s?(?![a-z])", ("app", "--cred=S3CR3T-v4lue"),
+          needs=("cred",)),
+    _rule("bearer", r"bearer", ("app", "--bearer", "S3CR3T-v4lue"), needs=("bearer",)),
+    _rule("cookie", r"cookie", ("curl", "--cookie", "S3CR3T-v4lue"), needs=("cookie",)),
+    _rule("signature", r"signature", ("app", "--signature=S3CR3T-v4lue"), needs=("signature",)),
+    _rule("session", r"session[-_.]?(?:key|id)", ("app", "--session-id", "S3CR3T-v4lue"),
+          needs=("session",)),
 )
+# Every word a name rule needs: an ASCII name with none of them is no secret's name.
+_NAME_WORDS = tuple(sorted({word for rule in NAME_RULES for word in rule.needs}))
 
 # Names that contain a secret word but hold none (ML jobs are full of tokenizers and keys).
 BENIGN_NAMES = lazy(
@@ -127,15 +136,15 @@ TEXT_RULES: tuple[Rule, ...] = (
     # character no scheme holds, so a long word is scanned once, not once per character.
     _rule("url-password",
           r"(?P<keep>(?<![a-z0-9+.-])[a-z][a-z0-9+.-]*://[^:/@\s]*:)(?P<secret>[^/\s]+)(?=@)",
-          ("app", "--db", "postgres://u:S3CR3T@v4lue@db:5432/x"), "S3CR3T@v4lue"),
+          ("app", "--db", "postgres://u:S3CR3T@v4lue@db:5432/x"), "S3CR3T@v4lue", ("://",)),
     # ?token=abc&x=1 (a parameter's name is short and holds no '?': bounded, linear)
     _rule("query", r"(?P<keep>[?&][^=&?\s]{0,64}(?:token|key|secret|password|sig)"
                    r"[^=&?\s]{0,64}=)(?P<secret>[^&\s]+)",
-          ("app", "https://h/x?access_token=S3CR3T-v4lue&y=1")),
+          ("app", "https://h/x?access_token=S3CR3T-v4lue&y=1"), needs=("?", "&")),
     # "api_key": "X" in JSON or a Python dict inside an argument (the name is checked).
     _rule("quoted-pair", r"(?P<keep>(?P<q>[\"'])(?P<name>[^\"'\s]{1,80})(?P=q)\s*[:=]\s*"
                          r"(?P<q2>[\"']))(?P<secret>(?:\\.|(?!(?P=q2)).)+)",
-          ("app", '--config={"api_key": "S3CR3T-v4lue"}')),
+          ("app", '--config={"api_key": "S3CR3T-v4lue"}'), needs=('"', "'")),
     # Well-known token formats, whatever they are called, wherever they stand (alone, after
     # ``key=``, in a URL's query, inside quotes or JSON, after an ``_``). Stripe's secret and
     # restricted keys are masked in live and test mode alike (a test key still opens the
@@ -146,21 +155,23 @@ TEXT_RULES: tuple[Rule, ...] = (
           r"hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_-]{20,}|xox[abposr]-[A-Za-z0-9-]{10,}|"
           r"AKIA[0-9A-Z]{16}|glpat-[A-Za-z0-9_-]{20,}|"
           r"eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,})",
-          ("app", "--model", "x", "hf_a1B2c3D4e5F6g7H8i9J0k1"), "hf_a1B2c3D4e5F6g7H8i9J0k1"),
+          ("app", "--model", "x", "hf_a1B2c3D4e5F6g7H8i9J0k1"), "hf_a1B2c3D4e5F6g7H8i9J0k1",
+          ("gh", "github_pat_", "hf_", "sk-", "xox", "akia", "glpat-", "eyj")),
     _rule("stripe-key",
           r"(?P<keep>)(?<![A-Za-z0-9])(?P<secret>[sr]k_(?:live|test)_[0-9A-Za-z]{10,})",
-          ("app", "STRIPE=sk_live_4eC39HqLyjWDarjtT1zdp7dc"), "sk_live_4eC39HqLyjWDarjtT1zdp7dc"),
+          ("app", "STRIPE=sk_live_4eC39HqLyjWDarjtT1zdp7dc"), "sk_live_4eC39HqLyjWDarjtT1zdp7dc",
+          ("k_live_", "k_test_")),
     # Google API keys: ``AIza`` and 35 more characters.
     _rule("google-api-key", r"(?P<keep>)(?<![A-Za-z0-9])(?P<secret>AIza[0-9A-Za-z_-]{35,})",
           ("app", "AIzaSyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q"),
-          "AIzaSyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q"),
+          "AIzaSyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q", ("aiza",)),
     # A PEM private key (PKCS#8, RSA, EC, OpenSSH, encrypted): the body up to its END line, or to
     # the end of the text when a log cut it off.
     _rule("pem-private-key",
           r"(?P<keep>-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----\s*)"
           r"(?P<secret>(?:(?!-----END )[\s\S])+?)(?=\s*-----END |\s*\Z)",
           ("app", "--tls-pem", "-----BEGIN PRIVATE KEY-----\nS3CR3T-v4lue\n"
-                               "-----END PRIVATE KEY-----")),
+                               "-----END PRIVATE KEY-----"), needs=("-----begin ",)),
 )
 
 # dmesg names each module-signing certificate it loads by its subject and key id ("Loaded X.509
@@ -179,7 +190,9 @@ _space = lazy(r"(\s+)")
 def is_secret_name(name: str) -> bool:
     """True when an option, variable or header called ``name`` holds a secret."""
     bare = name.lstrip("-").lower()
-    if not bare or BENIGN_NAMES().search(bare):
+    if not bare or (bare.isascii() and not any(word in bare for word in _NAME_WORDS)):
+        return False  # no rule can match (most option names): none is compiled
+    if BENIGN_NAMES().search(bare):
         return False
     return any(rule.pattern().search(bare) for rule in NAME_RULES)
 
@@ -191,12 +204,20 @@ def _labels_words(name: str) -> bool:
 
 
 def _text_rules(text: str) -> str:
+    # Most texts (paths, numbers, plain words) hold none of the words a rule needs. Outside ASCII
+    # every rule runs: ignoring case, "ſ" matches "s" and "K" (Kelvin) matches "k".
+    lowered = text.lower() if text.isascii() else None
     for rule in TEXT_RULES:
+        if lowered is not None and rule.needs and not any(w in lowered for w in rule.needs):
+            continue
         if rule.id == "quoted-pair":
-            text = rule.pattern().sub(
+            masked = rule.pattern().sub(
                 lambda m: m["keep"] + MASK if is_secret_name(m["name"]) else m[0], text)
         else:
-            text = rule.pattern().sub(lambda m: m["keep"] + MASK, text)
+            masked = rule.pattern().sub(lambda m: m["keep"] + MASK, text)
+        if lowered is not None and masked != text:
+            lowered = masked.lower()
+        text = masked
     return text
 
 

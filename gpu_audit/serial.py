@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import json
 import os
 import re
 import stat
@@ -18,6 +17,7 @@ from typing import Any, TypeVar
 import msgspec
 
 from gpu_audit.errors import InputError, UsageError
+from gpu_audit.lazy import regex
 
 T = TypeVar("T")
 
@@ -73,22 +73,23 @@ def decode(cls: type[T], text: str | bytes, where: str = "$") -> T:
         raise InputError(_validation_message(str(exc), None, where)) from None
 
 
-_AT = re.compile(r"^(?P<what>.*?)(?: - at `(?P<path>\$[^`]*)`)?$", re.S)
-_MISSING = re.compile(r"^Object missing required field `(?P<name>[^`]*)`$")
-_EXPECTED = re.compile(r"^Expected `(?P<want>[^`]*)`, got `(?P<got>[^`]*)`$")
-_STEP = re.compile(r"\.([^.\[]+)|\[(\d+)\]")
+# Read only to word a refused document's message: compiled on first use.
+_AT = regex(r"^(?P<what>.*?)(?: - at `(?P<path>\$[^`]*)`)?$", re.S)
+_MISSING = regex(r"^Object missing required field `(?P<name>[^`]*)`$")
+_EXPECTED = regex(r"^Expected `(?P<want>[^`]*)`, got `(?P<got>[^`]*)`$")
+_STEP = regex(r"\.([^.\[]+)|\[(\d+)\]")
 
 
 def _validation_message(message: str, data: Any, where: str) -> str:
     """``$.gpus[0].index: expected int, got 'lots'`` from msgspec's wording, with ``$``
     replaced by ``where`` (a file name, say) and the offending value shown when it is known."""
-    parts = _AT.match(message)
+    parts = _AT().match(message)
     what, path = parts["what"], parts["path"] or "$"
     place = where + path[1:]
-    missing = _MISSING.match(what)
+    missing = _MISSING().match(what)
     if missing:
         return f"{place}: missing field {missing['name']!r}"
-    expected = _EXPECTED.match(what)
+    expected = _EXPECTED().match(what)
     if expected:
         value = _value_at(data, path)
         got = expected["got"] if value is _UNKNOWN else _shown(value)
@@ -100,7 +101,7 @@ _UNKNOWN = object()
 
 
 def _value_at(data: Any, path: str) -> Any:
-    for name, index in _STEP.findall(path[1:]):
+    for name, index in _STEP().findall(path[1:]):
         try:
             data = data[int(index)] if index else data[name]
         except (KeyError, IndexError, TypeError):
@@ -114,8 +115,10 @@ def _shown(value: Any) -> str:
 
 
 # msgspec spells some floats differently from Python (``1e16``, ``0.00001``); documents keep
-# Python's spelling (``1e+16``, ``1e-05``) so they stay byte-for-byte what they were.
-_FLOAT_HINT = re.compile(rb"\de|0\.0000")
+# Python's spelling (``1e+16``, ``1e-05``) so they stay byte-for-byte what they were. The hint
+# looks for such a number where a value starts (compact JSON: after ``:``, ``,`` or ``[``), not
+# inside strings, where UUIDs and hashes are full of digits before an "e".
+_FLOAT_HINT = re.compile(rb"(?:^|[:,\[])-?(?:\d+(?:\.\d+)?[eE]|0\.0000)")
 _TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?')
 
 
@@ -138,6 +141,8 @@ def dumps(doc: Any, *, indent: int | None = 2) -> str:
     try:
         raw = encode(doc)
     except UnicodeEncodeError:  # a lone surrogate: the text keeps it, as json.dumps did
+        import json
+
         return json.dumps(_plain(doc), indent=indent, ensure_ascii=False, sort_keys=False)
     return msgspec.json.format(raw, indent=indent if indent is not None else 0).decode()
 

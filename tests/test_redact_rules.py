@@ -215,3 +215,84 @@ def test_a_generated_secret_never_reaches_a_rendered_report(secret, name, shape)
     out = _outputs(argv)
     assert "4242" in out and ("t.py" in out or argv[0] in out)  # the command line is shown
     assert hidden not in out
+
+
+def _every_text_rule(text: str) -> str:
+    """The text rules applied one after another with no word checked first."""
+    from gpu_audit.redact import is_secret_name
+
+    for rule in TEXT_RULES:
+        if rule.id == "quoted-pair":
+            text = rule.pattern().sub(
+                lambda m: m["keep"] + MASK if is_secret_name(m["name"]) else m[0], text)
+        else:
+            text = rule.pattern().sub(lambda m: m["keep"] + MASK, text)
+    return text
+
+
+# Pieces of every text rule's shapes, their neighbours, and letters that match ASCII ones when
+# case is ignored ("ſ" is "s", "K" is "k"): texts built of them must be masked alike.
+_PIECES = ["://", "?", "&", "=", '"', "'", ":", "@", "/", " ", "\n", "_", "-", ".", "x", "Z", "7",
+           "gh", "GHP_", "p_", "github_pat_", "hf_", "HF_", "sk-", "ſk-", "xoxb-", "AKIA", "akia",
+           "glpat-", "eyJ", "sk_live_", "rK_TEST_", "sK_live_", "AIza", "aiza", "token", "api_key",
+           "-----BEGIN PRIVATE KEY-----", "-----begin rsa private key-----", "-----END ",
+           "A1b2C3d4E5f6G7h8I9j0", "0123456789abcdefABCDEF"]
+
+
+@seed(20261127)
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(_PIECES), max_size=24).map("".join))
+def test_checking_words_first_masks_what_every_rule_would(text):
+    from gpu_audit.redact import _text_rules
+
+    assert _text_rules(text) == _every_text_rule(text)
+
+
+@pytest.mark.parametrize("rule", NAME_RULES + TEXT_RULES, ids=lambda r: r.id)
+def test_each_rule_needs_a_word_its_example_holds(rule):
+    assert rule.needs, "a rule without words to check runs on every text"
+    assert any(word in " ".join(rule.example).lower() for word in rule.needs)
+
+
+def test_a_text_without_their_words_compiles_no_text_rule():
+    for rule in TEXT_RULES:
+        rule.pattern.cache_clear()
+    texts = ["/usr/bin/python3", "-u", "train.py", "--lr", "0.1", "sleep 3600", "NVIDIA H100"]
+    assert redact_text(" ".join(texts)) == " ".join(texts)
+    assert redact_cmdline(texts) == texts
+    assert [r.id for r in TEXT_RULES if r.pattern.cache_info().currsize] == []
+
+
+def _any_name_rule(name: str) -> bool:
+    """is_secret_name with no word checked first."""
+    from gpu_audit.redact import BENIGN_NAMES
+
+    bare = name.lstrip("-").lower()
+    if not bare or BENIGN_NAMES().search(bare):
+        return False
+    return any(rule.pattern().search(bare) for rule in NAME_RULES)
+
+
+_NAME_PIECES = ["-", "_", ".", "x", "Q", "9", "pass", "PASS", "paſſ", "word", "wd", "pwd", "pw",
+                "secret", "SECRET", "token", "tokenizer", "s", "auth", "or", "is", "api", "key",
+                "keys", "access", "private", "cred", "ential", "bearer", "cookie", "signature",
+                "session", "id", "max", "vocab", "hash", "K", "ſ"]
+
+
+@seed(20261127)
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(_NAME_PIECES), max_size=8).map("".join))
+def test_checking_words_first_judges_names_as_every_rule_would(name):
+    assert is_secret_name(name) == _any_name_rule(name)
+
+
+def test_an_option_name_without_their_words_compiles_no_name_rule():
+    from gpu_audit.redact import BENIGN_NAMES
+
+    BENIGN_NAMES.cache_clear()
+    for rule in NAME_RULES:
+        rule.pattern.cache_clear()
+    assert redact_cmdline(["python", "train.py", "--lr", "0.1", "--batch-size=32"]) == [
+        "python", "train.py", "--lr", "0.1", "--batch-size=32"]
+    assert BENIGN_NAMES.cache_info().currsize == 0
+    assert [r.id for r in NAME_RULES if r.pattern.cache_info().currsize] == []

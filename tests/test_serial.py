@@ -6,7 +6,7 @@ import pytest
 
 from gpu_audit.errors import InputError
 from gpu_audit.model import Scan
-from gpu_audit.serial import dumps, from_jsonable, to_jsonable, write_atomic
+from gpu_audit.serial import _FLOAT_HINT, dumps, encode, from_jsonable, to_jsonable, write_atomic
 from tests import builders as b
 
 
@@ -38,3 +38,21 @@ def test_atomic_write_replaces_whole_files_and_leaves_no_temporaries(tmp_path):
     write_atomic(target, "second")
     assert target.read_text() == "second"
     assert [p.name for p in target.parent.iterdir()] == ["report.md"]
+
+
+FLOATS = [1e16, 1e17, 1e300, 1e-05, -1e-07, 0.00001, 5e-324, 2.5e-10, 0.0001, 0.1, 123.5, -0.0,
+          1e15]
+
+
+@pytest.mark.parametrize("value", FLOATS)
+def test_floats_keep_pythons_spelling_wherever_they_stand(value):
+    for doc in (value, [value], {"a": value}, {"s": "GPU-1e2e", "n": [1, value]}):
+        assert json.loads(encode(doc)) == json.loads(json.dumps(doc))
+        assert repr(value).encode() in encode(doc)
+
+
+def test_digits_before_an_e_inside_strings_are_no_float_hint():
+    # UUIDs and hashes: the whole document would be re-tokenised for nothing.
+    assert _FLOAT_HINT.search(b'{"uuid":"GPU-00001e2e-3e4f","v":"0.00001","n":[1,2.5]}') is None
+    for raw in (b"1e16", b"[1e-05]", b'{"a":-1e16}', b'{"a":1,"b":0.00001}'):
+        assert _FLOAT_HINT.search(raw), raw

@@ -139,7 +139,7 @@ def check(
 
         nvml = start_read(timeout)
 
-    import dataclasses
+    import msgspec
 
     from gpu_audit.check.engine import judge, known_ids
     from gpu_audit.config import load_check_policy
@@ -150,7 +150,7 @@ def check(
             threshold = Severity.parse(fail_on)
         except ValueError as exc:
             raise UsageError(f"--fail-on: {exc}") from None
-        policy = dataclasses.replace(policy, fail_on=threshold.value,
+        policy = msgspec.structs.replace(policy, fail_on=threshold.value,
                                      warn_on=min(threshold, policy.warn_on_severity).value)
     if slurm is not None:
         return _slurm_hook(slurm, policy, spool=spool, from_file=from_file, gpus=gpus,

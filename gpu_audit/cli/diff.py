@@ -79,13 +79,13 @@ def diff(
         raise UsageError("--json and --markdown cannot be combined")
     policy = load_policy(config, known_ids=ignorable)
     if unreleased_min_gib is not None:
-        import dataclasses
+        import msgspec
 
         from gpu_audit.config.policy import validate_values
 
         validate_values({"unreleased_vram_min_gib": unreleased_min_gib},
                         lambda key, message: UsageError(f"--unreleased-min-gib: {message}"))
-        policy = dataclasses.replace(policy, unreleased_vram_min_gib=unreleased_min_gib)
+        policy = msgspec.structs.replace(policy, unreleased_vram_min_gib=unreleased_min_gib)
     try:
         threshold = Severity.parse(fail_on) if fail_on else None
     except ValueError as exc:

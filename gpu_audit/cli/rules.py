@@ -11,7 +11,6 @@ page per id, ``docs/findings/``).
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
 import inspect
 import sys
@@ -76,7 +75,7 @@ Object = dict[str, Any]
 
 
 # An id's documentation in the document: the catalogue's sections (``Doc``), every one present.
-RuleSections = msgspec.defstruct("RuleSections", [(f.name, str) for f in dataclasses.fields(Doc)],
+RuleSections = msgspec.defstruct("RuleSections", [(name, str) for name in Doc.__struct_fields__],
                                  module=__name__)
 
 
@@ -180,6 +179,7 @@ def doc_values() -> dict[str, str]:
     (``Policy``, ``CheckPolicy``), and the figures validate and diag judge with, each read from
     its one declaration."""
     from gpu_audit.config import CheckPolicy
+    from gpu_audit.config.policy import NOT_KEYS
     from gpu_audit.diag.sustain import DECAY_BOUND, POWER_CAP_SHARE
     from gpu_audit.knowledge.allocator.variables import (
         deprecation_alias_release,
@@ -188,9 +188,9 @@ def doc_values() -> dict[str, str]:
     from gpu_audit.knowledge.gpu_models import LOW_FRACTION, METHOD_EFFICIENCY, PEER_FRACTION
     from gpu_audit.validate.gates import DRIFT_MIN_CYCLES
 
-    values = {f.name: _setting_text(f.default if f.default is not dataclasses.MISSING
-                                    else f.default_factory())  # type: ignore[misc]
-              for f in dataclasses.fields(CheckPolicy) if not f.metadata.get("internal")}
+    values = {f.name: _setting_text(f.default if f.default is not msgspec.NODEFAULT
+                                    else f.default_factory())
+              for f in msgspec.structs.fields(CheckPolicy) if f.name not in NOT_KEYS}
     figures = {"low_fraction_pct": LOW_FRACTION, "peer_fraction_pct": PEER_FRACTION,
                "matmul_share_pct": METHOD_EFFICIENCY["matmul"], "decay_bound_pct": DECAY_BOUND,
                "power_cap_share_pct": POWER_CAP_SHARE}
@@ -414,7 +414,7 @@ def rules_document(rules: dict[str, Entry],
                          doc=r.doc, producers=list(r.spec.producers), lifecycle=r.spec.lifecycle,
                          redirect=r.spec.redirect, settings=list(r.spec.settings),
                          node_problem=r.spec.node_problem,
-                         sections=RuleSections(**dataclasses.asdict(r.sections)))
+                         sections=RuleSections(**msgspec.structs.asdict(r.sections)))
                for title, members in grouped(rules) for r in members],
         explain=explained or [],
     )

@@ -10,11 +10,11 @@ alone, then ``GPU_AUDIT_<KEY>`` variables.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from gpu_audit.config.files import (
     OWN_FILE,
@@ -33,8 +33,7 @@ from gpu_audit.model import Severity
 from gpu_audit.units import GIB
 
 
-@dataclass(frozen=True)
-class CheckPolicy(Policy):
+class CheckPolicy(Policy, frozen=True):
     """The keys only ``gpu-audit check`` reads (``[tool.gpu-audit.check]``), on top of
     :class:`Policy`. The mode keys say what a check makes of its problem: "fail", "warn" or
     "ignore"."""
@@ -55,7 +54,7 @@ class CheckPolicy(Policy):
     own_processes: str = default(CHECK, "own_processes")
     warn_on: str = default(CHECK, "warn_on")
     require_torch_cuda: bool = default(CHECK, "require_torch_cuda")
-    stages: list[str] = field(default_factory=list)
+    stages: list[str] = msgspec.field(default_factory=list)
     slurm_hook_deadline_s: float = default(CHECK, "slurm_hook_deadline_s")
     slurm_settle_s: float = default(CHECK, "slurm_settle_s")
 
@@ -70,7 +69,7 @@ class CheckPolicy(Policy):
 
     def to_dict(self) -> dict[str, Any]:
         """The effective values, for the JSON document and ``--json`` readers."""
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        return {name: getattr(self, name) for name in self.__struct_fields__}
 
 
 def check_keys() -> dict[str, tuple[type, bool]]:
@@ -131,8 +130,8 @@ def load_check_policy(
 def _check_severities(layers: Layers) -> None:
     """``warn_on`` may not be above ``fail_on``. A ``fail_on`` set at a higher layer than
     ``warn_on`` lowers it, as ``--fail-on`` does; within one layer the pair is an error."""
-    fail_on = Severity.parse(layers.values.get("fail_on", Policy.fail_on))
-    warn_on = Severity.parse(layers.values.get("warn_on", CheckPolicy.warn_on))
+    fail_on = Severity.parse(layers.values.get("fail_on", Policy().fail_on))
+    warn_on = Severity.parse(layers.values.get("warn_on", CheckPolicy().warn_on))
     if warn_on <= fail_on:
         return
     if layers.rank.get("fail_on", 0) > layers.rank.get("warn_on", 0):
@@ -145,8 +144,8 @@ def _check_severities(layers: Layers) -> None:
 
 def _check_settle_within_deadline(layers: Layers) -> None:
     """The epilog's second look must fit in the hook's deadline, with time to scan again."""
-    deadline = layers.values.get("slurm_hook_deadline_s", CheckPolicy.slurm_hook_deadline_s)
-    settle = layers.values.get("slurm_settle_s", CheckPolicy.slurm_settle_s)
+    deadline = layers.values.get("slurm_hook_deadline_s", CheckPolicy().slurm_hook_deadline_s)
+    settle = layers.values.get("slurm_settle_s", CheckPolicy().slurm_settle_s)
     if settle < deadline:
         return
     key = max(("slurm_settle_s", "slurm_hook_deadline_s"), key=lambda k: layers.rank.get(k, 0))

@@ -13,8 +13,9 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 from gpu_audit.bounds import MAX_INT_DIGITS
 from gpu_audit.config.schema import (  # noqa: F401 - MODES and STAGES are exported here
@@ -37,8 +38,10 @@ _VERSION = regex(rf"[0-9]{{1,{MAX_INT_DIGITS}}}(?:\.[0-9]{{1,{MAX_INT_DIGITS}}})
 _EXAMPLES = {"min_driver_version": "535.104.05", "min_cuda_driver_version": "12.4"}
 
 
-@dataclass(frozen=True)
-class Policy:
+NOT_KEYS = ("source",)  # fields of a policy that no configuration key sets
+
+
+class Policy(msgspec.Struct, frozen=True):
     """Every threshold a rule reads (``[tool.gpu-audit]``); what each means, its default and
     range are declared in :mod:`gpu_audit.config.schema`."""
 
@@ -54,8 +57,9 @@ class Policy:
     keep_reports: int = default(ROOT, "keep_reports")
     unreleased_vram_min_gib: float = default(ROOT, "unreleased_vram_min_gib")
     fail_on: str = default(ROOT, "fail_on")
-    ignore: list[str] = field(default_factory=list)  # finding ids (and, for check, check ids)
-    source: str | None = field(default=None, metadata={"internal": True})
+    # finding ids (and, for check, check ids)
+    ignore: list[str] = msgspec.field(default_factory=list)
+    source: str | None = None  # where the values came from; no key sets it (NOT_KEYS)
 
     @property
     def max_swap_used_bytes(self) -> int:

@@ -45,7 +45,7 @@ class DiffView:
     missing: list[Gpu] = field(default_factory=list)  # in BEFORE, gone from AFTER
     # the policy's unreleased_vram_min_gib: growth of memory no process accounts for below this
     # is not a finding
-    unreleased_min_bytes: int = int(Policy.unreleased_vram_min_gib * GIB)
+    unreleased_min_bytes: int = int(Policy().unreleased_vram_min_gib * GIB)
 
     @classmethod
     def of(cls, before: Scan | None, after: Scan, job_user: str | None = None, *,

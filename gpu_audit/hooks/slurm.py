@@ -66,9 +66,9 @@ HOOKS = ("prolog", "epilog", "healthcheck")
 # The defaults of the policy keys slurm_hook_deadline_s and slurm_settle_s (check passes the
 # policy's values): a hook answers well within Slurm's hook timeouts (minutes), and an epilog
 # that finds memory still held looks once more after SETTLE_S.
-HOOK_DEADLINE_S = CheckPolicy.slurm_hook_deadline_s
+HOOK_DEADLINE_S = CheckPolicy().slurm_hook_deadline_s
 EXIT_OK, EXIT_NODE_PROBLEM, EXIT_UNKNOWN = 0, 2, 3
-SETTLE_S = CheckPolicy.slurm_settle_s
+SETTLE_S = CheckPolicy().slurm_settle_s
 SETTLING = frozenset({"job-vram-leak", "vram-unreleased"})
 
 
@@ -151,8 +151,8 @@ def expected_gpus(policy: Policy,
                   configured: Callable[[], int | None]) -> tuple[int, str] | None:
     """How many GPUs the node should list, and whence: ``min_gpus`` when the policy asks for
     more than its default, else ``configured()`` (``--slurm-gpus``, else Slurm's gres)."""
-    min_gpus = getattr(policy, "min_gpus", CheckPolicy.min_gpus)
-    if min_gpus > CheckPolicy.min_gpus:
+    min_gpus = getattr(policy, "min_gpus", CheckPolicy().min_gpus)
+    if min_gpus > CheckPolicy().min_gpus:
         return min_gpus, "min_gpus"
     count = configured()
     return (count, "slurm") if count else None

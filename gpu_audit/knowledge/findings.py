@@ -19,11 +19,12 @@ Base layer: this module imports only base modules.
 
 from __future__ import annotations
 
-import inspect
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, fields, replace
 
+import msgspec
+
+from gpu_audit.lazy import regex
 from gpu_audit.model import Severity
 
 SCAN, CHECK, VALIDATE, DIAG, FLEET, DIFF, EXPLAIN = (
@@ -40,15 +41,14 @@ LIFECYCLES = (STABLE, PREVIEW, DEPRECATED)
 CRITICAL, ERROR, WARNING, INFO = Severity.CRITICAL, Severity.ERROR, Severity.WARNING, Severity.INFO
 
 _ID = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
-_PLACEHOLDER = re.compile(r"\{([a-z][a-z0-9_]*)\}")
+_PLACEHOLDER = regex(r"\{([a-z][a-z0-9_]*)\}")  # in documentation only: compiled when read
 
 
 class CatalogueError(ValueError):
     """An entry, a registration or a document that breaks the catalogue's rules."""
 
 
-@dataclass(frozen=True)
-class FindingSpec:
+class FindingSpec(msgspec.Struct, frozen=True):
     """One id: who reports it, how bad it is by default, where it is in its life."""
 
     id: str
@@ -309,8 +309,7 @@ def resolve(finding_id: str) -> tuple[str, str | None]:
 _LABELS = {"Why it matters:": "why", "Example:": "example", "Fix:": "fix"}
 
 
-@dataclass(frozen=True)
-class Doc:
+class Doc(msgspec.Struct, frozen=True):
     """An id's documentation in fixed sections (a section its text has nothing for is "")."""
 
     summary: str  # one line
@@ -320,7 +319,8 @@ class Doc:
     fix: str = ""
 
     def placeholders(self) -> set[str]:
-        return {name for f in fields(self) for name in _PLACEHOLDER.findall(getattr(self, f.name))}
+        return {name for field in self.__struct_fields__
+                for name in _PLACEHOLDER().findall(getattr(self, field))}
 
     def render(self, values: Mapping[str, str]) -> Doc:
         """The text with each ``{name}`` replaced by ``values[name]``; an unknown name is an
@@ -331,8 +331,9 @@ class Doc:
                                      "no declared default")
             return values[match.group(1)]
 
-        return replace(self, **{f.name: _PLACEHOLDER.sub(fill, getattr(self, f.name))
-                                for f in fields(self)})
+        placeholder = _PLACEHOLDER()
+        return msgspec.structs.replace(self, **{field: placeholder.sub(fill, getattr(self, field))
+                                                for field in self.__struct_fields__})
 
 
 def parse_doc(text: str) -> Doc:
@@ -384,6 +385,8 @@ def doc_of(finding_id: str) -> Doc | None:
     """The declared documentation of ``finding_id`` (None until its producer is imported)."""
     doc = _DOCS.get(finding_id)
     if doc is None and finding_id in _TEXTS:
+        import inspect  # here: a scan never reads a finding's documentation
+
         doc = parse_doc(inspect.cleandoc(_TEXTS[finding_id]))
         if not doc.summary or not (doc.meaning or doc.why):
             raise CatalogueError(f"{finding_id!r} needs a summary line and a paragraph below it")

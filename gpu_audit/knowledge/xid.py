@@ -20,13 +20,13 @@ a failed memory repair is critical.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+
+import msgspec
 
 from gpu_audit.model import Severity
 
 
-@dataclass(frozen=True)
-class XidInfo:
+class XidInfo(msgspec.Struct, frozen=True):
     xid: int
     mnemonic: str
     meaning: str

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +83,8 @@ def _evidence_masked(finding: Finding) -> Finding:
 
 def load_scan_document(path: Path) -> Scan:
     """The scan inside a saved ``scan --json`` document (its findings are recomputed)."""
+
+    import json  # here: a plain scan reads no document
 
     text = read_input_text(path, limit=DOCUMENT_LIMIT, what="saved document")
     try:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import os
 import re
 from collections import defaultdict
-from dataclasses import dataclass
 
 import msgspec
 
@@ -51,8 +50,7 @@ _host_port = lazy(r"^(?P<host>[\w.\-\[\]:]*):(?P<port>\d{2,5})$")
 _port_opt_value = lazy(r"^-{1,2}(port|p)=(\d{2,5})$")
 
 
-@dataclass(frozen=True)
-class Program:
+class Program(msgspec.Struct, frozen=True):
     """A command line split into what it runs and its arguments."""
 
     program: str

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+
+import msgspec
 
 from gpu_audit.config import Policy
 from gpu_audit.knowledge.allocator.names import CUDA_VAR, NEW_VAR, NO_CACHING_VAR
@@ -131,8 +132,7 @@ def launch_blocking(scan: Scan, policy: Policy) -> Iterator[Finding]:
     )
 
 
-@dataclass(frozen=True)
-class Visible:
+class Visible(msgspec.Struct, frozen=True):
     """How CUDA reads ``CUDA_VISIBLE_DEVICES`` against the GPUs present."""
 
     visible: list[int]  # indices (NVML numbering for UUIDs, CUDA's for integers)

@@ -8,9 +8,7 @@ default severity (a rule may set a different severity for a finding on purpose).
 from __future__ import annotations
 
 import importlib
-import inspect
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import msgspec
@@ -36,8 +34,7 @@ RULE_MODULES = (
     "gpu_audit.rules.unsupported",
 )
 
-@dataclass(frozen=True)
-class Rule:
+class Rule(msgspec.Struct, frozen=True):
     id: str
     severity: Severity
     func: Callable[..., Iterable[Finding]]
@@ -48,6 +45,8 @@ class Rule:
 
     @property
     def doc(self) -> str:
+        import inspect  # here: a scan never reads a rule's documentation
+
         return inspect.cleandoc(self.func.__doc__ or "")
 
 

@@ -238,3 +238,34 @@ def test_a_plain_scan_exits_with_everything_an_exit_owes(node, tmp_path: Path, t
     assert (tmp_path / "thread-done").exists() == (thread == "thread")
     ending = ["atexit ran", "torn down"]  # the interpreter's usual exit, thread or none
     assert completed.stderr.splitlines()[-len(ending):] == ending
+
+
+# What a plain `scan --json` has no use for, each a measured cost of every start (bench/RESULTS.md,
+# "scan start-up: records as structs"): typer's command tree; dataclasses, whose generated methods
+# are compiled from source text; the json module, whose place msgspec takes unless a saved
+# document is read. (inspect is not listed: typing_extensions, where installed, imports it.)
+NOT_IMPORTED_BY_A_PLAIN_SCAN = ("typer", "click", "rich", "dataclasses", "json", "difflib",
+                                "tomllib", "email", "importlib.metadata")
+
+MODULES = r"""
+import sys
+from gpu_audit.cli import app
+
+code = app.main(sys.argv[2:])
+with open(sys.argv[1], "w") as f:
+    f.write("\n".join(sorted(sys.modules)))
+sys.exit(code)
+"""
+
+
+def test_a_plain_scan_imports_only_what_it_uses(fake_nvml, cli_env, tmp_path: Path):
+    env = fake_nvml(h100_node(2), base=cli_env)
+    listing = tmp_path / "modules.txt"
+    completed = subprocess.run(
+        [sys.executable, "-c", MODULES, str(listing), "scan", "--json", "--no-report"], env=env,
+        cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert completed.returncode in (0, 1, 2), completed.stderr
+    assert len(json.loads(completed.stdout)["gpus"]) == 2
+    loaded = set(listing.read_text().split())
+    assert "gpu_audit.collect.nvml" in loaded and "msgspec" in loaded  # the listing is whole
+    assert sorted(loaded.intersection(NOT_IMPORTED_BY_A_PLAIN_SCAN)) == []

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import dataclasses
 import typing
+from typing import Any
 
+import msgspec
 import pytest
 
 from gpu_audit.config import schema
 from gpu_audit.config.check_policy import CheckPolicy
 from gpu_audit.config.load import COMMAND_TABLES, load_policy
-from gpu_audit.config.policy import Policy, keys_of
+from gpu_audit.config.policy import NOT_KEYS, Policy, keys_of
 from gpu_audit.config.validate_config import VALIDATE_KEYS
 from gpu_audit.model import Severity
 from gpu_audit.validate.plan import ValidateOptions
@@ -19,8 +21,16 @@ from gpu_audit.validate.plan import ValidateOptions
 _BASE = {float: float, int: int, str: str, bool: bool, list: list, dict: dict}
 
 
-def _fields(cls: type) -> dict[str, dataclasses.Field]:
-    return {f.name: f for f in dataclasses.fields(cls) if not f.metadata.get("internal")}
+def _fields(cls: type) -> dict[str, tuple[str, object]]:
+    """Each setting field of ``cls`` (a policy struct or a dataclass): its annotation as written,
+    and its default."""
+    if issubclass(cls, msgspec.Struct):
+        written = {name: note for c in reversed(cls.__mro__)
+                   for name, note in vars(c).get("__annotations__", {}).items()}
+        return {f.name: (written[f.name], _default(f, msgspec.NODEFAULT))
+                for f in msgspec.structs.fields(cls) if f.name not in NOT_KEYS}
+    return {f.name: (f.type, _default(f, dataclasses.MISSING)) for f in dataclasses.fields(cls)
+            if not f.metadata.get("internal")}
 
 
 def _annotation(item: schema.Setting) -> set[str]:
@@ -28,8 +38,8 @@ def _annotation(item: schema.Setting) -> set[str]:
     return {f"{base} | None", f"list[str] | {base} | None"} if item.optional else {base}
 
 
-def _default(field: dataclasses.Field) -> object:
-    if field.default_factory is not dataclasses.MISSING:
+def _default(field: Any, missing: object) -> object:
+    if field.default_factory is not missing:
         return field.default_factory()
     return field.default
 
@@ -41,8 +51,8 @@ def test_policy_classes_hold_exactly_the_schema_keys(cls: type, tables: tuple[st
     fields = _fields(cls)
     assert set(fields) == set(declared)
     for key, item in declared.items():
-        assert str(fields[key].type) in _annotation(item), key
-        assert _default(fields[key]) == item.default, key
+        assert str(fields[key][0]) in _annotation(item), key
+        assert fields[key][1] == item.default, key
 
 
 def test_validate_options_hold_exactly_the_validate_keys() -> None:
@@ -50,7 +60,7 @@ def test_validate_options_hold_exactly_the_validate_keys() -> None:
     fields = _fields(ValidateOptions)
     assert set(fields) - {"config_dir"} == set(declared)
     for option, item in declared.items():
-        value = _default(fields[option])
+        value = fields[option][1]
         expected = f"{item.default:g}" if option == "checkpoint_every" else item.default
         assert value == expected, option
     assert {s.key: (s.option, s.type)

@@ -4,12 +4,12 @@ whose quoted defaults come from their declarations, and ``ignore`` that accepts 
 from __future__ import annotations
 
 import ast
-import dataclasses
 import re
 import subprocess
 import sys
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from gpu_audit.cli import rules as rules_cli
@@ -57,7 +57,7 @@ def test_every_id_is_kebab_case_once_with_known_producers_and_documented():
 
 
 def entry(finding_id: str, **changes) -> FindingSpec:
-    return dataclasses.replace(FindingSpec(finding_id, (catalogue.SCAN,), catalogue.WARNING),
+    return msgspec.structs.replace(FindingSpec(finding_id, (catalogue.SCAN,), catalogue.WARNING),
                                **changes)
 
 
@@ -104,11 +104,11 @@ def test_doc_sections_are_parsed_from_labelled_paragraphs():
 
 def test_quoted_defaults_are_the_declared_ones():
     values = rules_cli.doc_values()
-    assert values["max_swap_used_gib"] == f"{Policy.max_swap_used_gib:g}"
-    assert values["min_host_available_pct"] == f"{Policy.min_host_available_pct:g}"
-    assert values["own_processes"] == CheckPolicy.own_processes
+    assert values["max_swap_used_gib"] == f"{Policy().max_swap_used_gib:g}"
+    assert values["min_host_available_pct"] == f"{Policy().min_host_available_pct:g}"
+    assert values["own_processes"] == CheckPolicy().own_processes
     entries = rules_cli.all_entries()
-    assert f"({Policy.max_swap_used_gib:g} GiB by default)" in entries["swap-pressure"].summary
+    assert f"({Policy().max_swap_used_gib:g} GiB by default)" in entries["swap-pressure"].summary
     assert "`max_swap_used_gib` (default 2)" in entries["swap-pressure"].doc
     assert "{" not in "".join(e.doc for e in entries.values())
 
@@ -126,7 +126,7 @@ def test_no_doc_retypes_a_default():
     retyped = re.compile(r"\d+(\.\d+)?\s*(%|GiB|MiB|C)? by default")
     for finding_id in catalogue.CATALOGUE:
         doc = catalogue.doc_of(finding_id)
-        text = " ".join(dataclasses.astuple(doc)) if doc else ""
+        text = " ".join(msgspec.structs.astuple(doc)) if doc else ""
         assert not retyped.search(" ".join(text.split())), finding_id
 
 
@@ -170,7 +170,7 @@ def test_rules_explains_a_check_and_an_explain_class(cli_env):
     assert check.returncode == 0, check.stderr
     assert check.stdout.startswith("free-vram (-) - Checks (gpu-audit check)")
     assert "producer: check; lifecycle: stable" in check.stdout
-    assert f"`min_free_vram_pct` (default {Policy.min_free_vram_pct:g})" in check.stdout
+    assert f"`min_free_vram_pct` (default {Policy().min_free_vram_pct:g})" in check.stdout
     explained = rules(["cuda-oom"], cli_env)
     assert explained.returncode == 0, explained.stderr
     assert "producer: explain" in explained.stdout

@@ -3,8 +3,7 @@ swap over the limit while a stage runs is validate's own finding, apart from the
 
 from __future__ import annotations
 
-import dataclasses
-
+import msgspec
 import pytest
 
 import gpu_audit.validate.catalogue as catalogue
@@ -34,7 +33,7 @@ def _swapping_findings(swap: int = 3 * GIB):
 
 def test_every_severity_comes_from_the_catalogue(monkeypatch) -> None:
     """Changing the catalogue's severity changes the emitted finding's: no second copy."""
-    table = {finding_id: dataclasses.replace(spec, severity=Severity.INFO)
+    table = {finding_id: msgspec.structs.replace(spec, severity=Severity.INFO)
              if finding_id in catalogue.VALIDATION_DOCS else spec
              for finding_id, spec in findings_catalogue.CATALOGUE.items()}
     monkeypatch.setattr(findings_catalogue, "CATALOGUE", table)

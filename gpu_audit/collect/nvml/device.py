@@ -1,4 +1,4 @@
-"""What NVML says about the driver and each GPU, read field by field into plain dataclasses.
+"""What NVML says about the driver and each GPU, read field by field into plain structs.
 
 Most useful first, so that a driver that hangs late in a GPU's sequence still leaves the
 essentials. Power, memory-health values and the memory temperature come in one
@@ -11,9 +11,10 @@ tens of milliseconds.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
+
+import msgspec
 
 from gpu_audit.collect.nvml.binding import (
     MISSING,
@@ -57,8 +58,7 @@ _POWER_CALLS = (
 _POWER_RANGE = frozenset({"power_min_limit_w", "power_max_limit_w"})
 
 
-@dataclass(frozen=True)
-class NvmlProcessEntry:
+class NvmlProcessEntry(msgspec.Struct, frozen=True):
     """A process as NVML lists it on one GPU; ``collect.processes`` adds what the OS knows."""
 
     pid: int
@@ -71,8 +71,7 @@ class NvmlProcessEntry:
     mig_uuid: str | None = None
 
 
-@dataclass(frozen=True)
-class NvmlReading:
+class NvmlReading(msgspec.Struct, frozen=True):
     status: NvmlStatus
     driver: Driver | None
     gpus: list[Gpu]
