@@ -246,7 +246,8 @@ def _run_on_line(buf: bytes, lo: int, end: int, start: int, stop: int, mask: int
     while mask:
         if mask & 1:
             key = KEYS[index]
-            first = max(lo, start - 1) if key.pattern.startswith(b"\n") else start
+            # (a hit at the newline before the line: the shell's Killed word)
+            first = max(lo, start - 1) if key.pattern.startswith(rb"\n") else start
             last = (buf.find(b"\n", stop, end) + 1 or end) if key.next_line else stop
             _run(PREFILTER[index], buf, first, last, keyed, tables)
         mask >>= 1
