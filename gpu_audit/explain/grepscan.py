@@ -250,3 +250,6 @@ class PreadReader:
 
     def close(self) -> None:
         self._handle.close()
+
+    def fileno(self) -> int:
+        return self._handle.fileno()
