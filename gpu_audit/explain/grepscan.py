@@ -119,6 +119,12 @@ def find_grep() -> str | None:
     return None
 
 
+def grep_command(grep: str, patterns: str) -> list[str]:
+    """grep's command line: every anchor in the standard input with its byte offset, a line
+    each, as soon as found (so that explain works on the blocks grep has passed)."""
+    return [grep, "-a", "-o", "-b", "-E", "--line-buffered", "-f", patterns]
+
+
 class GrepPrefilter:
     """A :data:`~gpu_audit.explain.scanner.Prefilter` for the regular file open at ``fd``,
     from one grep over it; call :meth:`close` when done (a context manager)."""
@@ -131,8 +137,7 @@ class GrepPrefilter:
             os.close(patterns_write)
             os.lseek(fd, 0, os.SEEK_SET)
             self._proc = subprocess.Popen(
-                [grep, "-a", "-o", "-b", "-E", "--line-buffered", "-f",
-                 f"/dev/fd/{patterns_read}"],
+                grep_command(grep, f"/dev/fd/{patterns_read}"),
                 stdin=fd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                 env={"LC_ALL": "C"}, pass_fds=(patterns_read,))
         finally:
