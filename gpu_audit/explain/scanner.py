@@ -7,6 +7,13 @@ literal-prefix pattern runs at about 1.5-2 GB/s here, one alternation of differe
 words at 15-20 MB/s). Every failure signature's line contains at least one of these keys; only
 lines with a hit are decoded and run through the detailed signatures.
 
+Each key (:data:`KEYS`) declares beside its pattern its anchors: literals, one of which the line
+of each of its hits contains. Where the keys hit comes from a :data:`Prefilter`: by default
+:func:`python_prefilter` (each key's pattern over the whole block); for a plain file, GNU grep's
+search for the anchors (:mod:`gpu_audit.explain.grepscan`), after which
+:func:`keyed_on_lines` runs each key only over its anchors' lines and finds the same positions.
+Everything after that (segments, context, tables, the tail) is this module's one code path.
+
 Lines end at ``\\n``; a ``\\r`` also ends a segment for matching (progress bars redraw with
 ``\\r``, and a traceback often lands after the last redraw) without changing line numbers. A line
 longer than :data:`MAX_CARRY` is scanned in pieces, and a candidate is cut to a window around
