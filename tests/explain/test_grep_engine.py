@@ -181,6 +181,17 @@ def test_a_flood_of_anchors_is_scanned_by_the_python_passes_in_flat_memory(
     assert by_python and found == python_candidates(path)
 
 
+@needs_grep
+def test_grep_ends_on_a_line_longer_than_its_memory_and_the_python_passes_go_on(
+        tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(grepscan, "GREP_MEMORY", 48 << 20)
+    data = NOISE * 100 + b"x" * (40 << 20) + b" Killed\n" + NOISE * 100 + b"NVRM: Xid 79\n"
+    path = _synthetic(tmp_path, "long.log", data)
+    found, (served, by_python) = grep_candidates(path)
+    assert found == python_candidates(path)
+    assert by_python and not served  # grep ended in the line: no block was vouched for
+
+
 def _script(folder: Path, body: str, mode: int = 0o755) -> str:
     path = folder / "grep"
     path.write_text("#!/bin/sh\n" + body)
