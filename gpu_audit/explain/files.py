@@ -1,5 +1,6 @@
-"""Reading logs for ``gpu-audit explain``: files, ``-`` for stdin, compressed logs, big files
-on several cores. The classification itself is :mod:`gpu_audit.explain.api`.
+"""Reading logs for ``gpu-audit explain``: files (their prefilter in GNU grep, or big ones on
+several cores), ``-`` for stdin, compressed logs. The classification itself is
+:mod:`gpu_audit.explain.api`.
 """
 
 from __future__ import annotations
@@ -29,8 +30,10 @@ def explain_sources(names: Sequence[str], *, torch_version: Any = DETECT,
                     stdin: BinaryIO | None = None, workers: int | None = None) -> ExplainResult:
     """Read every log (paths, or ``-`` for stdin; gzip/bzip2/xz detected) and classify.
 
-    A plain file of :data:`~gpu_audit.explain.parallel.PARALLEL_MIN_BYTES` or more is scanned
-    by ``workers`` processes (default: one per CPU, up to 8); the result is the same.
+    A plain file's prefilter runs in GNU grep when a trusted one is installed
+    (:mod:`~gpu_audit.explain.grepscan`); otherwise a plain file of
+    :data:`~gpu_audit.explain.parallel.PARALLEL_MIN_BYTES` or more is scanned by ``workers``
+    processes (default: one per CPU, up to 8). The result is the same.
     Raises :class:`~gpu_audit.errors.InputError` when an input cannot be read.
     """
     # The process pool (multiprocessing) loads only when a log is big enough to split.
