@@ -187,17 +187,17 @@ class GrepPrefilter:
                        and (buf[end - 1] == 10 or last == self._size) and last <= self._size)
         found = self._take(last) if first >= self._upto else None
         self._upto = max(self._upto, last)
-        if found is None or not whole_lines:
+        masks = anchor_masks()
+        try:
+            anchored = None if found is None or not whole_lines else [
+                (offset - origin, masks[anchor]) for offset, anchor in found if offset >= first]
+        except KeyError:  # not one of the anchors: not the output expected of GNU grep
+            self.failed = True
+            anchored = None
+        if anchored is None:
             self.blocks[1] += 1
             return python_prefilter(buf, lo, end)
         self.blocks[0] += 1
-        masks = anchor_masks()
-        try:
-            anchored = [(offset - origin, masks[anchor]) for offset, anchor in found
-                        if offset >= first]
-        except KeyError:  # not one of the anchors: this is not the output expected
-            self.failed = True
-            return python_prefilter(buf, lo, end)
         return keyed_on_lines(buf, lo, end, anchored)
 
     def _take(self, limit: int) -> list[tuple[int, bytes]] | None:

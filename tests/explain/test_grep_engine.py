@@ -38,11 +38,12 @@ def python_candidates(path: Path) -> list[Candidate]:
 
 def grep_candidates(path: Path) -> tuple[list[Candidate], list[int]]:
     """The candidates through grep's anchors, and (blocks grep served, blocks it did not)."""
-    assert GREP is not None
+    grep = grepscan.find_grep()  # GREP, or the one a test put in GREP_PATHS
+    assert grep is not None
     handle = open(path, "rb")  # noqa: SIM115 - the reader closes it
     reader = grepscan.PreadReader(handle)
     try:
-        with grepscan.GrepPrefilter(GREP, handle.fileno()) as prefilter:
+        with grepscan.GrepPrefilter(grep, handle.fileno()) as prefilter:
             found = list(scan_chunks(iter(lambda: reader.read(BLOCK_SIZE), b""),
                                      BlockScanner(prefilter=prefilter)))
     finally:
@@ -230,14 +231,14 @@ def test_a_grep_that_fails_midway_changes_nothing(tmp_path: Path, monkeypatch,
     # without a word in the middle of a line); the blocks it did not vouch for are scanned by
     # the Python passes.
     assert GREP is not None
-    chunk = NOISE * 37 + b"exit status:\n 137\nRuntimeError: boom\nNVRM: Xid 79\n"
-    path = _synthetic(tmp_path, "x.log", chunk * (4 * BLOCK_SIZE // len(chunk)))
+    chunk = NOISE * 150 + b"exit status:\n 137\nRuntimeError: boom\nNVRM: Xid 79\n"
+    path = _synthetic(tmp_path, "x.log", chunk * (6 * BLOCK_SIZE // len(chunk)))
     folder = tmp_path / "bin"
     folder.mkdir(mode=0o755)
     folder.chmod(0o755)
     # (after "exit 0", the line cut in its middle tells)
-    cut = "head -c 150000" if ending != "exit 0" else (
-        "awk 'NR < 12000 { print } NR == 12000 { printf \"%s\", substr($0, 1, 3); exit }'")
+    cut = "head -c 50000" if ending != "exit 0" else (
+        "awk 'NR < 4000 { print } NR == 4000 { printf \"%s\", substr($0, 1, 3); exit }'")
     grep = _script(folder, f'case "$1" in --version) exec {GREP} --version;; esac\n'
                            f'{GREP} "$@" | {cut}\n{ending}\n')
     monkeypatch.setattr(grepscan, "GREP_PATHS", (grep,))
@@ -248,6 +249,22 @@ def test_a_grep_that_fails_midway_changes_nothing(tmp_path: Path, monkeypatch,
     expected = explain_json(path, workers=1)
     monkeypatch.setattr(grepscan, "GREP_PATHS", ())
     assert explain_json(path, workers=1) == expected
+
+
+@needs_grep
+@pytest.mark.parametrize("output", ["5:not an anchor", "five:Xid", "9:Xid\n3:Xid"])
+def test_output_that_is_not_grep_s_changes_nothing(tmp_path: Path, monkeypatch,
+                                                   output: str) -> None:
+    assert GREP is not None
+    path = _synthetic(tmp_path, "x.log", SHAPES["overlapping-anchors"] + b"NVRM: Xid 79\n")
+    folder = tmp_path / "bin"
+    folder.mkdir(mode=0o755)
+    folder.chmod(0o755)
+    grep = _script(folder, f'case "$1" in --version) exec {GREP} --version;; esac\n'
+                           f"printf '{output}\\n'\n")
+    monkeypatch.setattr(grepscan, "GREP_PATHS", (grep,))
+    found, (served, _) = grep_candidates(path)
+    assert found == python_candidates(path) and not served
 
 
 def test_stdin_and_compressed_logs_use_the_python_passes(tmp_path: Path) -> None:
