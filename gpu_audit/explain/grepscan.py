@@ -17,8 +17,9 @@ or this user, writable by nobody else, nor its folders): explain often runs as r
 such a grep, for stdin, pipes and compressed logs, the Python passes run. Every block grep
 has not vouched for is scanned by the Python passes: a block whose text grep has not read
 wholly yet when grep fails or is killed (its output ends without exit status 0 or 1), a block
-with more than :data:`MAX_BLOCK_HITS` anchors (its output is then skipped, not stored), text
-the file gained after grep started, and the pieces of a line longer than the scanner's carry.
+with more than :data:`MAX_BLOCK_HITS` anchors (a new grep then starts after it: the rest of
+its output is not read), text the file gained after grep started, and the pieces of a line
+longer than the scanner's carry.
 So a failing grep changes nothing the user sees; grep ends with "memory exhausted" on a line of
 hundreds of MB (:data:`GREP_MEMORY`), so its memory stays bounded as explain's does.
 """
@@ -144,28 +145,35 @@ class GrepPrefilter:
     from one grep over it; call :meth:`close` when done (a context manager)."""
 
     def __init__(self, grep: str, fd: int) -> None:
+        self._grep, self._fd = grep, fd
         self._size = os.fstat(fd).st_size  # grep reads at least this far (or fails)
+        self._upto = 0  # offsets below this were handed out (or skipped)
+        self.failed = False  # grep ended without vouching for everything up to the end
+        self.blocks = [0, 0]  # blocks scanned from grep's anchors, by the Python passes
+        self._start(0)
+
+    def _start(self, offset: int) -> None:
+        """Start grep on the file from ``offset`` (it prints offsets from there)."""
         patterns_read, patterns_write = os.pipe()
         try:
             os.write(patterns_write, grep_patterns())
             os.close(patterns_write)
-            os.lseek(fd, 0, os.SEEK_SET)
+            os.lseek(self._fd, offset, os.SEEK_SET)
             self._proc = subprocess.Popen(
-                grep_command(grep, f"/dev/fd/{patterns_read}"),
-                stdin=fd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                grep_command(self._grep, f"/dev/fd/{patterns_read}"),
+                stdin=self._fd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                 env={"LC_ALL": "C"}, pass_fds=(patterns_read,))
         finally:
             os.close(patterns_read)
         _cap_memory(self._proc.pid)
         assert self._proc.stdout is not None
         self._out = self._proc.stdout.fileno()
+        self._base = offset
         self._lines: list[bytes] = []  # grep's output lines not used yet
         self._next = 0
         self._partial = b""
         self._last = -1  # the last offset grep printed
-        self._upto = 0  # offsets below this were handed out (or skipped)
-        self.failed = False  # grep ended without vouching for everything up to the end
-        self.blocks = [0, 0]  # blocks scanned from grep's anchors, by the Python passes
+        self._dense = False  # more than MAX_BLOCK_HITS anchors in the block asked for
 
     def __enter__(self) -> GrepPrefilter:
         return self
@@ -187,6 +195,14 @@ class GrepPrefilter:
                        and (buf[end - 1] == 10 or last == self._size) and last <= self._size)
         found = self._take(last) if first >= self._upto else None
         self._upto = max(self._upto, last)
+        if self._dense:  # a flood of anchors: a new grep from the next line on, unread
+            self.close()
+            try:
+                if buf[end - 1] != 10 or last >= self._size:
+                    raise OSError("not at a line's start")
+                self._start(last)
+            except OSError:
+                self.failed = True
         masks = anchor_masks()
         try:
             anchored = None if found is None or not whole_lines else [
@@ -202,14 +218,14 @@ class GrepPrefilter:
 
     def _take(self, limit: int) -> list[tuple[int, bytes]] | None:
         """grep's anchors before offset ``limit``, once grep has shown it read that far; None
-        when it failed or there are more than MAX_BLOCK_HITS (they are skipped)."""
-        found: list[tuple[int, bytes]] | None = []
+        when it failed or there are more than MAX_BLOCK_HITS (``_dense``)."""
+        found: list[tuple[int, bytes]] = []
         while not self.failed:
             lines, at = self._lines, self._next
             while at < len(lines):
                 offset_text, _, anchor = lines[at].partition(b":")
                 try:
-                    offset = int(offset_text)
+                    offset = int(offset_text) + self._base
                 except ValueError:
                     self.failed = True
                     return None
@@ -221,18 +237,18 @@ class GrepPrefilter:
                     self._next = at
                     return found
                 at += 1
-                if found is not None:
-                    found.append((offset, anchor))
-                    if len(found) > MAX_BLOCK_HITS:
-                        found = None
+                found.append((offset, anchor))
+                if len(found) > MAX_BLOCK_HITS:
+                    self._dense = True
+                    return None
             self._next = len(lines)
-            if not self._fill(skip_below=limit if found is None else None):
+            if not self._fill():
                 return None if self.failed else found
         return None
 
-    def _fill(self, skip_below: int | None) -> bool:
-        """Read grep's next output lines (those all before ``skip_below``: dropped unparsed);
-        False at its end, with ``failed`` set unless grep exited with 0 or 1."""
+    def _fill(self) -> bool:
+        """Read grep's next output lines; False at its end, with ``failed`` set unless grep
+        exited with 0 or 1 after a whole line."""
         while True:
             try:
                 data = os.read(self._out, _READ)
@@ -245,15 +261,9 @@ class GrepPrefilter:
             data = self._partial + data
             cut = data.rfind(b"\n") + 1
             self._partial = data[cut:]
-            if not cut:
-                continue
-            if skip_below is not None:
-                last_line = data[data.rfind(b"\n", 0, cut - 1) + 1:cut - 1]
-                offset_text = last_line.partition(b":")[0]
-                if offset_text.isdigit() and int(offset_text) < skip_below:
-                    continue  # a flood of anchors in a block the Python passes scan
-            self._lines, self._next = data[:cut - 1].split(b"\n"), 0
-            return True
+            if cut:
+                self._lines, self._next = data[:cut - 1].split(b"\n"), 0
+                return True
 
 
 class PreadReader:
