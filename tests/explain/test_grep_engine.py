@@ -207,6 +207,17 @@ def test_a_flood_of_anchors_costs_about_what_the_python_passes_cost(tmp_path: Pa
     assert spent < 10, f"{spent:.1f} s"
 
 
+@needs_grep
+def test_after_a_flooded_block_a_new_grep_serves_the_next_ones(tmp_path: Path) -> None:
+    chunk = NOISE * 150 + b"exit status:\n 137\nRuntimeError: boom\nNVRM: Xid 79\n"
+    data = (b"return value\n" * 5_000 + chunk * (BLOCK_SIZE // len(chunk) + 3)
+            + b"NCCL error\n" * 5_000 + chunk * (2 * BLOCK_SIZE // len(chunk)))
+    path = _synthetic(tmp_path, "mixed.log", data)
+    found, (served, by_python) = grep_candidates(path)
+    assert found == python_candidates(path)
+    assert served >= 2 and by_python == 2
+
+
 def _script(folder: Path, body: str, mode: int = 0o755) -> str:
     path = folder / "grep"
     path.write_text("#!/bin/sh\n" + body)
