@@ -12,7 +12,7 @@ from typing import Any
 
 from gpu_audit.explain.classify import Classifier, Incident
 from gpu_audit.explain.documents import HEAD_BYTES
-from gpu_audit.explain.scanner import BLOCK_SIZE, BlockScanner
+from gpu_audit.explain.scanner import BLOCK_SIZE, BlockScanner, Prefilter
 from gpu_audit.units import installed_torch_version
 
 SCHEMA = "gpu-audit.explain/1"
@@ -32,6 +32,9 @@ class InputStats:
     bytes: int  # text bytes read (after decompression)
     lines: int
     compression: str | None = None
+    # what found the prefilter's hits: "python" (its passes), or "grep" with how many blocks
+    # grep's anchors served and how many the Python passes scanned (not part of any document)
+    engine: str = field(default="python", compare=False)
 
 
 @dataclass(frozen=True)
@@ -68,9 +71,9 @@ def _encode(lines: Iterable[str]) -> Iterator[bytes]:
 
 
 def consume(classifier: Classifier, name: str, chunks: Iterable[bytes],
-             index: int | None = None) -> InputStats:
+             index: int | None = None, prefilter: Prefilter | None = None) -> InputStats:
     index = classifier.add_source(name) if index is None else index
-    scanner = BlockScanner()
+    scanner = BlockScanner(prefilter=prefilter)
     head = b""
     for chunk in chunks:
         if len(head) < HEAD_BYTES:

@@ -7,6 +7,13 @@ literal-prefix pattern runs at about 1.5-2 GB/s here, one alternation of differe
 words at 15-20 MB/s). Every failure signature's line contains at least one of these keys; only
 lines with a hit are decoded and run through the detailed signatures.
 
+Each key (:data:`KEYS`) declares beside its pattern its anchors: literals, one of which the line
+of each of its hits contains. Where the keys hit comes from a :data:`Prefilter`: by default
+:func:`python_prefilter` (each key's pattern over the whole block); for a plain file, GNU grep's
+search for the anchors (:mod:`gpu_audit.explain.grepscan`), after which
+:func:`keyed_on_lines` runs each key only over its anchors' lines and finds the same positions.
+Everything after that (segments, context, tables, the tail) is this module's one code path.
+
 Lines end at ``\\n``; a ``\\r`` also ends a segment for matching (progress bars redraw with
 ``\\r``, and a traceback often lands after the last redraw) without changing line numbers. A line
 longer than :data:`MAX_CARRY` is scanned in pieces, and a candidate is cut to a window around
@@ -27,7 +34,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from operator import methodcaller
 
@@ -51,62 +58,105 @@ MAX_TABLE_ROWS = MAX_PROCESSES
 
 # Keys grouped by their first character: each pattern has a literal prefix, so each pass is a
 # fast scan. Together they cover every signature in :mod:`gpu_audit.explain.signatures`
-# (tests/explain checks each fixture line through this path).
-_OTHER_KILLED_WORDS = b"|".join(
-    re.escape(word.encode()) for word in sorted(set(KILLED_WORDS.values()) - {"Killed"},
-                                                key=len, reverse=True))
+# (tests/explain checks each fixture line through this path). Each key also names its anchors:
+# literals, one of which the line of each of its hits contains (tests/explain checks that too),
+# so that a multi-literal search can find the few lines worth running the pattern over.
+_OTHER_KILLED = sorted(set(KILLED_WORDS.values()) - {"Killed"}, key=len, reverse=True)
+_OTHER_KILLED_WORDS = b"|".join(re.escape(word.encode()) for word in _OTHER_KILLED)
 # the bytes those words start with, as a character class
-_KILLED_FIRST_BYTES = b"".join(sorted(
-    {re.escape(word.encode()[:1]) for word in set(KILLED_WORDS.values()) - {"Killed"}}))
-PREFILTER: tuple[re.Pattern[bytes], ...] = tuple(
-    re.compile(pattern)
-    for pattern in (
-        rb"rror(?!s)",  # RuntimeError, CUDA error, NCCL error, ...Error: ("errors" is prose)
-        rb"emory",  # out of memory, Out Of Memory, MemoryError, illegal memory access
-        # a launcher's exit status for a process killed with SIGKILL (137, -9)
-        # (also when a terminal or logger wrapped the line before the number)
-        rb"xit(?:ed)?(?: with)?(?: a)?[ _]?(?:status|code)(?: code)?[ :=]*(?:\r?\n[ \t]*)?"
-        rb"(?:137|-9)\b",
-        rb"eturn(?:ed)?[ _]?code[ :=]*(?:\r?\n[ \t]*)?(?:137|-9)\b",  # returncode -9
-        # (cudaMallocAsync's missing operations, also in a sentence or a title without "Error")
-        rb"A(?:ssertion `|LLOC_CONF|SSERT FAILED|sync does not (?:yet )?support|sync support for "
+_KILLED_FIRST_BYTES = b"".join(sorted({re.escape(word.encode()[:1]) for word in _OTHER_KILLED}))
+
+
+@dataclass(frozen=True)
+class Key:
+    """One prefilter pass: its pattern, and the anchors that find its lines without it."""
+
+    pattern: bytes
+    # literals: the line holding each hit (its "at" group's start, else the match's start)
+    # contains one of them
+    anchors: tuple[bytes, ...]
+    then_not: bytes = b""  # ... followed by none of these bytes (or by the line's end)
+    next_line: bool = False  # a hit may go on into the next line (a wrapped number)
+
+    def found(self) -> tuple[bytes, ...]:
+        """Every text a search for the anchors can find (an anchor, and with ``then_not`` the
+        anchor followed by each byte it allows)."""
+        if not self.then_not:
+            return self.anchors
+        allowed = [bytes([byte]) for byte in range(256) if byte not in self.then_not + b"\n"]
+        return self.anchors + tuple(anchor + byte for anchor in self.anchors for byte in allowed)
+
+
+KEYS: tuple[Key, ...] = (
+    # RuntimeError, CUDA error, NCCL error, ...Error: ("errors" is prose)
+    Key(rb"rror(?!s)", (b"rror",), then_not=b"s"),
+    Key(rb"emory", (b"emory",)),  # out of memory, Out Of Memory, MemoryError, illegal memory access
+    # a launcher's exit status for a process killed with SIGKILL (137, -9)
+    # (also when a terminal or logger wrapped the line before the number)
+    Key(rb"xit(?:ed)?(?: with)?(?: a)?[ _]?(?:status|code)(?: code)?[ :=]*(?:\r?\n[ \t]*)?"
+        rb"(?:137|-9)\b", (b"xit",), next_line=True),
+    Key(rb"eturn(?:ed)?[ _]?code[ :=]*(?:\r?\n[ \t]*)?(?:137|-9)\b",  # returncode -9
+        (b"eturn",), next_line=True),
+    # (cudaMallocAsync's missing operations, also in a sentence or a title without "Error")
+    Key(rb"A(?:ssertion `|LLOC_CONF|SSERT FAILED|sync does not (?:yet )?support|sync support for "
         rb"[a-z]+[A-Z])",
-        # (and "CUDA" right before a word in Chinese, Japanese or Korean: a translated message,
-        # "CUDA内存不足"; their UTF-8 lead bytes)
-        rb"C(?:UDA(?:[ _]|CachingAllocator|AllocatorConfig|[\xe3-\xed])"
+        (b"Assertion `", b"ALLOC_CONF", b"ASSERT FAILED", b"Async does not ",
+         b"Async support for ")),
+    # (and "CUDA" right before a word in Chinese, Japanese or Korean: a translated message,
+    # "CUDA内存不足"; their UTF-8 lead bytes)
+    Key(rb"C(?:UDA(?:[ _]|CachingAllocator|AllocatorConfig|[\xe3-\xed])"
         rb"|U(?:BLAS|SOLVER|SPARSE)_STATUS|UFFT_"
         rb"|UDNN_(?:STATUS|BACKEND)"
         rb"|uda failure|achingAllocator|aught collective|onnection closed by (?:remote )?peer"
         rb"|an't initialize NVML|urrently allocated +: "
         # (cudaMallocAsync's "Free (according to CUDA): ", in this pass: one pass fewer)
         rb"|(?<=\(according to C)UDA\): )",
-        # (and TensorFlow 1's node under its OOM: '[[Node: ... _device=".../device:GPU:0"]')
-        rb"G(?:PU(?: is lost| lost from the bus| has fallen| \d+ has a total|\d+ [^\n]{0,80}?"
+        (b"CUDA ", b"CUDA_", b"CUDACachingAllocator", b"CUDAAllocatorConfig",
+         *(b"CUDA" + bytes([lead]) for lead in range(0xE3, 0xEE)), b"CUBLAS_STATUS",
+         b"CUSOLVER_STATUS", b"CUSPARSE_STATUS", b"CUFFT_", b"CUDNN_STATUS", b"CUDNN_BACKEND",
+         b"Cuda failure", b"CachingAllocator", b"Caught collective", b"Connection closed by ",
+         b"Can't initialize NVML", b"Currently allocated ", b"(according to CUDA): ")),
+    # (and TensorFlow 1's node under its OOM: '[[Node: ... _device=".../device:GPU:0"]')
+    Key(rb"G(?:PU(?: is lost| lost from the bus| has fallen| \d+ has a total|\d+ [^\n]{0,80}?"
         rb"which is of cuda capability|:\d+\"\])|ET was unable)",
-        rb"K(?:ill|ILL)",
-        # ("ProcessGroupNCCL'" at a line's end: a terminal cut "ProcessGroupNCCL's" there)
-        rb"N(?:V(?:RM|ML|IDIA(?:-SMI| driver| Display Driver\. By default)|Link|LINK)"
+        (b"GPU is lost", b"GPU lost from the bus", b"GPU has fallen", b" has a total",
+         b"which is of cuda capability", *(b"GPU:%d" % digit for digit in range(10)),
+         b"GET was unable")),
+    Key(rb"K(?:ill|ILL)", (b"Kill", b"KILL")),
+    # ("ProcessGroupNCCL'" at a line's end: a terminal cut "ProcessGroupNCCL's" there)
+    Key(rb"N(?:V(?:RM|ML|IDIA(?:-SMI| driver| Display Driver\. By default)|Link|LINK)"
         rb"|CCL(?: WARN| error| comm| oper| work|\(|"
         rb"\.cpp|'(?:s|\r?\n)| INFO [\w/.-]+\.(?:cc|h|cu|cpp|hpp):\d+ -> [1-7]\b))",
-        # (an nvidia-smi table's "Processes:" row: who holds the GPU, in the rows below it)
-        rb"P(?:yTorch|YTORCH_|rocess(?:(?P<table>es:)| \d+ has)|TX)",
-        rb"X(?:id|ID|LA Label: )",  # (XLA's list of the buffers live at an out-of-memory)
-        # TensorFlow's and XLA's status for an out-of-memory, in a title or a sentence without
-        # "Error" or "memory" ("Resource exhausted: OOM when allocating tensor ...")
-        rb"R(?:esource ?[Ee]xhausted|ESOURCE_EXHAUSTED"
+        (b"NVRM", b"NVML", b"NVIDIA-SMI", b"NVIDIA driver", b"NVIDIA Display Driver. By default",
+         b"NVLink", b"NVLINK", b"NCCL WARN", b"NCCL error", b"NCCL comm", b"NCCL oper",
+         b"NCCL work", b"NCCL(", b"NCCL.cpp", b"NCCL'",
+         *(b" -> %d" % code for code in range(1, 8)))),
+    # (an nvidia-smi table's "Processes:" row: who holds the GPU, in the rows below it)
+    Key(rb"P(?:yTorch|YTORCH_|rocess(?:(?P<table>es:)| \d+ has)|TX)",
+        (b"PyTorch", b"PYTORCH_", b"Processes:", b"PTX",
+         *(b"Process %d" % digit for digit in range(10)))),
+    # (and XLA's list of the buffers live at an out-of-memory)
+    Key(rb"X(?:id|ID|LA Label: )", (b"Xid", b"XID", b"XLA Label: ")),
+    # TensorFlow's and XLA's status for an out-of-memory, in a title or a sentence without
+    # "Error" or "memory" ("Resource exhausted: OOM when allocating tensor ...")
+    Key(rb"R(?:esource ?[Ee]xhausted|ESOURCE_EXHAUSTED"
         rb"|equested +: )",  # (and cudaMallocAsync's "Requested : ", one pass fewer)
-        # the shell's word for Killed in another language, alone at the start of a line (after
-        # a job number): the hit is the line after the newline (group "at")
-        # (the look-ahead turns most lines away at their first byte: half this pass's cost)
-        rb"\n(?=[ \t*_`>\[" + _KILLED_FIRST_BYTES + rb"])"
+        (b"Resource exhausted", b"Resource Exhausted", b"Resourceexhausted", b"ResourceExhausted",
+         b"RESOURCE_EXHAUSTED", b"Requested ")),
+    # the shell's word for Killed in another language, alone at the start of a line (after
+    # a job number): the hit is the line after the newline (group "at")
+    # (the look-ahead turns most lines away at their first byte: half this pass's cost)
+    Key(rb"\n(?=[ \t*_`>\[" + _KILLED_FIRST_BYTES + rb"])"
         rb"(?P<at>[ \t*_`>]*(?:\[\d+\][+-]?[ \t]+(?:\d+[ \t]+)?)?(?:"
         + _OTHER_KILLED_WORDS + rb"))",
-        # the kernel's OOM killer at work: "invoked oom-killer"; a writer's "oom killer"
-        rb"oom(?:[- ]?kill|_reaper)",
-        # the numbers of the cudaMallocAsync backend's OOM message, one per line
-        rb"Device limit +: ",  # ("Requested" and "(according to CUDA)": in the R and C passes)
-    )
+        tuple(word.encode() for word in _OTHER_KILLED)),
+    # the kernel's OOM killer at work: "invoked oom-killer"; a writer's "oom killer"
+    Key(rb"oom(?:[- ]?kill|_reaper)", (b"oom-kill", b"oom kill", b"oomkill", b"oom_reaper")),
+    # the numbers of the cudaMallocAsync backend's OOM message, one per line
+    # ("Requested" and "(according to CUDA)": in the R and C passes)
+    Key(rb"Device limit +: ", (b"Device limit ",)),
 )
+PREFILTER: tuple[re.Pattern[bytes], ...] = tuple(re.compile(key.pattern) for key in KEYS)
 
 _TABLE_ROW = re.compile(rb"[ \t]*\|")  # a row of a boxed table, from its line's start
 _ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
@@ -147,14 +197,87 @@ class Candidate:
     own: str = ""  # the segment's text as written (unstripped); "" for a window of a long line
 
 
+# Where the keys hit in ``buf[lo:end]`` and where a table's header line ends, given the
+# absolute offset of ``buf[0]`` in its stream: python_prefilter, or an engine that knows where
+# the keys' anchors lie (gpu_audit.explain.grepscan) and gives the same positions.
+Prefilter = Callable[[bytes, int, int, int], tuple[list[int], list[int]]]
+
+
+def python_prefilter(buf: bytes, lo: int, end: int, origin: int = 0
+                     ) -> tuple[list[int], list[int]]:
+    """The keys' hits in ``buf[lo:end]`` (one pass of each key) and the ends of the table
+    headers among them."""
+    keyed: list[int] = []
+    tables: list[int] = []
+    for pattern in PREFILTER:
+        _run(pattern, buf, lo, end, keyed, tables)
+    return keyed, tables
+
+
+def _run(pattern: re.Pattern[bytes], buf: bytes, lo: int, end: int, keyed: list[int],
+         tables: list[int]) -> None:
+    """Add ``pattern``'s hits in ``buf[lo:end]`` to ``keyed`` (and table headers' ends)."""
+    if "table" in pattern.groupindex:
+        for hit in pattern.finditer(buf, lo, end):
+            keyed.append(hit.start())
+            if hit.start("table") >= 0:
+                tables.append(hit.end())
+        return
+    keyed.extend(map(methodcaller("start", pattern.groupindex.get("at", 0)),
+                     pattern.finditer(buf, lo, end)))
+
+
+def keyed_on_lines(buf: bytes, lo: int, end: int, anchored: Iterable[tuple[int, int]]
+                   ) -> tuple[list[int], list[int]]:
+    """What :func:`python_prefilter` finds in ``buf[lo:end]`` (whole lines), running each key
+    only over the lines where its anchors lie: ``anchored`` is (position, bit mask of the
+    :data:`KEYS` that may hit on that position's line), in position order.
+
+    A key's pass over a line finds what its pass over the whole text finds there: no hit of a
+    key crosses into the next line but for a wrapped number (which holds no anchor), and the
+    shell's Killed word, whose hit starts at the newline before its line.
+    """
+    keyed: list[int] = []
+    tables: list[int] = []
+    start = stop = lo  # the line being gathered: buf[start:stop]
+    mask = 0
+    for pos, keys in anchored:
+        if pos >= stop:
+            if mask:
+                _run_on_line(buf, lo, end, start, stop, mask, keyed, tables)
+            start = buf.rfind(b"\n", stop, pos) + 1 or stop
+            stop = buf.find(b"\n", pos, end) + 1 or end
+            mask = 0
+        mask |= keys
+    if mask:
+        _run_on_line(buf, lo, end, start, stop, mask, keyed, tables)
+    return keyed, tables
+
+
+def _run_on_line(buf: bytes, lo: int, end: int, start: int, stop: int, mask: int,
+                 keyed: list[int], tables: list[int]) -> None:
+    index = 0
+    while mask:
+        if mask & 1:
+            key = KEYS[index]
+            # (a hit at the newline before the line: the shell's Killed word)
+            first = max(lo, start - 1) if key.pattern.startswith(rb"\n") else start
+            last = (buf.find(b"\n", stop, end) + 1 or end) if key.next_line else stop
+            _run(PREFILTER[index], buf, first, last, keyed, tables)
+        mask >>= 1
+        index += 1
+
+
 class BlockScanner:
     """Feed bytes in any chunking; get candidates with their line numbers.
 
     ``before`` is text that precedes the stream (context only: never scanned or counted), for
-    a worker that scans one range of a file.
+    a worker that scans one range of a file. ``prefilter`` finds the keys' hits (default:
+    :func:`python_prefilter`).
     """
 
-    def __init__(self, before: bytes = b"") -> None:
+    def __init__(self, before: bytes = b"", prefilter: Prefilter | None = None) -> None:
+        self._prefilter = prefilter or python_prefilter
         self.lines = 0  # newlines before the start of the pending bytes
         self.bytes = 0
         self._history = before[-(LOOKBEHIND + 1):]  # already scanned, kept as context
@@ -251,17 +374,8 @@ class BlockScanner:
         Every search here is bounded by a window around its hit, so a block full of matching
         lines costs the same per line as a block with one.
         """
-        keyed: list[int] = []  # where a key hits: many per line in a hostile log
-        tables: list[int] = []  # where a table's header line ends
-        for pattern in PREFILTER:
-            if "table" in pattern.groupindex:
-                for hit in pattern.finditer(buf, lo, end):
-                    keyed.append(hit.start())
-                    if hit.start("table") >= 0:
-                        tables.append(hit.end())
-                continue
-            keyed.extend(map(methodcaller("start", pattern.groupindex.get("at", 0)),
-                             pattern.finditer(buf, lo, end)))
+        # where a key hits (many per line in a hostile log), where a table's header line ends
+        keyed, tables = self._prefilter(buf, lo, end, self._offset - lo)
         keyed.extend(self._table_rows(buf, lo, end, tables))
         keyed.sort()
         tails = _tail_starts(buf, lo, end)[::-1] if tail else []
