@@ -5,8 +5,9 @@ A log, or a bug report that pastes one, reports failures. Other texts only quote
 - a *pull request*, patch or diff: diff markers (``diff --git``, a ``@@ -1,2 +1,3 @@`` hunk, a
   fenced ``diff`` block), a commit title (``fix(nvml): ...``), review trailers (``Test Plan:``,
   ``Signed-off-by:``), a title saying what the change does ("Adds a flag that ..."), a pull
-  request template's heading ("Test in your PR ..."), or, in its first lines, a sentence saying
-  what the change does ("This PR adds ...", "This patch handles ...");
+  request template's heading ("Test in your PR ..."), a review's words ("LGTM", "Merging
+  now"), or, in its first lines, a sentence saying what the change does ("This PR adds ...",
+  "This patch handles ...");
 - a *request about a message's wording*: its title asks for a better message ("Proper error
   message when ...", "the out-of-memory message is hard to understand"), and nothing in the
   text says the writer met the failure (no first-person report, no pasted block);
@@ -43,7 +44,9 @@ _PULL_REQUEST_HEAD = re.compile(
     rf"\b[Tt]his (?:PR|pull request|patch|change(?:set)?|commit|MR|merge request|diff) "
     rf"(?:also |now |simply |just )?(?:{_CHANGE_VERBS})\b|"
     # a pull request template's headings: "#### Test in your PR that fails without your code"
-    r"^#{1,6}[^\n]*\b(?:your|this) (?:PR|pull request|patch|change)\b",
+    r"^#{1,6}[^\n]*\b(?:your|this) (?:PR|pull request|patch|change)\b|"
+    # a reviewer's or a maintainer's words on a change: "LGTM", "Merging now."
+    r"^LGTM\b|(?:^|[.!] )Merging (?:now|this|it)\b",
     re.MULTILINE)
 # A conventional commit title ("fix(nvidia/xid): ...", "docs: ...") as a source's first line,
 # or one that says what the change does, in the third person ("Adds a flag that ...").

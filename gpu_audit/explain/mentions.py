@@ -186,6 +186,8 @@ _EXPLAINER_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                         r"を意味(?:する|します)|"
                         r"这个错误(?:的意思|表示|是指|通常)|"
                         r"このエラーは|이 오류는|эта ошибка (?:означает|возникает)|"
+                        # "... 부족해 발생하는 문제이기 때문에": a post says what causes it
+                        r"(?:때문에|[서해]|하여|인해) 발생하는 (?:문제|오류|에러)|"
                         r"dieser fehler (?:bedeutet|tritt)|este error (?:significa|ocurre|aparece)|"
                         r"cette erreur (?:signifie|appara[iî]t|survient)"),
         ("you-have-seen", r"\bif you(?:'re| are)? (?:ever )?(?:encounter|get|see|hit|run into|"
@@ -219,7 +221,7 @@ _EXPLAINER_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                        r"#?[1-9]\b|^#+\s*step [1-9]\b|"
                        r"let's (?:look|see|fix|dive|walk|break))|解决(?:方法|方案|办法)[:：]?$|"
                        r"解决方法如下|原因(?:分析|及解决)|解決(?:方法|策)|対処法|해결 방법|"
-                       r"트러블 ?슈팅 방법|"
+                       r"트러블 ?슈팅 방법|해결할 수 있(?:다|습니다|어요)|"
                        r"способы решения|решение проблемы|l[öo]sung(?:en)?:|soluci[oó]n(?:es)?:|"
                        r"solutions? ?:|solu[cç][aã]o:|"
                        # a numbered remedy, or a heading that offers one

@@ -30,6 +30,8 @@ def failures(name: str):  # type: ignore[no-untyped-def]
     "explainer_placeholder_template_ja.log",  # "Tried to allocate XXX MiB": a template
     "code_sentence_backticked_error.log",  # "its handler maps `X` to ...": about code
     "title_only_without_own_run.log",  # a title, but no report of the failure
+    "blog_oom_first_line_can_be_solved_ko.log",  # "... 때문에 발생하는 오류", "해결할 수 있다"
+    "pr_review_merging_smi_motivation.log",  # a fenced motivation, then "Merging now."
 ])
 def test_quoted_failures_raise_no_error(name: str) -> None:
     assert failures(name) == [], [(i.signature, i.title) for i in failures(name)]
@@ -39,6 +41,7 @@ def test_quoted_failures_raise_no_error(name: str) -> None:
     "pr_commit_title_diff_quoting_xids.log",
     "pr_this_patch_handles_library_not_found.log",
     "pr_summary_test_plan_allocator_diff.log",
+    "pr_review_merging_smi_motivation.log",
 ])
 def test_a_pull_request_is_known_from_its_first_lines(name: str) -> None:
     assert read_head((SHAPES / name).read_bytes(), whole=True).pull_request
