@@ -92,6 +92,8 @@ OWN_RUN = re.compile(
     r"expected behaviou?r|environment|system info|bug incidence|reproduction|what happened|"
     r"(?:issue|bug|problem)(?: or feature)? description)\b|"
     r"\bany (?:ideas?|help|suggestions?|hints?)\b|\bplease help\b|\bhelp me\b|"
+    r"\bam I doing (?:\w+ )?(?:anything|something) wrong\b|"
+    r"\bI (?:have|had|got|get|see|saw|met|hit) the same (?:problem|issue|error)\b|"
     r"\bthe (?:training|job|run|script|process|program|server|container|pod) (?:stops|stopped|"
     r"crash(?:es|ed)|fails|failed|dies|died|hangs|hung|was killed|gets killed|got killed)\b|"
     r"^(?:so |but |pls |please )?how (?:to|do i|can i|could i|should i) (?:fix|solve|resolve|"
@@ -111,8 +113,10 @@ OWN_RUN = re.compile(
     re.IGNORECASE | re.MULTILINE)
 
 # Words beside "OOM" in a title that make it the GPU's memory, not the host's.
-_GPU_MEMORY = (r"(?:CUDA|GPU|VRAM|reserved|(?:un)?allocated|RTX|GTX|Tesla|Quadro|A\d{2,4}|H\d{3}|"
-               r"V100|T4|L4|L40S?)")
+# (and a model's fine-tuning: "OOM while running LoRA", "OOM for 7B ... 8xA100(40G)")
+_GPU_MEMORY = (r"(?:CUDA|GPU|VRAM|reserved|(?:un)?allocated|RTX|GTX|Tesla|Quadro|A-?\d{2,4}|H\d{3}|"
+               r"V100|T4|L4|L40S?|\d{1,2} ?[x*×] ?[AHLV]-?\d{2,4}|Q?LoRA|fine-?tun\w*|"
+               r"\d{1,3}(?:\.\d)?B)")
 _OOM_WORDS = r"(?:out of memory|OOM(?![- ]?kill))"  # ("OOM-killer" is the host's)
 # A failure named in a thread's title, by class: the signature whose advice it gets.
 _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(

@@ -103,6 +103,16 @@ def test_a_title_names_the_failure_when_the_text_reports_it(name: str, cls: str)
     assert incident.locations[0].line == 1 and incident.excerpt.startswith("#")
 
 
+@pytest.mark.parametrize("name", [
+    "title_oom_finetune_same_problem.log",  # QLoRA, 13B; "I have the same problem"
+    "title_oom_am_i_doing_wrong_screenshot.log",  # "4*a-100"; "Am I doing something wrong?"
+])
+def test_an_oom_named_with_a_fine_tunings_words_in_a_reported_title(name: str) -> None:
+    incident = root(name)
+    assert incident.cls == "cuda-oom" and incident.title.startswith("Named in the title")
+    assert incident.locations[0].line == 1
+
+
 @pytest.mark.parametrize(("title", "body", "expected"), [
     ("# Killed error", "I run it on a big image and I get the error killed.", "host-oom"),
     ("# torch.OutOfMemoryError on two 4090s", "```\n| GPU Name |\n```", "cuda-oom"),
@@ -111,6 +121,10 @@ def test_a_title_names_the_failure_when_the_text_reports_it(name: str, cls: str)
     ("# How to fix CUDA out of memory", "I get it every time.", None),  # a question
     ("# fix(nccl): retry on timeout", "This PR adds a retry.", None),  # a pull request
     ("# NCCL timeout", "Some background on collectives.", None),  # nothing says it happened
+    ("# OOM error while running LoRA", "I am using CUDA 12.1.", "cuda-oom"),
+    ("# [Usage] OOM for 7B finetuning 8xA100(40G)", "I tried 2 nodes.", "cuda-oom"),
+    ("# [Feature] catch OOM during LoRA fine-tuning", "I have the same problem.", None),
+    ("# OOM killed while fine-tuning a 7B model", "I have the same problem.", "host-oom"),
     # a log's own first line, not a title, though a block follows
     ("[I 12:00:01] NCCL INFO comm 0x1 timeout 1800s", "```\nstep 1\n```", None),
     ("2024-05-01 10:00:01 NCCL all-reduce timing out?", "```\nstep 1\n```", None),

@@ -513,12 +513,19 @@ def test_an_out_of_memory_told_in_prose_on_a_named_gpu() -> None:
 @pytest.mark.parametrize(("line", "expected"), [
     ("I'm running out of memory even with batch size 1 on an A6000.", ["cuda-oom"]),
     ("We got out of memory on both V100s at step 200.", ["cuda-oom"]),
+    ("I tried it on a 48G A6000 but it failed due to an out of memory error.", ["cuda-oom"]),
+    ("If it fails with out of memory on the GPU, I lower the batch size.", []),
     ("If I get out of memory on the GPU, I lower the batch size.", []),
     ("I get out of memory while loading the dataset into RAM on the GPU node.", []),
     ("I keep getting out of memory when tokenizing.", []),  # no GPU named: could be the host's
 ])
 def test_out_of_memory_in_the_writers_words(line: str, expected: list[str]) -> None:
     assert failures(line) == expected
+
+
+def test_an_out_of_memory_the_writer_says_their_attempt_failed_with() -> None:
+    oom = root("oom_failed_due_to_prose_gpu_named.log")
+    assert oom.cls == "cuda-oom" and oom.severity >= Severity.ERROR
 
 
 # --- the caching allocator's NVML assert named in a title, with its source position -------------
@@ -548,3 +555,9 @@ def test_a_question_set_in_bold_is_the_writers_not_an_explainers() -> None:
 
 def test_an_ipython_traceback_says_the_text_reports_a_run() -> None:
     assert root("oom_title_ipython_traceback_cut.log").signature == "cuda-oom/caching-allocator"
+
+
+def test_a_driver_too_old_told_without_the_space_before_its_version() -> None:
+    # (a comment quoting the assert it got keeps the version, also with no space before it)
+    too_old = root("driver_too_old_quoted_without_space.log")
+    assert too_old.cls == "driver-mismatch" and too_old.numbers["found_version"] == 7050

@@ -101,11 +101,13 @@ _GPU_WORD = (r"\b(?:GPU|CUDA|VRAM|RTX|GTX|Tesla|A\d{2,4}|H\d{3}|V100|T4|L4|L40S?
              r"[1-5]0[5-9]0(?: ?Ti)?)s?\b")
 _TOLD_OOM = (
     rf"(?i:^(?=[^\n]*?{_GPU_WORD})(?![^\n]*?\b(?:RAM|CPU|host memory|swap|oom[- ]?kill\w*)\b)"
-    r"[^\n]*?(?<!\bif )(?<!\bwhether )(?<!\bwhen )\b(?P<told>I|we)(?:'m| am|'ve| have| had| was|"
-    r" were| keep| still| always)?(?: (?:still|always|also|again|now|constantly))? (?:get|gets|"
-    r"got|getting|hit|hitting|ran|run|running|encounter(?:ed|ing)?|receiv(?:e|ed|ing)|see|saw|"
-    r"seeing|met|fac(?:e|ed|ing))(?: (?:the|an?|this|that|same))?(?: (?:error|issue|problem)"
-    r")?:? (?:CUDA |GPU )?out of memory\b)")
+    r"[^\n]*?(?<!\bif )(?<!\bwhether )(?<!\bwhen )\b(?P<told>I|we)(?:(?:'m| am|'ve| have| had|"
+    r" was| were| keep| still| always)?(?: (?:still|always|also|again|now|constantly))? (?:get|"
+    r"gets|got|getting|hit|hitting|ran|run|running|encounter(?:ed|ing)?|receiv(?:e|ed|ing)|see|"
+    r"saw|seeing|met|fac(?:e|ed|ing))(?: (?:the|an?|this|that|same))?(?: (?:error|issue|problem)"
+    # ... or what they tried "failed due to an out of memory error"
+    r")?:? |\b[^\n.;?]{0,120}?\b(?:fail(?:ed|s)?|crash(?:ed|es)?|died|stopped|aborted) "
+    r"(?:due to|because of|with|from) (?:an? |the )?)(?:CUDA |GPU )?out of memory\b)")
 
 
 def _oom(match: re.Match[str], line: str) -> dict[str, Any]:
