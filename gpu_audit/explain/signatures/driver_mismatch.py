@@ -65,7 +65,8 @@ def _capability_range(match: re.Match[str], line: str) -> dict[str, Any]:
            example="RuntimeError: cuda runtime error (35) : CUDA driver version is insufficient "
            "for CUDA runtime version at /pytorch/aten/src/THC/THCGeneral.cpp:74")
 @signature("driver-mismatch/driver-too-old",
-           r"NVIDIA driver on your system is too old(?: ?\(found version (?P<found_version>\d+)\))?",
+           r"NVIDIA driver on your system is too old"
+           r"(?: ?\(found version (?P<found_version>\d+)\))?",
            ("driver on your system is too old",), "The NVIDIA driver is too old for this PyTorch",
            extract=_driver_cuda_version, tier=0.0,
            example="RuntimeError: The NVIDIA driver on your system is too old (found version "
