@@ -132,7 +132,9 @@ _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                                            r"\buncorrectable\b|\bdouble[- ]bit ECC\b"),
         ("illegal-memory-access/illegal-address", r"\billegal (?:memory )?(?:access|address)\b"),
         ("nccl/watchdog-timeout", r"\bNCCL\b[^\n]{0,80}?\b(?:tim(?:ed|es|ing) ?out|timeouts?|"
-                                  r"hangs?|hanging|stuck)\b|\bWorkNCCL\([^\n]*\bTimeout\b"),
+                                  r"hangs?|hanging|stuck)\b|\bWorkNCCL\([^\n]*\bTimeout\b|"
+                                  # ("NCCL超时", "nccl 超时时间": a timeout, in Chinese)
+                                  r"\bNCCL(?![A-Za-z])[^\n]{0,40}?(?:超时|卡住|卡死)"),
         # (the caching allocator's own words say whose memory: "reserved", "allocated")
         ("cuda-oom/caching-allocator", rf"\b{_GPU_MEMORY}\b[^\n]{{0,60}}?\b{_OOM_WORDS}\b|"
                                        rf"\b{_OOM_WORDS}\b[^\n]{{0,60}}?\b{_GPU_MEMORY}\b|"
@@ -176,7 +178,8 @@ _REQUEST_TITLE = re.compile(r"^(?:\[(?:FR|feature(?: request)?|enhancement|RFE|R
 # from a message the writer's run printed: the title reports it.
 _SOURCE_POSITION = re.compile(
     r"\b(?P<file>[\w.-]+\.(?:cpp|cu|cc|c|h|hpp|py))[\"']?:(?P<line>\d+)\b")
-_QUESTION_TITLE = re.compile(r"^\s*(?:how (?:to|do|can)|what is|why)\b", re.IGNORECASE)
+_QUESTION_TITLE = re.compile(r"^\s*(?:(?:how (?:to|do|can)|what is|why)\b|如何|怎么|怎样|为什么)",
+                             re.IGNORECASE)
 # A log's own first line (a timestamp, a bracketed prefix, a log level) is no thread's title.
 # ("[Bug]: ..." and "[Troubleshoot]: ..." are titles; "[I 12:00:01]" and "[  5.1]" are not.)
 _LOG_LINE = re.compile(r"^(?:\[[IWEF]?\s*\d|\d{2,4}[-/:. ]\d|[IWEF]\d{4} )|"

@@ -561,3 +561,13 @@ def test_a_driver_too_old_told_without_the_space_before_its_version() -> None:
     # (a comment quoting the assert it got keeps the version, also with no space before it)
     too_old = root("driver_too_old_quoted_without_space.log")
     assert too_old.cls == "driver-mismatch" and too_old.numbers["found_version"] == 7050
+
+
+def test_a_spawned_process_terminated_with_sigkill() -> None:
+    killed = root("spawn_worker_terminated_sigkill.log")
+    assert killed.signature == "host-oom/sigkill" and killed.severity >= Severity.ERROR
+
+
+def test_an_nccl_timeout_named_in_a_chinese_title_the_writer_reports() -> None:
+    nccl = root("title_nccl_timeout_zh_own_machine.log")
+    assert nccl.signature == "nccl/watchdog-timeout" and nccl.title.startswith("Named in the title")

@@ -361,7 +361,8 @@ _KILLED = killed_words_pattern()
            r"(?:exit(?:ed)?(?: with)?(?: a)? (?:status|code)(?: code)?|returned non-zero exit "
            r"status|return ?code|"
            r"exit_code)[\s:=]*(?:137|-9)(?!\d|\.\d)|died with (?:<Signals\.)?SIGKILL|"
-           r"(?:terminated|killed) by signal (?:SIGKILL|9)\b|signal 9: SIGKILL|"
+           # (torch.multiprocessing.spawn: "process 3 terminated with signal SIGKILL")
+           r"(?:terminated|killed) (?:by|with) signal (?:SIGKILL|9)\b|signal 9: SIGKILL|"
            # Slurm's srun for a task that died of SIGKILL: "srun: error: node7: task 0: Killed"
            r"srun: error: [^:\n]{1,64}: tasks? (?P<task>[\d,-]+): Killed\b",
            ("SIGKILL", "-9", "137", ": Killed"),
