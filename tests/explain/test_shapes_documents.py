@@ -124,6 +124,7 @@ def test_an_oom_named_with_a_fine_tunings_words_in_a_reported_title(name: str) -
     ("# OOM error while running LoRA", "I am using CUDA 12.1.", "cuda-oom"),
     ("# 增加 NCCL 超时时间后仍然报错", "我的环境: 2 nodes", "nccl"),
     ("# 如何设置 NCCL 超时时间", "我用 8 张卡", None),  # "how to set ...": a question
+    ("# 如何避免 GPU out of memory", "我用 8 张卡", None),
     ("# [Usage] OOM for 7B finetuning 8xA100(40G)", "I tried 2 nodes.", "cuda-oom"),
     ("# [Feature] catch OOM during LoRA fine-tuning", "I have the same problem.", None),
     ("# OOM killed while fine-tuning a 7B model", "I have the same problem.", "host-oom"),
