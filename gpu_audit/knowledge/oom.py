@@ -35,7 +35,7 @@ bytes plus the free memory would (what expandable segments can use). ``explain``
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -154,17 +154,20 @@ def oom_numbers(text: str) -> dict[str, Any]:
     return {key: value for key, value in numbers.items() if value is not None}
 
 
-def extract_oom_fields(text: str) -> dict[str, Any]:
-    """Every OOM number present in ``text`` (a message, or one line of a wrapped message)."""
+def extract_oom_fields(text: str, fields: Sequence[tuple[str, re.Pattern[str]]] = (),
+                       process: re.Pattern[str] | None = None) -> dict[str, Any]:
+    """Every OOM number present in ``text`` (a message, or one line of a wrapped message):
+    PyTorch's wording, or the ``fields`` and ``process`` patterns given (a translation's)."""
+    fields = fields or _FIELDS
     found: dict[str, Any] = {}
-    for name, pattern in _FIELDS:
+    for name, pattern in fields:
         match = pattern.search(text)
         if match is None:
             continue
         raw = next(group for group in match.groups() if group is not None)
         found[name] = int(raw) if name == "gpu_index" else size_or_none(raw)
     processes = [{"pid": int(pid), "used_bytes": size_or_none(size)}
-                 for pid, size in _PROCESS.findall(text)]
+                 for pid, size in (process or _PROCESS).findall(text)]
     if processes:
         found["processes"] = processes
     return found

@@ -80,17 +80,7 @@ _TRANSLATED_PROCESS = re.compile(
 
 def _translated_fields(line: str) -> dict[str, Any]:
     """The numbers of a translated out-of-memory message (see :data:`_TRANSLATED_FIELDS`)."""
-    found: dict[str, Any] = {}
-    for name, pattern in _TRANSLATED_FIELDS:
-        match = pattern.search(line)
-        if match is not None:
-            raw = next(group for group in match.groups() if group is not None)
-            found[name] = int(raw) if name == "gpu_index" else size_or_none(raw)
-    processes = [{"pid": int(pid), "used_bytes": size_or_none(size)}
-                 for pid, size in _TRANSLATED_PROCESS.findall(line)]
-    if processes:
-        found["processes"] = processes
-    return found
+    return extract_oom_fields(line, _TRANSLATED_FIELDS, _TRANSLATED_PROCESS)
 
 
 # The writer telling a GPU's out-of-memory in their own words, in a line that names the GPU
