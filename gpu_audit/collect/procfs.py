@@ -124,16 +124,19 @@ class Process:
     def _read(self, name: str, limit: int = MAX_SMALL_BYTES) -> bytes:
         try:
             return read_bounded(self._path(name), limit)
-        except PermissionError as err:
-            raise AccessDenied(self.pid) from err
-        except ProcessLookupError as err:
-            self._raise_if_zombie()
-            raise NoSuchProcess(self.pid) from err
-        except FileNotFoundError as err:
-            self._raise_if_zombie()
-            if not os.path.exists(self._path("stat")):
-                raise NoSuchProcess(self.pid) from err
-            raise
+        except OSError as err:
+            raise self._translated(err) from err
+
+    def _translated(self, err: OSError) -> Exception:
+        """psutil's ``wrap_exceptions``: the error a failed read of this process raises."""
+        if isinstance(err, PermissionError):
+            return AccessDenied(self.pid)
+        if isinstance(err, (ProcessLookupError, FileNotFoundError)):
+            if self._is_zombie():
+                return ZombieProcess(self.pid)
+            if isinstance(err, ProcessLookupError) or not os.path.exists(self._path("stat")):
+                return NoSuchProcess(self.pid)
+        return err
 
     def _is_zombie(self) -> bool:
         try:
@@ -142,10 +145,6 @@ class Process:
             return False
         rpar = data.rfind(b")")
         return data[rpar + 2:rpar + 3] == b"Z"
-
-    def _raise_if_zombie(self) -> None:
-        if self._is_zombie():
-            raise ZombieProcess(self.pid)
 
     def _stat(self) -> tuple[bytes, list[bytes]]:
         if self._stat_fields is None:
@@ -202,7 +201,8 @@ class Process:
         if "\r" in data:
             data = data.replace("\r\n", "\n").replace("\r", "\n")
         if not data:
-            self._raise_if_zombie()
+            if self._is_zombie():
+                raise ZombieProcess(self.pid)
             return []
         sep = "\x00" if data.endswith("\x00") else " "
         if data.endswith(sep):
@@ -222,32 +222,24 @@ class Process:
     def listen_ports(self) -> list[int]:
         """The TCP ports this process listens on (IPv4 and IPv6), sorted: what psutil's
         ``net_connections("inet")`` gives with status LISTEN. UDP has no listening state."""
-        inodes = self._socket_inodes()
-        if not inodes:
-            return []
-        ports: set[int] = set()
-        for table in ("tcp", "tcp6"):
-            path = f"{self.root}/net/{table}"
-            if table.endswith("6") and not os.path.exists(path):
-                continue
-            ports.update(self._listening(path, inodes))
         try:
+            inodes = self._socket_inodes()
+            if not inodes:
+                return []
+            ports: set[int] = set()
+            for table in ("tcp", "tcp6"):
+                path = f"{self.root}/net/{table}"
+                if table.endswith("6") and not os.path.exists(path):
+                    continue
+                ports.update(self._listening(path, inodes))
             os.stat(f"{self.root}/{self.pid}")  # psutil: gone by now is an error, not a list
-        except FileNotFoundError as err:
-            raise NoSuchProcess(self.pid) from err
+        except OSError as err:
+            raise self._translated(err) from err
         return sorted(ports)
 
     def _socket_inodes(self) -> set[bytes]:
         fd_dir = self._path("fd")
-        try:
-            entries = os.scandir(fd_dir)
-        except PermissionError as err:
-            raise AccessDenied(self.pid) from err
-        except FileNotFoundError as err:
-            self._raise_if_zombie()
-            if not os.path.exists(self._path("stat")):
-                raise NoSuchProcess(self.pid) from err
-            raise
+        entries = os.scandir(fd_dir)
         inodes: set[bytes] = set()
         with entries:
             names = [entry.name for entry in islice(entries, MAX_FDS)]
