@@ -308,6 +308,7 @@ def test_host_figures_are_psutils(tmp_path):
     memory, swap, boot = psutil.virtual_memory(), psutil.swap_memory(), psutil.boot_time()
     fallback, fallback_errors = read_host(root=str(tmp_path))  # no /proc there: psutil
     assert errors == fallback_errors == []
+    assert host.hostname == socket.gethostname()
     for ours in (host, fallback):
         assert ours.memory_total_bytes == memory.total
         assert ours.swap_total_bytes == swap.total
