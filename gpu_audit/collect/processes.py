@@ -7,20 +7,20 @@ table with its VRAM and a note; a process of another user shows what ``/proc`` l
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from gpu_audit.collect import procfs
 from gpu_audit.collect.host import iso_utc
 from gpu_audit.collect.software import read_process_environ
+from gpu_audit.lazy import regex as lazy
 from gpu_audit.model import GpuProcess, ProbeError
 from gpu_audit.redact import redact_cmdline
 
 # cgroup paths carry the container id: docker-<64 hex>.scope, /docker/<id>, cri-containerd-<id>,
-# libpod-<id>, /kubepods/.../<id>
-_CONTAINER_ID = re.compile(r"(?:docker|cri-containerd|crio|libpod|containerd)[-/]([0-9a-f]{12,64})")
-_KUBEPODS = re.compile(r"kubepods.*?([0-9a-f]{64})")
+# libpod-<id>, /kubepods/.../<id> (compiled on first use: a host process needs neither)
+_CONTAINER_ID = lazy(r"(?:docker|cri-containerd|crio|libpod|containerd)[-/]([0-9a-f]{12,64})")
+_KUBEPODS = lazy(r"kubepods.*?([0-9a-f]{64})")
 
 
 class NvmlProcessLike(Protocol):
@@ -33,9 +33,12 @@ class NvmlProcessLike(Protocol):
 
 def container_from_cgroup(cgroup_text: str) -> str | None:
     """A short container label from a ``/proc/PID/cgroup`` text, or ``None`` for a host process."""
-    if match := _KUBEPODS.search(cgroup_text):
+    if "kubepods" in cgroup_text and (match := _KUBEPODS().search(cgroup_text)):
         return f"kubernetes:{match[1][:12]}"
-    if match := _CONTAINER_ID.search(cgroup_text):
+    runtimes = ("docker", "crio", "libpod", "containerd")  # the pattern's words
+    if any(word in cgroup_text for word in runtimes) and (
+        match := _CONTAINER_ID().search(cgroup_text)
+    ):
         runtime = match[0].split(match[1])[0].strip("-/")
         return f"{runtime}:{match[1][:12]}"
     return None

@@ -398,3 +398,14 @@ def test_memory_figures_and_the_cases_left_to_psutil(tmp_path):
     Path(root, "meminfo").write_text(meminfo)
     Path(root, "vmstat").write_text("pswpin 3\n")
     assert procfs.read_memory(root) is None
+
+
+def test_every_container_runtime_of_the_cgroup_pattern_is_still_recognised():
+    from gpu_audit.collect.processes import container_from_cgroup
+
+    for runtime in ("docker", "cri-containerd", "crio", "libpod", "containerd"):
+        text = f"0::/system.slice/{runtime}-{'c' * 64}.scope\n"
+        assert container_from_cgroup(text) == f"{runtime}:{'c' * 12}"
+    kube = "0::/kubepods/burstable/pod1/" + "d" * 64
+    assert container_from_cgroup(kube) == "kubernetes:" + "d" * 12
+    assert container_from_cgroup("0::/init.scope\n") is None
