@@ -64,11 +64,12 @@ def count_nvidia_pci_devices(
     count = 0
     for device in os.listdir(sysfs):
         try:
-            vendor = _read_text(os.path.join(sysfs, device, "vendor")).strip()
+            if _read_text(os.path.join(sysfs, device, "vendor")).strip() != NVIDIA_PCI_VENDOR:
+                continue  # the class of another vendor's device is not needed
             klass = _read_text(os.path.join(sysfs, device, "class")).strip()
         except OSError:
             continue
-        if vendor == NVIDIA_PCI_VENDOR and klass.startswith(DISPLAY_CLASS_PREFIX):
+        if klass.startswith(DISPLAY_CLASS_PREFIX):
             count += 1
     return count
 
