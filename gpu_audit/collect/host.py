@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import socket
 import sys
-from pathlib import Path
 
-import psutil
-
+from gpu_audit.collect import procfs
 from gpu_audit.model import Host, ProbeError
 from gpu_audit.units import utc_iso
 
@@ -18,29 +15,38 @@ NVIDIA_PCI_VENDOR = "0x10de"
 DISPLAY_CLASS_PREFIX = "0x03"
 
 
-def detect_wsl(kernel_release: str, proc: Path = Path("/proc")) -> bool:
+def _read_text(path: str) -> str:
+    """A small kernel file as text (bounded, never blocking)."""
+    raw = procfs.read_bounded(path, procfs.MAX_SMALL_BYTES)
+    text = raw.decode()  # as Path.read_text did: undecodable bytes are an error
+    return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
+
+
+def detect_wsl(kernel_release: str, proc: str | os.PathLike[str] = "/proc") -> bool:
     if "microsoft" in kernel_release.lower() or "wsl" in kernel_release.lower():
         return True
     try:
-        return "microsoft" in (proc / "version").read_text().lower()
+        return "microsoft" in _read_text(os.path.join(proc, "version")).lower()
     except OSError:
         return False
 
 
-def detect_container(root: Path = Path("/"), environ: dict[str, str] | None = None) -> str | None:
+def detect_container(
+    root: str | os.PathLike[str] = "/", environ: dict[str, str] | None = None
+) -> str | None:
     """The container runtime this process runs under, or ``None`` on a plain host."""
     env = os.environ if environ is None else environ
     if env.get("KUBERNETES_SERVICE_HOST"):
         return "kubernetes"
-    if (root / ".dockerenv").exists():
+    if os.path.exists(os.path.join(root, ".dockerenv")):
         return "docker"
-    if (root / "run/.containerenv").exists():
+    if os.path.exists(os.path.join(root, "run/.containerenv")):
         return "podman"
     container_env = env.get("container")
     if container_env:
         return container_env  # systemd-nspawn, lxc, podman set this
     try:
-        cgroup = (root / "proc/1/cgroup").read_text()
+        cgroup = _read_text(os.path.join(root, "proc/1/cgroup"))
     except OSError:
         return None
     for marker in ("kubepods", "docker", "containerd", "lxc", "libpod"):
@@ -49,18 +55,21 @@ def detect_container(root: Path = Path("/"), environ: dict[str, str] | None = No
     return None
 
 
-def count_nvidia_pci_devices(sysfs: Path = Path("/sys/bus/pci/devices")) -> int | None:
+def count_nvidia_pci_devices(
+    sysfs: str | os.PathLike[str] = "/sys/bus/pci/devices",
+) -> int | None:
     """NVIDIA GPUs visible on the PCI bus, whether or not a driver is bound (None: no sysfs)."""
-    if not sysfs.is_dir():
+    if not os.path.isdir(sysfs):
         return None
     count = 0
-    for device in sysfs.iterdir():
+    for device in os.listdir(sysfs):
         try:
-            vendor = (device / "vendor").read_text().strip()
-            klass = (device / "class").read_text().strip()
+            if _read_text(os.path.join(sysfs, device, "vendor")).strip() != NVIDIA_PCI_VENDOR:
+                continue  # the class of another vendor's device is not needed
+            klass = _read_text(os.path.join(sysfs, device, "class")).strip()
         except OSError:
             continue
-        if vendor == NVIDIA_PCI_VENDOR and klass.startswith(DISPLAY_CLASS_PREFIX):
+        if klass.startswith(DISPLAY_CLASS_PREFIX):
             count += 1
     return count
 
@@ -77,7 +86,48 @@ def _system_release() -> tuple[str, str]:
     return info.system or platform.system(), info.release
 
 
-def read_host() -> tuple[Host, list[ProbeError]]:
+def _memory(root: str, guarded) -> tuple[tuple[int, int] | None, tuple[int, ...] | None]:
+    """(RAM total, available) and (swap total, used, in, out) as psutil computes them: from
+    ``/proc`` where it is there and psutil would take its ordinary route, else from psutil."""
+    if procfs.usable(root):
+        try:
+            figures = procfs.read_memory(root)
+        except (OSError, ValueError):
+            figures = None  # psutil reports it in its own words
+        if figures is not None:
+            return figures[:2], figures[2:]
+    import psutil  # only here: importing it costs a scan more than all of its reading
+
+    memory = guarded("memory", psutil.virtual_memory)
+    swap = guarded("swap", psutil.swap_memory)
+    return (
+        (memory.total, memory.available) if memory else None,
+        (swap.total, swap.used, swap.sin, swap.sout) if swap else None,
+    )
+
+
+def _boot_time(root: str) -> float:
+    if procfs.usable(root):
+        try:
+            return procfs.boot_time(root)
+        except (OSError, ValueError, RuntimeError):
+            pass  # psutil reports it in its own words
+    import psutil
+
+    return psutil.boot_time()
+
+
+def _hostname() -> str:
+    """``socket.gethostname()``: on Linux the kernel's node name, which glibc's gethostname reads
+    from ``uname`` (importing socket costs every scan some 9 million instructions)."""
+    if sys.platform.startswith("linux"):
+        return os.uname().nodename
+    import socket
+
+    return socket.gethostname()
+
+
+def read_host(root: str = procfs.PROC) -> tuple[Host, list[ProbeError]]:
     errors: list[ProbeError] = []
     system, release = _system_release()
 
@@ -88,22 +138,21 @@ def read_host() -> tuple[Host, list[ProbeError]]:
             errors.append(ProbeError("host", "host", f"cannot read {what}: {exc}"))
             return default
 
-    memory = guarded("memory", psutil.virtual_memory)
-    swap = guarded("swap", psutil.swap_memory)
-    boot = guarded("boot time", psutil.boot_time)
+    memory, swap = _memory(root, guarded)
+    boot = guarded("boot time", lambda: _boot_time(root))
     host = Host(
-        hostname=socket.gethostname(),
+        hostname=_hostname(),
         os=system,
         kernel=release or None,
         wsl=system == "Linux" and detect_wsl(release),
         container=detect_container() if system == "Linux" else None,
         cpu_count=os.cpu_count(),
-        memory_total_bytes=memory.total if memory else None,
-        memory_available_bytes=memory.available if memory else None,
-        swap_total_bytes=swap.total if swap else None,
-        swap_used_bytes=swap.used if swap else None,
-        swap_in_bytes=swap.sin if swap else None,
-        swap_out_bytes=swap.sout if swap else None,
+        memory_total_bytes=memory[0] if memory else None,
+        memory_available_bytes=memory[1] if memory else None,
+        swap_total_bytes=swap[0] if swap else None,
+        swap_used_bytes=swap[1] if swap else None,
+        swap_in_bytes=swap[2] if swap else None,
+        swap_out_bytes=swap[3] if swap else None,
         python_version=sys.version.split()[0],  # as platform.python_version() reads it
         boot_time=iso_utc(boot) if boot else None,
         nvidia_pci_devices=count_nvidia_pci_devices() if system == "Linux" else None,

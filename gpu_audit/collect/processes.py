@@ -7,22 +7,20 @@ table with its VRAM and a note; a process of another user shows what ``/proc`` l
 from __future__ import annotations
 
 import os
-import re
-from collections.abc import Iterable
-from pathlib import Path
+from collections.abc import Callable, Iterable
 from typing import Protocol
 
-import psutil
-
+from gpu_audit.collect import procfs
 from gpu_audit.collect.host import iso_utc
 from gpu_audit.collect.software import read_process_environ
+from gpu_audit.lazy import regex as lazy
 from gpu_audit.model import GpuProcess, ProbeError
 from gpu_audit.redact import redact_cmdline
 
 # cgroup paths carry the container id: docker-<64 hex>.scope, /docker/<id>, cri-containerd-<id>,
-# libpod-<id>, /kubepods/.../<id>
-_CONTAINER_ID = re.compile(r"(?:docker|cri-containerd|crio|libpod|containerd)[-/]([0-9a-f]{12,64})")
-_KUBEPODS = re.compile(r"kubepods.*?([0-9a-f]{64})")
+# libpod-<id>, /kubepods/.../<id> (compiled on first use: a host process needs neither)
+_CONTAINER_ID = lazy(r"(?:docker|cri-containerd|crio|libpod|containerd)[-/]([0-9a-f]{12,64})")
+_KUBEPODS = lazy(r"kubepods.*?([0-9a-f]{64})")
 
 
 class NvmlProcessLike(Protocol):
@@ -35,9 +33,12 @@ class NvmlProcessLike(Protocol):
 
 def container_from_cgroup(cgroup_text: str) -> str | None:
     """A short container label from a ``/proc/PID/cgroup`` text, or ``None`` for a host process."""
-    if match := _KUBEPODS.search(cgroup_text):
+    if "kubepods" in cgroup_text and (match := _KUBEPODS().search(cgroup_text)):
         return f"kubernetes:{match[1][:12]}"
-    if match := _CONTAINER_ID.search(cgroup_text):
+    runtimes = ("docker", "crio", "libpod", "containerd")  # the pattern's words
+    if any(word in cgroup_text for word in runtimes) and (
+        match := _CONTAINER_ID().search(cgroup_text)
+    ):
         runtime = match[0].split(match[1])[0].strip("-/")
         return f"{runtime}:{match[1][:12]}"
     return None
@@ -51,12 +52,65 @@ def _dist_rank(env: dict[str, str]) -> int | None:
     return None
 
 
-def _listen_ports(proc: psutil.Process) -> list[int] | None:
-    try:
-        conns = proc.net_connections(kind="inet")
-    except (psutil.Error, OSError):
-        return None
-    return sorted({c.laddr.port for c in conns if c.status == psutil.CONN_LISTEN and c.laddr})
+class _PsutilProcess:
+    """psutil's ``Process`` where there is no ``/proc`` to read, its errors as procfs's."""
+
+    def __init__(self, pid: int) -> None:
+        import psutil  # only here: importing it costs a scan more than all its reading
+
+        self._psutil = psutil
+        self._proc = self._call(psutil.Process, pid)
+
+    def _call(self, func, *args):
+        psutil = self._psutil
+        try:
+            return func(*args)
+        except psutil.ZombieProcess as exc:
+            raise procfs.ZombieProcess(str(exc)) from exc
+        except psutil.NoSuchProcess as exc:
+            raise procfs.NoSuchProcess(str(exc)) from exc
+        except psutil.AccessDenied as exc:
+            raise procfs.AccessDenied(str(exc)) from exc
+        except psutil.Error as exc:
+            raise procfs.Error(str(exc)) from exc
+
+    def name(self) -> str:
+        return self._call(self._proc.name)
+
+    def status(self) -> str:
+        return self._call(self._proc.status)
+
+    def create_time(self) -> float:
+        return self._call(self._proc.create_time)
+
+    def ppid(self) -> int:
+        return self._call(self._proc.ppid)
+
+    def username(self) -> str:
+        return self._call(self._proc.username)
+
+    def cmdline(self) -> list[str]:
+        return self._call(self._proc.cmdline)
+
+    def rss(self) -> int:
+        return self._call(lambda: self._proc.memory_info().rss)
+
+    def listen_ports(self) -> list[int]:
+        conns = self._call(self._proc.net_connections, "inet")
+        listen = self._psutil.CONN_LISTEN
+        return sorted({c.laddr.port for c in conns if c.status == listen and c.laddr})
+
+
+Opener = Callable[[int], "procfs.Process | _PsutilProcess"]
+
+
+def process_opener(root: str = procfs.PROC) -> Opener:
+    """How this scan looks at a PID: ``/proc`` under ``root`` where it is there (one boot time
+    read for all of them), psutil elsewhere."""
+    if not procfs.usable(root):
+        return _PsutilProcess
+    clock = procfs.BootClock(root)
+    return lambda pid: procfs.Process(pid, root, clock)
 
 
 def _own_pid_namespace() -> str | None:
@@ -66,7 +120,18 @@ def _own_pid_namespace() -> str | None:
         return None
 
 
-def describe(entry: NvmlProcessLike, in_container: bool) -> tuple[GpuProcess, list[ProbeError]]:
+def _read_cgroup(pid: int) -> str | None:
+    try:
+        raw = procfs.read_bounded(f"/proc/{pid}/cgroup", procfs.MAX_SMALL_BYTES)
+    except OSError:
+        return None
+    text = raw.decode(errors="replace")
+    return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
+
+
+def describe(
+    entry: NvmlProcessLike, in_container: bool, opener: Opener | None = None
+) -> tuple[GpuProcess, list[ProbeError]]:
     """One NVML process entry, enriched from the OS where it can be seen."""
     base = {
         "pid": entry.pid,
@@ -79,40 +144,36 @@ def describe(entry: NvmlProcessLike, in_container: bool) -> tuple[GpuProcess, li
         "mig_compute_instance_id": getattr(entry, "mig_compute_instance_id", None),
         "mig_uuid": getattr(entry, "mig_uuid", None),
     }
+    open_process = opener or process_opener()
     errors: list[ProbeError] = []
     try:
-        proc = psutil.Process(entry.pid)
-        with proc.oneshot():
-            name = proc.name()
-            status = proc.status()
-            create_time = proc.create_time()
-            ppid = proc.ppid()
-            user = _safe(proc.username)
-            cmdline = _safe(proc.cmdline)
-            rss = _safe(lambda: proc.memory_info().rss)
-    except psutil.NoSuchProcess:
+        proc = open_process(entry.pid)
+        name = proc.name()
+        status = proc.status()
+        create_time = proc.create_time()
+        ppid = proc.ppid()
+        user = _safe(proc.username)
+        cmdline = _safe(proc.cmdline)
+        rss = _safe(proc.rss)
+    except procfs.NoSuchProcess:
         note = (
             "not visible from this container's PID namespace (NVML reports host PIDs)"
             if in_container
             else "no such process: it exited, or its memory is held by a defunct context"
         )
         return GpuProcess(**base, visible=False, note=note), errors
-    except psutil.AccessDenied as exc:
+    except procfs.AccessDenied as exc:
         errors.append(ProbeError("process", f"pid:{entry.pid}", f"access denied: {exc}"))
         return GpuProcess(**base, note="details hidden: permission denied"), errors
 
     parent_cmdline = None
     if ppid:
-        parent_cmdline = _safe(lambda: psutil.Process(ppid).cmdline())
+        parent_cmdline = _safe(lambda: open_process(ppid).cmdline())
     try:
         env = read_process_environ(entry.pid)
     except OSError:
         env = {}  # another user's process: its environment is private, as it should be
-    try:
-        cgroup = Path(f"/proc/{entry.pid}/cgroup").read_text()
-    except OSError:
-        cgroup = None
-    proc_obj = proc
+    cgroup = _read_cgroup(entry.pid)
     return (
         GpuProcess(
             **base,
@@ -126,10 +187,10 @@ def describe(entry: NvmlProcessLike, in_container: bool) -> tuple[GpuProcess, li
             rss_bytes=rss,
             container=container_from_cgroup(cgroup) if cgroup else None,
             cgroup=cgroup.strip().splitlines()[-1] if cgroup and cgroup.strip() else None,
-            listen_ports=_listen_ports(proc_obj),
+            listen_ports=_safe(proc.listen_ports),
             dist_rank=_dist_rank(env),
             note="zombie: exited but not reaped; its parent must wait() for it"
-            if status == psutil.STATUS_ZOMBIE
+            if status == "zombie"
             else None,
         ),
         errors,
@@ -139,18 +200,19 @@ def describe(entry: NvmlProcessLike, in_container: bool) -> tuple[GpuProcess, li
 def _safe(func):
     try:
         return func()
-    except (psutil.Error, OSError):
+    except (procfs.Error, OSError):
         return None
 
 
 def read_processes(
-    entries: Iterable[NvmlProcessLike], container: str | None
+    entries: Iterable[NvmlProcessLike], container: str | None, root: str = procfs.PROC
 ) -> tuple[list[GpuProcess], list[ProbeError]]:
     processes: list[GpuProcess] = []
     errors: list[ProbeError] = []
     in_container = container is not None
+    opener = process_opener(root)
     for entry in entries:
-        process, problems = describe(entry, in_container)
+        process, problems = describe(entry, in_container, opener)
         processes.append(process)
         errors.extend(problems)
     processes.sort(key=lambda p: (p.gpu_index, p.pid))

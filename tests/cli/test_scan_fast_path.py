@@ -243,9 +243,10 @@ def test_a_plain_scan_exits_with_everything_an_exit_owes(node, tmp_path: Path, t
 # What a plain `scan --json` has no use for, each a measured cost of every start (bench/RESULTS.md,
 # "scan start-up: records as structs"): typer's command tree; dataclasses, whose generated methods
 # are compiled from source text; the json module, whose place msgspec takes unless a saved
-# document is read. (inspect is not listed: typing_extensions, where installed, imports it.)
+# document is read; psutil, whose figures a scan on Linux reads from /proc itself ("scan start-up
+# without psutil"). (inspect is not listed: typing_extensions, where installed, imports it.)
 NOT_IMPORTED_BY_A_PLAIN_SCAN = ("typer", "click", "rich", "dataclasses", "json", "difflib",
-                                "tomllib", "email", "importlib.metadata")
+                                "tomllib", "email", "importlib.metadata", "psutil")
 
 MODULES = r"""
 import sys
@@ -259,13 +260,27 @@ sys.exit(code)
 
 
 def test_a_plain_scan_imports_only_what_it_uses(fake_nvml, cli_env, tmp_path: Path):
-    env = fake_nvml(h100_node(2), base=cli_env)
+    # a real process on each GPU (its details are looked up) and one that is gone
+    sleeper = subprocess.Popen(["sleep", "600"])
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    try:
+        loaded = _modules_of_a_plain_scan(fake_nvml(h100_node(2, pids=[sleeper.pid, gone.pid]),
+                                                    base=cli_env), tmp_path)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert "gpu_audit.collect.nvml" in loaded and "msgspec" in loaded  # the listing is whole
+    assert sorted(loaded.intersection(NOT_IMPORTED_BY_A_PLAIN_SCAN)) == []
+
+
+def _modules_of_a_plain_scan(env: dict[str, str], tmp_path: Path) -> set[str]:
     listing = tmp_path / "modules.txt"
     completed = subprocess.run(
         [sys.executable, "-c", MODULES, str(listing), "scan", "--json", "--no-report"], env=env,
         cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert completed.returncode in (0, 1, 2), completed.stderr
-    assert len(json.loads(completed.stdout)["gpus"]) == 2
-    loaded = set(listing.read_text().split())
-    assert "gpu_audit.collect.nvml" in loaded and "msgspec" in loaded  # the listing is whole
-    assert sorted(loaded.intersection(NOT_IMPORTED_BY_A_PLAIN_SCAN)) == []
+    document = json.loads(completed.stdout)
+    assert len(document["gpus"]) == 2
+    assert [p["visible"] for p in document["processes"]] == [True, False]
+    return set(listing.read_text().split())
