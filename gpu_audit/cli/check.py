@@ -38,13 +38,14 @@ def parse_stages(text: str | None) -> list[str] | None:
 
 
 def current_user() -> str | None:
-    """The user running check, as process owners are reported (psutil's username)."""
-    import psutil
+    """The user running check, as process owners are reported (the real uid's name, else the
+    uid as text, as psutil's username gives it)."""
+    import pwd
 
     try:
-        return psutil.Process().username()
-    except (psutil.Error, KeyError, OSError):
-        return None
+        return pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:
+        return str(os.getuid())
 
 
 # Declared as data: typer builds the command from these, and a plain `check --json` line is

@@ -24,6 +24,8 @@ from itertools import islice
 PROC = "/proc"
 # A command line is read up to this (the default Linux argument area is 2 MiB).
 MAX_CMDLINE_BYTES = 4 * 1024**2
+# A process's environment, read up to this (it lives in the same argument area).
+MAX_ENVIRON_BYTES = MAX_CMDLINE_BYTES
 # stat, statm, status, meminfo, vmstat: a few kilobytes each.
 MAX_SMALL_BYTES = 1024**2
 # /proc/stat has a line per CPU and one per interrupt before btime: large on big nodes.

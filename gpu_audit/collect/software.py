@@ -12,6 +12,7 @@ import re
 import sys
 from pathlib import Path
 
+from gpu_audit.collect.procfs import MAX_ENVIRON_BYTES, read_bounded
 from gpu_audit.knowledge.allocator.names import BOTH_VARS, CUDA_VAR, NEW_VAR
 from gpu_audit.model import AllocatorConfig, ProbeError
 from gpu_audit.redact import redact_env
@@ -167,9 +168,10 @@ def unlabelled_build(system: str | None = None) -> tuple[str | None, str | None]
 
 
 def read_process_environ(pid: int) -> dict[str, str]:
-    """Another process's environment (same user or root only; raises OSError otherwise)."""
-    with open(f"/proc/{pid}/environ", "rb") as handle:
-        raw = handle.read()
+    """Another process's environment (same user or root only; raises OSError otherwise), its
+    first :data:`~gpu_audit.collect.procfs.MAX_ENVIRON_BYTES` (the variables gpu-audit reads
+    are set by launchers, near the start)."""
+    raw = read_bounded(f"/proc/{pid}/environ", MAX_ENVIRON_BYTES)
     env: dict[str, str] = {}
     for item in raw.split(b"\0"):
         key, sep, value = item.partition(b"=")

@@ -532,3 +532,11 @@ min_free_vram_pct = 0
     assert by_id["stage-smoke"][0]["status"] == "pass"
     assert by_id["torch-cuda"][0]["status"] == "pass"
     assert "round-tripped on cuda:" in by_id["torch-cuda"][0]["summary"]
+
+
+def test_the_running_user_is_named_as_process_owners_are() -> None:
+    import psutil
+
+    from gpu_audit.cli.check import current_user
+
+    assert current_user() == psutil.Process().username()

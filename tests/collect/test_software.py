@@ -114,6 +114,23 @@ def test_pid_reads_that_process_environment_and_its_torch(training_job):
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_another_process_environment_is_read_within_its_bound(monkeypatch):
+    # The variables past the bound are not read (nor held): only the first bytes count.
+    env = {"FIRST": "1", "PADDING": "x" * 100_000, "LAST": "2"}
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], env=env)
+    try:
+        time.sleep(0.2)
+        assert read_process_environ(child.pid).keys() >= {"FIRST", "LAST"}
+        monkeypatch.setattr(software, "MAX_ENVIRON_BYTES", 4096)
+        cut = read_process_environ(child.pid)
+        assert cut.get("FIRST") == "1" and "LAST" not in cut
+        assert len(cut.get("PADDING", "")) < 4096
+    finally:
+        child.kill()
+        child.wait()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_a_process_that_has_not_imported_torch_falls_back_to_ours():
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
