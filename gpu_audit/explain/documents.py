@@ -51,8 +51,8 @@ _PULL_REQUEST_HEAD = re.compile(
 # A conventional commit title ("fix(nvidia/xid): ...", "docs: ...") as a source's first line,
 # or one that says what the change does, in the third person ("Adds a flag that ...").
 _COMMIT_TITLE = re.compile(
-    # (after a ticket's key, "[PROJ-123] fix(xid): ...")
-    r"^(?:#+\s*)?(?:\[[\w.-]{1,30}\]\s*)?"
+    # (after a ticket's keys, "[PROJ-123] [PROJ-124] fix(xid): ...")
+    r"^(?:#+\s*)?(?:\[[\w.-]{1,30}\]\s*){0,4}"
     r"(?:(?:feat|fix|docs?|chore|refactor|perf|test|tests|ci|build|style|revert)"
     r"(?:\([^)\n]{1,60}\))?!?: \S|(?i:(?:adds|implements|introduces|refactors|bumps|renames|"
     r"deprecates|exposes) \S|fixes (?:#\d|an? |the ))|"

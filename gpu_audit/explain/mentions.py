@@ -202,6 +202,11 @@ _EXPLAINER_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                           r"\b|\bthe dreaded\b|\bmust be familiar with\b|"
                           r"\bif you(?:'ve| have)? ever (?:seen|encountered|trained|run)\b|"
                           r"\b(?:a |one of the most )?common (?:error|problem|issue)s?\b|"
+                          # a scenario told to the reader: "You launch a week-long job on ...",
+                          # "Imagine that ...": what could happen, not what did
+                          r"(?:^|[.!?]\s)(?:imagine (?:that|you)\b|picture this\b|suppose "
+                          r"(?:that|you)\b|you (?:start|launch|kick off|submit) an? [^.\n]{0,40}?"
+                          r"\b(?:run|job)\b)|"
                           r"(?:经常|容易|常常|常会)(?:会)?(?:遇到|出现|碰到)|常见(?:的)?(?:错误|问题|报错)|よくある|"
                           r"よく遭遇|\bcommon symptoms\b|"
                           r"자주 (?:발생|보는)|"

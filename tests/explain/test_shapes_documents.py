@@ -32,6 +32,8 @@ def failures(name: str):  # type: ignore[no-untyped-def]
     "title_only_without_own_run.log",  # a title, but no report of the failure
     "blog_oom_first_line_can_be_solved_ko.log",  # "... 때문에 발생하는 오류", "해결할 수 있다"
     "pr_review_merging_smi_motivation.log",  # a fenced motivation, then "Merging now."
+    "pr_ticket_keys_xid_table.log",  # two ticket keys before "fix(...):", Xid lines as data
+    "scenario_second_person_fallen_off_bus.log",  # "You launch a ... job": a made-up scenario
 ])
 def test_quoted_failures_raise_no_error(name: str) -> None:
     assert failures(name) == [], [(i.signature, i.title) for i in failures(name)]
@@ -42,6 +44,7 @@ def test_quoted_failures_raise_no_error(name: str) -> None:
     "pr_this_patch_handles_library_not_found.log",
     "pr_summary_test_plan_allocator_diff.log",
     "pr_review_merging_smi_motivation.log",
+    "pr_ticket_keys_xid_table.log",
 ])
 def test_a_pull_request_is_known_from_its_first_lines(name: str) -> None:
     assert read_head((SHAPES / name).read_bytes(), whole=True).pull_request
