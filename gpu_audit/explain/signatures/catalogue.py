@@ -61,6 +61,7 @@ ORDER = (
     "alloc-conf/ignored-options",
     "alloc-conf/expandable-unsupported",
     "alloc-conf/expandable-assert",
+    "alloc-conf/expandable-ipc-kernel",
     "alloc-conf/driver-vmm",
     "alloc-conf/setting",
     # kernel faults, before the cuBLAS and NCCL errors that often wrap them
