@@ -200,3 +200,10 @@ def test_xid_13_alone_stays_a_warning() -> None:
             "Exception on (GPC 0, TPC 0, SM 0): Out Of Range Address\n")
     (xid,) = classify_text(text, torch_version=None)
     assert xid.severity == Severity.WARNING and xid.role == "context"
+
+
+# --- a reporter's guess at the cause is no explainer ------------------------------------------
+
+def test_a_guess_at_what_caused_the_writers_failure_keeps_it_reported() -> None:
+    # "It seems this error occurs when ...": the writer's guess, not a page explaining the error
+    assert root("device_assert_guessed_cause.log").cls == "device-assert"
