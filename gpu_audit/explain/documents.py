@@ -131,7 +131,7 @@ _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("gpu-hardware/uncorrectable-ecc", r"\buncorrectable ECC\b|\bECC errors?\b[^\n]{0,30}?"
                                            r"\buncorrectable\b|\bdouble[- ]bit ECC\b"),
         ("illegal-memory-access/illegal-address", r"\billegal (?:memory )?(?:access|address)\b"),
-        ("nccl/watchdog-timeout", r"\bNCCL\b[^\n]{0,80}?\b(?:tim(?:ed|es|ing) ?out|timeouts?|"
+        ("nccl/watchdog-timeout", r"(?:\b|ProcessGroup)NCCL\b[^\n]{0,80}?\b(?:tim(?:ed|es|ing) ?out|timeouts?|"
                                   r"hangs?|hanging|stuck)\b|\bWorkNCCL\([^\n]*\bTimeout\b|"
                                   # ("NCCL超时", "nccl 超时时间": a timeout, in Chinese)
                                   r"\bNCCL(?![A-Za-z])[^\n]{0,40}?(?:超时|卡住|卡死)"),
@@ -178,6 +178,10 @@ _REQUEST_TITLE = re.compile(r"^(?:\[(?:FR|feature(?: request)?|enhancement|RFE|R
 # from a message the writer's run printed: the title reports it.
 _SOURCE_POSITION = re.compile(
     r"\b(?P<file>[\w.-]+\.(?:cpp|cu|cc|c|h|hpp|py))[\"']?:(?P<line>\d+)\b")
+# A title that opens with a message in quotes and says what the writer was doing when it came
+# ('"... watchdog got stuck" when training on two nodes'): copied from the writer's own run.
+_QUOTED_WHEN = re.compile(r"^(?:\"[^\"\n]{12,200}\"|`[^`\n]{12,200}`)\s+(?:when|while|during|"
+                          r"after|at)\s+\w", re.IGNORECASE)
 _QUESTION_TITLE = re.compile(r"^\s*(?:(?:how (?:to|do|can)|what is|why)\b|如何|怎么|怎样|为什么)",
                              re.IGNORECASE)
 # A log's own first line (a timestamp, a bracketed prefix, a log level) is no thread's title.
@@ -272,7 +276,8 @@ def title_failure(head: Head, logged: bool = False) -> str | None:
             or _REQUEST_TITLE.match(title)
             or _LOG_LINE.search(title)):
         return None
-    if not (head.own_run or head.fenced or logged or _SOURCE_POSITION.search(title)):
+    if not (head.own_run or head.fenced or logged or _SOURCE_POSITION.search(title)
+            or _QUOTED_WHEN.match(title)):
         return None
     return next((sig_id for sig_id, pattern in _TITLES if pattern.search(title)
                  and not (sig_id.startswith("host-oom/") and _NOT_MEMORY.search(title))), None)

@@ -106,6 +106,11 @@ def test_a_title_names_the_failure_when_the_text_reports_it(name: str, cls: str)
     assert incident.locations[0].line == 1 and incident.excerpt.startswith("#")
 
 
+def test_a_message_quoted_in_the_title_with_what_the_writer_did_is_reported() -> None:
+    incident = root("nccl_title_quoted_when_training.log")
+    assert incident.cls == "nccl" and incident.title.startswith("Named in the title")
+
+
 @pytest.mark.parametrize("name", [
     "title_oom_finetune_same_problem.log",  # QLoRA, 13B; "I have the same problem"
     "title_oom_am_i_doing_wrong_screenshot.log",  # "4*a-100"; "Am I doing something wrong?"
@@ -131,6 +136,9 @@ def test_an_oom_named_with_a_fine_tunings_words_in_a_reported_title(name: str) -
     ("# [Usage] OOM for 7B finetuning 8xA100(40G)", "I tried 2 nodes.", "cuda-oom"),
     ("# [Feature] catch OOM during LoRA fine-tuning", "I have the same problem.", None),
     ("# OOM killed while fine-tuning a 7B model", "I have the same problem.", "host-oom"),
+    # a message quoted in the title, then what the writer was doing when it came
+    ('"ProcessGroupNCCL\'s watchdog got stuck" when training on 2 nodes', "Any update?", "nccl"),
+    ('"ProcessGroupNCCL\'s watchdog got stuck" in the docs', "Some background.", None),
     # a log's own first line, not a title, though a block follows
     ("[I 12:00:01] NCCL INFO comm 0x1 timeout 1800s", "```\nstep 1\n```", None),
     ("2024-05-01 10:00:01 NCCL all-reduce timing out?", "```\nstep 1\n```", None),
