@@ -103,6 +103,9 @@ OWN_RUN = re.compile(
     # ... or as IPython prints it: "/home/u/env/.../training.py in _fit_loop(self, ...)", with
     # its arrow at the line that ran ("-> 1235     outs = f(ins_batch)")
     r"^(?:/|[A-Za-z]:\\)[^\s\n]+\.py in [\w<>]+\(|^-{1,3}> ?\d+ {2,}\S|"
+    # ... or a glog line, with its process id and source position ("I1019 09:20:42.064462 82681
+    # Util.cpp:166] ..."): a program's own log
+    r"^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d{6} +\d+ [\w.-]+\.(?:cc|cpp|cu|h|py):\d+\]|"
     r"(?:environment|环境)\s*[:：]|我(?:的|在|用|运行|训练|遇到|跑)|私の|実行すると|"
     r"제가|저의|"
     # "... keeps triggering this error", "the error shows up" ("뜨는데", "뜹니다"): the present
@@ -117,7 +120,8 @@ OWN_RUN = re.compile(
 _GPU_MEMORY = (r"(?:CUDA|GPU|VRAM|reserved|(?:un)?allocated|RTX|GTX|Tesla|Quadro|A-?\d{2,4}|H\d{3}|"
                r"V100|T4|L4|L40S?|\d{1,2} ?[x*×] ?[AHLV]-?\d{2,4}|Q?LoRA|fine-?tun\w*|"
                r"\d{1,3}(?:\.\d)?B)")
-_OOM_WORDS = r"(?:out of memory|OOM(?![- ]?kill))"  # ("OOM-killer" is the host's)
+# ("OOM-killer" is the host's; "out-of-memory" as a compound in a title)
+_OOM_WORDS = r"(?:out[- ]of[- ]memory|OOM(?![- ]?kill))"
 # A failure named in a thread's title, by class: the signature whose advice it gets.
 _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (sig_id, re.compile(pattern, re.IGNORECASE)) for sig_id, pattern in (

@@ -106,6 +106,22 @@ def test_a_title_names_the_failure_when_the_text_reports_it(name: str, cls: str)
     assert incident.locations[0].line == 1 and incident.excerpt.startswith("#")
 
 
+def test_an_infiniband_completion_error_as_a_title_over_info_lines() -> None:
+    # "NET/IB:Got completion ..." without "NCCL WARN" and without a space after the colon
+    incident = root("nccl_ib_completion_title_info_lines.log")
+    assert incident.signature == "nccl/network" and incident.locations[0].line == 1
+    assert incident.numbers["status"] == 12
+
+
+@pytest.mark.parametrize("name", [
+    "oom_title_glog_body_cut_zh.log",  # a glog line below: a program's own log, cut
+    "oom_title_hyphenated_question_zh.log",  # "out-of-memory"; "我在 ... 会出现"
+])
+def test_an_oom_title_over_a_run_the_writer_reports(name: str) -> None:
+    incident = root(name)
+    assert incident.cls == "cuda-oom" and incident.title.startswith("Named in the title")
+
+
 def test_a_message_quoted_in_the_title_with_what_the_writer_did_is_reported() -> None:
     incident = root("nccl_title_quoted_when_training.log")
     assert incident.cls == "nccl" and incident.title.startswith("Named in the title")
