@@ -140,7 +140,9 @@ _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                                   # ("NCCL超时", "nccl 超时时间": a timeout, in Chinese)
                                   r"\bNCCL(?![A-Za-z])[^\n]{0,40}?(?:超时|卡住|卡死)"),
         # (the caching allocator's own words say whose memory: "reserved", "allocated")
-        ("cuda-oom/caching-allocator", rf"\b{_GPU_MEMORY}\b[^\n]{{0,60}}?\b{_OOM_WORDS}\b|"
+        # (right after a Chinese word, with no space: "出现Cuda Error: out of memory")
+        ("cuda-oom/caching-allocator", rf"(?<![A-Za-z0-9_]){_GPU_MEMORY}\b[^\n]{{0,60}}?"
+                                       rf"\b{_OOM_WORDS}\b|"
                                        rf"\b{_OOM_WORDS}\b[^\n]{{0,60}}?\b{_GPU_MEMORY}\b|"
                                        r"\bOutOfMemoryError\b|\bCUDA_ERROR_OUT_OF_MEMORY\b"),
         ("host-oom/kernel-oom-killer", r"\boom[- ]?kill(?:er|ed)\b"),
