@@ -134,11 +134,14 @@ _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                                         r"\bGPU is lost\b|\blost from the bus\b|\bXid\W{0,3}79\b"),
         ("gpu-hardware/uncorrectable-ecc", r"\buncorrectable ECC\b|\bECC errors?\b[^\n]{0,30}?"
                                            r"\buncorrectable\b|\bdouble[- ]bit ECC\b"),
-        ("illegal-memory-access/illegal-address", r"\billegal (?:memory )?(?:access|address)\b"),
+        ("illegal-memory-access/illegal-address", r"\billegal (?:memory )?(?:access|address)\b|"
+                                                  r"\billegal memory errors?\b"),
         ("nccl/watchdog-timeout", r"(?:\b|ProcessGroup)NCCL\b[^\n]{0,80}?\b(?:tim(?:ed|es|ing) ?"
                                   r"out|timeouts?|hangs?|hanging|stuck)\b|\bWorkNCCL\([^\n]*\bTimeout\b|"
                                   # ("NCCL超时", "nccl 超时时间": a timeout, in Chinese)
                                   r"\bNCCL(?![A-Za-z])[^\n]{0,40}?(?:超时|卡住|卡死)"),
+        # Slurm's (or a cgroup's) out-of-memory: the host's, whatever GPU the title names
+        ("host-oom/slurm-oom-kill", rf"\b(?:slurm|cgroup)\b[^\n]{{0,20}}?\b{_OOM_WORDS}\b"),
         # (the caching allocator's own words say whose memory: "reserved", "allocated")
         # (right after a Chinese word, with no space: "出现Cuda Error: out of memory")
         ("cuda-oom/caching-allocator", rf"(?<![A-Za-z0-9_]){_GPU_MEMORY}\b[^\n]{{0,60}}?"
@@ -233,17 +236,27 @@ def read_head(data: bytes, whole: bool) -> Head:
     return head
 
 
+# "I tried running `x.py` after applying these changes": a diff the writer ran, not a change
+_TRIED_WITH = re.compile(r"\bI (?:tried|ran|run|am running|have run)\b[^\n]{0,80}?\b(?:after|with|"
+                         r"using) (?:applying|these|this|the following)\b", re.IGNORECASE)
+
+
 def _unfenced(lines: list[str]) -> list[str]:
     """``lines`` without those in fenced blocks not marked as a diff: a patch a reply pastes by
     hand ("```" then "diff --git ...") is a suggestion in a thread, not the change a pull
-    request is (a change's own diff is shown in a "```diff" block)."""
-    out, fence = [], ""
+    request is (a change's own diff is shown in a "```diff" block), and so is a diff after the
+    writer says they ran it ("I tried running ... after applying these changes")."""
+    out, fence, said = [], "", ""
     for line in lines:
         stripped = line.strip()
         if stripped.startswith("```"):
             fence = "" if fence else (stripped[3:].strip() or "text")
+            if fence in ("diff", "patch") and _TRIED_WITH.search(said):
+                fence = "text"  # "I tried running it after applying these changes": a try
         elif fence not in ("text", "txt", "shell", "bash", "console", "python", "py"):
             out.append(line)
+        if stripped and not fence:
+            said = stripped
     return out
 
 

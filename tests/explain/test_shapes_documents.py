@@ -122,6 +122,26 @@ def test_an_oom_title_over_a_run_the_writer_reports(name: str) -> None:
     assert incident.cls == "cuda-oom" and incident.title.startswith("Named in the title")
 
 
+@pytest.mark.parametrize(("name", "cls"), [
+    ("oom_title_reply_tried_diff.log", "cuda-oom"),  # a "```diff" the reply says it ran
+    ("illegal_memory_errors_in_writers_words.log", "illegal-memory-access"),
+    ("slurm_oom_title_fenced_command.log", "host-oom"),  # "slurm OOM", whatever the GPU
+])
+def test_a_title_over_a_text_that_reports_it(name: str, cls: str) -> None:
+    incident = root(name)
+    assert incident.cls == cls and incident.title.startswith("Named in the title")
+
+
+def test_a_diff_the_writer_says_they_ran_makes_no_pull_request() -> None:
+    head = read_head((SHAPES / "oom_title_reply_tried_diff.log").read_bytes(), whole=True)
+    assert not head.pull_request
+
+
+def test_a_launchers_error_code_minus_9_is_a_sigkill() -> None:
+    killed = root("error_code_minus_9_after_hours.log")
+    assert killed.signature == "host-oom/sigkill" and killed.is_failure
+
+
 def test_a_message_quoted_in_the_title_with_what_the_writer_did_is_reported() -> None:
     incident = root("nccl_title_quoted_when_training.log")
     assert incident.cls == "nccl" and incident.title.startswith("Named in the title")
