@@ -251,3 +251,16 @@ def test_xid_13_alone_stays_a_warning() -> None:
 def test_a_guess_at_what_caused_the_writers_failure_keeps_it_reported() -> None:
     # "It seems this error occurs when ...": the writer's guess, not a page explaining the error
     assert root("device_assert_guessed_cause.log").cls == "device-assert"
+
+
+# --- an NCCL timeout told in Chinese prose ----------------------------------------------------
+
+def test_an_nccl_timeout_the_writer_reports_in_chinese() -> None:
+    # "30分钟后报NCCL超时错误": thirty minutes later it reported an NCCL timeout error
+    timeout = root("nccl_timeout_told_zh.log")
+    assert timeout.signature == "nccl/timeout-told" and timeout.is_failure
+
+
+def test_an_nccl_timeout_asked_about_in_chinese_is_no_failure() -> None:
+    # "如何解决 ... 出现NCCL超时？", "如果NCCL报超时": a question and a condition
+    assert failures("nccl_timeout_question_zh.log") == []

@@ -104,6 +104,7 @@ ORDER = (
     "driver-mismatch/cuda-init",
     # collectives: mostly echoes of a failure named above
     "nccl/watchdog-timeout",
+    "nccl/timeout-told",
     "nccl/timeout-progress",
     "nccl/heartbeat",
     "nccl/duplicate-gpu",
