@@ -160,7 +160,7 @@ def continues(a: _Piece, b: _Piece, widths: dict[int, bool], so_far: str) -> str
     if a.kind and not b.kind and not fixed:
         # (a prefixed line cut inside a bracket it opened, "WorkNCCL(S" / "eqNum=7, ...)":
         # the next line is the rest of its fields, cut with nothing lost)
-        return "" if _cut_in_bracket(a.body, b.raw) else None
+        return "" if _cut_in_bracket(a.body, so_far, b.raw) else None
     body = b.body if b.kind else b.raw
     stripped = body.strip()
     if not stripped or _HARD_RECORD.match(stripped) or _same_shape(a.raw, b.raw):
@@ -195,10 +195,10 @@ def _same_shape(a: str, b: str) -> bool:
     return shape_a == shape_b and len(shape_a) >= 6 and not shape_a.isalpha()
 
 
-def _cut_in_bracket(end: str, nxt: str) -> bool:
-    """Was ``end`` cut inside a word in a bracket it opened, that ``nxt`` goes on to close
-    (``... WorkNCCL(S`` then ``eqNum=884217, ...) ran for ...``)?"""
-    return (end[-1:].isalnum() and end.count("(") > end.count(")") and nxt[:1].isalnum()
+def _cut_in_bracket(end: str, so_far: str, nxt: str) -> bool:
+    """Was the line ``end`` cut inside a word, in a bracket the text joined so far opened, that
+    ``nxt`` goes on to close (``... WorkNCCL(S`` then ``eqNum=884217, ...) ran for ...``)?"""
+    return (end[-1:].isalnum() and so_far.count("(") > so_far.count(")") and nxt[:1].isalnum()
             and nxt.count(")") > nxt.count("(") and not _NEW_RECORD.match(nxt))
 
 
