@@ -51,8 +51,8 @@ _PULL_REQUEST_HEAD = re.compile(
 # A conventional commit title ("fix(nvidia/xid): ...", "docs: ...") as a source's first line,
 # or one that says what the change does, in the third person ("Adds a flag that ...").
 _COMMIT_TITLE = re.compile(
-    # (after a ticket's key, "[PROJ-123] fix(xid): ...")
-    r"^(?:#+\s*)?(?:\[[\w.-]{1,30}\]\s*)?"
+    # (after a ticket's keys, "[PROJ-123] [PROJ-124] fix(xid): ...")
+    r"^(?:#+\s*)?(?:\[[\w.-]{1,30}\]\s*){0,4}"
     r"(?:(?:feat|fix|docs?|chore|refactor|perf|test|tests|ci|build|style|revert)"
     r"(?:\([^)\n]{1,60}\))?!?: \S|(?i:(?:adds|implements|introduces|refactors|bumps|renames|"
     r"deprecates|exposes) \S|fixes (?:#\d|an? |the ))|"
@@ -103,6 +103,9 @@ OWN_RUN = re.compile(
     # ... or as IPython prints it: "/home/u/env/.../training.py in _fit_loop(self, ...)", with
     # its arrow at the line that ran ("-> 1235     outs = f(ins_batch)")
     r"^(?:/|[A-Za-z]:\\)[^\s\n]+\.py in [\w<>]+\(|^-{1,3}> ?\d+ {2,}\S|"
+    # ... or a glog line, with its process id and source position ("I1019 09:20:42.064462 82681
+    # Util.cpp:166] ..."): a program's own log
+    r"^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d{6} +\d+ [\w.-]+\.(?:cc|cpp|cu|h|py):\d+\]|"
     r"(?:environment|环境)\s*[:：]|我(?:的|在|用|运行|训练|遇到|跑)|私の|実行すると|"
     r"제가|저의|"
     # "... keeps triggering this error", "the error shows up" ("뜨는데", "뜹니다"): the present
@@ -117,7 +120,8 @@ OWN_RUN = re.compile(
 _GPU_MEMORY = (r"(?:CUDA|GPU|VRAM|reserved|(?:un)?allocated|RTX|GTX|Tesla|Quadro|A-?\d{2,4}|H\d{3}|"
                r"V100|T4|L4|L40S?|\d{1,2} ?[x*×] ?[AHLV]-?\d{2,4}|Q?LoRA|fine-?tun\w*|"
                r"\d{1,3}(?:\.\d)?B)")
-_OOM_WORDS = r"(?:out of memory|OOM(?![- ]?kill))"  # ("OOM-killer" is the host's)
+# ("OOM-killer" is the host's; "out-of-memory" as a compound in a title)
+_OOM_WORDS = r"(?:out[- ]of[- ]memory|OOM(?![- ]?kill))"
 # A failure named in a thread's title, by class: the signature whose advice it gets.
 _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (sig_id, re.compile(pattern, re.IGNORECASE)) for sig_id, pattern in (
@@ -130,13 +134,18 @@ _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                                         r"\bGPU is lost\b|\blost from the bus\b|\bXid\W{0,3}79\b"),
         ("gpu-hardware/uncorrectable-ecc", r"\buncorrectable ECC\b|\bECC errors?\b[^\n]{0,30}?"
                                            r"\buncorrectable\b|\bdouble[- ]bit ECC\b"),
-        ("illegal-memory-access/illegal-address", r"\billegal (?:memory )?(?:access|address)\b"),
-        ("nccl/watchdog-timeout", r"\bNCCL\b[^\n]{0,80}?\b(?:tim(?:ed|es|ing) ?out|timeouts?|"
-                                  r"hangs?|hanging|stuck)\b|\bWorkNCCL\([^\n]*\bTimeout\b|"
+        ("illegal-memory-access/illegal-address", r"\billegal (?:memory )?(?:access|address)\b|"
+                                                  r"\billegal memory errors?\b"),
+        ("nccl/watchdog-timeout", r"(?:\b|ProcessGroup)NCCL\b[^\n]{0,80}?\b(?:tim(?:ed|es|ing) ?"
+                                  r"out|timeouts?|hangs?|hanging|stuck)\b|\bWorkNCCL\([^\n]*\bTimeout\b|"
                                   # ("NCCL超时", "nccl 超时时间": a timeout, in Chinese)
                                   r"\bNCCL(?![A-Za-z])[^\n]{0,40}?(?:超时|卡住|卡死)"),
+        # Slurm's (or a cgroup's) out-of-memory: the host's, whatever GPU the title names
+        ("host-oom/slurm-oom-kill", rf"\b(?:slurm|cgroup)\b[^\n]{{0,20}}?\b{_OOM_WORDS}\b"),
         # (the caching allocator's own words say whose memory: "reserved", "allocated")
-        ("cuda-oom/caching-allocator", rf"\b{_GPU_MEMORY}\b[^\n]{{0,60}}?\b{_OOM_WORDS}\b|"
+        # (right after a Chinese word, with no space: "出现Cuda Error: out of memory")
+        ("cuda-oom/caching-allocator", rf"(?<![A-Za-z0-9_]){_GPU_MEMORY}\b[^\n]{{0,60}}?"
+                                       rf"\b{_OOM_WORDS}\b|"
                                        rf"\b{_OOM_WORDS}\b[^\n]{{0,60}}?\b{_GPU_MEMORY}\b|"
                                        r"\bOutOfMemoryError\b|\bCUDA_ERROR_OUT_OF_MEMORY\b"),
         ("host-oom/kernel-oom-killer", r"\boom[- ]?kill(?:er|ed)\b"),
@@ -178,6 +187,10 @@ _REQUEST_TITLE = re.compile(r"^(?:\[(?:FR|feature(?: request)?|enhancement|RFE|R
 # from a message the writer's run printed: the title reports it.
 _SOURCE_POSITION = re.compile(
     r"\b(?P<file>[\w.-]+\.(?:cpp|cu|cc|c|h|hpp|py))[\"']?:(?P<line>\d+)\b")
+# A title that opens with a message in quotes and says what the writer was doing when it came
+# ('"... watchdog got stuck" when training on two nodes'): copied from the writer's own run.
+_QUOTED_WHEN = re.compile(r"^(?:\"[^\"\n]{12,200}\"|`[^`\n]{12,200}`)\s+(?:when|while|during|"
+                          r"after|at)\s+\w", re.IGNORECASE)
 _QUESTION_TITLE = re.compile(r"^\s*(?:(?:how (?:to|do|can)|what is|why)\b|如何|怎么|怎样|为什么)",
                              re.IGNORECASE)
 # A log's own first line (a timestamp, a bracketed prefix, a log level) is no thread's title.
@@ -223,17 +236,27 @@ def read_head(data: bytes, whole: bool) -> Head:
     return head
 
 
+# "I tried running `x.py` after applying these changes": a diff the writer ran, not a change
+_TRIED_WITH = re.compile(r"\bI (?:tried|ran|run|am running|have run)\b[^\n]{0,80}?\b(?:after|with|"
+                         r"using) (?:applying|these|this|the following)\b", re.IGNORECASE)
+
+
 def _unfenced(lines: list[str]) -> list[str]:
     """``lines`` without those in fenced blocks not marked as a diff: a patch a reply pastes by
     hand ("```" then "diff --git ...") is a suggestion in a thread, not the change a pull
-    request is (a change's own diff is shown in a "```diff" block)."""
-    out, fence = [], ""
+    request is (a change's own diff is shown in a "```diff" block), and so is a diff after the
+    writer says they ran it ("I tried running ... after applying these changes")."""
+    out, fence, said = [], "", ""
     for line in lines:
         stripped = line.strip()
         if stripped.startswith("```"):
             fence = "" if fence else (stripped[3:].strip() or "text")
+            if fence in ("diff", "patch") and _TRIED_WITH.search(said):
+                fence = "text"  # "I tried running it after applying these changes": a try
         elif fence not in ("text", "txt", "shell", "bash", "console", "python", "py"):
             out.append(line)
+        if stripped and not fence:
+            said = stripped
     return out
 
 
@@ -272,7 +295,8 @@ def title_failure(head: Head, logged: bool = False) -> str | None:
             or _REQUEST_TITLE.match(title)
             or _LOG_LINE.search(title)):
         return None
-    if not (head.own_run or head.fenced or logged or _SOURCE_POSITION.search(title)):
+    if not (head.own_run or head.fenced or logged or _SOURCE_POSITION.search(title)
+            or _QUOTED_WHEN.match(title)):
         return None
     return next((sig_id for sig_id, pattern in _TITLES if pattern.search(title)
                  and not (sig_id.startswith("host-oom/") and _NOT_MEMORY.search(title))), None)

@@ -158,7 +158,9 @@ def continues(a: _Piece, b: _Piece, widths: dict[int, bool], so_far: str) -> str
     if b.kind and b.kind != a.kind:
         return None
     if a.kind and not b.kind and not fixed:
-        return None
+        # (a prefixed line cut inside a bracket it opened, "WorkNCCL(S" / "eqNum=7, ...)":
+        # the next line is the rest of its fields, cut with nothing lost)
+        return "" if _cut_in_bracket(a.body, so_far, b.raw) else None
     body = b.body if b.kind else b.raw
     stripped = body.strip()
     if not stripped or _HARD_RECORD.match(stripped) or _same_shape(a.raw, b.raw):
@@ -191,6 +193,13 @@ def _same_shape(a: str, b: str) -> bool:
         return False
     shape_a, shape_b = _DIGITS.sub("0", first_a[0]), _DIGITS.sub("0", first_b[0])
     return shape_a == shape_b and len(shape_a) >= 6 and not shape_a.isalpha()
+
+
+def _cut_in_bracket(end: str, so_far: str, nxt: str) -> bool:
+    """Was the line ``end`` cut inside a word, in a bracket the text joined so far opened, that
+    ``nxt`` goes on to close (``... WorkNCCL(S`` then ``eqNum=884217, ...) ran for ...``)?"""
+    return (end[-1:].isalnum() and so_far.count("(") > so_far.count(")") and nxt[:1].isalnum()
+            and nxt.count(")") > nxt.count("(") and not _NEW_RECORD.match(nxt))
 
 
 def _unclosed(text: str) -> bool:

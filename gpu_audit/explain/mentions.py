@@ -202,6 +202,11 @@ _EXPLAINER_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                           r"\b|\bthe dreaded\b|\bmust be familiar with\b|"
                           r"\bif you(?:'ve| have)? ever (?:seen|encountered|trained|run)\b|"
                           r"\b(?:a |one of the most )?common (?:error|problem|issue)s?\b|"
+                          # a scenario told to the reader: "You launch a week-long job on ...",
+                          # "Imagine that ...": what could happen, not what did
+                          r"(?:^|[.!?]\s)(?:imagine (?:that|you)\b|picture this\b|suppose "
+                          r"(?:that|you)\b|you (?:start|launch|kick off|submit) an? [^.\n]{0,40}?"
+                          r"\b(?:run|job)\b)|"
                           r"(?:经常|容易|常常|常会)(?:会)?(?:遇到|出现|碰到)|常见(?:的)?(?:错误|问题|报错)|よくある|"
                           r"よく遭遇|\bcommon symptoms\b|"
                           r"자주 (?:발생|보는)|"
@@ -246,13 +251,19 @@ _ASKED_INLINE = re.compile(
     r"solve|resolve|avoid|handle|debug)\b", re.IGNORECASE)
 
 
+# "It seems this error occurs when the target is 1000", "Maybe this error happens because ...":
+# a guess at what caused the writer's own failure, not an explanation of an error in general.
+_GUESSED = re.compile(r"^(?:it (?:seems?|looks like)|seems? (?:like|that)|i (?:think|guess|suspect|"
+                      r"believe)|maybe|perhaps|probably)\b", re.IGNORECASE)
+
+
 def explainer_cues(lines: list[str]) -> set[str]:
     """The kinds of explainer phrase found in ``lines`` (see :data:`EXPLAINER_MIN_CUES`)."""
     found = set()
     for line in lines:
         # (a question set in bold or as a heading is still a question: "### **How to ...?**")
         stripped = line.strip().rstrip("*_` ")
-        if not stripped or _ASKED.match(stripped):
+        if not stripped or _ASKED.match(stripped) or _GUESSED.match(stripped):
             continue
         if stripped.endswith(("?", "？")):  # a question is the reporter's: "how to fix this?"
             if _RHETORICAL_QUESTION.search(stripped):  # ... unless it asks the reader

@@ -126,10 +126,16 @@ KEYS: tuple[Key, ...] = (
     # ("ProcessGroupNCCL'" at a line's end: a terminal cut "ProcessGroupNCCL's" there)
     Key(rb"N(?:V(?:RM|ML|IDIA(?:-SMI| driver| Display Driver\. By default)|Link|LINK)"
         rb"|CCL(?: WARN| error| comm| oper| work|\(|"
-        rb"\.cpp|'(?:s|\r?\n)| INFO [\w/.-]+\.(?:cc|h|cu|cpp|hpp):\d+ -> [1-7]\b))",
+        rb"\.cpp|'(?:s|\r?\n)| INFO [\w/.-]+\.(?:cc|h|cu|cpp|hpp):\d+ -> [1-7]\b)"
+        # (an InfiniBand completion error without "NCCL WARN": a title, a retold line)
+        rb"|ET/\w+ ?: ?Got completion"
+        # (and right before a Chinese word, "NCCL超时", "NCCL会报超时错误": UTF-8 lead bytes)
+        rb"|CCL ?[\xe3-\xe9])",
         (b"NVRM", b"NVML", b"NVIDIA-SMI", b"NVIDIA driver", b"NVIDIA Display Driver. By default",
          b"NVLink", b"NVLINK", b"NCCL WARN", b"NCCL error", b"NCCL comm", b"NCCL oper",
-         b"NCCL work", b"NCCL(", b"NCCL.cpp", b"NCCL'",
+         b"NCCL work", b"NCCL(", b"NCCL.cpp", b"NCCL'", b"NET/",
+         *(b"NCCL" + bytes([lead]) for lead in range(0xE3, 0xEA)),
+         *(b"NCCL " + bytes([lead]) for lead in range(0xE3, 0xEA)),
          *(b" -> %d" % code for code in range(1, 8)))),
     # (an nvidia-smi table's "Processes:" row: who holds the GPU, in the rows below it)
     Key(rb"P(?:yTorch|YTORCH_|rocess(?:(?P<table>es:)| \d+ has)|TX)",

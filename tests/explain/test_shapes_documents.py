@@ -32,6 +32,8 @@ def failures(name: str):  # type: ignore[no-untyped-def]
     "title_only_without_own_run.log",  # a title, but no report of the failure
     "blog_oom_first_line_can_be_solved_ko.log",  # "... 때문에 발생하는 오류", "해결할 수 있다"
     "pr_review_merging_smi_motivation.log",  # a fenced motivation, then "Merging now."
+    "pr_ticket_keys_xid_table.log",  # two ticket keys before "fix(...):", Xid lines as data
+    "scenario_second_person_fallen_off_bus.log",  # "You launch a ... job": a made-up scenario
 ])
 def test_quoted_failures_raise_no_error(name: str) -> None:
     assert failures(name) == [], [(i.signature, i.title) for i in failures(name)]
@@ -42,6 +44,7 @@ def test_quoted_failures_raise_no_error(name: str) -> None:
     "pr_this_patch_handles_library_not_found.log",
     "pr_summary_test_plan_allocator_diff.log",
     "pr_review_merging_smi_motivation.log",
+    "pr_ticket_keys_xid_table.log",
 ])
 def test_a_pull_request_is_known_from_its_first_lines(name: str) -> None:
     assert read_head((SHAPES / name).read_bytes(), whole=True).pull_request
@@ -103,6 +106,47 @@ def test_a_title_names_the_failure_when_the_text_reports_it(name: str, cls: str)
     assert incident.locations[0].line == 1 and incident.excerpt.startswith("#")
 
 
+def test_an_infiniband_completion_error_as_a_title_over_info_lines() -> None:
+    # "NET/IB:Got completion ..." without "NCCL WARN" and without a space after the colon
+    incident = root("nccl_ib_completion_title_info_lines.log")
+    assert incident.signature == "nccl/network" and incident.locations[0].line == 1
+    assert incident.numbers["status"] == 12
+
+
+@pytest.mark.parametrize("name", [
+    "oom_title_glog_body_cut_zh.log",  # a glog line below: a program's own log, cut
+    "oom_title_hyphenated_question_zh.log",  # "out-of-memory"; "我在 ... 会出现"
+])
+def test_an_oom_title_over_a_run_the_writer_reports(name: str) -> None:
+    incident = root(name)
+    assert incident.cls == "cuda-oom" and incident.title.startswith("Named in the title")
+
+
+@pytest.mark.parametrize(("name", "cls"), [
+    ("oom_title_reply_tried_diff.log", "cuda-oom"),  # a "```diff" the reply says it ran
+    ("illegal_memory_errors_in_writers_words.log", "illegal-memory-access"),
+    ("slurm_oom_title_fenced_command.log", "host-oom"),  # "slurm OOM", whatever the GPU
+])
+def test_a_title_over_a_text_that_reports_it(name: str, cls: str) -> None:
+    incident = root(name)
+    assert incident.cls == cls and incident.title.startswith("Named in the title")
+
+
+def test_a_diff_the_writer_says_they_ran_makes_no_pull_request() -> None:
+    head = read_head((SHAPES / "oom_title_reply_tried_diff.log").read_bytes(), whole=True)
+    assert not head.pull_request
+
+
+def test_a_launchers_error_code_minus_9_is_a_sigkill() -> None:
+    killed = root("error_code_minus_9_after_hours.log")
+    assert killed.signature == "host-oom/sigkill" and killed.is_failure
+
+
+def test_a_message_quoted_in_the_title_with_what_the_writer_did_is_reported() -> None:
+    incident = root("nccl_title_quoted_when_training.log")
+    assert incident.cls == "nccl" and incident.title.startswith("Named in the title")
+
+
 @pytest.mark.parametrize("name", [
     "title_oom_finetune_same_problem.log",  # QLoRA, 13B; "I have the same problem"
     "title_oom_am_i_doing_wrong_screenshot.log",  # "4*a-100"; "Am I doing something wrong?"
@@ -128,6 +172,9 @@ def test_an_oom_named_with_a_fine_tunings_words_in_a_reported_title(name: str) -
     ("# [Usage] OOM for 7B finetuning 8xA100(40G)", "I tried 2 nodes.", "cuda-oom"),
     ("# [Feature] catch OOM during LoRA fine-tuning", "I have the same problem.", None),
     ("# OOM killed while fine-tuning a 7B model", "I have the same problem.", "host-oom"),
+    # a message quoted in the title, then what the writer was doing when it came
+    ('"ProcessGroupNCCL\'s watchdog got stuck" when training on 2 nodes', "Any update?", "nccl"),
+    ('"ProcessGroupNCCL\'s watchdog got stuck" in the docs', "Some background.", None),
     # a log's own first line, not a title, though a block follows
     ("[I 12:00:01] NCCL INFO comm 0x1 timeout 1800s", "```\nstep 1\n```", None),
     ("2024-05-01 10:00:01 NCCL all-reduce timing out?", "```\nstep 1\n```", None),
@@ -197,3 +244,23 @@ def test_xid_13_alone_stays_a_warning() -> None:
             "Exception on (GPC 0, TPC 0, SM 0): Out Of Range Address\n")
     (xid,) = classify_text(text, torch_version=None)
     assert xid.severity == Severity.WARNING and xid.role == "context"
+
+
+# --- a reporter's guess at the cause is no explainer ------------------------------------------
+
+def test_a_guess_at_what_caused_the_writers_failure_keeps_it_reported() -> None:
+    # "It seems this error occurs when ...": the writer's guess, not a page explaining the error
+    assert root("device_assert_guessed_cause.log").cls == "device-assert"
+
+
+# --- an NCCL timeout told in Chinese prose ----------------------------------------------------
+
+def test_an_nccl_timeout_the_writer_reports_in_chinese() -> None:
+    # "30分钟后报NCCL超时错误": thirty minutes later it reported an NCCL timeout error
+    timeout = root("nccl_timeout_told_zh.log")
+    assert timeout.signature == "nccl/timeout-told" and timeout.is_failure
+
+
+def test_an_nccl_timeout_asked_about_in_chinese_is_no_failure() -> None:
+    # "如何解决 ... 出现NCCL超时？", "如果NCCL报超时": a question and a condition
+    assert failures("nccl_timeout_question_zh.log") == []

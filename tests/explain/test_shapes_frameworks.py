@@ -95,6 +95,13 @@ def test_a_message_wrapped_at_an_apostrophe_is_joined_and_keeps_its_rank() -> No
     assert hung[0].numbers["stuck_s"] == 480
 
 
+def test_a_prefixed_line_cut_inside_its_work_fields_keeps_their_numbers() -> None:
+    timeout = root("nccl_watchdog_cut_inside_work_fields.log")
+    assert timeout.cls == "nccl" and timeout.ranks == [3]
+    assert (timeout.numbers["seq_num"], timeout.numbers["timeout_ms"]) == (884217, 900000)
+    assert timeout.numbers["op_type"] == "_ALLGATHER_BASE"
+
+
 def test_the_oom_killers_task_table_alone_is_a_host_oom() -> None:
     oom = root("kernel_oom_task_table_only.log")
     assert oom.cls == "host-oom"

@@ -154,6 +154,14 @@ def test_an_ignored_setting_alone_is_the_root_cause() -> None:
     assert ignored.severity == Severity.ERROR and "Nothing else" in ignored.explanation
 
 
+def test_expandable_segments_on_a_kernel_without_pidfd_getfd_is_the_root_cause() -> None:
+    failed = root("expandable_ipc_old_kernel.log")
+    assert failed.signature == "alloc-conf/expandable-ipc-kernel"
+    assert failed.numbers["syscall"] == "pidfd_getfd" and "5.6" in failed.explanation
+    assert failed.numbers["option"] == "expandable_segments"
+    assert "expandable_segments:False" in failed.remedy
+
+
 def test_an_ignored_setting_in_a_plain_log_stays_a_warning() -> None:
     # a log that may have run well: nothing says a problem happened
     found = classify_text("step 1\n" + _EXPANDABLE + "step 2\nstep 3 done\n",

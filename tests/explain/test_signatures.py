@@ -274,6 +274,10 @@ SINGLE_LINES = [
      "alloc-conf", "alloc-conf/expandable-assert"),
     ("RuntimeError: CUDA driver error: operation not supported", "alloc-conf",
      "alloc-conf/driver-vmm"),
+    ("训练到第12个epoch卡住，30分钟后报NCCL超时错误", "nccl", "nccl/timeout-told"),
+    ("RuntimeError: The kernel on this machine does not support the pidfd_getfd syscall needed "
+     "to use IPC for CUDA tensors when expandable_segments:True is set.", "alloc-conf",
+     "alloc-conf/expandable-ipc-kernel"),
     ("] Assertion `idx_dim >= 0 && idx_dim < index_size && \"index out of bounds\",0/pytorch/"
      "aten/src/ATen/native/cuda/ScatterGatherKernel.cu` failed.", "device-assert",
      "device-assert/garbled-assertion"),

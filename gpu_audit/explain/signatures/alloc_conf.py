@@ -199,6 +199,29 @@ def _expandable_unsupported(sig: Signature, numbers: dict[str, Any], ctx: Advice
     return advice(sig, numbers, explanation, remedy)
 
 
+@signature("alloc-conf/expandable-ipc-kernel",
+           r"kernel on this machine does not support the (?P<syscall>pidfd_getfd) syscall"
+           r"(?:[^\n]{0,80}?\b(?P<option>expandable_segments)\b)?",
+           ("pidfd_getfd",),
+           "expandable_segments needs a system call this kernel lacks", tier=0.0,
+           example="RuntimeError: The kernel on this machine does not support the pidfd_getfd "
+           "syscall needed to use IPC for CUDA tensors when expandable_segments:True is set. "
+           "Consider using expandable_segments:False via torch.cuda.memory._set_allocator_settings"
+           "('expandable_segments:False') for this allocation.")
+def _expandable_ipc_kernel(sig: Signature, numbers: dict[str, Any],
+                           ctx: AdviceContext) -> Advice:
+    explanation = (
+        "Sharing a CUDA tensor with another process (IPC: a serving engine's workers, "
+        "torch.multiprocessing) from memory in expandable segments needs the pidfd_getfd "
+        "system call, which Linux has from 5.6 on; this machine's kernel is older. The setting "
+        "may come from the program itself (a framework that sets expandable_segments:True in "
+        "its code overrides the environment).")
+    remedy = ("Turn expandable segments off for the processes that share tensors (and in any "
+              "code that sets them), or run on a kernel 5.6 or newer, e.g.\n"
+              + alloc_conf_export("expandable_segments:False", ctx.torch_version))
+    return advice(sig, numbers, explanation, remedy)
+
+
 @signature("alloc-conf/setting",
            r"PYTORCH_(?:CUDA_|HIP_)?ALLOC_CONF[\"']?\]?\s*=\s*[\"']?(?P<alloc_conf>\w+:[^\s\"'`]+)",
            ("ALLOC_CONF",), "The allocator configuration this job set",

@@ -61,6 +61,7 @@ ORDER = (
     "alloc-conf/ignored-options",
     "alloc-conf/expandable-unsupported",
     "alloc-conf/expandable-assert",
+    "alloc-conf/expandable-ipc-kernel",
     "alloc-conf/driver-vmm",
     "alloc-conf/setting",
     # kernel faults, before the cuBLAS and NCCL errors that often wrap them
@@ -103,6 +104,7 @@ ORDER = (
     "driver-mismatch/cuda-init",
     # collectives: mostly echoes of a failure named above
     "nccl/watchdog-timeout",
+    "nccl/timeout-told",
     "nccl/timeout-progress",
     "nccl/heartbeat",
     "nccl/duplicate-gpu",

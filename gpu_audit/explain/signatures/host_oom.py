@@ -360,7 +360,7 @@ _KILLED = killed_words_pattern()
            r"exitcode\s*: -9 \(pid: (?P<pid__>\d+)\)|"
            r"(?:exit(?:ed)?(?: with)?(?: a)? (?:status|code)(?: code)?|returned non-zero exit "
            r"status|return ?code|"
-           r"exit_code)[\s:=]*(?:137|-9)(?!\d|\.\d)|died with (?:<Signals\.)?SIGKILL|"
+           r"exit_code|error code)[\s:=]*(?:137|-9)(?!\d|\.\d)|died with (?:<Signals\.)?SIGKILL|"
            # (torch.multiprocessing.spawn: "process 3 terminated with signal SIGKILL")
            r"(?:terminated|killed) (?:by|with) signal (?:SIGKILL|9)\b|signal 9: SIGKILL|"
            # Slurm's srun for a task that died of SIGKILL: "srun: error: node7: task 0: Killed"

@@ -108,6 +108,23 @@ def _nccl_timeout(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -
     return advice(sig, numbers, explanation, _COLLECTIVE_REMEDY, title=title)
 
 
+# A collective's timeout told in Chinese, the message itself not pasted: "10分钟后报NCCL超时错误"
+# (ten minutes later it reported an NCCL timeout error), "NCCL会报超时错误" (NCCL reports a
+# timeout error); the words "reported"/"appeared" make it an event, not a topic. (The match
+# starts at the line's start: its excerpt is the writer's sentence.)
+fixed("nccl/timeout-told",
+      # (not after a question or a condition: "如何解决出现NCCL超时", "如果NCCL报超时")
+      r"^(?:(?!如何|怎么|怎样|如果|若是|是否|为什么)[^\n])*?"
+      r"(?:(?:报|出现|提示)了?\s?NCCL\s?(?:的)?(?:超时|timeout)|"
+      r"NCCL\s?(?:会|就|又|也|一直)?(?:报|出现)了?\s?(?:超时|timeout))",
+      ("NCCL",), "NCCL collective timed out (told in the writer's words)", tier=3.0,
+      group="nccl-timeout",
+      example="训练到第12个epoch卡住，30分钟后报NCCL超时错误",
+      explanation="The writer says NCCL reported a timeout, without pasting the watchdog's "
+      "message. " + _COLLECTIVE_ECHO,
+      remedy=_COLLECTIVE_REMEDY)
+
+
 @signature("nccl/heartbeat",
            # from the class name on: a line cut inside "ProcessGroupNCCL's" is read from its
            # first part, the one the prefilter finds
@@ -251,7 +268,7 @@ def _cuda_failure(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -
 
 
 fixed("nccl/network",
-      r"(?:NCCL WARN |NET/\w+ ?: ).*?(?:Got completion (?:from peer (?P<peer>\S+) )?with "
+      r"(?:NCCL WARN |NET/\w+ ?: ?).*?(?:Got completion (?:from peer (?P<peer>\S+) )?with "
       r"(?:error|status=)\s*(?P<status>\d+)|(?P<closed>Connection closed by remote peer|"
       r"Connection reset by peer)|Call to (?P<call>ibv_\w+) failed|(?P<socket>socketProgress\w*|"
       r"socketStartConnect|socketFinalizeAccept)[^\n]*(?:fail|closed|refused|abort|wrong type))|"
