@@ -11,13 +11,15 @@ import errno
 import os
 import re
 import stat
-from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 
 from gpu_audit.errors import InputError, UsageError
 from gpu_audit.lazy import regex
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 T = TypeVar("T")
 
@@ -211,6 +213,8 @@ def resolve_output(path: Path) -> tuple[Path, os.stat_result | None]:
     may name a pipe. Character devices, FIFOs and regular files may be written; a folder, a
     socket or a block device is refused with :class:`UnsafeTarget` (exit 3).
     """
+    from pathlib import Path  # here: a plain scan writes no file
+
     original = path = Path(path)
     for _ in range(40):
         try:
@@ -251,6 +255,8 @@ def open_special_for_writing(path: Path, *, append: bool = False) -> int:
     A FIFO is opened non-blocking, so one that nobody reads is an error instead of a hang; the
     descriptor is then made blocking so a slow reader gets everything.
     """
+    from pathlib import Path
+
     path = Path(path)
     behind_fd = _behind_fd(path)
     flags = os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC
@@ -298,6 +304,8 @@ def write_atomic(path: Path, text: str | bytes, *, mode: int | None = None) -> P
     device is refused (:func:`resolve_output`; :class:`UnsafeTarget`, exit 3).
     ``mode``: the new file's permission bits (set before the rename; default 0600).
     """
+    from pathlib import Path
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     data = text.encode("utf-8") if isinstance(text, str) else text

@@ -10,7 +10,6 @@ import importlib
 import os
 import re
 import sys
-from pathlib import Path
 
 from gpu_audit.knowledge.allocator.names import BOTH_VARS, CUDA_VAR, NEW_VAR
 from gpu_audit.model import AllocatorConfig, ProbeError
@@ -188,6 +187,8 @@ def torch_version_of_process(pid: int) -> str | None:
     imported torch; the ``torch-*.dist-info`` beside it holds the version. ``None`` when the
     process has not imported torch, or its map is not readable (another user).
     """
+    from pathlib import Path  # here: only a scan of a given --pid reads another map
+
     try:
         maps = Path(f"/proc/{pid}/maps").read_text(errors="replace")
     except OSError:

@@ -269,3 +269,51 @@ def test_a_plain_scan_imports_only_what_it_uses(fake_nvml, cli_env, tmp_path: Pa
     loaded = set(listing.read_text().split())
     assert "gpu_audit.collect.nvml" in loaded and "msgspec" in loaded  # the listing is whole
     assert sorted(loaded.intersection(NOT_IMPORTED_BY_A_PLAIN_SCAN)) == []
+
+
+# pathlib (with urllib.parse and ipaddress, which it imports) costs every start some 15 million
+# instructions; the scan joins and reads its paths as strings, and the commands that write files
+# import it where they do. The modules still listed here read /proc with it.
+PATHLIB_STILL_IMPORTED_BY = ("gpu_audit/collect/host.py", "gpu_audit/collect/processes.py")
+
+WHO_IMPORTS = r"""
+import sys, traceback
+
+# A development environment's site (an editable install's finder) may have loaded it already.
+for name in [m for m in sys.modules if m == "pathlib"]:
+    del sys.modules[name]
+importers = []
+
+
+class Watch:
+    def find_spec(self, name, path=None, target=None):
+        if name == "pathlib":
+            ours = [f"gpu_audit/{f.filename.rpartition('/gpu_audit/')[2]}"
+                    for f in traceback.extract_stack() if "/gpu_audit/" in f.filename]
+            importers.append(ours[-1] if ours else "?")
+        return None
+
+
+sys.meta_path.insert(0, Watch())
+from gpu_audit.cli import app
+
+code = app.main(sys.argv[2:])
+with open(sys.argv[1], "w") as f:
+    f.write("\n".join(importers))
+sys.exit(code)
+"""
+
+
+@pytest.mark.parametrize("line", [["scan", "--json", "--no-report"],
+                                  ["check", "--json", "--no-report"]])
+def test_a_plain_scan_joins_its_paths_without_pathlib(fake_nvml, cli_env, tmp_path: Path,
+                                                       line: list[str]):
+    env = fake_nvml(h100_node(2), base=cli_env)
+    listing = tmp_path / "importers.txt"
+    completed = subprocess.run(
+        [sys.executable, "-c", WHO_IMPORTS, str(listing), *line], env=env, cwd=tmp_path,
+        capture_output=True, text=True, timeout=120)
+    assert completed.returncode in (0, 1, 2), completed.stderr
+    assert json.loads(completed.stdout)["schema"].startswith(f"gpu-audit.{line[0]}")
+    importers = set(listing.read_text().split())
+    assert sorted(importers.difference(PATHLIB_STILL_IMPORTED_BY)) == []
