@@ -9,11 +9,18 @@ from typing import TYPE_CHECKING
 
 from gpu_audit.bounds import MAX_GPUS
 from gpu_audit.cli.app import err, verbose
-from gpu_audit.cli.declared import NO_REPORT, NVML_TIMEOUT, OUT, PATH, Option, command
+from gpu_audit.cli.declared import (
+    NO_REPORT,
+    NVML_TIMEOUT,
+    OUT,
+    PATH,
+    SPEC_FORMS,
+    Option,
+    command,
+)
 from gpu_audit.cli.monitoring import FORMAT_HELP, monitored
 from gpu_audit.config.schema import CHECK, ROOT
 from gpu_audit.errors import InputError, UsageError
-from gpu_audit.gpu_selection import SPEC_FORMS
 from gpu_audit.model import Scan, Severity
 
 if TYPE_CHECKING:

@@ -94,6 +94,11 @@ class Option:
 
 
 # Options several commands take, worded once.
+# The forms a GPU spec takes (gpu_audit.gpu_selection reads them), as every --gpus help names them.
+SPEC_FORMS = ("indices (0,2), GPU-<uuid>, MIG-<uuid>, PCI bus ids (0000:3b:00.0), or job "
+              "(SLURM_STEP_GPUS, SLURM_JOB_GPUS or CUDA_VISIBLE_DEVICES)")
+
+
 def json_option(what: str, schema: str) -> Option:
     """``--json``: print ``what`` as the JSON document of ``schema`` instead of text."""
     return Option("json_out", "--json", bool, False,

@@ -7,11 +7,18 @@ import sys
 from typing import TYPE_CHECKING
 
 from gpu_audit.cli.app import verbose
-from gpu_audit.cli.declared import NO_REPORT, NVML_TIMEOUT, OUT, PATH, Option, command
+from gpu_audit.cli.declared import (
+    NO_REPORT,
+    NVML_TIMEOUT,
+    OUT,
+    PATH,
+    SPEC_FORMS,
+    Option,
+    command,
+)
 from gpu_audit.cli.monitoring import FORMAT_HELP, monitored
 from gpu_audit.config.schema import ROOT
 from gpu_audit.errors import UsageError
-from gpu_audit.gpu_selection import SPEC_FORMS
 from gpu_audit.model import Severity
 
 if TYPE_CHECKING:
@@ -89,11 +96,6 @@ def scan(
 
     from gpu_audit.collect import collect_scan
     from gpu_audit.config import load_policy
-    from gpu_audit.gpu_selection import (
-        apply_selection,
-        resolve_gpus,
-        select_findings,
-    )
     from gpu_audit.knowledge.findings import ignorable
     from gpu_audit.report.jsonout import load_scan_document, scan_document
     from gpu_audit.rules import evaluate, exit_code
@@ -120,6 +122,8 @@ def scan(
     if gpus is not None and scanned.nvml.available:
         # Judged on the whole machine, then limited: host findings stay, other GPUs' go. With
         # NVML down there is nothing to select; its finding says why.
+        from gpu_audit.gpu_selection import apply_selection, resolve_gpus, select_findings
+
         selection = resolve_gpus(gpus, scanned.gpus, os.environ,
                                  unlisted=scanned.unlisted_gpus)
         findings = select_findings(findings, scanned, selection)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from gpu_audit.config import Policy
-from gpu_audit.gpu_selection import bus_key
+from gpu_audit.gpu_identity import bus_key
 from gpu_audit.knowledge.mig import MIG_OFF_NEEDS, mig_off_command
 from gpu_audit.knowledge.xid import (
     APP_ORIGINS,
