@@ -18,11 +18,12 @@ A process is identified by its PID plus its start time in clock ticks since boot
 from __future__ import annotations
 
 import os
-import re
 import stat
 from typing import TYPE_CHECKING
 
 import msgspec
+
+from gpu_audit.lazy import regex
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -32,7 +33,7 @@ SCHEMA_KIND = "gpu-audit.monitor/"
 SCHEMA_MAJOR = 1
 DEFAULT_INTERVAL_S = 5.0  # seconds between publications
 ENV_RUNTIME_DIR = "GPU_AUDIT_RUNTIME_DIR"
-FILE_NAME = re.compile(r"^(?P<pid>[1-9][0-9]{0,9})\.json$")
+FILE_NAME = regex(r"^(?P<pid>[1-9][0-9]{0,9})\.json$")
 MAX_FILE_BYTES = 256 * 1024  # a publication is a few KiB; anything larger is not ours
 CREATE_TIME_TOLERANCE_S = 2.0  # psutil's create_time moves with the boot-time estimate
 

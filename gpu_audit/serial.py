@@ -182,12 +182,12 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
-_PROC_FD = re.compile(r"^/proc/(?:self|thread-self|\d+)(?:/task/\d+)?/fd$")
+_PROC_FD = regex(r"^/proc/(?:self|thread-self|\d+)(?:/task/\d+)?/fd$")
 
 
 def _behind_fd(path: Path) -> bool:
     """``/proc/PID/fd/N`` (``/dev/fd/N``, ``/dev/stdout``'s target): an open file, maybe a pipe."""
-    return bool(_PROC_FD.match(os.path.realpath(path.parent)))
+    return bool(_PROC_FD().match(os.path.realpath(path.parent)))
 
 
 def _trusted_link(link: Path, st: os.stat_result) -> bool:

@@ -12,6 +12,7 @@ import re
 import sys
 
 from gpu_audit.knowledge.allocator.names import BOTH_VARS, CUDA_VAR, NEW_VAR
+from gpu_audit.lazy import regex
 from gpu_audit.model import AllocatorConfig, ProbeError
 from gpu_audit.redact import redact_env
 
@@ -177,7 +178,7 @@ def read_process_environ(pid: int) -> dict[str, str]:
     return env
 
 
-_TORCH_LIB = re.compile(r"\s(/\S*)/torch/lib/lib(?:c10|torch)\S*\.so")
+_TORCH_LIB = regex(r"\s(/\S*)/torch/lib/lib(?:c10|torch)\S*\.so")
 
 
 def torch_version_of_process(pid: int) -> str | None:
@@ -193,7 +194,7 @@ def torch_version_of_process(pid: int) -> str | None:
         maps = Path(f"/proc/{pid}/maps").read_text(errors="replace")
     except OSError:
         return None
-    match = _TORCH_LIB.search(maps)
+    match = _TORCH_LIB().search(maps)
     if not match:
         return None
     site = Path(match[1])

@@ -60,10 +60,12 @@ def driver_too_old(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """
     if scan.driver is None:
         return
-    driver = cuda_tuple(scan.driver.cuda_driver_version)
     torch_cuda_text, source = _torch_cuda(scan)
     needed = cuda_tuple(torch_cuda_text)
-    if driver is None or needed is None or needed <= driver:
+    if needed is None:  # no torch with a CUDA build: the driver's version is not even parsed
+        return
+    driver = cuda_tuple(scan.driver.cuda_driver_version)
+    if driver is None or needed <= driver:
         return
     version = _torch_version(scan)
     major = needed[0] > driver[0]
