@@ -16,11 +16,18 @@ from gpu_audit.lazy import regex
 from gpu_audit.model import AllocatorConfig, ProbeError
 from gpu_audit.redact import redact_env
 
-# Variables the environment lint looks at, kept (redacted) in the scan.
-RELEVANT_ENV = re.compile(
-    r"^(CUDA_.*|PYTORCH_.*|NCCL_.*|TORCH_.*|NVIDIA_.*|LD_PRELOAD|OMP_NUM_THREADS|"
-    r"HIP_VISIBLE_DEVICES|ROCR_VISIBLE_DEVICES|NSYS_.*|NVTX_.*|CUDA_INJECTION64_PATH)$"
-)
+# Variables the environment lint looks at, kept (redacted) in the scan: these prefixes and names.
+RELEVANT_PREFIXES = ("CUDA_", "PYTORCH_", "NCCL_", "TORCH_", "NVIDIA_", "NSYS_", "NVTX_")
+RELEVANT_NAMES = frozenset({"LD_PRELOAD", "OMP_NUM_THREADS", "HIP_VISIBLE_DEVICES",
+                            "ROCR_VISIBLE_DEVICES", "CUDA_INJECTION64_PATH"})
+
+
+def relevant_variable(name: str) -> bool:
+    """Whether the scan keeps variable ``name``. Read as text (a pattern would cost every scan
+    its compilation) and as the pattern ``^(CUDA_.*|...|LD_PRELOAD|...)$`` read it: no line
+    break inside the name, one allowed at its end."""
+    body = name[:-1] if name.endswith("\n") else name
+    return "\n" not in body and (body.startswith(RELEVANT_PREFIXES) or body in RELEVANT_NAMES)
 
 # NVIDIA's runtime wheels that PyPI's default (unlabelled) Linux torch depends on.
 _CUDA_RUNTIME_WHEELS = ("nvidia-cuda-runtime-cu12", "nvidia-cuda-runtime-cu11",
@@ -58,8 +65,12 @@ class UnusualMetadata(Exception):
 
 
 def _normalized_name(name: str) -> str:
-    # importlib.metadata's Prepared.normalize: PEP 503, with underscores.
-    return re.sub(r"[-_.]+", "-", name).lower().replace("-", "_")
+    # importlib.metadata's Prepared.normalize: PEP 503, with underscores (each run of "-", "_"
+    # and "." one "_"); its re.sub(r"[-_.]+", ...) spelt as text.
+    name = name.replace("-", "_").replace(".", "_")
+    while "__" in name:
+        name = name.replace("__", "_")
+    return name.lower()
 
 
 def dist_info_version(name: str, paths: list[str] | None = None) -> str | None:
@@ -233,7 +244,7 @@ def read_allocator_config(pid: int | None = None) -> tuple[AllocatorConfig, list
     variant, cuda = torch_build(version)
     if version is not None and variant is None:
         variant, cuda = unlabelled_build()
-    relevant = {k: v for k, v in env.items() if RELEVANT_ENV.match(k) and k not in BOTH_VARS}
+    relevant = {k: v for k, v in env.items() if relevant_variable(k) and k not in BOTH_VARS}
     config = AllocatorConfig(
         source=source,
         pytorch_cuda_alloc_conf=env.get(CUDA_VAR),

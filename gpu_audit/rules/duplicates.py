@@ -27,7 +27,6 @@ _PYTHON_OPTS_WITH_VALUE = {"-X", "-W", "-Q"}
 
 # The patterns are compiled on first use (about 2 ms together): a machine without GPU processes
 # has no command lines to compare.
-_python = lazy(r"^(python|pypy)(\d+(\.\d+)?)?$")
 
 # Options whose value differs per instance by design.
 _per_instance_opts = lazy(
@@ -57,13 +56,25 @@ class Program(msgspec.Struct, frozen=True):
     args: tuple[str, ...]
 
 
+def python_name(name: str) -> bool:
+    """``python``, ``python3``, ``pypy3.10``: the pattern ``^(python|pypy)(\\d+(\\.\\d+)?)?$``
+    read as text, a line break allowed at the end as ``$`` allows."""
+    body = name[:-1] if name.endswith("\n") else name
+    for prefix in ("python", "pypy"):
+        if body.startswith(prefix):
+            major, dot, minor = body[len(prefix):].partition(".")
+            return (not major and not dot) or (major.isdecimal() and (
+                not dot or minor.isdecimal()))
+    return False
+
+
 def split_program(argv: list[str]) -> Program:
     """``/venv/bin/python3 -u /venv/bin/uvicorn app:app`` -> Program("uvicorn", ("app:app",))."""
     if not argv:
         return Program("", ())
     head = os.path.basename(argv[0])
     i = 1
-    if _python().match(head):
+    if python_name(head):
         while i < len(argv) and argv[i].startswith("-") and argv[i] not in ("-m", "-c"):
             i += 2 if argv[i] in _PYTHON_OPTS_WITH_VALUE else 1
         if i < len(argv) and argv[i] == "-m" and i + 1 < len(argv):
