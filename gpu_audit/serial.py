@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import os
 import re
 import stat
@@ -121,7 +122,12 @@ def _shown(value: Any) -> str:
 # looks for such a number where a value starts (compact JSON: after ``:``, ``,`` or ``[``), not
 # inside strings, where UUIDs and hashes are full of digits before an "e".
 _FLOAT_HINT = re.compile(rb"(?:^|[:,\[])-?(?:\d+(?:\.\d+)?[eE]|0\.0000)")
-_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?')
+
+
+@functools.cache
+def _token() -> re.Pattern[bytes]:
+    """The tokens a hinted document is re-read by: compiled only for such a document."""
+    return re.compile(rb'"(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?')
 
 
 def _python_float(match: re.Match[bytes]) -> bytes:
@@ -134,7 +140,7 @@ def _python_float(match: re.Match[bytes]) -> bytes:
 def encode(doc: Any) -> bytes:
     """Compact JSON bytes for a document (structs, dataclasses, enums, dicts, lists)."""
     raw = _ENCODER.encode(doc)
-    return _TOKEN.sub(_python_float, raw) if _FLOAT_HINT.search(raw) else raw
+    return _token().sub(_python_float, raw) if _FLOAT_HINT.search(raw) else raw
 
 
 def dumps(doc: Any, *, indent: int | None = 2) -> str:

@@ -26,7 +26,8 @@ from gpu_audit.model import GpuProcess, Scan
 _PYTHON_OPTS_WITH_VALUE = {"-X", "-W", "-Q"}
 
 # The patterns are compiled on first use (about 2 ms together): a machine without GPU processes
-# has no command lines to compare.
+# has no command lines to compare. Each is tried only on a text holding what every match holds
+# (a dash, a colon, a launcher's name), so most arguments compile none of them.
 
 # Options whose value differs per instance by design.
 _per_instance_opts = lazy(
@@ -37,6 +38,9 @@ _per_instance_opts = lazy(
 
 _rank_opts = lazy(r"^-{1,2}(local[-_]rank|rank|node[-_]rank)(=.*)?$")
 
+# Every match of _launchers holds one of these.
+_LAUNCHER_WORDS = ("torchrun", "torch.distributed.", "deepspeed", "accelerate", "mpirun", "mpiexec",
+                   "srun", "horovodrun", "colossalai", "lightning")
 _launchers = lazy(
     r"(torchrun|torch\.distributed\.(run|launch)|deepspeed|accelerate(\.commands)?[ /]launch|"
     r"accelerate$|mpirun|mpiexec|srun|horovodrun|colossalai|lightning)"
@@ -97,14 +101,14 @@ def normalise_args(args: tuple[str, ...]) -> tuple[str, ...]:
             skip_next = False
             continue
         name, sep, _ = arg.partition("=")
-        if _per_instance_opts().match(name):
+        if name.startswith("-") and _per_instance_opts().match(name):
             out.append(f"{name}=*" if sep else name)
             skip_next = not sep
             continue
-        if _host_port().match(arg):
+        if ":" in arg and _host_port().match(arg):
             out.append(_host_port().sub(r"\g<host>:*", arg))
             continue
-        out.append(_uuid().sub("*", arg))
+        out.append(_uuid().sub("*", arg) if arg.count("-") >= 4 else arg)
     return tuple(out)
 
 
@@ -114,12 +118,12 @@ def instance_port(process: GpuProcess) -> int | None:
         return process.listen_ports[0]
     argv = process.cmdline or []
     for i, arg in enumerate(argv):
-        if match := _port_opt_value().match(arg):
+        if arg.startswith("-") and (match := _port_opt_value().match(arg)):
             return int(match[2])
         if arg in ("--port", "-p") and i + 1 < len(argv) and argv[i + 1].isdigit():
             return int(argv[i + 1])
         bound = argv[i + 1] if arg in ("--bind", "-b") and i + 1 < len(argv) else ""
-        if match := _host_port().match(bound):
+        if ":" in bound and (match := _host_port().match(bound)):
             return int(match["port"])
     return None
 
@@ -128,10 +132,11 @@ def is_distributed_rank(process: GpuProcess) -> bool:
     """A rank of a distributed job: rank in its environment or arguments, or a launcher parent."""
     if process.dist_rank is not None:
         return True
-    if any(_rank_opts().match(arg) for arg in process.cmdline or []):
+    if any(arg.startswith("-") and "rank" in arg and _rank_opts().match(arg)
+           for arg in process.cmdline or []):
         return True
     parent = " ".join(process.parent_cmdline or [])
-    return bool(parent and _launchers().search(parent))
+    return any(word in parent for word in _LAUNCHER_WORDS) and bool(_launchers().search(parent))
 
 
 def signature(process: GpuProcess) -> tuple[str | None, str, tuple[str, ...]] | None:
