@@ -48,6 +48,8 @@ def _kebab_case(text: str) -> bool:
     checked as text: the catalogue is checked on every start, a pattern compiled for it costs
     more than the check)."""
     return all(word and set(word) <= _ID_CHARACTERS for word in text.split("-"))
+
+
 _PLACEHOLDER = regex(r"\{([a-z][a-z0-9_]*)\}")  # in documentation only: compiled when read
 
 

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 
 from gpu_audit.config import Policy
 from gpu_audit.gpu_identity import bus_key
-from gpu_audit.knowledge.mig import MIG_OFF_NEEDS, mig_off_command
 from gpu_audit.model import Finding, Gpu, Scan, Severity, XidEvent
 from gpu_audit.rules import rule
 from gpu_audit.units import fmt_pct, noun, parse_utc, plural
@@ -444,6 +443,8 @@ def mig_enabled(scan: Scan, policy: Policy) -> Iterator[Finding]:
     for gpu in _live(scan):
         if gpu.mig_mode is not True:
             continue
+        from gpu_audit.knowledge.mig import MIG_OFF_NEEDS, mig_off_command  # MIG GPUs only
+
         yield Finding(
             subject=f"gpu:{gpu.index}",
             title=f"{_label(gpu)}: MIG mode is enabled",
