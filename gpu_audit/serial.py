@@ -120,8 +120,16 @@ def _shown(value: Any) -> str:
 # msgspec spells some floats differently from Python (``1e16``, ``0.00001``); documents keep
 # Python's spelling (``1e+16``, ``1e-05``) so they stay byte-for-byte what they were. The hint
 # looks for such a number where a value starts (compact JSON: after ``:``, ``,`` or ``[``), not
-# inside strings, where UUIDs and hashes are full of digits before an "e".
-_FLOAT_HINT = re.compile(rb"(?:^|[:,\[])-?(?:\d+(?:\.\d+)?[eE]|0\.0000)")
+# inside strings, where UUIDs and hashes are full of digits before an "e". The hint begins with
+# the character before the value, so that the search skips ahead to those characters (a third
+# of the instructions of ``(?:^|[:,\[])...``); a bare number, at the start, is matched apart.
+_FLOAT_HINT = re.compile(rb"[:,\[]-?(?:\d+(?:\.\d+)?[eE]|0\.0000)")
+
+
+@functools.cache
+def _float_first() -> re.Pattern[bytes]:
+    """The hint for a document that is one bare number."""
+    return re.compile(rb"-?(?:\d+(?:\.\d+)?[eE]|0\.0000)")
 
 
 @functools.cache
@@ -140,7 +148,13 @@ def _python_float(match: re.Match[bytes]) -> bytes:
 def encode(doc: Any) -> bytes:
     """Compact JSON bytes for a document (structs, dataclasses, enums, dicts, lists)."""
     raw = _ENCODER.encode(doc)
-    return _token().sub(_python_float, raw) if _FLOAT_HINT.search(raw) else raw
+    return _token().sub(_python_float, raw) if _float_hinted(raw) else raw
+
+
+def _float_hinted(raw: bytes) -> bool:
+    """Whether ``raw`` may hold a float that msgspec spells otherwise than Python."""
+    return bool(_FLOAT_HINT.search(raw) or (
+        raw[:1] in b"-0123456789" and _float_first().match(raw)))
 
 
 def dumps(doc: Any, *, indent: int | None = 2) -> str:
