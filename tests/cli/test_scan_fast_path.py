@@ -243,10 +243,12 @@ def test_a_plain_scan_exits_with_everything_an_exit_owes(node, tmp_path: Path, t
 # What a plain `scan --json` has no use for, each a measured cost of every start (bench/RESULTS.md,
 # "scan start-up: records as structs"): typer's command tree; dataclasses, whose generated methods
 # are compiled from source text; the json module, whose place msgspec takes unless a saved
-# document is read; GPU selection, which only --gpus uses. (inspect is not listed:
-# typing_extensions, where installed, imports it.)
+# document is read; GPU selection, which only --gpus uses; MIG's reader and remedy, which only a
+# MIG GPU needs. (inspect is not listed: typing_extensions, where installed, imports it. Nor is
+# the Xid table: the test machine's own kernel log may name an Xid.)
 NOT_IMPORTED_BY_A_PLAIN_SCAN = ("typer", "click", "rich", "dataclasses", "json", "difflib",
-                                "tomllib", "email", "importlib.metadata", "gpu_audit.gpu_selection")
+                                "tomllib", "email", "importlib.metadata", "gpu_audit.gpu_selection",
+                                "gpu_audit.collect.nvml.mig", "gpu_audit.knowledge.mig")
 
 MODULES = r"""
 import sys
