@@ -52,6 +52,12 @@ def pci_key(bus_id: str | None) -> tuple[int, int, int, int] | None:
             int(match[4] or "0"))
 
 
+def bus_key(bus_id: str | None) -> tuple[int, int, int] | None:
+    """(domain, bus, device): the kernel log leaves the function out."""
+    key = pci_key(bus_id)
+    return key[:3] if key else None
+
+
 def nvml_bus_id(bus_id: str | None) -> str | None:
     """A bus id in NVML's form, ``00000000:3B:00.0`` (as DCGM's ``pci_bus_id`` label writes
     it), from any form :func:`pci_key` reads; ``None`` when it is not one."""

@@ -41,16 +41,13 @@ import msgspec
 
 from gpu_audit.bounds import MAX_GPUS, MAX_INT_DIGITS, MAX_MIG_PER_GPU, bounded_int
 from gpu_audit.errors import InputError, UsageError
-from gpu_audit.gpu_identity import Slot, describe, pci_key, slurm_order
+from gpu_audit.gpu_identity import Slot, bus_key, describe, pci_key, slurm_order
 from gpu_audit.lazy import regex
 from gpu_audit.model import Finding, Gpu, GpuProcess, KernelGpu, KernelLog, MigDevice, Scan
 from gpu_audit.units import noun, plural
 
 JOB_VARIABLES = ("SLURM_STEP_GPUS", "SLURM_JOB_GPUS", "CUDA_VISIBLE_DEVICES")
 NO_GPU_VALUES = frozenset({"", "-1", "nodevfiles", "none"})
-# The forms a spec takes, as every command's --gpus help names them.
-SPEC_FORMS = ("indices (0,2), GPU-<uuid>, MIG-<uuid>, PCI bus ids (0000:3b:00.0), or job "
-              "(SLURM_STEP_GPUS, SLURM_JOB_GPUS or CUDA_VISIBLE_DEVICES)")
 # Entries one spec may hold: every GPU and every MIG instance of the largest node, one by one.
 # Counted on the text (its commas) before it is split, so a hostile value costs nothing.
 MAX_ENTRIES = MAX_GPUS * (1 + MAX_MIG_PER_GPU)
@@ -446,12 +443,6 @@ def _job_selection(gpus: Sequence[Gpu], environ: Mapping[str, str],
 
 
 # ------------------------------------------------------------------------- applying a selection
-
-
-def bus_key(bus_id: str | None) -> tuple[int, int, int] | None:
-    """(domain, bus, device): the kernel log leaves the function out."""
-    key = pci_key(bus_id)
-    return key[:3] if key else None
 
 
 def _other_gpus_buses(scan: Scan, wanted: set[int]) -> set[tuple[int, int, int]]:

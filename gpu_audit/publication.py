@@ -18,18 +18,22 @@ A process is identified by its PID plus its start time in clock ticks since boot
 from __future__ import annotations
 
 import os
-import re
 import stat
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
+
+from gpu_audit.lazy import regex
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 SCHEMA = "gpu-audit.monitor/1"
 SCHEMA_KIND = "gpu-audit.monitor/"
 SCHEMA_MAJOR = 1
 DEFAULT_INTERVAL_S = 5.0  # seconds between publications
 ENV_RUNTIME_DIR = "GPU_AUDIT_RUNTIME_DIR"
-FILE_NAME = re.compile(r"^(?P<pid>[1-9][0-9]{0,9})\.json$")
+FILE_NAME = regex(r"^(?P<pid>[1-9][0-9]{0,9})\.json$")
 MAX_FILE_BYTES = 256 * 1024  # a publication is a few KiB; anything larger is not ours
 CREATE_TIME_TOLERANCE_S = 2.0  # psutil's create_time moves with the boot-time estimate
 
@@ -85,17 +89,24 @@ def _number_problem(value: object, low: float, high: float, what: str) -> str | 
 
 def runtime_dir_candidates(environ: dict[str, str] | None = None) -> list[Path]:
     """Where publications may live for this user, most specific first."""
+    from pathlib import Path  # here: a plain scan only asks whether they exist
+
+    return [Path(folder) for folder in _candidate_folders(environ)]
+
+
+def _candidate_folders(environ: dict[str, str] | None = None) -> list[str]:
+    """:func:`runtime_dir_candidates` as plain strings."""
     env = os.environ if environ is None else environ
     override = env.get(ENV_RUNTIME_DIR)
     if override:
-        return [Path(override)]
+        return [override]
     if not hasattr(os, "geteuid"):
         return []  # no per-user ownership to rely on (Windows): publication is off
     candidates = []
     xdg = env.get("XDG_RUNTIME_DIR")
     if xdg and os.path.isabs(xdg):
-        candidates.append(Path(xdg) / "gpu-audit")
-    candidates.append(Path("/tmp") / f"gpu-audit-{os.geteuid()}")
+        candidates.append(os.path.join(xdg, "gpu-audit"))
+    candidates.append(f"/tmp/gpu-audit-{os.geteuid()}")
     return candidates
 
 
@@ -118,7 +129,7 @@ def no_runtime_dir() -> bool:
     cannot be examined counts as existing: the reader reports why it could not look."""
     try:
         return all(private_dir_problem(path) == "does not exist"
-                   for path in runtime_dir_candidates())
+                   for path in _candidate_folders())
     except Exception:  # let the reader say what went wrong
         return False
 

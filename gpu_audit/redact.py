@@ -187,6 +187,12 @@ _flag = lazy(r"^--?[A-Za-z]")
 _space = lazy(r"(\s+)")
 
 
+def _may_have_space(text: str) -> bool:
+    """False where ``text`` surely holds no whitespace (no space, nothing unprintable: every
+    other character ``\\s`` matches is unprintable), so that most words need no pattern."""
+    return " " in text or not text.isprintable()
+
+
 def is_secret_name(name: str) -> bool:
     """True when an option, variable or header called ``name`` holds a secret."""
     bare = name.lstrip("-").lower()
@@ -314,9 +320,11 @@ class _Walker:
         word = _text_rules(word)
         # Where the last URL, comma and space are: whether one follows a position, in O(1).
         last_scheme, last_comma = word.rfind("://"), word.rfind(",")
-        last_space = max((m.end() - 1 for m in _space().finditer(word)), default=-1)
+        last_space = max((m.end() - 1 for m in _space().finditer(word)),
+                         default=-1) if _may_have_space(word) else -1
         pos = 0
-        while (match := _assignment().match(word, pos)) is not None:
+        assigns = "=" in word or ":" in word  # every assignment holds one
+        while assigns and (match := _assignment().match(word, pos)) is not None:
             at, name = match.end(), match["name"]
             if at == len(word):  # "Authorization:" or "--token=" then the value in the next word
                 if pos == 0:
@@ -361,7 +369,7 @@ class _Walker:
 
 def _tail(word: str) -> str:
     """A word whose text rules have run: words inside it, or the pieces of a list."""
-    if _space().search(word):
+    if _may_have_space(word) and _space().search(word):
         return redact_text(word)
     return _listed(word) if "," in word else word
 
@@ -379,9 +387,9 @@ def redact_text(text: str) -> str:
     """Mask secrets inside one free-form string: URL passwords, known token shapes, JSON pairs,
     query strings, and options or assignments with a secret name between its words."""
     text = _text_rules(text)
-    parts = _space().split(text)
-    if len(parts) == 1:
-        return _Walker()._one(text) if not _space().search(text) else text
+    parts = _space().split(text) if _may_have_space(text) else [text]
+    if len(parts) == 1:  # no whitespace: one word
+        return _Walker()._one(text)
     walker = _Walker()
     return "".join(part if i % 2 or _nccl_tag(parts, i) else walker.word(part)
                    for i, part in enumerate(parts))

@@ -8,16 +8,19 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import os
 import re
 import stat
-from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 
 from gpu_audit.errors import InputError, UsageError
 from gpu_audit.lazy import regex
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 T = TypeVar("T")
 
@@ -117,9 +120,22 @@ def _shown(value: Any) -> str:
 # msgspec spells some floats differently from Python (``1e16``, ``0.00001``); documents keep
 # Python's spelling (``1e+16``, ``1e-05``) so they stay byte-for-byte what they were. The hint
 # looks for such a number where a value starts (compact JSON: after ``:``, ``,`` or ``[``), not
-# inside strings, where UUIDs and hashes are full of digits before an "e".
-_FLOAT_HINT = re.compile(rb"(?:^|[:,\[])-?(?:\d+(?:\.\d+)?[eE]|0\.0000)")
-_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?')
+# inside strings, where UUIDs and hashes are full of digits before an "e". The hint begins with
+# the character before the value, so that the search skips ahead to those characters (a third
+# of the instructions of ``(?:^|[:,\[])...``); a bare number, at the start, is matched apart.
+_FLOAT_HINT = re.compile(rb"[:,\[]-?(?:\d+(?:\.\d+)?[eE]|0\.0000)")
+
+
+@functools.cache
+def _float_first() -> re.Pattern[bytes]:
+    """The hint for a document that is one bare number."""
+    return re.compile(rb"-?(?:\d+(?:\.\d+)?[eE]|0\.0000)")
+
+
+@functools.cache
+def _token() -> re.Pattern[bytes]:
+    """The tokens a hinted document is re-read by: compiled only for such a document."""
+    return re.compile(rb'"(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?')
 
 
 def _python_float(match: re.Match[bytes]) -> bytes:
@@ -132,7 +148,13 @@ def _python_float(match: re.Match[bytes]) -> bytes:
 def encode(doc: Any) -> bytes:
     """Compact JSON bytes for a document (structs, dataclasses, enums, dicts, lists)."""
     raw = _ENCODER.encode(doc)
-    return _TOKEN.sub(_python_float, raw) if _FLOAT_HINT.search(raw) else raw
+    return _token().sub(_python_float, raw) if _float_hinted(raw) else raw
+
+
+def _float_hinted(raw: bytes) -> bool:
+    """Whether ``raw`` may hold a float that msgspec spells otherwise than Python."""
+    return bool(_FLOAT_HINT.search(raw) or (
+        raw[:1] in b"-0123456789" and _float_first().match(raw)))
 
 
 def dumps(doc: Any, *, indent: int | None = 2) -> str:
@@ -180,12 +202,12 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
-_PROC_FD = re.compile(r"^/proc/(?:self|thread-self|\d+)(?:/task/\d+)?/fd$")
+_PROC_FD = regex(r"^/proc/(?:self|thread-self|\d+)(?:/task/\d+)?/fd$")
 
 
 def _behind_fd(path: Path) -> bool:
     """``/proc/PID/fd/N`` (``/dev/fd/N``, ``/dev/stdout``'s target): an open file, maybe a pipe."""
-    return bool(_PROC_FD.match(os.path.realpath(path.parent)))
+    return bool(_PROC_FD().match(os.path.realpath(path.parent)))
 
 
 def _trusted_link(link: Path, st: os.stat_result) -> bool:
@@ -211,6 +233,8 @@ def resolve_output(path: Path) -> tuple[Path, os.stat_result | None]:
     may name a pipe. Character devices, FIFOs and regular files may be written; a folder, a
     socket or a block device is refused with :class:`UnsafeTarget` (exit 3).
     """
+    from pathlib import Path  # here: a plain scan writes no file
+
     original = path = Path(path)
     for _ in range(40):
         try:
@@ -251,6 +275,8 @@ def open_special_for_writing(path: Path, *, append: bool = False) -> int:
     A FIFO is opened non-blocking, so one that nobody reads is an error instead of a hang; the
     descriptor is then made blocking so a slow reader gets everything.
     """
+    from pathlib import Path
+
     path = Path(path)
     behind_fd = _behind_fd(path)
     flags = os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC
@@ -298,6 +324,8 @@ def write_atomic(path: Path, text: str | bytes, *, mode: int | None = None) -> P
     device is refused (:func:`resolve_output`; :class:`UnsafeTarget`, exit 3).
     ``mode``: the new file's permission bits (set before the rename; default 0600).
     """
+    from pathlib import Path
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     data = text.encode("utf-8") if isinstance(text, str) else text

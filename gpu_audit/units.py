@@ -18,6 +18,7 @@ import math
 import re
 
 from gpu_audit.bounds import MAX_INT_DIGITS
+from gpu_audit.lazy import regex
 
 KIB, MIB, GIB, TIB, PIB = 1024, 1024**2, 1024**3, 1024**4, 1024**5
 
@@ -34,7 +35,7 @@ _UNITS = {
 }
 # A size as PyTorch's format_size, numpy and the kernel print it inside a line of text.
 SIZE = r"\d+(?:\.\d+)?\s?(?:bytes|[KMGTP]iB|[KMGTP]B|kB|B)\b"
-_SIZE_PARTS = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*$")
+_SIZE_PARTS = regex(r"^\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*$")
 
 
 def _factor(unit: str) -> int | None:
@@ -48,7 +49,7 @@ def size_or_none(text: str | None) -> int | None:
     """
     if text is None:
         return None
-    match = _SIZE_PARTS.match(text)
+    match = _SIZE_PARTS().match(text)
     factor = _factor(match[2]) if match else None
     if match is None or factor is None:
         return None

@@ -296,3 +296,16 @@ def test_an_option_name_without_their_words_compiles_no_name_rule():
         "python", "train.py", "--lr", "0.1", "--batch-size=32"]
     assert BENIGN_NAMES.cache_info().currsize == 0
     assert [r.id for r in NAME_RULES if r.pattern.cache_info().currsize] == []
+
+
+def test_a_word_without_space_or_unprintable_characters_holds_no_whitespace():
+    """The redactor skips its whitespace pattern for such words: no character ``\\s`` matches
+    is printable, but the space."""
+    import re
+
+    from gpu_audit.redact import _may_have_space
+
+    spaces = [chr(c) for c in range(0x110000) if re.match(r"\s", chr(c))]
+    assert len(spaces) > 20
+    assert all(_may_have_space(f"a{c}b") for c in spaces)
+    assert not _may_have_space("--model=meta-llama/Llama-3-8B")

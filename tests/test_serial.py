@@ -6,7 +6,7 @@ import pytest
 
 from gpu_audit.errors import InputError
 from gpu_audit.model import Scan
-from gpu_audit.serial import _FLOAT_HINT, dumps, encode, from_jsonable, to_jsonable, write_atomic
+from gpu_audit.serial import _float_hinted, dumps, encode, from_jsonable, to_jsonable, write_atomic
 from tests import builders as b
 
 
@@ -53,6 +53,22 @@ def test_floats_keep_pythons_spelling_wherever_they_stand(value):
 
 def test_digits_before_an_e_inside_strings_are_no_float_hint():
     # UUIDs and hashes: the whole document would be re-tokenised for nothing.
-    assert _FLOAT_HINT.search(b'{"uuid":"GPU-00001e2e-3e4f","v":"0.00001","n":[1,2.5]}') is None
+    assert not _float_hinted(b'{"uuid":"GPU-00001e2e-3e4f","v":"0.00001","n":[1,2.5]}')
     for raw in (b"1e16", b"[1e-05]", b'{"a":-1e16}', b'{"a":1,"b":0.00001}'):
-        assert _FLOAT_HINT.search(raw), raw
+        assert _float_hinted(raw), raw
+
+
+def test_the_float_hint_finds_what_its_anchored_form_finds():
+    """The hint is searched from the character before a value, a bare number apart: on any
+    text it fires exactly where ``(?:^|[:,\\[])...`` would."""
+    import random
+    import re
+
+    from gpu_audit import serial
+
+    anchored = re.compile(rb"(?:^|[:,\[])-?(?:\d+(?:\.\d+)?[eE]|0\.0000)")
+    rng = random.Random(5)
+    pieces = [b"1", b"0", b".", b"e", b"E", b"-", b":", b",", b"[", b"{", b'"', b"0.0000", b"x"]
+    for _ in range(20_000):
+        raw = b"".join(rng.choice(pieces) for _ in range(rng.randint(0, 8)))
+        assert serial._float_hinted(raw) == bool(anchored.search(raw)), raw

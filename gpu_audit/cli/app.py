@@ -11,7 +11,6 @@ import contextlib
 import errno
 import importlib
 import os
-import re
 import sys
 from typing import Any
 
@@ -61,6 +60,11 @@ def _invoked_command(args: list[str]) -> str | None:
     return None
 
 
+def _is_verbose(arg: str) -> bool:
+    """``--verbose``, ``-v``, ``-vv``, ...: compared as text (a pattern costs every start)."""
+    return arg == "--verbose" or (len(arg) > 1 and arg == "-" + "v" * (len(arg) - 1))
+
+
 def hoist_verbose(args: list[str]) -> list[str]:
     """``-v`` / ``-vv`` / ``--verbose`` anywhere before ``--`` moved in front of the command.
 
@@ -68,8 +72,8 @@ def hoist_verbose(args: list[str]) -> list[str]:
     type it after (``gpu-audit scan -v``), as they do with every other flag.
     """
     cut = args.index("--") if "--" in args else len(args)
-    flags = [a for a in args[:cut] if a == "--verbose" or re.fullmatch(r"-v+", a)]
-    rest = [a for a in args[:cut] if not (a == "--verbose" or re.fullmatch(r"-v+", a))]
+    flags = [a for a in args[:cut] if _is_verbose(a)]
+    rest = [a for a in args[:cut] if not _is_verbose(a)]
     return [*flags, *rest, *args[cut:]]
 
 
@@ -93,7 +97,7 @@ def _fast_command(args: list[str]) -> Any:
         return None
     count = 0
     for at, arg in enumerate(args):
-        if arg == "--verbose" or re.fullmatch(r"-v+", arg):
+        if _is_verbose(arg):
             count += 1 if arg == "--verbose" else len(arg) - 1
             continue
         module = COMMANDS.get(arg) if arg.isidentifier() else None

@@ -5,16 +5,26 @@ from __future__ import annotations
 import os
 import sys
 import time
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gpu_audit.bounds import MAX_GPUS
 from gpu_audit.cli.app import err, verbose
-from gpu_audit.cli.declared import NO_REPORT, NVML_TIMEOUT, OUT, Option, command
+from gpu_audit.cli.declared import (
+    NO_REPORT,
+    NVML_TIMEOUT,
+    OUT,
+    PATH,
+    SPEC_FORMS,
+    Option,
+    command,
+)
 from gpu_audit.cli.monitoring import FORMAT_HELP, monitored
 from gpu_audit.config.schema import CHECK, ROOT
 from gpu_audit.errors import InputError, UsageError
-from gpu_audit.gpu_selection import SPEC_FORMS
 from gpu_audit.model import Scan, Severity
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 SEVERITIES = ", ".join(s.value for s in Severity)
 EXIT_CODES_HELP = ("Exit codes: 0 OK, 1 WARNING, 2 CRITICAL (the runner is unfit), "
@@ -52,17 +62,17 @@ def current_user() -> str | None:
 # parsed from them without loading typer (gpu_audit.cli.declared). A new option is one entry here
 # and one keyword of check() below.
 OPTIONS = (
-    Option("policy_file", "--policy", Path, metavar="FILE",
+    Option("policy_file", "--policy", PATH, metavar="FILE",
            help="Policy TOML with keys at top level (default: the check table of the nearest "
            "gpu-audit.toml or pyproject.toml). GPU_AUDIT_<KEY> variables override it."),
-    Option("junit", "--junit", Path, metavar="FILE",
+    Option("junit", "--junit", PATH, metavar="FILE",
            help="Write a JUnit XML report (one test case per check)."),
     Option("json_out", "--json", bool, False,
            help="Print the result as JSON (schema gpu-audit.check/1)."),
     Option.setting(CHECK, "stages", "stages", str, metavar="LIST",
                    help="Also run these validation stages after the static checks: "
                         "imports,smoke."),
-    Option("from_file", "--from", Path, metavar="FILE",
+    Option("from_file", "--from", PATH, metavar="FILE",
            help="Judge a saved `scan --json` or `check --json` document instead of this machine."),
     Option.setting(ROOT, "fail_on", "fail_on", metavar="SEVERITY",
                    help=f"Scan findings at or above this severity fail: {SEVERITIES}."),
@@ -72,7 +82,7 @@ OPTIONS = (
     OUT,
     NO_REPORT,
     Option("output_format", "--format", str, metavar="FORMAT", help=FORMAT_HELP),
-    Option("prometheus", "--prometheus", Path, metavar="FILE",
+    Option("prometheus", "--prometheus", PATH, metavar="FILE",
            help="Also write the result as a node_exporter textfile (the scan's gpu_audit_* "
            "gauges, gpu_audit_check_status and one gpu_audit_check_passed per check; atomic); "
            "a check that cannot judge writes gpu_audit_scan_success 0 there."),
@@ -92,7 +102,7 @@ OPTIONS = (
            help="With --slurm: the GPUs Slurm configures for this node (its gres count), which "
            "the health check expects NVML to list and a job's GPU indices must stay below "
            "(default: Gres=gpu:N of `scontrol show node`, when scontrol is on PATH)."),
-    Option("spool", "--spool", Path, metavar="DIR",
+    Option("spool", "--spool", PATH, metavar="DIR",
            help="With --slurm: folder for the prolog's scan, kept for the epilog (default: "
            "/var/spool/gpu-audit; created 0700, refused when another user could write it)."),
 )
@@ -181,6 +191,8 @@ def check(
         scan = collect_scan(timeout_s=timeout, nvml=nvml)
     outcomes = []
     if stage_names:
+        from pathlib import Path
+
         from gpu_audit.validate.checklist import run_stages
 
         outcomes = run_stages(stage_names, min_gpus=policy.min_gpus,
@@ -282,6 +294,8 @@ def _emit(report, *, json_out: bool, junit: Path | None, out: Path | None, no_re
             print(line, file=sys.stderr)
     summary_path = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary_path:
+        from pathlib import Path
+
         try:
             github.append_step_summary(Path(summary_path), github.step_summary(report))
         except (OSError, InputError) as exc:

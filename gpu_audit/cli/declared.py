@@ -16,8 +16,11 @@ import math
 import os
 import sys
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any, NamedTuple
+
+# The type of a path option, named without importing pathlib (which a plain scan never needs):
+# Option.type reads it as pathlib.Path.
+PATH = "path"
 
 
 def finite_float(text: object) -> float:
@@ -36,14 +39,14 @@ class Option:
     millions of instructions, and these are only read.
     """
 
-    __slots__ = ("argument", "default", "help", "hidden", "key", "max", "metavar", "min",
-                 "multiple", "name", "param", "required", "type")
+    __slots__ = ("_type", "argument", "default", "help", "hidden", "key", "max", "metavar", "min",
+                 "multiple", "name", "param", "required")
 
     def __init__(
         self,
         param: str,  # the keyword the command function takes
         name: str,  # "--timeout" (for an argument, its name in messages)
-        type: type,  # bool (a flag), str, int, float or Path
+        type: type | str,  # bool (a flag), str, int, float, or Path (or PATH)
         default: Any = None,
         *,
         help: str = "",
@@ -55,7 +58,9 @@ class Option:
         argument: bool = False,
         required: bool = False,
     ) -> None:
-        self.param, self.name, self.type, self.default = param, name, type, default
+        if getattr(type, "__module__", None) == "pathlib":
+            type = PATH  # one spelling, so that parsing a path never needs pathlib
+        self.param, self.name, self._type, self.default = param, name, type, default
         self.help, self.metavar, self.min, self.max = help, metavar, min, max
         self.multiple, self.hidden, self.argument = multiple, hidden, argument
         self.required = required
@@ -76,11 +81,24 @@ class Option:
         option.key = key
         return option
 
+    @property
+    def type(self) -> type:
+        if self._type == PATH:
+            from pathlib import Path
+
+            return Path
+        return self._type  # type: ignore[return-value]
+
     def __repr__(self) -> str:
         return f"Option({self.param!r}, {self.name!r}, {self.type.__name__})"
 
 
 # Options several commands take, worded once.
+# The forms a GPU spec takes (gpu_audit.gpu_selection reads them), as every --gpus help names them.
+SPEC_FORMS = ("indices (0,2), GPU-<uuid>, MIG-<uuid>, PCI bus ids (0000:3b:00.0), or job "
+              "(SLURM_STEP_GPUS, SLURM_JOB_GPUS or CUDA_VISIBLE_DEVICES)")
+
+
 def json_option(what: str, schema: str) -> Option:
     """``--json``: print ``what`` as the JSON document of ``schema`` instead of text."""
     return Option("json_out", "--json", bool, False,
@@ -89,7 +107,7 @@ def json_option(what: str, schema: str) -> Option:
 
 def out_option(what: str = "the markdown report and its JSON twin") -> Option:
     """``--out DIR``: where the report files go (``what`` they are)."""
-    return Option("out", "--out", Path, metavar="DIR",
+    return Option("out", "--out", PATH, metavar="DIR",
                   help=f"Folder for {what} (default: reports).")
 
 
@@ -166,15 +184,15 @@ def _convert(option: Option, text: str) -> Any:
         return _REFUSED
     if option.type is str:
         return text
-    if option.type is Path:
+    if option._type == PATH:
         # typer's path type refuses an existing path that cannot be read; the rest pass as given.
         try:
             os.stat(text)
         except OSError:
-            return Path(text)
+            return option.type(text)
         except ValueError:  # a NUL byte
             return _REFUSED
-        return Path(text) if os.access(text, os.R_OK) else _REFUSED
+        return option.type(text) if os.access(text, os.R_OK) else _REFUSED
     try:
         value = finite_float(text) if option.type is float else option.type(text)
     except (ValueError, TypeError):

@@ -8,9 +8,15 @@ from pathlib import Path
 
 from gpu_audit.bounds import bounded_int
 from gpu_audit.cli.app import err
-from gpu_audit.cli.declared import NO_REPORT, Option, command, json_option, out_option
+from gpu_audit.cli.declared import (
+    NO_REPORT,
+    SPEC_FORMS,
+    Option,
+    command,
+    json_option,
+    out_option,
+)
 from gpu_audit.errors import InputError, UsageError
-from gpu_audit.gpu_selection import SPEC_FORMS
 
 EXIT_CODES_HELP = ("Exit codes: 0 OK, 1 WARNING, 2 CRITICAL (a test failed), 3 UNKNOWN (bad "
                    "flags, busy GPUs without --force, a torch without CUDA, a GPU in MIG mode, "

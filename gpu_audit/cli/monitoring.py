@@ -16,10 +16,12 @@ import functools
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpu_audit.errors import GpuAuditError, UsageError
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 FORMATS = ("terminal", "json", "nagios")
 FORMAT_HELP = ("Output: terminal (default), json (as --json) or nagios (a monitoring-plugin "
@@ -145,6 +147,8 @@ def usage_error_textfile(args: list[str]) -> None:
     command, path = _given(args, "prometheus")
     if not path or path.startswith("-") or command is None:
         return
+    from pathlib import Path
+
     _failed(UsageError("usage error"), {"prometheus": Path(path)}, check=command == "check")
 
 

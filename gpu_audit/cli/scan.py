@@ -4,15 +4,25 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gpu_audit.cli.app import verbose
-from gpu_audit.cli.declared import NO_REPORT, NVML_TIMEOUT, OUT, Option, command
+from gpu_audit.cli.declared import (
+    NO_REPORT,
+    NVML_TIMEOUT,
+    OUT,
+    PATH,
+    SPEC_FORMS,
+    Option,
+    command,
+)
 from gpu_audit.cli.monitoring import FORMAT_HELP, monitored
 from gpu_audit.config.schema import ROOT
 from gpu_audit.errors import UsageError
-from gpu_audit.gpu_selection import SPEC_FORMS
 from gpu_audit.model import Severity
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 SEVERITIES = ", ".join(s.value for s in Severity)
 
@@ -25,14 +35,14 @@ OPTIONS = (
     OUT,
     NO_REPORT,
     Option("output_format", "--format", str, metavar="FORMAT", help=FORMAT_HELP),
-    Option("prometheus", "--prometheus", Path, metavar="FILE",
+    Option("prometheus", "--prometheus", PATH, metavar="FILE",
            help="Also write the scan as a node_exporter textfile (gpu_audit_* gauges, atomic); "
            "a scan that cannot judge writes gpu_audit_scan_success 0 there."),
-    Option("from_file", "--from", Path, metavar="FILE",
+    Option("from_file", "--from", PATH, metavar="FILE",
            help="Judge a saved `scan --json` document instead of this machine."),
     Option.setting(ROOT, "fail_on", "fail_on", metavar="SEVERITY",
                    help=f"Exit 2 at or above this severity ({SEVERITIES})."),
-    Option("config", "--config", Path, metavar="FILE",
+    Option("config", "--config", PATH, metavar="FILE",
            help="Read thresholds from this TOML file instead of searching "
            "(GPU_AUDIT_<KEY> variables still override it)."),
     Option("pid", "--pid", int, help="Read allocator settings from this process's environment."),
@@ -86,11 +96,6 @@ def scan(
 
     from gpu_audit.collect import collect_scan
     from gpu_audit.config import load_policy
-    from gpu_audit.gpu_selection import (
-        apply_selection,
-        resolve_gpus,
-        select_findings,
-    )
     from gpu_audit.knowledge.findings import ignorable
     from gpu_audit.report.jsonout import load_scan_document, scan_document
     from gpu_audit.rules import evaluate, exit_code
@@ -117,6 +122,8 @@ def scan(
     if gpus is not None and scanned.nvml.available:
         # Judged on the whole machine, then limited: host findings stay, other GPUs' go. With
         # NVML down there is nothing to select; its finding says why.
+        from gpu_audit.gpu_selection import apply_selection, resolve_gpus, select_findings
+
         selection = resolve_gpus(gpus, scanned.gpus, os.environ,
                                  unlisted=scanned.unlisted_gpus)
         findings = select_findings(findings, scanned, selection)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Mapping
-from pathlib import Path
 
 from gpu_audit.bounds import MAX_GPUS
 from gpu_audit.gpu_identity import DEV_NAME, kernel_gpus, parse_information
@@ -27,10 +26,10 @@ _INFO_BYTES = 16_384
 _DEV_ENTRIES = 65_536  # entries of /dev looked at: a node has a few hundred
 
 
-def roots(environ: Mapping[str, str] | None = None) -> tuple[Path, Path]:
+def roots(environ: Mapping[str, str] | None = None) -> tuple[str, str]:
     """(the driver's /proc folder, the /dev folder) in force."""
     env = os.environ if environ is None else environ
-    return (Path(env.get(ENV_PROC) or "/proc/driver/nvidia"), Path(env.get(ENV_DEV) or "/dev"))
+    return (env.get(ENV_PROC) or "/proc/driver/nvidia", env.get(ENV_DEV) or "/dev")
 
 
 def read_kernel_gpus(environ: Mapping[str, str] | None = None) -> list[KernelGpu]:
@@ -39,14 +38,14 @@ def read_kernel_gpus(environ: Mapping[str, str] | None = None) -> list[KernelGpu
     return kernel_gpus(read_driver_gpus(proc), read_dev_minors(dev))
 
 
-def read_driver_gpus(proc: Path) -> list[KernelGpu]:
+def read_driver_gpus(proc: str | os.PathLike[str]) -> list[KernelGpu]:
     found: list[KernelGpu] = []
     try:
-        with os.scandir(proc / "gpus") as entries:
+        with os.scandir(os.path.join(proc, "gpus")) as entries:
             for entry in entries:
                 if len(found) >= MAX_GPUS:
                     break
-                text = _read_small(Path(entry.path) / "information")
+                text = _read_small(os.path.join(entry.path, "information"))
                 gpu = None if text is None else parse_information(text, entry.name)
                 if gpu is not None:
                     found.append(gpu)
@@ -55,7 +54,7 @@ def read_driver_gpus(proc: Path) -> list[KernelGpu]:
     return found
 
 
-def _read_small(path: Path) -> str | None:
+def _read_small(path: str) -> str | None:
     """A regular file's first bytes as text; ``None`` for anything else or an error."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
@@ -71,7 +70,7 @@ def _read_small(path: Path) -> str | None:
         os.close(fd)
 
 
-def read_dev_minors(dev: Path) -> list[int]:
+def read_dev_minors(dev: str | os.PathLike[str]) -> list[int]:
     """Minor numbers of the ``nvidiaN`` character devices in ``dev``."""
     minors: list[int] = []
     try:

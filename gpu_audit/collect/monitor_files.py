@@ -152,7 +152,7 @@ def _read_folder(folder: Path, ctx: _ReaderContext, now: dt.datetime,
             skipped.append(SkippedFile(str(folder), "folder changed while being opened", True))
             return
         for name in sorted(os.listdir(dir_fd)):
-            match = FILE_NAME.match(name)
+            match = FILE_NAME().match(name)
             if not match:
                 continue  # temporary files of an atomic write, or not ours
             path = folder / name

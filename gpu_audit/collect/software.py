@@ -10,18 +10,25 @@ import importlib
 import os
 import re
 import sys
-from pathlib import Path
 
 from gpu_audit.collect.procfs import MAX_ENVIRON_BYTES, read_bounded
 from gpu_audit.knowledge.allocator.names import BOTH_VARS, CUDA_VAR, NEW_VAR
+from gpu_audit.lazy import regex
 from gpu_audit.model import AllocatorConfig, ProbeError
 from gpu_audit.redact import redact_env
 
-# Variables the environment lint looks at, kept (redacted) in the scan.
-RELEVANT_ENV = re.compile(
-    r"^(CUDA_.*|PYTORCH_.*|NCCL_.*|TORCH_.*|NVIDIA_.*|LD_PRELOAD|OMP_NUM_THREADS|"
-    r"HIP_VISIBLE_DEVICES|ROCR_VISIBLE_DEVICES|NSYS_.*|NVTX_.*|CUDA_INJECTION64_PATH)$"
-)
+# Variables the environment lint looks at, kept (redacted) in the scan: these prefixes and names.
+RELEVANT_PREFIXES = ("CUDA_", "PYTORCH_", "NCCL_", "TORCH_", "NVIDIA_", "NSYS_", "NVTX_")
+RELEVANT_NAMES = frozenset({"LD_PRELOAD", "OMP_NUM_THREADS", "HIP_VISIBLE_DEVICES",
+                            "ROCR_VISIBLE_DEVICES", "CUDA_INJECTION64_PATH"})
+
+
+def relevant_variable(name: str) -> bool:
+    """Whether the scan keeps variable ``name``. Read as text (a pattern would cost every scan
+    its compilation) and as the pattern ``^(CUDA_.*|...|LD_PRELOAD|...)$`` read it: no line
+    break inside the name, one allowed at its end."""
+    body = name[:-1] if name.endswith("\n") else name
+    return "\n" not in body and (body.startswith(RELEVANT_PREFIXES) or body in RELEVANT_NAMES)
 
 # NVIDIA's runtime wheels that PyPI's default (unlabelled) Linux torch depends on.
 _CUDA_RUNTIME_WHEELS = ("nvidia-cuda-runtime-cu12", "nvidia-cuda-runtime-cu11",
@@ -59,8 +66,12 @@ class UnusualMetadata(Exception):
 
 
 def _normalized_name(name: str) -> str:
-    # importlib.metadata's Prepared.normalize: PEP 503, with underscores.
-    return re.sub(r"[-_.]+", "-", name).lower().replace("-", "_")
+    # importlib.metadata's Prepared.normalize: PEP 503, with underscores (each run of "-", "_"
+    # and "." one "_"); its re.sub(r"[-_.]+", ...) spelt as text.
+    name = name.replace("-", "_").replace(".", "_")
+    while "__" in name:
+        name = name.replace("__", "_")
+    return name.lower()
 
 
 def dist_info_version(name: str, paths: list[str] | None = None) -> str | None:
@@ -180,7 +191,7 @@ def read_process_environ(pid: int) -> dict[str, str]:
     return env
 
 
-_TORCH_LIB = re.compile(r"\s(/\S*)/torch/lib/lib(?:c10|torch)\S*\.so")
+_TORCH_LIB = regex(r"\s(/\S*)/torch/lib/lib(?:c10|torch)\S*\.so")
 
 
 def torch_version_of_process(pid: int) -> str | None:
@@ -190,11 +201,13 @@ def torch_version_of_process(pid: int) -> str | None:
     imported torch; the ``torch-*.dist-info`` beside it holds the version. ``None`` when the
     process has not imported torch, or its map is not readable (another user).
     """
+    from pathlib import Path  # here: only a scan of a given --pid reads another map
+
     try:
         maps = Path(f"/proc/{pid}/maps").read_text(errors="replace")
     except OSError:
         return None
-    match = _TORCH_LIB.search(maps)
+    match = _TORCH_LIB().search(maps)
     if not match:
         return None
     site = Path(match[1])
@@ -233,7 +246,7 @@ def read_allocator_config(pid: int | None = None) -> tuple[AllocatorConfig, list
     variant, cuda = torch_build(version)
     if version is not None and variant is None:
         variant, cuda = unlabelled_build()
-    relevant = {k: v for k, v in env.items() if RELEVANT_ENV.match(k) and k not in BOTH_VARS}
+    relevant = {k: v for k, v in env.items() if relevant_variable(k) and k not in BOTH_VARS}
     config = AllocatorConfig(
         source=source,
         pytorch_cuda_alloc_conf=env.get(CUDA_VAR),

@@ -11,8 +11,7 @@ alone, then ``GPU_AUDIT_<KEY>`` variables.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -31,6 +30,9 @@ from gpu_audit.config.schema import CHECK, default
 from gpu_audit.errors import ConfigError
 from gpu_audit.model import Severity
 from gpu_audit.units import GIB
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 class CheckPolicy(Policy, frozen=True):
@@ -104,6 +106,8 @@ def load_check_policy(
     rest (ids costlier to gather: other commands' catalogues).
     """
     if path is not None:
+        from pathlib import Path  # here: a --policy file was given
+
         path = Path(path)
         if not path.is_file():
             raise ConfigError(f"{path}: policy file not found" if not path.exists()

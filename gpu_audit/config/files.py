@@ -8,14 +8,17 @@ tomllib reports no positions, so the line of a key is found in the text for mess
 
 from __future__ import annotations
 
+import os
 import re
 import sys
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpu_audit.errors import ConfigError, InputError
 from gpu_audit.inputs import CONFIG_LIMIT, read_input
 from gpu_audit.lazy import regex
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 OWN_FILE = "gpu-audit.toml"
 PYPROJECT = "pyproject.toml"
@@ -31,27 +34,38 @@ _TOOL_FORM = regex(r"^\s*(?:\[\s*tool\s*\.\s*[\"']?gpu-audit|tool\s*\.\s*[\"']?g
 
 def find_config_file(start: Path | None = None) -> Path | None:
     """The nearest ``gpu-audit.toml``, or ``pyproject.toml`` with a ``[tool.gpu-audit]`` table."""
-    here = (start or Path.cwd()).resolve()
-    for folder in (here, *here.parents):
-        own = folder / OWN_FILE
-        if own.is_file():
-            return own
-        pyproject = folder / PYPROJECT
-        if pyproject.is_file() and _has_our_table(pyproject):
-            return pyproject
-    return None
+    # Walked as strings: pathlib is imported only when a file is found (a plain scan has none).
+    folder = os.path.realpath(os.getcwd() if start is None else start)
+    while True:
+        own = os.path.join(folder, OWN_FILE)
+        if os.path.isfile(own):
+            return _path(own)
+        pyproject = os.path.join(folder, PYPROJECT)
+        if os.path.isfile(pyproject) and _has_our_table(pyproject):
+            return _path(pyproject)
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return None
+        folder = parent
 
 
-def _has_our_table(pyproject: Path) -> bool:
+def _path(text: str) -> Path:
+    from pathlib import Path
+
+    return Path(text)
+
+
+def _has_our_table(pyproject: str) -> bool:
     """Whether ``pyproject`` holds ``[tool.gpu-audit]``. One that cannot be read is skipped
     with a warning: a file in a folder above the work, perhaps another user's, must not stop
     every run beneath it."""
 
     try:
-        if pyproject.stat().st_size > CONFIG_LIMIT:
+        if os.stat(pyproject).st_size > CONFIG_LIMIT:
             _warn(f"skipping {pyproject}: larger than a configuration file can be")
             return False
-        text = pyproject.read_text(encoding="utf-8", errors="replace")
+        with open(pyproject, encoding="utf-8", errors="replace") as handle:
+            text = handle.read()
     except OSError as exc:
         _warn(f"skipping {pyproject}: cannot read it ({exc.strerror or exc})")
         return False
@@ -125,7 +139,7 @@ def file_base(path: Path) -> tuple[str, ...]:
     return PYPROJECT_TABLE if _TOOL_FORM().search(text) else ()
 
 
-def _parse_toml(path: Path, raw: bytes) -> dict[str, Any]:
+def _parse_toml(path: Path | str, raw: bytes) -> dict[str, Any]:
     """``raw`` as TOML; a :class:`ConfigError` for anything tomllib cannot read, including
     integers of thousands of digits and tables nested thousands deep."""
     import tomllib
@@ -206,7 +220,7 @@ class TableRef:
     __slots__ = ("labelled", "path", "table")
 
     def __init__(self, path: Path, table: tuple[str, ...] = (), labelled: bool = False) -> None:
-        self.path, self.table, self.labelled = Path(path), table, labelled
+        self.path, self.table, self.labelled = _path(path), table, labelled
 
     @property
     def label(self) -> str:

@@ -20,8 +20,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable, Mapping
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpu_audit.bounds import MAX_INT_DIGITS, bounded_int
 from gpu_audit.config.files import (
@@ -37,6 +36,9 @@ from gpu_audit.config.files import (
 from gpu_audit.config.policy import Policy, keys_of, validate_values
 from gpu_audit.config.schema import TABLES
 from gpu_audit.errors import ConfigError, InputError
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 ENV_PREFIX = "GPU_AUDIT_"
 CHECK_TABLE = ("check",)
@@ -207,7 +209,7 @@ def load_policy(path: Path | None = None, *, search: bool = True,
     path = path or (find_config_file() if search else None)
     layers = Layers(keys_of(Policy))
     if path is not None:
-        layers.table(TableRef(Path(path)), layers.keys, rank=1, root=True)
+        layers.table(TableRef(path), layers.keys, rank=1, root=True)
     layers.environment(process_environ(environ), rank=2)
     if known_ids is not None and layers.added_ids:
         # check_policy builds on this module: importing it at the top would be a cycle.

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 
 from gpu_audit.diff.view import DiffView
-from gpu_audit.gpu_identity import describe
-from gpu_audit.gpu_selection import MissingGpu, bus_key
+from gpu_audit.gpu_identity import bus_key, describe
+from gpu_audit.gpu_selection import MissingGpu
 from gpu_audit.knowledge.findings import DIFF, severity_of
 from gpu_audit.knowledge.xid import MACHINE_ORIGINS, recovery_action, xid_info, xid_severity
 from gpu_audit.model import Finding, Gpu, KernelGpu, Severity, XidEvent

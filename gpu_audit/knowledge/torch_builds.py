@@ -16,6 +16,8 @@ def cuda_tuple(version: str | tuple[int, int] | None) -> tuple[int, int] | None:
     """``"12.4"`` (or ``(12, 4)``) -> (12, 4); ``None`` when not a CUDA version."""
     if isinstance(version, tuple):
         return version
+    if not version:
+        return None
     match = re.match(r"([0-9]{1,20})\.([0-9]{1,20})(?![0-9])", version or "")
     return (int(match[1]), int(match[2])) if match else None
 

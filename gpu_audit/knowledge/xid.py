@@ -19,10 +19,9 @@ a failed memory repair is critical.
 
 from __future__ import annotations
 
-import re
-
 import msgspec
 
+from gpu_audit.lazy import regex
 from gpu_audit.model import Severity
 
 
@@ -171,7 +170,7 @@ MACHINE_ORIGINS = ("hardware", "driver")
 
 # Xid 154's message names the action now required: "GPU recovery action changed from 0x0
 # (None) to 0x2 (Node Reboot Required)".
-_RECOVERY_ACTION = re.compile(r"recovery action changed from \S+ \([^)]*\) to \S+ "
+_RECOVERY_ACTION = regex(r"recovery action changed from \S+ \([^)]*\) to \S+ "
                               r"\((?P<action>[^)]*)\)")
 
 
@@ -189,7 +188,7 @@ def xid_info(xid: int) -> XidInfo:
 
 def recovery_action(message: str | None) -> str | None:
     """The action an Xid 154 message says the GPU now needs (``GPU Reset Required``), if any."""
-    match = _RECOVERY_ACTION.search(message or "")
+    match = _RECOVERY_ACTION().search(message or "")
     return match["action"] if match else None
 
 

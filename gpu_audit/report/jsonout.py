@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -14,6 +13,9 @@ from gpu_audit.redact import redact_data, redact_settings
 from gpu_audit.rules import worst
 from gpu_audit.rules.duplicates import with_duplicate_groups
 from gpu_audit.serial import extended, from_jsonable, to_jsonable
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 SCAN_SCHEMA = "gpu-audit.scan/1"
 

@@ -9,7 +9,6 @@ copy from another (``--port``, ``--local-rank`` and the like), marks what was le
 from __future__ import annotations
 
 import os
-import re
 
 ELLIPSIS = "…"
 
@@ -18,9 +17,22 @@ KEY_FLAGS = frozenset({
     "--port", "-p", "--bind", "-b", "--local-rank", "--local_rank", "--rank", "--node-rank",
     "--node_rank", "--nproc-per-node", "--nproc_per_node", "--master-port", "--master_port",
 })
-_INTERPRETER = re.compile(r"^(python[\d.]*|pypy[\d.]*|node|ruby|perl|bash|sh|java)$")
+_INTERPRETERS = frozenset({"node", "ruby", "perl", "bash", "sh", "java"})
 # Python options that take a value: ``python -X dev script.py``.
 _PY_VALUE_OPTIONS = frozenset({"-X", "-W", "-Q"})
+
+
+def interpreter(name: str) -> bool:
+    """``python3.11``, ``pypy3``, ``node``, ``bash``, ...: the pattern
+    ``^(python[\\d.]*|pypy[\\d.]*|node|ruby|perl|bash|sh|java)$`` read as text (compiling it
+    would cost every scan more than reading), a line break allowed at the end as ``$`` allows."""
+    body = name[:-1] if name.endswith("\n") else name
+    if body in _INTERPRETERS:
+        return True
+    for prefix in ("python", "pypy"):
+        if body.startswith(prefix):
+            return all(c == "." or c.isdecimal() for c in body[len(prefix):])
+    return False
 
 
 def _base(token: str) -> str:
@@ -39,7 +51,7 @@ def _takes_value(tokens: list[str], i: int) -> bool:
 
 def _head(tokens: list[str]) -> int:
     """How many leading tokens name what runs: the program, then a script or ``-m module``."""
-    if not _INTERPRETER.match(_base(tokens[0])):
+    if not interpreter(_base(tokens[0])):
         return 1
     i = 1
     while i < len(tokens):
@@ -137,7 +149,7 @@ def _essentials(tokens: list[str], head: int, keys: list[list[int]], width: int)
     without its interpreter, then whole units (a flag with its value) from the left while they
     fit, then ``…``."""
     units = [tokens[i] for i in range(head)] + [" ".join(tokens[i] for i in g) for g in keys]
-    if head >= 2 and _INTERPRETER.match(tokens[0]):
+    if head >= 2 and interpreter(tokens[0]):
         # The script or module says more than the interpreter running it.
         units = units[head - 1:]
         trial = " ".join([units[0], ELLIPSIS, *units[1:]]) if len(units) > 1 else units[0]

@@ -26,8 +26,8 @@ from gpu_audit.model import GpuProcess, Scan
 _PYTHON_OPTS_WITH_VALUE = {"-X", "-W", "-Q"}
 
 # The patterns are compiled on first use (about 2 ms together): a machine without GPU processes
-# has no command lines to compare.
-_python = lazy(r"^(python|pypy)(\d+(\.\d+)?)?$")
+# has no command lines to compare. Each is tried only on a text holding what every match holds
+# (a dash, a colon, a launcher's name), so most arguments compile none of them.
 
 # Options whose value differs per instance by design.
 _per_instance_opts = lazy(
@@ -38,6 +38,9 @@ _per_instance_opts = lazy(
 
 _rank_opts = lazy(r"^-{1,2}(local[-_]rank|rank|node[-_]rank)(=.*)?$")
 
+# Every match of _launchers holds one of these.
+_LAUNCHER_WORDS = ("torchrun", "torch.distributed.", "deepspeed", "accelerate", "mpirun", "mpiexec",
+                   "srun", "horovodrun", "colossalai", "lightning")
 _launchers = lazy(
     r"(torchrun|torch\.distributed\.(run|launch)|deepspeed|accelerate(\.commands)?[ /]launch|"
     r"accelerate$|mpirun|mpiexec|srun|horovodrun|colossalai|lightning)"
@@ -57,13 +60,25 @@ class Program(msgspec.Struct, frozen=True):
     args: tuple[str, ...]
 
 
+def python_name(name: str) -> bool:
+    """``python``, ``python3``, ``pypy3.10``: the pattern ``^(python|pypy)(\\d+(\\.\\d+)?)?$``
+    read as text, a line break allowed at the end as ``$`` allows."""
+    body = name[:-1] if name.endswith("\n") else name
+    for prefix in ("python", "pypy"):
+        if body.startswith(prefix):
+            major, dot, minor = body[len(prefix):].partition(".")
+            return (not major and not dot) or (major.isdecimal() and (
+                not dot or minor.isdecimal()))
+    return False
+
+
 def split_program(argv: list[str]) -> Program:
     """``/venv/bin/python3 -u /venv/bin/uvicorn app:app`` -> Program("uvicorn", ("app:app",))."""
     if not argv:
         return Program("", ())
     head = os.path.basename(argv[0])
     i = 1
-    if _python().match(head):
+    if python_name(head):
         while i < len(argv) and argv[i].startswith("-") and argv[i] not in ("-m", "-c"):
             i += 2 if argv[i] in _PYTHON_OPTS_WITH_VALUE else 1
         if i < len(argv) and argv[i] == "-m" and i + 1 < len(argv):
@@ -86,14 +101,14 @@ def normalise_args(args: tuple[str, ...]) -> tuple[str, ...]:
             skip_next = False
             continue
         name, sep, _ = arg.partition("=")
-        if _per_instance_opts().match(name):
+        if name.startswith("-") and _per_instance_opts().match(name):
             out.append(f"{name}=*" if sep else name)
             skip_next = not sep
             continue
-        if _host_port().match(arg):
+        if ":" in arg and _host_port().match(arg):
             out.append(_host_port().sub(r"\g<host>:*", arg))
             continue
-        out.append(_uuid().sub("*", arg))
+        out.append(_uuid().sub("*", arg) if arg.count("-") >= 4 else arg)
     return tuple(out)
 
 
@@ -103,12 +118,12 @@ def instance_port(process: GpuProcess) -> int | None:
         return process.listen_ports[0]
     argv = process.cmdline or []
     for i, arg in enumerate(argv):
-        if match := _port_opt_value().match(arg):
+        if arg.startswith("-") and (match := _port_opt_value().match(arg)):
             return int(match[2])
         if arg in ("--port", "-p") and i + 1 < len(argv) and argv[i + 1].isdigit():
             return int(argv[i + 1])
         bound = argv[i + 1] if arg in ("--bind", "-b") and i + 1 < len(argv) else ""
-        if match := _host_port().match(bound):
+        if ":" in bound and (match := _host_port().match(bound)):
             return int(match["port"])
     return None
 
@@ -117,10 +132,11 @@ def is_distributed_rank(process: GpuProcess) -> bool:
     """A rank of a distributed job: rank in its environment or arguments, or a launcher parent."""
     if process.dist_rank is not None:
         return True
-    if any(_rank_opts().match(arg) for arg in process.cmdline or []):
+    if any(arg.startswith("-") and "rank" in arg and _rank_opts().match(arg)
+           for arg in process.cmdline or []):
         return True
     parent = " ".join(process.parent_cmdline or [])
-    return bool(parent and _launchers().search(parent))
+    return any(word in parent for word in _LAUNCHER_WORDS) and bool(_launchers().search(parent))
 
 
 def signature(process: GpuProcess) -> tuple[str | None, str, tuple[str, ...]] | None:

@@ -13,6 +13,7 @@ import msgspec
 
 from gpu_audit.config import Policy
 from gpu_audit.knowledge.allocator.names import CUDA_VAR, NEW_VAR, NO_CACHING_VAR
+from gpu_audit.lazy import regex
 from gpu_audit.model import Finding, Gpu, Scan, Severity
 from gpu_audit.rules import rule
 from gpu_audit.units import plural
@@ -276,7 +277,7 @@ _INJECTION = {
     "TORCH_COMPILE_DEBUG": "makes torch.compile write debug traces for every compiled graph",
 }
 _OFF_VALUES = ("", "0", "false", "no", "off")
-_PROFILER_LIBS = re.compile(r"(cupti|nvperf|ToolsInjection|nsys|ncu|compute-sanitizer|"
+_PROFILER_LIBS = regex(r"(cupti|nvperf|ToolsInjection|nsys|ncu|compute-sanitizer|"
                             r"sanitizer-public|libnvtx3interop|libinjection)", re.I)
 
 
@@ -308,7 +309,7 @@ def profiler_injection(scan: Scan, policy: Policy) -> Iterator[Finding]:
             found[name] = effect
     preload = env.get("LD_PRELOAD", "")
     profiler_libs = [lib for lib in re.split(r"[\s:]+", preload) if lib and
-                     _PROFILER_LIBS.search(lib.rsplit("/", 1)[-1])]
+                     _PROFILER_LIBS().search(lib.rsplit("/", 1)[-1])] if preload else []
     if profiler_libs:
         found["LD_PRELOAD"] = f"preloads {', '.join(profiler_libs)} into every process"
     if not found:

@@ -9,21 +9,16 @@ rules.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from gpu_audit.config import Policy
-from gpu_audit.gpu_selection import bus_key
-from gpu_audit.knowledge.mig import MIG_OFF_NEEDS, mig_off_command
-from gpu_audit.knowledge.xid import (
-    APP_ORIGINS,
-    MACHINE_ORIGINS,
-    XidInfo,
-    recovery_action,
-    xid_info,
-    xid_severity,
-)
+from gpu_audit.gpu_identity import bus_key
 from gpu_audit.model import Finding, Gpu, Scan, Severity, XidEvent
 from gpu_audit.rules import rule
 from gpu_audit.units import fmt_pct, noun, parse_utc, plural
+
+if TYPE_CHECKING:
+    from gpu_audit.knowledge.xid import XidInfo
 
 
 def _live(scan: Scan) -> list[Gpu]:
@@ -448,6 +443,8 @@ def mig_enabled(scan: Scan, policy: Policy) -> Iterator[Finding]:
     for gpu in _live(scan):
         if gpu.mig_mode is not True:
             continue
+        from gpu_audit.knowledge.mig import MIG_OFF_NEEDS, mig_off_command  # MIG GPUs only
+
         yield Finding(
             subject=f"gpu:{gpu.index}",
             title=f"{_label(gpu)}: MIG mode is enabled",
@@ -461,6 +458,8 @@ def mig_enabled(scan: Scan, policy: Policy) -> Iterator[Finding]:
 
 def _machine_first(info: XidInfo, than: XidInfo) -> bool:
     """Between Xids of equal severity the machine's fault names the remedy, not the program's."""
+    from gpu_audit.knowledge.xid import MACHINE_ORIGINS
+
     return info.origin in MACHINE_ORIGINS and than.origin not in MACHINE_ORIGINS
 
 
@@ -497,6 +496,9 @@ def xid_events(scan: Scan, policy: Policy) -> Iterator[Finding]:
     log = scan.kernel_log
     if log is None or not log.xid_events:
         return
+    # The Xid table is read only for a log that names Xids (most scans have none).
+    from gpu_audit.knowledge.xid import APP_ORIGINS, recovery_action, xid_info, xid_severity
+
     # Group by device: a GPU NVML lists, or (fallen off the bus, NVML down) its PCI address.
     groups: dict[tuple[str, str], list[XidEvent]] = {}
     keys = {bus_key(g.pci_bus_id): g for g in scan.gpus}

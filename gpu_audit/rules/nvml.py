@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from gpu_audit.config import Policy
-from gpu_audit.gpu_selection import bus_key
+from gpu_audit.gpu_identity import bus_key
 from gpu_audit.model import Finding, Gpu, Scan, Severity
 from gpu_audit.rules import rule
 from gpu_audit.units import noun

@@ -12,7 +12,6 @@ import re
 from collections.abc import Iterator
 
 from gpu_audit.config import Policy
-from gpu_audit.knowledge.torch_builds import cuda_tuple, install_command
 from gpu_audit.model import Finding, Scan, Severity, TorchDevice
 from gpu_audit.rules import rule
 from gpu_audit.units import plural
@@ -60,10 +59,16 @@ def driver_too_old(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """
     if scan.driver is None:
         return
-    driver = cuda_tuple(scan.driver.cuda_driver_version)
     torch_cuda_text, source = _torch_cuda(scan)
+    if not torch_cuda_text:  # no torch with a CUDA build: nothing to compare with the driver
+        return
+    from gpu_audit.knowledge.torch_builds import cuda_tuple, install_command
+
     needed = cuda_tuple(torch_cuda_text)
-    if driver is None or needed is None or needed <= driver:
+    if needed is None:
+        return
+    driver = cuda_tuple(scan.driver.cuda_driver_version)
+    if driver is None or needed <= driver:
         return
     version = _torch_version(scan)
     major = needed[0] > driver[0]
@@ -130,6 +135,8 @@ def torch_cpu_only(scan: Scan, policy: Policy) -> Iterator[Finding]:
     if not cpu_only:
         return
     driver = scan.driver.cuda_driver_version if scan.driver else None
+    from gpu_audit.knowledge.torch_builds import install_command
+
     yield Finding(
         subject="host",
         title=f"torch {version} is a CPU-only build on a host with {plural(gpus, 'NVIDIA GPU')}",

@@ -244,9 +244,13 @@ def test_a_plain_scan_exits_with_everything_an_exit_owes(node, tmp_path: Path, t
 # "scan start-up: records as structs"): typer's command tree; dataclasses, whose generated methods
 # are compiled from source text; the json module, whose place msgspec takes unless a saved
 # document is read; psutil, whose figures a scan on Linux reads from /proc itself ("scan start-up
-# without psutil"). (inspect is not listed: typing_extensions, where installed, imports it.)
+# without psutil"); GPU selection, which only --gpus uses; MIG's reader and remedy, which only a
+# MIG GPU needs. (inspect is not listed: typing_extensions, where installed, imports it. Nor is
+# the Xid table: the test machine's own kernel log may name an Xid.)
 NOT_IMPORTED_BY_A_PLAIN_SCAN = ("typer", "click", "rich", "dataclasses", "json", "difflib",
-                                "tomllib", "email", "importlib.metadata", "psutil")
+                                "tomllib", "email", "importlib.metadata", "psutil",
+                                "gpu_audit.gpu_selection", "gpu_audit.collect.nvml.mig",
+                                "gpu_audit.knowledge.mig")
 
 MODULES = r"""
 import sys
@@ -284,3 +288,51 @@ def _modules_of_a_plain_scan(env: dict[str, str], tmp_path: Path) -> set[str]:
     assert len(document["gpus"]) == 2
     assert [p["visible"] for p in document["processes"]] == [True, False]
     return set(listing.read_text().split())
+
+
+# pathlib (with urllib.parse and ipaddress, which it imports) costs every start some 15 million
+# instructions; the scan joins and reads its paths as strings, and the commands that write files
+# import it where they do (a module listed here would still import it).
+PATHLIB_STILL_IMPORTED_BY: tuple[str, ...] = ()
+
+WHO_IMPORTS = r"""
+import sys, traceback
+
+# A development environment's site (an editable install's finder) may have loaded it already.
+for name in [m for m in sys.modules if m == "pathlib"]:
+    del sys.modules[name]
+importers = []
+
+
+class Watch:
+    def find_spec(self, name, path=None, target=None):
+        if name == "pathlib":
+            ours = [f"gpu_audit/{f.filename.rpartition('/gpu_audit/')[2]}"
+                    for f in traceback.extract_stack() if "/gpu_audit/" in f.filename]
+            importers.append(ours[-1] if ours else "?")
+        return None
+
+
+sys.meta_path.insert(0, Watch())
+from gpu_audit.cli import app
+
+code = app.main(sys.argv[2:])
+with open(sys.argv[1], "w") as f:
+    f.write("\n".join(importers))
+sys.exit(code)
+"""
+
+
+@pytest.mark.parametrize("line", [["scan", "--json", "--no-report"],
+                                  ["check", "--json", "--no-report"]])
+def test_a_plain_scan_joins_its_paths_without_pathlib(fake_nvml, cli_env, tmp_path: Path,
+                                                       line: list[str]):
+    env = fake_nvml(h100_node(2), base=cli_env)
+    listing = tmp_path / "importers.txt"
+    completed = subprocess.run(
+        [sys.executable, "-c", WHO_IMPORTS, str(listing), *line], env=env, cwd=tmp_path,
+        capture_output=True, text=True, timeout=120)
+    assert completed.returncode in (0, 1, 2), completed.stderr
+    assert json.loads(completed.stdout)["schema"].startswith(f"gpu-audit.{line[0]}")
+    importers = set(listing.read_text().split())
+    assert sorted(importers.difference(PATHLIB_STILL_IMPORTED_BY)) == []

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gpu_audit.config import load_policy
+from gpu_audit.config import files, load_policy
 from gpu_audit.config.files import find_config_file, read_table
 from gpu_audit.errors import ConfigError
 
@@ -17,14 +17,13 @@ def test_an_unreadable_pyproject_above_is_skipped_with_a_warning(tmp_path, monke
     above.write_text('[tool.gpu-audit]\nfail_on = "warning"\n')
     work = tmp_path / "work"
     work.mkdir()
-    real = Path.read_text
 
-    def denied(self, *args, **kwargs):
-        if self == above:
-            raise PermissionError(13, "Permission denied", str(self))
-        return real(self, *args, **kwargs)
+    def denied(file, *args, **kwargs):  # root reads any file: the refusal is played
+        if Path(file) == above:
+            raise PermissionError(13, "Permission denied", str(file))
+        return open(file, *args, **kwargs)
 
-    monkeypatch.setattr(Path, "read_text", denied)
+    monkeypatch.setattr(files, "open", denied, raising=False)
     assert find_config_file(work) is None
     assert f"skipping {above}: cannot read it (Permission denied)" in capsys.readouterr().err
 

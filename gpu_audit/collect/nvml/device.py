@@ -46,7 +46,6 @@ from gpu_audit.collect.nvml.codes import (
     THROTTLE_REASONS,
     UNKNOWN_ARCHITECTURE,
 )
-from gpu_audit.collect.nvml.mig import instance_uuids, read_mig_devices
 from gpu_audit.model import Driver, Gpu, NvmlStatus, ProbeError
 
 _POWER_CALLS = (
@@ -158,7 +157,11 @@ class GpuReader(Calls):
             errors = list(self.errors)
             current = self.current_call
         gpu = Gpu(**fields)
-        instances = instance_uuids(gpu.mig_devices)
+        instances: dict[tuple[int, int | None], str] = {}
+        if gpu.mig_devices:  # MIG's reader is loaded for MIG GPUs only
+            from gpu_audit.collect.nvml.mig import instance_uuids
+
+            instances = instance_uuids(gpu.mig_devices)
         entries = [
             NvmlProcessEntry(
                 pid=pid,
@@ -442,6 +445,8 @@ class GpuReader(Calls):
         with self.lock:
             mig_mode = self._fields.get("mig_mode")
         if mig_mode:
+            from gpu_audit.collect.nvml.mig import read_mig_devices  # MIG GPUs only
+
             self._set(mig_devices=read_mig_devices(self, handle))
 
     def _read_pcie(self, handle: Any) -> None:
