@@ -9,6 +9,7 @@ from pathlib import Path
 from gpu_audit import bounds
 from gpu_audit.cli.app import err, verbose
 from gpu_audit.cli.declared import NO_REPORT, OUT, Option, command, json_option
+from gpu_audit.hostname import host_name
 
 EXIT_CODES_HELP = ("Exit codes: 0 OK, 1 WARNING, 2 CRITICAL (a node is unfit), 3 UNKNOWN "
                    "(a node gave no verdict or sent no document, and none is unfit; or bad "
@@ -108,7 +109,6 @@ def emit(report, *, json_out: bool, out: Path | None, no_report: bool, command: 
     per-GPU table as CSV and Parquet, the per-node heat map); shared with ``fleet``. ``keep``:
     the policy's ``keep_reports`` (older reports of ``command`` and their tables are deleted)."""
     import shutil
-    import socket
 
     from gpu_audit.fleet.document import fleet_document
     from gpu_audit.fleet.render import render_markdown, render_terminal
@@ -125,7 +125,7 @@ def emit(report, *, json_out: bool, out: Path | None, no_report: bool, command: 
         from gpu_audit.fleet.render import BESIDE_REPORT, write_gpu_tables
         from gpu_audit.report.files import write_report
 
-        md = write_report(command, report.generated_at, socket.gethostname(), document,
+        md = write_report(command, report.generated_at, host_name(), document,
                           render_markdown(report), out, keep=keep, companions=BESIDE_REPORT)
         if md is not None:
             write_gpu_tables(report, md, note=err)

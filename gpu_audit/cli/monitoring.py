@@ -86,11 +86,10 @@ def _reason(exc: BaseException) -> str:
 def _failed(exc: BaseException, options: dict[str, Any], *, check: bool = False) -> None:
     prometheus: Path | None = options.get("prometheus")
     if prometheus is not None:
-        import socket
-
+        from gpu_audit.hostname import host_name
         from gpu_audit.report.prometheus import render_failure, write_textfile
 
-        data = render_failure(socket.gethostname(), duration_s=elapsed_s(),
+        data = render_failure(host_name(), duration_s=elapsed_s(),
                               timestamp_s=time.time(), check=check)
         with contextlib.suppress(GpuAuditError, OSError):  # the path itself may be the problem
             write_textfile(prometheus, data)
@@ -109,15 +108,14 @@ def _unknown_junit(path: Path, reason: str) -> None:
     """``--junit FILE`` of a check that could not judge: a report with one error case, so the
     CI job's test view says why instead of showing nothing. A path that cannot be written is
     left alone: the original error is what the run reports."""
-    import socket
-
+    from gpu_audit.hostname import host_name
     from gpu_audit.redact import redact_text
     from gpu_audit.report.junit import render_unknown
     from gpu_audit.serial import write_atomic
     from gpu_audit.units import utc_now
 
     with contextlib.suppress(GpuAuditError, OSError, ValueError):
-        write_atomic(path, render_unknown(socket.gethostname(), redact_text(reason),
+        write_atomic(path, render_unknown(host_name(), redact_text(reason),
                                           utc_now()))
 
 

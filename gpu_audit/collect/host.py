@@ -7,6 +7,7 @@ import os
 import sys
 
 from gpu_audit.collect import procfs
+from gpu_audit.hostname import host_name
 from gpu_audit.model import Host, ProbeError
 from gpu_audit.units import utc_iso
 
@@ -117,16 +118,6 @@ def _boot_time(root: str) -> float:
     return psutil.boot_time()
 
 
-def _hostname() -> str:
-    """``socket.gethostname()``: on Linux the kernel's node name, which glibc's gethostname reads
-    from ``uname`` (importing socket costs every scan some 9 million instructions)."""
-    if sys.platform.startswith("linux"):
-        return os.uname().nodename
-    import socket
-
-    return socket.gethostname()
-
-
 def read_host(root: str = procfs.PROC) -> tuple[Host, list[ProbeError]]:
     errors: list[ProbeError] = []
     system, release = _system_release()
@@ -141,7 +132,7 @@ def read_host(root: str = procfs.PROC) -> tuple[Host, list[ProbeError]]:
     memory, swap = _memory(root, guarded)
     boot = guarded("boot time", lambda: _boot_time(root))
     host = Host(
-        hostname=_hostname(),
+        hostname=host_name(),
         os=system,
         kernel=release or None,
         wsl=system == "Linux" and detect_wsl(release),

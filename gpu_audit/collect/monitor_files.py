@@ -20,7 +20,6 @@ import datetime as dt
 import errno
 import json
 import os
-import socket
 import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from typing import Any
 
 import msgspec
 
+from gpu_audit.hostname import host_name
 from gpu_audit.model import AllocatorSample, Gpu, GpuProcess, ProbeError, ProcessAllocatorState
 from gpu_audit.publication import (
     CREATE_TIME_TOLERANCE_S,
@@ -127,7 +127,7 @@ def read_publications(dirs: Iterable[Path] | None = None, *,
 class _ReaderContext:
     uid: int = dataclasses.field(default_factory=lambda: os.geteuid())
     namespace: str | None = dataclasses.field(default_factory=pid_namespace)
-    hostname: str = dataclasses.field(default_factory=socket.gethostname)
+    hostname: str = dataclasses.field(default_factory=host_name)
 
 
 def _read_folder(folder: Path, ctx: _ReaderContext, now: dt.datetime,

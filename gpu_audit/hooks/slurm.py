@@ -35,7 +35,6 @@ from __future__ import annotations
 import contextlib
 import re
 import signal
-import socket
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -54,6 +53,7 @@ from gpu_audit.gpu_selection import (
     select_findings,
 )
 from gpu_audit.hooks import spool as spool_mod
+from gpu_audit.hostname import host_name
 from gpu_audit.model import Finding, Scan
 from gpu_audit.report.escape import terminal
 from gpu_audit.report.jsonout import SCAN_SCHEMA, scan_document
@@ -115,7 +115,7 @@ def node_name(environ: Mapping[str, str]) -> str:
     """This node's Slurm name: ``SLURMD_NODENAME`` (set in hooks) when well-formed, else the
     short host name."""
     name = (environ.get("SLURMD_NODENAME") or "").strip()
-    return name if _NODE_NAME.fullmatch(name) else socket.gethostname().split(".")[0]
+    return name if _NODE_NAME.fullmatch(name) else host_name().split(".")[0]
 
 
 def parse_gres_gpus(text: str) -> int | None:
@@ -224,7 +224,7 @@ def run_hook(kind: str, *, policy: Policy, environ: Mapping[str, str], spool: Pa
     left = sum(1 for f in findings if f.severity and f.severity.rank >= 1)
     suffix = f"; {'; '.join(notes)}" if notes else ""
     counts = f"{plural(judged, 'GPU')} judged; {plural(left, 'other finding')}"
-    emit(terminal(f"gpu-audit: OK: {kind} on {limited.host.hostname or socket.gethostname()}: "
+    emit(terminal(f"gpu-audit: OK: {kind} on {limited.host.hostname or host_name()}: "
                   f"no node problem ({counts} at warning or above, none the node's){suffix}",
                   newlines=False))
     return EXIT_OK

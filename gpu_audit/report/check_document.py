@@ -9,8 +9,7 @@ does), so ``check --from`` can re-judge a saved check document under another pol
 from __future__ import annotations
 
 import json
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -32,6 +31,9 @@ Object = dict[str, Any]
 
 CheckedFinding = extended("CheckedFinding", Finding, [], [("check_status", str)],
                           module=__name__)
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 class CheckLine(msgspec.Struct):

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import stat
 import sys
 from pathlib import Path
 from typing import Any
 
 from gpu_audit.errors import UsageError
+from gpu_audit.hostname import host_name
 from gpu_audit.serial import dumps, write_atomic
 
 DEFAULT_FOLDER = Path("reports")
@@ -167,4 +167,4 @@ def _pruning_host(pattern: re.Pattern[str], own: str | None, host: str | None) -
     if host is not None:
         return host_in_name(host)
     match = pattern.match(f"{own}{REPORT_SUFFIXES[0]}") if own else None
-    return match["host"] if match else host_in_name(socket.gethostname())
+    return match["host"] if match else host_in_name(host_name())

@@ -13,7 +13,7 @@ import json
 import os
 import stat
 from collections.abc import Mapping
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gpu_audit.check.results import CheckReport, CheckResult, CheckStatus
 from gpu_audit.inputs import SUMMARY_LIMIT, read_input
@@ -37,6 +37,9 @@ from gpu_audit.serial import (
     write_atomic,
     write_through,
 )
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 ANNOTATION_LIMIT = 10  # per level and step (GitHub's cap)
 SUMMARY_LIMIT_BYTES = 1024 * 1024
@@ -158,6 +161,8 @@ def append_step_summary(path: Path, text: str) -> None:
     and a FIFO nobody reads is an error, not a hang. A link another user could have planted, a
     folder or a socket is refused (:func:`~gpu_audit.serial.resolve_output`).
     """
+    from pathlib import Path  # a summary is written only in a CI job: not on every check's path
+
     path = Path(path)
     target, st = resolve_output(path)
     if st is None:

@@ -19,8 +19,10 @@ NODES = 60
 RUN = 3  # nodes that run the real CLI; the others' documents are written as they would be
 SHIM = """import os, socket
 _name = os.environ.get("FAKE_HOSTNAME")
-if _name:
-    socket.gethostname = lambda: _name  # this process plays node FAKE_HOSTNAME
+if _name:  # this process plays node FAKE_HOSTNAME: uname's node name, and socket's
+    _uname = os.uname
+    os.uname = lambda: os.uname_result((_uname()[0], _name, *_uname()[2:]))
+    socket.gethostname = lambda: _name
 """
 
 
