@@ -193,8 +193,15 @@ def _fitted(text: Any, width: int, indent: str) -> list[Any]:
 def _say(console: Any, text: Any, indent: str) -> None:
     """``text`` wrapped to the console's width; a word wider than the console goes past it
     whole (the terminal folds it, the text pastes unbroken)."""
-    for line in _fitted(text, console.width, indent):
-        console.print(line, soft_wrap=True)
+    _print_lines(console, _fitted(text, console.width, indent))
+
+
+def _print_lines(console: Any, lines: list[Any]) -> None:
+    """Lines already fitted to the console, printed as they are (one call: printing is what
+    the report spends its time on)."""
+    from rich.text import Text
+
+    console.print(Text("\n").join(lines), soft_wrap=True)
 
 
 def _labelled(console: Any, label: str, body: str, style: str = "") -> None:
@@ -205,13 +212,13 @@ def _labelled(console: Any, label: str, body: str, style: str = "") -> None:
 
     lead = Text().append(f"   {label}: ", style="bold")  # the label alone is bold
     pad = " " * len(lead)
+    out: list[Any] = []
     for n, line in enumerate(body.splitlines() or [""]):
         text = (lead.copy() if n == 0 else Text(pad)) + Text(line.strip(), style=style)
-        if is_command(line):
-            console.print(text, soft_wrap=True)
-            continue
         marker = _LIST_ITEM.match(line.strip())
-        _say(console, text, pad + " " * (len(marker[0]) if marker else 0))
+        out += [text] if is_command(line) else _fitted(
+            text, console.width, pad + " " * (len(marker[0]) if marker else 0))
+    _print_lines(console, out)
 
 
 def render_terminal(result: ExplainResult, console: Any, *, fail_on: Severity) -> None:
