@@ -7,6 +7,7 @@ rich markup), so brackets in a log line such as ``[rank0]:`` cannot be taken for
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import msgspec
@@ -15,7 +16,8 @@ from gpu_audit.explain.api import SCHEMA, ExplainResult
 from gpu_audit.explain.classify import Incident, Location
 from gpu_audit.explain.signatures.texts import size_text
 from gpu_audit.model import Severity
-from gpu_audit.report.escape import terminal
+from gpu_audit.report.escape import no_workflow_commands, terminal
+from gpu_audit.report.remedy import is_command, wrapped
 from gpu_audit.units import fmt_pct, noun
 
 _ROLE_LABEL = {
@@ -28,6 +30,7 @@ _ROLE_STYLE = {"root-cause": "bold red", "consequence": "yellow", "related": "re
                "context": "dim"}
 _MAX_SHOWN_LOCATIONS = 6
 _TEXT_ONLY = {"hint", "detail"}  # already part of the explanation
+_LIST_ITEM = re.compile(r"^(?:[-*]|\d{1,2}[.)]) ")  # continued under the item's text
 
 
 class ExplainInput(msgspec.Struct):
@@ -164,53 +167,111 @@ def _where(incident: Incident, single_source: bool) -> str:
     return text
 
 
+def _fitted(text: Any, width: int, indent: str) -> list[Any]:
+    """``text`` (a rich ``Text``) in lines of ``width`` columns, broken where
+    :func:`~gpu_audit.report.remedy.wrapped` breaks prose (between words, never inside a word,
+    a path or a quoted command), later lines after ``indent``, each line keeping its styles."""
+    from rich.text import Text
+
+    plain = text.plain
+    lines = wrapped(plain, width, indent, whole_code=True)
+    out, pos = [], 0
+    for n, line in enumerate(lines):
+        body = line[len(indent):] if n else line
+        while n and pos < len(plain) and plain[pos] == " ":
+            pos += 1
+        piece = text[pos:pos + len(body)]
+        if piece.plain != body:  # a tab the wrapping expanded: the same lines, one style
+            return [Text(no_workflow_commands(line), style=text.style) for line in lines]
+        out.append(Text(indent) + piece if n else piece)
+        pos += len(body)
+    # A ``::`` that wrapping moved to the start of a line must not read as a workflow command.
+    return [Text(no_workflow_commands(line.plain), style=text.style)
+            if no_workflow_commands(line.plain) != line.plain else line for line in out]
+
+
+def _say(console: Any, text: Any, indent: str) -> None:
+    """``text`` wrapped to the console's width; a word wider than the console goes past it
+    whole (the terminal folds it, the text pastes unbroken)."""
+    _print_lines(console, _fitted(text, console.width, indent))
+
+
+def _print_lines(console: Any, lines: list[Any]) -> None:
+    """Lines already fitted to the console, printed as they are (one call: printing is what
+    the report spends its time on)."""
+    from rich.text import Text
+
+    console.print(Text("\n").join(lines), soft_wrap=True)
+
+
+def _labelled(console: Any, label: str, body: str, style: str = "") -> None:
+    """``   Why: …`` / ``   Fix: …``: every line of ``body`` after the label's column, each
+    wrapped under its own text (a list item's under the text after its ``-`` or ``1.``).
+    A command stays whole on its line, so that it pastes as it was written."""
+    from rich.text import Text
+
+    lead = Text().append(f"   {label}: ", style="bold")  # the label alone is bold
+    pad = " " * len(lead)
+    out: list[Any] = []
+    for n, line in enumerate(body.splitlines() or [""]):
+        text = (lead.copy() if n == 0 else Text(pad)) + Text(line.strip(), style=style)
+        marker = _LIST_ITEM.match(line.strip())
+        out += [text] if is_command(line) else _fitted(
+            text, console.width, pad + " " * (len(marker[0]) if marker else 0))
+    _print_lines(console, out)
+
+
 def render_terminal(result: ExplainResult, console: Any, *, fail_on: Severity) -> None:
-    """The explanation for a person: root cause first, each with numbers and a remedy."""
+    """The explanation for a person: root cause first, each with numbers and a remedy, every
+    line wrapped to the console's width."""
     from rich.text import Text
 
     names = terminal(", ".join(s.source for s in result.inputs) or "<text>", newlines=False)
     lines = sum(s.lines for s in result.inputs)
     size = size_text(sum(s.bytes for s in result.inputs))
     failures = [i for i in result.incidents if i.severity >= fail_on]
-    console.print(Text(f"gpu-audit explain: {names} ({lines:,} {noun(lines, 'line')}, "
-                       f"{size})", style="bold"),
-                  soft_wrap=True)
+    _say(console, Text(f"gpu-audit explain: {names} ({lines:,} {noun(lines, 'line')}, "
+                       f"{size})", style="bold"), " " * 4)
     if not result.incidents:
         console.print("No known GPU failure signature found.")
-        console.print(Text(
+        _say(console, Text(
             "If the job still died, the cause is outside GPU, driver, NCCL and host-memory "
-            "failures: read the last Python traceback in the log.", style="dim"))
+            "failures: read the last Python traceback in the log.", style="dim"), "")
         return
     single = len(result.inputs) <= 1
     for number, incident in enumerate(result.incidents, 1):
         console.print()
-        header = Text(f"{number}. ")
-        header.append(_ROLE_LABEL.get(incident.role, incident.role.upper()),
-                      style=_ROLE_STYLE.get(incident.role, ""))
-        header.append(f"  {terminal(incident.title, newlines=False)}", style="bold")
-        header.append(f"  [{incident.severity.value}, {incident.cls}]", style="dim")
-        console.print(header, soft_wrap=True)
-        console.print(Text("   " + terminal(_where(incident, single), newlines=False),
-                           style="cyan"), soft_wrap=True)
-        console.print(Text("   > " + terminal(incident.excerpt, newlines=False), style="dim"),
-                      soft_wrap=True)
-        shown = [(k, format_number(k, v)) for k, v in incident.numbers.items()
-                 if k not in _TEXT_ONLY]
-        shown = [(k, v) for k, v in shown if v is not None]
-        if shown:
-            console.print(Text("   " + terminal(" · ".join(f"{_label(k)} {v}" for k, v in shown),
-                                                newlines=False)), soft_wrap=True)
-        console.print(Text("   Why: ", style="bold").append(Text(terminal(incident.explanation),
-                                                                  style="")), soft_wrap=True)
-        console.print(Text("   Fix:", style="bold"))
-        for line in terminal(incident.remedy).splitlines():
-            console.print(Text("     " + line, style="green"), soft_wrap=True)
+        _render_incident(console, incident, number, single)
     console.print()
     if failures:
         root = failures[0]
-        console.print(Text(f"Root cause: {terminal(root.title, newlines=False)} ({root.cls}). "
+        _say(console, Text(f"Root cause: {terminal(root.title, newlines=False)} ({root.cls}). "
                            "Fix it first; the incidents "
-                           "after it are usually its echoes.", style="bold"), soft_wrap=True)
+                           "after it are usually its echoes.", style="bold"), " " * 12)
     else:
-        console.print(Text(f"Nothing at or above '{fail_on.value}': no GPU failure by this "
-                           "threshold.", style="bold"), soft_wrap=True)
+        _say(console, Text(f"Nothing at or above '{fail_on.value}': no GPU failure by this "
+                           "threshold.", style="bold"), "")
+
+
+def _render_incident(console: Any, incident: Incident, number: int, single: bool) -> None:
+    """One incident: what, where, the log line, its numbers, why and the fix."""
+    from rich.text import Text
+
+    header = Text(f"{number}. ")
+    header.append(_ROLE_LABEL.get(incident.role, incident.role.upper()),
+                  style=_ROLE_STYLE.get(incident.role, ""))
+    header.append(f"  {terminal(incident.title, newlines=False)}", style="bold")
+    header.append(f"  [{incident.severity.value}, {incident.cls}]", style="dim")
+    _say(console, header, " " * 3)
+    _say(console, Text("   " + terminal(_where(incident, single), newlines=False),
+                       style="cyan"), " " * 5)
+    _say(console, Text("   > " + terminal(incident.excerpt, newlines=False), style="dim"),
+         " " * 5)
+    shown = [(k, format_number(k, v)) for k, v in incident.numbers.items()
+             if k not in _TEXT_ONLY]
+    shown = [(k, v) for k, v in shown if v is not None]
+    if shown:
+        _say(console, Text("   " + terminal(" · ".join(f"{_label(k)} {v}" for k, v in shown),
+                                            newlines=False)), " " * 5)
+    _labelled(console, "Why", terminal(incident.explanation))
+    _labelled(console, "Fix", terminal(incident.remedy), style="green")

@@ -14,14 +14,16 @@ import textwrap
 from gpu_audit.report.escape import md_fence, md_prose
 
 _COMMAND_START = re.compile(r"^(?:[a-z][\w.+-]*|\./\S+|/\S+)(?:\s|$)")
+_CODE_SPAN = re.compile(r"`[^`\n]+`")  # a command quoted in a sentence
 
 
 def is_command(line: str) -> bool:
     """A line to paste into a shell, not a sentence: it starts with a lower-case program name,
-    a path, or a variable assignment, and quotes nothing in backticks."""
+    a path, or a variable assignment, quotes nothing in backticks, and does not end as a
+    sentence or a step of a list does (``.`` or ``;``)."""
     text = line.strip()
     code = split_comment(text)[0]
-    return bool(_COMMAND_START.match(text)) and "`" not in code and not code.endswith(".")
+    return bool(_COMMAND_START.match(text)) and "`" not in code and not code.endswith((".", ";"))
 
 
 def split_comment(line: str) -> tuple[str, str]:
@@ -102,11 +104,18 @@ def command_lines(line: str, width: int) -> list[str]:
     return out
 
 
-def wrapped(text: str, width: int, indent: str = "") -> list[str]:
+def wrapped(text: str, width: int, indent: str = "", *, whole_code: bool = False) -> list[str]:
     """Prose wrapped at ``width`` between words, never inside one (a flag such as ``--device``
-    must not break across lines); later lines start with ``indent``."""
-    return textwrap.wrap(text, max(width, 20), subsequent_indent=indent,
-                         break_long_words=False, break_on_hyphens=False) or [text]
+    must not break across lines); later lines start with ``indent``. With ``whole_code``, a
+    command quoted in backticks is not broken either (half a command on each line pastes as
+    two). A word or quoted command wider than ``width`` stays whole on a line of its own."""
+    # Spaces inside a quoted command become a character the text lacks, then spaces again.
+    glue = next((chr(c) for c in range(0xE000, 0xF900) if chr(c) not in text), "") \
+        if whole_code else ""
+    held = _CODE_SPAN.sub(lambda m: m[0].replace(" ", glue), text) if glue else text
+    lines = textwrap.wrap(held, max(width, 20), subsequent_indent=indent,
+                          break_long_words=False, break_on_hyphens=False)
+    return [line.replace(glue, " ") if glue else line for line in lines] or [text]
 
 
 def fix_lines(line: str, width: int, prefix: str) -> list[str]:

@@ -141,10 +141,11 @@ def test_ptx_from_a_newer_toolkit_says_why_and_what_to_do(cli_env) -> None:
     out = done.stdout.decode()
     assert done.returncode == 1, done.stderr
     assert "driver-mismatch" in out
-    why = re.search(r"^\s*Why: (.*)$", out, re.M)
-    assert why and "newer CUDA toolkit than the installed NVIDIA driver" in why[1]
-    fix = out.split("Fix:", 1)[1].splitlines()[1:]
-    remedy = " ".join(line.strip() for line in fix if line.startswith("     "))
+    why = re.search(r"^\s*Why: (.*?)\n\s*Fix: ", out, re.M | re.S)
+    assert why and "newer CUDA toolkit than the installed NVIDIA driver" in " ".join(
+        why[1].split())
+    fix = out.split("Fix: ", 1)[1].split("\n\n")[0]
+    remedy = " ".join(fix.split())
     assert "nvidia-smi" in remedy and "update the NVIDIA driver" in remedy
 
 
