@@ -8,46 +8,11 @@ can be re-judged (``scan --from FILE``) and tests can feed rules without any I/O
 
 from __future__ import annotations
 
-import enum
 from typing import Any
 
 import msgspec
 
-
-class Severity(enum.Enum):
-    """How bad a finding is; ordered, so thresholds can compare."""
-
-    INFO = "info"
-    WARNING = "warning"
-    ERROR = "error"
-    CRITICAL = "critical"
-
-    @property
-    def rank(self) -> int:
-        return _SEVERITY_ORDER.index(self)
-
-    def __lt__(self, other: Severity) -> bool:
-        return self.rank < other.rank
-
-    def __le__(self, other: Severity) -> bool:
-        return self.rank <= other.rank
-
-    def __gt__(self, other: Severity) -> bool:
-        return self.rank > other.rank
-
-    def __ge__(self, other: Severity) -> bool:
-        return self.rank >= other.rank
-
-    @classmethod
-    def parse(cls, text: str) -> Severity:
-        try:
-            return cls(text.strip().lower())
-        except ValueError:
-            names = ", ".join(s.value for s in cls)
-            raise ValueError(f"unknown severity {text!r} (expected one of: {names})") from None
-
-
-_SEVERITY_ORDER = [Severity.INFO, Severity.WARNING, Severity.ERROR, Severity.CRITICAL]
+from gpu_audit.severity import Severity
 
 
 class ProbeError(msgspec.Struct, frozen=True):

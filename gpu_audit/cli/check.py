@@ -21,10 +21,12 @@ from gpu_audit.cli.declared import (
 from gpu_audit.cli.monitoring import FORMAT_HELP, monitored
 from gpu_audit.config.schema import CHECK, ROOT
 from gpu_audit.errors import InputError, UsageError
-from gpu_audit.model import Scan, Severity
+from gpu_audit.severity import Severity
 
 if TYPE_CHECKING:
     from pathlib import Path
+
+    from gpu_audit.model import Scan
 
 SEVERITIES = ", ".join(s.value for s in Severity)
 EXIT_CODES_HELP = ("Exit codes: 0 OK, 1 WARNING, 2 CRITICAL (the runner is unfit), "
@@ -144,9 +146,9 @@ def check(
     stage_names = parse_stages(stages)
     nvml = None
     if from_file is None and slurm is None:
-        # As in scan: the NVML read goes first, on its own threads, so a slow driver answers
-        # while the checks are imported and the policy is read.
-        from gpu_audit.collect.nvml import start_read
+        # As in scan: the NVML read goes first, in a child process or on its own threads, so a
+        # slow driver answers while the checks are imported and the policy is read.
+        from gpu_audit.collect.nvml.isolated import start_read
 
         nvml = start_read(timeout)
 

@@ -19,7 +19,7 @@ from gpu_audit.cli.declared import (
 from gpu_audit.cli.monitoring import FORMAT_HELP, monitored
 from gpu_audit.config.schema import ROOT
 from gpu_audit.errors import UsageError
-from gpu_audit.model import Severity
+from gpu_audit.severity import Severity
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -86,11 +86,11 @@ def scan(
         from gpu_audit.report.prometheus import check_textfile_target
 
         check_textfile_target(prometheus)
-    # The NVML read goes first, on its own threads: a slow driver answers while the rest of the
-    # scan is imported and collected.
+    # The NVML read goes first, in a child process where it can (else on its own threads): the
+    # driver answers and pynvml loads while the rest of the scan is imported and collected.
     nvml = None
     if from_file is None:
-        from gpu_audit.collect.nvml import start_read
+        from gpu_audit.collect.nvml.isolated import start_read
 
         nvml = start_read(timeout)
 
@@ -98,9 +98,11 @@ def scan(
     from gpu_audit.config import load_policy
     from gpu_audit.knowledge.findings import ignorable
     from gpu_audit.report.jsonout import load_scan_document, scan_document
-    from gpu_audit.rules import evaluate, exit_code
+    from gpu_audit.rules import all_rules, evaluate, exit_code
     from gpu_audit.serial import dumps
 
+    if nvml is not None:
+        all_rules()  # the rules load now, while the driver answers, not after its answer
     policy = load_policy(config, known_ids=ignorable)
     try:
         threshold = Severity.parse(fail_on) if fail_on else policy.fail_on_severity

@@ -13,8 +13,6 @@ import datetime as dt
 import errno
 import os
 import re
-import shutil
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -152,6 +150,10 @@ def read_kmsg(path: str = "/dev/kmsg") -> str:
 
 def _run(argv: Sequence[str]) -> tuple[str | None, str]:
     """(stdout, problem): stdout is None when the command could not give the log."""
+    # Loaded only when /dev/kmsg cannot be read: a scan as root reads it and never needs them.
+    import shutil
+    import subprocess
+
     if shutil.which(argv[0]) is None:
         return None, "not installed"
     try:

@@ -6,26 +6,31 @@ import time
 from typing import TYPE_CHECKING
 
 from gpu_audit import __version__
-from gpu_audit.model import Gpu, KernelGpu, Scan
+from gpu_audit.model import Scan
 from gpu_audit.units import utc_now
 
 if TYPE_CHECKING:
-    from gpu_audit.collect.nvml import PendingReading
+    from gpu_audit.collect.nvml.deadlines import PendingReading
+    from gpu_audit.collect.nvml.isolated import ForkedReading
 
 
 def collect_scan(
-    *, timeout_s: float = 5.0, pid: int | None = None, nvml: PendingReading | None = None
+    *,
+    timeout_s: float = 5.0,
+    pid: int | None = None,
+    nvml: ForkedReading | PendingReading | None = None,
 ) -> Scan:
     """One full scan of this machine. Never raises for a missing driver, GPU or process.
 
     ``timeout_s`` bounds the NVML part (a hung driver call is reported, not waited on);
     ``pid`` reads the allocator settings from that process's environment instead of ours.
-    ``nvml`` is a read the caller started earlier (:func:`gpu_audit.collect.nvml.start_read`);
-    without one the read starts here. Either way the host, the publications and the allocator
-    settings are read while the driver answers.
+    ``nvml`` is a read the caller started earlier
+    (:func:`gpu_audit.collect.nvml.isolated.start_read`); without one the read starts here.
+    Either way the host, the publications and the allocator settings are read while the driver
+    answers.
     """
     # The collectors load only when a scan reads the machine: `scan --from` never does.
-    from gpu_audit.collect.nvml import start_read
+    from gpu_audit.collect.nvml.isolated import start_read
 
     started = time.perf_counter()
     pending = nvml or start_read(timeout_s)
@@ -33,9 +38,11 @@ def collect_scan(
 
     # Loaded here, not at import, for the same reason (start-up of `scan --from`, `check`).
     from gpu_audit.collect.host import read_host
+    from gpu_audit.collect.identity import read_kernel_gpus
     from gpu_audit.collect.kernel_log import read_kernel_log
     from gpu_audit.collect.processes import read_processes
     from gpu_audit.collect.software import read_allocator_config
+    from gpu_audit.gpu_identity import join
     from gpu_audit.publication import no_runtime_dir
 
     host, host_errors = read_host()
@@ -47,13 +54,17 @@ def collect_scan(
 
         published = read_publications()
     allocator, allocator_errors = read_allocator_config(pid)
+    # What the kernel driver lists does not depend on NVML's answer: read while it comes.
+    kernel_gpus = read_kernel_gpus()
     reading = pending.result()
     processes, process_errors = read_processes(reading.processes, host.container)
     if published is not None:
         processes = attach_allocator_states(processes, reading.gpus, published)
     # Xid lines come from the NVIDIA driver: without one there is nothing to look for.
     kernel_log, kernel_errors = read_kernel_log() if reading.status.available else (None, [])
-    gpus, unlisted = _identified(reading.gpus)
+    # NVML's GPUs with what the kernel driver and /dev know of them, and the GPUs only those
+    # list (gpu_audit.gpu_identity): resolved once, here, for every command.
+    gpus, unlisted = join(reading.gpus, kernel_gpus)
     return Scan(
         host=host,
         nvml=reading.status,
@@ -76,11 +87,3 @@ def collect_scan(
         unlisted_gpus=unlisted,
     )
 
-
-def _identified(gpus: list[Gpu]) -> tuple[list[Gpu], list[KernelGpu]]:
-    """NVML's GPUs with what the kernel driver and /dev know of them, and the GPUs only those
-    list (:mod:`gpu_audit.gpu_identity`): resolved once, here, for every command."""
-    from gpu_audit.collect.identity import read_kernel_gpus
-    from gpu_audit.gpu_identity import join
-
-    return join(gpus, read_kernel_gpus())

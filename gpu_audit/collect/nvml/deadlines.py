@@ -30,7 +30,8 @@ from gpu_audit.collect.nvml.binding import (
     init_failure,
     loaded_library_path,
 )
-from gpu_audit.collect.nvml.device import GpuReader, NvmlProcessEntry, NvmlReading, read_driver
+from gpu_audit.collect.nvml.device import GpuReader, read_driver
+from gpu_audit.collect.nvml.reading import NvmlProcessEntry, NvmlReading
 from gpu_audit.model import Driver, Gpu, NvmlStatus, ProbeError
 
 # How long one thread reads the GPUs in turn before each GPU not yet begun gets its own thread.
@@ -166,7 +167,7 @@ def read_nvml(timeout_s: float = 5.0) -> NvmlReading:
 
 
 class PendingReading:
-    """An NVML read under way on a daemon thread; see :func:`start_read`."""
+    """An NVML read under way on a daemon thread; see :func:`.isolated.start_read`."""
 
     def __init__(self, timeout_s: float) -> None:
         self.started = time.perf_counter()
@@ -181,15 +182,6 @@ class PendingReading:
             return self._worker.result
         message = f"reading NVML did not finish within {_seconds(self._timeout_s)} s"
         return _unavailable(NvmlStatus(available=False, cause="timeout", message=message))
-
-
-def start_read(timeout_s: float = 5.0) -> PendingReading:
-    """Start :func:`read_nvml` in the background and return at once.
-
-    A slow driver spends most of a read waiting, with the interpreter lock released, so a caller
-    that starts the read first and then imports or collects everything else overlaps the two.
-    """
-    return PendingReading(timeout_s)
 
 
 def _read_nvml(timeout_s: float) -> NvmlReading:

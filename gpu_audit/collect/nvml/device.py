@@ -14,8 +14,6 @@ import threading
 from types import ModuleType
 from typing import Any
 
-import msgspec
-
 from gpu_audit.collect.nvml.binding import (
     MISSING,
     UNKNOWN_FIELD,
@@ -46,7 +44,8 @@ from gpu_audit.collect.nvml.codes import (
     THROTTLE_REASONS,
     UNKNOWN_ARCHITECTURE,
 )
-from gpu_audit.model import Driver, Gpu, NvmlStatus, ProbeError
+from gpu_audit.collect.nvml.reading import NvmlProcessEntry
+from gpu_audit.model import Driver, Gpu, ProbeError
 
 _POWER_CALLS = (
     ("power_draw_w", "nvmlDeviceGetPowerUsage"),
@@ -55,27 +54,6 @@ _POWER_CALLS = (
 )
 # The range the power limit may be set in: one dedicated call gives both.
 _POWER_RANGE = frozenset({"power_min_limit_w", "power_max_limit_w"})
-
-
-class NvmlProcessEntry(msgspec.Struct, frozen=True):
-    """A process as NVML lists it on one GPU; ``collect.processes`` adds what the OS knows."""
-
-    pid: int
-    gpu_index: int
-    gpu_uuid: str | None
-    used_memory_bytes: int | None
-    type: str  # "compute", "graphics" or "compute+graphics" (a pid in both lists is merged)
-    mig_gpu_instance_id: int | None = None  # MIG: the instance it runs in
-    mig_compute_instance_id: int | None = None
-    mig_uuid: str | None = None
-
-
-class NvmlReading(msgspec.Struct, frozen=True):
-    status: NvmlStatus
-    driver: Driver | None
-    gpus: list[Gpu]
-    processes: list[NvmlProcessEntry]
-    probe_errors: list[ProbeError]
 
 
 class _GpuLost(Exception):
