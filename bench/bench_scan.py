@@ -14,13 +14,16 @@ to tell its share of a scan from the command line's start-up.
 interpreter's environment, installed with ``pip install .`` (not editable), with the source tree
 off the path, its bytecode compiled at install time like the peers'.
 
-Targets: cold, ``gpu-audit scan --json --no-report`` at most the time of ``nvitop -1`` (1.0x);
+Targets: cold, ``gpu-audit scan --json --no-report`` at most 0.75x the time of ``nvitop -1``;
 with the slow driver at most 0.25x, thanks to querying the GPUs concurrently. Such a line runs
-without typer (its options are parsed from their declarations, ``gpu_audit.cli.declared``).
+without typer (its options are parsed from their declarations, ``gpu_audit.cli.declared``), and
+with a second CPU it reads NVML in a child process while it loads the rest
+(``gpu_audit.collect.nvml.isolated``).
 
 The targets are on wall time. On a machine shared with other jobs the wall times wander, so each
-table also gives the median CPU time (user + system, all threads) of each command, which other
-jobs disturb much less, and its ratio to nvitop's.
+table also gives the median CPU time (user + system, all threads, and the NVML reader's child,
+which the scan collects before it exits) of each command, which other jobs disturb much less, and
+its ratio to nvitop's. The child makes the scan use more CPU time than it takes wall time.
 
     python3 bench/bench_scan.py [--runs 10] [--slow-runs 5] [--delay-ms 20] [--profile]
                                 [--installed] [--check]
@@ -54,7 +57,7 @@ sys.path.insert(0, str(REPO))
 from tests.fakegpu import FakeNvmlUnavailable, build_fake_nvml, h100_node, scenario_env  # noqa: E402
 
 GPUS = 8
-COLD_TARGET = 1.0  # gpu-audit / nvitop, no delay
+COLD_TARGET = 0.75  # gpu-audit / nvitop, no delay
 SLOW_TARGET = 0.25  # gpu-audit / nvitop, delayed driver
 
 
