@@ -133,7 +133,9 @@ def _compared(text: str, match: re.Match[str]) -> bool:
 # comparison. (A repr in a log, 'RuntimeError("CUDA out of memory ...")' after a prefix, is none
 # of these.)
 _CODE_BEFORE_LITERAL = re.compile(
-    r"(?:\b(?:if|elif|while|assert|return|raise|yield|throw|case)\b[^\"'\n]{0,80}?|"
+    # (the literal right after the keyword, or an exception built with it: "If I run it I get
+    # 'CUDA out of memory'" and "while training, 'X' appears" are a writer's report)
+    r"(?:\b(?:if|elif|assert)\s+(?:not\s+)?|\b(?:raise|throw)\s+(?:new\s+)?[\w.]+\(\s*|"
     r"\b(?:log(?:ger|ging)?|LOG(?:GER)?|warnings|console|self\.log(?:ger)?)\.\w+\(\s*|"
     r"\b(?:print|warn|raises|assert\w*)\(\s*(?:[^\"'\n]{0,40}?,\s*)?(?:\w+\s*=\s*)?|"
     r"(?:==|!=)\s*)[rbfuRBFU]{0,2}[\"']$")
@@ -312,6 +314,7 @@ _ASKED_INLINE = re.compile(
     r"solve|resolve|avoid|handle|debug)\b|"
     # "no sé cómo solucionarlo", "não sei como resolver", "je ne sais pas comment corriger"
     r"\bno (?:s[eé]|sabemos|entiendo) c[oó]mo \w+|\bn[aã]o (?:sei|sabemos) como \w+|"
+    r"\bsab(?:e|es|en|éis) c[oó]mo \w+|\balgu[eé]m sabe como \w+|"
     r"\bne sais pas comment \w+", re.IGNORECASE)
 
 

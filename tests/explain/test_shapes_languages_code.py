@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from gpu_audit.explain import classify_text
 from gpu_audit.explain.documents import OWN_RUN, read_head
 from gpu_audit.explain.mentions import explainer_cues
 from gpu_audit.model import Severity
@@ -50,8 +51,9 @@ def test_a_spanish_report_with_its_own_run_stays_a_failure() -> None:
     # asks, it does not explain
     found = root("report_es_own_run_one_cue.log")
     assert (found.cls, found.severity) == ("cuda-oom", Severity.ERROR)
-    assert explainer_cues(["No sé cómo solucionar este error, ¿alguna idea? Con lote 16 va."]) \
-        == set()
+    assert explainer_cues(["No sé cómo solucionar este error, ¿alguna idea? Con lote 16 va.",
+                           "Alguien sabe cómo solucionar este error con dos tarjetas",
+                           "Alguém sabe como resolver este erro no treino"]) == set()
 
 
 @pytest.mark.parametrize("line", [
@@ -99,3 +101,16 @@ def test_lspci_rev_ff_is_a_gpu_off_the_bus() -> None:
         "gpu-hardware", "gpu-hardware/lspci-rev-ff", Severity.CRITICAL)
     assert found.numbers.get("pci_bus_id") == "5e:00"
     assert found.line_numbers == [7]
+
+
+@pytest.mark.parametrize("line", [
+    'If I run it with batch 32 I get "CUDA out of memory" after a few steps',
+    'While training on two GPUs, "CUDA out of memory" appears at step 300',
+    'In my case "CUDA out of memory" shows up after 3 epochs',
+    'level=error msg="CUDA out of memory. Tried to allocate 2.00 GiB"',
+    '{"level": "error", "msg": "CUDA out of memory. Tried to allocate 2.00 GiB"}',
+    "Error: RuntimeError('CUDA out of memory. Tried to allocate 2.00 GiB')",
+])
+def test_a_quoted_message_in_a_report_or_a_structured_log_line_is_no_code(line: str) -> None:
+    found = classify_text(line, torch_version=None)
+    assert [i.cls for i in found if i.is_failure] == ["cuda-oom"]
