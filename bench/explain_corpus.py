@@ -8,6 +8,15 @@ the numbers a correct reading extracts (``key=value;...`` with the keys of the r
 ``numbers``, plus ``rank=N`` for a rank among its ``ranks``), the languages in it (``en``,
 ``zh+en``, ...) and a note.
 
+An index may add a seventh column, ``evidence``, saying what the stored text holds of the
+failure: ``message`` when it holds a message the failing program or system printed (a line
+quoted inline in a sentence or a title counts), ``none`` when the failure is only told in a
+person's own words or named in the title, with no printed message. The convention: the value
+describes the stored text, not the thread it was taken from; a negative's value may be left
+empty (a negative counts in every figure whatever it says). Indexes without the column still
+load. When any row has the column, the root-class accuracy is printed twice: over all logs, and
+over the logs whose evidence is ``message`` (negatives always included).
+
 Logs people posted in public threads are their authors' text, so no corpus ships with
 gpu-audit: keep one beside your checkout and point this at it. The manifests of the corpora
 the figures in bench/RESULTS.md were taken on (sources, classes, numbers, no log text) are in
@@ -34,6 +43,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 HEADER = ("file", "class", "source_url", "numbers", "lang", "note")
+EVIDENCE = "evidence"  # the optional seventh column
+EVIDENCE_VALUES = ("message", "none")
 NEGATIVE = "negative"
 TORCH_VERSION = "2.3.1"  # remedies do not count here; a fixed version keeps runs identical
 
@@ -50,6 +61,13 @@ class Row:
     numbers: str
     lang: str
     note: str
+    # "message" or "none"; "" for a negative left empty; None when the index has no such column
+    evidence: str | None = None
+
+    @property
+    def has_message(self) -> bool:
+        """Does the row count in the accuracy over logs with a printed message?"""
+        return self.cls == NEGATIVE or self.evidence == "message"
 
     def expected_numbers(self) -> dict[str, str]:
         out: dict[str, str] = {}
@@ -66,16 +84,22 @@ def read_index(corpus: Path) -> list[Row]:
         lines = index.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
         raise CorpusError(f"cannot read {index}: {exc}") from exc
-    if not lines or tuple(lines[0].split("\t")) != HEADER:
-        raise CorpusError(f"{index}: the first line must be the header {' '.join(HEADER)}")
+    header = tuple(lines[0].split("\t")) if lines else ()
+    if header not in (HEADER, (*HEADER, EVIDENCE)):
+        raise CorpusError(f"{index}: the first line must be the header {' '.join(HEADER)} "
+                          f"(and optionally {EVIDENCE})")
     rows, seen = [], set()
     for number, line in enumerate(lines[1:], 2):
         if not line.strip():
             continue
         fields = line.split("\t")
-        if len(fields) != len(HEADER):
-            raise CorpusError(f"{index}:{number}: {len(fields)} fields, not {len(HEADER)}")
+        if len(fields) != len(header):
+            raise CorpusError(f"{index}:{number}: {len(fields)} fields, not {len(header)}")
         row = Row(*fields)
+        if len(header) > len(HEADER) and row.evidence not in EVIDENCE_VALUES and not (
+                row.cls == NEGATIVE and not row.evidence):
+            raise CorpusError(f"{index}:{number}: evidence {row.evidence!r} is not one of "
+                              f"{', '.join(EVIDENCE_VALUES)}")
         if row.file in seen:
             raise CorpusError(f"{index}:{number}: {row.file} is listed twice")
         if not (corpus / row.file).is_file():
@@ -133,10 +157,16 @@ def score(corpus: Path, row: Row) -> Outcome:
 @dataclass
 class Report:
     outcomes: list[Outcome]
+    with_evidence: bool = False  # the index has the evidence column
 
     @property
     def accuracy(self) -> float:
         return sum(o.right for o in self.outcomes) / max(1, len(self.outcomes))
+
+    @property
+    def with_message(self) -> list[Outcome]:
+        """The logs whose stored text holds a printed message, and every negative."""
+        return [o for o in self.outcomes if o.row.has_message]
 
     @property
     def false_alarms(self) -> list[Outcome]:
@@ -174,6 +204,11 @@ class Report:
             lines.append(f"{cls:<24}{logs:>6}{precision:>10.1%}{recall:>8.1%}")
         right = sum(o.right for o in self.outcomes)
         lines.append(f"root-class accuracy: {right}/{len(self.outcomes)} = {self.accuracy:.1%}")
+        if self.with_evidence:
+            kept = self.with_message
+            hits = sum(o.right for o in kept)
+            lines.append(f"root-class accuracy, logs with a printed message: {hits}/{len(kept)}"
+                         f" = {hits / max(1, len(kept)):.1%}")
         lines += [f"  MISS {o.row.file}: expected {o.row.cls}, found {o.found}"
                   for o in self.misses]
         lines += [f"  NUMBERS {o.row.file}: {'; '.join(o.wrong_numbers)}"
@@ -220,7 +255,8 @@ def main(argv: list[str] | None = None) -> int:
     except CorpusError as exc:
         print(f"explain_corpus: {exc}", file=sys.stderr)
         return 3
-    report = Report([score(args.corpus, row) for row in rows])
+    report = Report([score(args.corpus, row) for row in rows],
+                    with_evidence=any(row.evidence is not None for row in rows))
     counts = corpus_counts(rows)
     print(report.text())
     print(f"corpus: {counts}")

@@ -42,7 +42,9 @@ _PULL_REQUEST_HEAD = re.compile(
     r"^(?:diff --git |@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@|(?:Test Plan|Differential Revision|"
     r"Pull Request resolved|Reviewed[- ]By|Signed-off-by|Co-authored-by):)|"
     rf"\b[Tt]his (?:PR|pull request|patch|change(?:set)?|commit|MR|merge request|diff) "
-    rf"(?:also |now |simply |just )?(?:{_CHANGE_VERBS})\b|"
+    rf"(?:also |now |simply |just |only )?(?:{_CHANGE_VERBS})\b|"
+    # GitHub's closing keywords on a line of their own: a pull request's body ("Fixes #1877")
+    r"^(?:[Ff]ix(?:es)?|[Cc]loses?|[Rr]esolves?) #\d+\s*$|"
     # a pull request template's headings: "#### Test in your PR that fails without your code"
     r"^#{1,6}[^\n]*\b(?:your|this) (?:PR|pull request|patch|change)\b|"
     # a reviewer's or a maintainer's words on a change: "LGTM", "Merging now."
@@ -107,6 +109,18 @@ OWN_RUN = re.compile(
     # Util.cpp:166] ..."): a program's own log
     r"^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d{6} +\d+ [\w.-]+\.(?:cc|cpp|cu|h|py):\d+\]|"
     r"(?:environment|环境)\s*[:：]|我(?:的|在|用|运行|训练|遇到|跑)|私の|実行すると|"
+    # the same in Spanish, Portuguese and French: "me sale este error", "estoy entrenando",
+    # "mi modelo", "estou treinando", "meu código", "j'ai cette erreur", "mon modèle"
+    r"\bme (?:sale|salen|sali[oó]|aparece|aparecen|apareci[oó]|da|dio) (?:el|este|ese|un|una|"
+    r"la|lo|esto)\b|\b(?:tengo|tuve|obtengo|recibo) (?:este|el|ese|un|una|la) (?:error|"
+    r"problema|mensaje)\b|\b(?:estoy|estaba) (?:entrenando|ejecutando|corriendo|usando|"
+    r"intentando)\b|\bcuando (?:ejecuto|corro|entreno|lanzo|intento)\b|\bmi (?:modelo|"
+    r"entrenamiento|gpu|c[oó]digo|script|servidor|m[aá]quina|tarjeta|equipo|pc)\b|"
+    r"\b(?:estou|estava) (?:treinando|executando|rodando|usando|tentando)\b|\b(?:tenho|"
+    r"recebo|recebi|tive) (?:este|esse|o|um) (?:erro|problema)\b|\bmeu (?:modelo|"
+    r"treinamento|treino|c[oó]digo|script|servidor|computador)\b|"
+    r"\bj'ai (?:cette|une|l') ?erreur\b|\bquand je (?:lance|ex[ée]cute|entra[iî]ne)\b|"
+    r"\bmon (?:mod[eè]le|code|script|entra[iî]nement|serveur)\b|"
     r"제가|저의|"
     # "... keeps triggering this error", "the error shows up" ("뜨는데", "뜹니다"): the present
     # of a problem being reported, not a condition ("如果触发这个错误", "이 오류가 뜨면") nor a

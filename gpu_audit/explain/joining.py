@@ -191,8 +191,13 @@ def _same_shape(a: str, b: str) -> bool:
     first_a, first_b = a.split(None, 1), b.split(None, 1)
     if not first_a or not first_b or a[:1].isspace() or b[:1].isspace():
         return False
+    if _PCI_ADDRESS.match(first_a[0]) and _PCI_ADDRESS.match(first_b[0]):
+        return True  # lspci's rows, one device each (hex digits: "3b:00.0", "5e:00.0")
     shape_a, shape_b = _DIGITS.sub("0", first_a[0]), _DIGITS.sub("0", first_b[0])
     return shape_a == shape_b and len(shape_a) >= 6 and not shape_a.isalpha()
+
+
+_PCI_ADDRESS = re.compile(r"(?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
 
 
 def _cut_in_bracket(end: str, so_far: str, nxt: str) -> bool:

@@ -93,7 +93,8 @@ def is_mention(candidate: Candidate, text: str, match: re.Match[str]) -> bool:
                 (_WORDS_AFTER.search(rest) and not _OWN_REPORT.match(rest))
                 or _CODE_VERB.search(before)):
             return True
-    if _PLACEHOLDER.search(text, match.start()) or _compared(text, match):
+    if (_PLACEHOLDER.search(text, match.start()) or _compared(text, match)
+            or _in_code_literal(text, match)):
         return True
     if in_diff([line for _, line in candidate.before], text):
         return True
@@ -124,6 +125,28 @@ def _compared(text: str, match: re.Match[str]) -> bool:
     """Is the match an error constant compared in a line of code (``x == cudaErrorX``)?"""
     return bool(re.fullmatch(r"\w+", match[0])) and bool(
         _COMPARED_BEFORE.search(text, 0, match.start()) or _COMPARED_AFTER.match(text, match.end()))
+
+
+# The code before a string literal that holds the message: a statement that tests, raises or
+# returns it ('if "CUDA out of memory" in str(e):', 'raise RuntimeError("CUDA error: ...")'), a
+# logging or print call ('logger.warning("CUDA out of memory, halving the batch")'), a
+# comparison. (A repr in a log, 'RuntimeError("CUDA out of memory ...")' after a prefix, is none
+# of these.)
+_CODE_BEFORE_LITERAL = re.compile(
+    # (the literal right after the keyword, or an exception built with it: "If I run it I get
+    # 'CUDA out of memory'" and "while training, 'X' appears" are a writer's report)
+    r"(?:\b(?:if|elif|assert)\s+(?:not\s+)?|\b(?:raise|throw)\s+(?:new\s+)?[\w.]+\(\s*|"
+    r"\b(?:log(?:ger|ging)?|LOG(?:GER)?|warnings|console|self\.log(?:ger)?)\.\w+\(\s*|"
+    r"\b(?:print|warn|raises|assert\w*)\(\s*(?:[^\"'\n]{0,40}?,\s*)?(?:\w+\s*=\s*)?|"
+    r"(?:==|!=)\s*)[rbfuRBFU]{0,2}[\"']$")
+_LITERAL_REACH = 160  # characters of code looked at before the literal
+
+
+def _in_code_literal(text: str, match: re.Match[str]) -> bool:
+    """Is the match the start of a string literal in a line of code (a test, a raise, a
+    logging call)? A program that handles the message; the message did not happen."""
+    return bool(_CODE_BEFORE_LITERAL.search(text, max(0, match.start() - _LITERAL_REACH),
+                                            match.start()))
 
 
 _TRIPLE_QUOTE = re.compile(r'"""|\'\'\'')
@@ -161,6 +184,8 @@ _RHETORICAL_QUESTION = re.compile(_RHETORICAL, re.IGNORECASE)
 # What explainers, blog posts and answers say around the errors they quote, in the languages
 # people write them in. One phrase can be a reply in a bug report ("this error means ..."), so
 # a source reads as an explainer only with EXPLAINER_MIN_CUES different ones.
+# a message in quotes inside a sentence ("el error «CUDA out of memory» significa")
+_QUOTED = r"(?:«[^»\n]{1,80}»|\"[^\"\n]{1,80}\"|'[^'\n]{1,80}')"
 _EXPLAINER_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (key, re.compile(pattern, re.IGNORECASE)) for key, pattern in (
         ("this-article", r"\bin this (?:post|article|tutorial|guide|blog|write-?up|video)\b|"
@@ -171,6 +196,17 @@ _EXPLAINER_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                          r"설명해 ?드리겠습니다|в этой статье|"
                          r"in diesem (?:artikel|beitrag)|en este art[ií]culo|dans cet article|"
                          r"neste artigo|"
+                         # a book's chapter, and a guide in Spanish, Portuguese or French ("in
+                         # this guide"; "this guide shows you", not "I followed this guide")
+                         r"\bin this chapter\b|\bthis chapter (?:explains|covers|shows|gives|"
+                         r"teaches|walks)\b|"
+                         r"\ben (?:esta|este) (?:gu[ií]a|post|tutorial|entrada)\b|"
+                         r"\best[ae] (?:gu[ií]a|art[ií]culo|post|tutorial) (?:te |le )?(?:muestra|"
+                         r"explica|ense[ñn]a|cubre)\b|"
+                         r"\bneste (?:guia|post|tutorial)\b|\best[ea] (?:guia|artigo|post|"
+                         r"tutorial) (?:te |lhe )?(?:mostra|explica|ensina)\b|"
+                         r"\bdans ce (?:guide|tutoriel|billet)\b|\bce (?:guide|tutoriel|article) "
+                         r"(?:vous )?(?:montre|explique)\b|"
                          # an error page's list of other errors
                          r"^(?:other|related|similar|more) (?:[\w.]+ ){0,2}(?:errors|issues|"
                          r"problems|articles|posts)\s*$"),
@@ -189,7 +225,11 @@ _EXPLAINER_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                         # "... 부족해 발생하는 문제이기 때문에": a post says what causes it
                         r"(?:때문에|[서해]|하여|인해) 발생하는 (?:문제|오류|에러)|"
                         r"dieser fehler (?:bedeutet|tritt)|este error (?:significa|ocurre|aparece)|"
-                        r"cette erreur (?:signifie|appara[iî]t|survient)"),
+                        r"cette erreur (?:signifie|appara[iî]t|survient)|"
+                        # "El error «CUDA out of memory» significa:", "o erro ... indica"
+                        r"\b(?:el|este|o) error? (?:" + _QUOTED + r"\s*)?(?:significa|"
+                        r"indica)\b|\b(?:cette|l')\s?erreur (?:" + _QUOTED + r"\s*)?(?:signifie|"
+                        r"indique)\b"),
         ("you-have-seen", r"\bif you(?:'re| are)? (?:ever )?(?:encounter|get|see|hit|run into|"
                           r"face|receive|getting|seeing|facing)(?:ing)? (?:this|the|that|a "
                           r"similar|such an?) (?:error|message|issue|problem|exception)\b|"
@@ -214,12 +254,26 @@ _EXPLAINER_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                           r"흔(?:히 발생하는|한) (?:오류|에러|문제)|"
                           r"часто (?:встречается|возникает)|"
                           r"h[äa]ufig(?:er)? fehler|error (?:muy )?com[uú]n|"
-                          r"erreur (?:tr[eè]s )?courante"),
+                          r"erreur (?:tr[eè]s )?courante|"
+                          # "el temido error" (the dreaded error), "si estás viendo este error",
+                          # "no estás solo"; the same in Portuguese and French
+                          r"\b(?:el|la|o|a) temid[oa]\b|\b(?:le|la) redout[ée]e?\b|"
+                          r"\bsi (?:est[aá]s viendo|ves|te (?:aparece|sale)|recibes|obtienes|te "
+                          r"encuentras con) (?:el|este|ese|un|una|la) (?:error|mensaje|problema)\b|"
+                          r"\bno est[aá]s solo\b|"
+                          r"\bse voc[eê] (?:est[aá] vendo|v[eê]|recebe|recebeu|encontrar|"
+                          r"encontrou) (?:o|este|esse|um) erro\b|"
+                          r"\bsi vous (?:voyez|obtenez|rencontrez) (?:cette|l'|une) ?erreur\b"),
         ("why", r"^symptoms?\s*[:：]|^(?:why (?:it|this) happens|what (?:causes|triggers) "
                 r"(?:it|this)|understanding the error|what is the .{0,60} error\b)|"
                 r"\bcauses? (?:&|and) (?:fixes|solutions)\b|"
                 r"^quick fix\b|^(?:possible |common )?causes\b|为什么会|原因[:：]|原因$|原因は|"
-                r"발생 원인|причин[аы]"),
+                r"발생 원인|причин[аы]|"
+                # ("🔍 Por qué ocurre este error", "Causas comunes", "Pourquoi cette erreur")
+                r"^\W{0,4}(?:por qu[eé] (?:ocurre|aparece|sucede|pasa|se produce)|por que "
+                r"(?:ocorre|acontece)|pourquoi (?:cette erreur|ce message|[çc]a arrive))\b|"
+                r"^\W{0,4}caus(?:as|es) (?:comunes|principales|posibles|comuns|poss[ií]veis|"
+                r"courantes|possibles|fr[ée]quentes)\b"),
         ("how-to-fix", r"\b(?:how to (?:fix|solve|resolve|avoid|handle|debug)|here(?:'s| is) how "
                        r"(?:to|you)|ways to (?:fix|solve|avoid|reduce)|(?:common|typical|possible) "
                        r"(?:causes|reasons|fixes|solutions)|(?:solution|fix|method|workaround) "
@@ -235,7 +289,16 @@ _EXPLAINER_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                        r"^#{1,4}\s*(?:fix|solution|workaround)s?\b|(?<![求问])解决(?:方法|方案|办法)"
                        # a plain heading that offers remedies: "Workarounds — try these"
                        r"|^(?:workarounds?|solutions?|fixes)\s*(?:[—–:-]|$)"
-                       r"|^fix:"),
+                       r"|^fix:"
+                       # Spanish, Portuguese, French: "cómo solucionar", "7 soluciones que
+                       # funcionan", "formas de arreglarlo", "como corrigir", "comment corriger"
+                       r"|\bc[oó]mo (?:solucionar|arreglar|resolver|corregir|evitar)\b"
+                       r"|\bsoluciones (?:que funcionan|r[aá]pidas|probadas|comunes|posibles|"
+                       r"avanzadas)\b|\b(?:formas|maneras) (?:probadas )?de (?:arreglar|"
+                       r"solucionar|resolver)\w*"
+                       r"|\bcomo (?:corrigir|resolver|solucionar|consertar) (?:o|este|esse) erro\b"
+                       r"|\bcomment (?:corriger|r[ée]soudre|r[ée]parer|[ée]viter) (?:cette|l')"
+                       r" ?erreur\b"),
     ))
 EXPLAINER_MIN_CUES = 2
 # The reporter's question without its question mark: "how to fix this".
@@ -248,7 +311,11 @@ _ASKED = re.compile(r"^(?:so |but |pls |please )?how (?:to|do i|can i|could i|sh
 _ASKED_INLINE = re.compile(
     r"\b(?:(?:do not|don'?t|didn'?t|did not|doesn'?t)\s+(?:\w+\s+)?(?:know|kown|konw|"
     r"understand)|no idea|not sure|wonder(?:ing)?|(?:want|like|need) to know)\s+how to (?:fix|"
-    r"solve|resolve|avoid|handle|debug)\b", re.IGNORECASE)
+    r"solve|resolve|avoid|handle|debug)\b|"
+    # "no sé cómo solucionarlo", "não sei como resolver", "je ne sais pas comment corriger"
+    r"\bno (?:s[eé]|sabemos|entiendo) c[oó]mo \w+|\bn[aã]o (?:sei|sabemos) como \w+|"
+    r"\bsab(?:e|es|en|éis) c[oó]mo \w+|\balgu[eé]m sabe como \w+|"
+    r"\bne sais pas comment \w+", re.IGNORECASE)
 
 
 # "It seems this error occurs when the target is 1000", "Maybe this error happens because ...":

@@ -124,7 +124,10 @@ KEYS: tuple[Key, ...] = (
          b"GET was unable")),
     Key(rb"K(?:ill|ILL)", (b"Kill", b"KILL")),
     # ("ProcessGroupNCCL'" at a line's end: a terminal cut "ProcessGroupNCCL's" there)
-    Key(rb"N(?:V(?:RM|ML|IDIA(?:-SMI| driver| Display Driver\. By default)|Link|LINK)"
+    # (and lspci's line for a GPU that no longer answers on the bus: "NVIDIA Corporation ...
+    # (rev ff)")
+    Key(rb"N(?:V(?:RM|ML|IDIA(?:-SMI| driver| Display Driver\. By default"
+        rb"| Corporation [^\n]{0,160}?\(rev ff\))|Link|LINK)"
         rb"|CCL(?: WARN| error| comm| oper| work|\(|"
         rb"\.cpp|'(?:s|\r?\n)| INFO [\w/.-]+\.(?:cc|h|cu|cpp|hpp):\d+ -> [1-7]\b)"
         # (an InfiniBand completion error without "NCCL WARN": a title, a retold line)
@@ -132,6 +135,7 @@ KEYS: tuple[Key, ...] = (
         # (and right before a Chinese word, "NCCL超时", "NCCL会报超时错误": UTF-8 lead bytes)
         rb"|CCL ?[\xe3-\xe9])",
         (b"NVRM", b"NVML", b"NVIDIA-SMI", b"NVIDIA driver", b"NVIDIA Display Driver. By default",
+         b"NVIDIA Corporation ",
          b"NVLink", b"NVLINK", b"NCCL WARN", b"NCCL error", b"NCCL comm", b"NCCL oper",
          b"NCCL work", b"NCCL(", b"NCCL.cpp", b"NCCL'", b"NET/",
          *(b"NCCL" + bytes([lead]) for lead in range(0xE3, 0xEA)),
@@ -158,6 +162,11 @@ KEYS: tuple[Key, ...] = (
         tuple(word.encode() for word in _OTHER_KILLED)),
     # the kernel's OOM killer at work: "invoked oom-killer"; a writer's "oom killer"
     Key(rb"oom(?:[- ]?kill|_reaper)", (b"oom-kill", b"oom kill", b"oomkill", b"oom_reaper")),
+    # ... and in capitals, mid-log or in prose ("killed by the OOM killer", "OOM-killed"), on a
+    # line with no other key ("Out of memory: Killed process" has "emory" and "Kill")
+    Key(rb"O(?:OM|om)[- _]?(?:kill|Kill|KILL)",
+        tuple(first + sep + kill for first in (b"OOM", b"Oom") for sep in (b"", b" ", b"-", b"_")
+              for kill in (b"kill", b"Kill", b"KILL"))),
     # the numbers of the cudaMallocAsync backend's OOM message, one per line
     # ("Requested" and "(according to CUDA)": in the R and C passes)
     Key(rb"Device limit +: ", (b"Device limit ",)),

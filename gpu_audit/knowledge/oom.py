@@ -62,7 +62,9 @@ MASKED_OOM_PATTERN = (r"NVML_SUCCESS == .{0,120}INTERNAL ASSERT FAILED"
 DEVICE_OOM_PATTERN = (r"(?:CUDA|HIP|cuda runtime|cuda) error(?: \(\d+\))?\s*:\s*out of memory"
                       r"|\berror=2 : out of memory|CUDA_ERROR_OUT_OF_MEMORY"
                       r"|cudaErrorMemoryAllocation"
-                      r"|Cuda failure '?(?:out of memory|cudaErrorMemoryAllocation)")
+                      r"|Cuda failure '?(?:out of memory|cudaErrorMemoryAllocation)"
+                      # Caffe's CUDA_CHECK: status 2 is cudaErrorMemoryAllocation
+                      r"|cudaSuccess \(2 vs\. 0\)\s+out of memory")
 LIBRARY_OOM_PATTERN = (r"CUBLAS_STATUS_ALLOC_FAILED|CUDNN_STATUS_ALLOC_FAILED|CUFFT_ALLOC_FAILED"
                        r"|CUSOLVER_STATUS_ALLOC_FAILED|CUSPARSE_STATUS_ALLOC_FAILED")
 HOST_OOM_PATTERN = r"DefaultCPUAllocator: (?:can't|not enough memory)"

@@ -93,3 +93,44 @@ def test_a_bad_index_is_refused_with_exit_3(tmp_path, capsys, index, message):
     (tmp_path / "index.tsv").write_text(index, encoding="utf-8")
     assert scorer.main([str(tmp_path)]) == 3
     assert message in capsys.readouterr().err
+
+
+EVIDENCE_HEADER = HEADER.rstrip("\n") + "\tevidence\n"
+
+
+def make_evidence_corpus(root: Path, logs) -> Path:  # type: ignore[no-untyped-def]
+    """A corpus whose index has the evidence column: (fixture, class, evidence) per log."""
+    rows = []
+    for name, cls, evidence in logs:
+        (root / cls).mkdir(parents=True, exist_ok=True)
+        shutil.copy(FIXTURES / name, root / cls / name)
+        rows.append(f"{cls}/{name}\t{cls}\thttps://example.org/{name}\t\ten\tfixture\t"
+                    f"{evidence}\n")
+    (root / "index.tsv").write_text(EVIDENCE_HEADER + "".join(rows), encoding="utf-8")
+    return root
+
+
+def test_the_evidence_column_gives_a_second_accuracy_over_logs_with_a_message(tmp_path, capsys):
+    # a miss whose text holds no printed message (a healthy log filed as a cuda-oom told in
+    # words) counts in the first figure only; negatives count in both
+    logs = [("a100_fragmented_oom_torch23.log", "cuda-oom", "message"),
+            ("dmesg_xid79_fallen_off_bus.log", "gpu-hardware", "message"),
+            ("healthy_run_with_alarming_lines.log", "cuda-oom", "none"),
+            ("torchrun_worker_sigkill.log", "negative", "")]
+    assert scorer.main([str(make_evidence_corpus(tmp_path, logs)), "--min-accuracy", "0"]) == 1
+    out = capsys.readouterr().out
+    assert "root-class accuracy: 2/4 = 50.0%" in out
+    assert "root-class accuracy, logs with a printed message: 2/3 = 66.7%" in out
+
+
+def test_an_index_without_the_evidence_column_prints_one_accuracy(tmp_path, capsys):
+    assert scorer.main([str(make_corpus(tmp_path))]) == 0
+    assert "printed message" not in capsys.readouterr().out
+    assert all(row.evidence is None for row in scorer.read_index(tmp_path))
+
+
+@pytest.mark.parametrize("evidence", ["maybe", ""])
+def test_a_failure_row_needs_message_or_none_as_its_evidence(tmp_path, capsys, evidence):
+    make_evidence_corpus(tmp_path, [("a100_fragmented_oom_torch23.log", "cuda-oom", evidence)])
+    assert scorer.main([str(tmp_path)]) == 3
+    assert f"evidence {evidence!r} is not one of message, none" in capsys.readouterr().err

@@ -308,6 +308,12 @@ SINGLE_LINES = [
      "gpu-hardware", "gpu-hardware/fallen-off-bus"),
     ("nvidia-container-cli: requirement error: unsatisfied condition: cuda>=12.4, please update "
      "your driver to a newer version", "driver-mismatch", "driver-mismatch/container-requirement"),
+    # Caffe's CUDA_CHECK, under its glog prefix: status 2 is cudaErrorMemoryAllocation
+    ("F0412 10:22:31.118240  4242 syncedmem.cpp:71] Check failed: error == cudaSuccess (2 vs. 0)"
+     "  out of memory", "cuda-oom", "cuda-oom/cuda-error"),
+    # lspci's line for a GPU whose configuration space answers all ones
+    ("0000:41:00.0 3D controller: NVIDIA Corporation GH100 [H100 SXM5 80GB] (rev ff)",
+     "gpu-hardware", "gpu-hardware/lspci-rev-ff"),
 ]
 
 
@@ -360,6 +366,14 @@ QUIET_LINES = [
     "triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 98304, "
     "Hardware limit: 65536.",
     "RuntimeError: DataLoader worker (pid 2831817) is killed by signal: Segmentation fault.",
+    # the message in a string literal of code that tests, logs or raises it
+    '        if "CUDA out of memory" in str(exc):',
+    '            logger.warning("CUDA out of memory at batch %d, halving it", size)',
+    '    raise RuntimeError("CUDA error: out of memory") from exc',
+    "    assert err != 'CUDA error: out of memory'",
+    # lspci: a GPU that answers (its revision), and a non-GPU device reading ff
+    "0000:41:00.0 3D controller: NVIDIA Corporation GH100 [H100 SXM5 80GB] (rev a1)",
+    "03:00.0 Ethernet controller: Intel Corporation I350 Gigabit Network Connection (rev ff)",
 ]
 
 

@@ -490,3 +490,20 @@ fixed("cuda-oom/caught",
       "(fairseq and others do this): the run did not die of it.",
       remedy="Nothing, unless it happens often: then lower the batch size (or max tokens) so "
       "fewer batches are dropped.")
+
+# A batch-size finder (Lightning's tuner, a program's own search) runs steps of growing size
+# until one runs out of memory, then tries a smaller one: its next line names the next size.
+# (Only a program's words: a writer's "I tried batch size 8" is no search.)
+fixed("cuda-oom/batch-size-search",
+      r"(?i:^\W{0,4}(?:re)?try(?:ing)? (?:with )?(?:a )?batch[ _]size(?: of)?[ =:]*\d+|"
+      r"\bbatch[ _]size \d+ failed\W{1,4}trying batch[ _]size \d+|"
+      r"^\W{0,4}chosen batch[ _]size\b|\bfinished batch[ _]size finder\b)",
+      ("batch size", "batch_size", "Batch size", "Batch_size", "BATCH_SIZE"),
+      "A batch-size search caught an out-of-memory and tried another size",
+      severity=Severity.INFO, tier=5.0, handles="cuda-oom", window=4,
+      example="Batch size 256 failed, trying batch size 128",
+      explanation="The program searches for the largest batch size that fits in GPU memory: it "
+      "ran a step too big for the GPU, caught the out-of-memory and went on with a smaller "
+      "batch. That out-of-memory is the search at work, not the end of the run.",
+      remedy="Nothing: the search picks the size that fits. Pin the chosen batch size in the "
+      "configuration to skip the search next time.")

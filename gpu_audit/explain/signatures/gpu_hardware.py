@@ -109,6 +109,21 @@ fixed("gpu-hardware/fallen-off-bus",
       "it stays unusable until it is reset, usually by a reboot.",
       remedy=xid_info(79).action)
 
+# lspci reads a revision of ff when the device's PCIe configuration space answers all ones:
+# the GPU no longer responds on the bus (its other functions, audio and USB, read ff too).
+fixed("gpu-hardware/lspci-rev-ff",
+      r"(?<![\w.:])(?P<pci_bus_id>(?:[0-9A-Fa-f]{4}:)?[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})\.0 "
+      r"(?:VGA compatible|3D) controller(?: \[[0-9a-f]{4}\])?: NVIDIA Corporation "
+      r"(?:(?!\(rev )[^\n]){0,160}\(rev ff\)",  # (not across another device's revision)
+      ("(rev ff)",), "A GPU no longer answers on the PCIe bus (lspci reads rev ff)",
+      severity=Severity.CRITICAL, tier=0.0, group="off-the-bus",
+      example="3b:00.0 3D controller: NVIDIA Corporation GA100 [A100 SXM4 80GB] (rev ff)",
+      explanation="lspci read the GPU's revision as ff: its PCIe configuration space answers "
+      "with all ones, which is what a device that has dropped off the bus returns (the driver "
+      "logs Xid 79, 'GPU has fallen off the bus', for the same event). Nothing can run on it "
+      "until it is reset, usually by a reboot.",
+      remedy=xid_info(79).action)
+
 fixed("gpu-hardware/uncorrectable-ecc",
       r"uncorrectable ECC error encountered|CUDA_ERROR_ECC_UNCORRECTABLE|"
       r"cudaErrorECCUncorrectable",
