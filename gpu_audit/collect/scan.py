@@ -12,6 +12,7 @@ from gpu_audit.units import utc_now
 if TYPE_CHECKING:
     from gpu_audit.collect.nvml.deadlines import PendingReading
     from gpu_audit.collect.nvml.isolated import ForkedReading
+    from gpu_audit.model import KernelLog, ProbeError
 
 
 def collect_scan(
@@ -54,14 +55,15 @@ def collect_scan(
 
         published = read_publications()
     allocator, allocator_errors = read_allocator_config(pid)
-    # What the kernel driver lists does not depend on NVML's answer: read while it comes.
+    # What the kernel driver lists, and the kernel log in /dev/kmsg, do not depend on NVML's
+    # answer: read while it comes. (The log's fallbacks run commands: only once NVML answered.)
     kernel_gpus = read_kernel_gpus()
+    kmsg = read_kernel_log(dmesg=(), journal=())
     reading = pending.result()
     processes, process_errors = read_processes(reading.processes, host.container)
     if published is not None:
         processes = attach_allocator_states(processes, reading.gpus, published)
-    # Xid lines come from the NVIDIA driver: without one there is nothing to look for.
-    kernel_log, kernel_errors = read_kernel_log() if reading.status.available else (None, [])
+    kernel_log, kernel_errors = _kernel_log(kmsg, reading.status.available)
     # NVML's GPUs with what the kernel driver and /dev know of them, and the GPUs only those
     # list (gpu_audit.gpu_identity): resolved once, here, for every command.
     gpus, unlisted = join(reading.gpus, kernel_gpus)
@@ -87,3 +89,16 @@ def collect_scan(
         unlisted_gpus=unlisted,
     )
 
+
+def _kernel_log(
+    kmsg: tuple[KernelLog | None, list[ProbeError]], nvml_available: bool
+) -> tuple[KernelLog | None, list[ProbeError]]:
+    """The kernel log's Xid events: from /dev/kmsg as read early, else from the commands."""
+    from gpu_audit.collect.kernel_log import read_kernel_log
+
+    if not nvml_available:  # Xid lines come from the NVIDIA driver: none, nothing to look for
+        return None, []
+    log, _ = kmsg
+    if log is None or log.readable:  # not Linux, or /dev/kmsg was read
+        return kmsg
+    return read_kernel_log()  # /dev/kmsg again, then dmesg and journalctl
