@@ -47,6 +47,19 @@ MAX_DOCUMENT_BYTES = 64 * _MiB
 # about 200 MiB once parsed.
 MAX_JSON_CONTAINERS = 250_000
 MAX_JSON_ITEMS = 600_000
+# What /proc gives (gpu_audit.collect.procfs). A command line, up to this (the default Linux
+# argument area is 2 MiB); a process's environment lives in the same area.
+MAX_CMDLINE_BYTES = 4 * _MiB
+MAX_ENVIRON_BYTES = MAX_CMDLINE_BYTES
+# stat, statm, status, meminfo, vmstat, cgroup: a few kilobytes each.
+MAX_PROC_FILE_BYTES = _MiB
+# /proc/stat has a line per CPU and one per interrupt before btime: large on big nodes.
+MAX_PROC_STAT_BYTES = 16 * _MiB
+# Descriptors of one process looked at for sockets: the kernel's default ceiling (nr_open).
+MAX_PROC_FDS = 1 << 20
+# The one message of the child process that reads NVML (gpu_audit.collect.nvml.isolated): a
+# reading of MAX_GPUS GPUs and MAX_PROCESSES processes is a few MiB.
+MAX_NVML_MESSAGE_BYTES = 64 * _MiB
 
 
 def bounded_int(text: str, where: str, *, low: int = 0, high: int | None = None) -> int:

@@ -18,7 +18,7 @@ DISPLAY_CLASS_PREFIX = "0x03"
 
 def _read_text(path: str) -> str:
     """A small kernel file as text (bounded, never blocking)."""
-    raw = procfs.read_bounded(path, procfs.MAX_SMALL_BYTES)
+    raw = procfs.read_bounded(path, procfs.MAX_PROC_FILE_BYTES)
     text = raw.decode()  # as Path.read_text did: undecodable bytes are an error
     return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
 

@@ -122,7 +122,7 @@ def _own_pid_namespace() -> str | None:
 
 def _read_cgroup(pid: int) -> str | None:
     try:
-        raw = procfs.read_bounded(f"/proc/{pid}/cgroup", procfs.MAX_SMALL_BYTES)
+        raw = procfs.read_bounded(f"/proc/{pid}/cgroup", procfs.MAX_PROC_FILE_BYTES)
     except OSError:
         return None
     text = raw.decode(errors="replace")

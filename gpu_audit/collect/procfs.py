@@ -8,7 +8,7 @@ instructions); on Linux they are read here instead, with psutil's exact rules (i
 ``/proc`` is not there (another system, a sandbox) the callers use psutil as before.
 
 Every read is bounded and never blocks: files are opened without following a link and without
-waiting (``O_NOFOLLOW | O_NONBLOCK``), small files are read up to :data:`MAX_SMALL_BYTES` and a
+waiting (``O_NOFOLLOW | O_NONBLOCK``), small files are read up to :data:`MAX_PROC_FILE_BYTES` and a
 command line up to :data:`MAX_CMDLINE_BYTES` (psutil reads it whole; Linux caps the argument
 area at a quarter of the stack limit, unbounded with ``ulimit -s unlimited``, so a longer one is
 cut there, possibly inside its last argument). ``/proc/net/tcp`` is streamed line by line.
@@ -21,17 +21,14 @@ import os
 import sys
 from itertools import islice
 
+from gpu_audit.bounds import (
+    MAX_CMDLINE_BYTES,
+    MAX_PROC_FDS,
+    MAX_PROC_FILE_BYTES,
+    MAX_PROC_STAT_BYTES,
+)
+
 PROC = "/proc"
-# A command line is read up to this (the default Linux argument area is 2 MiB).
-MAX_CMDLINE_BYTES = 4 * 1024**2
-# A process's environment, read up to this (it lives in the same argument area).
-MAX_ENVIRON_BYTES = MAX_CMDLINE_BYTES
-# stat, statm, status, meminfo, vmstat: a few kilobytes each.
-MAX_SMALL_BYTES = 1024**2
-# /proc/stat has a line per CPU and one per interrupt before btime: large on big nodes.
-MAX_PROC_STAT_BYTES = 16 * 1024**2
-# Descriptors of one process looked at for sockets: the kernel's default ceiling (nr_open).
-MAX_FDS = 1 << 20
 _FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) \
     | getattr(os, "O_CLOEXEC", 0)
 _ENCODING, _ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
@@ -123,7 +120,7 @@ class Process:
     def _path(self, name: str) -> str:
         return f"{self.root}/{self.pid}/{name}"
 
-    def _read(self, name: str, limit: int = MAX_SMALL_BYTES) -> bytes:
+    def _read(self, name: str, limit: int = MAX_PROC_FILE_BYTES) -> bytes:
         try:
             return read_bounded(self._path(name), limit)
         except OSError as err:
@@ -142,7 +139,7 @@ class Process:
 
     def _is_zombie(self) -> bool:
         try:
-            data = read_bounded(self._path("stat"), MAX_SMALL_BYTES)
+            data = read_bounded(self._path("stat"), MAX_PROC_FILE_BYTES)
         except OSError:
             return False
         rpar = data.rfind(b")")
@@ -244,7 +241,7 @@ class Process:
         entries = os.scandir(fd_dir)
         inodes: set[bytes] = set()
         with entries:
-            names = [entry.name for entry in islice(entries, MAX_FDS)]
+            names = [entry.name for entry in islice(entries, MAX_PROC_FDS)]
         for fd in names:
             try:
                 target = os.readlink(f"{fd_dir}/{fd}")  # the link's text; nothing is followed
@@ -280,7 +277,7 @@ def read_memory(root: str = PROC) -> tuple[int, int, int, int, int, int] | None:
     another route (an old kernel without MemAvailable, no swap lines, no vmstat counters), which
     the caller then asks psutil itself."""
     mems: dict[bytes, int] = {}
-    for line in read_bounded(f"{root}/meminfo", MAX_SMALL_BYTES).splitlines():
+    for line in read_bounded(f"{root}/meminfo", MAX_PROC_FILE_BYTES).splitlines():
         fields = line.split()
         if len(fields) < 2:
             return None
@@ -293,7 +290,7 @@ def read_memory(root: str = PROC) -> tuple[int, int, int, int, int, int] | None:
     if avail > total:
         avail = mems[b"MemFree:"]  # psutil: a container's MemAvailable above its total
     swap_in = swap_out = None
-    for line in read_bounded(f"{root}/vmstat", MAX_SMALL_BYTES).split(b"\n"):
+    for line in read_bounded(f"{root}/vmstat", MAX_PROC_FILE_BYTES).split(b"\n"):
         if line.startswith(b"pswpin"):
             swap_in = int(line.split(b" ")[1]) * 4 * 1024
         elif line.startswith(b"pswpout"):

@@ -11,7 +11,8 @@ import os
 import re
 import sys
 
-from gpu_audit.collect.procfs import MAX_ENVIRON_BYTES, read_bounded
+from gpu_audit.bounds import MAX_ENVIRON_BYTES
+from gpu_audit.collect.procfs import read_bounded
 from gpu_audit.knowledge.allocator.names import BOTH_VARS, CUDA_VAR, NEW_VAR
 from gpu_audit.lazy import regex
 from gpu_audit.model import AllocatorConfig, ProbeError
@@ -180,7 +181,7 @@ def unlabelled_build(system: str | None = None) -> tuple[str | None, str | None]
 
 def read_process_environ(pid: int) -> dict[str, str]:
     """Another process's environment (same user or root only; raises OSError otherwise), its
-    first :data:`~gpu_audit.collect.procfs.MAX_ENVIRON_BYTES` (the variables gpu-audit reads
+    first :data:`~gpu_audit.bounds.MAX_ENVIRON_BYTES` (the variables gpu-audit reads
     are set by launchers, near the start)."""
     raw = read_bounded(f"/proc/{pid}/environ", MAX_ENVIRON_BYTES)
     env: dict[str, str] = {}

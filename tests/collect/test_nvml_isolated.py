@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from gpu_audit.bounds import MAX_NVML_MESSAGE_BYTES
 from gpu_audit.collect.nvml import isolated
 from tests.fakegpu import h100_node
 
@@ -160,9 +161,9 @@ def test_a_whole_message_is_read_past_its_length_prefix():
 
 
 def test_a_message_announcing_too_much_is_refused_before_reading_it():
-    fd = pipe_with((isolated.MAX_MESSAGE_BYTES + 1).to_bytes(8, "big"), close=False)
+    fd = pipe_with((MAX_NVML_MESSAGE_BYTES + 1).to_bytes(8, "big"), close=False)
     payload, problem = isolated._read_message(fd, time.monotonic() + 5)
-    assert payload is None and problem.startswith(f"announced {isolated.MAX_MESSAGE_BYTES + 1}")
+    assert payload is None and problem.startswith(f"announced {MAX_NVML_MESSAGE_BYTES + 1}")
 
 
 def test_a_message_cut_short_is_an_ended_child():

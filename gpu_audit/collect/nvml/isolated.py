@@ -29,16 +29,16 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
+from gpu_audit.bounds import MAX_NVML_MESSAGE_BYTES
+
 if TYPE_CHECKING:
     from gpu_audit.collect.nvml.deadlines import PendingReading
     from gpu_audit.collect.nvml.reading import NvmlReading
 
 # The child's read bounds itself by the deadline; this covers the child's start and its imports.
 GRACE_S = 1.0
-# The length prefix of the child's message, and the most that prefix may announce: a reading of
-# the largest node (bounds.MAX_GPUS GPUs and their processes) is a few MiB.
+# The length prefix of the child's message (which may announce at most MAX_NVML_MESSAGE_BYTES).
 _LENGTH_BYTES = 8
-MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 _CHUNK = 1 << 16
 
 # Children whose exit has not been collected yet (one stuck in the driver exits late).
@@ -150,8 +150,8 @@ def _read_message(fd: int, deadline: float) -> tuple[bytes | None, str]:
         received += chunk
         if expected is None and len(received) >= _LENGTH_BYTES:
             length = int.from_bytes(received[:_LENGTH_BYTES], "big")
-            if length > MAX_MESSAGE_BYTES:
-                return None, f"announced {length} bytes, more than {MAX_MESSAGE_BYTES}"
+            if length > MAX_NVML_MESSAGE_BYTES:
+                return None, f"announced {length} bytes, more than {MAX_NVML_MESSAGE_BYTES}"
             expected = _LENGTH_BYTES + length
     return bytes(received[_LENGTH_BYTES:expected]), ""
 
