@@ -34,7 +34,7 @@ FIXTURE_INCIDENTS = {
     "wsl2_expandable_segments_unsupported.log": [
         ("alloc-conf", "alloc-conf/expandable-unsupported")],
     "cublas_handle_alloc_failed.log": [("cublas-failure", "cublas-failure/cublas-status")],
-    "cudnn_not_initialized.log": [("cublas-failure", "cublas-failure/cudnn-status")],
+    "cudnn_not_initialized.log": [("cudnn-failure", "cudnn-failure/status")],
     "thc_cublas_runtime_error_torch04.log": [
         ("cublas-failure", "cublas-failure/legacy-runtime-error")],
     "rtx5090_torch26_cu124_no_kernel_image.log": [
@@ -152,12 +152,21 @@ SINGLE_LINES = [
     ("RuntimeError: CUDA error: CUBLAS_STATUS_NOT_SUPPORTED when calling "
      "`cublasGemmStridedBatchedExFix(handle, opa, opb, m, n, k)`", "cublas-failure",
      "cublas-failure/cublas-status"),
-    ("RuntimeError: cuDNN error: CUDNN_STATUS_EXECUTION_FAILED", "cublas-failure",
-     "cublas-failure/cudnn-status"),
+    ("RuntimeError: cuDNN error: CUDNN_STATUS_EXECUTION_FAILED", "cudnn-failure",
+     "cudnn-failure/status"),
     ("RuntimeError: Unable to find a valid cuDNN algorithm to run convolution",
-     "cublas-failure", "cublas-failure/cudnn-no-engine"),
+     "cudnn-failure", "cudnn-failure/no-engine"),
     ("RuntimeError: GET was unable to find an engine to execute this computation",
-     "cublas-failure", "cublas-failure/cudnn-no-engine"),
+     "cudnn-failure", "cudnn-failure/no-engine"),
+    ("RuntimeError: cuDNN runtime error : resource allocation failed at "
+     "/pytorch/aten/src/THC/THCGeneral.cpp:250", "cudnn-failure",
+     "cudnn-failure/legacy-runtime-error"),
+    # Caffe's glog check names the status it wanted first, then the one it got
+    ("F0301 09:12:44.120000  4711 cudnn_conv_layer.cu:28] Check failed: status == "
+     "CUDNN_STATUS_SUCCESS (8 vs. 0)  CUDNN_STATUS_EXECUTION_FAILED", "cudnn-failure",
+     "cudnn-failure/status"),
+    ("OSError: (External) Cudnn error, CUDNN_STATUS_EXECUTION_FAILED (at "
+     "/work/ops/conv_cudnn_op.cu:731)", "cudnn-failure", "cudnn-failure/status"),
     ("RuntimeError: cusolver error: CUSOLVER_STATUS_ALLOC_FAILED, when calling "
      "`cusolverDnCreate(handle)`", "cublas-failure", "cublas-failure/cublas-status"),
     ("RuntimeError: cublasLt ran into an error!", "cublas-failure", "cublas-failure/cublaslt"),
