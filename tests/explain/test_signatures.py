@@ -166,7 +166,7 @@ SINGLE_LINES = [
      "CUDNN_STATUS_SUCCESS (8 vs. 0)  CUDNN_STATUS_EXECUTION_FAILED", "cudnn-failure",
      "cudnn-failure/status"),
     ("OSError: (External) Cudnn error, CUDNN_STATUS_EXECUTION_FAILED (at "
-     "/work/ops/conv_cudnn_op.cu:731)", "cudnn-failure", "cudnn-failure/status"),
+     "/work/ops/conv_cudnn_op.cu:402)", "cudnn-failure", "cudnn-failure/status"),
     ("RuntimeError: cusolver error: CUSOLVER_STATUS_ALLOC_FAILED, when calling "
      "`cusolverDnCreate(handle)`", "cublas-failure", "cublas-failure/cublas-status"),
     ("RuntimeError: cublasLt ran into an error!", "cublas-failure", "cublas-failure/cublaslt"),
@@ -206,6 +206,28 @@ SINGLE_LINES = [
      "device-assert/kernel-assertion"),
     ("RuntimeError: CUDA error: device-side assert triggered", "device-assert",
      "device-assert/triggered"),
+    # an indexing condition retold without the kernel's quotes (full-width signs in a
+    # translated post)
+    ("训练一会就出现 Assertion srcIndex \uff1c srcSelectDimSize failed.", "device-assert",
+     "device-assert/unquoted-condition"),
+    # cuda-gdb stopped at the fault
+    ('Thread 12 "pt_autograd_0" received signal CUDA_EXCEPTION_14, Warp Illegal Address.',
+     "illegal-memory-access", "illegal-memory-access/debugger-exception"),
+    ("CUDA Exception: Warp Misaligned Address", "illegal-memory-access",
+     "illegal-memory-access/debugger-exception"),
+    # libraries that allocate GPU memory themselves
+    ("PxgCudaDeviceMemoryAllocator fail to allocate memory 268435456 bytes!! Result = 2",
+     "cuda-oom", "cuda-oom/library-allocation"),
+    ("RuntimeError indice_cuda.cu 124 cuda execution failed with error 2", "cuda-oom",
+     "cuda-oom/library-allocation"),
+    # nvtop without NVML
+    ("No GPU to monitor.", "nvml-unavailable", "nvml-unavailable/no-gpu-to-monitor"),
+    # Slurm's accounting over the job's --mem
+    ("slurmstepd: error: Job 311 exceeded memory limit (70254592 > 67108864), being killed",
+     "host-oom", "host-oom/slurm-memory-limit"),
+    ("slurmstepd: error: Exceeded job memory limit", "host-oom", "host-oom/slurm-memory-limit"),
+    # torch.distributed.elastic's error record cut after the signal (a title)
+    ("Crash while evaluating (traceback : Signal 9 (SIGKILL))", "host-oom", "host-oom/sigkill"),
     # GPU hardware
     ("gpu-health: node07 GPU 3 reported XID 79 at 02:41", "gpu-hardware",
      "gpu-hardware/xid-mention"),
@@ -383,6 +405,8 @@ QUIET_LINES = [
     # lspci: a GPU that answers (its revision), and a non-GPU device reading ff
     "0000:41:00.0 3D controller: NVIDIA Corporation GH100 [H100 SXM5 80GB] (rev a1)",
     "03:00.0 Ethernet controller: Intel Corporation I350 Gigabit Network Connection (rev ff)",
+    # a check in code that names only the status it wants
+    "CHECK(status == CUDNN_STATUS_SUCCESS) << cudnnGetErrorString(status);",
 ]
 
 
