@@ -95,3 +95,10 @@ def test_nvtop_without_nvml_says_where_the_library_is_looked_up() -> None:
     found = _root("$ nvtop\nNo GPU to monitor.\n")
     assert found.cls == "nvml-unavailable"
     assert "ldconfig -p | grep libnvidia-ml" in found.remedy and "Jetson" in found.explanation
+
+
+def test_an_nvml_call_answering_unknown_error_names_containers_and_vms() -> None:
+    found = _root("Found 1 NVIDIA devices\nError: nvmlDeviceGetHandleByIndex(): Unknown Error\n")
+    assert found.cls == "nvml-unavailable"
+    assert found.numbers["call"] == "nvmlDeviceGetHandleByIndex"
+    assert "virtual machine" in found.explanation and "/dev/nvidia*" in found.explanation

@@ -222,6 +222,8 @@ SINGLE_LINES = [
      "cuda-oom/library-allocation"),
     # nvtop without NVML
     ("No GPU to monitor.", "nvml-unavailable", "nvml-unavailable/no-gpu-to-monitor"),
+    ("Error: nvmlDeviceGetHandleByIndex(): Unknown Error", "nvml-unavailable",
+     "nvml-unavailable/call-unknown-error"),
     # Slurm's accounting over the job's --mem
     ("slurmstepd: error: Job 311 exceeded memory limit (70254592 > 67108864), being killed",
      "host-oom", "host-oom/slurm-memory-limit"),

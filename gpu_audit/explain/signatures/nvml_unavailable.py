@@ -180,6 +180,25 @@ def _nvml_init(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> A
     return advice(sig, numbers, explanation, remedy, title=title)
 
 
+@signature("nvml-unavailable/call-unknown-error",
+           # a tool's report of the NVML call that failed (nvdebugdump, monitoring agents)
+           r"(?P<call>nvml(?:Device[A-Z]\w+|Init(?:_v\d)?))\(\)(?::| failed:?) Unknown Error",
+           ("nvmlDevice", "nvmlInit"), "An NVML call failed with Unknown Error", tier=0.5,
+           example="Error: nvmlDeviceGetHandleByIndex(): Unknown Error")
+def _nvml_call_unknown(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    explanation = (
+        f"NVML loaded, but {numbers.get('call', 'its call')} could not reach the GPU (Unknown "
+        "Error): inside a container it lost access to /dev/nvidia* (a `systemctl "
+        "daemon-reload` on the host resets the device rules of running containers); in a "
+        "virtual machine (passthrough, vGPU, Hyper-V GPU-PV) the guest's driver cannot reach "
+        "the GPU the host gives it; on bare metal it points at a driver fault.")
+    remedy = ("Run `nvidia-smi` on the host: if it works there, restart the container, or fix "
+              "the VM's GPU assignment (host and guest drivers of the same branch, the GPU "
+              "given to the VM); if the host fails too, check `sudo dmesg -T | grep -i -e nvrm "
+              "-e xid` and reboot.")
+    return advice(sig, numbers, explanation, remedy)
+
+
 @signature("nvml-unavailable/no-gpu-to-monitor", r"\bNo GPU to monitor\b",
            ("No GPU to monitor",), "nvtop found no GPU it can read", tier=0.5,
            example="No GPU to monitor.")
