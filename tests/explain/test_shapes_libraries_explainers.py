@@ -102,3 +102,8 @@ def test_an_nvml_call_answering_unknown_error_names_containers_and_vms() -> None
     assert found.cls == "nvml-unavailable"
     assert found.numbers["call"] == "nvmlDeviceGetHandleByIndex"
     assert "virtual machine" in found.explanation and "/dev/nvidia*" in found.explanation
+
+
+def test_the_elastic_record_keeps_its_pid_when_it_is_there() -> None:
+    found = _root("  traceback : Signal 9 (SIGKILL) received by PID 4242\n")
+    assert found.signature == "host-oom/sigkill" and found.numbers["pid"] == 4242

@@ -385,7 +385,7 @@ _KILLED = killed_words_pattern()
 @signature("host-oom/sigkill",
            r"Signal 9 \(SIGKILL\) received by PID (?P<pid>\d+)|"
            # (torch.distributed.elastic's error record, cut after the signal: a title)
-           r"\btraceback ?: ?Signal 9 \(SIGKILL\)|"
+           r"\btraceback ?: ?Signal 9 \(SIGKILL\)(?! received by PID)|"
            r"failed \(exitcode: -9\) local_rank: (?P<local_rank>\d+) \(pid: (?P<pid_>\d+)\)|"
            r"exitcode\s*: -9 \(pid: (?P<pid__>\d+)\)|"
            r"(?:exit(?:ed)?(?: with)?(?: a)? (?:status|code)(?: code)?|returned non-zero exit "
