@@ -482,7 +482,7 @@ class Classifier:
 
 _AFTER_TEXT = 1 << 62  # the reading order of a message seen only in a heading
 _MORE = object()  # the key value of the incident that counts the values past MAX_KEYED
-_LIBRARY_CLASS = "cublas-failure"
+_LIBRARY_CLASSES = ("cublas-failure", "cudnn-failure")
 
 
 def _library_faults_under_xids(built: list[tuple[Incident, tuple[int, int]]]
@@ -491,7 +491,7 @@ def _library_faults_under_xids(built: list[tuple[Incident, tuple[int, int]]]
     record of the GPU fault is the cause, and the library's status how it reached the program.
     Such an Xid (even one that alone is a warning, like 13, 31 or 43) becomes the root cause."""
     library = [incident for incident, _ in built
-               if incident.cls == _LIBRARY_CLASS and incident.is_failure]
+               if incident.cls in _LIBRARY_CLASSES and incident.is_failure]
     if not library:
         return built
     sources = {name for incident in library for name in incident.sources}

@@ -225,6 +225,12 @@ _EXPLAINER_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                         # "... 부족해 발생하는 문제이기 때문에": a post says what causes it
                         r"(?:때문에|[서해]|하여|인해) 발생하는 (?:문제|오류|에러)|"
                         r"dieser fehler (?:bedeutet|tritt)|este error (?:significa|ocurre|aparece)|"
+                        # a kind of error told in general: "NCCL timeout errors in multi-GPU
+                        # setups are caused by ..."
+                        r"\b(?:errors|timeouts|failures|crashes|exceptions)\b"
+                        r"(?:[^.\n]|\.\d){0,80}?\bare "
+                        r"(?:usually |typically |often |commonly |mostly |almost always )?"
+                        r"caused by\b|"
                         r"cette erreur (?:signifie|appara[iî]t|survient)|"
                         # "El error «CUDA out of memory» significa:", "o erro ... indica"
                         r"\b(?:el|este|o) error? (?:" + _QUOTED + r"\s*)?(?:significa|"
@@ -236,6 +242,13 @@ _EXPLAINER_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                           r"如果(?:你|您)?(?:遇到|碰到|出现)了?(?:这个|这种|此|类似的?)?(?:错误|报错|问题)|"
                           r"このエラーが(?:出た|発生した|表示された)(?:ら|場合)|"
                           r"이 (?:오류|에러)가 (?:발생하면|나면|뜨면)|"
+                          # "OOM 이 발생하는 경우 ... 다음과 같은 메세지가",
+                          # "OOMが発生した場合、以下のようなメッセージ", "wenn dieser Fehler
+                          # auftritt"
+                          r"(?:발생하는|발생할|발생한|생기는|일어나는) 경우"
+                          r"[^.\n]{0,60}?다음과 같은|"
+                          r"(?:発生した|発生する|起きた)場合[^。\n]{0,60}?以下のような|"
+                          r"\bwenn (?:dieser|der|ein solcher) fehler auftritt\b|"
                           + _RHETORICAL + "|"
                           r"\byou(?:'ve| have)? (?:probably |likely |may have |might have |"
                           r"(?:surely |certainly )?)(?:seen|encountered|run into|hit|come across)"
@@ -268,7 +281,12 @@ _EXPLAINER_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                 r"(?:it|this)|understanding the error|what is the .{0,60} error\b)|"
                 r"\bcauses? (?:&|and) (?:fixes|solutions)\b|"
                 r"^quick fix\b|^(?:possible |common )?causes\b|为什么会|原因[:：]|原因$|原因は|"
-                r"발생 원인|причин[аы]|"
+                r"발생 원인|причин[аы]|^common misconceptions?\s*[:：]|"
+                # "OOM Killer 가 발생하는 원인", "OOMが発生する原因", "Ursachen": what causes it;
+                # a heading that names a term to define it: "OOM Killer 란", "OOM Killerとは"
+                r"(?:발생하는|생기는|일어나는) 원인|(?:発生する|起きる|起こる)原因|"
+                r"^(?:m[öo]gliche |h[äa]ufige )?ursachen\b|"
+                r"^[\w .()-]{0,40}[A-Za-z0-9)] ?(?:이)?란$|^[\w .()-]{0,40}[A-Za-z0-9)] ?とは$|"
                 # ("🔍 Por qué ocurre este error", "Causas comunes", "Pourquoi cette erreur")
                 r"^\W{0,4}(?:por qu[eé] (?:ocurre|aparece|sucede|pasa|se produce)|por que "
                 r"(?:ocorre|acontece)|pourquoi (?:cette erreur|ce message|[çc]a arrive))\b|"
@@ -282,6 +300,7 @@ _EXPLAINER_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                        r"解决方法如下|原因(?:分析|及解决)|解決(?:方法|策)|対処法|해결 방법|"
                        r"트러블 ?슈팅 방법|해결할 수 있(?:다|습니다|어요)|"
                        r"способы решения|решение проблемы|l[öo]sung(?:en)?:|soluci[oó]n(?:es)?:|"
+                       r"\bso (?:beheben|l[öo]sen) sie\b|"
                        r"solutions? ?:|solu[cç][aã]o:|"
                        # a numbered remedy, or a heading that offers one
                        r"^(?:\W{0,3}\d+[.)、]\s*)(?:reduce|lower|use|enable|set|increase|clear|"

@@ -98,10 +98,13 @@ KEYS: tuple[Key, ...] = (
     Key(rb"eturn(?:ed)?[ _]?code[ :=]*(?:\r?\n[ \t]*)?(?:137|-9)\b",  # returncode -9
         (b"eturn",), next_line=True),
     # (cudaMallocAsync's missing operations, also in a sentence or a title without "Error")
-    Key(rb"A(?:ssertion `|LLOC_CONF|SSERT FAILED|sync does not (?:yet )?support|sync support for "
-        rb"[a-z]+[A-Z])",
-        (b"Assertion `", b"ALLOC_CONF", b"ASSERT FAILED", b"Async does not ",
-         b"Async support for ")),
+    # (and a kernel's indexing assertion without its quotes: "Assertion srcIndex < ...")
+    Key(rb"A(?:ssertion (?:`|['\"]?(?:srcIndex|idx_dim|t >= 0|input_val|target_val))|LLOC_CONF"
+        rb"|SSERT FAILED|sync does not (?:yet )?support|sync support for [a-z]+[A-Z])",
+        (b"Assertion `", *(b"Assertion " + quote + word for quote in (b"", b"'", b'"')
+                           for word in (b"srcIndex", b"idx_dim", b"t >= 0", b"input_val",
+                                        b"target_val")),
+         b"ALLOC_CONF", b"ASSERT FAILED", b"Async does not ", b"Async support for ")),
     # (and "CUDA" right before a word in Chinese, Japanese or Korean: a translated message,
     # "CUDA内存不足"; their UTF-8 lead bytes)
     Key(rb"C(?:UDA(?:[ _]|CachingAllocator|AllocatorConfig|[\xe3-\xed])"
@@ -132,12 +135,14 @@ KEYS: tuple[Key, ...] = (
         rb"\.cpp|'(?:s|\r?\n)| INFO [\w/.-]+\.(?:cc|h|cu|cpp|hpp):\d+ -> [1-7]\b)"
         # (an InfiniBand completion error without "NCCL WARN": a title, a retold line)
         rb"|ET/\w+ ?: ?Got completion"
+        # (nvtop's words when NVML gave it no GPU)
+        rb"|o GPU to monitor"
         # (and right before a Chinese word, "NCCL超时", "NCCL会报超时错误": UTF-8 lead bytes)
         rb"|CCL ?[\xe3-\xe9])",
         (b"NVRM", b"NVML", b"NVIDIA-SMI", b"NVIDIA driver", b"NVIDIA Display Driver. By default",
          b"NVIDIA Corporation ",
          b"NVLink", b"NVLINK", b"NCCL WARN", b"NCCL error", b"NCCL comm", b"NCCL oper",
-         b"NCCL work", b"NCCL(", b"NCCL.cpp", b"NCCL'", b"NET/",
+         b"NCCL work", b"NCCL(", b"NCCL.cpp", b"NCCL'", b"NET/", b"No GPU to monitor",
          *(b"NCCL" + bytes([lead]) for lead in range(0xE3, 0xEA)),
          *(b"NCCL " + bytes([lead]) for lead in range(0xE3, 0xEA)),
          *(b" -> %d" % code for code in range(1, 8)))),

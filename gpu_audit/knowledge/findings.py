@@ -219,6 +219,7 @@ _ENTRIES: tuple[FindingSpec, ...] = (
     _e("nvml-unavailable", (SCAN, EXPLAIN), ERROR, node_problem=True),
     _e("alloc-conf", (EXPLAIN,), None),
     _e("cublas-failure", (EXPLAIN,), None),
+    _e("cudnn-failure", (EXPLAIN,), None),
     _e("driver-mismatch", (EXPLAIN,), None),
     _e("illegal-memory-access", (EXPLAIN,), None),
     _e("device-assert", (EXPLAIN,), None),

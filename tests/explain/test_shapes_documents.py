@@ -235,7 +235,7 @@ def test_xids_beside_a_cudnn_failure_are_the_root_cause() -> None:
     first = found[0]
     assert first.role == "root-cause" and first.cls == "gpu-hardware"
     assert first.numbers["xid"] in (31, 43) and "cuDNN/cuBLAS failure" in first.explanation
-    library = next(i for i in found if i.cls == "cublas-failure")
+    library = next(i for i in found if i.cls == "cudnn-failure")
     assert library.role in ("consequence", "related")
 
 

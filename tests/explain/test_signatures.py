@@ -34,7 +34,7 @@ FIXTURE_INCIDENTS = {
     "wsl2_expandable_segments_unsupported.log": [
         ("alloc-conf", "alloc-conf/expandable-unsupported")],
     "cublas_handle_alloc_failed.log": [("cublas-failure", "cublas-failure/cublas-status")],
-    "cudnn_not_initialized.log": [("cublas-failure", "cublas-failure/cudnn-status")],
+    "cudnn_not_initialized.log": [("cudnn-failure", "cudnn-failure/status")],
     "thc_cublas_runtime_error_torch04.log": [
         ("cublas-failure", "cublas-failure/legacy-runtime-error")],
     "rtx5090_torch26_cu124_no_kernel_image.log": [
@@ -152,12 +152,21 @@ SINGLE_LINES = [
     ("RuntimeError: CUDA error: CUBLAS_STATUS_NOT_SUPPORTED when calling "
      "`cublasGemmStridedBatchedExFix(handle, opa, opb, m, n, k)`", "cublas-failure",
      "cublas-failure/cublas-status"),
-    ("RuntimeError: cuDNN error: CUDNN_STATUS_EXECUTION_FAILED", "cublas-failure",
-     "cublas-failure/cudnn-status"),
+    ("RuntimeError: cuDNN error: CUDNN_STATUS_EXECUTION_FAILED", "cudnn-failure",
+     "cudnn-failure/status"),
     ("RuntimeError: Unable to find a valid cuDNN algorithm to run convolution",
-     "cublas-failure", "cublas-failure/cudnn-no-engine"),
+     "cudnn-failure", "cudnn-failure/no-engine"),
     ("RuntimeError: GET was unable to find an engine to execute this computation",
-     "cublas-failure", "cublas-failure/cudnn-no-engine"),
+     "cudnn-failure", "cudnn-failure/no-engine"),
+    ("RuntimeError: cuDNN runtime error : resource allocation failed at "
+     "/pytorch/aten/src/THC/THCGeneral.cpp:250", "cudnn-failure",
+     "cudnn-failure/legacy-runtime-error"),
+    # Caffe's glog check names the status it wanted first, then the one it got
+    ("F0301 09:12:44.120000  4711 cudnn_conv_layer.cu:28] Check failed: status == "
+     "CUDNN_STATUS_SUCCESS (8 vs. 0)  CUDNN_STATUS_EXECUTION_FAILED", "cudnn-failure",
+     "cudnn-failure/status"),
+    ("OSError: (External) Cudnn error, CUDNN_STATUS_EXECUTION_FAILED (at "
+     "/work/ops/conv_cudnn_op.cu:402)", "cudnn-failure", "cudnn-failure/status"),
     ("RuntimeError: cusolver error: CUSOLVER_STATUS_ALLOC_FAILED, when calling "
      "`cusolverDnCreate(handle)`", "cublas-failure", "cublas-failure/cublas-status"),
     ("RuntimeError: cublasLt ran into an error!", "cublas-failure", "cublas-failure/cublaslt"),
@@ -197,6 +206,30 @@ SINGLE_LINES = [
      "device-assert/kernel-assertion"),
     ("RuntimeError: CUDA error: device-side assert triggered", "device-assert",
      "device-assert/triggered"),
+    # an indexing condition retold without the kernel's quotes (full-width signs in a
+    # translated post)
+    ("训练一会就出现 Assertion srcIndex \uff1c srcSelectDimSize failed.", "device-assert",
+     "device-assert/unquoted-condition"),
+    # cuda-gdb stopped at the fault
+    ('Thread 12 "pt_autograd_0" received signal CUDA_EXCEPTION_14, Warp Illegal Address.',
+     "illegal-memory-access", "illegal-memory-access/debugger-exception"),
+    ("CUDA Exception: Warp Misaligned Address", "illegal-memory-access",
+     "illegal-memory-access/debugger-exception"),
+    # libraries that allocate GPU memory themselves
+    ("PxgCudaDeviceMemoryAllocator fail to allocate memory 268435456 bytes!! Result = 2",
+     "cuda-oom", "cuda-oom/library-allocation"),
+    ("RuntimeError indice_cuda.cu 124 cuda execution failed with error 2", "cuda-oom",
+     "cuda-oom/library-allocation"),
+    # nvtop without NVML
+    ("No GPU to monitor.", "nvml-unavailable", "nvml-unavailable/no-gpu-to-monitor"),
+    ("Error: nvmlDeviceGetHandleByIndex(): Unknown Error", "nvml-unavailable",
+     "nvml-unavailable/call-unknown-error"),
+    # Slurm's accounting over the job's --mem
+    ("slurmstepd: error: Job 311 exceeded memory limit (70254592 > 67108864), being killed",
+     "host-oom", "host-oom/slurm-memory-limit"),
+    ("slurmstepd: error: Exceeded job memory limit", "host-oom", "host-oom/slurm-memory-limit"),
+    # torch.distributed.elastic's error record cut after the signal (a title)
+    ("Crash while evaluating (traceback : Signal 9 (SIGKILL))", "host-oom", "host-oom/sigkill"),
     # GPU hardware
     ("gpu-health: node07 GPU 3 reported XID 79 at 02:41", "gpu-hardware",
      "gpu-hardware/xid-mention"),
@@ -374,6 +407,8 @@ QUIET_LINES = [
     # lspci: a GPU that answers (its revision), and a non-GPU device reading ff
     "0000:41:00.0 3D controller: NVIDIA Corporation GH100 [H100 SXM5 80GB] (rev a1)",
     "03:00.0 Ethernet controller: Intel Corporation I350 Gigabit Network Connection (rev ff)",
+    # a check in code that names only the status it wants
+    "CHECK(status == CUDNN_STATUS_SUCCESS) << cudnnGetErrorString(status);",
 ]
 
 

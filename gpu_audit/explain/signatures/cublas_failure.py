@@ -1,16 +1,17 @@
-"""A CUDA math library call (cuBLAS, cuBLASLt, cuDNN, cuSOLVER, cuSPARSE, cuFFT) failed.
+"""A CUDA math library call (cuBLAS, cuBLASLt, cuSOLVER, cuSPARSE, cuFFT) failed.
 
 These libraries allocate their handles and workspaces outside PyTorch's cache, so an
 allocation or initialisation failure (``CUBLAS_STATUS_ALLOC_FAILED``,
-``CUDNN_STATUS_NOT_INITIALIZED``, no cuDNN algorithm that fits) is almost always an
-out-of-memory in disguise. An unsupported data type or shape is the program's own fault. An
-execution failure is usually the first call to notice an earlier fault in another kernel, so
-it ranks after that fault.
+``CUBLAS_STATUS_NOT_INITIALIZED``) is almost always an out-of-memory in disguise. An unsupported
+data type or shape is the program's own fault. An execution failure is usually the first call
+to notice an earlier fault in another kernel, so it ranks after that fault. cuDNN's statuses are
+their own class, ``cudnn-failure``.
 
 Why it matters: the error names a library, not the cause, so it is easy to chase a library bug
 while the GPU is simply full or an earlier kernel has already broken the context.
 
-Example: ``RuntimeError: Unable to find a valid cuDNN algorithm to run convolution``.
+Example: ``RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling
+cublasCreate(handle)``.
 
 Fix: for an allocation failure, see what holds the GPU with `gpu-audit scan` and reduce memory
 use; for an unsupported type, check dtype support for this GPU (try float32 to confirm) and
@@ -36,13 +37,11 @@ from gpu_audit.explain.signatures.texts import FIND_FAULTING_KERNEL, REDUCE_MEMO
 CLASS = document_class("cublas-failure", __doc__)
 
 _MEMORY_STATUSES = {
-    "CUBLAS_STATUS_ALLOC_FAILED", "CUBLAS_STATUS_NOT_INITIALIZED", "CUDNN_STATUS_ALLOC_FAILED",
-    "CUDNN_STATUS_NOT_INITIALIZED", "CUDNN_STATUS_INTERNAL_ERROR", "CUFFT_ALLOC_FAILED",
+    "CUBLAS_STATUS_ALLOC_FAILED", "CUBLAS_STATUS_NOT_INITIALIZED", "CUFFT_ALLOC_FAILED",
     "CUSOLVER_STATUS_ALLOC_FAILED", "CUSPARSE_STATUS_ALLOC_FAILED",
 }
 _UNSUPPORTED_STATUSES = {
     "CUBLAS_STATUS_NOT_SUPPORTED", "CUBLAS_STATUS_ARCH_MISMATCH", "CUBLAS_STATUS_INVALID_VALUE",
-    "CUDNN_STATUS_NOT_SUPPORTED", "CUDNN_STATUS_BAD_PARAM", "CUDNN_STATUS_ARCH_MISMATCH",
 }
 
 
@@ -59,20 +58,10 @@ def _library_call(match: re.Match[str], line: str) -> dict[str, Any]:
            "cuBLASLt matrix multiply failed", tier=2.0,
            example="RuntimeError: cublasLt ran into an error!")
 @signature("cublas-failure/legacy-runtime-error",
-           r"(?P<library>cublas|cudnn|cuDNN) runtime error : (?P<message>.+?)(?: at |$)",
-           ("runtime error :",), "cuBLAS/cuDNN call failed",
+           r"(?P<library>cublas|cuBLAS) runtime error : (?P<message>.+?)(?: at |$)",
+           ("runtime error :",), "cuBLAS call failed",
            example="RuntimeError: cublas runtime error : resource allocation failed at "
            "/pytorch/aten/src/THC/THCGeneral.cpp:250")
-@signature("cublas-failure/cudnn-no-engine",
-           r"Unable to find a valid cuDNN algorithm to run convolution|(?:GET|FIND) was unable "
-           r"to find an engine to execute this computation",
-           ("cuDNN algorithm", "unable to find an engine"),
-           "cuDNN found no algorithm it could run (usually no memory left for its workspace)",
-           example="RuntimeError: Unable to find a valid cuDNN algorithm to run convolution")
-@signature("cublas-failure/cudnn-status",
-           r"(?P<status>CUDNN_STATUS_[A-Z_]+|CUDNN_BACKEND_API_FAILED)",
-           ("CUDNN_",), "cuDNN call failed", key_field="status",
-           example="RuntimeError: cuDNN error: CUDNN_STATUS_NOT_INITIALIZED")
 @signature("cublas-failure/cublas-status",
            r"(?P<status>(?:CUBLAS|CUSOLVER|CUSPARSE)_STATUS_[A-Z_]+|CUFFT_(?:ALLOC_FAILED|"
            r"INTERNAL_ERROR|EXEC_FAILED|SETUP_FAILED|INVALID_PLAN))"
@@ -84,14 +73,14 @@ def _library_call(match: re.Match[str], line: str) -> dict[str, Any]:
 def _cublas(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
     status = str(numbers.get("status") or "")
     message = str(numbers.get("message") or "").lower()
-    memory = (status in _MEMORY_STATUSES or sig.id == "cublas-failure/cudnn-no-engine"
-              or "allocation failed" in message or "not initialized" in message)
+    memory = (status in _MEMORY_STATUSES or "allocation failed" in message
+              or "not initialized" in message)
     unsupported = status in _UNSUPPORTED_STATUSES
     call = f" in {numbers['call']}" if numbers.get("call") else ""
     if memory:
         explanation = (
             f"The CUDA library could not create its handle or allocate its workspace{call}. "
-            "cuBLAS, cuDNN and the other CUDA math libraries "
+            "cuBLAS and the other CUDA math libraries "
             "allocate outside PyTorch's cache, so this is almost always an "
             "out-of-memory in disguise (the GPU was already full); less often a broken CUDA "
             "or driver install.")

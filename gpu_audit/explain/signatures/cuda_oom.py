@@ -315,6 +315,30 @@ def _cuda_oom_raw(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -
     return advice(sig, numbers, explanation, remedy, diagnosis="unknown")
 
 
+@signature("cuda-oom/library-allocation",
+           # PhysX (Isaac Gym) states the size; spconv prints the CUDA status's number, and 2 is
+           # cudaErrorMemoryAllocation
+           r"PxgCudaDeviceMemoryAllocator fail(?:ed)? to allocate memory (?P<requested_bytes>\d+) "
+           r"bytes|cuda execution failed with error (?P<cuda_status>2)\b",
+           ("to allocate memory", "failed with error 2"),
+           "CUDA out of memory in a library's own allocation", group="cuda-oom-raw",
+           example="PxgCudaDeviceMemoryAllocator fail to allocate memory 268435456 bytes!! "
+           "Result = 2")
+def _library_allocation(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    size = (f" of {size_text(numbers['requested_bytes'])}" if numbers.get("requested_bytes")
+            else "")
+    explanation = (
+        f"A library that allocates GPU memory itself (PhysX's GPU simulation, spconv's "
+        f"kernels) could not get an allocation{size}: CUDA status 2, cudaErrorMemoryAllocation, "
+        "is out of memory. The library's later errors (failed copies, failed kernels) follow "
+        "from it.")
+    remedy = (f"{SCAN_OTHERS}\nThen shrink what the library holds: fewer simulated "
+              "environments or a smaller GPU buffer budget (Isaac Gym: num_envs, "
+              "sim_params.physx.max_gpu_contact_pairs), fewer points or voxels per batch, or a "
+              f"smaller batch:\n{REDUCE_MEMORY}")
+    return advice(sig, numbers, explanation, remedy, diagnosis="unknown")
+
+
 # A process row of an nvidia-smi table: GPU, GI and CI (since driver 450), PID, type, name,
 # memory. The scanner hands over each row under the table's "Processes:" header.
 _SMI_ROW = (r"^\s*\|\s+(?P<gpu>\d+)\s+(?:(?:N/A|\d+)\s+(?:N/A|\d+)\s+)?(?P<pid>\d+)\s+"

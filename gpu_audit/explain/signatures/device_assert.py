@@ -19,6 +19,7 @@ the data (labels, indices) it names.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from gpu_audit.explain.signatures.registry import (
@@ -27,6 +28,7 @@ from gpu_audit.explain.signatures.registry import (
     Signature,
     advice,
     document_class,
+    named,
     signature,
 )
 from gpu_audit.explain.signatures.texts import KERNEL_FAULT
@@ -53,6 +55,24 @@ _ASSERT_HINTS = (
 )
 
 
+def _unquoted(match: re.Match[str], line: str) -> dict[str, Any]:
+    found = named(match, line)
+    # (a translated post writes the comparison in full-width signs: "srcIndex ＜ ...")
+    found["assertion"] = str(found.get("assertion", "")).translate(_FULL_WIDTH).strip()
+    return found
+
+
+_FULL_WIDTH = str.maketrans({"\uff1c": "<", "\uff1e": ">", "\uff1d": "="})
+
+
+@signature("device-assert/unquoted-condition",
+           # one of PyTorch's indexing or loss conditions, retold without the quotes the kernel
+           # prints around it: "Assertion srcIndex < srcSelectDimSize failed."
+           r"Assertion ['\"]?(?P<assertion>(?:srcIndex|idx_dim|t >= 0|input_val|target_val)"
+           r"[^`'\"\n]{0,120}?)['\"]?\s*failed",
+           ("Assertion",), "A device-side assertion failed in a CUDA kernel",
+           group="device-assert", extract=_unquoted,
+           example="Assertion srcIndex < srcSelectDimSize failed.")
 @signature("device-assert/triggered",
            r"device-side assert(?:ion)? triggered|CUDA_ERROR_ASSERT\b|cudaErrorAssert\b",
            ("device-side assert", "CUDA_ERROR_ASSERT", "cudaErrorAssert"),

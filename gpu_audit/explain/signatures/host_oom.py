@@ -205,6 +205,34 @@ fixed("host-oom/slurm-oom-kill",
       remedy="Raise --mem (or --mem-per-gpu) for the job, or use less host memory: "
       + _HOST_MEMORY)
 
+def _slurm_limit(match: re.Match[str], line: str) -> dict[str, Any]:
+    found = named(match, line)
+    for key in ("used", "limit"):  # Slurm's accounting counts in KiB
+        if isinstance(kib := found.pop(f"{key}_kib", None), int):
+            found[f"{key}_bytes"] = kib * 1024
+    return found
+
+
+@signature("host-oom/slurm-memory-limit",
+           # Slurm's accounting (not the cgroup) saw the job above its --mem and killed it
+           r"Job (?P<job>\d+) exceeded memory limit \((?P<used_kib>\d+) > (?P<limit_kib>\d+)"
+           r"\),? being killed|Exceeded (?:job|step) memory limit",
+           ("exceeded memory limit", "Exceeded job memory limit", "Exceeded step memory limit"),
+           "Slurm killed the job for exceeding its memory limit", extract=_slurm_limit,
+           example="slurmstepd: error: Job 4242 exceeded memory limit (9437184 > 8388608), being "
+           "killed")
+def _slurm_memory_limit(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    used, limit = numbers.get("used_bytes"), numbers.get("limit_bytes")
+    figures = (f" ({size_text(used)} used, {size_text(limit)} allowed)"
+               if used is not None and limit is not None else "")
+    explanation = (
+        f"Slurm's memory accounting saw the job's processes use more host RAM than its --mem or "
+        f"--mem-per-cpu allows{figures} and killed the job: host memory, not GPU memory.")
+    remedy = ("Raise --mem (or --mem-per-gpu) for the job, within what the node has (`sinfo "
+              "-o '%n %m'`), or use less host memory: " + _HOST_MEMORY)
+    return advice(sig, numbers, explanation, remedy)
+
+
 fixed("host-oom/ray-oom-killer",
       r"Memory on the node \(IP: [^)]*\) where the (?:task|actor)|Ray killed this worker|"
       r"ray\.exceptions\.OutOfMemoryError|exceeds the memory usage threshold",
@@ -356,6 +384,8 @@ _KILLED = killed_words_pattern()
            example="./train.sh: line 12: 48211 Killed                  python train.py")
 @signature("host-oom/sigkill",
            r"Signal 9 \(SIGKILL\) received by PID (?P<pid>\d+)|"
+           # (torch.distributed.elastic's error record, cut after the signal: a title)
+           r"\btraceback ?: ?Signal 9 \(SIGKILL\)(?! received by PID)|"
            r"failed \(exitcode: -9\) local_rank: (?P<local_rank>\d+) \(pid: (?P<pid_>\d+)\)|"
            r"exitcode\s*: -9 \(pid: (?P<pid__>\d+)\)|"
            r"(?:exit(?:ed)?(?: with)?(?: a)? (?:status|code)(?: code)?|returned non-zero exit "

@@ -33,6 +33,15 @@ from gpu_audit.explain.signatures.texts import FIND_FAULTING_KERNEL, KERNEL_FAUL
 CLASS = document_class("illegal-memory-access", __doc__)
 
 
+@signature("illegal-memory-access/debugger-exception",
+           # cuda-gdb stops at the faulting kernel: "CUDA Exception: Warp Illegal Address",
+           # "received signal CUDA_EXCEPTION_14, Warp Illegal Address."
+           r"(?:CUDA Exception: |CUDA_EXCEPTION_(?P<exception_code>\d+), )(?P<exception>"
+           r"(?:Lane|Warp|Device) (?:Illegal|Misaligned|Out-of-range|Invalid) (?:Address|"
+           r"Instruction|PC|Address Space))",
+           ("CUDA Exception: ", "CUDA_EXCEPTION_"),
+           "cuda-gdb caught a kernel's illegal memory access",
+           example='Thread 137 "python" received signal CUDA_EXCEPTION_14, Warp Illegal Address.')
 @signature("illegal-memory-access/illegal-instruction",
            r"an illegal instruction was encountered|ILLEGAL_INSTRUCTION|"
            r"cudaErrorIllegalInstruction",
@@ -52,7 +61,12 @@ CLASS = document_class("illegal-memory-access", __doc__)
            "Illegal memory access in a CUDA kernel",
            example="RuntimeError: CUDA error: an illegal memory access was encountered")
 def _illegal(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
-    if sig.id.endswith("misaligned-address"):
+    exception = str(numbers.get("exception") or "")
+    if sig.id.endswith("debugger-exception"):
+        what = (f"The debugger stopped a CUDA kernel at its fault ({exception}): the kernel it "
+                "names in its backtrace read or wrote memory it does not own, or ran an invalid "
+                "instruction; look at the indices and shapes that kernel was given.")
+    elif sig.id.endswith("misaligned-address"):
         what = ("A CUDA kernel accessed memory at an address not aligned for its data type "
                 "(custom or vectorised kernels given a sliced or offset tensor).")
     elif sig.id.endswith("illegal-instruction"):

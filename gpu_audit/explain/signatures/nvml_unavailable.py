@@ -180,6 +180,41 @@ def _nvml_init(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> A
     return advice(sig, numbers, explanation, remedy, title=title)
 
 
+@signature("nvml-unavailable/call-unknown-error",
+           # a tool's report of the NVML call that failed (nvdebugdump, monitoring agents)
+           r"(?P<call>nvml(?:Device[A-Z]\w+|Init(?:_v\d)?))\(\)(?::| failed:?) Unknown Error",
+           ("nvmlDevice", "nvmlInit"), "An NVML call failed with Unknown Error", tier=0.5,
+           example="Error: nvmlDeviceGetHandleByIndex(): Unknown Error")
+def _nvml_call_unknown(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    explanation = (
+        f"NVML loaded, but {numbers.get('call', 'its call')} could not reach the GPU (Unknown "
+        "Error): inside a container it lost access to /dev/nvidia* (a `systemctl "
+        "daemon-reload` on the host resets the device rules of running containers); in a "
+        "virtual machine (passthrough, vGPU, Hyper-V GPU-PV) the guest's driver cannot reach "
+        "the GPU the host gives it; on bare metal it points at a driver fault.")
+    remedy = ("Run `nvidia-smi` on the host: if it works there, restart the container, or fix "
+              "the VM's GPU assignment (host and guest drivers of the same branch, the GPU "
+              "given to the VM); if the host fails too, check `sudo dmesg -T | grep -i -e nvrm "
+              "-e xid` and reboot.")
+    return advice(sig, numbers, explanation, remedy)
+
+
+@signature("nvml-unavailable/no-gpu-to-monitor", r"\bNo GPU to monitor\b",
+           ("No GPU to monitor",), "nvtop found no GPU it can read", tier=0.5,
+           example="No GPU to monitor.")
+def _no_gpu_to_monitor(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    explanation = (
+        "nvtop reads NVIDIA GPUs through NVML, which it loads at start (libnvidia-ml.so.1), and "
+        "found none: the library is not on the loader's path (a Nix, Conda or container "
+        "environment that does not see the system's libraries, or ldconfig's cache without "
+        "its directory), the CUDA toolkit's stub was loaded instead of the driver's, or the GPU "
+        "has no NVML at all (a Jetson's integrated GPU: use jtop or tegrastats there).")
+    remedy = ("Check `ldconfig -p | grep libnvidia-ml`: if it is empty, add the driver's library "
+              "directory to /etc/ld.so.conf.d and run `sudo ldconfig` (or set LD_LIBRARY_PATH "
+              "in a Nix or Conda shell); check that `nvidia-smi` works. " + _LIBRARY_REMEDY)
+    return advice(sig, numbers, explanation, remedy)
+
+
 @signature("nvml-unavailable/nvidia-smi-no-driver",
            r"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver|"
            r"NVIDIA-SMI couldn't find (?P<missing>libnvidia-ml\.so)",

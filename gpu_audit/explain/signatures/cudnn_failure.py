@@ -1,0 +1,114 @@
+"""A cuDNN call failed: a ``CUDNN_STATUS_*`` status, or no convolution algorithm that can run.
+
+cuDNN runs the convolutions, RNNs and fused attention of PyTorch, TensorFlow, Caffe and
+PaddlePaddle, and reports a failure as a status name. ``CUDNN_STATUS_ALLOC_FAILED`` and "no
+valid cuDNN algorithm" are out of memory: cuDNN allocates its workspace outside the framework's
+cache. ``CUDNN_STATUS_NOT_INITIALIZED``, ``CUDNN_STATUS_INTERNAL_ERROR`` and
+``CUDNN_STATUS_EXECUTION_FAILED`` name no cause, and usually have one of three:
+
+- out of memory: the run got going (the first batches passed) and fails at a larger batch or
+  input, the GPU is nearly full (`gpu-audit scan`), and a smaller batch makes it go away;
+- a cuDNN/driver mismatch: it fails on the very first convolution even with a tiny input on an
+  idle GPU, because the cuDNN loaded was built for a CUDA newer than the driver supports (CUDA
+  11.x needs driver 450.80.02 or newer on Linux, CUDA 12.x 525.60.13), for an older GPU
+  architecture (a CUDA 10 build on an Ampere GPU, compute capability 8.x, needs CUDA 11.0 and
+  cuDNN 8.0), or a system cuDNN on ``LD_LIBRARY_PATH`` shadows the framework's own;
+- an earlier fault (``EXECUTION_FAILED``): a kernel before it faulted, and cuDNN's call was the
+  first to notice.
+
+``CUDNN_STATUS_NOT_SUPPORTED``, ``CUDNN_STATUS_BAD_PARAM`` and ``CUDNN_STATUS_ARCH_MISMATCH``
+are the program's data type, shape or GPU that this cuDNN does not support.
+
+Why it matters: the status names a library, not the cause, so it is easy to chase a cuDNN bug
+while the GPU is simply full, or the install does not match the driver.
+
+Example: ``RuntimeError: cuDNN error: CUDNN_STATUS_NOT_INITIALIZED``.
+
+Fix: try the same step with a batch of 1: if it passes, reduce memory use; if it still fails on
+an idle GPU, compare ``torch.backends.cudnn.version()`` and ``torch.version.cuda`` with the
+driver's CUDA in `nvidia-smi`, and install a build that matches; with
+``CUDA_LAUNCH_BLOCKING=1`` an earlier faulting kernel raises at its own call.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpu_audit.explain.signatures.registry import (
+    Advice,
+    AdviceContext,
+    Signature,
+    advice,
+    document_class,
+    signature,
+)
+from gpu_audit.explain.signatures.texts import FIND_FAULTING_KERNEL, REDUCE_MEMORY, SCAN_OTHERS
+
+CLASS = document_class("cudnn-failure", __doc__)
+
+_MEMORY = {"CUDNN_STATUS_ALLOC_FAILED"}
+# no cause of their own: out of memory, a cuDNN/driver mismatch, or (executing) an earlier fault
+_MEMORY_OR_MISMATCH = {"CUDNN_STATUS_NOT_INITIALIZED", "CUDNN_STATUS_INTERNAL_ERROR"}
+_UNSUPPORTED = {"CUDNN_STATUS_NOT_SUPPORTED", "CUDNN_STATUS_BAD_PARAM",
+                "CUDNN_STATUS_ARCH_MISMATCH"}
+_HOW_TO_TELL = (
+    "To tell which: run the same step with a batch of 1. If it passes, or the run got through "
+    "its first batches, it is memory:\n" + REDUCE_MEMORY + "\n" + SCAN_OTHERS + "\nIf it still "
+    "fails on the first convolution of an idle GPU, it is the install: compare "
+    "`python -c 'import torch; print(torch.version.cuda, torch.backends.cudnn.version())'` with "
+    "the driver's CUDA in `nvidia-smi` (CUDA 11.x needs driver 450.80.02 or newer, 12.x "
+    "525.60.13; an Ampere GPU needs a CUDA 11 / cuDNN 8 build), unset a LD_LIBRARY_PATH that "
+    "puts a system cuDNN before the framework's own, and install a matching build.")
+
+
+@signature("cudnn-failure/no-engine",
+           r"Unable to find a valid cuDNN algorithm to run convolution|(?:GET|FIND) was unable "
+           r"to find an engine to execute this computation",
+           ("cuDNN algorithm", "unable to find an engine"),
+           "cuDNN found no algorithm it could run (usually no memory left for its workspace)",
+           example="RuntimeError: Unable to find a valid cuDNN algorithm to run convolution")
+@signature("cudnn-failure/legacy-runtime-error",
+           r"(?P<library>cudnn|cuDNN) runtime error : (?P<message>.+?)(?: at |$)",
+           ("runtime error :",), "cuDNN call failed",
+           example="RuntimeError: cuDNN runtime error : resource allocation failed at "
+           "/pytorch/aten/src/THC/THCGeneral.cpp:250")
+@signature("cudnn-failure/status",
+           # (a check that the status is CUDNN_STATUS_SUCCESS names the failing status after it:
+           # "Check failed: status == CUDNN_STATUS_SUCCESS (8 vs. 0)  CUDNN_STATUS_EXECUTION_...")
+           r"(?P<status>CUDNN_STATUS_(?!SUCCESS\b)[A-Z_]+|CUDNN_BACKEND_API_FAILED)",
+           ("CUDNN_",), "cuDNN call failed", key_field="status",
+           example="RuntimeError: cuDNN error: CUDNN_STATUS_NOT_INITIALIZED")
+def _cudnn(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    status = str(numbers.get("status") or "")
+    message = str(numbers.get("message") or "").lower()
+    named = f" ({status})" if status else ""
+    if (status in _MEMORY or sig.id == "cudnn-failure/no-engine"
+            or "allocation failed" in message):
+        explanation = (
+            f"cuDNN could not allocate the workspace it needs{named}. It allocates outside the "
+            "framework's cache, so this is an out-of-memory in disguise: the GPU was already "
+            "full.")
+        remedy = f"{SCAN_OTHERS}\nThen reduce memory use:\n{REDUCE_MEMORY}"
+        return advice(sig, numbers, explanation, remedy, tier=1.0, diagnosis="out-of-memory")
+    if status in _UNSUPPORTED:
+        explanation = (
+            f"This cuDNN does not support the call's data type, shape or layout, or this GPU"
+            f"{named} (for example bf16 before compute capability 8.0, or a cuDNN built "
+            "without this GPU's architecture).")
+        remedy = ("Check dtype support for this GPU (try float32 to confirm); install a "
+                  "framework build whose cuDNN supports this GPU; or set "
+                  "torch.backends.cudnn.enabled = False to confirm cuDNN is the culprit.")
+        return advice(sig, numbers, explanation, remedy, tier=1.0, diagnosis="unsupported")
+    if status in _MEMORY_OR_MISMATCH or "not initialized" in message:
+        explanation = (
+            f"cuDNN failed{named} without naming a cause. Most often the GPU had no memory left "
+            "for cuDNN's handle or workspace (it allocates outside the framework's cache); "
+            "otherwise the cuDNN loaded does not match the driver or the GPU.")
+        return advice(sig, numbers, explanation, _HOW_TO_TELL, tier=1.0,
+                      diagnosis="memory-or-mismatch")
+    explanation = (
+        f"A cuDNN kernel failed while running{named}. Usually out of memory or a cuDNN/driver "
+        "mismatch; or an earlier kernel had already faulted and cuDNN's call was the first to "
+        "notice (CUDA reports errors asynchronously).")
+    remedy = _HOW_TO_TELL + "\nIf neither: " + FIND_FAULTING_KERNEL
+    return advice(sig, numbers, explanation, remedy, tier=2.0, diagnosis="execution")
