@@ -29,6 +29,10 @@ MAX_FLEET_NODES = 100_000
 MAX_HOSTLIST_CHARS = 4 * 1024**2
 # Digits in an integer read from text: 2**64 has 20; nothing gpu-audit reads needs more.
 MAX_INT_DIGITS = 20
+# The range of a whole number a program or the kernel writes: int64_t to size_t / uint64_t (an
+# unlimited max_split_size is SIZE_MAX). A size, count, id or seed outside it was never printed.
+LOWEST_INT = -(2**63)
+LARGEST_INT = 2**64 - 1
 _MiB, _GiB = 1024**2, 1024**3
 # Files gpu-audit reads, by kind (gpu_audit.inputs opens them with these caps).
 CONFIG_LIMIT = 4 * _MiB  # gpu-audit.toml, pyproject.toml, --config, --policy

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpu_audit.bounds import LARGEST_INT, LOWEST_INT
+
 ROOT, CHECK, VALIDATE = "", "check", "validate"
 TABLES = (ROOT, CHECK, VALIDATE)
 # Where each table is in pyproject.toml; in gpu-audit.toml the sub-tables are [check], [validate].
@@ -287,8 +289,8 @@ SETTINGS: tuple[Setting, ...] = (
     _validate("startup_timeout_s", float, 900.0,
               "Limit for imports, CUDA start-up, set-up and the first cycle.", unit="seconds",
               flag="--startup-timeout", low=0, low_open=True, high=MAX_SECONDS),
-    _validate("seed", int, 0, "Seed passed to the workload.", flag="--seed", low=-(2**63),
-              high=2**64 - 1),
+    _validate("seed", int, 0, "Seed passed to the workload.", flag="--seed", low=LOWEST_INT,
+              high=LARGEST_INT),
     _validate("command", list, None,
               "Your own script, unchanged, run once per stage: placeholders {cycles}, {stage}, "
               "{run_dir}, {quantum}, {resume}, {batch}.", optional=True, flag="-- COMMAND"),

@@ -19,7 +19,7 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from gpu_audit.bounds import MAX_PROCESSES
+from gpu_audit.bounds import LARGEST_INT, LOWEST_INT, MAX_PROCESSES
 from gpu_audit.explain.documents import (
     OWN_RUN,
     Head,
@@ -210,7 +210,7 @@ class Classifier:
         if is_mention(candidate, text, match):
             return
         try:
-            numbers = sig.extract(match, text) if sig.extract else {}
+            numbers = in_range(sig.extract(match, text)) if sig.extract else {}
         except (ValueError, OverflowError):  # a number of thousands of digits: none read
             numbers = {}
         if sig.fact:
@@ -429,7 +429,7 @@ class Classifier:
                 + advice.explanation,
                 remedy=advice.remedy, line_numbers=[head.title_line],
                 excerpt=redact_text(head.title[:EXCERPT_CHARS]),
-                numbers=title_numbers(head, sig_id), count=1,
+                numbers=in_range(title_numbers(head, sig_id)), count=1,
                 diagnosis=advice.diagnosis, locations=[Location(name, head.title_line)],
                 sources=[name], tier=advice.tier + 3.0)
             out.append((incident, (index, head.title_line)))
@@ -563,3 +563,17 @@ def _with_roles(incidents: list[Incident]) -> list[Incident]:
             role = "related"
         out.append(replace(incident, role=role))
     return out
+
+
+def in_range(value: Any) -> Any:
+    """``value`` with every whole number no program prints (past 64 bits: a size, count or id in
+    a hostile or corrupt log) left unread, as ``None``."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return value if LOWEST_INT <= value <= LARGEST_INT else None
+    if isinstance(value, list):
+        return [in_range(item) for item in value]
+    if isinstance(value, dict):
+        return {key: in_range(item) for key, item in value.items()}
+    return value

@@ -14,10 +14,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from gpu_audit.bounds import LARGEST_INT, LOWEST_INT
 from gpu_audit.errors import InputError
-
-LOWEST_INT = -(2**63)  # int64_t
-LARGEST_INT = 2**64 - 1  # size_t, uint64_t (an unlimited max_split_size is SIZE_MAX)
 
 
 def fail(where: str, message: str) -> InputError:

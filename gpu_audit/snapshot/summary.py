@@ -25,9 +25,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpu_audit.bounds import LARGEST_INT
 from gpu_audit.knowledge.memory import fragmentation
 from gpu_audit.snapshot.checked import (
-    LARGEST_INT,
     as_dict,
     as_list,
     count,
