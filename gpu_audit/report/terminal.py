@@ -19,7 +19,7 @@ from gpu_audit.model import Finding, Scan, Severity
 from gpu_audit.report import allocator_table, tables
 from gpu_audit.report.escape import terminal
 from gpu_audit.report.escape import terminal_markup as escape
-from gpu_audit.report.remedy import command_lines, is_command
+from gpu_audit.report.remedy import command_lines, is_command, wrapped
 from gpu_audit.units import plural
 
 SEVERITY_STYLE = {
@@ -89,20 +89,16 @@ def _table(headers: list[str], title: str) -> Table:
 def print_remedy(console: Console, remedy: str, indent: int) -> None:
     """``fix:`` and the remedy. Commands are never wrapped by the console (a command broken
     inside an argument pastes as two commands): whole, or continued with `` \\`` between whole
-    arguments. Sentences wrap like the text above them."""
+    arguments. Sentences wrap between words, and a command quoted in one stays on one line."""
     pad = " " * indent
+    width = console.width - indent - 5
     for n, line in enumerate(remedy.splitlines() or [""]):
         lead = Text(pad) + (Text("fix:", style="dim") + " " if n == 0 else Text("     "))
-        if is_command(line):
-            for k, part in enumerate(command_lines(line.strip(), console.width - indent - 5)):
-                text = (lead if k == 0 else Text(pad + "     ")) + terminal(part, newlines=False)
-                console.print(text, soft_wrap=True)
-        else:
-            grid = Table.grid(padding=0)
-            grid.add_column(width=indent + 5, no_wrap=True)
-            grid.add_column()
-            grid.add_row(lead, terminal(line, newlines=False))
-            console.print(grid)
+        parts = (command_lines(line.strip(), width) if is_command(line)
+                 else wrapped(line, width, whole_code=True))
+        for k, part in enumerate(parts):
+            text = (lead if k == 0 else Text(pad + "     ")) + terminal(part, newlines=False)
+            console.print(text, soft_wrap=True)
 
 
 def render_findings(console: Console, findings: list[Finding]) -> None:

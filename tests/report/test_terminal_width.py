@@ -142,3 +142,26 @@ def test_a_sentence_remedy_wraps_as_text_under_its_label():
     assert max(len(line) for line in lines) <= 80
     assert any(line.startswith("         fix: Nothing to fix") for line in lines)
     assert "\\" not in out.getvalue()
+
+
+@pytest.mark.parametrize("width", [60, 70, 80, 110])
+def test_a_command_quoted_in_a_sentence_stays_on_one_line(width):
+    quoted = "`sudo nvidia-smi --gpu-reset -i 1`"
+    finding = Finding(id="x", severity=Severity.ERROR, subject="gpu:1", title="t", detail="d",
+                      remedy="Check the kernel log for Xid errors and whether nvidia-smi also "
+                             f"hangs. If it persists, {quoted} with no process on it, or reboot")
+    out = io.StringIO()
+    render_findings(Console(file=out, width=width, no_color=True, highlight=False), [finding])
+    lines = out.getvalue().splitlines()
+    assert any(quoted in line for line in lines), lines
+    assert all(len(line) <= width for line in lines)
+    assert "If it persists," in out.getvalue() and "or reboot" in out.getvalue()
+
+
+def test_brackets_in_a_remedy_are_text_not_markup():
+    finding = Finding(id="x", severity=Severity.WARNING, subject="host", title="t", detail="d",
+                      remedy="Install the build for your CUDA ([cu124] wheels) and set "
+                             "[bold]nothing[/bold] else")
+    out = io.StringIO()
+    render_findings(Console(file=out, width=80, no_color=True, highlight=False), [finding])
+    assert "([cu124] wheels)" in out.getvalue() and "[bold]nothing[/bold]" in out.getvalue()
