@@ -508,6 +508,12 @@ def _library_faults_under_xids(built: list[tuple[Incident, tuple[int, int]]]
     return out
 
 
+# Why a warning alone in a report is its root cause, by class.
+_ALONE_SETTING = "this setting, which did not take effect, is what to fix."
+_ALONE_ROOT = {"gpu-hardware": "this GPU fault, recorded by the driver, is what the report is "
+               "about."}
+
+
 def _ignored_settings_alone(built: list[tuple[Incident, tuple[int, int]]], reports: set[str]
                             ) -> list[tuple[Incident, tuple[int, int]]]:
     """A setting the user made that did not take effect (expandable_segments on a platform
@@ -524,7 +530,7 @@ def _ignored_settings_alone(built: list[tuple[Incident, tuple[int, int]]], repor
             incident = replace(
                 incident, severity=Severity.ERROR, tier=min(incident.tier, 3.0),
                 explanation=incident.explanation + " Nothing else in the log is a failure: "
-                "this setting, which did not take effect, is what to fix.")
+                + _ALONE_ROOT.get(incident.cls, _ALONE_SETTING))
         out.append((incident, order))
     return out
 
