@@ -367,9 +367,11 @@ class Classifier:
         """Every incident, root cause first."""
         self._ctx = replace(self._ctx, facts=dict(self._facts))
         explainers = self._explainers()
-        built = [self._build(group, group.source_indexes <= explainers)
-                 for group in self._groups.values()
-                 if not group.source_indexes <= self._catalogues]
+        groups = [group for group in self._groups.values()
+                  if not group.source_indexes <= self._catalogues]
+        built = [self._build(group, group.source_indexes <= explainers) for group in groups]
+        built = _absurd_sizes_after_collectives(
+            built, [bool(group.primary.numbers.get("requested_over_1eb")) for group in groups])
         built = _library_faults_under_xids(built)
         built = self._titles_after_text(built)
         built += self._titles(built, explainers)
@@ -483,6 +485,30 @@ class Classifier:
 _AFTER_TEXT = 1 << 62  # the reading order of a message seen only in a heading
 _MORE = object()  # the key value of the incident that counts the values past MAX_KEYED
 _LIBRARY_CLASSES = ("cublas-failure", "cudnn-failure")
+
+
+def _absurd_sizes_after_collectives(built: list[tuple[Incident, tuple[int, int]]],
+                                    absurd: list[bool]
+                                    ) -> list[tuple[Incident, tuple[int, int]]]:
+    """An out-of-memory for "more than 1EB" is no size a program asks for: a length read from a
+    broken state. In a log where a collective failed or timed out (an NCCL failure), that
+    failure is the cause and the absurd request its consequence (``absurd``: which of ``built``
+    asked for more than 1EB)."""
+    collective = [incident for incident, _ in built
+                  if incident.cls == "nccl" and incident.is_failure]
+    if not collective or not any(absurd):
+        return built
+    out = []
+    for (incident, order), flagged in zip(built, absurd, strict=True):
+        after = [c for c in collective if set(c.sources) & set(incident.sources)]
+        if flagged and incident.is_failure and after:
+            incident = replace(
+                incident, tier=max(c.tier for c in after) + 0.5,
+                explanation=incident.explanation + " The same log's collective failure comes "
+                "first: a request of more than 1 EB is a size read from the state it left "
+                "broken, so fix the collective and this goes with it.")
+        out.append((incident, order))
+    return out
 
 
 def _library_faults_under_xids(built: list[tuple[Incident, tuple[int, int]]]

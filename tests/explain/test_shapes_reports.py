@@ -114,3 +114,18 @@ def test_an_xid_warning_alone_in_a_plain_log_stays_a_warning() -> None:
     found = incidents("plain_log_xid31_alone.log")
     assert [(i.numbers["xid"], i.severity, i.role) for i in found] == [
         (31, Severity.WARNING, "context")]
+
+
+# --- an absurd request after a collective failed --------------------------------------------------
+
+def test_a_request_of_more_than_1eb_after_a_collective_timeout_is_its_consequence() -> None:
+    found = incidents("collective_timeout_then_1eb_oom.log")
+    assert [(i.cls, i.role) for i in found] == [("nccl", "root-cause"),
+                                                ("cuda-oom", "consequence")]
+    assert "collective failure comes first" in found[1].explanation
+
+
+def test_a_request_of_more_than_1eb_alone_is_still_the_root_cause() -> None:
+    found = classify_text("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate more "
+                          "than 1EB memory.\n")
+    assert [(i.cls, i.role) for i in found] == [("cuda-oom", "root-cause")]
