@@ -367,9 +367,11 @@ class Classifier:
         """Every incident, root cause first."""
         self._ctx = replace(self._ctx, facts=dict(self._facts))
         explainers = self._explainers()
-        built = [self._build(group, group.source_indexes <= explainers)
-                 for group in self._groups.values()
-                 if not group.source_indexes <= self._catalogues]
+        groups = [group for group in self._groups.values()
+                  if not group.source_indexes <= self._catalogues]
+        built = [self._build(group, group.source_indexes <= explainers) for group in groups]
+        built = _absurd_sizes_after_collectives(
+            built, [bool(group.primary.numbers.get("requested_over_1eb")) for group in groups])
         built = _library_faults_under_xids(built)
         built = self._titles_after_text(built)
         built += self._titles(built, explainers)
@@ -485,6 +487,30 @@ _MORE = object()  # the key value of the incident that counts the values past MA
 _LIBRARY_CLASSES = ("cublas-failure", "cudnn-failure")
 
 
+def _absurd_sizes_after_collectives(built: list[tuple[Incident, tuple[int, int]]],
+                                    absurd: list[bool]
+                                    ) -> list[tuple[Incident, tuple[int, int]]]:
+    """An out-of-memory for "more than 1EB" is no size a program asks for: a length read from a
+    broken state. In a log where a collective failed or timed out (an NCCL failure), that
+    failure is the cause and the absurd request its consequence (``absurd``: which of ``built``
+    asked for more than 1EB)."""
+    collective = [incident for incident, _ in built
+                  if incident.cls == "nccl" and incident.is_failure]
+    if not collective or not any(absurd):
+        return built
+    out = []
+    for (incident, order), flagged in zip(built, absurd, strict=True):
+        after = [c for c in collective if set(c.sources) & set(incident.sources)]
+        if flagged and incident.is_failure and after:
+            incident = replace(
+                incident, tier=max(c.tier for c in after) + 0.5,
+                explanation=incident.explanation + " The same log's collective failure comes "
+                "first: a request of more than 1 EB is a size read from the state it left "
+                "broken, so fix the collective and this goes with it.")
+        out.append((incident, order))
+    return out
+
+
 def _library_faults_under_xids(built: list[tuple[Incident, tuple[int, int]]]
                                ) -> list[tuple[Incident, tuple[int, int]]]:
     """A cuDNN or cuBLAS failure in a log whose kernel messages record Xid events: the driver's
@@ -508,6 +534,12 @@ def _library_faults_under_xids(built: list[tuple[Incident, tuple[int, int]]]
     return out
 
 
+# Why a warning alone in a report is its root cause, by class.
+_ALONE_SETTING = "this setting, which did not take effect, is what to fix."
+_ALONE_ROOT = {"gpu-hardware": "this GPU fault, recorded by the driver, is what the report is "
+               "about."}
+
+
 def _ignored_settings_alone(built: list[tuple[Incident, tuple[int, int]]], reports: set[str]
                             ) -> list[tuple[Incident, tuple[int, int]]]:
     """A setting the user made that did not take effect (expandable_segments on a platform
@@ -524,7 +556,7 @@ def _ignored_settings_alone(built: list[tuple[Incident, tuple[int, int]]], repor
             incident = replace(
                 incident, severity=Severity.ERROR, tier=min(incident.tier, 3.0),
                 explanation=incident.explanation + " Nothing else in the log is a failure: "
-                "this setting, which did not take effect, is what to fix.")
+                + _ALONE_ROOT.get(incident.cls, _ALONE_SETTING))
         out.append((incident, order))
     return out
 

@@ -37,6 +37,9 @@ _CODE_SPAN = re.compile(r"``(.+?)``|`([^`\n]+)`|「[^」\n]+」|『[^』\n]+』|
 _WORDS_AFTER = re.compile(r"[^\W\d_]{2,}")
 # "I get `CUDA out of memory` error when ...": the writer's own failure, named after the quote.
 _OWN_REPORT = re.compile(r"\W*(?:errors?|exceptions?|messages?|crash(?:es)?)\b", re.IGNORECASE)
+# "... an error reason called `OOMKilled`, may I know how to fix it?": the writer asks about
+# the message they quote, in the first person; it is theirs.
+_ASKED_AFTER = re.compile(r"[^`]*\b(?:I|me|my|we|us|our)\b[^`]*[?？]\s*$")
 # "I get `X` after a few hundred steps", "training crashed with `X` when ...": the words before an
 # inline quote say the writer met the message, so prose after it does not make it an example.
 _REPORTED_BEFORE = re.compile(
@@ -90,7 +93,8 @@ def is_mention(candidate: Candidate, text: str, match: re.Match[str]) -> bool:
         rest = text[quoted.end():].split("`", 1)[0]
         before = text[:quoted.start()] or _sentence_above(candidate, text)
         if not _reported(before) and (
-                (_WORDS_AFTER.search(rest) and not _OWN_REPORT.match(rest))
+                (_WORDS_AFTER.search(rest) and not _OWN_REPORT.match(rest)
+                 and not _ASKED_AFTER.match(rest))
                 or _CODE_VERB.search(before)):
             return True
     if (_PLACEHOLDER.search(text, match.start()) or _compared(text, match)
@@ -343,6 +347,11 @@ _GUESSED = re.compile(r"^(?:it (?:seems?|looks like)|seems? (?:like|that)|i (?:t
                       r"believe)|maybe|perhaps|probably)\b", re.IGNORECASE)
 
 
+# A question in Chinese without its question mark: it opens by asking ("想问一下", "请问") or
+# ends on a question particle ("吗", "呢").
+_QUESTION_UNMARKED = re.compile(r"^[>\s]*(?:想问|请问|问一下|想请教|请教一下|求问)|[吗嗎呢]$")
+
+
 def explainer_cues(lines: list[str]) -> set[str]:
     """The kinds of explainer phrase found in ``lines`` (see :data:`EXPLAINER_MIN_CUES`)."""
     found = set()
@@ -351,7 +360,9 @@ def explainer_cues(lines: list[str]) -> set[str]:
         stripped = line.strip().rstrip("*_` ")
         if not stripped or _ASKED.match(stripped) or _GUESSED.match(stripped):
             continue
-        if stripped.endswith(("?", "？")):  # a question is the reporter's: "how to fix this?"
+        # a question is the reporter's: "how to fix this?" (in Chinese also without its mark:
+        # "想问一下 ... 还是什么原因")
+        if stripped.endswith(("?", "？")) or _QUESTION_UNMARKED.search(stripped):
             if _RHETORICAL_QUESTION.search(stripped):  # ... unless it asks the reader
                 found.add("you-have-seen")
             continue

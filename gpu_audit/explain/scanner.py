@@ -99,12 +99,16 @@ KEYS: tuple[Key, ...] = (
         (b"eturn",), next_line=True),
     # (cudaMallocAsync's missing operations, also in a sentence or a title without "Error")
     # (and a kernel's indexing assertion without its quotes: "Assertion srcIndex < ...")
+    # (and the async backend named anywhere, "cudaMallocAsync", and its out-of-memory message
+    # cut after its head: "Allocation on device ")
     Key(rb"A(?:ssertion (?:`|['\"]?(?:srcIndex|idx_dim|t >= 0|input_val|target_val))|LLOC_CONF"
-        rb"|SSERT FAILED|sync does not (?:yet )?support|sync support for [a-z]+[A-Z])",
+        rb"|SSERT FAILED|sync does not (?:yet )?support|sync support for [a-z]+[A-Z]"
+        rb"|llocation on device|(?<=MallocA)sync)",
         (b"Assertion `", *(b"Assertion " + quote + word for quote in (b"", b"'", b'"')
                            for word in (b"srcIndex", b"idx_dim", b"t >= 0", b"input_val",
                                         b"target_val")),
-         b"ALLOC_CONF", b"ASSERT FAILED", b"Async does not ", b"Async support for ")),
+         b"ALLOC_CONF", b"ASSERT FAILED", b"Async does not ", b"Async support for ",
+         b"Allocation on device", b"MallocAsync")),
     # (and "CUDA" right before a word in Chinese, Japanese or Korean: a translated message,
     # "CUDA内存不足"; their UTF-8 lead bytes)
     Key(rb"C(?:UDA(?:[ _]|CachingAllocator|AllocatorConfig|[\xe3-\xed])"

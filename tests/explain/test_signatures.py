@@ -347,6 +347,12 @@ SINGLE_LINES = [
     # lspci's line for a GPU whose configuration space answers all ones
     ("0000:41:00.0 3D controller: NVIDIA Corporation GH100 [H100 SXM5 80GB] (rev ff)",
      "gpu-hardware", "gpu-hardware/lspci-rev-ff"),
+    # the NVIDIA device plugin takes a GPU out of service after an Xid
+    ("XidCriticalError: Xid=79 on Device=GPU-5c3a1e2b; marking device as unhealthy.",
+     "gpu-hardware", "gpu-hardware/device-plugin-xid"),
+    # (alone, without the async backend named, it is context; see test_shapes_reports)
+    ("RuntimeError: CUDA error: operation not supported", "alloc-conf",
+     "alloc-conf/async-operation-unsupported"),
 ]
 
 

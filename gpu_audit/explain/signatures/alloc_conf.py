@@ -222,6 +222,57 @@ def _expandable_ipc_kernel(sig: Signature, numbers: dict[str, Any],
     return advice(sig, numbers, explanation, remedy)
 
 
+# The log names the cudaMallocAsync backend: its name (a startup line that prints the device
+# with its allocator, "... : cudaMallocAsync"), or an application's option for it ("cuda-malloc",
+# "--disable-cuda-malloc"; "cudaMalloc" alone is the plain CUDA call, not the backend).
+_ASYNC_NAMED = r"\b(?:cudaMallocAsync|cuda-malloc)\b"
+
+
+def _async_named(numbers: dict[str, Any], ctx: AdviceContext) -> bool:
+    """Does the log say the job runs the cudaMallocAsync backend (on the error's own line, in
+    another line, or in the allocator configuration it set)?"""
+    return bool(numbers.get("async_named") or ctx.facts.get("async_allocator")
+                or "cudaMallocAsync" in str(ctx.facts.get("alloc_conf") or ""))
+
+
+@signature("alloc-conf/async-operation-unsupported",
+           r"CUDA error: operation not supported(?:[^\n]*?(?P<async_named>" + _ASYNC_NAMED + "))?",
+           ("CUDA error: operation not supported",),
+           "The GPU or its driver cannot run the cudaMallocAsync allocator backend", tier=0.0,
+           example="RuntimeError: CUDA error: operation not supported")
+def _async_operation_unsupported(sig: Signature, numbers: dict[str, Any],
+                                 ctx: AdviceContext) -> Advice:
+    if not _async_named(numbers, ctx):
+        # the same error has other causes (a call the platform lacks): context, not a verdict
+        return advice(sig, numbers, (
+            "A CUDA call failed with 'operation not supported'. With PyTorch the usual cause is "
+            "the cudaMallocAsync allocator backend on a GPU or driver without stream-ordered "
+            "allocation (older cards, some virtualised GPUs); the log does not name that "
+            "backend."), _ASYNC_REMEDY, title="CUDA error: operation not supported",
+            severity=Severity.INFO, tier=5.0)
+    explanation = (
+        "The job runs PyTorch's allocator with the cudaMallocAsync backend (the log names it), "
+        "and a CUDA call failed with 'operation not supported': this GPU or its driver cannot "
+        "do the stream-ordered allocation that backend is built on (older cards, some "
+        "virtualised GPUs and drivers). The native allocator works there.")
+    return advice(sig, numbers, explanation, _ASYNC_REMEDY)
+
+
+_ASYNC_REMEDY = (
+    "Turn the async backend off: remove backend:cudaMallocAsync from PYTORCH_CUDA_ALLOC_CONF "
+    "(or set backend:native), and turn off any option of the application that selects it "
+    "(for example a --disable-cuda-malloc flag); then restart the process.")
+
+
+@signature("alloc-conf/async-backend-named", _ASYNC_NAMED, ("cudaMallocAsync", "cuda-malloc"),
+           "The log names the cudaMallocAsync allocator backend", severity=Severity.INFO,
+           tier=5.0, fact=True, extract=lambda match, _line: {"async_allocator": match[0]},
+           example="Device: cuda:0 NVIDIA GeForce GTX 970 : cudaMallocAsync")
+def _async_backend_named(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    return advice(sig, numbers, "The log names the cudaMallocAsync allocator backend; failures "
+                  "that depend on it say so.", "Nothing to do by itself.")
+
+
 @signature("alloc-conf/setting",
            r"PYTORCH_(?:CUDA_|HIP_)?ALLOC_CONF[\"']?\]?\s*=\s*[\"']?(?P<alloc_conf>\w+:[^\s\"'`]+)",
            ("ALLOC_CONF",), "The allocator configuration this job set",

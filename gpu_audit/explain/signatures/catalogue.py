@@ -68,6 +68,7 @@ ORDER = (
     "alloc-conf/expandable-assert",
     "alloc-conf/expandable-ipc-kernel",
     "alloc-conf/driver-vmm",
+    "alloc-conf/async-operation-unsupported",
     "alloc-conf/setting",
     # kernel faults, before the cuBLAS and NCCL errors that often wrap them
     "illegal-memory-access/illegal-address",
@@ -79,6 +80,7 @@ ORDER = (
     "device-assert/unquoted-condition",
     "device-assert/triggered",
     "gpu-hardware/xid",
+    "gpu-hardware/device-plugin-xid",
     "gpu-hardware/xid-mention",
     "gpu-hardware/device-handle",
     "gpu-hardware/fallen-off-bus",
@@ -149,6 +151,8 @@ ORDER = (
     "host-oom/memory-error",
     "host-oom/sigkill",
     "host-oom/shell-killed",
+    # a line that only names the async allocator backend, when nothing else reads it
+    "alloc-conf/async-backend-named",
 )
 
 SIGNATURES: tuple[Signature, ...] = in_order(ORDER)

@@ -153,10 +153,16 @@ def _stated(numbers: dict[str, Any], key: str, text: str) -> str:
            r"(?<![A-Z_])(?:(?P<backend>CUDA|HIP|XPU|MUSA|NPU) out of memory(?![^\W_])|"
            r"Out of memory\. Tried to allocate)"
            r"(?:.*?Tried to allocate (?P<over_1eb>more than 1EB))?|"
-           # the cudaMallocAsync backend (knowledge/oom.py)
-           r"Allocation on device \d+ would exceed allowed memory\. \(out of memory\)|"
+           # the cudaMallocAsync backend (knowledge/oom.py), also cut after its head, as error
+           # reports print it ("Exception Message: Allocation on device ")
+           r"Allocation on device(?: \d+ would exceed allowed memory\. \(out of memory\)|"
+           r"(?: \d+)?[ .:]*$)|"
+           # PyTorch's exception type alone as a report's field ("Exception Type:
+           # torch.OutOfMemoryError"), its message translated or on another line
+           r"[:：]\**\s*torch\.(?:cuda\.)?OutOfMemoryError\s*$|"
            rf"(?P<translated>{_TRANSLATED_OOM})|" + _TOLD_OOM,
-           ("out of memory", "Out of memory", "Out Of Memory", "CUDA"),
+           ("out of memory", "Out of memory", "Out Of Memory", "CUDA", "Allocation on device",
+            "OutOfMemoryError"),
            "CUDA out of memory", extract=_oom, group="cuda-oom",
            example="torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 "
            "has a total capacity of 79.15 GiB of which 1.52 GiB is free. Including non-PyTorch "

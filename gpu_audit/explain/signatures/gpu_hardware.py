@@ -59,6 +59,28 @@ def _xid(match: re.Match[str], line: str) -> dict[str, Any]:
     return found
 
 
+@signature("gpu-hardware/device-plugin-xid",
+           # the NVIDIA device plugin for Kubernetes: it passes over the Xids a program causes
+           # and takes the GPU out of service for the others
+           r"XidCriticalError: Xid=(?P<xid>\d+)(?: on Device=(?P<device>[^\s,;]+))?",
+           ("XidCriticalError",), "The device plugin marked a GPU unhealthy after an Xid",
+           key_field="xid", tier=0.0,
+           example="I0723 08:12:44.000000 1 health.go:150] XidCriticalError: Xid=79 on "
+           "Device=GPU-5c3a1e2b-0000-0000-0000-000000000000; marking device as unhealthy.")
+def _device_plugin_xid(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    info = xid_info(int(numbers.get("xid", 0)))
+    numbers = dict(numbers, xid_mnemonic=info.mnemonic)
+    device = str(numbers.get("device") or "a GPU")
+    explanation = (
+        f"The NVIDIA device plugin saw Xid {info.xid} on {device} and marked it unhealthy: "
+        "Kubernetes schedules no more pods on it. The plugin ignores the Xids a program causes "
+        f"itself, so it took this one for a fault of the GPU or the driver. Xid {info.xid}: "
+        f"{info.meaning}.")
+    severity = max(xid_severity(info.xid), Severity.ERROR, key=lambda s: s.rank)
+    return advice(sig, numbers, explanation, info.action, severity=severity,
+                  title=f"The device plugin marked a GPU unhealthy (Xid {info.xid})")
+
+
 @signature("gpu-hardware/xid-mention",
            # a report names the GPU (a number, a PCI address) or the node; prose about Xids
            # in general does not
@@ -69,7 +91,9 @@ def _xid(match: re.Match[str], line: str) -> dict[str, Any]:
 @signature("gpu-hardware/xid",
            r"NVRM: Xid \((?:PCI:)?(?P<pci_bus_id>[0-9A-Fa-f:.]+)\):\s*(?P<xid>\d+)"
            r"(?:,\s*(?P<rest>.*))?",
-           ("Xid",), "GPU Xid event", extract=_xid, key_field="xid",
+           # (an Xid that alone is a warning, 13 or 31, is what a report where nothing else
+           # failed is about: the kernel's record of the fault, its root cause)
+           ("Xid",), "GPU Xid event", extract=_xid, key_field="xid", alone_root=True,
            example="[ 5112.204870] NVRM: Xid (PCI:0000:00:1e): 48, pid='<unknown>', "
            "name=<unknown>, An uncorrectable double bit error (DBE) has been detected on GPU "
            "in the framebuffer at partition 6, subpartition 0.")

@@ -78,8 +78,8 @@ def _dataloader(match: re.Match[str], line: str) -> dict[str, Any]:
     found = _pids(match, line)
     if isinstance(found.get("signal"), str):  # "killed", "bus error": as PyTorch writes them
         signal = found["signal"]
-        found["signal"] = {"killed": "Killed", "bus error": "Bus error"}.get(signal.lower(),
-                                                                            signal)
+        found["signal"] = {"killed": "Killed", "bus error": "Bus error",
+                           "terminated": "Terminated"}.get(signal.lower(), signal)
     return found
 
 
@@ -280,7 +280,8 @@ _DATALOADER_NEEDLES = ("DataLoader worker", "DataLoader process", "Dataloader wo
            # bad sample), no memory limit; a fact, so that the same death told above without its
            # signal is not read as one
            _DATALOADER.replace("?P<pids>", "?:") + r"\s*(?:is|was|got|has been) killed by "
-           r"signal: ?(?P<dataloader_crash_signal>(?!(?i:killed|bus error)\b)[A-Z][a-z]+"
+           r"signal: ?(?P<dataloader_crash_signal>(?!(?i:killed|bus error|terminated)\b)"
+           r"[A-Z][a-z]+"
            r"(?: [a-z]+){0,2})",
            _DATALOADER_NEEDLES, "A DataLoader worker crashed", severity=Severity.INFO, tier=5.0,
            fact=True,
@@ -299,7 +300,7 @@ def _dataloader_crash_fact(sig: Signature, numbers: dict[str, Any],
            # the dataset's own crash)
            # (typed by hand: "Dataloader worker ... killed by signal:killed")
            _DATALOADER + r"\s*(?:(?:exited (?:and )?)?(?:is|was|got|has been) killed by"
-           r"(?: signal(?:: ?(?P<signal>(?i:Killed|Bus error))|[\s:.]*$)|[\s:.]*$)"
+           r"(?: signal(?:: ?(?P<signal>(?i:Killed|Bus error|Terminated))|[\s:.]*$)|[\s:.]*$)"
            r"|exited unexpectedly)",
            _DATALOADER_NEEDLES, "A DataLoader worker process died", extract=_dataloader,
            example="RuntimeError: DataLoader worker (pid 9833) is killed by signal: Killed.")
@@ -320,6 +321,14 @@ def _dataloader_killed(sig: Signature, numbers: dict[str, Any], ctx: AdviceConte
                        "small (Docker's default is 64 MB).")
         return advice(sig, numbers, explanation, _SHM,
                       title="A DataLoader worker ran out of shared memory")
+    if signal == "Terminated":
+        explanation = (
+            "A DataLoader worker was stopped with SIGTERM from outside the program: not a crash "
+            "of its own, but a memory watchdog (earlyoom, systemd-oomd, a container runtime "
+            "near its limit) or the scheduler ending the job. During training it is most often "
+            "host memory running out: the workers together used more RAM than allowed.")
+        return advice(sig, numbers, explanation, _HOST_MEMORY,
+                      title="A DataLoader worker was terminated from outside")
     if signal == "Killed":
         explanation = (
             "A DataLoader worker was killed with SIGKILL, almost always by the kernel's OOM "
