@@ -93,8 +93,9 @@ KEYS: tuple[Key, ...] = (
     Key(rb"emory", (b"emory",)),  # out of memory, Out Of Memory, MemoryError, illegal memory access
     # a launcher's exit status for a process killed with SIGKILL (137, -9)
     # (also when a terminal or logger wrapped the line before the number)
-    Key(rb"xit(?:ed)?(?: with)?(?: a)?[ _]?(?:status|code)(?: code)?[ :=]*(?:\r?\n[ \t]*)?"
-        rb"(?:137|-9)\b", (b"xit",), next_line=True),
+    # (and Moab's "job 4242 exceeded MEM usage hard limit", in this pass: one pass fewer)
+    Key(rb"x(?:it(?:ed)?(?: with)?(?: a)?[ _]?(?:status|code)(?: code)?[ :=]*(?:\r?\n[ \t]*)?"
+        rb"(?:137|-9)\b|ceeded MEM usage)", (b"xit", b"xceeded MEM usage"), next_line=True),
     Key(rb"eturn(?:ed)?[ _]?code[ :=]*(?:\r?\n[ \t]*)?(?:137|-9)\b",  # returncode -9
         (b"eturn",), next_line=True),
     # (cudaMallocAsync's missing operations, also in a sentence or a title without "Error")
@@ -151,17 +152,20 @@ KEYS: tuple[Key, ...] = (
          *(b"NCCL " + bytes([lead]) for lead in range(0xE3, 0xEA)),
          *(b" -> %d" % code for code in range(1, 8)))),
     # (an nvidia-smi table's "Processes:" row: who holds the GPU, in the rows below it)
-    Key(rb"P(?:yTorch|YTORCH_|rocess(?:(?P<table>es:)| \d+ has)|TX)",
-        (b"PyTorch", b"PYTORCH_", b"Processes:", b"PTX",
+    # (and PBS/Torque's "PBS: job killed: mem ... exceeded limit ...")
+    Key(rb"P(?:yTorch|YTORCH_|rocess(?:(?P<table>es:)| \d+ has)|TX|BS: job killed)",
+        (b"PyTorch", b"PYTORCH_", b"Processes:", b"PTX", b"PBS: job killed",
          *(b"Process %d" % digit for digit in range(10)))),
     # (and XLA's list of the buffers live at an out-of-memory)
     Key(rb"X(?:id|ID|LA Label: )", (b"Xid", b"XID", b"XLA Label: ")),
     # TensorFlow's and XLA's status for an out-of-memory, in a title or a sentence without
     # "Error" or "memory" ("Resource exhausted: OOM when allocating tensor ...")
     Key(rb"R(?:esource ?[Ee]xhausted|ESOURCE_EXHAUSTED"
-        rb"|equested +: )",  # (and cudaMallocAsync's "Requested : ", one pass fewer)
+        rb"|equested +: "  # (and cudaMallocAsync's "Requested : ", one pass fewer)
+        # (and a notebook's "Your session crashed after using all available RAM")
+        rb"|(?<=all available R)AM)",
         (b"Resource exhausted", b"Resource Exhausted", b"Resourceexhausted", b"ResourceExhausted",
-         b"RESOURCE_EXHAUSTED", b"Requested ")),
+         b"RESOURCE_EXHAUSTED", b"Requested ", b"all available RAM")),
     # the shell's word for Killed in another language, alone at the start of a line (after
     # a job number): the hit is the line after the newline (group "at")
     # (the look-ahead turns most lines away at their first byte: half this pass's cost)
@@ -173,9 +177,11 @@ KEYS: tuple[Key, ...] = (
     Key(rb"oom(?:[- ]?kill|_reaper)", (b"oom-kill", b"oom kill", b"oomkill", b"oom_reaper")),
     # ... and in capitals, mid-log or in prose ("killed by the OOM killer", "OOM-killed"), on a
     # line with no other key ("Out of memory: Killed process" has "emory" and "Kill")
-    Key(rb"O(?:OM|om)[- _]?(?:kill|Kill|KILL)",
-        tuple(first + sep + kill for first in (b"OOM", b"Oom") for sep in (b"", b" ", b"-", b"_")
-              for kill in (b"kill", b"Kill", b"KILL"))),
+    # (and TensorFlow's out-of-memory without its status, "OOM when allocating tensor ...": a
+    # title, or the line a person kept of it)
+    Key(rb"O(?:(?:OM|om)[- _]?(?:kill|Kill|KILL)|OM when allocating)",
+        (*(first + sep + kill for first in (b"OOM", b"Oom") for sep in (b"", b" ", b"-", b"_")
+           for kill in (b"kill", b"Kill", b"KILL")), b"OOM when allocating")),
     # the numbers of the cudaMallocAsync backend's OOM message, one per line
     # ("Requested" and "(according to CUDA)": in the R and C passes)
     Key(rb"Device limit +: ", (b"Device limit ",)),

@@ -353,6 +353,15 @@ SINGLE_LINES = [
     # (alone, without the async backend named, it is context; see test_shapes_reports)
     ("RuntimeError: CUDA error: operation not supported", "alloc-conf",
      "alloc-conf/async-operation-unsupported"),
+    # batch schedulers over a job's memory request: Torque, Moab, LSF
+    ("=>> PBS: job killed: vmem 12582912kb exceeded limit 8388608kb", "host-oom",
+     "host-oom/batch-memory-limit"),
+    ("job 1187 exceeded MEM usage hard limit (9000 > 8192)", "host-oom",
+     "host-oom/batch-memory-limit"),
+    ("TERM_MEMLIMIT: job killed after reaching LSF memory usage limit.", "host-oom",
+     "host-oom/batch-memory-limit"),
+    ("Your session crashed after using all available RAM.", "host-oom",
+     "host-oom/notebook-session-ram"),
 ]
 
 

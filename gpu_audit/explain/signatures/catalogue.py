@@ -140,6 +140,8 @@ ORDER = (
     "host-oom/task-row",
     "host-oom/slurm-oom-kill",
     "host-oom/slurm-memory-limit",
+    "host-oom/batch-memory-limit",
+    "host-oom/notebook-session-ram",
     "host-oom/kubernetes-oomkilled",
     "host-oom/kubernetes-evicted",
     "host-oom/ray-oom-killer",

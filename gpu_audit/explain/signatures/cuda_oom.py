@@ -394,8 +394,8 @@ def _tensorflow_oom(match: re.Match[str], line: str) -> dict[str, Any]:
             found["requested_bytes"] = total
     if rounded := re.search(r"\(rounded to (\d{1,20})\)", line):
         found["requested_bytes"] = int(rounded[1])
-    elif match["size"]:
-        found["requested_bytes"] = size_or_none(match["size"])
+    elif size := match["size"] or match.groupdict().get("size_"):
+        found["requested_bytes"] = size_or_none(size)
     found.pop("size", None)
     return found
 
@@ -411,12 +411,16 @@ _TF_SHAPE = (r"(?: (?:with|of) shape ?\[(?P<shape>[\d, ]{0,200})\])?"
            r"(?:.{0,200}?(?i:device:GPU:|/gpu:|by allocator GPU_)(?P<gpu>\d+))?"
            r"|Allocator \(GPU_(?P<gpu_>\d+)_bfc\) ran out of memory trying to allocate "
            rf"(?P<size>{SIZE}|[\d.]+[KMGT]iB)(?!.{{0,200}}?caller indicates that this is not a "
-           r"failure)|ResourceExhaustedError: failed to allocate memory|"
+           r"failure)|"
+           # (TensorFlow 1.0's allocator named no device, and pointed at its dump when it failed;
+           # its retry with less memory says "The caller indicates ..." instead)
+           rf"\bRan out of memory trying to allocate (?P<size_>{SIZE}|[\d.]+[KMGT]iB)\.? +"
+           r"See logs for memory state|ResourceExhaustedError: failed to allocate memory|"
            # a notebook's traceback header, or a heading: only the exception's class is left
            r"\bResourceExhaustedError(?= *Traceback)|^[#>*\s]*(?:[\w.]+\.)?ResourceExhaustedError"
            r"[:\s]*$",
            ("OOM when allocating", "oom when allocating", "_bfc) ran out of memory",
-            "failed to allocate memory", "ResourceExhaustedError"),
+            "See logs for memory state", "failed to allocate memory", "ResourceExhaustedError"),
            "GPU out of memory (TensorFlow)", extract=_tensorflow_oom, group="tensorflow",
            example="tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when "
            "allocating tensor with shape[256,64,224,224] and type float on "

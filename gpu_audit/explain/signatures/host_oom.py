@@ -207,9 +207,11 @@ fixed("host-oom/slurm-oom-kill",
 
 def _slurm_limit(match: re.Match[str], line: str) -> dict[str, Any]:
     found = named(match, line)
-    for key in ("used", "limit"):  # Slurm's accounting counts in KiB
+    for key in ("used", "limit"):  # Slurm's accounting and Torque count in KiB, Moab in MiB
         if isinstance(kib := found.pop(f"{key}_kib", None), int):
             found[f"{key}_bytes"] = kib * 1024
+        if isinstance(mib := found.pop(f"{key}_mib", None), int):
+            found[f"{key}_bytes"] = mib << 20
     return found
 
 
@@ -231,6 +233,47 @@ def _slurm_memory_limit(sig: Signature, numbers: dict[str, Any], ctx: AdviceCont
     remedy = ("Raise --mem (or --mem-per-gpu) for the job, within what the node has (`sinfo "
               "-o '%n %m'`), or use less host memory: " + _HOST_MEMORY)
     return advice(sig, numbers, explanation, remedy)
+
+
+@signature("host-oom/batch-memory-limit",
+           # PBS/Torque's node daemon: "=>> PBS: job killed: mem 9437184kb exceeded limit
+           # 8388608kb" (vmem and pmem alike); Moab: "job 4242 exceeded MEM usage hard limit
+           # (9216 > 8192)", in MB; LSF's exit reason TERM_MEMLIMIT
+           r"PBS: job killed: (?P<memory_kind>[pv]?mem) (?P<used_kib>\d+)kb exceeded limit "
+           r"(?P<limit_kib>\d+)kb|\b[Jj]ob (?P<job>\d+) exceeded MEM usage hard limit "
+           r"\((?P<used_mib>\d+) > (?P<limit_mib>\d+)\)|TERM_MEMLIMIT: job killed after reaching "
+           r"LSF memory usage limit",
+           ("PBS: job killed", "exceeded MEM usage", "TERM_MEMLIMIT"),
+           "The batch scheduler killed the job for exceeding its memory limit",
+           extract=_slurm_limit,
+           example="=>> PBS: job killed: mem 9437184kb exceeded limit 8388608kb")
+def _batch_memory_limit(sig: Signature, numbers: dict[str, Any],
+                        ctx: AdviceContext) -> Advice:
+    used, limit = numbers.get("used_bytes"), numbers.get("limit_bytes")
+    figures = (f" ({size_text(used)} used, {size_text(limit)} allowed)"
+               if used is not None and limit is not None else "")
+    explanation = (
+        f"The batch scheduler (PBS/Torque, Moab or LSF) saw the job's processes use more host "
+        f"RAM than the job asked for{figures} and killed it: host memory, not GPU memory.")
+    remedy = ("Ask for more memory when submitting (PBS/Torque: -l mem=32gb; LSF: -M and "
+              "-R 'rusage[mem=...]'), within what a node has, or use less host memory: "
+              + _HOST_MEMORY)
+    return advice(sig, numbers, explanation, remedy)
+
+
+fixed("host-oom/notebook-session-ram",
+      # Google Colab's notice when the runtime's host RAM ran out and its kernel was killed
+      r"Your session crashed after using all available RAM",
+      ("Your session crashed after using all available RAM",),
+      "The notebook's runtime ran out of host RAM",
+      example="Your session crashed after using all available RAM. If you are interested in "
+      "access to high-RAM runtimes, you may want to check out Colab Pro.",
+      explanation="The notebook's runtime (Google Colab's virtual machine) used all its host RAM "
+      "and its kernel was killed: host memory, not GPU memory. A smaller batch rarely helps; "
+      "what fills RAM is the dataset held in Python objects, copies of it, or a leak.",
+      remedy="Load the data in pieces (a generator, tf.data or a DataLoader over files) instead "
+      "of whole arrays, free copies (del, gc.collect()), or use a runtime with more RAM: "
+      + _HOST_MEMORY)
 
 
 fixed("host-oom/ray-oom-killer",

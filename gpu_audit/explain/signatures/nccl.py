@@ -216,8 +216,13 @@ _NCCL_KINDS = {
            example="node01:4101:4188 [0] NCCL INFO misc/socket.cc:484 -> 2")
 @signature("nccl/error-text",
            r"\b(?P<kind>unhandled system error|unhandled cuda error|remote process exited or "
-           r"there was a network error)\b",
-           ("unhandled system error", "unhandled cuda error", "remote process exited"),
+           r"there was a network error)\b|"
+           # ncclInternalError's text: with NCCL's own plea, or alone as TensorFlow's status of
+           # its NCCL ops ("Internal:  internal error" over "[[node .../NcclAllReduce_8]]")
+           r"\b(?P<kind_>internal error)(?= - please report this issue to the NCCL developers)|"
+           r"\bInternal: +(?P<kind__>internal error)\s*$",
+           ("unhandled system error", "unhandled cuda error", "remote process exited",
+            "internal error - please report", "Internal: "),
            "NCCL call failed", tier=3.0, key_field="kind",
            example="terminate called after throwing an instance of 'std::runtime_error' what(): "
            "unhandled system error")
