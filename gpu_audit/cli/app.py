@@ -290,7 +290,22 @@ def collect_garbage_rarely() -> None:
 
 def run() -> None:
     collect_garbage_rarely()
-    sys.exit(main())
+    code = main()
+    spare_the_final_collection()
+    sys.exit(code)
+
+
+def spare_the_final_collection() -> None:
+    """Move every object into the collector's permanent generation as the command ends.
+
+    What start-up built (modules, classes, the command tree) lives until exit, and the
+    interpreter's last garbage collection would walk all of it to find nothing: some 5 ms of a
+    scan. The command's output is flushed and its files closed by now, so nothing waits on that
+    collection. For the ``gpu-audit`` process only: importing gpu_audit changes nothing.
+    """
+    import gc
+
+    gc.freeze()
 
 
 if __name__ == "__main__":  # python -m gpu_audit.cli.app: the same command as python -m gpu_audit

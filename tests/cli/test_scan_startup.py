@@ -125,3 +125,26 @@ def test_a_json_check_loads_neither_typer_nor_heavy_dependencies(fake_nvml, cli_
     assert {"gpu_audit.check.engine", "gpu_audit.collect.nvml.isolated"} <= modules
     assert ("pynvml" in modules) == (len(os.sched_getaffinity(0)) == 1)
     assert sorted(modules.intersection(NOT_FOR_A_JSON_CHECK)) == []
+
+
+FROZEN_AT_EXIT = """
+import atexit, gc, sys
+atexit.register(lambda: print("frozen", gc.get_freeze_count(), file=sys.stderr))
+sys.argv = ["gpu-audit", "scan", "--json", "--no-report"]
+from gpu_audit.cli.app import run
+run()
+"""
+
+
+def test_the_command_spares_the_interpreter_its_final_collection(fake_nvml, cli_env,
+                                                                   tmp_path: Path):
+    """What start-up built is frozen as the command ends: the last collection skips it."""
+    env = fake_nvml(h100_node(2), base=cli_env)
+    completed = subprocess.run(
+        [sys.executable, "-c", FROZEN_AT_EXIT], env=env, cwd=tmp_path, capture_output=True,
+        text=True, timeout=120,
+    )
+    assert completed.returncode in (0, 1, 2), completed.stderr
+    assert json.loads(completed.stdout)["gpus"]  # the scan's output is whole
+    frozen = int(completed.stderr.split("frozen ")[1].split()[0])
+    assert frozen > 10_000  # modules, classes and functions: everything start-up built
