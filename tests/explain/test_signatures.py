@@ -161,6 +161,12 @@ SINGLE_LINES = [
     ("RuntimeError: cuDNN runtime error : resource allocation failed at "
      "/pytorch/aten/src/THC/THCGeneral.cpp:250", "cudnn-failure",
      "cudnn-failure/legacy-runtime-error"),
+    # PyTorch's cuDNN v8 path warns about a plan cuDNN turned down, then runs the next one
+    ("/opt/env/lib/python3.10/site-packages/torch/nn/modules/conv.py:456: UserWarning: Plan "
+     "failed with a cudnnException: CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR: cudnnFinalize "
+     "Descriptor Failed cudnn_status: CUDNN_STATUS_NOT_SUPPORTED (Triggered internally at "
+     "../aten/src/ATen/native/cudnn/Conv_v8.cpp:919.)", "cudnn-failure",
+     "cudnn-failure/plan-rejected"),
     # Caffe's glog check names the status it wanted first, then the one it got
     ("F0301 09:12:44.120000  4711 cudnn_conv_layer.cu:28] Check failed: status == "
      "CUDNN_STATUS_SUCCESS (8 vs. 0)  CUDNN_STATUS_EXECUTION_FAILED", "cudnn-failure",

@@ -96,6 +96,7 @@ ORDER = (
     "gpu-hardware/pcie-aer",
     "gpu-hardware/pcie-aer-corrected",
     "cublas-failure/cublas-status",
+    "cudnn-failure/plan-rejected",
     "cudnn-failure/status",
     "cudnn-failure/no-engine",
     "cudnn-failure/legacy-runtime-error",

@@ -40,9 +40,11 @@ from gpu_audit.explain.signatures.registry import (
     Signature,
     advice,
     document_class,
+    fixed,
     signature,
 )
 from gpu_audit.explain.signatures.texts import FIND_FAULTING_KERNEL, REDUCE_MEMORY, SCAN_OTHERS
+from gpu_audit.model import Severity
 
 CLASS = document_class("cudnn-failure", __doc__)
 
@@ -112,3 +114,21 @@ def _cudnn(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advic
         "notice (CUDA reports errors asynchronously).")
     remedy = _HOW_TO_TELL + "\nIf neither: " + FIND_FAULTING_KERNEL
     return advice(sig, numbers, explanation, remedy, tier=2.0, diagnosis="execution")
+
+
+# PyTorch's cuDNN v8 path asks cuDNN for execution plans and tries them in turn, warning about
+# each one cuDNN rejects; the convolution runs with the next plan. Only when none is left does it
+# fail ("unable to find an engine", above).
+fixed("cudnn-failure/plan-rejected",
+      r"UserWarning: Plan failed with a cudnnException", ("CUDNN_",),
+      "cuDNN rejected one execution plan; PyTorch went on with the next",
+      severity=Severity.INFO, tier=5.0,
+      example="conv.py:456: UserWarning: Plan failed with a cudnnException: "
+      "CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR: cudnnFinalize Descriptor Failed cudnn_status: "
+      "CUDNN_STATUS_NOT_SUPPORTED (Triggered internally at ../aten/src/ATen/native/cudnn/"
+      "Conv_v8.cpp:919.)",
+      explanation="A warning, not a failure: PyTorch tries the execution plans cuDNN offers for "
+      "a convolution one by one and says so when cuDNN turns one down; the convolution ran with "
+      "a plan cuDNN accepted.",
+      remedy="Nothing, unless the run then fails: then the failure after it is the one to "
+      "read.")
