@@ -1,7 +1,8 @@
-"""Texts that quote failures in Spanish, Portuguese, French, Polish and Russian explainers and
-in a book's chapter; a pull request known by its checklist and closing keyword; a batch-size
-search that catches its out-of-memories; a message in a string literal of code; the OOM killer in capitals
-mid-log; lspci's "(rev ff)" for a GPU off the bus. Synthetic fixtures in fixtures/shapes/."""
+"""Texts that quote failures in Spanish, Portuguese, French, Polish and Russian explainers and in a
+book's chapter; a pull request known by its checklist and closing keyword; a batch-size search
+that catches its out-of-memories; a message in a string literal of code; the OOM killer in
+capitals mid-log; lspci's "(rev ff)" for a GPU off the bus. Synthetic fixtures in
+fixtures/shapes/."""
 
 from __future__ import annotations
 
