@@ -139,7 +139,7 @@ KEYS: tuple[Key, ...] = (
         rb"|CCL(?: WARN| error| comm| oper| work|\(|"
         rb"\.cpp|'(?:s|\r?\n)| INFO [\w/.-]+\.(?:cc|h|cu|cpp|hpp):\d+ -> [1-7]\b)"
         # (an InfiniBand completion error without "NCCL WARN": a title, a retold line)
-        rb"|ET/\w+ ?: ?Got completion"
+        rb"|ET/\w+ ?:? ?Got completion"
         # (nvtop's words when NVML gave it no GPU, and nvidia-smi's)
         rb"|o GPU to monitor|o devices were found"
         # (and right before a Chinese word, "NCCL超时", "NCCL会报超时错误": UTF-8 lead bytes)
