@@ -211,6 +211,10 @@ _EXPLAINER_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                          r"tutorial) (?:te |lhe )?(?:mostra|explica|ensina)\b|"
                          r"\bdans ce (?:guide|tutoriel|billet)\b|\bce (?:guide|tutoriel|article) "
                          r"(?:vous )?(?:montre|explique)\b|"
+                         # Polish and Russian: "w tym artykule", "в этом руководстве", and
+                         # "Если вкратце" (in short) opening an answer
+                         r"\bw tym (?:artykule|poradniku|wpisie|przewodniku)\b|"
+                         r"в этом (?:руководстве|посте|материале|гайде)|^если (?:вкратце|коротко)|"
                          # an error page's list of other errors
                          r"^(?:other|related|similar|more) (?:[\w.]+ ){0,2}(?:errors|issues|"
                          r"problems|articles|posts)\s*$"),
@@ -238,7 +242,18 @@ _EXPLAINER_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                         r"cette erreur (?:signifie|appara[iî]t|survient)|"
                         # "El error «CUDA out of memory» significa:", "o erro ... indica"
                         r"\b(?:el|este|o) error? (?:" + _QUOTED + r"\s*)?(?:significa|"
-                        r"indica)\b|\b(?:cette|l')\s?erreur (?:" + _QUOTED + r"\s*)?(?:signifie|"
+                        r"indica)\b|"
+                        # "Este erro ocorre quando", "Cette erreur se produit lorsque", "Ten błąd
+                        # występuje, gdy", "Эта ошибка появляется, когда"
+                        r"\b(?:este|esse) erro (?:geralmente |normalmente )?(?:ocorre|acontece|"
+                        r"aparece|surge) (?:quando|porque|devido)\b|"
+                        r"\bcette erreur (?:se produit|survient|appara[iî]t) (?:lorsqu|quand|"
+                        r"parce)|"
+                        r"\bten b[lł][aą]d (?:zwykle |zazwyczaj |najcz[eę][sś]ciej )?"
+                        r"(?:wyst[eę]puje|oznacza|pojawia si[eę])\b|"
+                        r"(?:эта|данная) ошибка (?:обычно |как правило )?(?:появляется|"
+                        r"случается|говорит)|"
+                        r"\b(?:cette|l')\s?erreur (?:" + _QUOTED + r"\s*)?(?:signifie|"
                         r"indique)\b"),
         ("you-have-seen", r"\bif you(?:'re| are)? (?:ever )?(?:encounter|get|see|hit|run into|"
                           r"face|receive|getting|seeing|facing)(?:ing)? (?:this|the|that|a "
@@ -280,7 +295,20 @@ _EXPLAINER_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                           r"\bno est[aá]s solo\b|"
                           r"\bse voc[eê] (?:est[aá] vendo|v[eê]|recebe|recebeu|encontrar|"
                           r"encontrou) (?:o|este|esse|um) erro\b|"
-                          r"\bsi vous (?:voyez|obtenez|rencontrez) (?:cette|l'|une) ?erreur\b"),
+                          r"\bsi vous (?:voyez|obtenez|rencontrez) (?:cette|l'|une) ?erreur\b|"
+                          # "é provável que tenha se deparado com", "il est probable que vous
+                          # soyez tombé sur", "prawdopodobnie natknąłeś się na", "вы наверняка
+                          # сталкивались", "Иногда возникают ошибки": the reader may have met it
+                          r"\b(?:tenha|ter|j[aá]) se deparado com\b|"
+                          r"\bvous (?:soyez|[êe]tes) (?:probablement |peut-[êe]tre |d[ée]j[àa] )?"
+                          r"tomb[ée]e?s? sur\b|"
+                          r"\bnatkn[aą][lł](?:e[sś]|a[sś]|y[sś]my)? si[eę] na\b|"
+                          r"\bje[sś]li (?:zobaczysz|widzisz|otrzymasz|napotkasz) (?:ten|taki|"
+                          r"podobny) (?:b[lł][aą]d|komunikat)\b|"
+                          r"вы (?:наверняка |возможно |уже |скорее всего )?(?:сталкивались|"
+                          r"видели|встречали)|"
+                          r"(?:иногда|часто|нередко) (?:возникают|встречаются|бывают|появляются)"
+                          r" ошибки|если вы (?:видите|получили|столкнулись с) (?:эт|так)"),
         ("why", r"^symptoms?\s*[:：]|^(?:why (?:it|this) happens|what (?:causes|triggers) "
                 r"(?:it|this)|understanding the error|what is the .{0,60} error\b)|"
                 r"\bcauses? (?:&|and) (?:fixes|solutions)\b|"
@@ -294,8 +322,10 @@ _EXPLAINER_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                 # ("🔍 Por qué ocurre este error", "Causas comunes", "Pourquoi cette erreur")
                 r"^\W{0,4}(?:por qu[eé] (?:ocurre|aparece|sucede|pasa|se produce)|por que "
                 r"(?:ocorre|acontece)|pourquoi (?:cette erreur|ce message|[çc]a arrive))\b|"
-                r"^\W{0,4}caus(?:as|es) (?:comunes|principales|posibles|comuns|poss[ií]veis|"
-                r"courantes|possibles|fr[ée]quentes)\b"),
+                r"^\W{0,4}(?:(?:as|las|les) )?caus(?:as|es) (?:comunes|principales|posibles|"
+                r"comuns|poss[ií]veis|courantes|possibles|fr[ée]quentes|mais comuns)\b|"
+                # Polish: "Typowe przyczyny", "Najczęstsze przyczyny błędu"
+                r"^\W{0,4}(?:typowe|najcz[eę]stsze|mo[zż]liwe|g[lł][oó]wne) przyczyny\b"),
         ("how-to-fix", r"\b(?:how to (?:fix|solve|resolve|avoid|handle|debug)|here(?:'s| is) how "
                        r"(?:to|you)|ways to (?:fix|solve|avoid|reduce)|(?:common|typical|possible) "
                        r"(?:causes|reasons|fixes|solutions)|(?:solution|fix|method|workaround) "
@@ -321,7 +351,15 @@ _EXPLAINER_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                        r"solucionar|resolver)\w*"
                        r"|\bcomo (?:corrigir|resolver|solucionar|consertar) (?:o|este|esse) erro\b"
                        r"|\bcomment (?:corriger|r[ée]soudre|r[ée]parer|[ée]viter) (?:cette|l')"
-                       r" ?erreur\b"),
+                       r" ?erreur\b"
+                       # a guide's title ("Como corrigir “...”", "Comment réparer « ... »",
+                       # "Jak naprawić błąd", "Как исправить ошибку") and its steps ("passo a
+                       # passo", "étape par étape", "krok po kroku"); "это лечится": it is cured by
+                       r"|^(?:como (?:corrigir|resolver|consertar)|comment (?:corriger|r[ée]soudre"
+                       r"|r[ée]parer)|jak (?:naprawi[cć]|rozwi[aą]za[cć]|usun[aą][cć])|как "
+                       r"(?:исправить|решить|устранить))\b"
+                       r"|\b(?:passo a passo|[ée]tape par [ée]tape|krok po kroku)\b"
+                       r"|(?:это|проблема) (?:обычно )?(?:лечится|решается|исправляется)"),
     ))
 EXPLAINER_MIN_CUES = 2
 # The reporter's question without its question mark: "how to fix this".

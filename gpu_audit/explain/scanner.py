@@ -139,15 +139,16 @@ KEYS: tuple[Key, ...] = (
         rb"|CCL(?: WARN| error| comm| oper| work|\(|"
         rb"\.cpp|'(?:s|\r?\n)| INFO [\w/.-]+\.(?:cc|h|cu|cpp|hpp):\d+ -> [1-7]\b)"
         # (an InfiniBand completion error without "NCCL WARN": a title, a retold line)
-        rb"|ET/\w+ ?: ?Got completion"
-        # (nvtop's words when NVML gave it no GPU)
-        rb"|o GPU to monitor"
+        rb"|ET/\w+ ?:? ?Got completion"
+        # (nvtop's words when NVML gave it no GPU, and nvidia-smi's)
+        rb"|o GPU to monitor|o devices were found"
         # (and right before a Chinese word, "NCCL超时", "NCCL会报超时错误": UTF-8 lead bytes)
         rb"|CCL ?[\xe3-\xe9])",
         (b"NVRM", b"NVML", b"NVIDIA-SMI", b"NVIDIA driver", b"NVIDIA Display Driver. By default",
          b"NVIDIA Corporation ",
          b"NVLink", b"NVLINK", b"NCCL WARN", b"NCCL error", b"NCCL comm", b"NCCL oper",
          b"NCCL work", b"NCCL(", b"NCCL.cpp", b"NCCL'", b"NET/", b"No GPU to monitor",
+         b"No devices were found",
          *(b"NCCL" + bytes([lead]) for lead in range(0xE3, 0xEA)),
          *(b"NCCL " + bytes([lead]) for lead in range(0xE3, 0xEA)),
          *(b" -> %d" % code for code in range(1, 8)))),

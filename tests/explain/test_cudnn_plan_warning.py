@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from gpu_audit.explain import classify_text
 from gpu_audit.model import Severity
+from tests.explain.helpers import shape_incidents
 
 WARNING = ("/srv/venv/lib/python3.11/site-packages/torch/nn/modules/conv.py:456: UserWarning: "
            "Plan failed with a cudnnException: CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR: "
@@ -32,3 +33,10 @@ def test_a_real_cudnn_failure_after_it_is_still_the_root_cause():
     incidents = classify_text(failing, torch_version="2.3.1")
     root = next(i for i in incidents if i.role == "root-cause")
     assert (root.signature, root.severity) == ("cudnn-failure/status", Severity.ERROR)
+
+
+def test_a_title_that_calls_the_status_a_warning_is_no_failure():
+    # "What does the CUDNN_STATUS_NOT_SUPPORTED warning mean?" names the warning above
+    incidents = shape_incidents("cudnn_status_called_a_warning.log")
+    assert [(i.signature, i.severity) for i in incidents] == [
+        ("cudnn-failure/plan-rejected", Severity.INFO)]

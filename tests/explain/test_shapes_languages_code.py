@@ -1,7 +1,8 @@
-"""Texts that quote failures in Spanish, Portuguese and French explainers and in a book's
-chapter; a pull request known by its checklist and closing keyword; a batch-size search that
-catches its out-of-memories; a message in a string literal of code; the OOM killer in capitals
-mid-log; lspci's "(rev ff)" for a GPU off the bus. Synthetic fixtures in fixtures/shapes/."""
+"""Texts that quote failures in Spanish, Portuguese, French, Polish and Russian explainers and in a
+book's chapter; a pull request known by its checklist and closing keyword; a batch-size search
+that catches its out-of-memories; a message in a string literal of code; the OOM killer in
+capitals mid-log; lspci's "(rev ff)" for a GPU off the bus. Synthetic fixtures in
+fixtures/shapes/."""
 
 from __future__ import annotations
 
@@ -25,6 +26,10 @@ def failures(name: str):  # type: ignore[no-untyped-def]
     "explainer_dreaded_error_es.log",  # one phrase ("el temido error"), nobody met it
     "explainer_guide_pt.log",  # "neste guia", "como resolver este erro", "o erro ... indica"
     "explainer_guide_fr.log",  # "dans ce guide", "cette erreur signifie"
+    "explainer_device_assert_pt.log",  # "se deparado com", "este erro ocorre quando"
+    "explainer_device_assert_fr.log",  # "vous êtes tombé sur", "les causes courantes"
+    "explainer_device_assert_pl.log",  # "natknąłeś się na", "ten błąd występuje"
+    "explainer_cudnn_settings_ru.log",  # "если вкратце", "иногда возникают ошибки"
     "explainer_book_chapter.log",  # "This chapter gives you ...": a book's made-up incident
     "pr_closing_keyword_nvml_not_supported.log",  # "Fixes #4021", "This PR only changes ..."
     "oom_batch_size_search_probes.log",  # "Batch size 16 failed, trying batch size 8"
@@ -40,6 +45,10 @@ def test_quoted_or_handled_failures_raise_no_error(name: str) -> None:
     ("explainer_guide_pt.log", {"this-article", "how-to-fix", "error-means"}),
     ("explainer_guide_fr.log", {"this-article", "how-to-fix", "error-means"}),
     ("explainer_book_chapter.log", {"this-article"}),
+    ("explainer_device_assert_pt.log", {"how-to-fix", "you-have-seen", "error-means", "why"}),
+    ("explainer_device_assert_fr.log", {"how-to-fix", "you-have-seen", "error-means", "why"}),
+    ("explainer_device_assert_pl.log", {"how-to-fix", "you-have-seen", "error-means", "why"}),
+    ("explainer_cudnn_settings_ru.log", {"this-article", "you-have-seen", "how-to-fix"}),
 ])
 def test_explainer_phrases_in_other_languages(name: str, kinds: set[str]) -> None:
     lines = (SHAPES / name).read_text(encoding="utf-8").splitlines()

@@ -228,6 +228,7 @@ SINGLE_LINES = [
      "cuda-oom/library-allocation"),
     # nvtop without NVML
     ("No GPU to monitor.", "nvml-unavailable", "nvml-unavailable/no-gpu-to-monitor"),
+    ("No devices were found", "nvml-unavailable", "nvml-unavailable/no-devices-found"),
     ("Error: nvmlDeviceGetHandleByIndex(): Unknown Error", "nvml-unavailable",
      "nvml-unavailable/call-unknown-error"),
     # Slurm's accounting over the job's --mem

@@ -50,6 +50,7 @@ ORDER = (
     "nvml-unavailable/library-version",
     "nvml-unavailable/nvidia-smi-no-driver",
     "nvml-unavailable/no-gpu-to-monitor",
+    "nvml-unavailable/no-devices-found",
     "nvml-unavailable/call-unknown-error",
     "nvml-unavailable/pynvml",
     "nvml-unavailable/torch-warning",

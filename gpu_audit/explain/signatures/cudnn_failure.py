@@ -77,7 +77,10 @@ _HOW_TO_TELL = (
 @signature("cudnn-failure/status",
            # (a check that the status is CUDNN_STATUS_SUCCESS names the failing status after it:
            # "Check failed: status == CUDNN_STATUS_SUCCESS (8 vs. 0)  CUDNN_STATUS_EXECUTION_...")
-           r"(?P<status>CUDNN_STATUS_(?!SUCCESS\b)[A-Z_]+|CUDNN_BACKEND_API_FAILED)",
+           # (a status called a warning, "the CUDNN_STATUS_NOT_SUPPORTED warning", names the
+           # plan-rejected warning below, not a failure)
+           r"(?P<status>CUDNN_STATUS_(?!SUCCESS\b)[A-Z_]+\b(?!\s+warnings?\b)|"
+           r"CUDNN_BACKEND_API_FAILED)",
            ("CUDNN_",), "cuDNN call failed", key_field="status",
            example="RuntimeError: cuDNN error: CUDNN_STATUS_NOT_INITIALIZED")
 def _cudnn(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:

@@ -273,8 +273,9 @@ def _cuda_failure(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -
 
 
 fixed("nccl/network",
-      r"(?:NCCL WARN |NET/\w+ ?: ?).*?(?:Got completion (?:from peer (?P<peer>\S+) )?with "
-      r"(?:error|status=)\s*(?P<status>\d+)|(?P<closed>Connection closed by remote peer|"
+      # (retold without "with" or the colon: "NCCL WARN NET/IB Got completion error 12")
+      r"(?:NCCL WARN |NET/\w+ ?:? ?).*?(?:Got completion (?:from peer (?P<peer>\S+) )?"
+      r"(?:with )?(?:error|status=)\s*(?P<status>\d+)|(?P<closed>Connection closed by remote peer|"
       r"Connection reset by peer)|Call to (?P<call>ibv_\w+) failed|(?P<socket>socketProgress\w*|"
       r"socketStartConnect|socketFinalizeAccept)[^\n]*(?:fail|closed|refused|abort|wrong type))|"
       r"(?P<closed_>Connection closed by remote peer)",

@@ -19,6 +19,7 @@ from gpu_audit.explain.signatures.registry import (
     Signature,
     advice,
     document_class,
+    fixed,
     signature,
 )
 from gpu_audit.explain.signatures.texts import REBOOT_MISMATCH
@@ -213,6 +214,22 @@ def _no_gpu_to_monitor(sig: Signature, numbers: dict[str, Any], ctx: AdviceConte
               "directory to /etc/ld.so.conf.d and run `sudo ldconfig` (or set LD_LIBRARY_PATH "
               "in a Nix or Conda shell); check that `nvidia-smi` works. " + _LIBRARY_REMEDY)
     return advice(sig, numbers, explanation, remedy)
+
+
+# nvidia-smi's words when the driver answered but NVML listed no GPU (a GPU gone from the bus
+# says so in the kernel's log, which ranks before it)
+fixed("nvml-unavailable/no-devices-found", r"\bNo devices were found\b",
+      ("No devices were found",), "nvidia-smi found no GPU through the driver", tier=0.5,
+      example="No devices were found",
+      explanation="The NVIDIA driver is loaded and answered, but NVML lists no GPU: the GPU is "
+      "not given to this container or VM, the driver does not support this GPU (a GPU newer "
+      "than the driver branch, or the open kernel module a GPU needs), or the GPU dropped off "
+      "the bus.",
+      remedy="`lspci -nn | grep -i nvidia` (is the GPU on the bus?) and `sudo dmesg -T | grep -i "
+      "-e nvrm -e xid` (did the driver refuse it, or did it fall off?); in a container, start it "
+      "with `--gpus all` (or the device plugin's GPU request); install a driver branch that "
+      "supports this GPU; a GPU that fell off the bus needs a reboot, and a drain if it "
+      "recurs.")
 
 
 @signature("nvml-unavailable/nvidia-smi-no-driver",
