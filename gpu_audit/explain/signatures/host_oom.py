@@ -215,6 +215,14 @@ def _slurm_limit(match: re.Match[str], line: str) -> dict[str, Any]:
     return found
 
 
+def _used_of_allowed(numbers: dict[str, Any]) -> str:
+    """`` (9.00 GiB used, 8.00 GiB allowed)`` when a scheduler's line gave both sizes."""
+    used, limit = numbers.get("used_bytes"), numbers.get("limit_bytes")
+    if used is None or limit is None:
+        return ""
+    return f" ({size_text(used)} used, {size_text(limit)} allowed)"
+
+
 @signature("host-oom/slurm-memory-limit",
            # Slurm's accounting (not the cgroup) saw the job above its --mem and killed it
            r"Job (?P<job>\d+) exceeded memory limit \((?P<used_kib>\d+) > (?P<limit_kib>\d+)"
@@ -224,9 +232,7 @@ def _slurm_limit(match: re.Match[str], line: str) -> dict[str, Any]:
            example="slurmstepd: error: Job 4242 exceeded memory limit (9437184 > 8388608), being "
            "killed")
 def _slurm_memory_limit(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
-    used, limit = numbers.get("used_bytes"), numbers.get("limit_bytes")
-    figures = (f" ({size_text(used)} used, {size_text(limit)} allowed)"
-               if used is not None and limit is not None else "")
+    figures = _used_of_allowed(numbers)
     explanation = (
         f"Slurm's memory accounting saw the job's processes use more host RAM than its --mem or "
         f"--mem-per-cpu allows{figures} and killed the job: host memory, not GPU memory.")
@@ -249,9 +255,7 @@ def _slurm_memory_limit(sig: Signature, numbers: dict[str, Any], ctx: AdviceCont
            example="=>> PBS: job killed: mem 9437184kb exceeded limit 8388608kb")
 def _batch_memory_limit(sig: Signature, numbers: dict[str, Any],
                         ctx: AdviceContext) -> Advice:
-    used, limit = numbers.get("used_bytes"), numbers.get("limit_bytes")
-    figures = (f" ({size_text(used)} used, {size_text(limit)} allowed)"
-               if used is not None and limit is not None else "")
+    figures = _used_of_allowed(numbers)
     explanation = (
         f"The batch scheduler (PBS/Torque, Moab or LSF) saw the job's processes use more host "
         f"RAM than the job asked for{figures} and killed it: host memory, not GPU memory.")
