@@ -301,7 +301,9 @@ def spare_the_final_collection() -> None:
     What start-up built (modules, classes, the command tree) lives until exit, and the
     interpreter's last garbage collection would walk all of it to find nothing: some 5 ms of a
     scan. The command's output is flushed and its files closed by now, so nothing waits on that
-    collection. For the ``gpu-audit`` process only: importing gpu_audit changes nothing.
+    collection; atexit handlers and threads still run. What only reference cycles keep alive is
+    not finalized at exit, which Python does not promise either. For the ``gpu-audit`` process
+    only (``run``): importing gpu_audit or calling ``main`` changes nothing.
     """
     import gc
 
