@@ -158,7 +158,8 @@ def _read_message(fd: int, deadline: float) -> tuple[bytes | None, str]:
 
 def _failed(pid: int, problem: str, timeout_s: float) -> NvmlReading:
     if problem == "timeout":
-        # Stuck beyond its own deadline (in nvmlInit's import, say): stopped, never waited on.
+        # Silent past its own deadline and the grace (stuck before its threads began, say):
+        # stopped, never waited on.
         _stop(pid)
         return _unavailable("timeout", f"reading NVML did not finish within {timeout_s:g} s")
     if problem != "ended":
