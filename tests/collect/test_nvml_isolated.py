@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -187,3 +188,40 @@ def test_a_fork_refused_falls_back_to_a_thread(fake_nvml):
     result = read(fake_nvml(h100_node(2)), setup=setup)
     assert result["kind"] == "PendingReading"
     assert len(result["reading"]["gpus"]) == 2
+
+
+# ------------------------------------------------- a command that ends before its reading arrives
+
+
+def scan_stuck_in_init(env: dict[str, str]) -> tuple[subprocess.Popen[bytes], int]:
+    """A ``scan`` whose reader child is stuck in nvmlInit far from its deadline, and that
+    child's pid."""
+    scan = subprocess.Popen([sys.executable, "-m", "gpu_audit", "scan", "--json",
+                             "--timeout", "60"], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    children = Path(f"/proc/{scan.pid}/task/{scan.pid}/children")
+    give_up = time.monotonic() + 30
+    while time.monotonic() < give_up:
+        pids = children.read_text().split() if children.exists() else []
+        if pids:
+            time.sleep(0.3)  # into the hung call
+            return scan, int(pids[0])
+        time.sleep(0.02)
+    scan.kill()
+    raise AssertionError("scan never forked its reader")
+
+
+@needs_two_cpus
+@pytest.mark.parametrize("how", ["SIGINT", "SIGTERM", "SIGKILL"])
+def test_the_reader_ends_with_the_command_however_it_is_stopped(fake_nvml, how):
+    # Sent to the command's pid alone, as `kill PID` does (Ctrl-C signals the whole group):
+    # before, the child kept reading for no one until its own deadline, a minute later.
+    scenario = h100_node(1)
+    scenario["hang"] = ["nvmlInitWithFlags", "nvmlInit_v2", "nvmlInit"]
+    scan, child = scan_stuck_in_init(fake_nvml(scenario))
+    os.kill(scan.pid, getattr(signal, how))
+    _, err = scan.communicate(timeout=30)
+    assert gone(child, within_s=5.0)
+    assert b"Traceback" not in err
+    if how == "SIGINT":
+        assert scan.returncode == 130

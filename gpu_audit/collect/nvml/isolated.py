@@ -25,6 +25,7 @@ import functools
 import os
 import select
 import signal
+import sys
 import threading
 import time
 from typing import TYPE_CHECKING
@@ -39,10 +40,15 @@ if TYPE_CHECKING:
 GRACE_S = 1.0
 # The length prefix of the child's message (which may announce at most MAX_NVML_MESSAGE_BYTES).
 _LENGTH_BYTES = 8
+# prctl(2)'s request for a signal when the parent ends (linux/prctl.h).
+_PR_SET_PDEATHSIG = 1
 _CHUNK = 1 << 16
 
 # Children whose exit has not been collected yet (one stuck in the driver exits late).
 _unreaped: list[int] = []
+# Children whose reading nobody has received yet: a command that ends before it asks for the
+# reading (an error, Ctrl-C) stops them at its exit rather than leave them reading for no one.
+_unanswered: set[int] = set()
 # How long this process waits at its exit for children that sent their reading to finish: they
 # only release NVML by then, unless a driver call holds them (then init collects them).
 REAP_AT_EXIT_S = 0.25
@@ -51,7 +57,14 @@ REAP_AT_EXIT_S = 0.25
 @functools.cache
 def _watch_exit() -> None:
     # None stays a zombie, and the children's CPU time is counted in this process's.
-    atexit.register(_reap, REAP_AT_EXIT_S)
+    atexit.register(_end_at_exit)
+
+
+def _end_at_exit() -> None:
+    for pid in list(_unanswered):
+        _stop(pid, within_s=0.0)
+    _unanswered.clear()
+    _reap(REAP_AT_EXIT_S)
 
 
 def _may_fork() -> bool:
@@ -104,9 +117,10 @@ class ForkedReading:
             os.close(write_end)
             raise
         if pid == 0:  # the child: never returns
-            _child(read_end, write_end, timeout_s)
+            _child(read_end, write_end, timeout_s, parent=os.getppid())
         os.close(write_end)
         _watch_exit()
+        _unanswered.add(pid)
         self._pid = pid
         self._fd = read_end
 
@@ -119,8 +133,12 @@ class ForkedReading:
     def _receive(self) -> NvmlReading:
         try:
             payload, problem = _read_message(self._fd, self._deadline)
+        except BaseException:  # Ctrl-C while waiting: the reading has no one left to go to
+            _stop(self._pid)
+            raise
         finally:
             os.close(self._fd)
+            _unanswered.discard(self._pid)
         if payload is None:
             return _failed(self._pid, problem, self._timeout_s)
         _collect(self._pid)
@@ -188,10 +206,10 @@ def _unavailable(cause: str, message: str) -> NvmlReading:
     return NvmlReading(status=status, driver=None, gpus=[], processes=[], probe_errors=[])
 
 
-def _stop(pid: int) -> None:
+def _stop(pid: int, within_s: float = 0.0) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGKILL)  # our own child, by the pid fork gave us
-    _collect(pid)
+    _collect(pid, within_s)
 
 
 def _collect(pid: int, within_s: float = 0.0) -> int | None:
@@ -220,11 +238,12 @@ def _reap(within_s: float = 0.0) -> None:
         _collect(pid, max(0.0, give_up - time.monotonic()))
 
 
-def _child(read_end: int, write_end: int, timeout_s: float) -> None:
+def _child(read_end: int, write_end: int, timeout_s: float, parent: int) -> None:
     """Read NVML, send the reading, exit: never returns into the caller's code."""
     code = 1
     try:
         os.close(read_end)
+        _end_with(parent)
         # The reading travels by the pipe only: nothing the driver or a library prints may mix
         # into the command's own output.
         devnull = os.open(os.devnull, os.O_RDWR)
@@ -244,3 +263,16 @@ def _child(read_end: int, write_end: int, timeout_s: float) -> None:
         shutdown()  # as a read on a thread does at exit: skipped while a call is stuck
     finally:
         os._exit(code)  # no atexit handlers, no buffers of the caller's flushed twice
+
+
+def _end_with(parent: int) -> None:
+    """Have the kernel kill this child when the command's process ends, however it ends (a
+    SIGKILL or SIGTERM to the command alone runs none of its exit handlers)."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes  # pynvml loads it in this process anyway
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:  # the command ended before the request above took effect
+        os._exit(1)
