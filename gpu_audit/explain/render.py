@@ -174,7 +174,7 @@ def _fitted(text: Any, width: int, indent: str) -> list[Any]:
     from rich.text import Text
 
     plain = text.plain
-    lines = wrapped(plain, width, indent, whole_code=True)
+    lines = wrapped(plain, width, indent)
     out, pos = [], 0
     for n, line in enumerate(lines):
         body = line[len(indent):] if n else line

@@ -104,14 +104,13 @@ def command_lines(line: str, width: int) -> list[str]:
     return out
 
 
-def wrapped(text: str, width: int, indent: str = "", *, whole_code: bool = False) -> list[str]:
+def wrapped(text: str, width: int, indent: str = "") -> list[str]:
     """Prose wrapped at ``width`` between words, never inside one (a flag such as ``--device``
-    must not break across lines); later lines start with ``indent``. With ``whole_code``, a
-    command quoted in backticks is not broken either (half a command on each line pastes as
-    two). A word or quoted command wider than ``width`` stays whole on a line of its own."""
+    must not break across lines); later lines start with ``indent``. A command quoted in
+    backticks is not broken either (half a command on each line pastes as two). A word or
+    quoted command wider than ``width`` stays whole on a line of its own."""
     # Spaces inside a quoted command become a character the text lacks, then spaces again.
-    glue = next((chr(c) for c in range(0xE000, 0xF900) if chr(c) not in text), "") \
-        if whole_code else ""
+    glue = next((chr(c) for c in range(0xE000, 0xF900) if chr(c) not in text), "")
     held = _CODE_SPAN.sub(lambda m: m[0].replace(" ", glue), text) if glue else text
     lines = textwrap.wrap(held, max(width, 20), subsequent_indent=indent,
                           break_long_words=False, break_on_hyphens=False)

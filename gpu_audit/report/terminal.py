@@ -95,7 +95,7 @@ def print_remedy(console: Console, remedy: str, indent: int) -> None:
     for n, line in enumerate(remedy.splitlines() or [""]):
         lead = Text(pad) + (Text("fix:", style="dim") + " " if n == 0 else Text("     "))
         parts = (command_lines(line.strip(), width) if is_command(line)
-                 else wrapped(line, width, whole_code=True))
+                 else wrapped(line, width))
         for k, part in enumerate(parts):
             text = (lead if k == 0 else Text(pad + "     ")) + terminal(part, newlines=False)
             console.print(text, soft_wrap=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 from gpu_audit.diag.judge import judge
 from gpu_audit.diag.render import diag_document, render_markdown, render_terminal
@@ -61,7 +62,11 @@ def test_peer_access_matrix_beside_nvlink() -> None:
 def test_terminal_prose_wraps_between_words_and_commands_stay_whole() -> None:
     text = render_terminal(result_of(3, [recorded.decaying_h100()]), width=60)
     findings = [line for line in text.splitlines() if not line.startswith("    gpu:")]
-    assert all(len(line) <= 60 for line in findings), [x for x in findings if len(x) > 60]
+    # A line runs past the width only to keep one quoted command whole: it holds that alone.
+    wide = [line for line in findings if len(line) > 60]
+    assert all(" " not in re.sub(r"`[^`]+`", "", line.strip()) for line in wide), wide
+    quoted = "`nvidia-smi -q -i 0 -d TEMPERATURE,POWER,PERFORMANCE`"
+    assert any(quoted in line for line in findings), text  # not broken across two lines
     words = text.split()
     assert "diag-thermal-decay" in words  # an id is never cut
     fixes = [line for line in text.splitlines() if line.lstrip().startswith("fix: ")]
