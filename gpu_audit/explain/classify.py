@@ -102,6 +102,7 @@ class _Occurrence:
     rank: int | None
     signature: Signature
     handled: bool = False  # the program caught it and went on
+    heading: bool = False  # a markdown heading that is only the message ("# CUDNN_STATUS_X")
 
     @property
     def detail(self) -> int:
@@ -121,8 +122,11 @@ class _Group:
     ranks: set[int] = field(default_factory=set)
     source_indexes: set[int] = field(default_factory=set)
     handled: int = 0  # occurrences the program caught and went on from
+    in_body: bool = False  # an occurrence outside a heading that is only the message
 
     def note(self, occ: _Occurrence) -> None:
+        if not occ.heading:
+            self.in_body = True
         if len(self.locations) < MAX_LOCATIONS:
             self.locations.append((occ.source_index, occ.line, occ.end_line))
         else:
@@ -220,7 +224,7 @@ class Classifier:
             self._handle(source_index, sig, first)
             return
         occ = _Occurrence(source_index, first, last, text, match.start(), numbers, _rank(text),
-                          sig)
+                          sig, heading=_heading_only(text, match))
         if sig.attach and self._attach(occ):
             return
         if sig.attach == "only":
@@ -370,6 +374,7 @@ class Classifier:
         groups = [group for group in self._groups.values()
                   if not group.source_indexes <= self._catalogues]
         built = [self._build(group, group.source_indexes <= explainers) for group in groups]
+        built = _headings_restating(built, [group.in_body for group in groups])
         built = _absurd_sizes_after_collectives(
             built, [bool(group.primary.numbers.get("requested_over_1eb")) for group in groups])
         built = _library_faults_under_xids(built)
@@ -557,6 +562,42 @@ def _ignored_settings_alone(built: list[tuple[Incident, tuple[int, int]]], repor
                 incident, severity=Severity.ERROR, tier=min(incident.tier, 3.0),
                 explanation=incident.explanation + " Nothing else in the log is a failure: "
                 + _ALONE_ROOT.get(incident.cls, _ALONE_SETTING))
+        out.append((incident, order))
+    return out
+
+
+# A markdown heading that holds only the message matched: a thread's title naming it.
+_HEADING_BEFORE = re.compile(r"\s*#{1,6}\s+[*_`]*\s*")
+_HEADING_AFTER = re.compile(r"[*_`]*[\s.:!?]*")
+
+
+def _heading_only(text: str, match: re.Match[str]) -> bool:
+    return bool(_HEADING_BEFORE.fullmatch(text, 0, match.start())
+                and _HEADING_AFTER.fullmatch(text, match.end()))
+
+
+def _headings_restating(built: list[tuple[Incident, tuple[int, int]]], in_body: list[bool]
+                        ) -> list[tuple[Incident, tuple[int, int]]]:
+    """A heading that is only a message's name ("# CUDNN_STATUS_NOT_SUPPORTED") restates what
+    the text pastes below it. When the text's own messages of that class are no failure (a
+    warning that cuDNN turned one plan down and the convolution went on), neither is the
+    heading: it takes their severity. (``in_body``: which of ``built`` was seen outside such a
+    heading; a heading with no message of its class below stays as it is.)"""
+    below: dict[tuple[str, str], list[Incident]] = {}
+    for (incident, _), body in zip(built, in_body, strict=True):
+        if body:
+            for name in incident.sources:
+                below.setdefault((incident.cls, name), []).append(incident)
+    out = []
+    for (incident, order), body in zip(built, in_body, strict=True):
+        shown = [other for name in incident.sources for other in below.get((incident.cls, name),
+                                                                            ())]
+        if not body and incident.is_failure and shown and not any(o.is_failure for o in shown):
+            incident = replace(
+                incident, severity=max((o.severity for o in shown), key=lambda s: s.rank),
+                tier=5.0, title=f"Named in a heading: {incident.title}",
+                explanation="The text's heading names this status, and the text's own message "
+                "of it below is no failure: " + shown[0].title + ".")
         out.append((incident, order))
     return out
 

@@ -4,7 +4,9 @@ status a heading names above the warning it restates. Synthetic fixtures in fixt
 
 from __future__ import annotations
 
+from gpu_audit.explain import classify_text
 from tests.explain.helpers import gib
+from tests.explain.helpers import shape_incidents as incidents
 from tests.explain.helpers import shape_root as root
 
 # --- an out-of-memory message pasted one sentence per line ---------------------------------------
@@ -17,3 +19,31 @@ def test_the_requested_size_on_a_line_of_its_own_mid_report_is_read() -> None:
     assert oom.signature == "cuda-oom/caching-allocator"
     assert oom.numbers["requested_bytes"] == gib(2.25)
     assert oom.numbers["free_bytes"] == round(20.10 * 1024**3)
+
+
+# --- a heading that names a status above the warning it restates --------------------------------
+
+
+def test_a_heading_naming_a_status_over_its_warning_is_no_failure() -> None:
+    found = incidents("cudnn_status_heading_over_plan_warning.log")
+    assert not any(i.is_failure for i in found)
+    heading = next(i for i in found if i.signature == "cudnn-failure/status")
+    assert heading.line_numbers == [1] and heading.role == "context"
+
+
+def test_a_heading_naming_a_status_over_its_error_or_alone_stays_a_failure() -> None:
+    below = classify_text("# CUDNN_STATUS_NOT_SUPPORTED\n\nI get this on every run:\n"
+                          "RuntimeError: cuDNN error: CUDNN_STATUS_NOT_SUPPORTED. This error may "
+                          "appear if you passed in a non-contiguous input.\n")
+    assert below[0].role == "root-cause" and below[0].cls == "cudnn-failure"
+    alone = classify_text("# CUDNN_STATUS_EXECUTION_FAILED\n\nMy training stops at the first "
+                          "convolution with this status.\n")
+    assert alone[0].role == "root-cause" and alone[0].cls == "cudnn-failure"
+
+
+def test_an_error_line_with_its_status_is_no_heading() -> None:
+    found = classify_text("# the log\nRuntimeError: cuDNN error: CUDNN_STATUS_NOT_SUPPORTED\n"
+                          "conv.py:456: UserWarning: Plan failed with a cudnnException: "
+                          "CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR: cudnnFinalize Descriptor "
+                          "Failed cudnn_status: CUDNN_STATUS_NOT_SUPPORTED\n")
+    assert found[0].role == "root-cause" and found[0].signature == "cudnn-failure/status"
