@@ -47,3 +47,28 @@ def test_an_error_line_with_its_status_is_no_heading() -> None:
                           "CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR: cudnnFinalize Descriptor "
                           "Failed cudnn_status: CUDNN_STATUS_NOT_SUPPORTED\n")
     assert found[0].role == "root-cause" and found[0].signature == "cudnn-failure/status"
+
+
+# --- internal asserts of the allocator that its configuration explains ---------------------------
+
+
+def test_an_assert_in_the_async_backend_is_the_backend_failing() -> None:
+    conf = root("async_backend_internal_assert_title.log")
+    assert (conf.cls, conf.signature) == ("alloc-conf", "alloc-conf/async-assert")
+    assert conf.numbers == {"source_file": "CUDAMallocAsyncAllocator.cpp", "source_line": 512}
+    assert "backend:cudaMallocAsync" in conf.remedy
+
+
+def test_an_assert_on_an_expandable_segments_pages_is_a_half_mapped_segment() -> None:
+    conf = root("expandable_half_mapped_assert_told.log")
+    assert (conf.cls, conf.signature) == ("alloc-conf", "alloc-conf/expandable-mapping-assert")
+    assert conf.numbers["assertion"] == "!handles_.at(i)"
+    assert conf.numbers["source_line"] == 455
+    assert "expandable_segments:False" in conf.remedy
+
+
+def test_other_internal_asserts_in_the_caching_allocator_are_not_these() -> None:
+    found = classify_text('RuntimeError: block->pool INTERNAL ASSERT FAILED at '
+                          '"../c10/cuda/CUDACachingAllocator.cpp":1201\n')
+    assert not any(i.signature in ("alloc-conf/async-assert",
+                                   "alloc-conf/expandable-mapping-assert") for i in found)

@@ -325,6 +325,58 @@ def _expandable_assert(sig: Signature, numbers: dict[str, Any], ctx: AdviceConte
     return advice(sig, numbers, explanation, remedy)
 
 
+def _file_name(numbers: dict[str, Any]) -> dict[str, Any]:
+    """``numbers`` with the source file's path cut to its name."""
+    numbers = dict(numbers)
+    if isinstance(numbers.get("source_file"), str):
+        numbers["source_file"] = numbers["source_file"].rsplit("/", 1)[-1]
+    return numbers
+
+
+# The expandable segment's own record of which of its pages hold physical memory (handles_):
+# an assert on it says a mapping failed part-way and left the segment inconsistent.
+@signature("alloc-conf/expandable-mapping-assert",
+           r"(?P<assertion>!?handles_(?:\.at\(\w+\)|\[\w+\])) INTERNAL ASSERT FAILED"
+           r"(?: at [\"'`]?(?P<source_file>[^\"'`\s:]+)[\"'`]?:?(?P<source_line>\d+)?)?",
+           ("handles_",),
+           "An expandable segment was left half-mapped after a failed mapping", tier=0.0,
+           example='RuntimeError: !handles_.at(i) INTERNAL ASSERT FAILED at '
+           '"../c10/cuda/CUDACachingAllocator.cpp":487, please report a bug to PyTorch.')
+def _expandable_mapping_assert(sig: Signature, numbers: dict[str, Any],
+                               ctx: AdviceContext) -> Advice:
+    explanation = (
+        "An internal assert on the pages of an expandable segment fired in the caching "
+        "allocator. With expandable_segments:True the allocator maps physical memory into a "
+        "reserved address range piece by piece (cuMemCreate, cuMemMap, cuMemSetAccess); when "
+        "one of those calls fails part-way (the GPU nearly full, or a driver that refuses them: "
+        "WSL2, Windows' WDDM, some virtual GPUs), the segment is left with pages it believes "
+        "mapped and others it does not, and the next allocation in that range trips this "
+        "assert. It then repeats until the process restarts.")
+    remedy = ("Turn expandable segments off on this platform and restart the process, or leave "
+              "more GPU memory free:\n"
+              + alloc_conf_export("expandable_segments:False", ctx.torch_version))
+    return advice(sig, _file_name(numbers), explanation, remedy)
+
+
+@signature("alloc-conf/async-assert",
+           r"INTERNAL ASSERT FAILED at [\"'`]?(?P<source_file>[^\"'`\s:]*"
+           r"CUDAMallocAsyncAllocator\.cpp)[\"'`]?:?(?P<source_line>\d+)?",
+           ("CUDAMallocAsyncAllocator",),
+           "The cudaMallocAsync allocator backend failed an internal check", tier=0.0,
+           example='RuntimeError: free_upper_bound + pytorch_used_bytes[device] <= device_total '
+           'INTERNAL ASSERT FAILED at "../c10/cuda/CUDAMallocAsyncAllocator.cpp":527, please '
+           'report a bug to PyTorch.')
+def _async_assert(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    explanation = (
+        "The job runs PyTorch's allocator with backend:cudaMallocAsync (the assert is in that "
+        "backend's source), and the backend's own accounting failed a consistency check, such "
+        "as the memory it holds plus what the driver reports free exceeding the GPU's total. "
+        "That backend leaves memory to the driver's stream-ordered pool, whose figures it "
+        "cannot always reconcile (memory taken outside torch, virtual or shared GPUs, some "
+        "releases); the native allocator has no such check.")
+    return advice(sig, _file_name(numbers), explanation, _ASYNC_REMEDY)
+
+
 @signature("alloc-conf/driver-vmm",
            r"CUDA driver error: (?P<driver_error>[a-z][a-z ]*[a-z])",
            ("CUDA driver error",),
