@@ -148,6 +148,7 @@ def _rank(text: str) -> int | None:
     return int(next(group for group in match.groups() if group is not None))
 
 
+_FACT_SIGNATURES = tuple(sig for sig in SIGNATURES if sig.fact)
 _NEEDLES = tuple(sorted({needle for sig in SIGNATURES for needle in sig.needles}))
 _SIGNATURE_NEEDLES = tuple((sig, frozenset(sig.needles)) for sig in SIGNATURES)
 
@@ -197,6 +198,21 @@ class Classifier:
         self._cues.setdefault(source_index, set()).update(explainer_cues(head.lines))
         if head.own_run:
             self._own_run.add(source_index)
+        self._head_facts(head)
+
+    def _head_facts(self, head: Head) -> None:
+        """The facts a text states in its first lines (its title, its opening), also on lines
+        the prefilter passes over: an application's option for the allocator backend named in
+        a title ("--disable-cuda-malloc") is no message, and carries no key."""
+        for line in head.lines:
+            for sig in _FACT_SIGNATURES:
+                match = sig.regex.search(line)
+                if match is None or sig.extract is None:
+                    continue
+                try:
+                    self._note_facts(in_range(sig.extract(match, line)))
+                except (ValueError, OverflowError):  # a number of thousands of digits
+                    continue
 
     def feed(self, source_index: int, candidate: Candidate) -> None:
         read_to = self._read_to.get(source_index, 0)

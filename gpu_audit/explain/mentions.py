@@ -89,6 +89,8 @@ def is_mention(candidate: Candidate, text: str, match: re.Match[str]) -> bool:
     """Is the message matched in ``text`` quoted as an example rather than reported?"""
     quoted = next((span for span in _CODE_SPAN.finditer(text)
                    if span.start() <= match.start() and match.end() <= span.end()), None)
+    if quoted is not None and _opens_paste(candidate, text, quoted):
+        quoted = None
     if quoted is not None:
         rest = text[quoted.end():].split("`", 1)[0]
         before = text[:quoted.start()] or _sentence_above(candidate, text)
@@ -110,6 +112,16 @@ def is_mention(candidate: Candidate, text: str, match: re.Match[str]) -> bool:
         return False
     above = [line for _, line in candidate.before if line.strip()][-_LINES_ABOVE:]
     return any(HYPOTHETICAL.search(line.strip()) for line in above)
+
+
+def _opens_paste(candidate: Candidate, text: str, quoted: re.Match[str]) -> bool:
+    """Does the candidate's line open with a backtick it does not close, the span running on
+    into the lines joined after it? The writer set a pasted message of several lines in single
+    backticks (a block, not a quote in a sentence); a backtick inside the message
+    ("Compile with `TORCH_USE_CUDA_DSA` ...") then closes the span too early."""
+    own = candidate.text.strip()
+    return (own.startswith("`") and not own.startswith("``") and own.count("`") % 2 == 1
+            and text.find(own) == quoted.start() and quoted.end() > quoted.start() + len(own))
 
 
 _SENTENCE_END = re.compile(r"[.!?:;。！？：；]\s*$")

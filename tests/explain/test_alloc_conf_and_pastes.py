@@ -4,6 +4,8 @@ status a heading names above the warning it restates. Synthetic fixtures in fixt
 
 from __future__ import annotations
 
+import pytest
+
 from gpu_audit.explain import classify_text
 from tests.explain.helpers import gib
 from tests.explain.helpers import shape_incidents as incidents
@@ -72,3 +74,24 @@ def test_other_internal_asserts_in_the_caching_allocator_are_not_these() -> None
                           '"../c10/cuda/CUDACachingAllocator.cpp":1201\n')
     assert not any(i.signature in ("alloc-conf/async-assert",
                                    "alloc-conf/expandable-mapping-assert") for i in found)
+
+
+# --- the cudaMallocAsync backend named away from its error ---------------------------------------
+
+
+@pytest.mark.parametrize("name", [
+    # the option named in the title only, the error pasted in single backticks over lines
+    "async_flag_in_title_error_in_backticks.log",
+    # the option named before the error on the same line
+    "async_option_before_error_title.log",
+])
+def test_operation_not_supported_with_the_async_backend_named(name: str) -> None:
+    conf = root(name)
+    assert (conf.cls, conf.signature) == ("alloc-conf", "alloc-conf/async-operation-unsupported")
+    assert "backend:cudaMallocAsync" in conf.remedy
+
+
+def test_an_error_in_a_backtick_quote_within_a_sentence_stays_a_quotation() -> None:
+    found = classify_text("The docs say `RuntimeError: CUDA error: operation not supported` "
+                          "means the backend is missing, see the cuda-malloc notes.\n")
+    assert not any(i.is_failure for i in found)

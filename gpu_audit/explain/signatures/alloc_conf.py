@@ -20,6 +20,7 @@ both names to the same value.
 from __future__ import annotations
 
 import difflib
+import re
 from typing import Any
 
 from gpu_audit.explain.signatures.registry import (
@@ -226,6 +227,15 @@ def _expandable_ipc_kernel(sig: Signature, numbers: dict[str, Any],
 # with its allocator, "... : cudaMallocAsync"), or an application's option for it ("cuda-malloc",
 # "--disable-cuda-malloc"; "cudaMalloc" alone is the plain CUDA call, not the backend).
 _ASYNC_NAMED = r"\b(?:cudaMallocAsync|cuda-malloc)\b"
+_ASYNC_NAMED_RE = re.compile(_ASYNC_NAMED)
+
+
+def _async_named_on_line(_match: re.Match[str], line: str) -> dict[str, Any]:
+    """The backend's name anywhere on the error's line, before it too ("the cuda-malloc
+    default causes CUDA error: operation not supported"); outside the match, so that a quote
+    of the error alone is still a quote."""
+    named = _ASYNC_NAMED_RE.search(line)
+    return {"async_named": named[0]} if named else {}
 
 
 def _async_named(numbers: dict[str, Any], ctx: AdviceContext) -> bool:
@@ -236,9 +246,9 @@ def _async_named(numbers: dict[str, Any], ctx: AdviceContext) -> bool:
 
 
 @signature("alloc-conf/async-operation-unsupported",
-           r"CUDA error: operation not supported(?:[^\n]*?(?P<async_named>" + _ASYNC_NAMED + "))?",
-           ("CUDA error: operation not supported",),
+           r"CUDA error: operation not supported", ("CUDA error: operation not supported",),
            "The GPU or its driver cannot run the cudaMallocAsync allocator backend", tier=0.0,
+           extract=_async_named_on_line,
            example="RuntimeError: CUDA error: operation not supported")
 def _async_operation_unsupported(sig: Signature, numbers: dict[str, Any],
                                  ctx: AdviceContext) -> Advice:
