@@ -389,8 +389,12 @@ class Classifier:
         explainers = self._explainers()
         groups = [group for group in self._groups.values()
                   if not group.source_indexes <= self._catalogues]
-        built = [self._build(group, group.source_indexes <= explainers) for group in groups]
+        pasted = [group.source_indexes <= explainers and self._warning_pasted_for(group)
+                  for group in groups]
+        built = [self._build(group, group.source_indexes <= explainers and not why)
+                 for group, why in zip(groups, pasted, strict=True)]
         built = _headings_restating(built, [group.in_body for group in groups])
+        built = _warnings_changes_are_about(built, pasted)
         built = _absurd_sizes_after_collectives(
             built, [bool(group.primary.numbers.get("requested_over_1eb")) for group in groups])
         built = _library_faults_under_xids(built)
@@ -400,6 +404,20 @@ class Classifier:
         built.sort(key=lambda item: (item[0].severity < Severity.ERROR, item[0].tier, item[1]))
         incidents = [incident for incident, _order in built]
         return _with_roles(incidents)
+
+    def _warning_pasted_for(self, group: _Group) -> bool:
+        """Is the group a warning a change or a how-to pastes as the program printed it
+        (torch's "Warning: " before it), in a text whose title names what the warning names
+        ("Use PYTORCH_ALLOC_CONF instead of deprecated PYTORCH_CUDA_ALLOC_CONF" over "Warning:
+        PYTORCH_CUDA_ALLOC_CONF is deprecated ...")? The text was written because its run
+        printed it; it quotes nothing."""
+        occ = group.primary
+        if occ.signature.severity != Severity.WARNING or not _PRINTED_WARNING.search(
+                occ.text, max(0, occ.match_start - len("Warning: ")), occ.match_start):
+            return False
+        names = set(_IDENTIFIER.findall(occ.text, occ.match_start))
+        return any(name in line for i in group.source_indexes if i in self._heads
+                   for line in self._heads[i].subject() for name in names)
 
     def _reports(self) -> set[str]:
         """The sources whose text says a problem happened to its writer (first-person words, a
@@ -614,6 +632,30 @@ def _headings_restating(built: list[tuple[Incident, tuple[int, int]]], in_body: 
                 tier=5.0, title=f"Named in a heading: {incident.title}",
                 explanation="The text's heading names this status, and the text's own message "
                 "of it below is no failure: " + shown[0].title + ".")
+        out.append((incident, order))
+    return out
+
+
+# torch's own words before a warning it printed (TORCH_WARN's "Warning: ", Python's
+# "UserWarning: "): the program printed it, nobody typed it.
+_PRINTED_WARNING = re.compile(r"Warning: $")
+# A name a warning and a title can share: an environment variable, an option, an identifier.
+_IDENTIFIER = re.compile(r"\b[A-Za-z][A-Za-z0-9]*_\w{3,}|\b[a-z]+[A-Z]\w{3,}")
+
+
+def _warnings_changes_are_about(built: list[tuple[Incident, tuple[int, int]]], pasted: list[bool]
+                                ) -> list[tuple[Incident, tuple[int, int]]]:
+    """A warning a change pastes as its run printed it, under a title that names its subject
+    (``pasted``), is what the change is about: its root cause when nothing else in the text is
+    a failure."""
+    failing = {name for incident, _ in built if incident.is_failure for name in incident.sources}
+    out = []
+    for (incident, order), why in zip(built, pasted, strict=True):
+        if why and incident.severity == Severity.WARNING and not failing & set(incident.sources):
+            incident = replace(
+                incident, severity=Severity.ERROR, tier=min(incident.tier, 3.0),
+                explanation=incident.explanation + " The text is a change made because its "
+                "run printed this warning, and nothing else in it is a failure.")
         out.append((incident, order))
     return out
 

@@ -95,3 +95,26 @@ def test_an_error_in_a_backtick_quote_within_a_sentence_stays_a_quotation() -> N
     found = classify_text("The docs say `RuntimeError: CUDA error: operation not supported` "
                           "means the backend is missing, see the cuda-malloc notes.\n")
     assert not any(i.is_failure for i in found)
+
+
+# --- a change made because its run printed an allocator warning ----------------------------------
+
+
+def test_a_change_pasting_the_deprecation_warning_its_title_names_reports_it() -> None:
+    conf = root("pr_renames_deprecated_alloc_variable.log")
+    assert (conf.cls, conf.signature) == ("alloc-conf", "alloc-conf/deprecated-variable")
+    assert conf.numbers["variable"] == "PYTORCH_CUDA_ALLOC_CONF"
+    assert conf.line_numbers == [8]
+
+
+def test_a_change_about_something_else_still_quotes_the_warning() -> None:
+    found = incidents("pr_unrelated_pastes_deprecation_warning.log")
+    assert found and not any(i.is_failure for i in found)
+
+
+def test_a_change_quoting_the_warning_as_source_code_reports_nothing() -> None:
+    found = classify_text(
+        "# Deprecate PYTORCH_CUDA_ALLOC_CONF in favour of PYTORCH_ALLOC_CONF\n\n"
+        "## Solution\nThe allocator now calls\n```\nTORCH_WARN_ONCE(\"PYTORCH_CUDA_ALLOC_CONF is "
+        "deprecated, use PYTORCH_ALLOC_CONF instead\");\n```\n")
+    assert not any(i.is_failure for i in found)
