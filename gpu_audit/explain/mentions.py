@@ -49,6 +49,8 @@ _REPORTED_BEFORE = re.compile(
     r"reproduce[ds]?|end(?:s|ed)? up with|met|meet|meeting)\b|"
     r"\b(?:fails?|failed|failing|crash(?:es|ed)?|die[sd]|stop(?:s|ped)|throws?|threw|raised?|"
     r"errors? out|errored out|exit(?:s|ed)?|abort(?:s|ed)?|dies) with\s*$|"
+    # "... the next allocation trips `X`": an assert the writer's run hit
+    r"\b(?:trips|tripped)(?: over| on)?\s*$|"
     r"(?:报错|出现了?|遇到了?|提示|エラーが出|발생)[^`]{0,10}$",
     re.IGNORECASE)
 # Phrases that announce a message as an example or a possibility, not as what happened.
