@@ -35,6 +35,7 @@ from gpu_audit.knowledge.allocator import (
     CUDA_VAR,
     EXPANDABLE_CONFLICTS,
     EXPANDABLE_CONFLICTS_FIXED_IN,
+    HIP_VAR,
     KEYS,
     NEW_VAR,
     alloc_conf_export,
@@ -48,6 +49,9 @@ from gpu_audit.knowledge.allocator import (
 from gpu_audit.model import Severity
 
 CLASS = document_class("alloc-conf", __doc__)
+# The variables' names, from their one declaration: the old ones torch deprecates, and all.
+_OLD_VARS = f"{re.escape(CUDA_VAR)}|{re.escape(HIP_VAR)}"
+_ANY_VAR = f"{_OLD_VARS}|{re.escape(NEW_VAR)}"
 
 
 def _variables_text(ctx: AdviceContext) -> str:
@@ -55,7 +59,7 @@ def _variables_text(ctx: AdviceContext) -> str:
 
 
 @signature("alloc-conf/deprecated-variable",
-           r"(?P<variable>PYTORCH_(?:CUDA|HIP)_ALLOC_CONF) is deprecated, use PYTORCH_ALLOC_CONF",
+           rf"(?P<variable>{_OLD_VARS}) is deprecated, use {re.escape(NEW_VAR)}",
            ("is deprecated",), "PYTORCH_CUDA_ALLOC_CONF is deprecated in this torch",
            severity=Severity.WARNING, tier=5.0,
            example="[W1122 08:00:01 AllocatorConfig.cpp:28] Warning: PYTORCH_CUDA_ALLOC_CONF is "
@@ -284,7 +288,7 @@ def _async_backend_named(sig: Signature, numbers: dict[str, Any], ctx: AdviceCon
 
 
 @signature("alloc-conf/setting",
-           r"PYTORCH_(?:CUDA_|HIP_)?ALLOC_CONF[\"']?\]?\s*=\s*[\"']?(?P<alloc_conf>\w+:[^\s\"'`]+)",
+           rf"(?:{_ANY_VAR})[\"']?\]?\s*=\s*[\"']?(?P<alloc_conf>\w+:[^\s\"'`]+)",
            ("ALLOC_CONF",), "The allocator configuration this job set",
            severity=Severity.INFO, tier=5.0, fact=True,
            example='export PYTORCH_CUDA_ALLOC_CONF="expandable_segments:True,max_split_size_mb:32"')
