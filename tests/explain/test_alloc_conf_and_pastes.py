@@ -118,3 +118,10 @@ def test_a_change_quoting_the_warning_as_source_code_reports_nothing() -> None:
         "## Solution\nThe allocator now calls\n```\nTORCH_WARN_ONCE(\"PYTORCH_CUDA_ALLOC_CONF is "
         "deprecated, use PYTORCH_ALLOC_CONF instead\");\n```\n")
     assert not any(i.is_failure for i in found)
+
+
+def test_the_option_a_platform_ignored_is_named() -> None:
+    found = classify_text("[W1120 11:02:12.000000000 CUDACachingAllocator.cpp:823] Warning: "
+                          "expandable_segments not supported on this platform (function "
+                          "operator())\n")
+    assert found[0].numbers == {"option": "expandable_segments"}

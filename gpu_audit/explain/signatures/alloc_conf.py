@@ -189,7 +189,7 @@ def _ignored_options(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext
 
 
 @signature("alloc-conf/expandable-unsupported",
-           r"expandable_segments not supported on this platform",
+           r"(?P<option>expandable_segments) not supported on this platform",
            ("expandable_segments not supported",),
            "expandable_segments is not supported here and was ignored",
            severity=Severity.WARNING, tier=4.0, alone_root=True,
