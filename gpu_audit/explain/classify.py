@@ -102,6 +102,7 @@ class _Occurrence:
     rank: int | None
     signature: Signature
     handled: bool = False  # the program caught it and went on
+    heading: bool = False  # a markdown heading that is only the message ("# CUDNN_STATUS_X")
 
     @property
     def detail(self) -> int:
@@ -121,8 +122,11 @@ class _Group:
     ranks: set[int] = field(default_factory=set)
     source_indexes: set[int] = field(default_factory=set)
     handled: int = 0  # occurrences the program caught and went on from
+    in_body: bool = False  # an occurrence outside a heading that is only the message
 
     def note(self, occ: _Occurrence) -> None:
+        if not occ.heading:
+            self.in_body = True
         if len(self.locations) < MAX_LOCATIONS:
             self.locations.append((occ.source_index, occ.line, occ.end_line))
         else:
@@ -144,6 +148,7 @@ def _rank(text: str) -> int | None:
     return int(next(group for group in match.groups() if group is not None))
 
 
+_FACT_SIGNATURES = tuple(sig for sig in SIGNATURES if sig.fact)
 _NEEDLES = tuple(sorted({needle for sig in SIGNATURES for needle in sig.needles}))
 _SIGNATURE_NEEDLES = tuple((sig, frozenset(sig.needles)) for sig in SIGNATURES)
 
@@ -193,6 +198,21 @@ class Classifier:
         self._cues.setdefault(source_index, set()).update(explainer_cues(head.lines))
         if head.own_run:
             self._own_run.add(source_index)
+        self._head_facts(head)
+
+    def _head_facts(self, head: Head) -> None:
+        """The facts a text states in its first lines (its title, its opening), also on lines
+        the prefilter passes over: an application's option for the allocator backend named in
+        a title ("--disable-cuda-malloc") is no message, and carries no key."""
+        for line in head.lines:
+            for sig in _FACT_SIGNATURES:
+                match = sig.regex.search(line)
+                if match is None or sig.extract is None:
+                    continue
+                try:
+                    self._note_facts(in_range(sig.extract(match, line)))
+                except (ValueError, OverflowError):  # a number of thousands of digits
+                    continue
 
     def feed(self, source_index: int, candidate: Candidate) -> None:
         read_to = self._read_to.get(source_index, 0)
@@ -220,7 +240,7 @@ class Classifier:
             self._handle(source_index, sig, first)
             return
         occ = _Occurrence(source_index, first, last, text, match.start(), numbers, _rank(text),
-                          sig)
+                          sig, heading=_heading_only(text, match))
         if sig.attach and self._attach(occ):
             return
         if sig.attach == "only":
@@ -369,7 +389,12 @@ class Classifier:
         explainers = self._explainers()
         groups = [group for group in self._groups.values()
                   if not group.source_indexes <= self._catalogues]
-        built = [self._build(group, group.source_indexes <= explainers) for group in groups]
+        pasted = [group.source_indexes <= explainers and self._warning_pasted_for(group)
+                  for group in groups]
+        built = [self._build(group, group.source_indexes <= explainers and not why)
+                 for group, why in zip(groups, pasted, strict=True)]
+        built = _headings_restating(built, [group.in_body for group in groups])
+        built = _warnings_changes_are_about(built, pasted)
         built = _absurd_sizes_after_collectives(
             built, [bool(group.primary.numbers.get("requested_over_1eb")) for group in groups])
         built = _library_faults_under_xids(built)
@@ -379,6 +404,20 @@ class Classifier:
         built.sort(key=lambda item: (item[0].severity < Severity.ERROR, item[0].tier, item[1]))
         incidents = [incident for incident, _order in built]
         return _with_roles(incidents)
+
+    def _warning_pasted_for(self, group: _Group) -> bool:
+        """Is the group a warning a change or a how-to pastes as the program printed it
+        (torch's "Warning: " before it), in a text whose title names what the warning names
+        ("Use PYTORCH_ALLOC_CONF instead of deprecated PYTORCH_CUDA_ALLOC_CONF" over "Warning:
+        PYTORCH_CUDA_ALLOC_CONF is deprecated ...")? The text was written because its run
+        printed it; it quotes nothing."""
+        occ = group.primary
+        if occ.signature.severity != Severity.WARNING or not _PRINTED_WARNING.search(
+                occ.text, max(0, occ.match_start - len("Warning: ")), occ.match_start):
+            return False
+        names = set(_IDENTIFIER.findall(occ.text, occ.match_start))
+        return any(name in line for i in group.source_indexes if i in self._heads
+                   for line in self._heads[i].subject() for name in names)
 
     def _reports(self) -> set[str]:
         """The sources whose text says a problem happened to its writer (first-person words, a
@@ -557,6 +596,66 @@ def _ignored_settings_alone(built: list[tuple[Incident, tuple[int, int]]], repor
                 incident, severity=Severity.ERROR, tier=min(incident.tier, 3.0),
                 explanation=incident.explanation + " Nothing else in the log is a failure: "
                 + _ALONE_ROOT.get(incident.cls, _ALONE_SETTING))
+        out.append((incident, order))
+    return out
+
+
+# A markdown heading that holds only the message matched: a thread's title naming it.
+_HEADING_BEFORE = re.compile(r"\s*#{1,6}\s+[*_`]*\s*")
+_HEADING_AFTER = re.compile(r"[*_`]*[\s.:!?]*")
+
+
+def _heading_only(text: str, match: re.Match[str]) -> bool:
+    return bool(_HEADING_BEFORE.fullmatch(text, 0, match.start())
+                and _HEADING_AFTER.fullmatch(text, match.end()))
+
+
+def _headings_restating(built: list[tuple[Incident, tuple[int, int]]], in_body: list[bool]
+                        ) -> list[tuple[Incident, tuple[int, int]]]:
+    """A heading that is only a message's name ("# CUDNN_STATUS_NOT_SUPPORTED") restates what
+    the text pastes below it. When the text's own messages of that class are no failure (a
+    warning that cuDNN turned one plan down and the convolution went on), neither is the
+    heading: it takes their severity. (``in_body``: which of ``built`` was seen outside such a
+    heading; a heading with no message of its class below stays as it is.)"""
+    below: dict[tuple[str, str], list[Incident]] = {}
+    for (incident, _), body in zip(built, in_body, strict=True):
+        if body:
+            for name in incident.sources:
+                below.setdefault((incident.cls, name), []).append(incident)
+    out = []
+    for (incident, order), body in zip(built, in_body, strict=True):
+        shown = [other for name in incident.sources for other in below.get((incident.cls, name),
+                                                                            ())]
+        if not body and incident.is_failure and shown and not any(o.is_failure for o in shown):
+            incident = replace(
+                incident, severity=max((o.severity for o in shown), key=lambda s: s.rank),
+                tier=5.0, title=f"Named in a heading: {incident.title}",
+                explanation="The text's heading names this status, and the text's own message "
+                "of it below is no failure: " + shown[0].title + ".")
+        out.append((incident, order))
+    return out
+
+
+# torch's own words before a warning it printed (TORCH_WARN's "Warning: ", Python's
+# "UserWarning: "): the program printed it, nobody typed it.
+_PRINTED_WARNING = re.compile(r"Warning: $")
+# A name a warning and a title can share: an environment variable, an option, an identifier.
+_IDENTIFIER = re.compile(r"\b[A-Za-z][A-Za-z0-9]*_\w{3,}|\b[a-z]+[A-Z]\w{3,}")
+
+
+def _warnings_changes_are_about(built: list[tuple[Incident, tuple[int, int]]], pasted: list[bool]
+                                ) -> list[tuple[Incident, tuple[int, int]]]:
+    """A warning a change pastes as its run printed it, under a title that names its subject
+    (``pasted``), is what the change is about: its root cause when nothing else in the text is
+    a failure."""
+    failing = {name for incident, _ in built if incident.is_failure for name in incident.sources}
+    out = []
+    for (incident, order), why in zip(built, pasted, strict=True):
+        if why and incident.severity == Severity.WARNING and not failing & set(incident.sources):
+            incident = replace(
+                incident, severity=Severity.ERROR, tier=min(incident.tier, 3.0),
+                explanation=incident.explanation + " The text is a change made because its "
+                "run printed this warning, and nothing else in it is a failure.")
         out.append((incident, order))
     return out
 

@@ -31,6 +31,7 @@ from typing import Any
 
 HEAD_BYTES = 4096  # the first bytes of a source kept to read its title and its kind
 HEAD_LINES = 30
+_SUBJECT_LINES = 3  # the first non-blank lines that say what a text is about
 
 _CHANGE_VERBS = (
     r"adds|fixes|handles|implements|introduces|improves|updates|removes|refactors|makes|moves|"
@@ -225,6 +226,11 @@ class Head:
     own_run: bool = False
     fenced: bool = False  # a pasted block (``` or a table) below the title
     lines: list[str] = field(default_factory=list)
+
+    def subject(self) -> list[str]:
+        """The text's first lines (a title, a thread's header, a first heading): what it is
+        about."""
+        return [line for line in self.lines if line.strip()][:_SUBJECT_LINES]
 
 
 def read_head(data: bytes, whole: bool) -> Head:

@@ -88,6 +88,10 @@ _STARTS_LOWER = re.compile(r"^(?:[a-z]|\(|\")")
 # rest of the word opens the next line, without the line's prefix.
 _APOSTROPHE_CUT = re.compile(r"[A-Za-z]'$")
 _APOSTROPHE_REST = re.compile(r"^(?:s|t|ll|re|ve|d|m)\b")
+# PyTorch's out-of-memory message pasted one sentence per line: its head, then the size asked
+# for on a line of its own (which carries no prefilter key, so it is read only joined).
+_OOM_HEAD_END = re.compile(r"\bout of memory\.$")
+_OOM_REQUEST = re.compile(r"^Tried to allocate \d")
 
 
 @dataclass(frozen=True)
@@ -174,6 +178,8 @@ def continues(a: _Piece, b: _Piece, widths: dict[int, bool], so_far: str) -> str
     end = (a.body if a.kind else a.raw).rstrip()
     if not end:
         return None
+    if _OOM_HEAD_END.search(end) and _OOM_REQUEST.match(stripped):
+        return " "
     word = _LAST_WORD.search(end)
     if (_DANGLING_END.search(end) or (word is not None and word.group(1) in _DANGLING_WORDS)
             or _unclosed(so_far)):

@@ -49,6 +49,8 @@ _REPORTED_BEFORE = re.compile(
     r"reproduce[ds]?|end(?:s|ed)? up with|met|meet|meeting)\b|"
     r"\b(?:fails?|failed|failing|crash(?:es|ed)?|die[sd]|stop(?:s|ped)|throws?|threw|raised?|"
     r"errors? out|errored out|exit(?:s|ed)?|abort(?:s|ed)?|dies) with\s*$|"
+    # "... the next allocation trips `X`": an assert the writer's run hit
+    r"\b(?:trips|tripped)(?: over| on)?\s*$|"
     r"(?:报错|出现了?|遇到了?|提示|エラーが出|발생)[^`]{0,10}$",
     re.IGNORECASE)
 # Phrases that announce a message as an example or a possibility, not as what happened.
@@ -89,6 +91,8 @@ def is_mention(candidate: Candidate, text: str, match: re.Match[str]) -> bool:
     """Is the message matched in ``text`` quoted as an example rather than reported?"""
     quoted = next((span for span in _CODE_SPAN.finditer(text)
                    if span.start() <= match.start() and match.end() <= span.end()), None)
+    if quoted is not None and _opens_paste(candidate, text, quoted):
+        quoted = None
     if quoted is not None:
         rest = text[quoted.end():].split("`", 1)[0]
         before = text[:quoted.start()] or _sentence_above(candidate, text)
@@ -110,6 +114,16 @@ def is_mention(candidate: Candidate, text: str, match: re.Match[str]) -> bool:
         return False
     above = [line for _, line in candidate.before if line.strip()][-_LINES_ABOVE:]
     return any(HYPOTHETICAL.search(line.strip()) for line in above)
+
+
+def _opens_paste(candidate: Candidate, text: str, quoted: re.Match[str]) -> bool:
+    """Does the candidate's line open with a backtick it does not close, the span running on
+    into the lines joined after it? The writer set a pasted message of several lines in single
+    backticks (a block, not a quote in a sentence); a backtick inside the message
+    ("Compile with `TORCH_USE_CUDA_DSA` ...") then closes the span too early."""
+    own = candidate.text.strip()
+    return (own.startswith("`") and not own.startswith("``") and own.count("`") % 2 == 1
+            and text.find(own) == quoted.start() and quoted.end() > quoted.start() + len(own))
 
 
 _SENTENCE_END = re.compile(r"[.!?:;。！？：；]\s*$")

@@ -312,6 +312,12 @@ SINGLE_LINES = [
     ("RuntimeError: !block->expandable_segment_ INTERNAL ASSERT FAILED at "
      '"../c10/cuda/CUDACachingAllocator.cpp":2814, please report a bug to PyTorch.',
      "alloc-conf", "alloc-conf/expandable-assert"),
+    ("RuntimeError: !handles_.at(i) INTERNAL ASSERT FAILED at "
+     '"/build/c10/cuda/CUDACachingAllocator.cpp":455, please report a bug to PyTorch.',
+     "alloc-conf", "alloc-conf/expandable-mapping-assert"),
+    ("RuntimeError: free_upper_bound + pytorch_used_bytes[device] <= device_total INTERNAL "
+     'ASSERT FAILED at "/build/c10/cuda/CUDAMallocAsyncAllocator.cpp":512, please report a bug '
+     "to PyTorch.", "alloc-conf", "alloc-conf/async-assert"),
     ("RuntimeError: CUDA driver error: operation not supported", "alloc-conf",
      "alloc-conf/driver-vmm"),
     ("训练到第12个epoch卡住，30分钟后报NCCL超时错误", "nccl", "nccl/timeout-told"),

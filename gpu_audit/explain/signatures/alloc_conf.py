@@ -20,6 +20,7 @@ both names to the same value.
 from __future__ import annotations
 
 import difflib
+import re
 from typing import Any
 
 from gpu_audit.explain.signatures.registry import (
@@ -34,6 +35,7 @@ from gpu_audit.knowledge.allocator import (
     CUDA_VAR,
     EXPANDABLE_CONFLICTS,
     EXPANDABLE_CONFLICTS_FIXED_IN,
+    HIP_VAR,
     KEYS,
     NEW_VAR,
     alloc_conf_export,
@@ -47,6 +49,9 @@ from gpu_audit.knowledge.allocator import (
 from gpu_audit.model import Severity
 
 CLASS = document_class("alloc-conf", __doc__)
+# The variables' names, from their one declaration: the old ones torch deprecates, and all.
+_OLD_VARS = f"{re.escape(CUDA_VAR)}|{re.escape(HIP_VAR)}"
+_ANY_VAR = f"{_OLD_VARS}|{re.escape(NEW_VAR)}"
 
 
 def _variables_text(ctx: AdviceContext) -> str:
@@ -54,7 +59,7 @@ def _variables_text(ctx: AdviceContext) -> str:
 
 
 @signature("alloc-conf/deprecated-variable",
-           r"(?P<variable>PYTORCH_(?:CUDA|HIP)_ALLOC_CONF) is deprecated, use PYTORCH_ALLOC_CONF",
+           rf"(?P<variable>{_OLD_VARS}) is deprecated, use {re.escape(NEW_VAR)}",
            ("is deprecated",), "PYTORCH_CUDA_ALLOC_CONF is deprecated in this torch",
            severity=Severity.WARNING, tier=5.0,
            example="[W1122 08:00:01 AllocatorConfig.cpp:28] Warning: PYTORCH_CUDA_ALLOC_CONF is "
@@ -184,7 +189,7 @@ def _ignored_options(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext
 
 
 @signature("alloc-conf/expandable-unsupported",
-           r"expandable_segments not supported on this platform",
+           r"(?P<option>expandable_segments) not supported on this platform",
            ("expandable_segments not supported",),
            "expandable_segments is not supported here and was ignored",
            severity=Severity.WARNING, tier=4.0, alone_root=True,
@@ -226,6 +231,15 @@ def _expandable_ipc_kernel(sig: Signature, numbers: dict[str, Any],
 # with its allocator, "... : cudaMallocAsync"), or an application's option for it ("cuda-malloc",
 # "--disable-cuda-malloc"; "cudaMalloc" alone is the plain CUDA call, not the backend).
 _ASYNC_NAMED = r"\b(?:cudaMallocAsync|cuda-malloc)\b"
+_ASYNC_NAMED_RE = re.compile(_ASYNC_NAMED)
+
+
+def _async_named_on_line(_match: re.Match[str], line: str) -> dict[str, Any]:
+    """The backend's name anywhere on the error's line, before it too ("the cuda-malloc
+    default causes CUDA error: operation not supported"); outside the match, so that a quote
+    of the error alone is still a quote."""
+    named = _ASYNC_NAMED_RE.search(line)
+    return {"async_named": named[0]} if named else {}
 
 
 def _async_named(numbers: dict[str, Any], ctx: AdviceContext) -> bool:
@@ -236,9 +250,9 @@ def _async_named(numbers: dict[str, Any], ctx: AdviceContext) -> bool:
 
 
 @signature("alloc-conf/async-operation-unsupported",
-           r"CUDA error: operation not supported(?:[^\n]*?(?P<async_named>" + _ASYNC_NAMED + "))?",
-           ("CUDA error: operation not supported",),
+           r"CUDA error: operation not supported", ("CUDA error: operation not supported",),
            "The GPU or its driver cannot run the cudaMallocAsync allocator backend", tier=0.0,
+           extract=_async_named_on_line,
            example="RuntimeError: CUDA error: operation not supported")
 def _async_operation_unsupported(sig: Signature, numbers: dict[str, Any],
                                  ctx: AdviceContext) -> Advice:
@@ -274,7 +288,7 @@ def _async_backend_named(sig: Signature, numbers: dict[str, Any], ctx: AdviceCon
 
 
 @signature("alloc-conf/setting",
-           r"PYTORCH_(?:CUDA_|HIP_)?ALLOC_CONF[\"']?\]?\s*=\s*[\"']?(?P<alloc_conf>\w+:[^\s\"'`]+)",
+           rf"(?:{_ANY_VAR})[\"']?\]?\s*=\s*[\"']?(?P<alloc_conf>\w+:[^\s\"'`]+)",
            ("ALLOC_CONF",), "The allocator configuration this job set",
            severity=Severity.INFO, tier=5.0, fact=True,
            example='export PYTORCH_CUDA_ALLOC_CONF="expandable_segments:True,max_split_size_mb:32"')
@@ -323,6 +337,58 @@ def _expandable_assert(sig: Signature, numbers: dict[str, Any], ctx: AdviceConte
                   f"on, or upgrade to torch {fixed_in} or newer, e.g.\n"
                   + alloc_conf_export("expandable_segments:True", ctx.torch_version))
     return advice(sig, numbers, explanation, remedy)
+
+
+def _file_name(numbers: dict[str, Any]) -> dict[str, Any]:
+    """``numbers`` with the source file's path cut to its name."""
+    numbers = dict(numbers)
+    if isinstance(numbers.get("source_file"), str):
+        numbers["source_file"] = numbers["source_file"].rsplit("/", 1)[-1]
+    return numbers
+
+
+# The expandable segment's own record of which of its pages hold physical memory (handles_):
+# an assert on it says a mapping failed part-way and left the segment inconsistent.
+@signature("alloc-conf/expandable-mapping-assert",
+           r"(?P<assertion>!?handles_(?:\.at\(\w+\)|\[\w+\])) INTERNAL ASSERT FAILED"
+           r"(?: at [\"'`]?(?P<source_file>[^\"'`\s:]+)[\"'`]?:?(?P<source_line>\d+)?)?",
+           ("handles_",),
+           "An expandable segment was left half-mapped after a failed mapping", tier=0.0,
+           example='RuntimeError: !handles_.at(i) INTERNAL ASSERT FAILED at '
+           '"../c10/cuda/CUDACachingAllocator.cpp":487, please report a bug to PyTorch.')
+def _expandable_mapping_assert(sig: Signature, numbers: dict[str, Any],
+                               ctx: AdviceContext) -> Advice:
+    explanation = (
+        "An internal assert on the pages of an expandable segment fired in the caching "
+        "allocator. With expandable_segments:True the allocator maps physical memory into a "
+        "reserved address range piece by piece (cuMemCreate, cuMemMap, cuMemSetAccess); when "
+        "one of those calls fails part-way (the GPU nearly full, or a driver that refuses them: "
+        "WSL2, Windows' WDDM, some virtual GPUs), the segment is left with pages it believes "
+        "mapped and others it does not, and the next allocation in that range trips this "
+        "assert. It then repeats until the process restarts.")
+    remedy = ("Turn expandable segments off on this platform and restart the process, or leave "
+              "more GPU memory free:\n"
+              + alloc_conf_export("expandable_segments:False", ctx.torch_version))
+    return advice(sig, _file_name(numbers), explanation, remedy)
+
+
+@signature("alloc-conf/async-assert",
+           r"INTERNAL ASSERT FAILED at [\"'`]?(?P<source_file>[^\"'`\s:]*"
+           r"CUDAMallocAsyncAllocator\.cpp)[\"'`]?:?(?P<source_line>\d+)?",
+           ("CUDAMallocAsyncAllocator",),
+           "The cudaMallocAsync allocator backend failed an internal check", tier=0.0,
+           example='RuntimeError: free_upper_bound + pytorch_used_bytes[device] <= device_total '
+           'INTERNAL ASSERT FAILED at "../c10/cuda/CUDAMallocAsyncAllocator.cpp":527, please '
+           'report a bug to PyTorch.')
+def _async_assert(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    explanation = (
+        "The job runs PyTorch's allocator with backend:cudaMallocAsync (the assert is in that "
+        "backend's source), and the backend's own accounting failed a consistency check, such "
+        "as the memory it holds plus what the driver reports free exceeding the GPU's total. "
+        "That backend leaves memory to the driver's stream-ordered pool, whose figures it "
+        "cannot always reconcile (memory taken outside torch, virtual or shared GPUs, some "
+        "releases); the native allocator has no such check.")
+    return advice(sig, _file_name(numbers), explanation, _ASYNC_REMEDY)
 
 
 @signature("alloc-conf/driver-vmm",

@@ -67,6 +67,8 @@ ORDER = (
     "alloc-conf/ignored-options",
     "alloc-conf/expandable-unsupported",
     "alloc-conf/expandable-assert",
+    "alloc-conf/expandable-mapping-assert",
+    "alloc-conf/async-assert",
     "alloc-conf/expandable-ipc-kernel",
     "alloc-conf/driver-vmm",
     "alloc-conf/async-operation-unsupported",

@@ -123,7 +123,9 @@ def _cudnn(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advic
 # each one cuDNN rejects; the convolution runs with the next plan. Only when none is left does it
 # fail ("unable to find an engine", above).
 fixed("cudnn-failure/plan-rejected",
-      r"UserWarning: Plan failed with a cudnnException", ("CUDNN_",),
+      # (up to the status it names: a terminal's cut before it still reads as this warning)
+      r"UserWarning: Plan failed with a cudnnException(?:[^\n]*?CUDNN_STATUS_[A-Z_]+)?",
+      ("CUDNN_",),
       "cuDNN rejected one execution plan; PyTorch went on with the next",
       severity=Severity.INFO, tier=5.0,
       example="conv.py:456: UserWarning: Plan failed with a cudnnException: "

@@ -21,6 +21,7 @@ _EXPORTS = {
     "EXPANDABLE_CONFLICTS": "gpu_audit.knowledge.allocator.keys",
     "EXPANDABLE_CONFLICTS_FIXED_IN": "gpu_audit.knowledge.allocator.keys",
     "EnvBehaviour": "gpu_audit.knowledge.allocator.variables",
+    "HIP_VAR": "gpu_audit.knowledge.allocator.names",
     "KEYS": "gpu_audit.knowledge.allocator.keys",
     "KeySpec": "gpu_audit.knowledge.allocator.keys",
     "LARGE_BUFFER_MB": "gpu_audit.knowledge.allocator.keys",
