@@ -205,6 +205,10 @@ _SOURCE_POSITION = re.compile(
 # ('"... watchdog got stuck" when training on two nodes'): copied from the writer's own run.
 _QUOTED_WHEN = re.compile(r"^(?:\"[^\"\n]{12,200}\"|`[^`\n]{12,200}`)\s+(?:when|while|during|"
                           r"after|at)\s+\w", re.IGNORECASE)
+# The lines a thread's export puts above its title: the forge's header ("owner/repo · issue #12 ·
+# closed · Python") and the labels ("labels: bug, stale").
+_THREAD_HEADER = re.compile(r"^[\w.-]{1,100}/[\w.-]{1,100} · (?:issue|(?P<change>pull request)|"
+                            r"discussion) #\d+\b|^labels: \S")
 _QUESTION_TITLE = re.compile(r"^\s*(?:(?:how (?:to|do|can)|what is|why)\b|如何|怎么|怎样|为什么)",
                              re.IGNORECASE)
 # A log's own first line (a timestamp, a bracketed prefix, a log level) is no thread's title.
@@ -224,6 +228,7 @@ class Head:
     heading: bool = False  # the first line is a heading (markdown, or set off by a blank line)
     own_run: bool = False
     fenced: bool = False  # a pasted block (``` or a table) below the title
+    change_title: bool = False  # the header says the title is a pull request's
     lines: list[str] = field(default_factory=list)
 
 
@@ -238,6 +243,9 @@ def read_head(data: bytes, whole: bool) -> Head:
     numbered = [(n, line.strip()) for n, line in enumerate(lines, 1) if line.strip()]
     if not numbered:
         return head
+    while len(numbered) > 1 and (header := _THREAD_HEADER.match(numbered[0][1])):
+        numbered = numbered[1:]  # a forge's line about the thread, above its title
+        head.change_title = head.change_title or bool(header["change"])
     head.title_line, head.title = numbered[0]
     body = "\n".join(line for _, line in numbered[1:])
     head.pull_request = bool(_COMMIT_TITLE.match(head.title)
@@ -305,7 +313,8 @@ def title_failure(head: Head, logged: bool = False) -> str | None:
     """The signature id of the failure a thread's title names, if its text says it happened
     (``logged``: a message of the run, even a warning, was read in the text)."""
     title = _spelled(head.title.lstrip("#").strip())
-    if (not title or head.pull_request or head.about_message or _QUESTION_TITLE.match(title)
+    if (not title or head.pull_request or head.change_title or head.about_message
+            or _QUESTION_TITLE.match(title)
             or _REQUEST_TITLE.match(title)
             or _LOG_LINE.search(title)):
         return None
