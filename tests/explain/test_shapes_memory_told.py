@@ -5,6 +5,8 @@ fixtures/shapes/."""
 
 from __future__ import annotations
 
+import pytest
+
 from gpu_audit.explain import classify_text
 from gpu_audit.explain.documents import read_head
 from tests.explain.helpers import shape_incidents as incidents
@@ -32,3 +34,21 @@ def test_header_and_labels_are_not_the_title() -> None:
 
 def test_pull_request_header_keeps_its_title_unread() -> None:
     assert not [i for i in incidents("thread_export_header_change_title.log") if i.is_failure]
+
+
+# --- a GPU's out-of-memory told in the writer's words ---------------------------------------------
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("Batch size question\n\nAt batch 32 the first steps pass, then after 40 iterations it "
+     "throws a Cuda oom error.\n", ["cuda-oom"]),
+    ("Fine-tuning the large model\n\nOn one 48 GB card I repeatedly encountered the error: CUDA "
+     "OutOfMemoryError.\n", ["cuda-oom"]),
+    ("Nightly sweep\n\nJob 5521 FAILED after 12m04s on a genuine CUDA OutOfMemoryError in the "
+     "attention block; not retried.\n", ["cuda-oom"]),
+    ("Sweep notes\n\nthe trainer throws a GPU OOM error at batch 64 on the small card\n", []),
+    # a condition, and advice to the reader, tell nothing
+    ("Batch size advice\n\nIf it throws a CUDA OOM error, halve the batch.\n", []),
+    ("Batch size advice\n\nWhen you get a CUDA OOM error you need to lower the batch.\n", []),
+])
+def test_gpu_oom_told_in_words(text: str, expected: list[str]) -> None:
+    assert failures(text) == expected

@@ -83,6 +83,9 @@ def _translated_fields(line: str) -> dict[str, Any]:
     return extract_oom_fields(line, _TRANSLATED_FIELDS, _TRANSLATED_PROCESS)
 
 
+# What a writer calls a GPU's out-of-memory: PyTorch's words, or "CUDA OOM", "GPU
+# OutOfMemoryError" with the device named.
+_GPU_OOM = r"(?:(?:CUDA |GPU )?out of memory\b|(?:CUDA|GPU) (?:OOM|OutOfMemoryError)\b)"
 # The writer telling a GPU's out-of-memory in their own words, in a line that names the GPU
 # ("I am still getting the error Out of memory" on "a single 24G GPU", "I'm running out of
 # memory ... on an A6000"), not the host's (RAM, CPU, swap, the OOM killer) and not in a
@@ -92,16 +95,29 @@ _GPU_WORD = (r"\b(?:GPU|CUDA|VRAM|RTX|GTX|Tesla|A\d{2,4}|H\d{3}|V100|T4|L4|L40S?
 _TOLD_OOM = (
     rf"(?i:^(?=[^\n]*?{_GPU_WORD})(?![^\n]*?\b(?:RAM|CPU|host memory|swap|oom[- ]?kill\w*)\b)"
     r"[^\n]*?(?<!\bif )(?<!\bwhether )(?<!\bwhen )\b(?P<told>I|we)(?:(?:'m| am|'ve| have| had|"
-    r" was| were| keep| still| always)?(?: (?:still|always|also|again|now|constantly))? (?:get|"
+    r" was| were| keep| still| always)?(?: (?:still|always|also|again|now|constantly|"
+    r"consistently|repeatedly|sometimes|often))? (?:get|"
     r"gets|got|getting|hit|hitting|ran|run|running|encounter(?:ed|ing)?|receiv(?:e|ed|ing)|see|"
     r"saw|seeing|met|fac(?:e|ed|ing))(?: (?:the|an?|this|that|same))?(?: (?:error|issue|problem)"
-    # ... or what they tried "failed due to an out of memory error"
+    # ... or what they tried "failed due to an out of memory error", "FAILED after 10m on a
+    # CUDA OutOfMemoryError"
     r")?:? |\b[^\n.;?]{0,120}?\b(?:fail(?:ed|s)?|crash(?:ed|es)?|died|stopped|aborted) "
-    r"(?:due to|because of|with|from) (?:an? |the )?)(?:CUDA |GPU )?out of memory\b)")
+    r"(?:due to|because of|with|from) (?:an? |the )?)" + _GPU_OOM + ")")
+# ... and the program's or the job's doing, told with the GPU named beside the out-of-memory:
+# "after 10 iterations it throws a CUDA OOM error", "Job 4411 FAILED after 10m on a genuine CUDA
+# OutOfMemoryError" (not "if it throws ...")
+_TOLD_OOM_DONE = (
+    r"(?i:(?<!\bif )(?<!\bwhether )(?<!\bwhen )\b(?P<told_>it|training|job(?: \d+)?|run|"
+    r"the (?:training|model|job|run|script|program|process))(?: (?:always|still|then|just|also|"
+    r"now))? (?:(?:throws|threw|gives|gave|raises|raised|hits|runs into|ran into) (?:an? |the )?|"
+    r"(?:fail(?:ed|s)?|crash(?:ed|es)?|died|aborted)(?: after [^\n.;?,]{1,30}?)? (?:due to|"
+    r"because of|with|from|on) (?:an? |the )?(?:(?:genuine|real|plain|actual) )?)"
+    r"(?:CUDA|GPU) (?:OOM|OutOfMemoryError|out of memory)\b)")
 
 
 def _oom(match: re.Match[str], line: str) -> dict[str, Any]:
-    if match.groupdict().get("told"):  # prose: its sizes are the card's, not the message's
+    if match.groupdict().get("told") or match.groupdict().get("told_"):
+        # prose: its sizes are the card's, not the message's
         return {}
     if match.groupdict().get("translated"):
         return {**_translated_fields(line), "backend": "CUDA"}
@@ -160,9 +176,9 @@ def _stated(numbers: dict[str, Any], key: str, text: str) -> str:
            # PyTorch's exception type alone as a report's field ("Exception Type:
            # torch.OutOfMemoryError"), its message translated or on another line
            r"[:：]\**\s*torch\.(?:cuda\.)?OutOfMemoryError\s*$|"
-           rf"(?P<translated>{_TRANSLATED_OOM})|" + _TOLD_OOM,
+           rf"(?P<translated>{_TRANSLATED_OOM})|" + _TOLD_OOM + "|" + _TOLD_OOM_DONE,
            ("out of memory", "Out of memory", "Out Of Memory", "CUDA", "Allocation on device",
-            "OutOfMemoryError"),
+            "OutOfMemoryError", "Cuda", "cuda", "GPU OOM"),
            "CUDA out of memory", extract=_oom, group="cuda-oom",
            example="torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 "
            "has a total capacity of 79.15 GiB of which 1.52 GiB is free. Including non-PyTorch "
