@@ -52,3 +52,27 @@ def test_pull_request_header_keeps_its_title_unread() -> None:
 ])
 def test_gpu_oom_told_in_words(text: str, expected: list[str]) -> None:
     assert failures(text) == expected
+
+
+# --- a kill told in the writer's words, the exit status alone, Slurm's line cut ------------------
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("Training stops\n\nDuring the second epoch the process is always killed. What can I do?\n",
+     ["host-oom"]),
+    ("Training stops\n\nWhen I start the job I simply get a Killed message and nothing else.\n",
+     ["host-oom"]),
+    ("训练中断\n\n训练到第9个epoch时，程序killed，没有任何报错。\n", ["host-oom"]),
+    ("Exporter container\n\nThe exporter container keeps exiting due to 137 after a minute.\n",
+     ["host-oom"]),
+    ("Exporter container\n\nexporter   Exited (137) 3 minutes ago\n", ["host-oom"]),
+    ("IDE run\n\nProcess finished with exit code 1 (interrupted by signal 9: sigkill)\n",
+     ["host-oom"]),
+    ("# slurmstepd: error: Detected 2 oom-kill event(s)\n\nMy array job stops there.\n",
+     ["host-oom"]),
+    # a condition, an answer about a kill in general, a vague "it"
+    ("Training stops\n\nIf the process is killed, the machine has too little RAM.\n", []),
+    ("Training stops\n\nit shows killed and prints no stack trace\n", []),
+    ("Exporter container\n\nThe exporter exits with 1370 lines of output.\n", []),
+])
+def test_host_kill_told_in_words(text: str, expected: list[str]) -> None:
+    assert failures(text) == expected
