@@ -37,6 +37,7 @@ from gpu_audit.explain.mentions import (
 )
 from gpu_audit.explain.scanner import Candidate
 from gpu_audit.explain.signatures import SIGNATURE_BY_ID, SIGNATURES, AdviceContext, Signature
+from gpu_audit.explain.signatures.cuda_oom import MASKED_OOM_REMEDY, masked_oom_explanation
 from gpu_audit.model import Severity
 from gpu_audit.redact import redact_text
 
@@ -374,7 +375,9 @@ class Classifier:
             built, [bool(group.primary.numbers.get("requested_over_1eb")) for group in groups])
         built = _library_faults_under_xids(built)
         built = self._titles_after_text(built)
+        built = self._headings_naming_warnings(built)
         built += self._titles(built, explainers)
+        built = _cudnn_statuses_told_oom(built)
         built = _ignored_settings_alone(built, self._reports())
         built.sort(key=lambda item: (item[0].severity < Severity.ERROR, item[0].tier, item[1]))
         incidents = [incident for incident, _order in built]
@@ -398,6 +401,30 @@ class Classifier:
             if incident.locations and all((loc.source, loc.line) in headings
                                           for loc in incident.locations):
                 order = (order[0], _AFTER_TEXT)
+            out.append((incident, order))
+        return out
+
+    def _headings_naming_warnings(self, built: list[tuple[Incident, tuple[int, int]]]
+                                  ) -> list[tuple[Incident, tuple[int, int]]]:
+        """A status seen only in a thread's heading, which the text shows below inside a line
+        that is no failure (cuDNN's plan-rejected warning, which carries its status), names that
+        line: it takes that line's severity instead of opening a failure of its own."""
+        headings = {(self.sources[i], head.title_line) for i, head in self._heads.items()
+                    if head.heading}
+        quiet = [incident for incident, _ in built if not incident.is_failure]
+        out = []
+        for incident, order in built:
+            status = incident.numbers.get("status")
+            if (status and incident.is_failure and incident.locations
+                    and all((loc.source, loc.line) in headings for loc in incident.locations)):
+                named = [q for q in quiet if q.cls == incident.cls
+                         and q.numbers.get("status") == status
+                         and set(q.sources) & set(incident.sources)]
+                if named:
+                    incident = replace(incident, severity=named[0].severity, tier=named[0].tier,
+                                       explanation=incident.explanation + " The heading names "
+                                       "the status of a line below that is no failure: "
+                                       + named[0].title + ".")
             out.append((incident, order))
         return out
 
@@ -530,6 +557,33 @@ def _library_faults_under_xids(built: list[tuple[Incident, tuple[int, int]]]
                 incident, severity=Severity.ERROR, tier=min(incident.tier, tier - 0.1),
                 explanation=incident.explanation + " The same log's cuDNN/cuBLAS failure is "
                 "how this GPU fault reached the program; check the GPU before the library.")
+        out.append((incident, order))
+    return out
+
+
+# The diagnoses of a cuDNN failure that an out-of-memory explains (not an unsupported call).
+_CUDNN_MEMORY_DIAGNOSES = ("memory-or-mismatch", "execution", "out-of-memory")
+
+
+def _cudnn_statuses_told_oom(built: list[tuple[Incident, tuple[int, int]]]
+                             ) -> list[tuple[Incident, tuple[int, int]]]:
+    """A cuDNN status that names no cause, in a text that says the failure was the GPU running
+    out of memory ("I found it was running out of memory"): the out-of-memory is the root cause,
+    and the status how it reached the program."""
+    cudnn = [incident for incident, _ in built if incident.cls == "cudnn-failure"
+             and incident.is_failure and incident.diagnosis in _CUDNN_MEMORY_DIAGNOSES]
+    if not cudnn:
+        return built
+    out = []
+    for incident, order in built:
+        paired = [c for c in cudnn if set(c.sources) & set(incident.sources)]
+        if incident.signature == "cuda-oom/told-cause" and not incident.is_failure and paired:
+            status = paired[0].numbers.get("status") or paired[0].title
+            incident = replace(
+                incident, severity=Severity.ERROR, tier=min(c.tier for c in paired) - 0.1,
+                title="CUDA out of memory, reported as a cuDNN failure",
+                explanation=masked_oom_explanation(str(status)), remedy=MASKED_OOM_REMEDY,
+                diagnosis="unknown")
         out.append((incident, order))
     return out
 

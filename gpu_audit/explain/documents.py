@@ -189,6 +189,9 @@ _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("alloc-conf/backend", r"\bcudaMallocAsync\b[^\n]{0,80}?\b(?:bug|error|fail\w*|crash\w*|"
                                r"broken|not work\w*)\b|\b(?:bug|error|fail\w*|crash\w*)\b"
                                r"[^\n]{0,80}?\bcudaMallocAsync\b"),
+        # no cuDNN convolution algorithm could run (PyTorch's words, XLA's autotuner's)
+        ("cudnn-failure/no-engine", r"\bUnable to find a valid cuDNN algorithm\b|"
+                                    r"\bFailed to determine best cudnn convolution algorithm\b"),
     ))
 # "killed ... (not a RAM problem)": the writer rules host memory out.
 _NOT_MEMORY = re.compile(r"\bnot (?:an? |the )?(?:RAM|memory|OOM|out of memory)\b", re.IGNORECASE)
