@@ -439,13 +439,18 @@ class Classifier:
                   for name in incident.sources}
         # a first line that is itself a message read above is no title to read again
         read = {(loc.source, loc.line) for incident, _ in built for loc in incident.locations}
+        # the GPU's out-of-memory the text's messages show, even as notes (TensorFlow's retries)
+        gpu_oom = {name: ("cuda-oom/tensorflow" if incident.signature.startswith(
+                          "cuda-oom/tensorflow") else "cuda-oom/caching-allocator")
+                   for incident, _ in built if incident.cls == "cuda-oom"
+                   for name in incident.sources}
         out = []
         for index, head in sorted(self._heads.items()):
             name = self.sources[index]
             if (name in failing or index in explainers or index in self._catalogues
                     or (name, head.title_line) in read):
                 continue
-            sig_id = title_failure(head, name in logged)
+            sig_id = title_failure(head, name in logged, gpu_oom.get(name))
             if sig_id is None:
                 continue
             sig = SIGNATURE_BY_ID[sig_id]
