@@ -194,7 +194,7 @@ _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                                     r"\bFailed to determine best cudnn convolution algorithm\b"),
         # TensorFlow's status for its out-of-memory, without its "OOM when allocating"
         ("cuda-oom/tensorflow", r"\bResource ?exhausted\b"),
-        # the job killed, in Chinese ("程序被杀死", "模型加载Killed了"; not "如果 ...")
+        # the job killed, in Chinese ("进程被杀死", "加载时被kill"; not "如果 ...")
         ("host-oom/shell-killed", r"(?<!如果)(?<!若)(?:程序|进程|训练|任务|加载|模型)"
                                   r"[^\n，,。]{0,8}?(?:被\s*)?(?:kill(?:ed)?|杀死|杀掉)"),
     ))
@@ -207,7 +207,7 @@ _TOLD_WHEN = re.compile(
 # ... unless it names the host's memory beside the GPU's ("out of memory while loading into RAM
 # on the GPU node"): whose memory is then left open
 _HOST_MEMORY_WORDS = re.compile(r"\b(?:RAM|CPU memory|host memory|swap)\b|内存", re.IGNORECASE)
-# An out-of-memory named without saying whose ("Runs out of memory after 3 epochs"): the GPU's
+# An out-of-memory named without saying whose ("OOM after the fifth epoch"): the GPU's
 # when the text's own messages are the GPU allocator's (even its notes that it retried).
 _BARE_OOM = re.compile(r"\bout[- ]of[- ]memory\b|\bOOM\b(?![- ]?kill)", re.IGNORECASE)
 # "killed ... (not a RAM problem)": the writer rules host memory out.

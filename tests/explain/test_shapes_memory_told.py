@@ -124,18 +124,18 @@ def test_heading_naming_a_plan_warning_is_no_failure() -> None:
     ("# cuda-chat cuad out of memory error\n\nI am getting it on the small card.\n",
      ["cuda-oom"]),
     # TensorFlow's status in a title over its allocator's dump
-    ("# Resource exhausted when training in a loop\n\n```\n2026-01-02 10:00:00.000001: I "
+    ("# Resource exhausted on the second fold\n\n```\n2026-01-02 10:00:00.000001: I "
      "tensorflow/core/common_runtime/bfc_allocator.cc:1034] 3 Chunks of size 1048576 totalling "
      "3.00MiB\n```\n", ["cuda-oom"]),
     # whose memory, from the text's own messages: TensorFlow's allocator retrying
-    ("# Runs out of memory after 5 epochs\n\n> 12/80 [==>....] - loss: 0.51W tensorflow/core/"
+    ("# OOM after 5 epochs of the small CNN\n\n> 12/80 [==>....] - loss: 0.51W tensorflow/core/"
      "common_runtime/bfc_allocator.cc:215] Allocator (GPU_0_bfc) ran out of memory trying to "
      "allocate 301.12MiB. The caller indicates that this is not a failure, but may mean that "
      "there could be performance gains if more memory were available.\n", ["cuda-oom"]),
     # no time told, no writer's words: a topic
     ("# Out of memory on the GPU\n\nmaintainer · comment\nTry a smaller rank.\n", []),
     # whose memory unsaid, and nothing in the text says
-    ("# Runs out of memory after 5 epochs\n\nmaintainer · comment\nHow much RAM?\n", []),
+    ("# OOM after 5 epochs of the small CNN\n\nmaintainer · comment\nHow much RAM?\n", []),
     # a condition in Chinese
     ("# 如果程序被杀死怎么办\n\n我用了两张卡。\n", []),
     # the host's memory named beside the GPU: whose memory ran out is left open
