@@ -177,7 +177,8 @@ def _stated(numbers: dict[str, Any], key: str, text: str) -> str:
            r"[:：]\**\s*torch\.(?:cuda\.)?OutOfMemoryError\s*$|"
            rf"(?P<translated>{_TRANSLATED_OOM})|" + _TOLD_OOM + "|" + _TOLD_OOM_DONE,
            ("out of memory", "Out of memory", "Out Of Memory", "CUDA", "Allocation on device",
-            "OutOfMemoryError", "Cuda", "cuda", "GPU OOM"),
+            "OutOfMemoryError", "CUDA OOM", "CUDA oom", "Cuda OOM", "Cuda oom", "cuda OOM",
+            "cuda oom", "GPU OOM", "GPU oom"),
            "CUDA out of memory", extract=_oom, group="cuda-oom",
            example="torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 "
            "has a total capacity of 79.15 GiB of which 1.52 GiB is free. Including non-PyTorch "
