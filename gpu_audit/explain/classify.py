@@ -37,6 +37,7 @@ from gpu_audit.explain.mentions import (
 )
 from gpu_audit.explain.scanner import Candidate
 from gpu_audit.explain.signatures import SIGNATURE_BY_ID, SIGNATURES, AdviceContext, Signature
+from gpu_audit.explain.signatures.cuda_oom import MASKED_OOM_REMEDY, masked_oom_explanation
 from gpu_audit.model import Severity
 from gpu_audit.redact import redact_text
 
@@ -400,6 +401,7 @@ class Classifier:
         built = _library_faults_under_xids(built)
         built = self._titles_after_text(built)
         built += self._titles(built, explainers)
+        built = _cudnn_statuses_told_oom(built)
         built = _ignored_settings_alone(built, self._reports())
         built.sort(key=lambda item: (item[0].severity < Severity.ERROR, item[0].tier, item[1]))
         incidents = [incident for incident, _order in built]
@@ -451,13 +453,18 @@ class Classifier:
                   for name in incident.sources}
         # a first line that is itself a message read above is no title to read again
         read = {(loc.source, loc.line) for incident, _ in built for loc in incident.locations}
+        # the GPU's out-of-memory the text's messages show, even as notes (TensorFlow's retries)
+        gpu_oom = {name: ("cuda-oom/tensorflow" if incident.signature.startswith(
+                          "cuda-oom/tensorflow") else "cuda-oom/caching-allocator")
+                   for incident, _ in built if incident.cls == "cuda-oom"
+                   for name in incident.sources}
         out = []
         for index, head in sorted(self._heads.items()):
             name = self.sources[index]
             if (name in failing or index in explainers or index in self._catalogues
                     or (name, head.title_line) in read):
                 continue
-            sig_id = title_failure(head, name in logged)
+            sig_id = title_failure(head, name in logged, gpu_oom.get(name))
             if sig_id is None:
                 continue
             sig = SIGNATURE_BY_ID[sig_id]
@@ -569,6 +576,33 @@ def _library_faults_under_xids(built: list[tuple[Incident, tuple[int, int]]]
                 incident, severity=Severity.ERROR, tier=min(incident.tier, tier - 0.1),
                 explanation=incident.explanation + " The same log's cuDNN/cuBLAS failure is "
                 "how this GPU fault reached the program; check the GPU before the library.")
+        out.append((incident, order))
+    return out
+
+
+# The diagnoses of a cuDNN failure that an out-of-memory explains (not an unsupported call).
+_CUDNN_MEMORY_DIAGNOSES = ("memory-or-mismatch", "execution", "out-of-memory")
+
+
+def _cudnn_statuses_told_oom(built: list[tuple[Incident, tuple[int, int]]]
+                             ) -> list[tuple[Incident, tuple[int, int]]]:
+    """A cuDNN status that names no cause, in a text that says the failure was the GPU running
+    out of memory ("I found it was running out of memory"): the out-of-memory is the root cause,
+    and the status how it reached the program."""
+    cudnn = [incident for incident, _ in built if incident.cls == "cudnn-failure"
+             and incident.is_failure and incident.diagnosis in _CUDNN_MEMORY_DIAGNOSES]
+    if not cudnn:
+        return built
+    out = []
+    for incident, order in built:
+        paired = [c for c in cudnn if set(c.sources) & set(incident.sources)]
+        if incident.signature == "cuda-oom/told-cause" and not incident.is_failure and paired:
+            status = paired[0].numbers.get("status") or paired[0].title
+            incident = replace(
+                incident, severity=Severity.ERROR, tier=min(c.tier for c in paired) - 0.1,
+                title="CUDA out of memory, reported as a cuDNN failure",
+                explanation=masked_oom_explanation(str(status)), remedy=MASKED_OOM_REMEDY,
+                diagnosis="unknown")
         out.append((incident, order))
     return out
 

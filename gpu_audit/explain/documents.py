@@ -190,7 +190,27 @@ _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("alloc-conf/backend", r"\bcudaMallocAsync\b[^\n]{0,80}?\b(?:bug|error|fail\w*|crash\w*|"
                                r"broken|not work\w*)\b|\b(?:bug|error|fail\w*|crash\w*)\b"
                                r"[^\n]{0,80}?\bcudaMallocAsync\b"),
+        # no cuDNN convolution algorithm could run (PyTorch's words, XLA's autotuner's)
+        ("cudnn-failure/no-engine", r"\bUnable to find a valid cuDNN algorithm\b|"
+                                    r"\bFailed to determine best cudnn convolution algorithm\b"),
+        # TensorFlow's status for its out-of-memory, without its "OOM when allocating"
+        ("cuda-oom/tensorflow", r"\bResource ?exhausted\b"),
+        # the job killed, in Chinese ("进程被杀死", "加载时被kill"; not "如果 ...")
+        ("host-oom/shell-killed", r"(?<!如果)(?<!若)(?:程序|进程|训练|任务|加载|模型)"
+                                  r"[^\n，,。]{0,8}?(?:被\s*)?(?:kill(?:ed)?|杀死|杀掉)"),
     ))
+# A title that tells when the failure came ("... while training", "... after 3 epochs",
+# "训练过程中 ...", "启动训练后 ...", "突然"): an event the writer met, not a topic.
+_TOLD_WHEN = re.compile(
+    r"\b(?:while|when|during|after) (?:training|fine-?tuning|running|inference|loading|"
+    r"evaluat\w+|\d+ (?:epochs?|steps?|iterations?))\b|训练(?:过程)?中|"
+    r"(?:训练|推理|加载|运行|启动)[^\n]{0,4}?(?:时|后)|突然", re.IGNORECASE)
+# ... unless it names the host's memory beside the GPU's ("out of memory while loading into RAM
+# on the GPU node"): whose memory is then left open
+_HOST_MEMORY_WORDS = re.compile(r"\b(?:RAM|CPU memory|host memory|swap)\b|内存", re.IGNORECASE)
+# An out-of-memory named without saying whose ("OOM after the fifth epoch"): the GPU's
+# when the text's own messages are the GPU allocator's (even its notes that it retried).
+_BARE_OOM = re.compile(r"\bout[- ]of[- ]memory\b|\bOOM\b(?![- ]?kill)", re.IGNORECASE)
 # "killed ... (not a RAM problem)": the writer rules host memory out.
 _NOT_MEMORY = re.compile(r"\bnot (?:an? |the )?(?:RAM|memory|OOM|out of memory)\b", re.IGNORECASE)
 # A feature request's or proposal's title ("FR: ...", "[Feature] ...") asks for something; the
@@ -206,6 +226,10 @@ _SOURCE_POSITION = re.compile(
 # ('"... watchdog got stuck" when training on two nodes'): copied from the writer's own run.
 _QUOTED_WHEN = re.compile(r"^(?:\"[^\"\n]{12,200}\"|`[^`\n]{12,200}`)\s+(?:when|while|during|"
                           r"after|at)\s+\w", re.IGNORECASE)
+# The lines a thread's export puts above its title: the forge's header ("owner/repo · issue #12 ·
+# closed · Python") and the labels ("labels: bug, stale").
+_THREAD_HEADER = re.compile(r"^[\w.-]{1,100}/[\w.-]{1,100} · (?:issue|(?P<change>pull request)|"
+                            r"discussion) #\d+\b|^labels: \S")
 _QUESTION_TITLE = re.compile(r"^\s*(?:(?:how (?:to|do|can)|what is|why)\b|如何|怎么|怎样|为什么)",
                              re.IGNORECASE)
 # A log's own first line (a timestamp, a bracketed prefix, a log level) is no thread's title.
@@ -225,6 +249,7 @@ class Head:
     heading: bool = False  # the first line is a heading (markdown, or set off by a blank line)
     own_run: bool = False
     fenced: bool = False  # a pasted block (``` or a table) below the title
+    change_title: bool = False  # the header says the title is a pull request's
     lines: list[str] = field(default_factory=list)
 
     def subject(self) -> list[str]:
@@ -244,6 +269,9 @@ def read_head(data: bytes, whole: bool) -> Head:
     numbered = [(n, line.strip()) for n, line in enumerate(lines, 1) if line.strip()]
     if not numbered:
         return head
+    while len(numbered) > 1 and (header := _THREAD_HEADER.match(numbered[0][1])):
+        numbered = numbered[1:]  # a forge's line about the thread, above its title
+        head.change_title = head.change_title or bool(header["change"])
     head.title_line, head.title = numbered[0]
     body = "\n".join(line for _, line in numbered[1:])
     head.pull_request = bool(_COMMIT_TITLE.match(head.title)
@@ -282,8 +310,8 @@ def _unfenced(lines: list[str]) -> list[str]:
 
 # The few words a title's failure turns on, read through one typing slip ("initalize",
 # "singal"): a title is typed by hand, a message is not.
-_KEY_WORDS = ("initialize", "initialise", "signal", "memory")
-_WORD = re.compile(r"[A-Za-z]{5,11}")
+_KEY_WORDS = ("initialize", "initialise", "signal", "memory", "cuda")
+_WORD = re.compile(r"[A-Za-z]{4,11}")
 
 
 def _slip(word: str, key: str) -> bool:
@@ -307,19 +335,26 @@ def _spelled(title: str) -> str:
     return _WORD.sub(fix, title)
 
 
-def title_failure(head: Head, logged: bool = False) -> str | None:
+def title_failure(head: Head, logged: bool = False, gpu_oom: str | None = None) -> str | None:
     """The signature id of the failure a thread's title names, if its text says it happened
-    (``logged``: a message of the run, even a warning, was read in the text)."""
+    (``logged``: a message of the run, even a warning, was read in the text; ``gpu_oom``: the
+    signature of a GPU out-of-memory the text's messages show, for a title that does not say
+    whose memory ran out)."""
     title = _spelled(head.title.lstrip("#").strip())
-    if (not title or head.pull_request or head.about_message or _QUESTION_TITLE.match(title)
+    if (not title or head.pull_request or head.change_title or head.about_message
+            or _QUESTION_TITLE.match(title)
             or _REQUEST_TITLE.match(title)
             or _LOG_LINE.search(title)):
         return None
     if not (head.own_run or head.fenced or logged or _SOURCE_POSITION.search(title)
-            or _QUOTED_WHEN.match(title)):
+            or _QUOTED_WHEN.match(title)
+            or (_TOLD_WHEN.search(title) and not _HOST_MEMORY_WORDS.search(title))):
         return None
-    return next((sig_id for sig_id, pattern in _TITLES if pattern.search(title)
-                 and not (sig_id.startswith("host-oom/") and _NOT_MEMORY.search(title))), None)
+    named = next((sig_id for sig_id, pattern in _TITLES if pattern.search(title)
+                  and not (sig_id.startswith("host-oom/") and _NOT_MEMORY.search(title))), None)
+    if named is None and gpu_oom and _BARE_OOM.search(title):
+        return gpu_oom
+    return named
 
 
 def title_numbers(head: Head, sig_id: str) -> dict[str, Any]:

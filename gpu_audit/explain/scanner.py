@@ -94,8 +94,10 @@ KEYS: tuple[Key, ...] = (
     # a launcher's exit status for a process killed with SIGKILL (137, -9)
     # (also when a terminal or logger wrapped the line before the number)
     # (and Moab's "job 4242 exceeded MEM usage hard limit", in this pass: one pass fewer)
+    # (and the status alone after the verb: "Exited (137)", "exiting due to 137")
     Key(rb"x(?:it(?:ed)?(?: with)?(?: a)?[ _]?(?:status|code)(?: code)?[ :=]*(?:\r?\n[ \t]*)?"
-        rb"(?:137|-9)\b|ceeded MEM usage)", (b"xit", b"xceeded MEM usage"), next_line=True),
+        rb"(?:137|-9)\b|it(?:ed|ing|s)?(?: with| due to)? \(?137\b|ceeded MEM usage)",
+        (b"xit", b"xceeded MEM usage"), next_line=True),
     Key(rb"eturn(?:ed)?[ _]?code[ :=]*(?:\r?\n[ \t]*)?(?:137|-9)\b",  # returncode -9
         (b"eturn",), next_line=True),
     # (cudaMallocAsync's missing operations, also in a sentence or a title without "Error")

@@ -375,6 +375,9 @@ SINGLE_LINES = [
      "host-oom/batch-memory-limit"),
     ("Your session crashed after using all available RAM.", "host-oom",
      "host-oom/notebook-session-ram"),
+    # a cuDNN status that names no cause, told on its line to be an out-of-memory
+    ("that was just OOM, the card was full: CUDNN_STATUS_INTERNAL_ERROR", "cuda-oom",
+     "cuda-oom/told-cause"),
 ]
 
 

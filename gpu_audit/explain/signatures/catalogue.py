@@ -46,6 +46,8 @@ ORDER = (
     "cuda-oom/caught",
     "cuda-oom/batch-size-search",
     "cuda-oom/smi-processes",
+    # (before cuDNN's status: a line that names it and says it was an out-of-memory)
+    "cuda-oom/told-cause",
     "nvml-unavailable/init-failed",
     "nvml-unavailable/library-version",
     "nvml-unavailable/nvidia-smi-no-driver",

@@ -83,6 +83,9 @@ def _translated_fields(line: str) -> dict[str, Any]:
     return extract_oom_fields(line, _TRANSLATED_FIELDS, _TRANSLATED_PROCESS)
 
 
+# What a writer calls a GPU's out-of-memory: PyTorch's words, or "CUDA OOM", "GPU
+# OutOfMemoryError" with the device named.
+_GPU_OOM = r"(?:(?:CUDA |GPU )?out of memory\b|(?:CUDA|GPU) (?:OOM|OutOfMemoryError)\b)"
 # The writer telling a GPU's out-of-memory in their own words, in a line that names the GPU
 # ("I am still getting the error Out of memory" on "a single 24G GPU", "I'm running out of
 # memory ... on an A6000"), not the host's (RAM, CPU, swap, the OOM killer) and not in a
@@ -92,16 +95,28 @@ _GPU_WORD = (r"\b(?:GPU|CUDA|VRAM|RTX|GTX|Tesla|A\d{2,4}|H\d{3}|V100|T4|L4|L40S?
 _TOLD_OOM = (
     rf"(?i:^(?=[^\n]*?{_GPU_WORD})(?![^\n]*?\b(?:RAM|CPU|host memory|swap|oom[- ]?kill\w*)\b)"
     r"[^\n]*?(?<!\bif )(?<!\bwhether )(?<!\bwhen )\b(?P<told>I|we)(?:(?:'m| am|'ve| have| had|"
-    r" was| were| keep| still| always)?(?: (?:still|always|also|again|now|constantly))? (?:get|"
+    r" was| were| keep| still| always)?(?: (?:still|always|also|again|now|constantly|"
+    r"consistently|repeatedly|sometimes|often))? (?:get|"
     r"gets|got|getting|hit|hitting|ran|run|running|encounter(?:ed|ing)?|receiv(?:e|ed|ing)|see|"
     r"saw|seeing|met|fac(?:e|ed|ing))(?: (?:the|an?|this|that|same))?(?: (?:error|issue|problem)"
     # ... or what they tried "failed due to an out of memory error"
     r")?:? |\b[^\n.;?]{0,120}?\b(?:fail(?:ed|s)?|crash(?:ed|es)?|died|stopped|aborted) "
-    r"(?:due to|because of|with|from) (?:an? |the )?)(?:CUDA |GPU )?out of memory\b)")
+    r"(?:due to|because of|with|from) (?:an? |the )?)" + _GPU_OOM + ")")
+# ... and the program's or the job's doing, told with the GPU named beside the out-of-memory
+# ("at batch 64 it raises a GPU OOM", "the run failed after two hours with a CUDA
+# OutOfMemoryError"; not "if it raises ...")
+_TOLD_OOM_DONE = (
+    r"(?i:(?<!\bif )(?<!\bwhether )(?<!\bwhen )\b(?P<told_>it|training|job(?: \d+)?|run|"
+    r"the (?:training|model|job|run|script|program|process))(?: (?:always|still|then|just|also|"
+    r"now))? (?:(?:throws|threw|gives|gave|raises|raised|hits|runs into|ran into) (?:an? |the )?|"
+    r"(?:fail(?:ed|s)?|crash(?:ed|es)?|died|aborted)(?: after [^\n.;?,]{1,30}?)? (?:due to|"
+    r"because of|with|from|on) (?:an? |the )?(?:(?:genuine|real|plain|actual) )?)"
+    r"(?:CUDA|GPU) (?:OOM|OutOfMemoryError|out of memory)\b)")
 
 
 def _oom(match: re.Match[str], line: str) -> dict[str, Any]:
-    if match.groupdict().get("told"):  # prose: its sizes are the card's, not the message's
+    if match.groupdict().get("told") or match.groupdict().get("told_"):
+        # prose: its sizes are the card's, not the message's
         return {}
     if match.groupdict().get("translated"):
         return {**_translated_fields(line), "backend": "CUDA"}
@@ -160,9 +175,10 @@ def _stated(numbers: dict[str, Any], key: str, text: str) -> str:
            # PyTorch's exception type alone as a report's field ("Exception Type:
            # torch.OutOfMemoryError"), its message translated or on another line
            r"[:：]\**\s*torch\.(?:cuda\.)?OutOfMemoryError\s*$|"
-           rf"(?P<translated>{_TRANSLATED_OOM})|" + _TOLD_OOM,
+           rf"(?P<translated>{_TRANSLATED_OOM})|" + _TOLD_OOM + "|" + _TOLD_OOM_DONE,
            ("out of memory", "Out of memory", "Out Of Memory", "CUDA", "Allocation on device",
-            "OutOfMemoryError"),
+            "OutOfMemoryError", "CUDA OOM", "CUDA oom", "Cuda OOM", "Cuda oom", "cuda OOM",
+            "cuda oom", "GPU OOM", "GPU oom"),
            "CUDA out of memory", extract=_oom, group="cuda-oom",
            example="torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 "
            "has a total capacity of 79.15 GiB of which 1.52 GiB is free. Including non-PyTorch "
@@ -541,3 +557,50 @@ fixed("cuda-oom/batch-size-search",
       "batch. That out-of-memory is the search at work, not the end of the run.",
       remedy="Nothing: the search picks the size that fits. Pin the chosen batch size in the "
       "configuration to skip the search next time.")
+
+
+# The text saying, after the fact, that a failure was the GPU running out of memory ("that was
+# just OOM", "it turned out to be an out-of-memory", "the status masks the real OOM"; not "if it
+# is ...", not the OOM killer).
+_OOM_WORDS = r"(?:(?:GPU|CUDA) )?(?:out[- ]of[- ]memory|OOM)\b(?![- ]?kill)"
+# A cuDNN status that names no cause, on the same line as the telling.
+_CAUSELESS_CUDNN = re.compile(
+    r"\bCUDNN_STATUS_(?:NOT_INITIALIZED|INTERNAL_ERROR|EXECUTION_FAILED)\b")
+
+
+def _told_cause(_match: re.Match[str], line: str) -> dict[str, Any]:
+    status = _CAUSELESS_CUDNN.search(line)
+    return {"status": status[0]} if status else {}
+
+
+@signature("cuda-oom/told-cause",
+           r"(?i:(?<!\bif )(?<!\bwhether )\b(?:it|this|that)(?:'s| was| is| turned out to be| "
+           r"turns out to be)(?: (?:just|merely|simply|actually|really|only|all))?(?: (?:running|"
+           rf"ran))? (?:an? )?{_OOM_WORDS}|\bmask(?:s|ed|ing)? (?:the |an? )?(?:real |actual |"
+           rf"underlying )?{_OOM_WORDS})",
+           ("out of memory", "Out of memory", "Out of Memory", "out-of-memory", "OOM"),
+           "The text says the failure was the GPU running out of memory",
+           severity=Severity.INFO, tier=5.0, extract=_told_cause,
+           example="Solved: it turned out to be an out-of-memory, the batch was too large.")
+def _told_oom_cause(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    # context alone; beside a cuDNN status that names no cause it is that status's cause (the
+    # status on this same line here; classify pairs it with one on another line)
+    status = numbers.get("status")
+    if not status:
+        return advice(sig, numbers, "The text says a failure was an out-of-memory; no "
+                      "message of it was found.", "Nothing on its own.")
+    return advice(sig, numbers, masked_oom_explanation(str(status)), MASKED_OOM_REMEDY,
+                  title="CUDA out of memory, reported as a cuDNN failure",
+                  severity=Severity.ERROR, tier=0.9, diagnosis="unknown")
+
+
+MASKED_OOM_REMEDY = f"{SCAN_OTHERS}\nThen reduce memory use:\n{REDUCE_MEMORY}"
+
+
+def masked_oom_explanation(status: str) -> str:
+    """Why a cuDNN status the text says was an out-of-memory is read as one."""
+    return (f"cuDNN reported {status}, a status that names no cause, and the text says the "
+            "failure was the GPU running out of memory: cuDNN allocates its handle and "
+            "workspace outside the framework's cache, so a full GPU surfaces as a cuDNN "
+            "failure instead of the framework's out-of-memory message.")
+

@@ -65,8 +65,10 @@ _HOW_TO_TELL = (
 
 @signature("cudnn-failure/no-engine",
            r"Unable to find a valid cuDNN algorithm to run convolution|(?:GET|FIND) was unable "
-           r"to find an engine to execute this computation",
-           ("cuDNN algorithm", "unable to find an engine"),
+           r"to find an engine to execute this computation|"
+           # XLA's autotuner (JAX, TensorFlow, EXLA) when no convolution algorithm could run
+           r"Failed to determine best cudnn convolution algorithm",
+           ("cuDNN algorithm", "unable to find an engine", "best cudnn convolution"),
            "cuDNN found no algorithm it could run (usually no memory left for its workspace)",
            example="RuntimeError: Unable to find a valid cuDNN algorithm to run convolution")
 @signature("cudnn-failure/legacy-runtime-error",
@@ -124,8 +126,8 @@ def _cudnn(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advic
 # fail ("unable to find an engine", above).
 fixed("cudnn-failure/plan-rejected",
       # (up to the status it names: a terminal's cut before it still reads as this warning)
-      r"UserWarning: Plan failed with a cudnnException(?:[^\n]*?CUDNN_STATUS_[A-Z_]+)?",
-      ("CUDNN_",),
+      r"UserWarning: Plan failed with a cudnnException"
+      r"(?:[^\n]*?(?P<status>CUDNN_STATUS_[A-Z_]+))?", ("CUDNN_",),
       "cuDNN rejected one execution plan; PyTorch went on with the next",
       severity=Severity.INFO, tier=5.0,
       example="conv.py:456: UserWarning: Plan failed with a cudnnException: "

@@ -195,8 +195,9 @@ def _oom_killer_at_work(sig: Signature, numbers: dict[str, Any]) -> Advice:
 
 
 fixed("host-oom/slurm-oom-kill",
-      r"Detected (?P<events>\d+) oom[-_]kill events?(?:\(s\))? in (?:StepId=|step )?"
-      r"(?P<step>[\w.]+)|task (?P<task>\d+): Out Of Memory",
+      # (also cut after "event(s)", as a title keeps it)
+      r"Detected (?P<events>\d+) oom[-_]kill events?(?:\(s\))?(?: in (?:StepId=|step )?"
+      r"(?P<step>[\w.]+))?|task (?P<task>\d+): Out Of Memory",
       ("oom-kill", "oom_kill", "Out Of Memory"), "Slurm's cgroup OOM handler killed the job",
       example="slurmstepd: error: Detected 1 oom-kill event(s) in StepId=4242.0. Some of your "
       "processes may have been killed by the cgroup out-of-memory handler.",
@@ -426,6 +427,18 @@ fixed("host-oom/memory-error", r"(?:^|[\]>]\s*|:\s)MemoryError(?::\s|\s*$)", ("M
 
 
 _KILLED = killed_words_pattern()
+# The writer telling that their run was killed, with no word of who killed it ("my training
+# gets killed at epoch 3", "I get a Killed message", "程序被杀死"; not "if the process is
+# killed"; "it was killed" is too vague to read). Read on the lines the prefilter keeps (another
+# key on the line, or the log's last lines).
+_TOLD_KILLED = (
+    r"(?i:(?<!\bif )(?<!\bwhether )(?<!\bwhen )\b(?:the|my|our) (?:training|process|program|"
+    r"job|script|run|container|pod|thread|task|python)(?: process| job)?(?:es|s)? (?:is|was|"
+    r"gets?|got|were|has been|keeps? getting|will be)(?: (?:always|then|just|simply|suddenly|"
+    r"immediately|eventually|randomly|still|also|automatically))? killed\b|"
+    r"\bI(?: \w+)? (?:get|got|see|saw|receive[sd]?|getting) (?:a |an |the )?[\"'`*]*killed\b)|"
+    r"(?<!如果)(?<!若)(?<!可能)(?:程序|进程|训练|任务)(?:就|又|会|直接|突然|总是|还是)?(?:被(?:系统)?)?"
+    r"(?:[Kk]illed|[Kk]ill掉|杀死|杀掉)")
 
 
 @signature("host-oom/shell-killed",
@@ -434,7 +447,7 @@ _KILLED = killed_words_pattern()
            rf"^[\s*_`>]*(?:{_KILLED})[\s*_`.!]*$|(?<=[\]|])\s*(?:{_KILLED})\s*$|"
            rf"\w+ \d+:\s+(?P<pid>\d+) (?:{_KILLED})\s+(?P<command>\S.*)|"
            rf"^\[\d+\][+-]?\s+(?:(?P<pid_>\d+)\s+)?(?:{_KILLED}|killed)\s{{2,}}(?P<command_>\S.*)|"
-           r"^zsh: killed\s+(?P<command__>\S.*)",
+           r"^zsh: killed\s+(?P<command__>\S.*)|" + _TOLD_KILLED,
            ("Killed", "killed", *sorted(set(KILLED_WORDS.values()) - {"Killed"})),
            "The job was killed (SIGKILL)", tier=1.5,
            example="./train.sh: line 12: 48211 Killed                  python train.py")
@@ -447,11 +460,15 @@ _KILLED = killed_words_pattern()
            r"(?:exit(?:ed)?(?: with)?(?: a)? (?:status|code)(?: code)?|returned non-zero exit "
            r"status|return ?code|"
            r"exit_code|error code)[\s:=]*(?:137|-9)(?!\d|\.\d)|died with (?:<Signals\.)?SIGKILL|"
+           # (the status alone after the verb: docker's "Exited (137)", a title's "Exit 137", "the
+           # container keeps exiting due to 137")
+           r"\b[Ee]xit(?:ed|ing|s)?(?: with| due to)? \(?137(?!\d|\.\d)|"
            # (torch.multiprocessing.spawn: "process 3 terminated with signal SIGKILL")
-           r"(?:terminated|killed) (?:by|with) signal (?:SIGKILL|9)\b|signal 9: SIGKILL|"
+           # (PyCharm's "interrupted by signal 9: SIGKILL", also retyped in lower case)
+           r"(?:terminated|killed) (?:by|with) signal (?:SIGKILL|9)\b|signal 9: (?i:SIGKILL)|"
            # Slurm's srun for a task that died of SIGKILL: "srun: error: node7: task 0: Killed"
            r"srun: error: [^:\n]{1,64}: tasks? (?P<task>[\d,-]+): Killed\b",
-           ("SIGKILL", "-9", "137", ": Killed"),
+           ("SIGKILL", "-9", "137", ": Killed", ": sigkill", ": Sigkill"),
            "A worker was killed with SIGKILL", tier=1.5,
            example="torch.distributed.elastic.multiprocessing.api:[ERROR] failed (exitcode: -9) "
            "local_rank: 0 (pid: 88123) of binary: /usr/bin/python3 ... Signal 9 (SIGKILL) "
