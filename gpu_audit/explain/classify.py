@@ -422,7 +422,8 @@ class Classifier:
             if sig_id is None:
                 continue
             sig = SIGNATURE_BY_ID[sig_id]
-            advice = sig.advise({"_count": 1}, self._ctx)
+            numbers = in_range(title_numbers(head, sig_id))
+            advice = sig.advise({**numbers, "_count": 1}, self._ctx)  # (an Xid's number)
             incident = Incident(
                 cls=sig.cls, signature=sig.id, title=f"Named in the title: {advice.title}",
                 severity=max(advice.severity, Severity.ERROR, key=lambda s: s.rank), role="",
@@ -431,7 +432,7 @@ class Classifier:
                 + advice.explanation,
                 remedy=advice.remedy, line_numbers=[head.title_line],
                 excerpt=redact_text(head.title[:EXCERPT_CHARS]),
-                numbers=in_range(title_numbers(head, sig_id)), count=1,
+                numbers=numbers, count=1,
                 diagnosis=advice.diagnosis, locations=[Location(name, head.title_line)],
                 sources=[name], tier=advice.tier + 3.0)
             out.append((incident, (index, head.title_line)))

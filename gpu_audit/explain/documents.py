@@ -20,7 +20,9 @@ A thread whose messages are missing can still name its failure in its *title* (t
 the rest of the text says it happened to the writer (the same first-person words, a bug
 template, a pasted block, a message of the run read in the text, even a warning) and nothing
 else in the text was found. A title is typed by hand: its few key words are read through one
-typing slip ("initalize", "singal").
+typing slip ("initalize", "singal"). A thread copied with a line saying where it is from
+("owner/repo · issue #123 · closed") and its labels has its title on the line after them; a
+pull request's title there names the change, so it names no failure.
 """
 
 from __future__ import annotations
@@ -136,6 +138,7 @@ _GPU_MEMORY = (r"(?:CUDA|GPU|VRAM|reserved|(?:un)?allocated|RTX|GTX|Tesla|Quadro
                r"\d{1,3}(?:\.\d)?B)")
 # ("OOM-killer" is the host's; "out-of-memory" as a compound in a title)
 _OOM_WORDS = r"(?:out[- ]of[- ]memory|OOM(?![- ]?kill))"
+_TITLE_XID = r"\bXid\W{0,3}(?P<xid>\d{1,3})\b"
 # A failure named in a thread's title, by class: the signature whose advice it gets.
 _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (sig_id, re.compile(pattern, re.IGNORECASE)) for sig_id, pattern in (
@@ -146,6 +149,10 @@ _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                                               r"[^\n]{0,80}?\bCUDACachingAllocator\b"),
         ("gpu-hardware/fallen-off-bus", r"\b(?:fall(?:s|en|ing)?|fell) off (?:of )?the bus\b|"
                                         r"\bGPU is lost\b|\blost from the bus\b|\bXid\W{0,3}79\b"),
+        ("gpu-hardware/nvlink-uncorrectable", r"\buncorrectable NVLink\b|\bNVLink\b[^\n]{0,30}?"
+                                              r"\buncorrectable\b"),
+        # any other Xid the title names by its number: the driver's record of a GPU fault
+        ("gpu-hardware/xid", _TITLE_XID),
         ("gpu-hardware/uncorrectable-ecc", r"\buncorrectable ECC\b|\bECC errors?\b[^\n]{0,30}?"
                                            r"\buncorrectable\b|\bdouble[- ]bit ECC\b"),
         ("illegal-memory-access/illegal-address", r"\billegal (?:memory )?(?:access|address)\b|"
@@ -223,6 +230,9 @@ class Head:
     about_message: bool = False  # the title discusses how a message is worded
     heading: bool = False  # the first line is a heading (markdown, or set off by a blank line)
     own_run: bool = False
+    # the source line calls the thread a pull request: its title names the change, whatever
+    # failure it handles (its text may still paste a failing run: CI, a reviewer's test)
+    change_thread: bool = False
     fenced: bool = False  # a pasted block (``` or a table) below the title
     lines: list[str] = field(default_factory=list)
 
@@ -236,6 +246,8 @@ def read_head(data: bytes, whole: bool) -> Head:
         lines = lines[:-1]  # the last one may be cut
     head = Head(lines=lines)
     numbered = [(n, line.strip()) for n, line in enumerate(lines, 1) if line.strip()]
+    head.change_thread = bool(numbered and _PULL_SOURCE.match(numbered[0][1]))
+    numbered = _after_source_line(numbered)
     if not numbered:
         return head
     head.title_line, head.title = numbered[0]
@@ -248,6 +260,21 @@ def read_head(data: bytes, whole: bool) -> Head:
     head.own_run = bool(OWN_RUN.search(body))
     head.fenced = "```" in body or bool(re.search(r"^\s*[|+][-=+|]{8,}", body, re.MULTILINE))
     return head
+
+
+# A thread copied with the line that says where it is from ("owner/repo · issue #123 · closed ·
+# Python") and its labels ("labels: bug") above its title: the title is the line after them.
+_SOURCE_LINE = re.compile(r"^[\w.-]+/[\w.-]+ · (?:issue|pull request|discussion) #\d+\b")
+_LABELS_LINE = re.compile(r"^labels: ")
+_PULL_SOURCE = re.compile(r"^[\w.-]+/[\w.-]+ · pull request #\d+\b")
+
+
+def _after_source_line(numbered: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    """``numbered`` from the title on: without a thread's source line and labels above it."""
+    if not numbered or not _SOURCE_LINE.match(numbered[0][1]):
+        return numbered
+    rest = numbered[1:]
+    return rest[1:] if rest and _LABELS_LINE.match(rest[0][1]) else rest
 
 
 # "I tried running `x.py` after applying these changes": a diff the writer ran, not a change
@@ -305,7 +332,8 @@ def title_failure(head: Head, logged: bool = False) -> str | None:
     """The signature id of the failure a thread's title names, if its text says it happened
     (``logged``: a message of the run, even a warning, was read in the text)."""
     title = _spelled(head.title.lstrip("#").strip())
-    if (not title or head.pull_request or head.about_message or _QUESTION_TITLE.match(title)
+    if (not title or head.pull_request or head.change_thread or head.about_message
+            or _QUESTION_TITLE.match(title)
             or _REQUEST_TITLE.match(title)
             or _LOG_LINE.search(title)):
         return None
@@ -318,6 +346,9 @@ def title_failure(head: Head, logged: bool = False) -> str | None:
 
 def title_numbers(head: Head, sig_id: str) -> dict[str, Any]:
     """The numbers a title states for the failure it names: the source position of an assert."""
+    if sig_id == "gpu-hardware/xid":
+        xid = re.search(_TITLE_XID, head.title, re.IGNORECASE)
+        return {"xid": int(xid["xid"])} if xid else {}
     position = _SOURCE_POSITION.search(head.title)
     if position is None or not sig_id.startswith("nvml-assert-oom/"):
         return {}

@@ -1,0 +1,31 @@
+"""GPU hardware, driver and NCCL failures as threads tell them: a title under the thread's source
+line ("owner/repo · issue #N · state"), an Xid or an NVLink error named in a title, and a pull
+request's title, which names a change, not a failure. Synthetic fixtures in fixtures/shapes/."""
+
+from __future__ import annotations
+
+from gpu_audit.explain.documents import read_head
+from tests.explain.helpers import shape_incidents as incidents
+from tests.explain.helpers import shape_root as root
+
+
+def test_the_title_is_read_under_a_threads_source_line_and_labels() -> None:
+    head = read_head(b"example-lab/trainer \xc2\xb7 issue #412 \xc2\xb7 open \xc2\xb7 Python\n"
+                     b"labels: bug\n# Xid 94 on GPU 2\n\nI see it.\n", whole=True)
+    assert (head.title, head.title_line) == ("# Xid 94 on GPU 2", 3)
+
+
+def test_an_xid_named_in_a_title_is_the_gpus_fault_with_its_number() -> None:
+    xid = root("thread_source_line_title_xid.log")
+    assert (xid.cls, xid.signature) == ("gpu-hardware", "gpu-hardware/xid")
+    assert xid.numbers == {"xid": 94} and xid.title.startswith("Named in the title: Xid 94")
+    assert xid.locations[0].line == 3
+
+
+def test_an_uncorrectable_nvlink_error_named_in_a_title() -> None:
+    nvlink = root("thread_source_line_nvlink_title.log")
+    assert nvlink.signature == "gpu-hardware/nvlink-uncorrectable"
+
+
+def test_a_pull_requests_title_names_a_change_not_a_failure() -> None:
+    assert not [i for i in incidents("thread_source_line_pull_request_xid.log") if i.is_failure]
