@@ -148,7 +148,11 @@ _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                                               r"[^\n]{0,30}?\bassert|\bNVML\b[^\n]{0,30}?\bassert"
                                               r"[^\n]{0,80}?\bCUDACachingAllocator\b"),
         ("gpu-hardware/fallen-off-bus", r"\b(?:fall(?:s|en|ing)?|fell) off (?:of )?the bus\b|"
-                                        r"\bGPU is lost\b|\blost from the bus\b|\bXid\W{0,3}79\b"),
+                                        r"\bGPU is lost\b|\blost from the bus\b|\bXid\W{0,3}79\b|"
+                                        # a node or a server that lost a GPU ("has lost a GPU",
+                                        # "Loses GPU"), not its memory or its support
+                                        r"\blos(?:e|es|ing|t) (?:a |one |the |\d )?GPU\b"
+                                        r"(?!s? (?:memory|support|acceleration|access|util))"),
         ("gpu-hardware/nvlink-uncorrectable", r"\buncorrectable NVLink\b|\bNVLink\b[^\n]{0,30}?"
                                               r"\buncorrectable\b"),
         # any other Xid the title names by its number: the driver's record of a GPU fault

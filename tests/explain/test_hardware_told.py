@@ -4,7 +4,10 @@ request's title, which names a change, not a failure. Synthetic fixtures in fixt
 
 from __future__ import annotations
 
-from gpu_audit.explain.documents import read_head
+import pytest
+
+from gpu_audit.explain.documents import read_head, title_failure
+from gpu_audit.model import Severity
 from tests.explain.helpers import shape_incidents as incidents
 from tests.explain.helpers import shape_root as root
 
@@ -29,3 +32,29 @@ def test_an_uncorrectable_nvlink_error_named_in_a_title() -> None:
 
 def test_a_pull_requests_title_names_a_change_not_a_failure() -> None:
     assert not [i for i in incidents("thread_source_line_pull_request_xid.log") if i.is_failure]
+
+
+def test_a_node_that_lost_a_gpu_named_in_a_title() -> None:
+    lost = root("thread_source_line_node_lost_gpu.log")
+    assert lost.signature == "gpu-hardware/fallen-off-bus"
+
+
+@pytest.mark.parametrize(("title", "expected"), [
+    ("# GPU server loses GPU between jobs", "gpu-hardware"),
+    ("# node3 has lost a GPU after reboot", "gpu-hardware"),
+    ("# Fabric-wide Xid 145 on an HGX node: NCCL collectives hang", "gpu-hardware"),
+    ("# Uncorrectable NVLink error on A100 pair", "gpu-hardware"),
+    # its memory or its support, not the GPU itself
+    ("# Server loses GPU memory after each epoch", None),
+    ("# Container lost GPU access after update", None),
+])
+def test_hardware_title_wordings(title: str, expected: str | None) -> None:
+    sig_id = title_failure(read_head(f"{title}\n\nI see it on my node.\n".encode(), whole=True))
+    assert (sig_id.split("/")[0] if sig_id else None) == expected
+
+
+def test_compact_xid_records_alone_are_the_root_of_a_report() -> None:
+    # a kernel log's Xid 31 in a short form (no "NVRM:"), in a report where nothing else failed
+    xid = root("xid_compact_records_alone.log")
+    assert xid.signature == "gpu-hardware/xid-mention" and xid.numbers["xid"] == 31
+    assert xid.severity == Severity.ERROR

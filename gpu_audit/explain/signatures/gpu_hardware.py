@@ -86,7 +86,9 @@ def _device_plugin_xid(sig: Signature, numbers: dict[str, Any], ctx: AdviceConte
            # in general does not
            r"^(?=[^\n]*?(?:\bGPU ?#?\d|\bPCI\b|[0-9a-fA-F]{2}:[0-9a-fA-F]{2}[.:]|\bnode\w*\d))"
            r"[^\n]*?(?<![\w-])X[Ii][Dd](?:\s+error)?[\s:=#]+(?P<xid>\d{1,3})\b(?P<rest>.*)",
-           ("Xid", "XID"), "GPU Xid event", extract=_xid, key_field="xid",
+           # (an Xid that alone is a warning is the root of a report where nothing else
+           # failed, in a health tool's or a compact kernel log's form as in the driver's own)
+           ("Xid", "XID"), "GPU Xid event", extract=_xid, key_field="xid", alone_root=True,
            example="gpu-health: node07 GPU 3 reported XID 79 at 02:41")
 @signature("gpu-hardware/xid",
            r"NVRM: Xid \((?:PCI:)?(?P<pci_bus_id>[0-9A-Fa-f:.]+)\):\s*(?P<xid>\d+)"
