@@ -279,8 +279,9 @@ class Classifier:
         # (a request about a message's wording that pastes the writer's own run reports it)
         quoting = {i for i, head in self._heads.items() if head.pull_request or (
             head.about_message and not head.fenced and i not in self._own_run)}
+        issues = {i for i, head in self._heads.items() if head.issue_thread}
         for i, cues in self._cues.items():
-            if len(cues) >= EXPLAINER_MIN_CUES or (cues and i not in self._own_run):
+            if len(cues) >= EXPLAINER_MIN_CUES or (cues and i not in self._own_run | issues):
                 quoting.add(i)
         return quoting
 

@@ -22,7 +22,9 @@ template, a pasted block, a message of the run read in the text, even a warning)
 else in the text was found. A title is typed by hand: its few key words are read through one
 typing slip ("initalize", "singal"). A thread copied with a line saying where it is from
 ("owner/repo · issue #123 · closed") and its labels has its title on the line after them; a
-pull request's title there names the change, so it names no failure.
+pull request's title there names the change, so it names no failure; an issue's source line
+says the thread reports a problem, so one explaining phrase in a reply ("that error usually
+means") does not make it an explainer.
 """
 
 from __future__ import annotations
@@ -237,6 +239,7 @@ class Head:
     # the source line calls the thread a pull request: its title names the change, whatever
     # failure it handles (its text may still paste a failing run: CI, a reviewer's test)
     change_thread: bool = False
+    issue_thread: bool = False  # ... an issue: a report, where a reply's one phrase explains it
     fenced: bool = False  # a pasted block (``` or a table) below the title
     lines: list[str] = field(default_factory=list)
 
@@ -251,6 +254,7 @@ def read_head(data: bytes, whole: bool) -> Head:
     head = Head(lines=lines)
     numbered = [(n, line.strip()) for n, line in enumerate(lines, 1) if line.strip()]
     head.change_thread = bool(numbered and _PULL_SOURCE.match(numbered[0][1]))
+    head.issue_thread = bool(numbered and _ISSUE_SOURCE.match(numbered[0][1]))
     numbered = _after_source_line(numbered)
     if not numbered:
         return head
@@ -271,6 +275,7 @@ def read_head(data: bytes, whole: bool) -> Head:
 _SOURCE_LINE = re.compile(r"^[\w.-]+/[\w.-]+ · (?:issue|pull request|discussion) #\d+\b")
 _LABELS_LINE = re.compile(r"^labels: ")
 _PULL_SOURCE = re.compile(r"^[\w.-]+/[\w.-]+ · pull request #\d+\b")
+_ISSUE_SOURCE = re.compile(r"^[\w.-]+/[\w.-]+ · issue #\d+\b")
 
 
 def _after_source_line(numbered: list[tuple[int, str]]) -> list[tuple[int, str]]:

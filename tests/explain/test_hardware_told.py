@@ -58,3 +58,9 @@ def test_compact_xid_records_alone_are_the_root_of_a_report() -> None:
     xid = root("xid_compact_records_alone.log")
     assert xid.signature == "gpu-hardware/xid-mention" and xid.numbers["xid"] == 31
     assert xid.severity == Severity.ERROR
+
+
+def test_a_replys_explaining_phrase_does_not_make_an_issue_an_explainer() -> None:
+    # an issue thread reports; the maintainer's "that error usually means" explains its error
+    nccl = root("thread_issue_reply_explains_ib_error.log")
+    assert nccl.signature == "nccl/network" and nccl.severity >= Severity.ERROR
