@@ -64,3 +64,8 @@ def test_a_replys_explaining_phrase_does_not_make_an_issue_an_explainer() -> Non
     # an issue thread reports; the maintainer's "that error usually means" explains its error
     nccl = root("thread_issue_reply_explains_ib_error.log")
     assert nccl.signature == "nccl/network" and nccl.severity >= Severity.ERROR
+
+
+def test_the_watchdogs_termination_cut_before_its_reason() -> None:
+    nccl = root("nccl_watchdog_terminated_cut.log")
+    assert (nccl.cls, nccl.signature) == ("nccl", "nccl/watchdog-terminated")

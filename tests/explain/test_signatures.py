@@ -336,6 +336,8 @@ SINGLE_LINES = [
     ("ncclSystemError: System call (e.g. socket, malloc) or external library call failed or "
      "device error.", "nccl", "nccl/error-kind"),
     ("node01:4101:4188 [0] NCCL INFO misc/socket.cc:484 -> 2", "nccl", "nccl/return-code"),
+    ("c10::DistBackendError: [PG 0 Rank 3] Process group watchdog thread terminated with "
+     "exception", "nccl", "nccl/watchdog-terminated"),
     ("  Warning  Evicted  3m  kubelet  The node was low on resource: memory.", "host-oom",
      "host-oom/kubernetes-evicted"),
     ("ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.",

@@ -135,6 +135,7 @@ ORDER = (
     "nccl/gloo-timeout",
     "nccl/gloo-peer-closed",
     "nccl/return-code",
+    "nccl/watchdog-terminated",
     # host memory, last: its needles ("Killed", "MemoryError") are the most general
     "host-oom/kernel-oom-killer",
     "host-oom/killed-process",

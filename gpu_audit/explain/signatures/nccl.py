@@ -365,3 +365,16 @@ fixed("nccl/gloo-peer-closed", r"gloo.*?Connection closed by peer(?: \[(?P<peer>
       explanation="A peer process closed its connection, most likely because it crashed: look "
       "at its log.",
       remedy=_COLLECTIVE_REMEDY)
+
+
+# The process group's watchdog ending the job, its reason cut off or on a line of its own
+# (with the reason on the same line, the timeout or error signature reads that line first).
+fixed("nccl/watchdog-terminated", r"watchdog thread terminated with exception",
+      ("watchdog thread terminated",), "The NCCL watchdog stopped the process group",
+      tier=3.1, group="nccl-timeout",
+      example="c10::DistBackendError: [PG 0 Rank 1] Process group watchdog thread terminated "
+      "with exception",
+      explanation="The process group's watchdog thread raised, which ends the job: a collective "
+      "timed out or NCCL reported an error; the message after it (or the rank's lines above it) "
+      "says which. " + _COLLECTIVE_ECHO,
+      remedy=_COLLECTIVE_REMEDY)
