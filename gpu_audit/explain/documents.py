@@ -166,7 +166,13 @@ _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("nccl/watchdog-timeout", r"(?:\b|ProcessGroup)NCCL\b[^\n]{0,80}?\b(?:tim(?:ed|es|ing) ?"
                                   r"out|timeouts?|hangs?|hanging|stuck)\b|\bWorkNCCL\([^\n]*\bTimeout\b|"
                                   # ("NCCL超时", "nccl 超时时间": a timeout, in Chinese)
-                                  r"\bNCCL(?![A-Za-z])[^\n]{0,40}?(?:超时|卡住|卡死)"),
+                                  r"\bNCCL(?![A-Za-z])[^\n]{0,40}?(?:超时|卡住|卡死)|"
+                                  # a distributed run that hangs and then times out: its
+                                  # collective's timeout, told without naming NCCL
+                                  r"(?:分布式|多机|多卡|\bmulti-?(?:node|GPU)\b|\bdistributed\b|"
+                                  r"\bDDP\b)[^\n]{0,40}?(?:卡住|卡死|\bhangs?\b|\bhanging\b|"
+                                  r"\bstuck\b)[^\n]{0,40}?(?:超时|\btim(?:es|ed|ing) ?out\b|"
+                                  r"\btimeouts?\b)"),
         # Slurm's (or a cgroup's) out-of-memory: the host's, whatever GPU the title names
         ("host-oom/slurm-oom-kill", rf"\b(?:slurm|cgroup)\b[^\n]{{0,20}}?\b{_OOM_WORDS}\b"),
         # (the caching allocator's own words say whose memory: "reserved", "allocated")
@@ -218,6 +224,10 @@ _SOURCE_POSITION = re.compile(
 # ('"... watchdog got stuck" when training on two nodes'): copied from the writer's own run.
 _QUOTED_WHEN = re.compile(r"^(?:\"[^\"\n]{12,200}\"|`[^`\n]{12,200}`)\s+(?:when|while|during|"
                           r"after|at)\s+\w", re.IGNORECASE)
+# A title that says the failure is still there after the writer's change ("raised the timeout,
+# still errors"): the writer's own run.
+_STILL_FAILS = re.compile(r"(?:仍然|还是|依然|一直|总是|老是)报错|\bstill (?:fails|failing|errors? out|"
+                          r"crash(?:es|ing)|times? out|timing out|hangs?)\b", re.IGNORECASE)
 _QUESTION_TITLE = re.compile(r"^\s*(?:(?:how (?:to|do|can)|what is|why)\b|如何|怎么|怎样|为什么)",
                              re.IGNORECASE)
 # A log's own first line (a timestamp, a bracketed prefix, a log level) is no thread's title.
@@ -347,7 +357,7 @@ def title_failure(head: Head, logged: bool = False) -> str | None:
             or _LOG_LINE.search(title)):
         return None
     if not (head.own_run or head.fenced or logged or _SOURCE_POSITION.search(title)
-            or _QUOTED_WHEN.match(title)):
+            or _QUOTED_WHEN.match(title) or _STILL_FAILS.search(title)):
         return None
     return next((sig_id for sig_id, pattern in _TITLES if pattern.search(title)
                  and not (sig_id.startswith("host-oom/") and _NOT_MEMORY.search(title))), None)

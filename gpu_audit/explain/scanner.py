@@ -143,7 +143,9 @@ KEYS: tuple[Key, ...] = (
         # (nvtop's words when NVML gave it no GPU, and nvidia-smi's)
         rb"|o GPU to monitor|o devices were found"
         # (and right before a Chinese word, "NCCL超时", "NCCL会报超时错误": UTF-8 lead bytes)
-        rb"|CCL ?[\xe3-\xe9])",
+        rb"|CCL ?[\xe3-\xe9]"
+        # (a writer's "... and reports NCCL timeout")
+        rb"|CCL [Tt]ime ?out)",
         (b"NVRM", b"NVML", b"NVIDIA-SMI", b"NVIDIA driver", b"NVIDIA Display Driver. By default",
          b"NVIDIA Corporation ",
          b"NVLink", b"NVLINK", b"NCCL WARN", b"NCCL error", b"NCCL comm", b"NCCL oper",
@@ -151,6 +153,7 @@ KEYS: tuple[Key, ...] = (
          b"No devices were found",
          *(b"NCCL" + bytes([lead]) for lead in range(0xE3, 0xEA)),
          *(b"NCCL " + bytes([lead]) for lead in range(0xE3, 0xEA)),
+         b"NCCL timeout", b"NCCL Timeout", b"NCCL time out", b"NCCL Time out",
          *(b" -> %d" % code for code in range(1, 8)))),
     # (an nvidia-smi table's "Processes:" row: who holds the GPU, in the rows below it)
     # (and PBS/Torque's "PBS: job killed: mem ... exceeded limit ...")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from gpu_audit.explain import classify_text
 from gpu_audit.explain.documents import read_head, title_failure
 from gpu_audit.model import Severity
 from tests.explain.helpers import shape_incidents as incidents
@@ -69,3 +70,39 @@ def test_a_replys_explaining_phrase_does_not_make_an_issue_an_explainer() -> Non
 def test_the_watchdogs_termination_cut_before_its_reason() -> None:
     nccl = root("nccl_watchdog_terminated_cut.log")
     assert (nccl.cls, nccl.signature) == ("nccl", "nccl/watchdog-terminated")
+
+
+def test_an_nccl_timeout_the_writer_reports_in_english() -> None:
+    told = root("nccl_timeout_told_english.log")
+    assert told.signature == "nccl/timeout-told"
+
+
+@pytest.mark.parametrize(("line", "expected"), [
+    ("It hangs at step 300 for half an hour and then reports NCCL timeout.", ["nccl"]),
+    ("We got NCCL Timeout after the checkpoint on 4 nodes", ["nccl"]),
+    # the reader's, a condition, a question of when: not a report
+    ("When Do You Hit NCCL Timeouts?", []),
+    ("If the job reports NCCL timeout, raise the limit.", []),
+    ("Increase the NCCL timeout and add logging.", []),
+])
+def test_nccl_timeout_told_wordings(line: str, expected: list[str]) -> None:
+    assert [i.cls for i in classify_text(line + "\n", torch_version=None)
+            if i.is_failure] == expected
+
+
+def test_a_distributed_hang_then_timeout_named_in_a_title() -> None:
+    nccl = root("title_distributed_hang_then_timeout_zh.log")
+    assert nccl.signature == "nccl/watchdog-timeout" and nccl.title.startswith("Named in the title")
+
+
+@pytest.mark.parametrize(("title", "body", "expected"), [
+    # the title says the failure is still there after the writer's change
+    ("增加 nccl 超时时间设置后，仍然报错", "谢谢。", "nccl"),
+    ("NCCL timeout raised to 2 hours, still times out", "Thanks.", "nccl"),
+    # a hang with no timeout, and a question: no failure named
+    ("Distributed training across machines hangs with no error", "```\nlog\n```", None),
+    ("为什么多卡训练卡住，超时后报错", "```\nlog\n```", None),
+])
+def test_title_told_nccl_wordings(title: str, body: str, expected: str | None) -> None:
+    sig_id = title_failure(read_head(f"{title}\n\n{body}\n".encode(), whole=True))
+    assert (sig_id.split("/")[0] if sig_id else None) == expected

@@ -116,7 +116,12 @@ fixed("nccl/timeout-told",
       # (not after a question or a condition: "如何解决出现NCCL超时", "如果NCCL报超时")
       r"^(?:(?!如何|怎么|怎样|如果|若是|是否|为什么)[^\n])*?"
       r"(?:(?:报|出现|提示)了?\s?NCCL\s?(?:的)?(?:超时|timeout)|"
-      r"NCCL\s?(?:会|就|又|也|一直)?(?:报|出现)了?\s?(?:超时|timeout))",
+      r"NCCL\s?(?:会|就|又|也|一直)?(?:报|出现)了?\s?(?:超时|timeout))|"
+      # ... and in English, "it is stuck for 30 minutes and reports NCCL timeout" (not a
+      # condition, a question of how or when, nor the reader's: "When do you hit NCCL timeouts?")
+      r"^(?i:(?:(?!\b(?:if|whether|when|how|you|can|could|may|might|would)\b)[^\n])*?"
+      r"\b(?:reports?|reported|reporting|throws?|threw|gets?|got|getting|hits?|hitting|"
+      r"raised?|raises) (?:an? |the )?)NCCL [Tt]ime ?outs?\b",
       ("NCCL",), "NCCL collective timed out (told in the writer's words)", tier=3.0,
       group="nccl-timeout",
       example="训练到第12个epoch卡住，30分钟后报NCCL超时错误",
