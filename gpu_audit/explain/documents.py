@@ -226,8 +226,9 @@ _QUOTED_WHEN = re.compile(r"^(?:\"[^\"\n]{12,200}\"|`[^`\n]{12,200}`)\s+(?:when|
                           r"after|at)\s+\w", re.IGNORECASE)
 # A title that says the failure is still there after the writer's change ("raised the timeout,
 # still errors"): the writer's own run.
-_STILL_FAILS = re.compile(r"(?:仍然|还是|依然|一直|总是|老是)报错|\bstill (?:fails|failing|errors? out|"
-                          r"crash(?:es|ing)|times? out|timing out|hangs?)\b", re.IGNORECASE)
+_STILL_FAILS = re.compile(r"(?:仍然|还是|依然|一直|总是|老是)报错|"
+                          r"\bstill (?:fails|failing|errors? out|crash(?:es|ing)|times? out|"
+                          r"timing out|hangs?)\b", re.IGNORECASE)
 _QUESTION_TITLE = re.compile(r"^\s*(?:(?:how (?:to|do|can)|what is|why)\b|如何|怎么|怎样|为什么)",
                              re.IGNORECASE)
 # A log's own first line (a timestamp, a bracketed prefix, a log level) is no thread's title.
