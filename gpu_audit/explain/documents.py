@@ -23,8 +23,9 @@ else in the text was found. A title is typed by hand: its few key words are read
 typing slip ("initalize", "singal"). A thread copied with a line saying where it is from
 ("owner/repo · issue #123 · closed") and its labels has its title on the line after them; a
 pull request's title there names the change, so it names no failure; an issue's source line
-says the thread reports a problem, so one explaining phrase in a reply ("that error usually
-means") does not make it an explainer.
+says the thread reports a problem: its title's failure counts without more words of the
+writer's, and one explaining phrase in a reply ("that error usually means") does not make it an
+explainer.
 """
 
 from __future__ import annotations
@@ -203,6 +204,9 @@ _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                                          r"\b[^\n]{0,20}?\bNVML\b|\bNVML\b[^\n]{0,40}?"
                                          r"\b(?:not found|LibraryNotFound|driver/library version "
                                          r"mismatch)\b"),
+        # an InfiniBand completion that exhausted its transport retries (verbs' status 12)
+        ("nccl/network", r"\b(?:IBV_WC_|TRANSPORT_)?RETRY_EXC_ERR\b|"
+                         r"\btransport retry count(?:er)? exceeded\b"),
         # (after the shapes above: an NCCL error is most often an echo of one of them)
         ("nccl/error", r"\bNCCL\b[^\n]{0,40}?\b(?:error|failure|failed|crash(?:es|ed)?)\b"),
         ("alloc-conf/backend", r"\bcudaMallocAsync\b[^\n]{0,80}?\b(?:bug|error|fail\w*|crash\w*|"
@@ -357,7 +361,8 @@ def title_failure(head: Head, logged: bool = False) -> str | None:
             or _REQUEST_TITLE.match(title)
             or _LOG_LINE.search(title)):
         return None
-    if not (head.own_run or head.fenced or logged or _SOURCE_POSITION.search(title)
+    if not (head.own_run or head.fenced or logged or head.issue_thread
+            or _SOURCE_POSITION.search(title)
             or _QUOTED_WHEN.match(title) or _STILL_FAILS.search(title)):
         return None
     return next((sig_id for sig_id, pattern in _TITLES if pattern.search(title)

@@ -106,3 +106,20 @@ def test_a_distributed_hang_then_timeout_named_in_a_title() -> None:
 def test_title_told_nccl_wordings(title: str, body: str, expected: str | None) -> None:
     sig_id = title_failure(read_head(f"{title}\n\n{body}\n".encode(), whole=True))
     assert (sig_id.split("/")[0] if sig_id else None) == expected
+
+
+_ISSUE_LINE = "example-lab/fabric · issue #90 · open · C++\n"
+
+
+@pytest.mark.parametrize(("source", "title", "expected"), [
+    # an issue's source line says the thread reports its title's failure
+    (_ISSUE_LINE, "# A `RETRY_EXC_ERR` completion on one QP hangs all ranks", "nccl"),
+    (_ISSUE_LINE, "# Transport retry counter exceeded on mlx5_2 during allreduce", "nccl"),
+    # ... without it, and without the writer's words or a pasted block, a subject
+    ("", "# A `RETRY_EXC_ERR` completion on one QP hangs all ranks", None),
+])
+def test_an_ib_retry_exhaustion_named_in_an_issues_title(source: str, title: str,
+                                                         expected: str | None) -> None:
+    text = f"{source}{title}\n\nThe queue pair shows the status after the wedge.\n"
+    sig_id = title_failure(read_head(text.encode(), whole=True))
+    assert (sig_id.split("/")[0] if sig_id else None) == expected
