@@ -101,6 +101,7 @@ OWN_RUN = re.compile(
     r"\bany (?:ideas?|help|suggestions?|hints?)\b|\bplease help\b|\bhelp me\b|"
     r"\bam I doing (?:\w+ )?(?:anything|something) wrong\b|"
     r"\bI (?:have|had|got|get|see|saw|met|hit) the same (?:problem|issue|error)\b|"
+    r"\bI(?:'m| am) having (?:the same|a similar) (?:problem|issue|error)\b|"
     r"\bthe (?:training|job|run|script|process|program|server|container|pod) (?:stops|stopped|"
     r"crash(?:es|ed)|fails|failed|dies|died|hangs|hung|was killed|gets killed|got killed)\b|"
     r"^(?:so |but |pls |please )?how (?:to|do i|can i|could i|should i) (?:fix|solve|resolve|"
@@ -204,6 +205,8 @@ _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                                          r"\b[^\n]{0,20}?\bNVML\b|\bNVML\b[^\n]{0,40}?"
                                          r"\b(?:not found|LibraryNotFound|driver/library version "
                                          r"mismatch)\b"),
+        ("driver-mismatch/driver-too-old", r"\b(?:NVIDIA|CUDA|GPU) driver(?: version)? (?:is )?"
+                                           r"too old\b"),
         # an InfiniBand completion that exhausted its transport retries (verbs' status 12)
         ("nccl/network", r"\b(?:IBV_WC_|TRANSPORT_)?RETRY_EXC_ERR\b|"
                          r"\btransport retry count(?:er)? exceeded\b"),

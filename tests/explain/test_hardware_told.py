@@ -123,3 +123,25 @@ def test_an_ib_retry_exhaustion_named_in_an_issues_title(source: str, title: str
     text = f"{source}{title}\n\nThe queue pair shows the status after the wedge.\n"
     sig_id = title_failure(read_head(text.encode(), whole=True))
     assert (sig_id.split("/")[0] if sig_id else None) == expected
+
+
+def test_a_julia_packages_driver_too_old_wrapped_by_its_logger() -> None:
+    old = root("driver_older_than_cuda_julia_wrapped.log")
+    assert old.signature == "driver-mismatch/driver-older-than-cuda"
+    assert old.numbers == {"required_cuda": "11.2", "driver_cuda_version": "10.1"}
+
+
+@pytest.mark.parametrize(("line", "expected"), [
+    ('level=DEBUG msg="Unable to load cudart" error="your nvidia driver is too old or missing."',
+     ["driver-mismatch"]),
+    # a proposal's condition names no program's failure
+    ("It should print a warning if the GPU driver is too old to support the CUDA version.", []),
+])
+def test_a_driver_too_old_in_other_programs_words(line: str, expected: list[str]) -> None:
+    assert [i.cls for i in classify_text(line + "\n", torch_version=None)
+            if i.is_failure] == expected
+
+
+def test_a_driver_too_old_title_in_a_thread_where_someone_has_a_similar_issue() -> None:
+    old = root("title_driver_too_old_similar_issue.log")
+    assert old.signature == "driver-mismatch/driver-too-old"

@@ -336,6 +336,8 @@ SINGLE_LINES = [
     ("ncclSystemError: System call (e.g. socket, malloc) or external library call failed or "
      "device error.", "nccl", "nccl/error-kind"),
     ("node01:4101:4188 [0] NCCL INFO misc/socket.cc:484 -> 2", "nccl", "nccl/return-code"),
+    ("Error: your nvidia driver is too old or missing.  If you have a CUDA GPU please upgrade",
+     "driver-mismatch", "driver-mismatch/driver-older-than-cuda"),
     ("c10::DistBackendError: [PG 0 Rank 3] Process group watchdog thread terminated with "
      "exception", "nccl", "nccl/watchdog-terminated"),
     ("  Warning  Evicted  3m  kubelet  The node was low on resource: memory.", "host-oom",

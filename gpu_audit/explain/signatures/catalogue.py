@@ -104,6 +104,7 @@ ORDER = (
     "cublas-failure/legacy-runtime-error",
     "cublas-failure/cublaslt",
     "driver-mismatch/driver-too-old",
+    "driver-mismatch/driver-older-than-cuda",
     "driver-mismatch/container-requirement",
     "driver-mismatch/insufficient-driver",
     "driver-mismatch/arch-not-compiled",

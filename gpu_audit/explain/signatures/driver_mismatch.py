@@ -85,6 +85,31 @@ def _driver_too_old(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext)
                   "driver.")
 
 
+@signature("driver-mismatch/driver-older-than-cuda",
+           # other programs' words for it: Ollama's "your nvidia driver is too old or missing",
+           # Julia's CUDA packages' "CUDA 10.0 is not supported by your driver (which supports up
+           # to 9.0)" (cut after "by" where a logger wrapped it)
+           r"(?i:your nvidia driver is too old)|CUDA (?P<required_cuda>\d+\.\d+) is not "
+           r"supported by(?:\s*your driver(?:\s*\(which supports up to "
+           r"(?P<driver_cuda_version>\d+\.\d+)\))?|\s*$)",
+           ("driver is too old", "is not supported by"),
+           "The NVIDIA driver is older than the CUDA the program needs", tier=0.0,
+           example="ERROR: LoadError: CUDA 10.0 is not supported by your driver (which supports "
+           "up to 9.0)")
+def _driver_older_than_cuda(sig: Signature, numbers: dict[str, Any],
+                            ctx: AdviceContext) -> Advice:
+    needs = (f"CUDA {numbers['required_cuda']}, newer than" if numbers.get("required_cuda")
+             else "a newer CUDA than")
+    supports = (f" (it supports CUDA up to {numbers['driver_cuda_version']})"
+                if numbers.get("driver_cuda_version") else "")
+    explanation = (f"The program (or a library or container it runs in) needs {needs} the "
+                   f"installed NVIDIA driver supports{supports}, so CUDA cannot start.")
+    remedy = ("Update the NVIDIA driver (the \"CUDA Version\" in `nvidia-smi`'s header is the "
+              "newest CUDA it supports), or use a build or container image of the program made "
+              "for that CUDA.")
+    return advice(sig, numbers, explanation, remedy)
+
+
 @signature("driver-mismatch/container-requirement",
            r"requirement error: unsatisfied condition: cuda ?>= ?(?P<required_cuda>\d+\.\d+)",
            ("unsatisfied condition",),
