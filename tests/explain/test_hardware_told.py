@@ -145,3 +145,10 @@ def test_a_driver_too_old_in_other_programs_words(line: str, expected: list[str]
 def test_a_driver_too_old_title_in_a_thread_where_someone_has_a_similar_issue() -> None:
     old = root("title_driver_too_old_similar_issue.log")
     assert old.signature == "driver-mismatch/driver-too-old"
+
+
+def test_a_message_cut_where_a_tool_cuts_long_lines_at_1000_characters() -> None:
+    # a traceback pasted as one line, cut at 1000 characters inside "illegal"
+    ima = root("illegal_access_cut_at_1000_chars.log")
+    assert ima.signature == "illegal-memory-access/illegal-address"
+    assert [loc.line for loc in ima.locations] == [5]
