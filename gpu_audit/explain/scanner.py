@@ -125,11 +125,16 @@ KEYS: tuple[Key, ...] = (
          b"Cuda failure", b"CachingAllocator", b"Caught collective", b"Connection closed by ",
          b"Can't initialize NVML", b"Currently allocated ", b"(according to CUDA): ")),
     # (and TensorFlow 1's node under its OOM: '[[Node: ... _device=".../device:GPU:0"]')
+    # (and a GPU lost, told: "we lost 1 GPU", "one GPU is loss after reboot", "Lost GPU")
     Key(rb"G(?:PU(?: is lost| lost from the bus| has fallen| \d+ has a total|\d+ [^\n]{0,80}?"
-        rb"which is of cuda capability|:\d+\"\])|ET was unable)",
+        rb"which is of cuda capability|:\d+\"\]| is loss)|ET was unable"
+        rb"|(?<=[Ll]ost G)PU|(?<=[Ll]ost [a\d] G)PU|(?<=[Ll]ost one G)PU|(?<=losing the G)PU)",
         (b"GPU is lost", b"GPU lost from the bus", b"GPU has fallen", b" has a total",
          b"which is of cuda capability", *(b"GPU:%d" % digit for digit in range(10)),
-         b"GET was unable")),
+         b"GET was unable", b"GPU is loss",
+         *(first + b"ost " + between + b"GPU" for first in (b"l", b"L")
+           for between in (b"", b"a ", b"one ", *(b"%d " % digit for digit in range(10)))),
+         b"losing the GPU")),
     Key(rb"K(?:ill|ILL)", (b"Kill", b"KILL")),
     # ("ProcessGroupNCCL'" at a line's end: a terminal cut "ProcessGroupNCCL's" there)
     # (and lspci's line for a GPU that no longer answers on the bus: "NVIDIA Corporation ...

@@ -147,8 +147,37 @@ def test_a_driver_too_old_title_in_a_thread_where_someone_has_a_similar_issue() 
     assert old.signature == "driver-mismatch/driver-too-old"
 
 
-def test_a_message_cut_where_a_tool_cuts_long_lines_at_1000_characters() -> None:
-    # a traceback pasted as one line, cut at 1000 characters inside "illegal"
-    ima = root("illegal_access_cut_at_1000_chars.log")
-    assert ima.signature == "illegal-memory-access/illegal-address"
-    assert [loc.line for loc in ima.locations] == [5]
+@pytest.mark.parametrize("width", [1000, 1024])
+def test_a_message_cut_where_a_tool_cuts_long_lines(width: int) -> None:
+    # a traceback pasted as one line, cut at the tool's length inside "illegal" (built here: a
+    # fixture file would be cut again by the terminal-wrap test, two cuts in one word)
+    frames = "".join(f'File "/work/vla/train/step_{i}.py", line {100 + i}, in run_{i} '
+                     f"out = self.run_{i + 1}(batch) ^^^^^^^^^^^^^^^^ " for i in range(40))
+    tail = "RuntimeError: CUDA error: an illeg"
+    first = frames[:width - len(tail)] + tail
+    rest = ("al memory access was encountered Compile with TORCH_USE_CUDA_DSA to enable "
+            "device-side assertions.")
+    text = f"# Post-training stops with a CUDA error\n\nI get this:\n{first}\n{rest}\n"
+    found = [i for i in classify_text(text, torch_version=None) if i.is_failure]
+    assert [(i.signature, i.line_numbers) for i in found] == [
+        ("illegal-memory-access/illegal-address", [4])]
+
+
+def test_a_gpu_lost_told_in_a_cluster_thread() -> None:
+    lost = root("gpu_lost_told_cluster_thread.log")
+    assert (lost.cls, lost.signature) == ("gpu-hardware", "gpu-hardware/lost-told")
+    assert lost.count == 2
+
+
+@pytest.mark.parametrize(("line", "expected"), [
+    ("Lost GPU occurs again on node3, only 3 GPUs left.", ["gpu-hardware"]),
+    ("The servers keep losing the GPU between two jobs.", ["gpu-hardware"]),
+    # its memory, its hours, advice to the reader, a condition: no GPU lost here
+    ("We lost GPU memory to fragmentation after the eval step.", []),
+    ("Preemption means we lost GPU hours last week.", []),
+    ("If you lose a GPU mid-run, the job restarts from the last checkpoint.", []),
+    ("To avoid losing the GPU, keep the persistence daemon running.", []),
+])
+def test_gpu_lost_told_wordings(line: str, expected: list[str]) -> None:
+    assert [i.cls for i in classify_text(line + "\n", torch_version=None)
+            if i.is_failure] == expected

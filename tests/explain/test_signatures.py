@@ -336,6 +336,8 @@ SINGLE_LINES = [
     ("ncclSystemError: System call (e.g. socket, malloc) or external library call failed or "
      "device error.", "nccl", "nccl/error-kind"),
     ("node01:4101:4188 [0] NCCL INFO misc/socket.cc:484 -> 2", "nccl", "nccl/return-code"),
+    ("After the reboot we lost 1 GPU on node7, and slurmd does not start.", "gpu-hardware",
+     "gpu-hardware/lost-told"),
     ("Error: your nvidia driver is too old or missing.  If you have a CUDA GPU please upgrade",
      "driver-mismatch", "driver-mismatch/driver-older-than-cuda"),
     ("c10::DistBackendError: [PG 0 Rank 3] Process group watchdog thread terminated with "

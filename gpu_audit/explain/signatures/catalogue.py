@@ -86,6 +86,7 @@ ORDER = (
     "gpu-hardware/device-handle",
     "gpu-hardware/fallen-off-bus",
     "gpu-hardware/lspci-rev-ff",
+    "gpu-hardware/lost-told",
     "gpu-hardware/gsp-timeout",
     "gpu-hardware/reset-required",
     "gpu-hardware/uncorrectable-ecc",

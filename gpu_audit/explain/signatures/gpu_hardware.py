@@ -135,6 +135,22 @@ fixed("gpu-hardware/fallen-off-bus",
       "it stays unusable until it is reset, usually by a reboot.",
       remedy=xid_info(79).action)
 
+# A GPU lost, told in the writer's words ("we lost 1 GPU after the reboot", "one GPU is loss",
+# "Lost GPU occurs again"): not its memory, its support or its hours, not in a condition or
+# advice to the reader ("if you lose a GPU", "to avoid losing the GPU").
+fixed("gpu-hardware/lost-told",
+      r"^(?i:(?:(?!\b(?:if|whether|you|your|may|might|prevent\w*|avoid\w*)\b)"
+      r"[^\n])*?)(?:\b(?:[Ll]ost|losing) (?:a |one |the |\d )?GPUs?\b(?!s? (?:memory|support|"
+      r"acceleration|access|util\w*|hours?|time|cycles|compute|days|capacity|resources)\b)|"
+      r"\bGPU is loss\b)",
+      ("lost", "Lost", "losing", "GPU is loss"), "A GPU was lost (told in the writer's words)",
+      tier=0.0, group="off-the-bus",
+      example="After the reboot we lost 1 GPU on node7, and slurmd does not start.",
+      explanation="The writer says a GPU disappeared from the machine: what the driver logs as "
+      "Xid 79 (\"GPU has fallen off the bus\") and lspci shows as a device whose revision reads "
+      "ff. Jobs on it die, and it stays unusable until it is reset, usually by a reboot.",
+      remedy=xid_info(79).action)
+
 # lspci reads a revision of ff when the device's PCIe configuration space answers all ones:
 # the GPU no longer responds on the bus (its other functions, audio and USB, read ff too).
 fixed("gpu-hardware/lspci-rev-ff",
