@@ -147,6 +147,8 @@ KEYS: tuple[Key, ...] = (
         rb"|ET/\w+ ?:? ?Got completion"
         # (nvtop's words when NVML gave it no GPU, and nvidia-smi's)
         rb"|o GPU to monitor|o devices were found"
+        # (a writer's "my Nvidia version is too old")
+        rb"|(?:vidia|VIDIA) (?:driver|version) is too old"
         # (and right before a Chinese word, "NCCL超时", "NCCL会报超时错误": UTF-8 lead bytes)
         rb"|CCL ?[\xe3-\xe9]"
         # (a writer's "... and reports NCCL timeout")
@@ -155,7 +157,8 @@ KEYS: tuple[Key, ...] = (
          b"NVIDIA Corporation ",
          b"NVLink", b"NVLINK", b"NCCL WARN", b"NCCL error", b"NCCL comm", b"NCCL oper",
          b"NCCL work", b"NCCL(", b"NCCL.cpp", b"NCCL'", b"NET/", b"No GPU to monitor",
-         b"No devices were found",
+         b"No devices were found", b"Nvidia driver is too old", b"Nvidia version is too old",
+         b"NVIDIA version is too old",
          *(b"NCCL" + bytes([lead]) for lead in range(0xE3, 0xEA)),
          *(b"NCCL " + bytes([lead]) for lead in range(0xE3, 0xEA)),
          b"NCCL timeout", b"NCCL Timeout", b"NCCL time out", b"NCCL Time out",

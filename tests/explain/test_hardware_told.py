@@ -134,6 +134,9 @@ def test_a_julia_packages_driver_too_old_wrapped_by_its_logger() -> None:
 @pytest.mark.parametrize(("line", "expected"), [
     ('level=DEBUG msg="Unable to load cudart" error="your nvidia driver is too old or missing."',
      ["driver-mismatch"]),
+    ("When I run my program, the msg is that my Nvidia version is too old.",
+     ["driver-mismatch"]),
+    ("After the upgrade torch says our NVIDIA driver is too old", ["driver-mismatch"]),
     # a proposal's condition names no program's failure
     ("It should print a warning if the GPU driver is too old to support the CUDA version.", []),
 ])

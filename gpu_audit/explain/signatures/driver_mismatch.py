@@ -91,8 +91,10 @@ def _driver_too_old(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext)
            # to 9.0)" (cut after "by" where a logger wrapped it)
            r"(?i:your nvidia driver is too old)|CUDA (?P<required_cuda>\d+\.\d+) is not "
            r"supported by(?:\s*your driver(?:\s*\(which supports up to "
-           r"(?P<driver_cuda_version>\d+\.\d+)\))?|\s*$)",
-           ("driver is too old", "is not supported by"),
+           r"(?P<driver_cuda_version>\d+\.\d+)\))?|\s*$)|"
+           # ... and the writer's retelling of it: "the msg is that my Nvidia version is too old"
+           r"\b(?:my|our) (?i:nvidia) (?:driver|version) is too old\b",
+           ("driver is too old", "is not supported by", "version is too old"),
            "The NVIDIA driver is older than the CUDA the program needs", tier=0.0,
            example="ERROR: LoadError: CUDA 10.0 is not supported by your driver (which supports "
            "up to 9.0)")
