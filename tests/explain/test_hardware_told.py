@@ -8,6 +8,7 @@ import pytest
 
 from gpu_audit.explain import classify_text
 from gpu_audit.explain.documents import read_head, title_failure
+from gpu_audit.explain.signatures.driver_mismatch import _CUDA_INIT
 from gpu_audit.model import Severity
 from tests.explain.helpers import shape_incidents as incidents
 from tests.explain.helpers import shape_root as root
@@ -184,3 +185,38 @@ def test_a_gpu_lost_told_in_a_cluster_thread() -> None:
 def test_gpu_lost_told_wordings(line: str, expected: list[str]) -> None:
     assert [i.cls for i in classify_text(line + "\n", torch_version=None)
             if i.is_failure] == expected
+
+
+@pytest.mark.parametrize(("line", "signature", "numbers"), [
+    # CUDA's initialisation statuses by their names
+    ("RuntimeError: CUDA error: CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE",
+     "driver-mismatch/cuda-init", {}),
+    ("cuInit failed: CUDA_ERROR_SYSTEM_DRIVER_MISMATCH", "driver-mismatch/cuda-init", {}),
+    ("cudaErrorSystemNotReady: system not ready", "driver-mismatch/cuda-init", {}),
+    ("UserWarning: CUDA initialization: CUDA unknown error - this may be due to an incorrectly "
+     "set up environment, e.g. changing env variable CUDA_VISIBLE_DEVICES after program start.",
+     "driver-mismatch/cuda-init", {"text": "CUDA unknown error - this may be due to"}),
+    # the kernel's NVLink fatal error, a monitor's "Xid Error 79", ECC retold with "an ... was"
+    ("[ 5022.301] NVRM: NVLink: fatal error detected on link 3(0x0, 0x0, 0x10000, 0x0)",
+     "gpu-hardware/nvlink-uncorrectable", {"link": 3}),
+    ("Detected Critical Xid Error 79 on GPU 00000000:3B:00.0", "gpu-hardware/xid-mention",
+     {"xid": 79}),
+    ("RuntimeError: CUDA error: an uncorrectable ECC error was encountered",
+     "gpu-hardware/uncorrectable-ecc", {}),
+    # an NCCL timeout told in Chinese with the word for communication
+    ("训练时出现NCCL通信超时，程序直接退出", "nccl/timeout-told", {}),
+])
+def test_more_driver_hardware_and_nccl_wordings(line: str, signature: str,
+                                                numbers: dict[str, object]) -> None:
+    found = [i for i in classify_text(line + "\n", torch_version=None) if i.is_failure]
+    assert [i.signature for i in found] == [signature]
+    assert numbers.items() <= found[0].numbers.items()
+
+
+@pytest.mark.parametrize(("line", "code"), [
+    ("CUDA_ERROR_SYSTEM_NOT_READY", "802"), ("cudaErrorSystemDriverMismatch", "803"),
+    ("cudaErrorCompatNotSupportedOnDevice", "804"),
+])
+def test_a_status_by_its_name_gets_its_numbers_advice(line: str, code: str) -> None:
+    (incident,) = classify_text(f"RuntimeError: {line}\n", torch_version=None)
+    assert incident.explanation == _CUDA_INIT[code][0]

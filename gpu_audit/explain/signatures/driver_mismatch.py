@@ -272,15 +272,28 @@ _CUDA_INIT = {
 
 
 NO_DEVICE_TIER = 0.5
+# A status told in words or by its name (lower case), and its number.
+_INIT_WORDS = (
+    ("802", ("not yet initialized", "system_not_ready", "systemnotready")),
+    ("803", ("display driver", "system_driver_mismatch", "systemdrivermismatch")),
+    ("804", ("forward compatibility", "compat_not_supported", "compatnotsupported")),
+    ("999", ("cuda unknown error",)),
+)
 
 
 @signature("driver-mismatch/cuda-init",
            r"Error (?P<code>80[234]|999|100): (?P<message>[^(\n]+)|(?P<text>system has "
            r"unsupported display driver / cuda driver combination|forward compatibility was "
            r"attempted on non supported HW|system not yet initialized|No CUDA GPUs are "
-           r"available|no CUDA-capable device is detected)",
+           r"available|no CUDA-capable device is detected|"
+           # the same statuses by their names (802, 803, 804), and torch's warning for 999
+           r"CUDA_ERROR_SYSTEM_NOT_READY|cudaErrorSystemNotReady|CUDA_ERROR_SYSTEM_DRIVER_MISMATCH|"
+           r"cudaErrorSystemDriverMismatch|CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE|"
+           r"cudaErrorCompatNotSupportedOnDevice|CUDA unknown error - this may be due to)",
            ("Error 80", "Error 999", "Error 100", "unsupported display driver",
-            "forward compatibility", "not yet initialized", "No CUDA GPUs", "no CUDA-capable"),
+            "forward compatibility", "not yet initialized", "No CUDA GPUs", "no CUDA-capable",
+            "SYSTEM_NOT_READY", "SystemNotReady", "SYSTEM_DRIVER_MISMATCH", "SystemDriverMismatch",
+            "COMPAT_NOT_SUPPORTED", "CompatNotSupported", "CUDA unknown error"),
            "CUDA could not initialise", tier=0.0,
            example="RuntimeError: No CUDA GPUs are available")
 @signature("driver-mismatch/no-driver", r"Found no NVIDIA driver on your system",
@@ -292,8 +305,7 @@ def _cuda_init(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> A
     text = str(numbers.get("text") or numbers.get("message") or "").lower()
     code = str(numbers.get("code") or "")
     if not code:
-        code = ("802" if "not yet initialized" in text else "803" if "display driver" in text
-                else "804" if "forward compatibility" in text else "100")
+        code = next((code for code, words in _INIT_WORDS if any(w in text for w in words)), "100")
     if sig.id == "driver-mismatch/no-driver":
         explanation = ("No NVIDIA driver was found: the kernel module is not loaded, or the "
                        "container has no GPU access.")

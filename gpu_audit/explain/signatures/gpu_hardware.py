@@ -85,7 +85,7 @@ def _device_plugin_xid(sig: Signature, numbers: dict[str, Any], ctx: AdviceConte
            # a report names the GPU (a number, a PCI address) or the node; prose about Xids
            # in general does not
            r"^(?=[^\n]*?(?:\bGPU ?#?\d|\bPCI\b|[0-9a-fA-F]{2}:[0-9a-fA-F]{2}[.:]|\bnode\w*\d))"
-           r"[^\n]*?(?<![\w-])X[Ii][Dd](?:\s+error)?[\s:=#]+(?P<xid>\d{1,3})\b(?P<rest>.*)",
+           r"[^\n]*?(?<![\w-])X[Ii][Dd](?:\s+[Ee]rror)?[\s:=#]+(?P<xid>\d{1,3})\b(?P<rest>.*)",
            # (an Xid that alone is a warning is the root of a report where nothing else
            # failed, in a health tool's or a compact kernel log's form as in the driver's own)
            ("Xid", "XID"), "GPU Xid event", extract=_xid, key_field="xid", alone_root=True,
@@ -167,7 +167,7 @@ fixed("gpu-hardware/lspci-rev-ff",
       remedy=xid_info(79).action)
 
 fixed("gpu-hardware/uncorrectable-ecc",
-      r"uncorrectable ECC error encountered|CUDA_ERROR_ECC_UNCORRECTABLE|"
+      r"uncorrectable ECC error (?:was )?encountered|CUDA_ERROR_ECC_UNCORRECTABLE|"
       r"cudaErrorECCUncorrectable",
       ("ECC error", "ECC_UNCORRECTABLE", "ECCUncorrectable"),
       "Uncorrectable ECC error in GPU memory", severity=Severity.CRITICAL, tier=0.0,
@@ -179,8 +179,10 @@ fixed("gpu-hardware/uncorrectable-ecc",
 
 fixed("gpu-hardware/nvlink-uncorrectable",
       r"uncorrectable NVLink error (?:was )?detected|CUDA_ERROR_NVLINK_UNCORRECTABLE|"
-      r"cudaErrorNvlinkUncorrectable",
-      ("NVLink error", "NVLINK_UNCORRECTABLE", "NvlinkUncorrectable"),
+      r"cudaErrorNvlinkUncorrectable|"
+      # the kernel's record of it: "NVRM: NVLink: fatal error detected on link 3(0x0, ...)"
+      r"NVRM: [^\n]*?NVLink: fatal error detected on link (?P<link>\d+)",
+      ("NVLink error", "NVLINK_UNCORRECTABLE", "NvlinkUncorrectable", "NVLink: fatal error"),
       "Uncorrectable NVLink error", severity=Severity.CRITICAL, tier=0.0,
       example="RuntimeError: CUDA error: an uncorrectable NVLink error was detected during the "
       "execution",
