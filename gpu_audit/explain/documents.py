@@ -231,6 +231,12 @@ _SOURCE_POSITION = re.compile(
 # ('"... watchdog got stuck" when training on two nodes'): copied from the writer's own run.
 _QUOTED_WHEN = re.compile(r"^(?:\"[^\"\n]{12,200}\"|`[^`\n]{12,200}`)\s+(?:when|while|during|"
                           r"after|at)\s+\w", re.IGNORECASE)
+# An issue's title that asks for a change about a failure ("Add support for Xid 154", "Detect
+# GPUs that fell off the bus", "Feature: ..."): the failure is its subject, not its report.
+_ASKS_FOR_CHANGE = re.compile(
+    r"^\W*(?:add|adding|support|handle|detect|parse|ignore|catch|expose|implement|allow|enable|"
+    r"improve|document|show|print|report|recogni[sz]e)\b|\b(?:feature|proposal|RFC|support for)\b",
+    re.IGNORECASE)
 # A title that says the failure is still there after the writer's change ("raised the timeout,
 # still errors"): the writer's own run.
 _STILL_FAILS = re.compile(r"(?:仍然|还是|依然|一直|总是|老是)报错|"
@@ -364,9 +370,9 @@ def title_failure(head: Head, logged: bool = False) -> str | None:
             or _REQUEST_TITLE.match(title)
             or _LOG_LINE.search(title)):
         return None
-    if not (head.own_run or head.fenced or logged or head.issue_thread
-            or _SOURCE_POSITION.search(title)
-            or _QUOTED_WHEN.match(title) or _STILL_FAILS.search(title)):
+    if not (head.own_run or head.fenced or logged or _SOURCE_POSITION.search(title)
+            or _QUOTED_WHEN.match(title) or _STILL_FAILS.search(title)
+            or (head.issue_thread and not _ASKS_FOR_CHANGE.search(title))):
         return None
     return next((sig_id for sig_id, pattern in _TITLES if pattern.search(title)
                  and not (sig_id.startswith("host-oom/") and _NOT_MEMORY.search(title))), None)

@@ -220,3 +220,13 @@ def test_more_driver_hardware_and_nccl_wordings(line: str, signature: str,
 def test_a_status_by_its_name_gets_its_numbers_advice(line: str, code: str) -> None:
     (incident,) = classify_text(f"RuntimeError: {line}\n", torch_version=None)
     assert incident.explanation == _CUDA_INIT[code][0]
+
+
+@pytest.mark.parametrize("title", [
+    "# Add support for Xid 154 in the health checks",
+    "# Detect GPUs that fell off the bus",
+    "# Feature: report uncorrectable NVLink errors per link",
+])
+def test_an_issue_asking_for_a_change_about_a_failure_names_none(title: str) -> None:
+    text = f"{_ISSUE_LINE}{title}\n\nThe checker should flag it.\n"
+    assert title_failure(read_head(text.encode(), whole=True)) is None
