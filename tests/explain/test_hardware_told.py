@@ -230,3 +230,16 @@ def test_a_status_by_its_name_gets_its_numbers_advice(line: str, code: str) -> N
 def test_an_issue_asking_for_a_change_about_a_failure_names_none(title: str) -> None:
     text = f"{_ISSUE_LINE}{title}\n\nThe checker should flag it.\n"
     assert title_failure(read_head(text.encode(), whole=True)) is None
+
+
+@pytest.mark.parametrize(("line", "peer"), [
+    ("node2:311:402 [0] misc/socket.cc:538 NCCL WARN Net : Connect to 10.1.1.1<43231> failed : "
+     "Software caused connection abort", "10.1.1.1<43231>"),
+    ("node2:311:402 [1] include/socket.h:403 NCCL WARN Connect to 192.168.1.2<51417> failed : "
+     "No route to host", "192.168.1.2<51417>"),
+    ("node5:240:240 [6] misc/socket.cc:533 NCCL WARN socketPollConnect: Connect to "
+     "10.0.0.4<56849> returned 113(No route to host) errno 11", "10.0.0.4<56849>"),
+])
+def test_a_failed_connection_to_a_peer_is_nccls_network_failure(line: str, peer: str) -> None:
+    (incident,) = [i for i in classify_text(line + "\n", torch_version=None) if i.is_failure]
+    assert incident.signature == "nccl/network" and incident.numbers["peer"] == peer

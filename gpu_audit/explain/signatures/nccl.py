@@ -282,7 +282,10 @@ fixed("nccl/network",
       r"(?:NCCL WARN |NET/\w+ ?:? ?).*?(?:Got completion (?:from peer (?P<peer>\S+) )?"
       r"(?:with )?(?:error|status=)\s*(?P<status>\d+)|(?P<closed>Connection closed by remote peer|"
       r"Connection reset by peer)|Call to (?P<call>ibv_\w+) failed|(?P<socket>socketProgress\w*|"
-      r"socketStartConnect|socketFinalizeAccept)[^\n]*(?:fail|closed|refused|abort|wrong type))|"
+      r"socketStartConnect|socketFinalizeAccept)[^\n]*(?:fail|closed|refused|abort|wrong type)|"
+      # (a connection to a peer that failed, in any NCCL version's words: "Connect to
+      # 10.0.0.2<35611> failed : Connection refused", "... returned 113(No route to host)")
+      r"\bConnect to (?P<peer_>\S+) (?:failed|returned \d+))|"
       r"(?P<closed_>Connection closed by remote peer)",
       ("NCCL WARN", "NET/", "Connection closed by remote peer"),
       "NCCL network failure between ranks", tier=2.0,
