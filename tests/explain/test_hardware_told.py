@@ -243,3 +243,11 @@ def test_an_issue_asking_for_a_change_about_a_failure_names_none(title: str) -> 
 def test_a_failed_connection_to_a_peer_is_nccls_network_failure(line: str, peer: str) -> None:
     (incident,) = [i for i in classify_text(line + "\n", torch_version=None) if i.is_failure]
     assert incident.signature == "nccl/network" and incident.numbers["peer"] == peer
+
+
+def test_a_kernels_quoted_condition_kept_without_its_file_and_block() -> None:
+    (incident,) = classify_text("Assertion `input_val >= zero && input_val <= one` failed.\n",
+                                torch_version=None)
+    assert incident.signature == "device-assert/unquoted-condition"
+    assert incident.numbers["assertion"] == "input_val >= zero && input_val <= one"
+    assert "BCEWithLogitsLoss" in incident.numbers["hint"]
