@@ -147,6 +147,8 @@ KEYS: tuple[Key, ...] = (
         rb"|ET/\w+ ?:? ?Got completion"
         # (nvtop's words when NVML gave it no GPU, and nvidia-smi's)
         rb"|o GPU to monitor|o devices were found"
+        # (an NGC container's banner: "This container was built for NVIDIA Driver Release ...")
+        rb"|VIDIA Driver Release"
         # (a writer's "my Nvidia version is too old")
         rb"|(?:vidia|VIDIA) (?:driver|version) is too old"
         # (and right before a Chinese word, "NCCL超时", "NCCL会报超时错误": UTF-8 lead bytes)
@@ -158,6 +160,7 @@ KEYS: tuple[Key, ...] = (
          b"NVLink", b"NVLINK", b"NCCL WARN", b"NCCL error", b"NCCL comm", b"NCCL oper",
          b"NCCL work", b"NCCL(", b"NCCL.cpp", b"NCCL'", b"NET/", b"No GPU to monitor",
          b"No devices were found", b"Nvidia driver is too old", b"Nvidia version is too old",
+         b"NVIDIA Driver Release",
          b"NVIDIA version is too old",
          *(b"NCCL" + bytes([lead]) for lead in range(0xE3, 0xEA)),
          *(b"NCCL " + bytes([lead]) for lead in range(0xE3, 0xEA)),
@@ -196,7 +199,9 @@ KEYS: tuple[Key, ...] = (
            for kill in (b"kill", b"Kill", b"KILL")), b"OOM when allocating")),
     # the numbers of the cudaMallocAsync backend's OOM message, one per line
     # ("Requested" and "(according to CUDA)": in the R and C passes)
-    Key(rb"Device limit +: ", (b"Device limit ",)),
+    # (and TensorFlow's "kernel version 470.57.2 does not match DSO version 510.47.3", in this
+    # pass: one pass fewer)
+    Key(rb"D(?:evice limit +: |SO version \d)", (b"Device limit ", b"DSO version ")),
 )
 PREFILTER: tuple[re.Pattern[bytes], ...] = tuple(re.compile(key.pattern) for key in KEYS)
 

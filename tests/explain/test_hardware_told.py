@@ -203,6 +203,15 @@ def test_gpu_lost_told_wordings(line: str, expected: list[str]) -> None:
      {"xid": 79}),
     ("RuntimeError: CUDA error: an uncorrectable ECC error was encountered",
      "gpu-hardware/uncorrectable-ecc", {}),
+    # TensorFlow's diagnosis of libcuda against the kernel module, an NGC container's banner
+    ("2023-01-01 10:00:00.000000: E tensorflow/stream_executor/cuda/cuda_diagnostics.cc:313] "
+     "kernel version 470.57.2 does not match DSO version 510.47.3 -- cannot find working "
+     "devices in this configuration", "driver-mismatch/cuda-init",
+     {"kernel_version": "470.57.2", "dso_version": "510.47.3"}),
+    ("ERROR: This container was built for NVIDIA Driver Release 535.104 or later, but version "
+     "470.82.01 was detected and compatibility mode is UNAVAILABLE.",
+     "driver-mismatch/container-driver-release",
+     {"required_driver": "535.104", "driver_version": "470.82.01", "unavailable": True}),
     # an NCCL timeout told in Chinese with the word for communication
     ("训练时出现NCCL通信超时，程序直接退出", "nccl/timeout-told", {}),
 ])
@@ -251,3 +260,11 @@ def test_a_kernels_quoted_condition_kept_without_its_file_and_block() -> None:
     assert incident.signature == "device-assert/unquoted-condition"
     assert incident.numbers["assertion"] == "input_val >= zero && input_val <= one"
     assert "BCEWithLogitsLoss" in incident.numbers["hint"]
+
+
+def test_an_ngc_banner_in_forward_compatibility_mode_is_a_warning() -> None:
+    line = ("WARNING: This container was built for NVIDIA Driver Release 550.54 or later, but "
+            "version 535.161.08 was detected and compatibility mode is enabled.\n")
+    (incident,) = classify_text(line, torch_version=None)
+    assert incident.signature == "driver-mismatch/container-driver-release"
+    assert incident.severity == Severity.WARNING and not incident.numbers["unavailable"]

@@ -106,6 +106,7 @@ ORDER = (
     "cublas-failure/cublaslt",
     "driver-mismatch/driver-too-old",
     "driver-mismatch/driver-older-than-cuda",
+    "driver-mismatch/container-driver-release",
     "driver-mismatch/container-requirement",
     "driver-mismatch/insufficient-driver",
     "driver-mismatch/arch-not-compiled",

@@ -32,6 +32,7 @@ from gpu_audit.explain.signatures.registry import (
     signature,
 )
 from gpu_audit.knowledge.torch_builds import build_for_driver, install_command
+from gpu_audit.model import Severity
 
 CLASS = document_class("driver-mismatch", __doc__)
 
@@ -110,6 +111,32 @@ def _driver_older_than_cuda(sig: Signature, numbers: dict[str, Any],
               "newest CUDA it supports), or use a build or container image of the program made "
               "for that CUDA.")
     return advice(sig, numbers, explanation, remedy)
+
+
+@signature("driver-mismatch/container-driver-release",
+           # an NGC container's start-up banner
+           r"This container was built for NVIDIA Driver Release (?P<required_driver>[\d.]+) or "
+           r"later, but version (?P<driver_version>[\d.]+) was detected(?P<unavailable> and "
+           r"compatibility mode is UNAVAILABLE)?",
+           ("NVIDIA Driver Release",),
+           "The container needs a newer NVIDIA driver than the host has", tier=0.0,
+           example="ERROR: This container was built for NVIDIA Driver Release 535.104 or later, "
+           "but version 470.82.01 was detected and compatibility mode is UNAVAILABLE.")
+def _container_driver_release(sig: Signature, numbers: dict[str, Any],
+                              ctx: AdviceContext) -> Advice:
+    explanation = (f"The container was built for NVIDIA driver {numbers.get('required_driver')} "
+                   f"or later and the host runs {numbers.get('driver_version')}.")
+    if numbers.get("unavailable"):
+        explanation += (" CUDA's forward compatibility, which would bridge that on data-centre "
+                        "GPUs, is not available here, so CUDA cannot start in it.")
+    else:
+        explanation += (" It runs in forward-compatibility mode, which works only on data-centre "
+                        "GPUs; CUDA fails on the others.")
+    remedy = ("Update the host's NVIDIA driver to that release or later, or use an older image "
+              "built for the host's driver (NGC's support matrix lists each release's driver).")
+    return advice(sig, dict(numbers, unavailable=bool(numbers.get("unavailable"))), explanation,
+                  remedy, severity=Severity.ERROR if numbers.get("unavailable")
+                  else Severity.WARNING)
 
 
 @signature("driver-mismatch/container-requirement",
@@ -275,7 +302,8 @@ NO_DEVICE_TIER = 0.5
 # A status told in words or by its name (lower case), and its number.
 _INIT_WORDS = (
     ("802", ("not yet initialized", "system_not_ready", "systemnotready")),
-    ("803", ("display driver", "system_driver_mismatch", "systemdrivermismatch")),
+    ("803", ("display driver", "system_driver_mismatch", "systemdrivermismatch",
+             "does not match dso version")),
     ("804", ("forward compatibility", "compat_not_supported", "compatnotsupported")),
     ("999", ("cuda unknown error",)),
 )
@@ -289,11 +317,15 @@ _INIT_WORDS = (
            # the same statuses by their names (802, 803, 804), and torch's warning for 999
            r"CUDA_ERROR_SYSTEM_NOT_READY|cudaErrorSystemNotReady|CUDA_ERROR_SYSTEM_DRIVER_MISMATCH|"
            r"cudaErrorSystemDriverMismatch|CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE|"
-           r"cudaErrorCompatNotSupportedOnDevice|CUDA unknown error - this may be due to)",
+           r"cudaErrorCompatNotSupportedOnDevice|CUDA unknown error - this may be due to|"
+           # TensorFlow's diagnosis of libcuda against the kernel module (what 803 says)
+           r"kernel version (?P<kernel_version>[\d.]+) does not match DSO version "
+           r"(?P<dso_version>[\d.]+))",
            ("Error 80", "Error 999", "Error 100", "unsupported display driver",
             "forward compatibility", "not yet initialized", "No CUDA GPUs", "no CUDA-capable",
             "SYSTEM_NOT_READY", "SystemNotReady", "SYSTEM_DRIVER_MISMATCH", "SystemDriverMismatch",
-            "COMPAT_NOT_SUPPORTED", "CompatNotSupported", "CUDA unknown error"),
+            "COMPAT_NOT_SUPPORTED", "CompatNotSupported", "CUDA unknown error",
+            "does not match DSO version"),
            "CUDA could not initialise", tier=0.0,
            example="RuntimeError: No CUDA GPUs are available")
 @signature("driver-mismatch/no-driver", r"Found no NVIDIA driver on your system",
