@@ -300,8 +300,9 @@ class Classifier:
         # (a request about a message's wording that pastes the writer's own run reports it)
         quoting = {i for i, head in self._heads.items() if head.pull_request or (
             head.about_message and not head.fenced and i not in self._own_run)}
+        issues = {i for i, head in self._heads.items() if head.issue_thread}
         for i, cues in self._cues.items():
-            if len(cues) >= EXPLAINER_MIN_CUES or (cues and i not in self._own_run):
+            if len(cues) >= EXPLAINER_MIN_CUES or (cues and i not in self._own_run | issues):
                 quoting.add(i)
         return quoting
 
@@ -468,7 +469,8 @@ class Classifier:
             if sig_id is None:
                 continue
             sig = SIGNATURE_BY_ID[sig_id]
-            advice = sig.advise({"_count": 1}, self._ctx)
+            numbers = in_range(title_numbers(head, sig_id))
+            advice = sig.advise({**numbers, "_count": 1}, self._ctx)  # (an Xid's number)
             incident = Incident(
                 cls=sig.cls, signature=sig.id, title=f"Named in the title: {advice.title}",
                 severity=max(advice.severity, Severity.ERROR, key=lambda s: s.rank), role="",
@@ -477,7 +479,7 @@ class Classifier:
                 + advice.explanation,
                 remedy=advice.remedy, line_numbers=[head.title_line],
                 excerpt=redact_text(head.title[:EXCERPT_CHARS]),
-                numbers=in_range(title_numbers(head, sig_id)), count=1,
+                numbers=numbers, count=1,
                 diagnosis=advice.diagnosis, locations=[Location(name, head.title_line)],
                 sources=[name], tier=advice.tier + 3.0)
             out.append((incident, (index, head.title_line)))

@@ -20,7 +20,12 @@ A thread whose messages are missing can still name its failure in its *title* (t
 the rest of the text says it happened to the writer (the same first-person words, a bug
 template, a pasted block, a message of the run read in the text, even a warning) and nothing
 else in the text was found. A title is typed by hand: its few key words are read through one
-typing slip ("initalize", "singal").
+typing slip ("initalize", "singal"). A thread copied with a line saying where it is from
+("owner/repo · issue #123 · closed") and its labels has its title on the line after them; a
+pull request's title there names the change, so it names no failure; an issue's source line
+says the thread reports a problem: its title's failure counts without more words of the
+writer's, and one explaining phrase in a reply ("that error usually means") does not make it an
+explainer.
 """
 
 from __future__ import annotations
@@ -97,6 +102,7 @@ OWN_RUN = re.compile(
     r"\bany (?:ideas?|help|suggestions?|hints?)\b|\bplease help\b|\bhelp me\b|"
     r"\bam I doing (?:\w+ )?(?:anything|something) wrong\b|"
     r"\bI (?:have|had|got|get|see|saw|met|hit) the same (?:problem|issue|error)\b|"
+    r"\bI(?:'m| am) having (?:the same|a similar) (?:problem|issue|error)\b|"
     r"\bthe (?:training|job|run|script|process|program|server|container|pod) (?:stops|stopped|"
     r"crash(?:es|ed)|fails|failed|dies|died|hangs|hung|was killed|gets killed|got killed)\b|"
     r"^(?:so |but |pls |please )?how (?:to|do i|can i|could i|should i) (?:fix|solve|resolve|"
@@ -137,6 +143,7 @@ _GPU_MEMORY = (r"(?:CUDA|GPU|VRAM|reserved|(?:un)?allocated|RTX|GTX|Tesla|Quadro
                r"\d{1,3}(?:\.\d)?B)")
 # ("OOM-killer" is the host's; "out-of-memory" as a compound in a title)
 _OOM_WORDS = r"(?:out[- ]of[- ]memory|OOM(?![- ]?kill))"
+_TITLE_XID = r"\bXid\W{0,3}(?P<xid>\d{1,3})\b"
 # A failure named in a thread's title, by class: the signature whose advice it gets.
 _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (sig_id, re.compile(pattern, re.IGNORECASE)) for sig_id, pattern in (
@@ -146,7 +153,15 @@ _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                                               r"[^\n]{0,30}?\bassert|\bNVML\b[^\n]{0,30}?\bassert"
                                               r"[^\n]{0,80}?\bCUDACachingAllocator\b"),
         ("gpu-hardware/fallen-off-bus", r"\b(?:fall(?:s|en|ing)?|fell) off (?:of )?the bus\b|"
-                                        r"\bGPU is lost\b|\blost from the bus\b|\bXid\W{0,3}79\b"),
+                                        r"\bGPU is lost\b|\blost from the bus\b|\bXid\W{0,3}79\b|"
+                                        # a node or a server that lost a GPU ("has lost a GPU",
+                                        # "Loses GPU"), not its memory or its support
+                                        r"\blos(?:e|es|ing|t) (?:a |one |the |\d )?GPU\b"
+                                        r"(?!s? (?:memory|support|acceleration|access|util))"),
+        ("gpu-hardware/nvlink-uncorrectable", r"\buncorrectable NVLink\b|\bNVLink\b[^\n]{0,30}?"
+                                              r"\buncorrectable\b"),
+        # any other Xid the title names by its number: the driver's record of a GPU fault
+        ("gpu-hardware/xid", _TITLE_XID),
         ("gpu-hardware/uncorrectable-ecc", r"\buncorrectable ECC\b|\bECC errors?\b[^\n]{0,30}?"
                                            r"\buncorrectable\b|\bdouble[- ]bit ECC\b"),
         ("illegal-memory-access/illegal-address", r"\billegal (?:memory )?(?:access|address)\b|"
@@ -154,7 +169,13 @@ _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("nccl/watchdog-timeout", r"(?:\b|ProcessGroup)NCCL\b[^\n]{0,80}?\b(?:tim(?:ed|es|ing) ?"
                                   r"out|timeouts?|hangs?|hanging|stuck)\b|\bWorkNCCL\([^\n]*\bTimeout\b|"
                                   # ("NCCL超时", "nccl 超时时间": a timeout, in Chinese)
-                                  r"\bNCCL(?![A-Za-z])[^\n]{0,40}?(?:超时|卡住|卡死)"),
+                                  r"\bNCCL(?![A-Za-z])[^\n]{0,40}?(?:超时|卡住|卡死)|"
+                                  # a distributed run that hangs and then times out: its
+                                  # collective's timeout, told without naming NCCL
+                                  r"(?:分布式|多机|多卡|\bmulti-?(?:node|GPU)\b|\bdistributed\b|"
+                                  r"\bDDP\b)[^\n]{0,40}?(?:卡住|卡死|\bhangs?\b|\bhanging\b|"
+                                  r"\bstuck\b)[^\n]{0,40}?(?:超时|\btim(?:es|ed|ing) ?out\b|"
+                                  r"\btimeouts?\b)"),
         # Slurm's (or a cgroup's) out-of-memory: the host's, whatever GPU the title names
         ("host-oom/slurm-oom-kill", rf"\b(?:slurm|cgroup)\b[^\n]{{0,20}}?\b{_OOM_WORDS}\b"),
         # (the caching allocator's own words say whose memory: "reserved", "allocated")
@@ -185,6 +206,11 @@ _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                                          r"\b[^\n]{0,20}?\bNVML\b|\bNVML\b[^\n]{0,40}?"
                                          r"\b(?:not found|LibraryNotFound|driver/library version "
                                          r"mismatch)\b"),
+        ("driver-mismatch/driver-too-old", r"\b(?:NVIDIA|CUDA|GPU) driver(?: version)? (?:is )?"
+                                           r"too old\b"),
+        # an InfiniBand completion that exhausted its transport retries (verbs' status 12)
+        ("nccl/network", r"\b(?:IBV_WC_|TRANSPORT_)?RETRY_EXC_ERR\b|"
+                         r"\btransport retry count(?:er)? exceeded\b"),
         # (after the shapes above: an NCCL error is most often an echo of one of them)
         ("nccl/error", r"\bNCCL\b[^\n]{0,40}?\b(?:error|failure|failed|crash(?:es|ed)?)\b"),
         ("alloc-conf/backend", r"\bcudaMallocAsync\b[^\n]{0,80}?\b(?:bug|error|fail\w*|crash\w*|"
@@ -226,10 +252,17 @@ _SOURCE_POSITION = re.compile(
 # ('"... watchdog got stuck" when training on two nodes'): copied from the writer's own run.
 _QUOTED_WHEN = re.compile(r"^(?:\"[^\"\n]{12,200}\"|`[^`\n]{12,200}`)\s+(?:when|while|during|"
                           r"after|at)\s+\w", re.IGNORECASE)
-# The lines a thread's export puts above its title: the forge's header ("owner/repo · issue #12 ·
-# closed · Python") and the labels ("labels: bug, stale").
-_THREAD_HEADER = re.compile(r"^[\w.-]{1,100}/[\w.-]{1,100} · (?:issue|(?P<change>pull request)|"
-                            r"discussion) #\d+\b|^labels: \S")
+# An issue's title that asks for a change about a failure ("Add support for Xid 154", "Detect
+# GPUs that fell off the bus", "Feature: ..."): the failure is its subject, not its report.
+_ASKS_FOR_CHANGE = re.compile(
+    r"^\W*(?:add|adding|support|handle|detect|parse|ignore|catch|expose|implement|allow|enable|"
+    r"improve|document|show|print|report|recogni[sz]e)\b|\b(?:feature|proposal|RFC|support for)\b",
+    re.IGNORECASE)
+# A title that says the failure is still there after the writer's change ("raised the timeout,
+# still errors"): the writer's own run.
+_STILL_FAILS = re.compile(r"(?:仍然|还是|依然|一直|总是|老是)报错|"
+                          r"\bstill (?:fails|failing|errors? out|crash(?:es|ing)|times? out|"
+                          r"timing out|hangs?)\b", re.IGNORECASE)
 _QUESTION_TITLE = re.compile(r"^\s*(?:(?:how (?:to|do|can)|what is|why)\b|如何|怎么|怎样|为什么)",
                              re.IGNORECASE)
 # A log's own first line (a timestamp, a bracketed prefix, a log level) is no thread's title.
@@ -248,8 +281,11 @@ class Head:
     about_message: bool = False  # the title discusses how a message is worded
     heading: bool = False  # the first line is a heading (markdown, or set off by a blank line)
     own_run: bool = False
+    # the source line calls the thread a pull request: its title names the change, whatever
+    # failure it handles (its text may still paste a failing run: CI, a reviewer's test)
+    change_thread: bool = False
+    issue_thread: bool = False  # ... an issue: a report, where a reply's one phrase explains it
     fenced: bool = False  # a pasted block (``` or a table) below the title
-    change_title: bool = False  # the header says the title is a pull request's
     lines: list[str] = field(default_factory=list)
 
     def subject(self) -> list[str]:
@@ -267,11 +303,11 @@ def read_head(data: bytes, whole: bool) -> Head:
         lines = lines[:-1]  # the last one may be cut
     head = Head(lines=lines)
     numbered = [(n, line.strip()) for n, line in enumerate(lines, 1) if line.strip()]
+    head.change_thread = bool(numbered and _PULL_SOURCE.match(numbered[0][1]))
+    head.issue_thread = bool(numbered and _ISSUE_SOURCE.match(numbered[0][1]))
+    numbered = _after_source_line(numbered)
     if not numbered:
         return head
-    while len(numbered) > 1 and (header := _THREAD_HEADER.match(numbered[0][1])):
-        numbered = numbered[1:]  # a forge's line about the thread, above its title
-        head.change_title = head.change_title or bool(header["change"])
     head.title_line, head.title = numbered[0]
     body = "\n".join(line for _, line in numbered[1:])
     head.pull_request = bool(_COMMIT_TITLE.match(head.title)
@@ -282,6 +318,22 @@ def read_head(data: bytes, whole: bool) -> Head:
     head.own_run = bool(OWN_RUN.search(body))
     head.fenced = "```" in body or bool(re.search(r"^\s*[|+][-=+|]{8,}", body, re.MULTILINE))
     return head
+
+
+# A thread copied with the line that says where it is from ("owner/repo · issue #123 · closed ·
+# Python") and its labels ("labels: bug") above its title: the title is the line after them.
+_SOURCE_LINE = re.compile(r"^[\w.-]+/[\w.-]+ · (?:issue|pull request|discussion) #\d+\b")
+_LABELS_LINE = re.compile(r"^labels: ")
+_PULL_SOURCE = re.compile(r"^[\w.-]+/[\w.-]+ · pull request #\d+\b")
+_ISSUE_SOURCE = re.compile(r"^[\w.-]+/[\w.-]+ · issue #\d+\b")
+
+
+def _after_source_line(numbered: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    """``numbered`` from the title on: without a thread's source line and labels above it."""
+    if not numbered or not _SOURCE_LINE.match(numbered[0][1]):
+        return numbered
+    rest = numbered[1:]
+    return rest[1:] if rest and _LABELS_LINE.match(rest[0][1]) else rest
 
 
 # "I tried running `x.py` after applying these changes": a diff the writer ran, not a change
@@ -341,14 +393,15 @@ def title_failure(head: Head, logged: bool = False, gpu_oom: str | None = None) 
     signature of a GPU out-of-memory the text's messages show, for a title that does not say
     whose memory ran out)."""
     title = _spelled(head.title.lstrip("#").strip())
-    if (not title or head.pull_request or head.change_title or head.about_message
+    if (not title or head.pull_request or head.change_thread or head.about_message
             or _QUESTION_TITLE.match(title)
             or _REQUEST_TITLE.match(title)
             or _LOG_LINE.search(title)):
         return None
     if not (head.own_run or head.fenced or logged or _SOURCE_POSITION.search(title)
-            or _QUOTED_WHEN.match(title)
-            or (_TOLD_WHEN.search(title) and not _HOST_MEMORY_WORDS.search(title))):
+            or _QUOTED_WHEN.match(title) or _STILL_FAILS.search(title)
+            or (_TOLD_WHEN.search(title) and not _HOST_MEMORY_WORDS.search(title))
+            or (head.issue_thread and not _ASKS_FOR_CHANGE.search(title))):
         return None
     named = next((sig_id for sig_id, pattern in _TITLES if pattern.search(title)
                   and not (sig_id.startswith("host-oom/") and _NOT_MEMORY.search(title))), None)
@@ -359,6 +412,9 @@ def title_failure(head: Head, logged: bool = False, gpu_oom: str | None = None) 
 
 def title_numbers(head: Head, sig_id: str) -> dict[str, Any]:
     """The numbers a title states for the failure it names: the source position of an assert."""
+    if sig_id == "gpu-hardware/xid":
+        xid = re.search(_TITLE_XID, head.title, re.IGNORECASE)
+        return {"xid": int(xid["xid"])} if xid else {}
     position = _SOURCE_POSITION.search(head.title)
     if position is None or not sig_id.startswith("nvml-assert-oom/"):
         return {}

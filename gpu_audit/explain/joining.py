@@ -40,7 +40,8 @@ MAX_JOIN_LINES = 8
 MAX_JOIN_CHARS = 3000
 MIN_WRAPPED = 60  # a line shorter than this was not cut by a terminal
 # Widths at which terminals, consoles and CI log viewers commonly cut lines.
-COMMON_WIDTHS = frozenset((80, 100, 120, 128, 132, 140, 150, 160, 180, 200, 220, 240, 250, 256))
+COMMON_WIDTHS = frozenset((80, 100, 120, 128, 132, 140, 150, 160, 180, 200, 220, 240, 250, 256,
+                           1000, 1024))  # (and lengths at which tools cut long lines)
 _LONG = 40  # a line at least this long, followed by one in lower case, was wrapped at a word
 
 # A repeated per-line prefix: a kernel timestamp or syslog header, then NVRM:, or a launcher's

@@ -127,11 +127,16 @@ KEYS: tuple[Key, ...] = (
          b"Cuda failure", b"CachingAllocator", b"Caught collective", b"Connection closed by ",
          b"Can't initialize NVML", b"Currently allocated ", b"(according to CUDA): ")),
     # (and TensorFlow 1's node under its OOM: '[[Node: ... _device=".../device:GPU:0"]')
+    # (and a GPU lost, told: "we lost 1 GPU", "one GPU is loss after reboot", "Lost GPU")
     Key(rb"G(?:PU(?: is lost| lost from the bus| has fallen| \d+ has a total|\d+ [^\n]{0,80}?"
-        rb"which is of cuda capability|:\d+\"\])|ET was unable)",
+        rb"which is of cuda capability|:\d+\"\]| is loss)|ET was unable"
+        rb"|(?<=[Ll]ost G)PU|(?<=[Ll]ost [a\d] G)PU|(?<=[Ll]ost one G)PU|(?<=losing the G)PU)",
         (b"GPU is lost", b"GPU lost from the bus", b"GPU has fallen", b" has a total",
          b"which is of cuda capability", *(b"GPU:%d" % digit for digit in range(10)),
-         b"GET was unable")),
+         b"GET was unable", b"GPU is loss",
+         *(first + b"ost " + between + b"GPU" for first in (b"l", b"L")
+           for between in (b"", b"a ", b"one ", *(b"%d " % digit for digit in range(10)))),
+         b"losing the GPU")),
     Key(rb"K(?:ill|ILL)", (b"Kill", b"KILL")),
     # ("ProcessGroupNCCL'" at a line's end: a terminal cut "ProcessGroupNCCL's" there)
     # (and lspci's line for a GPU that no longer answers on the bus: "NVIDIA Corporation ...
@@ -144,15 +149,24 @@ KEYS: tuple[Key, ...] = (
         rb"|ET/\w+ ?:? ?Got completion"
         # (nvtop's words when NVML gave it no GPU, and nvidia-smi's)
         rb"|o GPU to monitor|o devices were found"
+        # (an NGC container's banner: "This container was built for NVIDIA Driver Release ...")
+        rb"|VIDIA Driver Release"
+        # (a writer's "my Nvidia version is too old")
+        rb"|(?:vidia|VIDIA) (?:driver|version) is too old"
         # (and right before a Chinese word, "NCCL超时", "NCCL会报超时错误": UTF-8 lead bytes)
-        rb"|CCL ?[\xe3-\xe9])",
+        rb"|CCL ?[\xe3-\xe9]"
+        # (a writer's "... and reports NCCL timeout")
+        rb"|CCL [Tt]ime ?out)",
         (b"NVRM", b"NVML", b"NVIDIA-SMI", b"NVIDIA driver", b"NVIDIA Display Driver. By default",
          b"NVIDIA Corporation ",
          b"NVLink", b"NVLINK", b"NCCL WARN", b"NCCL error", b"NCCL comm", b"NCCL oper",
          b"NCCL work", b"NCCL(", b"NCCL.cpp", b"NCCL'", b"NET/", b"No GPU to monitor",
-         b"No devices were found",
+         b"No devices were found", b"Nvidia driver is too old", b"Nvidia version is too old",
+         b"NVIDIA Driver Release",
+         b"NVIDIA version is too old",
          *(b"NCCL" + bytes([lead]) for lead in range(0xE3, 0xEA)),
          *(b"NCCL " + bytes([lead]) for lead in range(0xE3, 0xEA)),
+         b"NCCL timeout", b"NCCL Timeout", b"NCCL time out", b"NCCL Time out",
          *(b" -> %d" % code for code in range(1, 8)))),
     # (an nvidia-smi table's "Processes:" row: who holds the GPU, in the rows below it)
     # (and PBS/Torque's "PBS: job killed: mem ... exceeded limit ...")
@@ -187,7 +201,9 @@ KEYS: tuple[Key, ...] = (
            for kill in (b"kill", b"Kill", b"KILL")), b"OOM when allocating")),
     # the numbers of the cudaMallocAsync backend's OOM message, one per line
     # ("Requested" and "(according to CUDA)": in the R and C passes)
-    Key(rb"Device limit +: ", (b"Device limit ",)),
+    # (and TensorFlow's "kernel version 470.57.2 does not match DSO version 510.47.3", in this
+    # pass: one pass fewer)
+    Key(rb"D(?:evice limit +: |SO version \d)", (b"Device limit ", b"DSO version ")),
 )
 PREFILTER: tuple[re.Pattern[bytes], ...] = tuple(re.compile(key.pattern) for key in KEYS)
 

@@ -342,6 +342,15 @@ SINGLE_LINES = [
     ("ncclSystemError: System call (e.g. socket, malloc) or external library call failed or "
      "device error.", "nccl", "nccl/error-kind"),
     ("node01:4101:4188 [0] NCCL INFO misc/socket.cc:484 -> 2", "nccl", "nccl/return-code"),
+    ("After the reboot we lost 1 GPU on node7, and slurmd does not start.", "gpu-hardware",
+     "gpu-hardware/lost-told"),
+    ("ERROR: This container was built for NVIDIA Driver Release 535.104 or later, but version "
+     "470.82.01 was detected and compatibility mode is UNAVAILABLE.", "driver-mismatch",
+     "driver-mismatch/container-driver-release"),
+    ("Error: your nvidia driver is too old or missing.  If you have a CUDA GPU please upgrade",
+     "driver-mismatch", "driver-mismatch/driver-older-than-cuda"),
+    ("c10::DistBackendError: [PG 0 Rank 3] Process group watchdog thread terminated with "
+     "exception", "nccl", "nccl/watchdog-terminated"),
     ("  Warning  Evicted  3m  kubelet  The node was low on resource: memory.", "host-oom",
      "host-oom/kubernetes-evicted"),
     ("ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.",

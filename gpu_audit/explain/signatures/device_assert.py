@@ -67,9 +67,10 @@ _FULL_WIDTH = str.maketrans({"\uff1c": "<", "\uff1e": ">", "\uff1d": "="})
 
 @signature("device-assert/unquoted-condition",
            # one of PyTorch's indexing or loss conditions, retold without the quotes the kernel
-           # prints around it: "Assertion srcIndex < srcSelectDimSize failed."
-           r"Assertion ['\"]?(?P<assertion>(?:srcIndex|idx_dim|t >= 0|input_val|target_val)"
-           r"[^`'\"\n]{0,120}?)['\"]?\s*failed",
+           # prints around it: "Assertion srcIndex < srcSelectDimSize failed." (or with them, but
+           # without the kernel's file and block: the line a person kept)
+           r"Assertion [`'\"]?(?P<assertion>(?:srcIndex|idx_dim|t >= 0|input_val|target_val)"
+           r"[^`'\"\n]{0,120}?)[`'\"]?\s*failed",
            ("Assertion",), "A device-side assertion failed in a CUDA kernel",
            group="device-assert", extract=_unquoted,
            example="Assertion srcIndex < srcSelectDimSize failed.")

@@ -32,6 +32,7 @@ from gpu_audit.explain.signatures.registry import (
     signature,
 )
 from gpu_audit.knowledge.torch_builds import build_for_driver, install_command
+from gpu_audit.model import Severity
 
 CLASS = document_class("driver-mismatch", __doc__)
 
@@ -83,6 +84,59 @@ def _driver_too_old(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext)
     return advice(sig, numbers, explanation,
                   f"Install a torch wheel built for this driver: {command}, or update the NVIDIA "
                   "driver.")
+
+
+@signature("driver-mismatch/driver-older-than-cuda",
+           # other programs' words for it: Ollama's "your nvidia driver is too old or missing",
+           # Julia's CUDA packages' "CUDA 10.0 is not supported by your driver (which supports up
+           # to 9.0)" (cut after "by" where a logger wrapped it)
+           r"(?i:your nvidia driver is too old)|CUDA (?P<required_cuda>\d+\.\d+) is not "
+           r"supported by(?:\s*your driver(?:\s*\(which supports up to "
+           r"(?P<driver_cuda_version>\d+\.\d+)\))?|\s*$)|"
+           # ... and the writer's retelling of it: "the msg is that my Nvidia version is too old"
+           r"\b(?:my|our) (?i:nvidia) (?:driver|version) is too old\b",
+           ("driver is too old", "is not supported by", "version is too old"),
+           "The NVIDIA driver is older than the CUDA the program needs", tier=0.0,
+           example="ERROR: LoadError: CUDA 10.0 is not supported by your driver (which supports "
+           "up to 9.0)")
+def _driver_older_than_cuda(sig: Signature, numbers: dict[str, Any],
+                            ctx: AdviceContext) -> Advice:
+    needs = (f"CUDA {numbers['required_cuda']}, newer than" if numbers.get("required_cuda")
+             else "a newer CUDA than")
+    supports = (f" (it supports CUDA up to {numbers['driver_cuda_version']})"
+                if numbers.get("driver_cuda_version") else "")
+    explanation = (f"The program (or a library or container it runs in) needs {needs} the "
+                   f"installed NVIDIA driver supports{supports}, so CUDA cannot start.")
+    remedy = ("Update the NVIDIA driver (the \"CUDA Version\" in `nvidia-smi`'s header is the "
+              "newest CUDA it supports), or use a build or container image of the program made "
+              "for that CUDA.")
+    return advice(sig, numbers, explanation, remedy)
+
+
+@signature("driver-mismatch/container-driver-release",
+           # an NGC container's start-up banner
+           r"This container was built for NVIDIA Driver Release (?P<required_driver>[\d.]+) or "
+           r"later, but version (?P<driver_version>[\d.]+) was detected(?P<unavailable> and "
+           r"compatibility mode is UNAVAILABLE)?",
+           ("NVIDIA Driver Release",),
+           "The container needs a newer NVIDIA driver than the host has", tier=0.0,
+           example="ERROR: This container was built for NVIDIA Driver Release 535.104 or later, "
+           "but version 470.82.01 was detected and compatibility mode is UNAVAILABLE.")
+def _container_driver_release(sig: Signature, numbers: dict[str, Any],
+                              ctx: AdviceContext) -> Advice:
+    explanation = (f"The container was built for NVIDIA driver {numbers.get('required_driver')} "
+                   f"or later and the host runs {numbers.get('driver_version')}.")
+    if numbers.get("unavailable"):
+        explanation += (" CUDA's forward compatibility, which would bridge that on data-centre "
+                        "GPUs, is not available here, so CUDA cannot start in it.")
+    else:
+        explanation += (" It runs in forward-compatibility mode, which works only on data-centre "
+                        "GPUs; CUDA fails on the others.")
+    remedy = ("Update the host's NVIDIA driver to that release or later, or use an older image "
+              "built for the host's driver (NGC's support matrix lists each release's driver).")
+    return advice(sig, dict(numbers, unavailable=bool(numbers.get("unavailable"))), explanation,
+                  remedy, severity=Severity.ERROR if numbers.get("unavailable")
+                  else Severity.WARNING)
 
 
 @signature("driver-mismatch/container-requirement",
@@ -245,15 +299,33 @@ _CUDA_INIT = {
 
 
 NO_DEVICE_TIER = 0.5
+# A status told in words or by its name (lower case), and its number.
+_INIT_WORDS = (
+    ("802", ("not yet initialized", "system_not_ready", "systemnotready")),
+    ("803", ("display driver", "system_driver_mismatch", "systemdrivermismatch",
+             "does not match dso version")),
+    ("804", ("forward compatibility", "compat_not_supported", "compatnotsupported")),
+    ("999", ("cuda unknown error",)),
+)
 
 
 @signature("driver-mismatch/cuda-init",
            r"Error (?P<code>80[234]|999|100): (?P<message>[^(\n]+)|(?P<text>system has "
            r"unsupported display driver / cuda driver combination|forward compatibility was "
            r"attempted on non supported HW|system not yet initialized|No CUDA GPUs are "
-           r"available|no CUDA-capable device is detected)",
+           r"available|no CUDA-capable device is detected|"
+           # the same statuses by their names (802, 803, 804), and torch's warning for 999
+           r"CUDA_ERROR_SYSTEM_NOT_READY|cudaErrorSystemNotReady|CUDA_ERROR_SYSTEM_DRIVER_MISMATCH|"
+           r"cudaErrorSystemDriverMismatch|CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE|"
+           r"cudaErrorCompatNotSupportedOnDevice|CUDA unknown error - this may be due to|"
+           # TensorFlow's diagnosis of libcuda against the kernel module (what 803 says)
+           r"kernel version (?P<kernel_version>[\d.]+) does not match DSO version "
+           r"(?P<dso_version>[\d.]+))",
            ("Error 80", "Error 999", "Error 100", "unsupported display driver",
-            "forward compatibility", "not yet initialized", "No CUDA GPUs", "no CUDA-capable"),
+            "forward compatibility", "not yet initialized", "No CUDA GPUs", "no CUDA-capable",
+            "SYSTEM_NOT_READY", "SystemNotReady", "SYSTEM_DRIVER_MISMATCH", "SystemDriverMismatch",
+            "COMPAT_NOT_SUPPORTED", "CompatNotSupported", "CUDA unknown error",
+            "does not match DSO version"),
            "CUDA could not initialise", tier=0.0,
            example="RuntimeError: No CUDA GPUs are available")
 @signature("driver-mismatch/no-driver", r"Found no NVIDIA driver on your system",
@@ -265,8 +337,7 @@ def _cuda_init(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> A
     text = str(numbers.get("text") or numbers.get("message") or "").lower()
     code = str(numbers.get("code") or "")
     if not code:
-        code = ("802" if "not yet initialized" in text else "803" if "display driver" in text
-                else "804" if "forward compatibility" in text else "100")
+        code = next((code for code, words in _INIT_WORDS if any(w in text for w in words)), "100")
     if sig.id == "driver-mismatch/no-driver":
         explanation = ("No NVIDIA driver was found: the kernel module is not loaded, or the "
                        "container has no GPU access.")

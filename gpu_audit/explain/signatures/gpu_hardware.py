@@ -85,8 +85,10 @@ def _device_plugin_xid(sig: Signature, numbers: dict[str, Any], ctx: AdviceConte
            # a report names the GPU (a number, a PCI address) or the node; prose about Xids
            # in general does not
            r"^(?=[^\n]*?(?:\bGPU ?#?\d|\bPCI\b|[0-9a-fA-F]{2}:[0-9a-fA-F]{2}[.:]|\bnode\w*\d))"
-           r"[^\n]*?(?<![\w-])X[Ii][Dd](?:\s+error)?[\s:=#]+(?P<xid>\d{1,3})\b(?P<rest>.*)",
-           ("Xid", "XID"), "GPU Xid event", extract=_xid, key_field="xid",
+           r"[^\n]*?(?<![\w-])X[Ii][Dd](?:\s+[Ee]rror)?[\s:=#]+(?P<xid>\d{1,3})\b(?P<rest>.*)",
+           # (an Xid that alone is a warning is the root of a report where nothing else
+           # failed, in a health tool's or a compact kernel log's form as in the driver's own)
+           ("Xid", "XID"), "GPU Xid event", extract=_xid, key_field="xid", alone_root=True,
            example="gpu-health: node07 GPU 3 reported XID 79 at 02:41")
 @signature("gpu-hardware/xid",
            r"NVRM: Xid \((?:PCI:)?(?P<pci_bus_id>[0-9A-Fa-f:.]+)\):\s*(?P<xid>\d+)"
@@ -133,6 +135,22 @@ fixed("gpu-hardware/fallen-off-bus",
       "it stays unusable until it is reset, usually by a reboot.",
       remedy=xid_info(79).action)
 
+# A GPU lost, told in the writer's words ("we lost 1 GPU after the reboot", "one GPU is loss",
+# "Lost GPU occurs again"): not its memory, its support or its hours, not in a condition or
+# advice to the reader ("if you lose a GPU", "to avoid losing the GPU").
+fixed("gpu-hardware/lost-told",
+      r"^(?i:(?:(?!\b(?:if|whether|you|your|may|might|prevent\w*|avoid\w*)\b)"
+      r"[^\n])*?)(?:\b(?:[Ll]ost|losing) (?:a |one |the |\d )?GPUs?\b(?!s? (?:memory|support|"
+      r"acceleration|access|util\w*|hours?|time|cycles|compute|days|capacity|resources)\b)|"
+      r"\bGPU is loss\b)",
+      ("lost", "Lost", "losing", "GPU is loss"), "A GPU was lost (told in the writer's words)",
+      tier=0.0, group="off-the-bus",
+      example="After the reboot we lost 1 GPU on node7, and slurmd does not start.",
+      explanation="The writer says a GPU disappeared from the machine: what the driver logs as "
+      "Xid 79 (\"GPU has fallen off the bus\") and lspci shows as a device whose revision reads "
+      "ff. Jobs on it die, and it stays unusable until it is reset, usually by a reboot.",
+      remedy=xid_info(79).action)
+
 # lspci reads a revision of ff when the device's PCIe configuration space answers all ones:
 # the GPU no longer responds on the bus (its other functions, audio and USB, read ff too).
 fixed("gpu-hardware/lspci-rev-ff",
@@ -149,7 +167,7 @@ fixed("gpu-hardware/lspci-rev-ff",
       remedy=xid_info(79).action)
 
 fixed("gpu-hardware/uncorrectable-ecc",
-      r"uncorrectable ECC error encountered|CUDA_ERROR_ECC_UNCORRECTABLE|"
+      r"uncorrectable ECC error (?:was )?encountered|CUDA_ERROR_ECC_UNCORRECTABLE|"
       r"cudaErrorECCUncorrectable",
       ("ECC error", "ECC_UNCORRECTABLE", "ECCUncorrectable"),
       "Uncorrectable ECC error in GPU memory", severity=Severity.CRITICAL, tier=0.0,
@@ -161,8 +179,10 @@ fixed("gpu-hardware/uncorrectable-ecc",
 
 fixed("gpu-hardware/nvlink-uncorrectable",
       r"uncorrectable NVLink error (?:was )?detected|CUDA_ERROR_NVLINK_UNCORRECTABLE|"
-      r"cudaErrorNvlinkUncorrectable",
-      ("NVLink error", "NVLINK_UNCORRECTABLE", "NvlinkUncorrectable"),
+      r"cudaErrorNvlinkUncorrectable|"
+      # the kernel's record of it: "NVRM: NVLink: fatal error detected on link 3(0x0, ...)"
+      r"NVRM: [^\n]*?NVLink: fatal error detected on link (?P<link>\d+)",
+      ("NVLink error", "NVLINK_UNCORRECTABLE", "NvlinkUncorrectable", "NVLink: fatal error"),
       "Uncorrectable NVLink error", severity=Severity.CRITICAL, tier=0.0,
       example="RuntimeError: CUDA error: an uncorrectable NVLink error was detected during the "
       "execution",

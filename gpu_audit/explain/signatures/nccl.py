@@ -115,8 +115,13 @@ def _nccl_timeout(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -
 fixed("nccl/timeout-told",
       # (not after a question or a condition: "如何解决出现NCCL超时", "如果NCCL报超时")
       r"^(?:(?!如何|怎么|怎样|如果|若是|是否|为什么)[^\n])*?"
-      r"(?:(?:报|出现|提示)了?\s?NCCL\s?(?:的)?(?:超时|timeout)|"
-      r"NCCL\s?(?:会|就|又|也|一直)?(?:报|出现)了?\s?(?:超时|timeout))",
+      r"(?:(?:报|出现|提示)了?\s?NCCL\s?(?:的)?(?:通信|通讯)?(?:超时|timeout)|"
+      r"NCCL\s?(?:会|就|又|也|一直)?(?:报|出现)了?\s?(?:通信|通讯)?(?:超时|timeout))|"
+      # ... and in English, "it is stuck for 30 minutes and reports NCCL timeout" (not a
+      # condition, a question of how or when, nor the reader's: "When do you hit NCCL timeouts?")
+      r"^(?i:(?:(?!\b(?:if|whether|when|how|you|can|could|may|might|would)\b)[^\n])*?"
+      r"\b(?:reports?|reported|reporting|throws?|threw|gets?|got|getting|hits?|hitting|"
+      r"raised?|raises) (?:an? |the )?)NCCL [Tt]ime ?outs?\b",
       ("NCCL",), "NCCL collective timed out (told in the writer's words)", tier=3.0,
       group="nccl-timeout",
       example="训练到第12个epoch卡住，30分钟后报NCCL超时错误",
@@ -277,7 +282,10 @@ fixed("nccl/network",
       r"(?:NCCL WARN |NET/\w+ ?:? ?).*?(?:Got completion (?:from peer (?P<peer>\S+) )?"
       r"(?:with )?(?:error|status=)\s*(?P<status>\d+)|(?P<closed>Connection closed by remote peer|"
       r"Connection reset by peer)|Call to (?P<call>ibv_\w+) failed|(?P<socket>socketProgress\w*|"
-      r"socketStartConnect|socketFinalizeAccept)[^\n]*(?:fail|closed|refused|abort|wrong type))|"
+      r"socketStartConnect|socketFinalizeAccept)[^\n]*(?:fail|closed|refused|abort|wrong type)|"
+      # (a connection to a peer that failed, in any NCCL version's words: "Connect to
+      # 10.0.0.2<35611> failed : Connection refused", "... returned 113(No route to host)")
+      r"\bConnect to (?P<peer_>\S+) (?:failed|returned \d+))|"
       r"(?P<closed_>Connection closed by remote peer)",
       ("NCCL WARN", "NET/", "Connection closed by remote peer"),
       "NCCL network failure between ranks", tier=2.0,
@@ -364,4 +372,17 @@ fixed("nccl/gloo-peer-closed", r"gloo.*?Connection closed by peer(?: \[(?P<peer>
       "Connection closed by peer [10.1.1.2]:62581",
       explanation="A peer process closed its connection, most likely because it crashed: look "
       "at its log.",
+      remedy=_COLLECTIVE_REMEDY)
+
+
+# The process group's watchdog ending the job, its reason cut off or on a line of its own
+# (with the reason on the same line, the timeout or error signature reads that line first).
+fixed("nccl/watchdog-terminated", r"watchdog thread terminated with exception",
+      ("watchdog thread terminated",), "The NCCL watchdog stopped the process group",
+      tier=3.1, group="nccl-timeout",
+      example="c10::DistBackendError: [PG 0 Rank 1] Process group watchdog thread terminated "
+      "with exception",
+      explanation="The process group's watchdog thread raised, which ends the job: a collective "
+      "timed out or NCCL reported an error; the message after it (or the rank's lines above it) "
+      "says which. " + _COLLECTIVE_ECHO,
       remedy=_COLLECTIVE_REMEDY)
