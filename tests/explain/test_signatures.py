@@ -309,6 +309,9 @@ SINGLE_LINES = [
      "2.88 MiB free; 1.25 GiB reserved in total by PyTorch)", "cuda-oom", "cuda-oom/headless"),
     ("WARN: Can't load NVML library, dlopen(25): failed to load libnvidia-ml.so",
      "nvml-unavailable", "nvml-unavailable/library-missing"),
+    ("sh: 1: nvidia-smi: not found", "nvml-unavailable", "nvml-unavailable/smi-missing"),
+    ("FileNotFoundError: [Errno 2] No such file or directory: 'nvidia-smi'",
+     "nvml-unavailable", "nvml-unavailable/smi-missing"),
     ("RuntimeError: !block->expandable_segment_ INTERNAL ASSERT FAILED at "
      '"../c10/cuda/CUDACachingAllocator.cpp":2814, please report a bug to PyTorch.',
      "alloc-conf", "alloc-conf/expandable-assert"),

@@ -58,6 +58,7 @@ ORDER = (
     "nvml-unavailable/torch-warning",
     "nvml-unavailable/container-cli",
     "nvml-unavailable/library-missing",
+    "nvml-unavailable/smi-missing",
     "nvml-unavailable/nvrm-api-mismatch",
     "nvml-unavailable/nvrm-kernel-version",
     "alloc-conf/deprecated-variable",
