@@ -310,6 +310,11 @@ SINGLE_LINES = [
     ("WARN: Can't load NVML library, dlopen(25): failed to load libnvidia-ml.so",
      "nvml-unavailable", "nvml-unavailable/library-missing"),
     ("sh: 1: nvidia-smi: not found", "nvml-unavailable", "nvml-unavailable/smi-missing"),
+    ("RuntimeError: torch.cuda.MemPool doesn't currently support expandable_segments.",
+     "alloc-conf", "alloc-conf/mempool-expandable"),
+    ("Loading the model crashes when using `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`",
+     "alloc-conf", "alloc-conf/expandable-told"),
+    ("export PYTORCH_NO_CUDA_MEMORY_CACHING=0", "alloc-conf", "alloc-conf/no-caching-zero"),
     ("FileNotFoundError: [Errno 2] No such file or directory: 'nvidia-smi'",
      "nvml-unavailable", "nvml-unavailable/smi-missing"),
     ("RuntimeError: !block->expandable_segment_ INTERNAL ASSERT FAILED at "

@@ -73,6 +73,9 @@ ORDER = (
     "alloc-conf/expandable-mapping-assert",
     "alloc-conf/async-assert",
     "alloc-conf/expandable-ipc-kernel",
+    "alloc-conf/mempool-expandable",
+    "alloc-conf/expandable-told",
+    "alloc-conf/no-caching-zero",
     "alloc-conf/driver-vmm",
     "alloc-conf/async-operation-unsupported",
     "alloc-conf/setting",
@@ -166,6 +169,7 @@ ORDER = (
     "host-oom/shell-killed",
     # a line that only names the async allocator backend, when nothing else reads it
     "alloc-conf/async-backend-named",
+    "alloc-conf/async-default-app",
 )
 
 SIGNATURES: tuple[Signature, ...] = in_order(ORDER)
