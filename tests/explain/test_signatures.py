@@ -315,6 +315,8 @@ SINGLE_LINES = [
     ("Loading the model crashes when using `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`",
      "alloc-conf", "alloc-conf/expandable-told"),
     ("export PYTORCH_NO_CUDA_MEMORY_CACHING=0", "alloc-conf", "alloc-conf/no-caching-zero"),
+    ("My PC shuts down during training with the new card", "gpu-hardware",
+     "gpu-hardware/power-loss-told"),
     ("FileNotFoundError: [Errno 2] No such file or directory: 'nvidia-smi'",
      "nvml-unavailable", "nvml-unavailable/smi-missing"),
     ("RuntimeError: !block->expandable_segment_ INTERNAL ASSERT FAILED at "

@@ -95,6 +95,7 @@ ORDER = (
     "gpu-hardware/fallen-off-bus",
     "gpu-hardware/lspci-rev-ff",
     "gpu-hardware/lost-told",
+    "gpu-hardware/power-loss-told",
     "gpu-hardware/gsp-timeout",
     "gpu-hardware/reset-required",
     "gpu-hardware/uncorrectable-ecc",
