@@ -34,6 +34,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpu_audit.explain.signatures.gpu_hardware import POWER_LOSS_TOLD
+
 HEAD_BYTES = 4096  # the first bytes of a source kept to read its title and its kind
 HEAD_LINES = 30
 _SUBJECT_LINES = 3  # the first non-blank lines that say what a text is about
@@ -158,6 +160,8 @@ _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                                         # "Loses GPU"), not its memory or its support
                                         r"\blos(?:e|es|ing|t) (?:a |one |the |\d )?GPU\b"
                                         r"(?!s? (?:memory|support|acceleration|access|util))"),
+        # the writer's machine that powers off or restarts under load
+        ("gpu-hardware/power-loss-told", POWER_LOSS_TOLD),
         ("gpu-hardware/nvlink-uncorrectable", r"\buncorrectable NVLink\b|\bNVLink\b[^\n]{0,30}?"
                                               r"\buncorrectable\b"),
         # any other Xid the title names by its number: the driver's record of a GPU fault

@@ -207,7 +207,8 @@ _QUOTED = r"(?:«[^»\n]{1,80}»|\"[^\"\n]{1,80}\"|'[^'\n]{1,80}')"
 _EXPLAINER_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (key, re.compile(pattern, re.IGNORECASE)) for key, pattern in (
         ("this-article", r"\bin this (?:post|article|tutorial|guide|blog|write-?up|video)\b|"
-                         r"\bthis (?:post|article|tutorial|guide) (?:explains|covers|shows)\b|"
+                         r"\bthis (?:post|article|tutorial|guide) (?:explains|covers|shows|"
+                         r"addresses|describes|discusses|explores|walks)\b|"
                          r"\b(?:this|the first) (?:blog )?post (?:is )?about\b|"
                          r"\btroubleshooting guide\b|^(?:quick answer|tl;?dr)\b|一文|"
                          r"本文|这篇文章|本篇|この記事|本記事|이 글|이번 글|설명해 ?드릴게요|"
@@ -241,6 +242,9 @@ _EXPLAINER_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                         r"generally) )?(?:happens|occurs)(?: (?:most )?(?:often|usually|"
                         r"typically|mostly))? when\b|"
                         r"\b(?:occurs|happens|is raised|is thrown) when (?:your|the|a|you)\b|"
+                        # "the real cause is almost always that ...": a cause told in general
+                        r"\bthe (?:real|root|underlying|actual) cause is (?:almost always|"
+                        r"usually|typically|often|most often|generally)\b|"
                         r"を意味(?:する|します)|"
                         r"这个错误(?:的意思|表示|是指|通常)|"
                         r"このエラーは|이 오류는|эта ошибка (?:означает|возникает)|"
@@ -295,6 +299,10 @@ _EXPLAINER_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                           r"\b(?:run|job)\b)|"
                           r"(?:经常|容易|常常|常会)(?:会)?(?:遇到|出现|碰到)|常见(?:的)?(?:错误|问题|报错)|よくある|"
                           r"よく遭遇|\bcommon symptoms\b|"
+                          # "developers frequently encounter ...": what happens to readers
+                          r"\b(?:developers|users|engineers|practitioners|many people) "
+                          r"(?:frequently|often|commonly|typically|regularly) (?:encounter|hit|"
+                          r"run into|face|see)\b|"
                           r"자주 (?:발생|보는)|"
                           r"가장 (?:많이|흔히|자주) (?:겪는|발생하는|보는|만나는)|"
                           r"흔(?:히 발생하는|한) (?:오류|에러|문제)|"
@@ -323,7 +331,11 @@ _EXPLAINER_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                           r"видели|встречали)|"
                           r"(?:иногда|часто|нередко) (?:возникают|встречаются|бывают|появляются)"
                           r" ошибки|если вы (?:видите|получили|столкнулись с) (?:эт|так)"),
-        ("why", r"^symptoms?\s*[:：]|^(?:why (?:it|this) happens|what (?:causes|triggers) "
+        ("why", r"^symptoms?\s*[:：]|"
+                # a short heading "Why collectives desync" (not the writer's own question)
+                r"^why (?!(?:do|does|did|is|are|was|were|can|could|would|will|my|i|we)\b)"
+                r"[\w-]+(?: [\w-]+){1,3}$|"
+                r"^(?:why (?:it|this) happens|what (?:causes|triggers) "
                 r"(?:it|this)|understanding the error|what is the .{0,60} error\b)|"
                 r"\bcauses? (?:&|and) (?:fixes|solutions)\b|"
                 r"^quick fix\b|^(?:possible |common )?causes\b|为什么会|原因[:：]|原因$|原因は|"
@@ -357,6 +369,9 @@ _EXPLAINER_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                        # a plain heading that offers remedies: "Workarounds — try these"
                        r"|^(?:workarounds?|solutions?|fixes)\s*(?:[—–:-]|$)"
                        r"|^fix:"
+                       # "To resolve the worker exit error and ...": a remedy offered
+                       r"|^to (?:resolve|fix|solve|avoid|prevent) (?:the|this|that|these) "
+                       r"[\w -]{0,40}?\b(?:errors?|issues?|problems?|failures?)\b"
                        # Spanish, Portuguese, French: "cómo solucionar", "7 soluciones que
                        # funcionan", "formas de arreglarlo", "como corrigir", "comment corriger"
                        r"|\bc[oó]mo (?:solucionar|arreglar|resolver|corregir|evitar)\b"

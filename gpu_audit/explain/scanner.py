@@ -204,6 +204,9 @@ KEYS: tuple[Key, ...] = (
     # (and TensorFlow's "kernel version 470.57.2 does not match DSO version 510.47.3", in this
     # pass: one pass fewer)
     Key(rb"D(?:evice limit +: |SO version \d)", (b"Device limit ", b"DSO version ")),
+    # the driver's tools and library named in lower case: "bash: nvidia-smi: command not found",
+    # the runtime's `exec: "nvidia-smi": executable file not found`, "libnvidia-ml.so.1 missing"
+    Key(rb"nvidia-(?:smi|ml)", (b"nvidia-smi", b"nvidia-ml")),
 )
 PREFILTER: tuple[re.Pattern[bytes], ...] = tuple(re.compile(key.pattern) for key in KEYS)
 

@@ -38,6 +38,7 @@ from gpu_audit.knowledge.allocator import (
     HIP_VAR,
     KEYS,
     NEW_VAR,
+    NO_CACHING_VAR,
     alloc_conf_export,
     alloc_conf_variables,
     deprecation_alias_release,
@@ -230,7 +231,10 @@ def _expandable_ipc_kernel(sig: Signature, numbers: dict[str, Any],
 # The log names the cudaMallocAsync backend: its name (a startup line that prints the device
 # with its allocator, "... : cudaMallocAsync"), or an application's option for it ("cuda-malloc",
 # "--disable-cuda-malloc"; "cudaMalloc" alone is the plain CUDA call, not the backend).
-_ASYNC_NAMED = r"\b(?:cudaMallocAsync|cuda-malloc)\b"
+_ASYNC_NAMED = (r"\b(?:cudaMallocAsync|cuda-malloc)\b|"
+                # an application's setting for it in words ("Use CUDA malloc for memory
+                # allocation", "disable cuda malloc")
+                r"(?i:\b(?:use|using|disabled?|disabling|enabled?|enabling)\s+cuda[ -]malloc\b)")
 _ASYNC_NAMED_RE = re.compile(_ASYNC_NAMED)
 
 
@@ -246,6 +250,7 @@ def _async_named(numbers: dict[str, Any], ctx: AdviceContext) -> bool:
     """Does the log say the job runs the cudaMallocAsync backend (on the error's own line, in
     another line, or in the allocator configuration it set)?"""
     return bool(numbers.get("async_named") or ctx.facts.get("async_allocator")
+                or ctx.facts.get("async_default_app")
                 or "cudaMallocAsync" in str(ctx.facts.get("alloc_conf") or ""))
 
 
@@ -265,7 +270,7 @@ def _async_operation_unsupported(sig: Signature, numbers: dict[str, Any],
             "backend."), _ASYNC_REMEDY, title="CUDA error: operation not supported",
             severity=Severity.INFO, tier=5.0)
     explanation = (
-        "The job runs PyTorch's allocator with the cudaMallocAsync backend (the log names it), "
+        f"The job runs PyTorch's allocator with the cudaMallocAsync backend ({_async_where(ctx)}), "
         "and a CUDA call failed with 'operation not supported': this GPU or its driver cannot "
         "do the stream-ordered allocation that backend is built on (older cards, some "
         "virtualised GPUs and drivers). The native allocator works there.")
@@ -278,7 +283,16 @@ _ASYNC_REMEDY = (
     "(for example a --disable-cuda-malloc flag); then restart the process.")
 
 
-@signature("alloc-conf/async-backend-named", _ASYNC_NAMED, ("cudaMallocAsync", "cuda-malloc"),
+def _async_where(ctx: AdviceContext) -> str:
+    """How the log says the job runs the async backend."""
+    if ctx.facts.get("async_allocator") or not ctx.facts.get("async_default_app"):
+        return "the log names it"
+    return (f"{ctx.facts['async_default_app']} selects it by default, with its cuda-malloc "
+            "option")
+
+
+@signature("alloc-conf/async-backend-named", _ASYNC_NAMED,
+           ("cudaMallocAsync", "cuda-malloc", "CUDA malloc", "cuda malloc", "CUDA Malloc"),
            "The log names the cudaMallocAsync allocator backend", severity=Severity.INFO,
            tier=5.0, fact=True, extract=lambda match, _line: {"async_allocator": match[0]},
            example="Device: cuda:0 NVIDIA GeForce GTX 970 : cudaMallocAsync")
@@ -373,9 +387,12 @@ def _expandable_mapping_assert(sig: Signature, numbers: dict[str, Any],
 
 
 @signature("alloc-conf/async-assert",
+           r"(?:free_upper_bound \+ pytorch_used_bytes\[device\] <= device_total )?"
            r"INTERNAL ASSERT FAILED at [\"'`]?(?P<source_file>[^\"'`\s:]*"
-           r"CUDAMallocAsyncAllocator\.cpp)[\"'`]?:?(?P<source_line>\d+)?",
-           ("CUDAMallocAsyncAllocator",),
+           r"CUDAMallocAsyncAllocator\.cpp)[\"'`]?:?(?P<source_line>\d+)?|"
+           # the backend's own condition, without the file (a title, a line cut short)
+           r"free_upper_bound \+ pytorch_used_bytes\[device\] <= device_total INTERNAL ASSERT",
+           ("CUDAMallocAsyncAllocator", "free_upper_bound"),
            "The cudaMallocAsync allocator backend failed an internal check", tier=0.0,
            example='RuntimeError: free_upper_bound + pytorch_used_bytes[device] <= device_total '
            'INTERNAL ASSERT FAILED at "../c10/cuda/CUDAMallocAsyncAllocator.cpp":527, please '
@@ -412,3 +429,82 @@ def _driver_vmm(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> 
     remedy = ("Switch expandable segments off on this platform (or update the driver):\n"
               + alloc_conf_export(kept, ctx.torch_version))
     return advice(sig, numbers, explanation, remedy)
+
+
+_INCOMPATIBLE = (
+    "Expandable segments (expandable_segments:True) map GPU memory with the CUDA virtual-memory "
+    "API. Code that manages GPU memory itself does not work with them in every torch release: "
+    "torch.cuda.MemPool (a serving engine's memory pools, vLLM's sleep mode), CUDA graph "
+    "capture into private pools, and loaders that place a model across several GPUs; the job "
+    "fails at start-up or while the model loads, with no out-of-memory.")
+
+
+def _expandable_remedy(ctx: AdviceContext) -> str:
+    return ("Turn expandable segments off for this program (also where its code sets them), or "
+            "upgrade torch and the program to releases that support them together:\n"
+            + alloc_conf_export("expandable_segments:False", ctx.torch_version))
+
+
+@signature("alloc-conf/mempool-expandable",
+           r"(?P<feature>torch\.cuda\.MemPool|MemPool) (?:doesn't|does not) (?:currently |yet )?"
+           r"support (?P<option>expandable_segments)",
+           ("MemPool",), "torch.cuda.MemPool does not support expandable_segments", tier=0.0,
+           example="RuntimeError: torch.cuda.MemPool doesn't currently support "
+           "expandable_segments.")
+def _mempool_expandable(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    return advice(sig, numbers, _INCOMPATIBLE, _expandable_remedy(ctx))
+
+
+# A writer who says that turning expandable segments on makes the program fail ("...:True`
+# crashes on model loading", "loading crashes when using `...expandable_segments:True`",
+# "`expandable_segments=True` is incompatible with ..."); not in a condition, a question or
+# advice to the reader ("if expandable_segments:True crashes, ...").
+@signature("alloc-conf/expandable-told",
+           r"^(?i:(?:(?!\b(?:if|whether|you|your|should|might|may|does not|doesn't)\b)[^\n])*?)"
+           r"(?:(?:\bcrash(?:es|ed)?|\bfails?|\bfailed|\baborts?|\bbreaks?) (?:on \w+ )?"
+           r"(?:when|while) (?:using|setting|enabling) [`\"']?(?:(?:PYTORCH_(?:CUDA_)?ALLOC_CONF)"
+           r"=)?(?P<option>expandable_segments)\s*[:=]\s*True\b|"
+           r"(?P<option_>expandable_segments)\s*[:=]\s*True\b[`\"']*\)?\s*(?:(?:causes|makes)\b"
+           r"[^\n]{0,60}?\b(?:to )?(?:fail|crash|abort)|crash(?:es|ed)?\b|fails\b|breaks\b|"
+           r"is incompatible with\b|aborts\b))",
+           ("expandable_segments",),
+           "expandable_segments:True makes this program fail (told in the writer's words)",
+           tier=3.0,
+           example="Loading the model crashes when using "
+           "`PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True` on the second GPU.")
+def _expandable_told(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    return advice(sig, numbers, "The writer says the program fails with expandable segments "
+                  "on and works without them. " + _INCOMPATIBLE, _expandable_remedy(ctx))
+
+
+# The caching allocator's switch set to 0: torch's C++ side checks only that the variable
+# exists, so 0 turns the cache off as 1 does (the job then allocates with cudaMalloc every time).
+@signature("alloc-conf/no-caching-zero",
+           rf"(?P<variable>{re.escape(NO_CACHING_VAR)})\s*=\s*[\"'`]?(?P<value>0)\b(?![.\d])",
+           (NO_CACHING_VAR,), f"{NO_CACHING_VAR}=0 turns the caching allocator off",
+           severity=Severity.WARNING, tier=4.0, alone_root=True,
+           example=f"export {NO_CACHING_VAR}=0")
+def _no_caching_zero(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    explanation = (
+        f"{NO_CACHING_VAR} is set to 0, which reads as 'keep caching', but PyTorch's allocator "
+        "checks only whether the variable exists: any value, 0 included, turns the caching "
+        "allocator off. Every allocation and free then goes to the driver (cudaMalloc/cudaFree): "
+        "training slows down, memory fragments, out-of-memory errors come earlier, and the "
+        "allocator settings (PYTORCH_CUDA_ALLOC_CONF) are not used.")
+    return advice(sig, numbers, explanation,
+                  f"Remove the variable instead of setting it to 0: `unset {NO_CACHING_VAR}` "
+                  "(and in launch scripts, job files and container environments).")
+
+
+# ComfyUI turns the cudaMallocAsync backend on by default (its cuda-malloc option) where its
+# torch supports it; a traceback through its files says the job runs that backend.
+@signature("alloc-conf/async-default-app",
+           r"(?P<async_default_app>ComfyUI)[/\\](?:[\w.-]+[/\\])*[\w.-]+\.py\b|"
+           r"\bcomfy[/\\]model_management\.py\b",
+           ("ComfyUI", "comfy"), "The job runs ComfyUI, which selects cudaMallocAsync by default",
+           severity=Severity.INFO, tier=5.0, fact=True,
+           extract=lambda match, _line: {"async_default_app": "ComfyUI"},
+           example='  File "/home/user/ComfyUI/execution.py", line 151, in recursive_execute')
+def _async_default_app(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    return advice(sig, numbers, "The job runs ComfyUI, which turns the cudaMallocAsync backend "
+                  "on by default; failures that depend on it say so.", "Nothing to do by itself.")

@@ -58,6 +58,7 @@ ORDER = (
     "nvml-unavailable/torch-warning",
     "nvml-unavailable/container-cli",
     "nvml-unavailable/library-missing",
+    "nvml-unavailable/smi-missing",
     "nvml-unavailable/nvrm-api-mismatch",
     "nvml-unavailable/nvrm-kernel-version",
     "alloc-conf/deprecated-variable",
@@ -72,6 +73,9 @@ ORDER = (
     "alloc-conf/expandable-mapping-assert",
     "alloc-conf/async-assert",
     "alloc-conf/expandable-ipc-kernel",
+    "alloc-conf/mempool-expandable",
+    "alloc-conf/expandable-told",
+    "alloc-conf/no-caching-zero",
     "alloc-conf/driver-vmm",
     "alloc-conf/async-operation-unsupported",
     "alloc-conf/setting",
@@ -91,6 +95,7 @@ ORDER = (
     "gpu-hardware/fallen-off-bus",
     "gpu-hardware/lspci-rev-ff",
     "gpu-hardware/lost-told",
+    "gpu-hardware/power-loss-told",
     "gpu-hardware/gsp-timeout",
     "gpu-hardware/reset-required",
     "gpu-hardware/uncorrectable-ecc",
@@ -165,6 +170,7 @@ ORDER = (
     "host-oom/shell-killed",
     # a line that only names the async allocator backend, when nothing else reads it
     "alloc-conf/async-backend-named",
+    "alloc-conf/async-default-app",
 )
 
 SIGNATURES: tuple[Signature, ...] = in_order(ORDER)

@@ -151,6 +151,52 @@ fixed("gpu-hardware/lost-told",
       "ff. Jobs on it die, and it stays unusable until it is reset, usually by a reboot.",
       remedy=xid_info(79).action)
 
+# A machine that powers off, reboots or goes dark under GPU load, told in the writer's words
+# ("PC shuts down during an iteration", "Machine restarts when running TensorFlow with GPU",
+# "The power keeps cutting off during training", "训练时电脑自动重启"): the machine, then its
+# going off, then when (or the going off, then the machine); read in a thread's title, where the
+# writer says what happened to their own machine.
+# (the going off as a verb, not "a system reboot is required"; then when: under a load)
+_GOES_OFF = (r"(?:shuts? ?down|shutdowns|turns? off|powers? (?:off|down)|reboots|rebooted|"
+             r"restarts|restarted|cold[- ]boots|goes (?:black|blank|off|dark)|(?:just|will|"
+             r"would|then|suddenly|randomly) (?:shut ?down|shutdown|reboot|restart|turn off|"
+             r"power off))")
+_UNDER_LOAD = (r"[^\n]{0,40}?\b(?:during|while|in the middle of)\b|[^\n]{0,40}?\b(?:when|after|"
+               r"under)\b[^\n]{0,40}?\b(?:train\w*|epochs?|iterations?|steps?|running|run|inference|generat\w*|"
+               r"render\w*|load\w*|GPU|CUDA|TensorFlow|PyTorch|model|example|batch\w*|sampl\w*|"
+               r"benchmark\w*)")
+POWER_LOSS_TOLD = (
+    # (not in a condition, a possibility or advice: "if your PC restarts when ...")
+    r"^(?i:(?:(?!\b(?:if|whether|you|your|may|might|can|could|should|would|avoid\w*|"
+    r"prevent\w*)\b)[^\n])*?)(?i:"
+    r"\b(?:PC|computer|machine|desktop|system|workstation|laptop|rig|monitor|screen|display)s? "
+    r"(?:just |suddenly |randomly |always |then |keeps? |hard )?" + _GOES_OFF + r"\b(?:"
+    + _UNDER_LOAD + r")|"
+    r"\b(?:shuts? ?down|shutdowns?|reboots|restarts|turns? off) (?:my |the |our )?(?:PC|"
+    r"computer|machine|desktop|workstation)\b(?:" + _UNDER_LOAD + r")|"
+    r"\bpower (?:keeps |is |was |gets )?(?:cut(?:s|ting)? off|goes off|shuts off)\b(?:"
+    + _UNDER_LOAD + r")|"
+    r"(?:训练|跑|运行|推理)[^\n]{0,15}?(?:电脑|主机|机器|系统)?(?:会|就|直接|突然|自动)*"
+    r"(?:重启|关机|断电|黑屏))")
+fixed("gpu-hardware/power-loss-told", POWER_LOSS_TOLD,
+      ("shut", "reboot", "restart", "turns off", "turn off", "cold boot", "cold-boot", "power",
+       "goes ", "重启", "关机", "断电", "黑屏"),
+      "The machine powers off or restarts under GPU load (told in the writer's words)",
+      tier=3.0, group="power-loss",
+      example="PC shuts down during an iteration",
+      explanation="The writer says the whole machine turns off, reboots or loses its display "
+      "while the GPU works hard, with no error message: what the power supply does when the "
+      "GPU's load (and its short spikes, far above its rated power on recent cards) exceeds "
+      "what it or its cables can deliver, or what the board or the GPU does to protect itself "
+      "from overheating. It is no software failure, and the run leaves no error behind.",
+      remedy="Check the power supply: its rating against the GPU's (with headroom for the "
+      "spikes), separate PCIe power cables rather than one daisy-chained, a healthy unit (swap "
+      "it to test). Cap the GPU's power meanwhile (`sudo nvidia-smi -pl <watts>`, below its "
+      "default) and watch its temperature and draw during the run (`nvidia-smi "
+      "--query-gpu=temperature.gpu,power.draw,clocks.sm --format=csv -l 1`); clean the cooler "
+      "and improve the case's air flow if it runs hot. After a reboot, `journalctl -b -1 -k` "
+      "(Linux) or the Event Viewer's Kernel-Power 41 entries (Windows) show how it stopped.")
+
 # lspci reads a revision of ff when the device's PCIe configuration space answers all ones:
 # the GPU no longer responds on the bus (its other functions, audio and USB, read ff too).
 fixed("gpu-hardware/lspci-rev-ff",

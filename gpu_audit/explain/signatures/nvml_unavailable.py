@@ -98,7 +98,10 @@ _MISMATCH_ONLY = {"nvml-unavailable/nvrm-api-mismatch", "nvml-unavailable/librar
            # traceback cut before the exception names only the constant it checks)
            r"(?P<windows>nvml\.dll)\b[^\n]{0,80}?(?:not found|could not be found|cannot be "
            r"found|not be loaded)|"
-           r"(?:\w*[Cc]heck_?[Rr]eturn|raise NVMLError)\(NVML_ERROR_LIBRARY_NOT_FOUND\)",
+           r"(?:\w*[Cc]heck_?[Rr]eturn|raise NVMLError)\(NVML_ERROR_LIBRARY_NOT_FOUND\)|"
+           # the library told missing ("`libnvidia-ml.so.1` missing in the pod"; not "if ...")
+           r"^(?i:(?:(?!\b(?:if|whether|you|your|make sure)\b)[^\n])*?)(?P<library__>"
+           r"libnvidia-ml\.so(?:\.\d+)?)`? (?:is |was )?missing\b",
            ("libnvidia-ml", "NVML library", "NVML shared library", "NVML is not", "NVML not",
             "NVIDIA Display Driver", "nvml.dll", "NVML_ERROR_LIBRARY_NOT_FOUND"),
            "The NVML library cannot be loaded", tier=0.0,
@@ -288,3 +291,35 @@ def _nvml_assert_other(sig: Signature, numbers: dict[str, Any], ctx: AdviceConte
                        "process (usually a driver/library version mismatch after an upgrade).")
         remedy = "Run `nvidia-smi` or `gpu-audit scan`. " + REBOOT_MISMATCH
     return advice(sig, numbers, explanation, remedy)
+
+
+# nvidia-smi is not in the container or on the host at all: the shells' and runtimes' words for a
+# missing program ("bash: nvidia-smi: command not found", the OCI runtime's `exec: "nvidia-smi":
+# executable file not found in $PATH`, chroot's and Python's "No such file or directory",
+# Windows' "is not recognized"), and a writer who says so ("nvcc and nvidia-smi not found"; not
+# in a condition or advice to the reader: "if nvidia-smi is not found").
+fixed("nvml-unavailable/smi-missing",
+      r"\bnvidia-smi: (?:command )?not found|command not found: nvidia-smi\b|"
+      r"exec: \\?\"nvidia-smi\\?\": executable file not\b|"
+      r"failed to run command .nvidia-smi.: No such file|"
+      r"No such file or directory: .nvidia-smi.|"
+      r"'?nvidia-smi'? is not recognized as an internal or external command|"
+      r"^(?i:(?:(?!\b(?:if|whether|you|your|should|make sure|check)\b)[^\n])*?)"
+      r"\bnvidia-smi`? (?:is |was )?(?:not found|missing)\b",
+      ("nvidia-smi",), "nvidia-smi is not there (no NVIDIA driver tools in this container or host)",
+      tier=0.5,
+      example='docker: Error response from daemon: OCI runtime create failed: starting container '
+      'process caused "exec: \\"nvidia-smi\\": executable file not found in $PATH": unknown.',
+      explanation="The program nvidia-smi does not exist where it was run. It is part of the "
+      "NVIDIA driver, not of CUDA images: inside a container, the NVIDIA Container Toolkit mounts "
+      "it, with libnvidia-ml.so.1 and the other driver libraries, from the host when the "
+      "container starts with GPUs. A container started without the NVIDIA runtime or without "
+      "`--gpus` (a Kubernetes pod whose runtime is not the NVIDIA one) has neither, and NVML and "
+      "CUDA fail in it too; on a host, the driver is not installed.",
+      remedy="On the host, check that `nvidia-smi` works (the driver is installed). Start the "
+      "container with GPUs: `docker run --gpus all ...` (or `--runtime=nvidia`), with the NVIDIA "
+      "Container Toolkit installed and the runtime configured (`sudo nvidia-ctk runtime "
+      "configure --runtime=docker` or `--runtime=containerd`, then restart it); on Kubernetes, "
+      "give the pod `runtimeClassName: nvidia` (or make nvidia the default runtime) and a "
+      "`nvidia.com/gpu` limit. Inside the container, `ls /usr/bin/nvidia-smi` and `ldconfig -p | "
+      "grep libnvidia-ml` show whether the driver's files were mounted.")
