@@ -345,8 +345,13 @@ SINGLE_LINES = [
     ("node01:4101:4188 [0] NCCL INFO misc/socket.cc:484 -> 2", "nccl", "nccl/return-code"),
     ("After the reboot we lost 1 GPU on node7, and slurmd does not start.", "gpu-hardware",
      "gpu-hardware/lost-told"),
-    ("It turned out to be a faulty card: the job runs on its replacement.", "gpu-hardware",
+    ("It turned out to be a faulty GPU: the job runs on its replacement.", "gpu-hardware",
      "gpu-hardware/card-swap-told"),
+    ("cuBLAS API failed with status 13", "cublas-failure", "cublas-failure/status-code"),
+    ("# Create cublas handle failed", "cublas-failure", "cublas-failure/handle-failed"),
+    ("[TRT] [E] 1: [defaultAllocator.cpp::allocate::20] Error Code 1: Cuda Runtime (out of "
+     "memory)", "cuda-oom", "cuda-oom/tensorrt"),
+    ("RuntimeError: CUDA driver error: out of memory", "cuda-oom", "cuda-oom/driver-api"),
     ("ERROR: This container was built for NVIDIA Driver Release 535.104 or later, but version "
      "470.82.01 was detected and compatibility mode is UNAVAILABLE.", "driver-mismatch",
      "driver-mismatch/container-driver-release"),

@@ -311,15 +311,15 @@ def _aer_corrected(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) 
 fixed("gpu-hardware/card-swap-told",
       r"^(?i:(?:(?!\b(?:if|whether|you|your|may|might|maybe|should|try\w*)\b|如果|是否|可能)"
       r"[^\n?？])*?)(?:"
-      r"\b(?i:(?:replac|swapp|chang)(?:ed|ing) (?:out )?(?:the|my|our|that|this) "
-      r"(?:GPU|graphics card|video card|card)s?\b[^\n.?]{0,60}?\b(?:fixed|solved|resolved|"
-      r"works|worked|working|(?:is|are) gone|went away|disappeared|no (?:more )?(?:errors?|"
-      r"problems?|issues?|crash\w*)))|"
-      r"\b(?i:turned out (?:to be )?(?:a |the )?(?:faulty|defective|broken|bad) "
-      r"(?:GPU|graphics card|card))|"
+      r"\b(?i:replac|swapp|chang)ed (?:the|my|our) GPUs?\b[^\n.?]{0,60}?\b(?i:fixed|solved|"
+      r"resolved|works|worked|working|(?:is|are) gone|went away|disappeared|no (?:more )?(?:"
+      r"errors?|problems?|issues?|crash\w*))|"
+      r"\b(?i:turned out (?:to be )?(?:a |the )?)(?:faulty|defective) GPU|"
       r"换了?[一]?[张块个]?(?:新的?|同型号的?)?显卡[^\n?？]{0,12}?(?:没问题|没有问题|好了|正常|解决)|"
       r"显卡(?:硬件)?(?:坏了|出问题了|出了问题))",
-      ("eplac", "wapp", "hanged", "hanging", "turned out", "显卡"),
+      # (the Chinese tellings are read where the line is a candidate anyway: a log's last
+      # lines, or a line with another key)
+      ("ed the GPU", "ed my GPU", "ed our GPU", "faulty GPU", "defective GPU", "显卡"),
       "The card was at fault (told in the writer's words)", tier=0.0,
       example="Swapped the GPU for another of the same model and the launch failures are gone.",
       explanation="The writer found the GPU itself at fault: another card in its place runs the "
