@@ -165,7 +165,9 @@ _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("gpu-hardware/uncorrectable-ecc", r"\buncorrectable ECC\b|\bECC errors?\b[^\n]{0,30}?"
                                            r"\buncorrectable\b|\bdouble[- ]bit ECC\b"),
         ("illegal-memory-access/illegal-address", r"\billegal (?:memory )?(?:access|address)\b|"
-                                                  r"\billegal memory errors?\b"),
+                                                  r"\billegal memory errors?\b|"
+                                                  # ("accessing memory illegally")
+                                                  r"\baccess(?:es|ed|ing)? memory illegally\b"),
         ("nccl/watchdog-timeout", r"(?:\b|ProcessGroup)NCCL\b[^\n]{0,80}?\b(?:tim(?:ed|es|ing) ?"
                                   r"out|timeouts?|hangs?|hanging|stuck)\b|\bWorkNCCL\([^\n]*\bTimeout\b|"
                                   # ("NCCL超时", "nccl 超时时间": a timeout, in Chinese)
