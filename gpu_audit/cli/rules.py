@@ -480,6 +480,8 @@ def rules_command(*, rule_id: str | None, json_out: bool, markdown: bool,
             sys.stdout.write(render_list(rules) + "\n" + reference.render_list())
         return 0
     found, explained = find_rule(rules, rule_id)
+    if (renamed := reference.RENAMED.get(rule_id)) is not None:
+        sys.stderr.write(f"{rule_id!r} was renamed: it is now {renamed!r}\n")
     if json_out:
         extra = reference.document(explained) if explained is not None else []
         sys.stdout.write(dumps(rules_document(found, extra)) + "\n")

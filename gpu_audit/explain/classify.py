@@ -591,19 +591,24 @@ def _cudnn_statuses_told_oom(built: list[tuple[Incident, tuple[int, int]]]
     """A cuDNN status that names no cause, in a text that says the failure was the GPU running
     out of memory ("I found it was running out of memory"): the out-of-memory is the root cause,
     and the status how it reached the program."""
-    cudnn = [incident for incident, _ in built if incident.cls == "cudnn-failure"
-             and incident.is_failure and incident.diagnosis in _CUDNN_MEMORY_DIAGNOSES]
+    # (cuBLAS's handle or allocation failures too: they allocate outside the cache the same way)
+    cudnn = [incident for incident, _ in built if incident.is_failure and (
+        (incident.cls == "cudnn-failure" and incident.diagnosis in _CUDNN_MEMORY_DIAGNOSES)
+        or (incident.cls == "cublas-failure" and incident.diagnosis == "out-of-memory"))]
     if not cudnn:
         return built
     out = []
     for incident, order in built:
         paired = [c for c in cudnn if set(c.sources) & set(incident.sources)]
         if incident.signature == "cuda-oom/told-cause" and not incident.is_failure and paired:
-            status = paired[0].numbers.get("status") or paired[0].title
+            library = "cuBLAS" if paired[0].cls == "cublas-failure" else "cuDNN"
+            status = paired[0].numbers.get("status") or (
+                "" if library == "cuBLAS" else paired[0].title)
             incident = replace(
                 incident, severity=Severity.ERROR, tier=min(c.tier for c in paired) - 0.1,
-                title="CUDA out of memory, reported as a cuDNN failure",
-                explanation=masked_oom_explanation(str(status)), remedy=MASKED_OOM_REMEDY,
+                title=f"CUDA out of memory, reported as a {library} failure",
+                explanation=masked_oom_explanation(str(status), library),
+                remedy=MASKED_OOM_REMEDY,
                 diagnosis="unknown")
         out.append((incident, order))
     return out

@@ -169,7 +169,9 @@ _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("gpu-hardware/uncorrectable-ecc", r"\buncorrectable ECC\b|\bECC errors?\b[^\n]{0,30}?"
                                            r"\buncorrectable\b|\bdouble[- ]bit ECC\b"),
         ("illegal-memory-access/illegal-address", r"\billegal (?:memory )?(?:access|address)\b|"
-                                                  r"\billegal memory errors?\b"),
+                                                  r"\billegal memory errors?\b|"
+                                                  # ("accessing memory illegally")
+                                                  r"\baccess(?:es|ed|ing)? memory illegally\b"),
         ("nccl/watchdog-timeout", r"(?:\b|ProcessGroup)NCCL\b[^\n]{0,80}?\b(?:tim(?:ed|es|ing) ?"
                                   r"out|timeouts?|hangs?|hanging|stuck)\b|\bWorkNCCL\([^\n]*\bTimeout\b|"
                                   # ("NCCL超时", "nccl 超时时间": a timeout, in Chinese)
@@ -227,7 +229,18 @@ _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("cuda-oom/tensorflow", r"\bResource ?exhausted\b"),
         # the job killed, in Chinese ("进程被杀死", "加载时被kill"; not "如果 ...")
         ("host-oom/shell-killed", r"(?<!如果)(?<!若)(?:程序|进程|训练|任务|加载|模型)"
-                                  r"[^\n，,。]{0,8}?(?:被\s*)?(?:kill(?:ed)?|杀死|杀掉)"),
+                                  r"[^\n，,。]{0,8}?(?:被\s*)?(?:kill(?:ed)?|杀死|杀掉)|"
+                                  # (anything "被killed", got killed: "合并权重自动被killed")
+                                  r"^(?:(?!如果|若|假如|万一)[^\n])*?被\s*(?:系统)?\s*"
+                                  r"(?:kill(?:ed)?|杀死|杀掉)|"
+                                  # (the shell's word first, then when: "Killed when saving")
+                                  r"^\W*killed (?:when|while|during|after|before|at|on)\b"),
+        # a notebook's runtime out of host RAM, told ("RAM Exhaustion and Session Crash")
+        ("host-oom/notebook-session-ram", r"^(?=[^\n]*\b(?:session|notebook|colab|kaggle|"
+                                          r"jupyter)\b)[^\n]*?(?<!GPU )(?<!video )\bRAM "
+                                          r"(?:exhaustion|exhausted|overflow)\b|"
+                                          r"\bsession crash(?:ed|es)?\b[^\n]{0,40}?(?<!GPU )"
+                                          r"\bRAM\b|(?<!GPU )\bRAM\b[^\n]{0,40}?\bsession crash"),
     ))
 # A title that tells when the failure came ("... while training", "... after 3 epochs",
 # "训练过程中 ...", "启动训练后 ...", "突然"): an event the writer met, not a topic.

@@ -14,6 +14,7 @@ from typing import Any
 
 from gpu_audit.explain.signatures import (
     CLASS_DOCS,
+    RENAMED,
     SIGNATURES,
     TIERS,
     Advice,
@@ -69,9 +70,10 @@ def _continuation_note(sig: Signature) -> str:
 
 
 def find(name: str) -> ClassDoc | Signature | None:
-    """The class or signature called ``name``."""
+    """The class or signature called ``name`` (or once called it: see :data:`RENAMED`)."""
     if name in CLASS_DOCS:
         return CLASS_DOCS[name]
+    name = RENAMED.get(name, name)
     return next((sig for sig in SIGNATURES if sig.id == name), None)
 
 

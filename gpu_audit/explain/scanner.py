@@ -106,12 +106,14 @@ KEYS: tuple[Key, ...] = (
     # cut after its head: "Allocation on device ")
     Key(rb"A(?:ssertion (?:`|['\"]?(?:srcIndex|idx_dim|t >= 0|input_val|target_val))|LLOC_CONF"
         rb"|SSERT FAILED|sync does not (?:yet )?support|sync support for [a-z]+[A-Z]"
-        rb"|llocation on device|(?<=MallocA)sync)",
+        rb"|llocation on device|(?<=MallocA)sync"
+        # (and a program's own check of a cuBLAS call: "cuBLAS API failed with status 7")
+        rb"|(?<=BLAS A)PI failed|(?<=BLASLt A)PI failed)",
         (b"Assertion `", *(b"Assertion " + quote + word for quote in (b"", b"'", b'"')
                            for word in (b"srcIndex", b"idx_dim", b"t >= 0", b"input_val",
                                         b"target_val")),
          b"ALLOC_CONF", b"ASSERT FAILED", b"Async does not ", b"Async support for ",
-         b"Allocation on device", b"MallocAsync")),
+         b"Allocation on device", b"MallocAsync", b"BLAS API failed", b"BLASLt API failed")),
     # (and "CUDA" right before a word in Chinese, Japanese or Korean: a translated message,
     # "CUDA内存不足"; their UTF-8 lead bytes)
     Key(rb"C(?:UDA(?:[ _]|CachingAllocator|AllocatorConfig|[\xe3-\xed])"
@@ -120,23 +122,29 @@ KEYS: tuple[Key, ...] = (
         rb"|uda failure|achingAllocator|aught collective|onnection closed by (?:remote )?peer"
         rb"|an't initialize NVML|urrently allocated +: "
         # (cudaMallocAsync's "Free (according to CUDA): ", in this pass: one pass fewer)
-        rb"|(?<=\(according to C)UDA\): )",
+        rb"|(?<=\(according to C)UDA\): "
+        # (cuBLAS's handle, in words: "Create cublas handle failed", "CUBLAS initialization")
+        rb"|reate cublas handle|UBLAS initiali[sz]ation)",
         (b"CUDA ", b"CUDA_", b"CUDACachingAllocator", b"CUDAAllocatorConfig",
          *(b"CUDA" + bytes([lead]) for lead in range(0xE3, 0xEE)), b"CUBLAS_STATUS",
          b"CUSOLVER_STATUS", b"CUSPARSE_STATUS", b"CUFFT_", b"CUDNN_STATUS", b"CUDNN_BACKEND",
          b"Cuda failure", b"CachingAllocator", b"Caught collective", b"Connection closed by ",
-         b"Can't initialize NVML", b"Currently allocated ", b"(according to CUDA): ")),
+         b"Can't initialize NVML", b"Currently allocated ", b"(according to CUDA): ",
+         b"Create cublas handle", b"CUBLAS initialization", b"CUBLAS initialisation")),
     # (and TensorFlow 1's node under its OOM: '[[Node: ... _device=".../device:GPU:0"]')
     # (and a GPU lost, told: "we lost 1 GPU", "one GPU is loss after reboot", "Lost GPU")
     Key(rb"G(?:PU(?: is lost| lost from the bus| has fallen| \d+ has a total|\d+ [^\n]{0,80}?"
         rb"which is of cuda capability|:\d+\"\]| is loss)|ET was unable"
-        rb"|(?<=[Ll]ost G)PU|(?<=[Ll]ost [a\d] G)PU|(?<=[Ll]ost one G)PU|(?<=losing the G)PU)",
+        rb"|(?<=[Ll]ost G)PU|(?<=[Ll]ost [a\d] G)PU|(?<=[Ll]ost one G)PU|(?<=losing the G)PU"
+        # (and a card found at fault, told: "swapped the GPU", "a faulty GPU")
+        rb"|(?<=ed the G)PU|(?<=ed my G)PU|(?<=ed our G)PU|(?<=faulty G)PU|(?<=defective G)PU)",
         (b"GPU is lost", b"GPU lost from the bus", b"GPU has fallen", b" has a total",
          b"which is of cuda capability", *(b"GPU:%d" % digit for digit in range(10)),
          b"GET was unable", b"GPU is loss",
          *(first + b"ost " + between + b"GPU" for first in (b"l", b"L")
            for between in (b"", b"a ", b"one ", *(b"%d " % digit for digit in range(10)))),
-         b"losing the GPU")),
+         b"losing the GPU", b"ed the GPU", b"ed my GPU", b"ed our GPU", b"faulty GPU",
+         b"defective GPU")),
     Key(rb"K(?:ill|ILL)", (b"Kill", b"KILL")),
     # ("ProcessGroupNCCL'" at a line's end: a terminal cut "ProcessGroupNCCL's" there)
     # (and lspci's line for a GPU that no longer answers on the bus: "NVIDIA Corporation ...

@@ -163,3 +163,13 @@ def test_the_list_fits_the_terminal_and_keeps_every_summary_word(columns):
     words = " ".join(text.split())
     for entry in rules.values():
         assert " ".join(entry.summary.split()) in words, entry.id
+
+
+def test_a_renamed_signature_id_still_shows_its_signature(cli_env):
+    # `illegal-memory-access/launch-failure` was `gpu-hardware/launch-failure`: notes and
+    # scripts that name the old id keep working, and are told the new one.
+    result = rules_cli(["gpu-hardware/launch-failure"], cli_env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("illegal-memory-access/launch-failure ")
+    assert "'gpu-hardware/launch-failure' was renamed: it is now " \
+           "'illegal-memory-access/launch-failure'" in result.stderr

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from gpu_audit.explain import classify_text
-from gpu_audit.explain.documents import read_head
+from gpu_audit.explain.documents import read_head, title_failure
 from tests.explain.helpers import shape_incidents as incidents
 from tests.explain.helpers import shape_root as root
 
@@ -144,3 +144,23 @@ def test_heading_naming_a_plan_warning_is_no_failure() -> None:
 ])
 def test_titles_told(text: str, expected: list[str]) -> None:
     assert failures(text) == expected
+
+
+# --- host memory named in a thread's title ---------------------------------------------------
+
+@pytest.mark.parametrize(("name", "signature"), [
+    ("title_killed_when_saving.log", "host-oom/shell-killed"),  # "Killed when ..."
+    ("title_merge_got_killed_zh.log", "host-oom/shell-killed"),  # "... 自动被killed"
+    ("title_notebook_ram_exhaustion.log", "host-oom/notebook-session-ram"),
+])
+def test_host_memory_named_in_a_title(name: str, signature: str) -> None:
+    killed = root(name)
+    assert (killed.cls, killed.signature) == ("host-oom", signature)
+
+
+@pytest.mark.parametrize("title", ["# GPU RAM exhaustion when training",
+                                   "# RAM exhaustion on the build server",
+                                   "# 如果被killed怎么办", "# Killed two birds"])
+def test_titles_that_name_no_host_kill(title: str) -> None:
+    head = read_head(f"example/x · issue #1 · open\n{title}\n\nI see it.\n".encode(), whole=True)
+    assert title_failure(head) is None

@@ -129,3 +129,20 @@ def test_a_request_of_more_than_1eb_alone_is_still_the_root_cause() -> None:
     found = classify_text("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate more "
                           "than 1EB memory.\n")
     assert [(i.cls, i.role) for i in found] == [("cuda-oom", "root-cause")]
+
+
+def test_a_kernel_accessing_memory_illegally_named_in_a_title() -> None:
+    fault = root("title_kernel_accesses_memory_illegally.log")
+    assert (fault.cls, fault.signature) == ("illegal-memory-access",
+                                            "illegal-memory-access/illegal-address")
+
+
+def test_an_insufficient_driver_cut_before_its_last_word_is_the_root_cause() -> None:
+    # the CUDA runtime's message kept up to "CUDA runtime" (a title, an inline quote) is the
+    # failure; the NVML mismatch met while reinstalling the driver comes after it
+    first, second = incidents("caffe_insufficient_driver_cut_zh.log")[:2]
+    assert (first.signature, first.role) == ("driver-mismatch/insufficient-driver", "root-cause")
+    assert second.cls == "nvml-unavailable"
+    (status,) = classify_text("F1201 solver.cpp:54] Check failed: error == cudaSuccess (35 vs. 0)",
+                              torch_version=None)
+    assert status.signature == "driver-mismatch/insufficient-driver"

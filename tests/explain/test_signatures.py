@@ -57,7 +57,8 @@ FIXTURE_INCIDENTS = {
     "dmesg_xid119_gsp_xid154.log": [("gpu-hardware", "gpu-hardware/xid")] * 2,
     "uncorrectable_ecc_cuda_error.log": [("gpu-hardware", "gpu-hardware/uncorrectable-ecc")],
     "nvidia_smi_gpu_is_lost.log": [("gpu-hardware", "gpu-hardware/device-handle")],
-    "unspecified_launch_failure_torch17.log": [("gpu-hardware", "gpu-hardware/launch-failure")],
+    "unspecified_launch_failure_torch17.log": [("illegal-memory-access",
+                                              "illegal-memory-access/launch-failure")],
     "nccl_unhandled_system_error_shm.log": [("nccl", "nccl/error")],
     "nccl_torch17_caught_timeout.log": [("nccl", "nccl/watchdog-timeout"),
                                         ("nccl", "nccl/operations-failed")],
@@ -249,8 +250,8 @@ SINGLE_LINES = [
     ("RuntimeError: CUDA error: unknown error", "gpu-hardware", "gpu-hardware/unknown-error"),
     ("pynvml.NVMLError_GpuIsLost: GPU is lost", "gpu-hardware", "gpu-hardware/fallen-off-bus"),
     ("RuntimeError: cuda runtime error (4) : unspecified launch failure at "
-     "/pytorch/aten/src/THC/generic/THCStorage.c:36", "gpu-hardware",
-     "gpu-hardware/launch-failure"),
+     "/pytorch/aten/src/THC/generic/THCStorage.c:36", "illegal-memory-access",
+     "illegal-memory-access/launch-failure"),
     # NCCL and other collectives, PyTorch 1.x to today
     ("RuntimeError: NCCL error in: /pytorch/torch/lib/c10d/ProcessGroupNCCL.cpp:514, unhandled "
      "system error, NCCL version 2.4.8", "nccl", "nccl/error"),
@@ -354,6 +355,13 @@ SINGLE_LINES = [
     ("node01:4101:4188 [0] NCCL INFO misc/socket.cc:484 -> 2", "nccl", "nccl/return-code"),
     ("After the reboot we lost 1 GPU on node7, and slurmd does not start.", "gpu-hardware",
      "gpu-hardware/lost-told"),
+    ("It turned out to be a faulty GPU: the job runs on its replacement.", "gpu-hardware",
+     "gpu-hardware/card-swap-told"),
+    ("cuBLAS API failed with status 13", "cublas-failure", "cublas-failure/status-code"),
+    ("# Create cublas handle failed", "cublas-failure", "cublas-failure/handle-failed"),
+    ("[TRT] [E] 1: [defaultAllocator.cpp::allocate::20] Error Code 1: Cuda Runtime (out of "
+     "memory)", "cuda-oom", "cuda-oom/tensorrt"),
+    ("RuntimeError: CUDA driver error: out of memory", "cuda-oom", "cuda-oom/driver-api"),
     ("ERROR: This container was built for NVIDIA Driver Release 535.104 or later, but version "
      "470.82.01 was detected and compatibility mode is UNAVAILABLE.", "driver-mismatch",
      "driver-mismatch/container-driver-release"),

@@ -6,7 +6,13 @@ the advice (explanation and remedy). :mod:`.registry` defines what a signature i
 one without advice; :mod:`.catalogue` sets the order in which they are tried.
 """
 
-from gpu_audit.explain.signatures.catalogue import CLASS_DOCS, ORDER, SIGNATURE_BY_ID, SIGNATURES
+from gpu_audit.explain.signatures.catalogue import (
+    CLASS_DOCS,
+    ORDER,
+    RENAMED,
+    SIGNATURE_BY_ID,
+    SIGNATURES,
+)
 from gpu_audit.explain.signatures.registry import (
     CLASSES,
     TIERS,
@@ -21,6 +27,7 @@ __all__ = [
     "CLASSES",
     "CLASS_DOCS",
     "ORDER",
+    "RENAMED",
     "SIGNATURES",
     "SIGNATURE_BY_ID",
     "TIERS",

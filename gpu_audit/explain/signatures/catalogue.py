@@ -36,6 +36,8 @@ ORDER = (
     "cuda-oom/caching-allocator",
     "cuda-oom/cuda-error",
     "cuda-oom/library-allocation",
+    "cuda-oom/tensorrt",
+    "cuda-oom/driver-api",
     "cuda-oom/tensorflow-not-a-failure",
     "cuda-oom/tensorflow",
     "cuda-oom/tensorflow-node",
@@ -84,6 +86,7 @@ ORDER = (
     "illegal-memory-access/debugger-exception",
     "illegal-memory-access/misaligned-address",
     "illegal-memory-access/illegal-instruction",
+    "illegal-memory-access/launch-failure",
     "device-assert/kernel-assertion",
     "device-assert/garbled-assertion",
     "device-assert/unquoted-condition",
@@ -96,12 +99,12 @@ ORDER = (
     "gpu-hardware/lspci-rev-ff",
     "gpu-hardware/lost-told",
     "gpu-hardware/power-loss-told",
+    "gpu-hardware/card-swap-told",
     "gpu-hardware/gsp-timeout",
     "gpu-hardware/reset-required",
     "gpu-hardware/uncorrectable-ecc",
     "gpu-hardware/nvlink-uncorrectable",
     "gpu-hardware/rm-init-failed",
-    "gpu-hardware/launch-failure",
     "gpu-hardware/launch-timeout",
     "gpu-hardware/unknown-error",
     "gpu-hardware/pcie-aer",
@@ -113,6 +116,8 @@ ORDER = (
     "cudnn-failure/legacy-runtime-error",
     "cublas-failure/legacy-runtime-error",
     "cublas-failure/cublaslt",
+    "cublas-failure/status-code",
+    "cublas-failure/handle-failed",
     "driver-mismatch/driver-too-old",
     "driver-mismatch/driver-older-than-cuda",
     "driver-mismatch/container-driver-release",
@@ -175,4 +180,14 @@ ORDER = (
 
 SIGNATURES: tuple[Signature, ...] = in_order(ORDER)
 SIGNATURE_BY_ID = {sig.id: sig for sig in SIGNATURES}
+
+# Signature ids that were renamed, and their ids now: a user's notes, scripts and `gpu-audit
+# rules OLD-ID` keep working. An id is only ever renamed to one that exists.
+RENAMED = {
+    # an unspecified launch failure is a kernel's fault on the device first, the GPU's second
+    "gpu-hardware/launch-failure": "illegal-memory-access/launch-failure",
+}
+if stale := {old: new for old, new in RENAMED.items()
+             if new not in SIGNATURE_BY_ID or old in SIGNATURE_BY_ID}:
+    raise ImportError(f"renamed signature ids that do not resolve: {stale}")
 CLASS_DOCS = class_docs()

@@ -33,6 +33,7 @@ from gpu_audit.explain.signatures.registry import (
     signature,
 )
 from gpu_audit.explain.signatures.texts import FIND_FAULTING_KERNEL, REDUCE_MEMORY, SCAN_OTHERS
+from gpu_audit.knowledge.cublas import cublas_status_name
 
 CLASS = document_class("cublas-failure", __doc__)
 
@@ -54,6 +55,34 @@ def _library_call(match: re.Match[str], line: str) -> dict[str, Any]:
     return found
 
 
+def _status_code(match: re.Match[str], line: str) -> dict[str, Any]:
+    """A status printed as its number: its name, for the same advice as the name itself."""
+    found = named(match, line)
+    code = found.pop("code", None)
+    name = cublas_status_name(code) if isinstance(code, int) else None
+    if name:
+        found["status"] = name
+    elif code is not None:
+        found["status_code"] = code
+    return found
+
+
+@signature("cublas-failure/status-code",
+           # a check that the status is CUBLAS_STATUS_SUCCESS, with the number it got (MXNet,
+           # Caffe), and a program's own "cuBLAS API failed with status 7" (cuBLASLt too)
+           r"Check failed: [^\n=]{1,80}== CUBLAS_STATUS_SUCCESS \((?P<code>\d{1,3}) vs\. 0\)|"
+           r"\b(?i:cublas(?:Lt)?) (?:API failed|(?:API |call )?error)[^\n]{0,24}?\bstatus(?: code)?"
+           r"[ :=]{1,3}(?P<code_>\d{1,3})\b",
+           ("CUBLAS_STATUS_SUCCESS (", "status"), "A CUDA math library call failed",
+           extract=_status_code, key_field="status",
+           example="mshadow/./stream_gpu-inl.h:115: Check failed: err == CUBLAS_STATUS_SUCCESS "
+           "(1 vs. 0)")
+@signature("cublas-failure/handle-failed",
+           # the handle cuBLAS could not create, in words: "Create cublas handle failed" (MXNet),
+           # "CUBLAS initialization failed"
+           r"\bCreate cublas handle (?:failed|error)|\bCUBLAS initiali[sz]ation (?:failed|error)",
+           ("Create cublas", "CUBLAS initiali"), "cuBLAS could not create its handle",
+           example="# Create cublas handle failed")
 @signature("cublas-failure/cublaslt", r"cublasLt ran into an error", ("cublasLt",),
            "cuBLASLt matrix multiply failed", tier=2.0,
            example="RuntimeError: cublasLt ran into an error!")
@@ -63,7 +92,9 @@ def _library_call(match: re.Match[str], line: str) -> dict[str, Any]:
            example="RuntimeError: cublas runtime error : resource allocation failed at "
            "/pytorch/aten/src/THC/THCGeneral.cpp:250")
 @signature("cublas-failure/cublas-status",
-           r"(?P<status>(?:CUBLAS|CUSOLVER|CUSPARSE)_STATUS_[A-Z_]+|CUFFT_(?:ALLOC_FAILED|"
+           # (a check that the status is CUBLAS_STATUS_SUCCESS: the number after it, below)
+           r"(?P<status>(?:CUBLAS|CUSOLVER|CUSPARSE)_STATUS_(?!SUCCESS\b)[A-Z_]+|CUFFT_(?:"
+           r"ALLOC_FAILED|"
            r"INTERNAL_ERROR|EXEC_FAILED|SETUP_FAILED|INVALID_PLAN))"
            r"(?: when calling `(?P<call>[^`]+)`)?",
            ("CUBLAS_STATUS", "CUSOLVER_STATUS", "CUSPARSE_STATUS", "CUFFT_"),
@@ -74,7 +105,7 @@ def _cublas(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advi
     status = str(numbers.get("status") or "")
     message = str(numbers.get("message") or "").lower()
     memory = (status in _MEMORY_STATUSES or "allocation failed" in message
-              or "not initialized" in message)
+              or "not initialized" in message or sig.id.endswith("handle-failed"))
     unsupported = status in _UNSUPPORTED_STATUSES
     call = f" in {numbers['call']}" if numbers.get("call") else ""
     if memory:

@@ -39,7 +39,7 @@ from gpu_audit.explain.signatures.registry import (
     signature,
 )
 from gpu_audit.explain.signatures.texts import REDUCE_MEMORY, SCAN_OTHERS, size_text
-from gpu_audit.knowledge.allocator import fragmentation_remedy
+from gpu_audit.knowledge.allocator import alloc_conf_export, fragmentation_remedy
 from gpu_audit.knowledge.oom import (
     DEVICE_OOM_PATTERN,
     budget_sentences,
@@ -361,6 +361,46 @@ def _library_allocation(sig: Signature, numbers: dict[str, Any], ctx: AdviceCont
     return advice(sig, numbers, explanation, remedy, diagnosis="unknown")
 
 
+@signature("cuda-oom/tensorrt",
+           # TensorRT's logger: its builder or runtime could not get GPU memory ("Error Code 2:
+           # OutOfMemory (no further information)", "Error Code 1: Cuda Runtime (out of memory)")
+           r"Error Code \d{1,2}: (?:OutOfMemory|Cuda Runtime \(out of memory\))(?: \((?:"
+           r"Requested size was (?P<requested_bytes>\d+) bytes|[^)\n]{0,80})\))?",
+           ("OutOfMemory", "(out of memory)"), "CUDA out of memory in TensorRT",
+           group="cuda-oom-raw",
+           example="[TRT] [E] 2: [globWriter.cpp::HybridGlobWriter::193] Error Code 2: "
+           "OutOfMemory (no further information)")
+@signature("cuda-oom/driver-api",
+           # the driver API's own "out of memory": in PyTorch, expandable segments mapping
+           # memory on a GPU that is full (or on a platform whose driver refuses the mapping)
+           r"CUDA driver error: out of memory|CUDA_ERROR_OUT_OF_MEMORY: out of memory",
+           ("driver error: out of memory", "CUDA_ERROR_OUT_OF_MEMORY: "),
+           "CUDA out of memory in a driver call", group="cuda-oom-raw",
+           example="torch.AcceleratorError: CUDA driver error: out of memory")
+def _outside_allocator(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    size = (f" of {size_text(numbers['requested_bytes'])}" if numbers.get("requested_bytes")
+            else "")
+    if sig.id.endswith("tensorrt"):
+        explanation = (
+            f"TensorRT could not allocate GPU memory{size}: its builder needs room for the "
+            "engine, its tactics' workspaces and the weights at once, outside the framework's "
+            "cache, so a GPU the framework already holds runs out first.")
+        remedy = (f"{SCAN_OTHERS}\nThen give TensorRT less to hold: build with a smaller "
+                  "workspace limit (max_workspace_size or the memory pool limit), a smaller "
+                  "maximum batch or shape profile, or fp16; free the framework's cache before "
+                  "building (torch.cuda.empty_cache()).")
+        return advice(sig, numbers, explanation, remedy, diagnosis="unknown")
+    explanation = (
+        "A CUDA driver call could not get GPU memory. In PyTorch these calls come from "
+        "expandable segments, which map memory with the driver's virtual-memory functions: "
+        "on a GPU that is nearly full the mapping itself fails. On Jetson, WSL2 or vGPU the "
+        "driver can refuse the mapping with memory free; switch expandable segments off there.")
+    remedy = (f"{SCAN_OTHERS}\nIf the memory is this job's own:\n{REDUCE_MEMORY}\nOn "
+              "Jetson, WSL2 or vGPU:\n"
+              + alloc_conf_export("expandable_segments:False", ctx.torch_version))
+    return advice(sig, numbers, explanation, remedy, diagnosis="unknown")
+
+
 # A process row of an nvidia-smi table: GPU, GI and CI (since driver 450), PID, type, name,
 # memory. The scanner hands over each row under the table's "Processes:" header.
 _SMI_ROW = (r"^\s*\|\s+(?P<gpu>\d+)\s+(?:(?:N/A|\d+)\s+(?:N/A|\d+)\s+)?(?P<pid>\d+)\s+"
@@ -575,10 +615,13 @@ def _told_cause(_match: re.Match[str], line: str) -> dict[str, Any]:
 
 @signature("cuda-oom/told-cause",
            r"(?i:(?<!\bif )(?<!\bwhether )\b(?:it|this|that)(?:'s| was| is| turned out to be| "
-           r"turns out to be)(?: (?:just|merely|simply|actually|really|only|all))?(?: (?:running|"
-           rf"ran))? (?:an? )?{_OOM_WORDS}|\bmask(?:s|ed|ing)? (?:the |an? )?(?:real |actual |"
+           r"turns out to be)(?: (?:just|merely|simply|actually|really|only|all|typically|"
+           r"typical|usually))?(?: (?:running|"
+           rf"ran))? (?:an? )?(?:{_OOM_WORDS}|(?:GPU )?memory (?:issue|problem)\b)|"
+           r"\bmask(?:s|ed|ing)? (?:the |an? )?(?:real |actual |"
            rf"underlying )?{_OOM_WORDS})",
-           ("out of memory", "Out of memory", "Out of Memory", "out-of-memory", "OOM"),
+           ("out of memory", "Out of memory", "Out of Memory", "out-of-memory", "OOM",
+            "memory issue", "memory problem"),
            "The text says the failure was the GPU running out of memory",
            severity=Severity.INFO, tier=5.0, extract=_told_cause,
            example="Solved: it turned out to be an out-of-memory, the batch was too large.")
@@ -597,10 +640,12 @@ def _told_oom_cause(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext)
 MASKED_OOM_REMEDY = f"{SCAN_OTHERS}\nThen reduce memory use:\n{REDUCE_MEMORY}"
 
 
-def masked_oom_explanation(status: str) -> str:
-    """Why a cuDNN status the text says was an out-of-memory is read as one."""
-    return (f"cuDNN reported {status}, a status that names no cause, and the text says the "
-            "failure was the GPU running out of memory: cuDNN allocates its handle and "
-            "workspace outside the framework's cache, so a full GPU surfaces as a cuDNN "
+def masked_oom_explanation(status: str, library: str = "cuDNN") -> str:
+    """Why a cuDNN (or cuBLAS) status the text says was an out-of-memory is read as one."""
+    said = (f"{library} reported {status}, a status that names no cause," if status else
+            f"{library} failed without naming a cause,")
+    return (f"{said} and the text says the "
+            f"failure was the GPU running out of memory: {library} allocates its handle and "
+            f"workspace outside the framework's cache, so a full GPU surfaces as a {library} "
             "failure instead of the framework's out-of-memory message.")
 

@@ -59,9 +59,11 @@ def _capability_range(match: re.Match[str], line: str) -> dict[str, Any]:
 
 
 @signature("driver-mismatch/insufficient-driver",
-           r"CUDA driver version is insufficient for CUDA runtime version|"
-           r"cudaErrorInsufficientDriver",
-           ("insufficient", "InsufficientDriver"),
+           # (also cut before its last word, as titles and quotes often keep it; and Caffe's
+           # check with the status's number, 35)
+           r"CUDA driver version is insufficient for CUDA runtime(?: version|\b)|"
+           r"cudaErrorInsufficientDriver|cudaSuccess \(35 vs\. 0\)",
+           ("insufficient", "InsufficientDriver", "cudaSuccess (35 vs. 0)"),
            "The NVIDIA driver is older than the CUDA runtime PyTorch was built with", tier=0.0,
            example="RuntimeError: cuda runtime error (35) : CUDA driver version is insufficient "
            "for CUDA runtime version at /pytorch/aten/src/THC/THCGeneral.cpp:74")

@@ -4,7 +4,7 @@ The NVIDIA driver reports GPU faults to the kernel log as Xid events (``NVRM: Xi
 79, ...``); each Xid is judged from gpu-audit's Xid catalogue, the same one `gpu-audit scan`
 uses, so an Xid has one meaning and one severity everywhere. Some Xids are the program's own
 fault (a kernel's bad memory access), most are the machine's. CUDA reports the same faults to
-the program as ECC, NVLink, launch-failure or unknown errors.
+the program as ECC, NVLink or unknown errors.
 
 Why it matters: a machine fault (a GPU off the bus, uncorrectable memory errors, an NVLink
 failure) fails the next job on the node the same way, or lets it compute on corrupted data.
@@ -247,18 +247,6 @@ fixed("gpu-hardware/rm-init-failed",
       remedy="Check `sudo dmesg -T | grep -i -e nvrm -e xid` around it; reboot; reseat the GPU "
       "and check its power cables; if it persists, the GPU or board needs service.")
 
-fixed("gpu-hardware/launch-failure",
-      r"unspecified launch failure|CUDA_ERROR_LAUNCH_FAILED|cudaErrorLaunchFailure",
-      ("unspecified launch failure", "LAUNCH_FAILED", "LaunchFailure"),
-      "Unspecified launch failure: a CUDA kernel crashed", tier=1.2,
-      example="RuntimeError: CUDA error: unspecified launch failure",
-      explanation="A CUDA kernel crashed (the GPU's equivalent of a segfault): a bug in a kernel, "
-      "often a custom or compiled one, or a hardware fault. An Xid in the kernel log at the same "
-      "time tells which.",
-      remedy="Check `sudo dmesg -T | grep -i xid`: Xid 13/31/43 point at the program "
-      "(CUDA_LAUNCH_BLOCKING=1, compute-sanitizer), Xid 48/79/94/95 and others at the GPU "
-      "(drain the node and reset it).")
-
 fixed("gpu-hardware/launch-timeout",
       r"launch timed out and was terminated|CUDA_ERROR_LAUNCH_TIMEOUT|cudaErrorLaunchTimeout",
       ("launch timed out", "LAUNCH_TIMEOUT", "LaunchTimeout"),
@@ -361,3 +349,28 @@ def _aer_corrected(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) 
     explanation = ("The PCIe link corrected an error by retrying; a few are harmless, many in a "
                    "row point at a failing link, riser or slot.")
     return advice(sig, numbers, explanation, remedy)
+
+# The writer's own finding that the card was at fault: another card of the same kind in its
+# place ran the same job ("swapped the GPU and the error is gone", "换了张显卡没问题了"), or the
+# card turned out faulty. Not a condition or advice to the reader ("if it persists, replace the
+# GPU"), not a question.
+fixed("gpu-hardware/card-swap-told",
+      r"^(?i:(?:(?!\b(?:if|whether|you|your|may|might|maybe|should|try\w*)\b|如果|是否|可能)"
+      r"[^\n?？])*?)(?:"
+      r"\b(?i:replac|swapp|chang)ed (?:the|my|our) GPUs?\b[^\n.?]{0,60}?\b(?i:fixed|solved|"
+      r"resolved|works|worked|working|(?:is|are) gone|went away|disappeared|no (?:more )?(?:"
+      r"errors?|problems?|issues?|crash\w*))|"
+      r"\b(?i:turned out (?:to be )?(?:a |the )?)(?:faulty|defective) GPU|"
+      r"换了?[一]?[张块个]?(?:新的?|同型号的?)?显卡[^\n?？]{0,12}?(?:没问题|没有问题|好了|正常|解决)|"
+      r"显卡(?:硬件)?(?:坏了|出问题了|出了问题))",
+      # (the Chinese tellings are read where the line is a candidate anyway: a log's last
+      # lines, or a line with another key)
+      ("ed the GPU", "ed my GPU", "ed our GPU", "faulty GPU", "defective GPU", "显卡"),
+      "The card was at fault (told in the writer's words)", tier=0.0,
+      example="Swapped the GPU for another of the same model and the launch failures are gone.",
+      explanation="The writer found the GPU itself at fault: another card in its place runs the "
+      "same job, or the card proved defective. Kernel crashes such as an unspecified launch "
+      "failure or an illegal address on that card were the hardware's, not the program's.",
+      remedy="Keep the card out of service (drain the node or remove it) and return it; on a "
+      "shared machine, run `gpu-audit diag` and look for Xids (`sudo dmesg -T | grep -i xid`) on "
+      "the card that replaced it.")

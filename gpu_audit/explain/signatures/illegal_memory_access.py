@@ -1,10 +1,11 @@
 """A CUDA kernel accessed memory it does not own, or ran an instruction it should not.
 
-An illegal address, a misaligned address or an illegal instruction kills the process's CUDA
-context. Kernels run asynchronously, so the Python stack trace usually points at a later call.
-The usual causes are an out-of-range index in a custom, fused or compiled kernel (Triton,
-FlashAttention, torch.compile) or mismatched shapes passed to an extension; rarely, failing
-hardware (an Xid in the kernel log tells which).
+An illegal address, a misaligned address, an illegal instruction or an unspecified launch
+failure (an exception on the device while a kernel ran) kills the process's CUDA context.
+Kernels run asynchronously, so the Python stack trace usually points at a later call. The usual
+causes are an out-of-range index in a custom, fused or compiled kernel (Triton, FlashAttention,
+torch.compile) or mismatched shapes passed to an extension; rarely, failing hardware (an Xid in
+the kernel log tells which).
 
 Why it matters: every later CUDA call fails with the same error, and in distributed training
 the other ranks' collectives time out waiting for this one.
@@ -26,6 +27,7 @@ from gpu_audit.explain.signatures.registry import (
     Signature,
     advice,
     document_class,
+    fixed,
     signature,
 )
 from gpu_audit.explain.signatures.texts import FIND_FAULTING_KERNEL, KERNEL_FAULT
@@ -77,3 +79,21 @@ def _illegal(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Adv
                 "in a custom, fused or compiled kernel (Triton, FlashAttention, torch.compile), "
                 "mismatched tensor shapes passed to an extension, or, rarely, failing hardware.")
     return advice(sig, numbers, f"{what} {KERNEL_FAULT}", FIND_FAULTING_KERNEL)
+
+
+# CUDA's "unspecified launch failure" (719, cudaErrorLaunchFailure) is an exception on the device
+# while a kernel ran, most often an invalid pointer or an out-of-range shared memory access: the
+# program's fault like an illegal address. Failing hardware causes it less often; an Xid in the
+# kernel log (48, 79, 94, 95, 109, ...) then sits before it as the root cause.
+fixed("illegal-memory-access/launch-failure",
+      r"unspecified launch failure|CUDA_ERROR_LAUNCH_FAILED|cudaErrorLaunchFailure",
+      ("unspecified launch failure", "LAUNCH_FAILED", "LaunchFailure"),
+      "Unspecified launch failure: a CUDA kernel crashed", tier=1.2,
+      example="RuntimeError: CUDA error: unspecified launch failure",
+      explanation="A CUDA kernel raised an exception on the device (the GPU's equivalent of a "
+      "segfault): most often it dereferenced an invalid pointer or indexed past a shared or "
+      "global buffer, in a custom, fused or compiled kernel or an extension given mismatched "
+      "shapes; less often the GPU itself failed, which an Xid in the kernel log at the same "
+      f"time tells. {KERNEL_FAULT}",
+      remedy=f"{FIND_FAULTING_KERNEL}\nA card that fails again on known-good code, or an Xid "
+      "such as 79 or 109 beside it, needs draining, a reset and service.")

@@ -1,0 +1,26 @@
+"""cuBLAS's status codes by number.
+
+Programs that check a cuBLAS call themselves print the number of its ``cublasStatus_t``, not its
+name (MXNet's ``Check failed: err == CUBLAS_STATUS_SUCCESS (1 vs. 0)``, the CUDA library samples'
+``cuBLAS API failed with status 7``). Source: cuBLAS's ``cublas_api.h`` (``cublasStatus_t``).
+"""
+
+from __future__ import annotations
+
+CUBLAS_STATUSES: dict[int, str] = {
+    0: "CUBLAS_STATUS_SUCCESS",
+    1: "CUBLAS_STATUS_NOT_INITIALIZED",
+    3: "CUBLAS_STATUS_ALLOC_FAILED",
+    7: "CUBLAS_STATUS_INVALID_VALUE",
+    8: "CUBLAS_STATUS_ARCH_MISMATCH",
+    11: "CUBLAS_STATUS_MAPPING_ERROR",
+    13: "CUBLAS_STATUS_EXECUTION_FAILED",
+    14: "CUBLAS_STATUS_INTERNAL_ERROR",
+    15: "CUBLAS_STATUS_NOT_SUPPORTED",
+    16: "CUBLAS_STATUS_LICENSE_ERROR",
+}
+
+
+def cublas_status_name(code: int) -> str | None:
+    """The ``CUBLAS_STATUS_*`` name of a status number (None: not a cuBLAS status)."""
+    return CUBLAS_STATUSES.get(code)
