@@ -95,8 +95,10 @@ OOM_KEYS = (
     "held_elsewhere_bytes", "shortfall_bytes", "fragmentation_pct",
 )
 
+# Case is ignored: people retype a message in lower case ("tried to allocate 30.00 mib (gpu 0;
+# 8.00 gib total capacity; ...") and its sizes are still its sizes.
 _FIELDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
-    (name, re.compile(pattern))
+    (name, re.compile(pattern, re.IGNORECASE))
     for name, pattern in (
         ("requested_bytes", rf"Tried to allocate ({SIZE})|\bRequested +: ({SIZE})"),
         ("gpu_index", r"\(GPU (\d+);|\bGPU (\d+) has a total capac"
@@ -118,7 +120,7 @@ _FIELDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("process_bytes", rf"this process has ({SIZE}) memory in use"),
     )
 )
-_PROCESS = re.compile(rf"\bProcess (\d+) has ({SIZE}) memory in use")
+_PROCESS = re.compile(rf"\bProcess (\d+) has ({SIZE}) memory in use", re.IGNORECASE)
 
 
 # --- kinds -----------------------------------------------------------------------------------

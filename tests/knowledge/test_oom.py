@@ -319,3 +319,17 @@ def test_every_oom_explain_knows_has_the_same_kind_for_retry_and_validate(
 
     expected = OOM_SIGNATURES[signature]
     assert oom_kind_of_text(line) == expected
+
+
+def test_a_message_retyped_in_lower_case_keeps_its_sizes() -> None:
+    # A user quoting the error by hand: the words and units in lower case.
+    log = ('I get the "cuda out of memory" after a few minutes of training.\n\n'
+           '"cuda out of memory. tried to allocate 30.00 mib (gpu 0; 8.00 gib total capacity; '
+           '7.04 gib already allocated; 0 bytes free; 7.28 gib reserved in total by pytorch) if '
+           'reserved memory is >> allocated memory try setting max_split_size_mb to avoid '
+           'fragmentation."\n')
+    oom = only([i for i in classify_text(log) if i.cls == "cuda-oom"])
+    n = oom.numbers
+    assert n["requested_bytes"] == mib(30.00) and n["gpu_index"] == 0
+    assert n["capacity_bytes"] == gib(8.00) and n["free_bytes"] == 0
+    assert n["reserved_bytes"] == gib(7.28) and n["allocated_bytes"] == gib(7.04)
