@@ -313,7 +313,8 @@ def _setting(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Adv
 
 
 @signature("alloc-conf/expandable-assert",
-           r"(?P<assertion>!?[\w>.-]*expandable_segment\w*[^\n]{0,40}?) INTERNAL ASSERT FAILED"
+           r"(?<![\w>.-])(?P<assertion>!?[\w>.-]{0,200}expandable_segment\w*[^\n]{0,40}?)"
+           r" INTERNAL ASSERT FAILED"
            r"(?: at \"?(?P<source_file>[^\"\s:]+)\"?:?(?P<source_line>\d+)?)?",
            ("expandable_segment",),
            "expandable_segments conflicts with other allocator options", tier=0.0,

@@ -81,15 +81,16 @@ _FULL_WIDTH = str.maketrans({"\uff1c": "<", "\uff1e": ">", "\uff1d": "="})
            example="RuntimeError: CUDA error: device-side assert triggered")
 @signature("device-assert/garbled-assertion",
            # threads asserting at once interleave their lines; the assertion still stands out
-           r"(?=[^\n]*\.cuh?\b)[^\n]*?Assertion `(?P<assertion>[^`']+?)` failed",
+           r"(?m:^)(?=[^\n]*\.cuh?\b)[^\n]*?Assertion `(?P<assertion>[^`']{1,500}?)` failed",
            ("Assertion `",), "A device-side assertion failed in a CUDA kernel",
            group="device-assert",
            example="] Assertion `idx_dim >= 0 && idx_dim < index_size && \"index out of bounds\""
            ",0/pytorch/aten/src/ATen/native/cuda/ScatterGatherKernel.cu` failed.")
 @signature("device-assert/kernel-assertion",
-           r"(?:(?P<source_file>[\w./\\-]+\.cuh?):(?P<source_line>\d+): .*?)?block: "
+           r"(?:(?<![\w./\\-])(?P<source_file>[\w./\\-]{1,300}\.cuh?):(?P<source_line>\d+): "
+           r".{0,300}?)?block: "
            r"\[(?P<block>\d+,\s*\d+,\s*\d+)\],?\s*thread: \[(?P<thread>\d+,\s*\d+,\s*\d+)\]\s*"
-           r"Assertion `(?P<assertion>.+?)` failed",
+           r"Assertion `(?P<assertion>.{1,500}?)` failed",
            ("Assertion `",), "A device-side assertion failed in a CUDA kernel",
            group="device-assert",
            example="/pytorch/aten/src/ATen/native/cuda/Loss.cu:92: operator(): block: [33,0,0], "

@@ -176,8 +176,9 @@ def _container_requirement(sig: Signature, numbers: dict[str, Any],
            example="The current PyTorch install supports CUDA capabilities sm_50 sm_60 sm_70 "
            "sm_75 sm_80 sm_86 sm_90.")
 @signature("driver-mismatch/arch-not-compiled",
-           r"(?P<gpu_name>[^:\n]*?)\s*with CUDA capability (?P<capability>sm_\d+a?) is not "
-           r"compatible with the current PyTorch installation(?:.*?supports CUDA capabilities "
+           r"(?<![^\s:])(?P<gpu_name>[^:\n]{0,120}?)\s*with CUDA capability "
+           r"(?P<capability>sm_\d+a?) is not compatible with the current PyTorch installation"
+           r"(?:[^\n]{0,400}?supports CUDA capabilities "
            r"(?P<supported>(?:sm_\d+a?\s*)+))?",
            ("is not compatible with the current PyTorch",),
            "This PyTorch build has no kernels for this GPU's architecture", tier=0.0,
@@ -210,7 +211,7 @@ def _no_kernel(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> A
            window=4,
            example="    The minimum cuda capability supported by this library is 5.0.")
 @signature("driver-mismatch/gpu-too-old",
-           r"Found GPU(?P<gpu_index>\d+) (?P<gpu_name>.+?) which is of cuda capability "
+           r"Found GPU(?P<gpu_index>\d+) (?P<gpu_name>.{1,120}?) which is of cuda capability "
            r"(?P<capability>\d+\.\d+)",
            ("which is of cuda capability",), "This GPU is too old for this PyTorch", tier=0.0,
            example="Found GPU0 Tesla K80 which is of cuda capability 3.7.")

@@ -296,7 +296,7 @@ fixed("gpu-hardware/gsp-timeout",
       remedy=xid_info(119).action)
 
 fixed("gpu-hardware/reset-required",
-      r"NVRM: [^\n]*?NV_ERR_RESET_REQUIRED",
+      r"NVRM: [^\n]{0,300}?NV_ERR_RESET_REQUIRED",
       ("NV_ERR_RESET_REQUIRED",),
       "The driver says the GPU needs a reset", severity=Severity.CRITICAL, tier=0.0,
       example="[ 1204.118302] NVRM: nvAssertOkFailedNoLog: Assertion failed: Reset required "

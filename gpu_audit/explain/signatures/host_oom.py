@@ -125,20 +125,20 @@ _TOLD_OOM_KILL = (
            group="oom-killer", attach="only", window=24,
            example="[ 7781.223099]  mem_cgroup_out_of_memory+0x131/0x150")
 @signature("host-oom/killed-process",
-           r"Killed process (?P<pid>\d+) \((?P<process_name>[^)]*)\)", ("Killed process",),
+           r"Killed process (?P<pid>\d+) \((?P<process_name>[^)]{0,256})\)", ("Killed process",),
            "The kernel's OOM killer killed a process", extract=_kernel_oom, group="oom-killer",
            attach="prefer", window=4, overrides=True,
            example="[ 9001.120399] Killed process 4012 (python) total-vm:70123004kB, "
            "anon-rss:30111000kB, file-rss:0kB, shmem-rss:0kB")
 @signature("host-oom/kernel-oom-killer",
            r"(?P<scope>Memory cgroup out of memory|Out of memory(?: \(oom_kill_allocating_task\))?)"
-           r": [Kk]ill(?:ed)? process (?P<pid>\d+) \((?P<process_name>[^)]*)\)|"
+           r": [Kk]ill(?:ed)? process (?P<pid>\d+) \((?P<process_name>[^)]{0,256})\)|"
            # the kernel's report around a kill, when its "Killed process" line is cut or
            # filtered out: the task that triggered it, the reaper that freed the victim
-           r"(?P<trigger>[^\s\]]+) invoked oom-killer: gfp_mask=|"
-           r"oom_reaper: reaped process (?P<pid_>\d+) \((?P<process_name_>[^)]*)\)|"
+           r"(?P<trigger>[^\s\]]{1,64}) invoked oom-killer: gfp_mask=|"
+           r"oom_reaper: reaped process (?P<pid_>\d+) \((?P<process_name_>[^)]{0,256})\)|"
            # its one-line summary of the kill, and the task table it prints before it
-           r"oom-kill:constraint=(?P<scope_>CONSTRAINT_\w+)[^\n]*?,task=(?P<process_name__>[^,\s]+)"
+           r"oom-kill:constraint=(?P<scope_>CONSTRAINT_\w+)[^\n]{0,1000}?,task=(?P<process_name__>[^,\s]+)"
            r",pid=(?P<pid__>\d+)|Tasks state \(memory values in pages\)|"
            # the writer telling the kill in their own words: "my job was killed by the OOM
            # killer", "I get: killed by OOM killer", "进程被 OOM killer 杀死了", "OOM killerに
@@ -445,7 +445,7 @@ _TOLD_KILLED = (
            # the shell's word alone on its line (bold in markdown, or right after a progress
            # bar that had no newline), after "line N: PID", or after a job number
            rf"^[\s*_`>]*(?:{_KILLED})[\s*_`.!]*$|(?<=[\]|])\s*(?:{_KILLED})\s*$|"
-           rf"\w+ \d+:\s+(?P<pid>\d+) (?:{_KILLED})\s+(?P<command>\S.*)|"
+           rf"\w{{1,40}} \d+:\s+(?P<pid>\d+) (?:{_KILLED})\s+(?P<command>\S.*)|"
            rf"^\[\d+\][+-]?\s+(?:(?P<pid_>\d+)\s+)?(?:{_KILLED}|killed)\s{{2,}}(?P<command_>\S.*)|"
            r"^zsh: killed\s+(?P<command__>\S.*)|" + _TOLD_KILLED,
            ("Killed", "killed", *sorted(set(KILLED_WORDS.values()) - {"Killed"})),

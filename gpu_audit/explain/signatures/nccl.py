@@ -207,9 +207,10 @@ _NCCL_KINDS = {
            example="ncclSystemError: System call (e.g. socket, malloc) or external library call "
            "failed or device error.")
 @signature("nccl/error",
-           r"NCCL [Ee]rror(?: in: (?P<location>[^,]+),| (?P<code>\d+):|:) "
+           r"NCCL [Ee]rror(?: in: (?P<location>[^,]{1,300}),| (?P<code>\d+):|:) "
            r"(?P<kind>[a-z][a-z /]*?[a-z])(?=\s*\(run with|,|"
-           r"\.|\s*$)(?:.*?NCCL version (?P<nccl_version>\d+(?:\.\d+)+(?:\+\w+(?:\.\d+)*)?))?",
+           r"\.|\s*$)(?:[^\n]{0,1000}?NCCL version "
+           r"(?P<nccl_version>\d+(?:\.\d+)+(?:\+\w+(?:\.\d+)*)?))?",
            ("NCCL error", "NCCL Error"), "NCCL call failed", tier=3.0, key_field="kind",
            example="RuntimeError: NCCL error in: /pytorch/torch/lib/c10d/ProcessGroupNCCL.cpp:514, "
            "unhandled system error, NCCL version 2.4.8")
@@ -279,10 +280,12 @@ def _cuda_failure(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -
 
 fixed("nccl/network",
       # (retold without "with" or the colon: "NCCL WARN NET/IB Got completion error 12")
-      r"(?:NCCL WARN |NET/\w+ ?:? ?).*?(?:Got completion (?:from peer (?P<peer>\S+) )?"
+      r"(?:NCCL WARN |NET/\w{1,20} ?:? ?)[^\n]{0,200}?"
+      r"(?:Got completion (?:from peer (?P<peer>\S+) )?"
       r"(?:with )?(?:error|status=)\s*(?P<status>\d+)|(?P<closed>Connection closed by remote peer|"
       r"Connection reset by peer)|Call to (?P<call>ibv_\w+) failed|(?P<socket>socketProgress\w*|"
-      r"socketStartConnect|socketFinalizeAccept)[^\n]*(?:fail|closed|refused|abort|wrong type)|"
+      r"socketStartConnect|socketFinalizeAccept)[^\n]{0,500}?"
+      r"(?:fail|closed|refused|abort|wrong type)|"
       # (a connection to a peer that failed, in any NCCL version's words: "Connect to
       # 10.0.0.2<35611> failed : Connection refused", "... returned 113(No route to host)")
       r"\bConnect to (?P<peer_>\S+) (?:failed|returned \d+))|"
@@ -366,7 +369,8 @@ def _gloo_timeout(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -
     return advice(sig, numbers, explanation, _COLLECTIVE_REMEDY)
 
 
-fixed("nccl/gloo-peer-closed", r"gloo.*?Connection closed by peer(?: \[(?P<peer>[^\]]+)\])?",
+fixed("nccl/gloo-peer-closed",
+      r"gloo[^\n]{0,500}?Connection closed by peer(?: \[(?P<peer>[^\]]+)\])?",
       ("Connection closed by peer",), "A peer process went away (Gloo)", tier=3.0,
       example="RuntimeError: [/opt/conda/third_party/gloo/gloo/transport/tcp/pair.cc:598] "
       "Connection closed by peer [10.1.1.2]:62581",

@@ -36,10 +36,11 @@ CLASS = document_class("nvml-assert-oom", __doc__)
 
 # The caching allocator's NVML assert, and (more general) the same assert anywhere in PyTorch.
 NVML_ASSERT_IN_ALLOCATOR = (  # also as a translator rendered "INTERNAL ASSERT FAILED at"
-    r"NVML_SUCCESS == (?P<call>.+?)\s*(?:INTERNAL ASSERT FAILED at |[^\x00-\x7f]{1,20})[\"'`]?"
+    r"NVML_SUCCESS == (?P<call>.{1,200}?)\s*(?:INTERNAL ASSERT FAILED at |[^\x00-\x7f]{1,20})"
+    r"[\"'`]?"
     r"(?P<file>[^\"'`\s:]*CUDACachingAllocator\.cpp)[\"'`]?(?::|[^\d\n]{1,4})?"
     r"(?P<source_line>\d+)?")  # the path in double, single or back quotes, or none
-NVML_ASSERT = (r"NVML_SUCCESS == (?P<call>.+?) INTERNAL ASSERT FAILED at [\"'`]?"
+NVML_ASSERT = (r"NVML_SUCCESS == (?P<call>.{1,200}?) INTERNAL ASSERT FAILED at [\"'`]?"
                r"(?P<file>[^\"'`\s:]+)[\"'`]?:?(?P<source_line>\d+)?")
 
 

@@ -98,7 +98,7 @@ _MISMATCH_ONLY = {"nvml-unavailable/nvrm-api-mismatch", "nvml-unavailable/librar
            # traceback cut before the exception names only the constant it checks)
            r"(?P<windows>nvml\.dll)\b[^\n]{0,80}?(?:not found|could not be found|cannot be "
            r"found|not be loaded)|"
-           r"(?:\w*[Cc]heck_?[Rr]eturn|raise NVMLError)\(NVML_ERROR_LIBRARY_NOT_FOUND\)|"
+           r"(?:\w{0,40}[Cc]heck_?[Rr]eturn|raise NVMLError)\(NVML_ERROR_LIBRARY_NOT_FOUND\)|"
            # the library told missing ("`libnvidia-ml.so.1` missing in the pod"; not "if ...")
            r"^(?i:(?:(?!\b(?:if|whether|you|your|make sure)\b)[^\n])*?)(?P<library__>"
            r"libnvidia-ml\.so(?:\.\d+)?)`? (?:is |was )?missing\b",
