@@ -95,3 +95,16 @@ def test_a_writer_naming_the_gpus_ram_tells_a_gpu_out_of_memory() -> None:
     assert oom.cls == "cuda-oom"
     assert not classify_text("How much RAM does it need? I ran out of memory on the node "
                              "with the RTX 4090.", torch_version=None)
+
+
+def test_a_causeless_cudnn_status_the_thread_found_to_be_a_full_gpu() -> None:
+    oom = root("cudnn_internal_error_told_memory_full.log")
+    assert (oom.cls, oom.title) == ("cuda-oom", "CUDA out of memory, reported as a cuDNN failure")
+    assert "CUDNN_STATUS_INTERNAL_ERROR" in oom.explanation
+
+
+def test_a_full_gpu_only_wondered_about_tells_nothing() -> None:
+    failures = classify_text(
+        "RuntimeError: cuDNN error: CUDNN_STATUS_INTERNAL_ERROR\n"
+        "Could it be that the GPU memory was full?\n", torch_version=None)
+    assert [f.cls for f in failures if f.role == "root-cause"] == ["cudnn-failure"]

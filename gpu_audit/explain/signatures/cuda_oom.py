@@ -715,9 +715,13 @@ def _told_cause(_match: re.Match[str], line: str) -> dict[str, Any]:
            r"typical|usually))?(?: (?:running|"
            rf"ran))? (?:an? )?(?:{_OOM_WORDS}|(?:GPU )?memory (?:issue|problem)\b)|"
            r"\bmask(?:s|ed|ing)? (?:the |an? )?(?:real |actual |"
-           rf"underlying )?{_OOM_WORDS})",
+           rf"underlying )?{_OOM_WORDS}|"
+           # ... or found the GPU's memory full ("it turns out my GPU memory was getting full")
+           r"\bturn(?:s|ed) out (?:that )?(?:my |the |our )?(?:GPU|CUDA|video) ?memory "
+           r"(?:was|is|had been|got)(?: getting| almost| nearly| completely| already)? full\b)",
            ("out of memory", "Out of memory", "Out of Memory", "out-of-memory", "OOM",
-            "memory issue", "memory problem"),
+            "memory issue", "memory problem", "memory was", "memory is", "memory had",
+            "memory got", "MEMORY was", "Memory was", "memory Was"),
            "The text says the failure was the GPU running out of memory",
            severity=Severity.INFO, tier=5.0, extract=_told_cause,
            example="Solved: it turned out to be an out-of-memory, the batch was too large.")
