@@ -60,6 +60,12 @@ MASKED_OOM_PATTERN = (r"NVML_SUCCESS == .{0,120}INTERNAL ASSERT FAILED"
 # A raw allocation outside the caching allocator: runtime errors from every era of PyTorch,
 # the driver API's and NCCL's spellings.
 DEVICE_OOM_PATTERN = (r"(?:CUDA|HIP|cuda runtime|cuda) error(?: \(\d+\))?\s*:\s*out of memory"
+                      # a C++ program's own spellings of the runtime's status: "CUDA runtime
+                      # error: out of memory" (TurboMind), "Warp CUDA error 2: out of memory",
+                      # the CUDA samples' "GPUassert: out of memory", TensorFlow's kernel
+                      # launch status "Internal: out of memory"
+                      r"|\b(?:CUDA|Cuda) (?:runtime )?[Ee]rror(?: 2)?:\s*out of memory"
+                      r"|\bGPUassert: out of memory|\bInternal: out of memory"
                       r"|\berror=2 : out of memory|CUDA_ERROR_OUT_OF_MEMORY"
                       r"|cudaErrorMemoryAllocation"
                       r"|Cuda failure '?(?:out of memory|cudaErrorMemoryAllocation)"

@@ -362,6 +362,8 @@ SINGLE_LINES = [
     ("[TRT] [E] 1: [defaultAllocator.cpp::allocate::20] Error Code 1: Cuda Runtime (out of "
      "memory)", "cuda-oom", "cuda-oom/tensorrt"),
     ("RuntimeError: CUDA driver error: out of memory", "cuda-oom", "cuda-oom/driver-api"),
+    ("Out of memory error on GPU 0. Cannot allocate 1.5GB memory on GPU 0, available memory "
+     "is only 512MB.", "cuda-oom", "cuda-oom/framework-allocator"),
     ("ERROR: This container was built for NVIDIA Driver Release 535.104 or later, but version "
      "470.82.01 was detected and compatibility mode is UNAVAILABLE.", "driver-mismatch",
      "driver-mismatch/container-driver-release"),

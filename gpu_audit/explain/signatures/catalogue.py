@@ -38,6 +38,7 @@ ORDER = (
     "cuda-oom/library-allocation",
     "cuda-oom/tensorrt",
     "cuda-oom/driver-api",
+    "cuda-oom/framework-allocator",
     "cuda-oom/tensorflow-not-a-failure",
     "cuda-oom/tensorflow",
     "cuda-oom/tensorflow-node",

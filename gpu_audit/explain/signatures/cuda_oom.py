@@ -9,7 +9,8 @@ held by other processes, and from a per-process memory fraction. Allocations out
 PyTorch's cache (the CUDA context, library workspaces, NCCL buffers) fail with a message
 without numbers. TensorFlow's (``ResourceExhaustedError: OOM when allocating tensor ... by
 allocator GPU_0_bfc``) and JAX/XLA's (``RESOURCE_EXHAUSTED: Out of memory while trying to
-allocate N bytes``) out-of-memory on the same GPUs are read too, with their size and GPU.
+allocate N bytes``) out-of-memory on the same GPUs are read too, with their size and GPU, and
+so are MXNet's, PaddlePaddle's and ONNX Runtime's allocators' own messages.
 
 Why it matters: the step that failed is lost, and the run stops unless the program catches
 it; the same job rerun unchanged fails at the same point.
@@ -89,11 +90,12 @@ _GPU_OOM = r"(?:(?:CUDA |GPU )?out of memory\b|(?:CUDA|GPU) (?:OOM|OutOfMemoryEr
 # The writer telling a GPU's out-of-memory in their own words, in a line that names the GPU
 # ("I am still getting the error Out of memory" on "a single 24G GPU", "I'm running out of
 # memory ... on an A6000"), not the host's (RAM, CPU, swap, the OOM killer) and not in a
-# condition ("if I get out of memory").
+# condition ("if I get out of memory"); "GPU RAM" is the GPU's.
 _GPU_WORD = (r"\b(?:GPU|CUDA|VRAM|RTX|GTX|Tesla|A\d{2,4}|H\d{3}|V100|T4|L4|L40S?|"
              r"[1-5]0[5-9]0(?: ?Ti)?)s?\b")
 _TOLD_OOM = (
-    rf"(?i:^(?=[^\n]*?{_GPU_WORD})(?![^\n]*?\b(?:RAM|CPU|host memory|swap|oom[- ]?kill\w*)\b)"
+    rf"(?i:^(?=[^\n]*?{_GPU_WORD})"
+    r"(?![^\n]*?\b(?:(?<!GPU )RAM|CPU|host memory|swap|oom[- ]?kill\w*)\b)"
     r"[^\n]*?(?<!\bif )(?<!\bwhether )(?<!\bwhen )\b(?P<told>I|we)(?:(?:'m| am|'ve| have| had|"
     r" was| were| keep| still| always)?(?: (?:still|always|also|again|now|constantly|"
     r"consistently|repeatedly|sometimes|often))? (?:get|"
@@ -401,6 +403,86 @@ def _outside_allocator(sig: Signature, numbers: dict[str, Any], ctx: AdviceConte
     return advice(sig, numbers, explanation, remedy, diagnosis="unknown")
 
 
+# Other frameworks' GPU allocators, in their own words: MXNet's pooled storage ("cudaMalloc
+# failed: out of memory", "cudaMalloc retry failed: ..."; its checks "Check failed: e ==
+# cudaSuccess ... out of memory"), PaddlePaddle's ("Out of memory error on GPU 0. Cannot allocate
+# 6.933594GB memory on GPU 0, ... available memory is only 726.750000MB."; its sizes are binary
+# units written "GB", "MB") and ONNX Runtime's arena ("BFCArena::AllocateRawInternal Failed to
+# allocate memory for requested buffer of size N", also cut after the function's name).
+_PADDLE_SIZE = r"\d+(?:\.\d+)?\s?[KMGT]?B\b"
+_FRAMEWORK_OOM = (
+    r"\bcudaMalloc(?P<mxnet>)(?: retry)? failed: out of memory"
+    r"|\bCheck failed: e == cudaSuccess\b(?P<mxnet_>)[^\n]{0,80}?\bout of memory"
+    rf"|\bOut of memory error on GPU ?(?P<gpu>\d+)(?P<paddle>)(?:\. Cannot allocate "
+    rf"(?P<size>{_PADDLE_SIZE}) memory on GPU \d+)?"
+    r"|\bBFCArena::AllocateRawInternal\b(?P<onnxruntime>)"
+    r"(?:[^\n]{0,200}?requested buffer of size (?P<bytes>\d+))?"
+    r"|\bFailed to allocate memory for requested buffer of size (?P<bytes_>\d+)(?P<onnxruntime_>)")
+_FRAMEWORK_NAMES = {"mxnet": "MXNet", "paddle": "PaddlePaddle", "onnxruntime": "ONNX Runtime"}
+_PADDLE_FIELDS = (("free_bytes", re.compile(rf"available memory is only ({_PADDLE_SIZE})")),
+                  ("allocated_bytes", re.compile(rf"({_PADDLE_SIZE}) memory has been allocated")))
+
+
+def _binary_size(text: str) -> int | None:
+    """PaddlePaddle's "6.933594GB": its units are powers of 1024."""
+    return size_or_none(re.sub(r"([KMGT])B$", r"\1iB", text.replace(" ", "")))
+
+
+def _framework_oom(match: re.Match[str], line: str) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    groups = {key.rstrip("_"): value for key, value in match.groupdict().items()
+              if value is not None}
+    found["framework"] = next(name for name in _FRAMEWORK_NAMES if name in groups)
+    if "gpu" in groups:
+        found["gpu_index"] = int(groups["gpu"])
+    if "bytes" in groups:
+        found["requested_bytes"] = int(groups["bytes"])
+    elif "size" in groups:
+        found["requested_bytes"] = _binary_size(groups["size"])
+    if found["framework"] == "paddle":
+        for key, pattern in _PADDLE_FIELDS:
+            if size := pattern.search(line):
+                found[key] = _binary_size(size[1])
+    return {key: value for key, value in found.items() if value is not None}
+
+
+_FRAMEWORK_REMEDIES = {
+    "mxnet": "MXNet keeps freed memory in its pool: export MXNET_GPU_MEM_POOL_TYPE=Round (fewer "
+             "sizes kept apart), and MXNET_CUDNN_AUTOTUNE_DEFAULT=0 (the autotuner's trial "
+             "workspaces fill a small GPU at start).",
+    "paddle": "PaddlePaddle takes a fixed share of the GPU at start: export "
+              "FLAGS_allocator_strategy=auto_growth to allocate as it goes (or raise "
+              "FLAGS_fraction_of_gpu_memory_to_use).",
+    "onnxruntime": "Cap ONNX Runtime's arena on the CUDA execution provider (gpu_mem_limit) and "
+                   "let it grow only by what is requested "
+                   "(arena_extend_strategy=kSameAsRequested), or run fewer sessions per GPU.",
+}
+
+
+@signature("cuda-oom/framework-allocator", _FRAMEWORK_OOM,
+           ("out of memory", "Out of memory error on GPU", "BFCArena::AllocateRawInternal",
+            "requested buffer of size"),
+           "GPU out of memory (MXNet, PaddlePaddle or ONNX Runtime)", extract=_framework_oom,
+           group="cuda-oom-framework",
+           example="Out of memory error on GPU 0. Cannot allocate 1.500000GB memory on GPU 0, "
+           "available memory is only 512.000000MB.")
+def _framework_allocator(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    framework = str(numbers.get("framework"))
+    name = _FRAMEWORK_NAMES.get(framework, framework)
+    gpu = numbers.get("gpu_index")
+    size = (f" {size_text(numbers['requested_bytes'])}" if numbers.get("requested_bytes")
+            else " memory")
+    free = _stated(numbers, "free_bytes", "; {} was free")
+    explanation = (
+        f"{name}'s GPU allocator could not get{size}"
+        f"{f' on GPU {gpu}' if gpu is not None else ''}{free}. Either the job's step is too "
+        "big for the GPU or another process holds part of it.")
+    remedy = (f"{SCAN_OTHERS}\nThen lower the batch size (or the input size).\n"
+              f"{_FRAMEWORK_REMEDIES.get(framework, '')}").rstrip()
+    return advice(sig, numbers, explanation, remedy,
+                  title=f"GPU out of memory ({name})", diagnosis="unknown")
+
+
 # A process row of an nvidia-smi table: GPU, GI and CI (since driver 450), PID, type, name,
 # memory. The scanner hands over each row under the table's "Processes:" header.
 _SMI_ROW = (r"^\s*\|\s+(?P<gpu>\d+)\s+(?:(?:N/A|\d+)\s+(?:N/A|\d+)\s+)?(?P<pid>\d+)\s+"
@@ -437,7 +519,8 @@ def _tensorflow_oom(match: re.Match[str], line: str) -> dict[str, Any]:
     allocator states ("rounded to N")."""
     found = named(match, line)
     found.pop("shape", None), found.pop("dtype", None)
-    found["framework"] = "tensorflow"
+    # (XLA keeps its own copy of the allocator: JAX's log names its source under xla/)
+    found["framework"] = "jax" if "xla/" in line else "tensorflow"
     if "gpu" in found:
         found["gpu_index"] = found.pop("gpu")
     shape, dtype = match["shape"], (match["dtype"] or "").lower()
@@ -450,7 +533,7 @@ def _tensorflow_oom(match: re.Match[str], line: str) -> dict[str, Any]:
             found["requested_bytes"] = total
     if rounded := re.search(r"\(rounded to (\d{1,20})\)", line):
         found["requested_bytes"] = int(rounded[1])
-    elif size := match["size"] or match.groupdict().get("size_"):
+    elif size := match["size"] or match.groupdict().get("size_") or match["size__"]:
         found["requested_bytes"] = size_or_none(size)
     found.pop("size", None)
     return found
@@ -468,6 +551,15 @@ _TF_SHAPE = (r"(?: (?:with|of) shape ?\[(?P<shape>[\d, ]{0,200})\])?"
            r"|Allocator \(GPU_(?P<gpu_>\d+)_bfc\) ran out of memory trying to allocate "
            rf"(?P<size>{SIZE}|[\d.]+[KMGT]iB)(?!.{{0,200}}?caller indicates that this is not a "
            r"failure)|"
+           # the same words without the allocator's name, as a writer keeps them ("I always get
+           # the same issue (ran out of memory trying to allocate 5.96GiB)"): the BFC
+           # allocator's own way of writing a size, without a space (not "Allocator (cpu) ran")
+           r"(?<!\) )\bran out of memory trying to allocate (?P<size__>\d+(?:\.\d+)?[KMGT]iB)\b"
+           r"(?!.{0,200}?caller indicates that this is not a failure)|"
+           # ... and the allocator's line cut right after its head (JAX and TensorFlow print it
+           # before their error; its retry, "not a failure", says so further on)
+           r"Allocator \(GPU_(?P<gpu__>\d+)_bfc\) ran out of memory(?: [a-z]{1,12}){0,3}[`'\"]?"
+           r"\s*$|"
            # (TensorFlow 1.0's allocator named no device, and pointed at its dump when it failed;
            # its retry with less memory says "The caller indicates ..." instead)
            rf"\bRan out of memory trying to allocate (?P<size_>{SIZE}|[\d.]+[KMGT]iB)\.? +"
@@ -476,12 +568,15 @@ _TF_SHAPE = (r"(?: (?:with|of) shape ?\[(?P<shape>[\d, ]{0,200})\])?"
            r"\bResourceExhaustedError(?= *Traceback)|^[#>*\s]*(?:[\w.]+\.)?ResourceExhaustedError"
            r"[:\s]*$",
            ("OOM when allocating", "oom when allocating", "_bfc) ran out of memory",
-            "See logs for memory state", "failed to allocate memory", "ResourceExhaustedError"),
+            "See logs for memory state", "failed to allocate memory", "ResourceExhaustedError",
+            "ran out of memory trying to allocate"),
            "GPU out of memory (TensorFlow)", extract=_tensorflow_oom, group="tensorflow",
            example="tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when "
            "allocating tensor with shape[256,64,224,224] and type float on "
            "/job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc")
 def _tf_oom(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    if numbers.get("framework") == "jax":
+        return _xla_oom(sig, numbers, ctx)
     gpu = numbers.get("gpu_index")
     on_gpu = f" on GPU {gpu}" if gpu is not None else ""
     size = (f" a tensor of {size_text(numbers['requested_bytes'])}"
@@ -567,7 +662,8 @@ def _xla_oom(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Adv
               "jax.checkpoint on the largest blocks). To share a GPU, let JAX allocate as it "
               "goes: export XLA_PYTHON_CLIENT_PREALLOCATE=false (or set "
               "XLA_PYTHON_CLIENT_MEM_FRACTION=.5 per process).")
-    return advice(sig, numbers, explanation, remedy, diagnosis="unknown")
+    return advice(sig, numbers, explanation, remedy, title="GPU out of memory (JAX/XLA)",
+                  diagnosis="unknown")
 
 
 fixed("cuda-oom/caught",
@@ -619,9 +715,13 @@ def _told_cause(_match: re.Match[str], line: str) -> dict[str, Any]:
            r"typical|usually))?(?: (?:running|"
            rf"ran))? (?:an? )?(?:{_OOM_WORDS}|(?:GPU )?memory (?:issue|problem)\b)|"
            r"\bmask(?:s|ed|ing)? (?:the |an? )?(?:real |actual |"
-           rf"underlying )?{_OOM_WORDS})",
+           rf"underlying )?{_OOM_WORDS}|"
+           # ... or found the GPU's memory full ("it turns out my GPU memory was getting full")
+           r"\bturn(?:s|ed) out (?:that )?(?:my |the |our )?(?:GPU|CUDA|video) ?memory "
+           r"(?:was|is|had been|got)(?: getting| almost| nearly| completely| already)? full\b)",
            ("out of memory", "Out of memory", "Out of Memory", "out-of-memory", "OOM",
-            "memory issue", "memory problem"),
+            "memory issue", "memory problem", "memory was", "memory is", "memory had",
+            "memory got", "MEMORY was", "Memory was", "memory Was"),
            "The text says the failure was the GPU running out of memory",
            severity=Severity.INFO, tier=5.0, extract=_told_cause,
            example="Solved: it turned out to be an out-of-memory, the batch was too large.")
