@@ -643,7 +643,9 @@ def _ignored_settings_alone(built: list[tuple[Incident, tuple[int, int]]], repor
 
 # A markdown heading that holds only the message matched: a thread's title naming it.
 _HEADING_BEFORE = re.compile(r"\s*#{1,6}\s+[*_`]*\s*")
-_HEADING_AFTER = re.compile(r"[*_`]*[\s.:!?]*")
+# (and where it shows: "# CUDNN_STATUS_NOT_SUPPORTED in logs", "... during training")
+_HEADING_AFTER = re.compile(
+    r"[*_`]*(?:\s+(?:in|on|with|from|during|when|while)(?:\s+[a-z]+){1,2})?[\s.:!?]*")
 
 
 def _heading_only(text: str, match: re.Match[str]) -> bool:

@@ -34,6 +34,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpu_audit.explain.signatures.alloc_conf import EXPANDABLE_FAILS_TOLD
 from gpu_audit.explain.signatures.gpu_hardware import POWER_LOSS_TOLD
 
 HEAD_BYTES = 4096  # the first bytes of a source kept to read its title and its kind
@@ -168,12 +169,18 @@ _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("gpu-hardware/xid", _TITLE_XID),
         ("gpu-hardware/uncorrectable-ecc", r"\buncorrectable ECC\b|\bECC errors?\b[^\n]{0,30}?"
                                            r"\buncorrectable\b|\bdouble[- ]bit ECC\b"),
+        # a kernel's assertion, the title cut before its end by the tracker ("IndexKernel.cu:113:
+        # operator(): block: [4,0,0], thread: [3,0,0] Assertion `-sizes[i] <= index && ind")
+        ("device-assert/kernel-assertion", r"\.cuh?:\d+:[^\n]{0,120}?\bAssertion `"),
         ("illegal-memory-access/illegal-address", r"\billegal (?:memory )?(?:access|address)\b|"
                                                   r"\billegal memory errors?\b|"
                                                   # ("accessing memory illegally")
                                                   r"\baccess(?:es|ed|ing)? memory illegally\b"),
         ("nccl/watchdog-timeout", r"(?:\b|ProcessGroup)NCCL\b[^\n]{0,80}?\b(?:tim(?:ed|es|ing) ?"
                                   r"out|timeouts?|hangs?|hanging|stuck)\b|\bWorkNCCL\([^\n]*\bTimeout\b|"
+                                  # (torch's "Watchdog caught collective operation timeout",
+                                  # retold: "training fails under collective operation timeout")
+                                  r"\bcollective operation tim(?:e|ed) ?out\b|"
                                   # ("NCCL超时", "nccl 超时时间": a timeout, in Chinese)
                                   r"\bNCCL(?![A-Za-z])[^\n]{0,40}?(?:超时|卡住|卡死)|"
                                   # a distributed run that hangs and then times out: its
@@ -212,6 +219,9 @@ _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                                          r"\b[^\n]{0,20}?\bNVML\b|\bNVML\b[^\n]{0,40}?"
                                          r"\b(?:not found|LibraryNotFound|driver/library version "
                                          r"mismatch)\b"),
+        # nvidia-smi's "No devices were found", retyped ("nvidia-smi No device were found")
+        ("nvml-unavailable/no-devices-found", r"\bnvidia-smi\b[^\n]{0,60}?\bno devices? "
+                                              r"(?:were|was) found\b"),
         ("driver-mismatch/driver-too-old", r"\b(?:NVIDIA|CUDA|GPU) driver(?: version)? (?:is )?"
                                            r"too old\b"),
         # an InfiniBand completion that exhausted its transport retries (verbs' status 12)
@@ -219,6 +229,8 @@ _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                          r"\btransport retry count(?:er)? exceeded\b"),
         # (after the shapes above: an NCCL error is most often an echo of one of them)
         ("nccl/error", r"\bNCCL\b[^\n]{0,40}?\b(?:error|failure|failed|crash(?:es|ed)?)\b"),
+        # a program that fails with expandable segments on, told
+        ("alloc-conf/expandable-told", EXPANDABLE_FAILS_TOLD),
         ("alloc-conf/backend", r"\bcudaMallocAsync\b[^\n]{0,80}?\b(?:bug|error|fail\w*|crash\w*|"
                                r"broken|not work\w*)\b|\b(?:bug|error|fail\w*|crash\w*)\b"
                                r"[^\n]{0,80}?\bcudaMallocAsync\b"),
@@ -239,7 +251,8 @@ _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("host-oom/notebook-session-ram", r"^(?=[^\n]*\b(?:session|notebook|colab|kaggle|"
                                           r"jupyter)\b)[^\n]*?(?<!GPU )(?<!video )\bRAM "
                                           r"(?:exhaustion|exhausted|overflow)\b|"
-                                          r"\bsession crash(?:ed|es)?\b[^\n]{0,40}?(?<!GPU )"
+                                          r"\bsession (?:keeps |kept )?crash(?:ed|es|ing)?\b"
+                                          r"[^\n]{0,40}?(?<!GPU )"
                                           r"\bRAM\b|(?<!GPU )\bRAM\b[^\n]{0,40}?\bsession crash"),
     ))
 # A title that tells when the failure came ("... while training", "... after 3 epochs",

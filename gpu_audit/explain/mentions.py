@@ -272,7 +272,10 @@ _EXPLAINER_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                         r"(?:эта|данная) ошибка (?:обычно |как правило )?(?:появляется|"
                         r"случается|говорит)|"
                         r"\b(?:cette|l')\s?erreur (?:" + _QUOTED + r"\s*)?(?:signifie|"
-                        r"indique)\b"),
+                        r"indique)\b|"
+                        # Romanian: "Această eroare apare atunci când", "această eroare înseamnă"
+                        r"\baceast[aă] eroare (?:de obicei |de regul[aă] )?(?:apare|[iî]nseamn[aă]|"
+                        r"indic[aă]|se produce)\b"),
         ("you-have-seen", r"\bif you(?:'re| are)? (?:ever )?(?:encounter|get|see|hit|run into|"
                           r"face|receive|getting|seeing|facing)(?:ing)? (?:this|the|that|a "
                           r"similar|such an?) (?:error|message|issue|problem|exception)\b|"
@@ -330,7 +333,11 @@ _EXPLAINER_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                           r"вы (?:наверняка |возможно |уже |скорее всего )?(?:сталкивались|"
                           r"видели|встречали)|"
                           r"(?:иногда|часто|нередко) (?:возникают|встречаются|бывают|появляются)"
-                          r" ошибки|если вы (?:видите|получили|столкнулись с) (?:эт|так)"),
+                          r" ошибки|если вы (?:видите|получили|столкнулись с) (?:эт|так)|"
+                          # Romanian: "sunt șanse să fi dat peste", "dacă vedeți această eroare"
+                          r"\bs[aă] fi (?:dat peste|[iî]nt[aâ]lnit)\b|"
+                          r"\bdac[aă] (?:vede[tțţ]i|primi[tțţ]i|[iî]nt[aâ]lni[tțţ]i) (?:aceast[aă]|"
+                          r"o) eroare\b"),
         ("why", r"^symptoms?\s*[:：]|"
                 # a short heading "Why collectives desync" (not the writer's own question)
                 r"^why (?!(?:do|does|did|is|are|was|were|can|could|would|will|my|i|we)\b)"
@@ -351,7 +358,10 @@ _EXPLAINER_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                 r"^\W{0,4}(?:(?:as|las|les) )?caus(?:as|es) (?:comunes|principales|posibles|"
                 r"comuns|poss[ií]veis|courantes|possibles|fr[ée]quentes|mais comuns)\b|"
                 # Polish: "Typowe przyczyny", "Najczęstsze przyczyny błędu"
-                r"^\W{0,4}(?:typowe|najcz[eę]stsze|mo[zż]liwe|g[lł][oó]wne) przyczyny\b"),
+                r"^\W{0,4}(?:typowe|najcz[eę]stsze|mo[zż]liwe|g[lł][oó]wne) przyczyny\b|"
+                # Romanian "Cauzele comune includ:"; Russian "Основных причин три"
+                r"^\W{0,4}cauze(?:le)? (?:comune|principale|posibile|frecvente)\b|"
+                r"(?:основн|главн|возможн|типичн)\w*\s+причин\b"),
         ("how-to-fix", r"\b(?:how to (?:fix|solve|resolve|avoid|handle|debug)|here(?:'s| is) how "
                        r"(?:to|you)|ways to (?:fix|solve|avoid|reduce)|(?:common|typical|possible) "
                        r"(?:causes|reasons|fixes|solutions)|(?:solution|fix|method|workaround) "
@@ -388,7 +398,10 @@ _EXPLAINER_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                        r"|r[ée]parer)|jak (?:naprawi[cć]|rozwi[aą]za[cć]|usun[aą][cć])|как "
                        r"(?:исправить|решить|устранить))\b"
                        r"|\b(?:passo a passo|[ée]tape par [ée]tape|krok po kroku)\b"
-                       r"|(?:это|проблема) (?:обычно )?(?:лечится|решается|исправляется)"),
+                       r"|(?:это|проблема) (?:обычно )?(?:лечится|решается|исправляется)"
+                       # Romanian "Cum se remediază ...", "pas cu pas"; Russian "решение ошибки"
+                       r"|^\W{0,4}cum (?:se |s[aă] )?(?:remedia|rezolv|repar|corect)\w*\b"
+                       r"|\bpas cu pas\b|\bрешение ошибки\b"),
     ))
 EXPLAINER_MIN_CUES = 2
 # The reporter's question without its question mark: "how to fix this".

@@ -214,7 +214,10 @@ KEYS: tuple[Key, ...] = (
     Key(rb"D(?:evice limit +: |SO version \d)", (b"Device limit ", b"DSO version ")),
     # the driver's tools and library named in lower case: "bash: nvidia-smi: command not found",
     # the runtime's `exec: "nvidia-smi": executable file not found`, "libnvidia-ml.so.1 missing"
-    Key(rb"nvidia-(?:smi|ml)", (b"nvidia-smi", b"nvidia-ml")),
+    # (and "no kernel image is available" where a program, a miner or a server, printed it
+    # without "error": one pass fewer)
+    Key(rb"n(?:vidia-(?:smi|ml)|o kernel image)",
+        (b"nvidia-smi", b"nvidia-ml", b"no kernel image")),
 )
 PREFILTER: tuple[re.Pattern[bytes], ...] = tuple(re.compile(key.pattern) for key in KEYS)
 

@@ -407,6 +407,21 @@ SINGLE_LINES = [
     # a cuDNN status that names no cause, told on its line to be an out-of-memory
     ("that was just OOM, the card was full: CUDNN_STATUS_INTERNAL_ERROR", "cuda-oom",
      "cuda-oom/told-cause"),
+    # nvidia-smi in a virtual machine: the GPU at an emulated PCI slot, not 00.0
+    ("Unable to determine the device handle for GPU 0000:00:07.0: Unknown Error",
+     "nvml-unavailable", "nvml-unavailable/guest-device-handle"),
+    # CUDA 12's status for a hardware error contained to the contexts it touched
+    ("RuntimeError: CUDA driver error: CUDA_ERROR_CONTAINED", "gpu-hardware",
+     "gpu-hardware/contained"),
+    ("failed: Invalid access of peer GPU memory over nvlink or a hardware error", "gpu-hardware",
+     "gpu-hardware/contained"),
+    # the CUDA runtime's status 36, a call the installed driver is too old for
+    ("RuntimeError: [XX][ERROR] CUDA runtime error: API call is not supported in the installed "
+     "CUDA driver /src/alloc.h:12", "driver-mismatch", "driver-mismatch/driver-older-than-cuda"),
+    # runc when a memory limit killed the container's first process as it started
+    ('Error: container create failed: msg="runc create failed: unable to start container '
+     'process: container init was OOM-killed (memory limit too low?)"', "host-oom",
+     "host-oom/kubernetes-oomkilled"),
 ]
 
 

@@ -155,8 +155,10 @@ def _backend(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Adv
 @signature("alloc-conf/async-unsupported",
            r"cudaMallocAsync does not (?:yet )?support (?P<feature>[A-Za-z_][\w:]*)|"
            # a request (an issue's title) for the operation the backend lacks, by its API name
-           r"cudaMallocAsync support for (?P<feature_>[a-z]+[A-Z]\w*)",
-           ("cudaMallocAsync does not", "cudaMallocAsync support for"),
+           r"cudaMallocAsync support for (?P<feature_>[a-z]+[A-Z]\w*)|"
+           # (... in the other order: "support checkPoolLiveAllocations for cudaMallocAsync")
+           r"\bsupport (?P<feature__>[a-z]+[A-Z]\w*) (?:for|in|with|on) cudaMallocAsync\b",
+           ("cudaMallocAsync does not", "cudaMallocAsync support for", " cudaMallocAsync"),
            "A feature the cudaMallocAsync allocator backend does not have", tier=0.0,
            example="RuntimeError: cudaMallocAsync does not yet support recordHistory. If you "
            "need it, please file an issue describing your use case.")
@@ -460,14 +462,24 @@ def _mempool_expandable(sig: Signature, numbers: dict[str, Any], ctx: AdviceCont
 # crashes on model loading", "loading crashes when using `...expandable_segments:True`",
 # "`expandable_segments=True` is incompatible with ..."); not in a condition, a question or
 # advice to the reader ("if expandable_segments:True crashes, ...").
+# ... and "fails with expandable_segments", "doesn't work when PYTORCH_CUDA_ALLOC_CONF is set to
+# expandable_segments:True" (also read in a thread's title)
+EXPANDABLE_FAILS_TOLD = (
+    r"\b(?:fails?|failed|crash(?:es|ed)?|breaks?|errors?) (?:with|when using|when enabling) "
+    r"[`\"']?(?:PYTORCH_(?:CUDA_)?ALLOC_CONF=)?(?P<option__>expandable_segments)\b|"
+    r"\b(?:doesn't|does not|didn't|won't) work (?:when|with|if)\b[^\n]{0,60}?"
+    r"\b(?P<option___>expandable_segments)\s*[:=]\s*True\b")
+
+
 @signature("alloc-conf/expandable-told",
            r"^(?i:(?:(?!\b(?:if|whether|you|your|should|might|may|does not|doesn't)\b)[^\n])*?)"
+           r"(?:" + EXPANDABLE_FAILS_TOLD + r"|"
            r"(?:(?:\bcrash(?:es|ed)?|\bfails?|\bfailed|\baborts?|\bbreaks?) (?:on \w+ )?"
            r"(?:when|while) (?:using|setting|enabling) [`\"']?(?:(?:PYTORCH_(?:CUDA_)?ALLOC_CONF)"
            r"=)?(?P<option>expandable_segments)\s*[:=]\s*True\b|"
            r"(?P<option_>expandable_segments)\s*[:=]\s*True\b[`\"']*\)?\s*(?:(?:causes|makes)\b"
            r"[^\n]{0,60}?\b(?:to )?(?:fail|crash|abort)|crash(?:es|ed)?\b|fails\b|breaks\b|"
-           r"is incompatible with\b|aborts\b))",
+           r"is incompatible with\b|aborts\b)))",
            ("expandable_segments",),
            "expandable_segments:True makes this program fail (told in the writer's words)",
            tier=3.0,

@@ -56,6 +56,8 @@ ORDER = (
     "nvml-unavailable/nvidia-smi-no-driver",
     "nvml-unavailable/no-gpu-to-monitor",
     "nvml-unavailable/no-devices-found",
+    # (before the GPU lost from a bare-metal bus: the same words at a VM's PCI slot)
+    "nvml-unavailable/guest-device-handle",
     "nvml-unavailable/call-unknown-error",
     "nvml-unavailable/pynvml",
     "nvml-unavailable/torch-warning",
@@ -105,6 +107,7 @@ ORDER = (
     "gpu-hardware/reset-required",
     "gpu-hardware/uncorrectable-ecc",
     "gpu-hardware/nvlink-uncorrectable",
+    "gpu-hardware/contained",
     "gpu-hardware/rm-init-failed",
     "gpu-hardware/launch-timeout",
     "gpu-hardware/unknown-error",

@@ -72,8 +72,11 @@ def _status_code(match: re.Match[str], line: str) -> dict[str, Any]:
            # Caffe), and a program's own "cuBLAS API failed with status 7" (cuBLASLt too)
            r"Check failed: [^\n=]{1,80}== CUBLAS_STATUS_SUCCESS \((?P<code>\d{1,3}) vs\. 0\)|"
            r"\b(?i:cublas(?:Lt)?) (?:API failed|(?:API |call )?error)[^\n]{0,24}?\bstatus(?: code)?"
-           r"[ :=]{1,3}(?P<code_>\d{1,3})\b",
-           ("CUBLAS_STATUS_SUCCESS (", "status"), "A CUDA math library call failed",
+           r"[ :=]{1,3}(?P<code_>\d{1,3})\b|"
+           # PaddlePaddle's "(External) CUBLAS error(7)."
+           r"\bCUBLAS error\((?P<code__>\d{1,3})\)",
+           ("CUBLAS_STATUS_SUCCESS (", "status", "CUBLAS error("),
+           "A CUDA math library call failed",
            extract=_status_code, key_field="status",
            example="mshadow/./stream_gpu-inl.h:115: Check failed: err == CUBLAS_STATUS_SUCCESS "
            "(1 vs. 0)")

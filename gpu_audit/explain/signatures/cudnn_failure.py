@@ -80,8 +80,10 @@ _HOW_TO_TELL = (
            # (a check that the status is CUDNN_STATUS_SUCCESS names the failing status after it:
            # "Check failed: status == CUDNN_STATUS_SUCCESS (8 vs. 0)  CUDNN_STATUS_EXECUTION_...")
            # (a status called a warning, "the CUDNN_STATUS_NOT_SUPPORTED warning", names the
-           # plan-rejected warning below, not a failure)
-           r"(?P<status>CUDNN_STATUS_(?!SUCCESS\b)[A-Z_]+\b(?!\s+warnings?\b)|"
+           # plan-rejected warning below, not a failure; so does one torch closes with
+           # "(Triggered internally at ...)", which it writes only after a warning)
+           r"(?P<status>CUDNN_STATUS_(?!SUCCESS\b)[A-Z_]+\b"
+           r"(?!\s+warnings?\b|\s*\(Triggered internally\b)|"
            r"CUDNN_BACKEND_API_FAILED)",
            ("CUDNN_",), "cuDNN call failed", key_field="status",
            example="RuntimeError: cuDNN error: CUDNN_STATUS_NOT_INITIALIZED")
@@ -126,7 +128,10 @@ def _cudnn(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advic
 # fail ("unable to find an engine", above).
 fixed("cudnn-failure/plan-rejected",
       # (up to the status it names: a terminal's cut before it still reads as this warning)
-      r"UserWarning: Plan failed with a cudnnException"
+      # (and its last line alone, where the warning was wrapped: the status torch closes with
+      # "(Triggered internally at ...)", which it writes only after a warning)
+      r"(?:UserWarning: Plan failed with a cudnnException"
+      r"|cudnn_status: (?=CUDNN_STATUS_[A-Z_]+ \(Triggered internally\b))"
       r"(?:[^\n]*?(?P<status>CUDNN_STATUS_[A-Z_]+))?", ("CUDNN_",),
       "cuDNN rejected one execution plan; PyTorch went on with the next",
       severity=Severity.INFO, tier=5.0,

@@ -96,8 +96,13 @@ def _driver_too_old(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext)
            r"supported by(?:\s*your driver(?:\s*\(which supports up to "
            r"(?P<driver_cuda_version>\d+\.\d+)\))?|\s*$)|"
            # ... and the writer's retelling of it: "the msg is that my Nvidia version is too old"
-           r"\b(?:my|our) (?i:nvidia) (?:driver|version) is too old\b",
-           ("driver is too old", "is not supported by", "version is too old"),
+           r"\b(?:my|our) (?i:nvidia) (?:driver|version) is too old\b|"
+           # the CUDA runtime's own words for a call the driver is too old to run
+           # (cudaErrorCallRequiresNewerDriver, status 36)
+           r"API call is not supported in the installed CUDA driver|"
+           r"cudaErrorCallRequiresNewerDriver",
+           ("driver is too old", "is not supported by", "version is too old",
+            "API call is not supported in the installed", "cudaErrorCallRequiresNewerDriver"),
            "The NVIDIA driver is older than the CUDA the program needs", tier=0.0,
            example="ERROR: LoadError: CUDA 10.0 is not supported by your driver (which supports "
            "up to 9.0)")

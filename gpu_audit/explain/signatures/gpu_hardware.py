@@ -161,21 +161,26 @@ _GOES_OFF = (r"(?:shuts? ?down|shutdowns|turns? off|powers? (?:off|down)|reboots
              r"restarts|restarted|cold[- ]boots|goes (?:black|blank|off|dark)|(?:just|will|"
              r"would|then|suddenly|randomly) (?:shut ?down|shutdown|reboot|restart|turn off|"
              r"power off))")
-_UNDER_LOAD = (r"[^\n]{0,40}?\b(?:during|while|in the middle of)\b|[^\n]{0,40}?\b(?:when|after|"
-               r"under)\b[^\n]{0,40}?\b(?:train\w*|epochs?|iterations?|steps?|running|run|inference|generat\w*|"
+_UNDER_LOAD = (r"[^\n]{0,40}?\b(?:during|while|in the middle of)\b|[^\n]{0,40}?\b(?:when|"
+               r"whenever|after|under)\b[^\n]{0,40}?\b(?:train\w*|epochs?|iterations?|steps?|running|run|inference|generat\w*|"
                r"render\w*|load\w*|GPU|CUDA|TensorFlow|PyTorch|model|example|batch\w*|sampl\w*|"
                r"benchmark\w*)")
 POWER_LOSS_TOLD = (
     # (not in a condition, a possibility or advice: "if your PC restarts when ...")
     r"^(?i:(?:(?!\b(?:if|whether|you|your|may|might|can|could|should|would|avoid\w*|"
     r"prevent\w*)\b)[^\n])*?)(?i:"
-    r"\b(?:PC|computer|machine|desktop|system|workstation|laptop|rig|monitor|screen|display)s? "
-    r"(?:just |suddenly |randomly |always |then |keeps? |hard )?" + _GOES_OFF + r"\b(?:"
+    r"\b(?:PC|computer|machine|desktop|system|workstation|laptop|rig|monitor|screen|display|"
+    r"server)s? (?:just |suddenly |randomly |always |then |keeps? |hard )?" + _GOES_OFF
+    + r"(?: automatically| by itself)?\b(?:"
     + _UNDER_LOAD + r")|"
     r"\b(?:shuts? ?down|shutdowns?|reboots|restarts|turns? off) (?:my |the |our )?(?:PC|"
     r"computer|machine|desktop|workstation)\b(?:" + _UNDER_LOAD + r")|"
     r"\bpower (?:keeps |is |was |gets )?(?:cut(?:s|ting)? off|goes off|shuts off)\b(?:"
     + _UNDER_LOAD + r")|"
+    # (the load first: "training crashing and rebooting the server")
+    r"\b(?:train\w*|running|inference)\b[^\n]{0,40}?\b(?:reboot(?:s|ing)|restart(?:s|ing)|"
+    r"shut(?:s|ting) down|turn(?:s|ing) off|power(?:s|ing) off) (?:my |the |our |a )?(?:PC|"
+    r"computer|machine|desktop|workstation|server|system)\b|"
     r"(?:训练|跑|运行|推理)[^\n]{0,15}?(?:电脑|主机|机器|系统)?(?:会|就|直接|突然|自动)*"
     r"(?:重启|关机|断电|黑屏))")
 fixed("gpu-hardware/power-loss-told", POWER_LOSS_TOLD,
@@ -235,6 +240,28 @@ fixed("gpu-hardware/nvlink-uncorrectable",
       explanation="An uncorrectable error on an NVLink connection between GPUs aborted the work "
       "using it.",
       remedy=xid_info(74).action)
+
+# CUDA 12's status for a hardware error the GPU contained to the contexts it touched (an
+# uncorrectable memory error, a bad access over NVLink to a peer, a fabric fault on NVLink
+# switches): "CUDA_ERROR_CONTAINED: Invalid access of peer GPU memory over nvlink or a hardware
+# error"
+fixed("gpu-hardware/contained",
+      r"CUDA_ERROR_CONTAINED\b|cudaErrorContained\b|"
+      r"Invalid access of peer GPU memory over nvlink or a hardware error",
+      ("CUDA_ERROR_CONTAINED", "cudaErrorContained", "Invalid access of peer GPU memory"),
+      "A hardware error on the GPU or its NVLink fabric killed the process's CUDA context",
+      severity=Severity.CRITICAL, tier=0.0,
+      example="RuntimeError: CUDA driver error: CUDA_ERROR_CONTAINED: Invalid access of peer "
+      "GPU memory over nvlink or a hardware error",
+      explanation="The GPU detected a hardware error (an uncorrectable memory error, or a bad "
+      "access to a peer GPU's memory over NVLink, often a fault of the NVLink switches) and "
+      "contained it to the processes using that memory: their CUDA contexts are gone, the rest "
+      "of the machine goes on. Ranks sharing an NVLink domain with it fail together.",
+      remedy="Look for the Xid at the same time on the node (`sudo dmesg -T | grep -i xid`: 94 "
+      "and 95 for memory, 74 and 144 to 150 for NVLink) and read `nvidia-smi -q -d "
+      "ECC,ROW_REMAPPER` and `nvidia-smi nvlink -e`; restart the job from its checkpoint "
+      "without the node (and, on NVLink switch domains, report the fabric fault); drain the "
+      "node if it recurs.")
 
 fixed("gpu-hardware/rm-init-failed",
       rf"(?:GPU (?P<pci_bus_id>{_PCI}): )?RmInitAdapter failed!?(?: \((?P<code>[^)]+)\))?",

@@ -308,7 +308,10 @@ fixed("host-oom/kubernetes-evicted",
       remedy="Set resources.requests.memory close to what the job really uses (and a limit), "
       "or use less host memory: " + _HOST_MEMORY)
 
-fixed("host-oom/kubernetes-oomkilled", r"\bOOMKilled\b", ("OOMKilled",),
+fixed("host-oom/kubernetes-oomkilled",
+      # (and runc's words when the limit killed the container's first process as it started:
+      # "container init was OOM-killed (memory limit too low?)")
+      r"\bOOMKilled\b|\bcontainer (?:init )?was OOM-killed\b", ("OOMKilled", "was OOM-killed"),
       "The container was OOMKilled",
       example="      Reason:       OOMKilled",
       explanation="Kubernetes killed the container for exceeding its memory limit (exit code "

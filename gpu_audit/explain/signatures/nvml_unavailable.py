@@ -235,6 +235,28 @@ fixed("nvml-unavailable/no-devices-found", r"\bNo devices were found\b",
       "recurs.")
 
 
+# nvidia-smi's "Unable to determine the device handle ... Unknown Error" for a GPU at a PCI slot
+# other than 0: a bare-metal GPU is the one device behind its PCIe port (bus:00.0), an emulated
+# bus in a virtual machine puts devices at other slots (00:03.0, 02:01.0). There the guest's
+# driver could not start the GPU handed to it; a GPU that fell off a bare-metal bus is below.
+fixed("nvml-unavailable/guest-device-handle",
+      r"Unable to determine the device handle for GPU ?(?P<pci_bus_id>(?:[0-9A-Fa-f]{3,8}:)?"
+      r"[0-9A-Fa-f]{2}:(?!00\.)[0-9A-Fa-f]{2}\.[0-7]): Unknown Error",
+      ("Unable to determine the device handle",),
+      "The driver in a virtual machine cannot start its passed-through GPU", tier=0.5,
+      key_field="pci_bus_id",
+      example="Unable to determine the device handle for GPU 0000:00:05.0: Unknown Error",
+      explanation="The GPU sits at a virtual machine's emulated PCI slot and the guest's NVIDIA "
+      "driver could not start it: GeForce drivers before 465 refuse to run when they see a "
+      "hypervisor, the GPU was not reset when the VM restarted, or the host's driver still holds "
+      "it. A GPU that fell off the host's bus shows an Xid 79 in the host's kernel log.",
+      remedy="Hide the hypervisor from the guest (libvirt: `<kvm><hidden state='on'/></kvm>`, "
+      "QEMU: `-cpu host,kvm=off`) or install driver 465 or newer in the guest; bind the GPU to "
+      "vfio-pci on the host before the NVIDIA driver loads; after a VM restart that leaves it "
+      "unusable, reset the GPU on the host (or reboot the host); check the host's `dmesg` for "
+      "Xid 79.")
+
+
 @signature("nvml-unavailable/nvidia-smi-no-driver",
            r"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver|"
            r"NVIDIA-SMI couldn't find (?P<missing>libnvidia-ml\.so)",
