@@ -311,6 +311,12 @@ SINGLE_LINES = [
     ("WARN: Can't load NVML library, dlopen(25): failed to load libnvidia-ml.so",
      "nvml-unavailable", "nvml-unavailable/library-missing"),
     ("sh: 1: nvidia-smi: not found", "nvml-unavailable", "nvml-unavailable/smi-missing"),
+    ("bash: /usr/bin/nvidia-smi: cannot execute: required file not found",
+     "nvml-unavailable", "nvml-unavailable/smi-cannot-execute"),
+    ("Error relocating /usr/lib/libnvidia-ml.so.1: __isnan: symbol not found",
+     "nvml-unavailable", "nvml-unavailable/smi-cannot-execute"),
+    ("WARNING: this card most likely does not support cuda-malloc, if you get \"CUDA error\" "
+     "please run with: --disable-cuda-malloc", "alloc-conf", "alloc-conf/async-card-warning"),
     ("RuntimeError: torch.cuda.MemPool doesn't currently support expandable_segments.",
      "alloc-conf", "alloc-conf/mempool-expandable"),
     ("Loading the model crashes when using `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`",

@@ -63,6 +63,7 @@ ORDER = (
     "nvml-unavailable/torch-warning",
     "nvml-unavailable/container-cli",
     "nvml-unavailable/library-missing",
+    "nvml-unavailable/smi-cannot-execute",
     "nvml-unavailable/smi-missing",
     "nvml-unavailable/nvrm-api-mismatch",
     "nvml-unavailable/nvrm-kernel-version",
@@ -178,6 +179,7 @@ ORDER = (
     "host-oom/sigkill",
     "host-oom/shell-killed",
     # a line that only names the async allocator backend, when nothing else reads it
+    "alloc-conf/async-card-warning",
     "alloc-conf/async-backend-named",
     "alloc-conf/async-default-app",
 )

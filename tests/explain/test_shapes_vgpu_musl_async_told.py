@@ -1,0 +1,65 @@
+"""Shapes read since the nineteenth held-out set: a quote after "it fails and gives", how-to
+pages in Indonesian and error pages that list dead ends, notebooks out of RAM told in titles,
+nvidia-smi's lost device handle under a vGPU driver, nvidia-smi that cannot run in a musl
+image, ComfyUI's warning that the card cannot do cuda-malloc, and Fooocus as an application
+that selects cudaMallocAsync. Synthetic fixtures in fixtures/shapes/."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpu_audit.model import Severity
+from tests.explain.helpers import mib
+from tests.explain.helpers import shape_incidents as incidents
+from tests.explain.helpers import shape_root as root
+
+
+def test_a_quote_after_fails_and_gives_is_the_writers_and_keeps_its_sizes() -> None:
+    found = root("oom_quoted_after_fails_and_gives.log")
+    assert found.cls == "cuda-oom"
+    assert found.numbers["requested_bytes"] == mib(40)
+
+
+@pytest.mark.parametrize("name", [
+    "device_assert_howto_id.log",
+    "device_assert_error_page_dead_ends.log",
+])
+def test_guides_quote_without_failing(name: str) -> None:
+    found = incidents(name)
+    assert found, name  # the message is still read ...
+    assert not [i for i in found if i.is_failure], [(i.cls, i.title) for i in found]
+
+
+@pytest.mark.parametrize(("name", "cls", "signature"), [
+    ("notebook_ram_crashed_title.log", "host-oom", "host-oom/notebook-session-ram"),
+    ("notebook_crashes_after_all_ram_title.log", "host-oom", "host-oom/notebook-session-ram"),
+    ("device_handle_vgpu_guest.log", "nvml-unavailable", "nvml-unavailable/guest-device-handle"),
+    ("smi_cannot_execute_musl_image.log", "nvml-unavailable",
+     "nvml-unavailable/smi-cannot-execute"),
+    ("async_card_warning_in_report.log", "alloc-conf", "alloc-conf/async-card-warning"),
+    ("async_operation_unsupported_fooocus.log", "alloc-conf",
+     "alloc-conf/async-operation-unsupported"),
+])
+def test_root_cause(name: str, cls: str, signature: str) -> None:
+    found = root(name)
+    assert (found.cls, found.signature) == (cls, signature)
+
+
+def test_fooocus_is_named_as_the_application_that_selects_the_backend() -> None:
+    found = root("async_operation_unsupported_fooocus.log")
+    assert "Fooocus selects it by default" in found.explanation
+
+
+def test_the_vgpu_device_handle_keeps_its_slot() -> None:
+    assert root("device_handle_vgpu_guest.log").numbers["pci_bus_id"] == "0000:06:00.0"
+
+
+def test_the_card_warning_in_a_plain_log_stays_a_warning(tmp_path) -> None:
+    from gpu_audit.explain import explain_sources
+
+    log = tmp_path / "server.log"
+    log.write_text("Set vram state to: NORMAL_VRAM\nWARNING: this card most likely does not "
+                   "support cuda-malloc, if you get \"CUDA error\" please run with: "
+                   "--disable-cuda-malloc\nStarting server\n")
+    found = explain_sources([str(log)], workers=1).incidents
+    assert [i.severity for i in found] == [Severity.WARNING]
