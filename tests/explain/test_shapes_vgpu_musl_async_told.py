@@ -1,8 +1,10 @@
 """Shapes read since the nineteenth held-out set: a quote after "it fails and gives", how-to
 pages in Indonesian and error pages that list dead ends, notebooks out of RAM told in titles,
 nvidia-smi's lost device handle under a vGPU driver, nvidia-smi that cannot run in a musl
-image, ComfyUI's warning that the card cannot do cuda-malloc, and Fooocus as an application
-that selects cudaMallocAsync. Synthetic fixtures in fixtures/shapes/."""
+image, ComfyUI's warning that the card cannot do cuda-malloc, Fooocus as an application that
+selects cudaMallocAsync, cuBLAS statuses printed as their sentences (llama.cpp's ggml), the
+InfiniBand port's asynchronous error under NCCL, PyCUDA's driver calls out of memory and
+TensorRT's CUDA initialisation failure 35. Synthetic fixtures in fixtures/shapes/."""
 
 from __future__ import annotations
 
@@ -39,6 +41,10 @@ def test_guides_quote_without_failing(name: str) -> None:
     ("async_card_warning_in_report.log", "alloc-conf", "alloc-conf/async-card-warning"),
     ("async_operation_unsupported_fooocus.log", "alloc-conf",
      "alloc-conf/async-operation-unsupported"),
+    ("ggml_cublas_status_sentence.log", "cublas-failure", "cublas-failure/status-sentence"),
+    ("nccl_ib_async_port_error.log", "nccl", "nccl/network"),
+    ("pycuda_driver_call_oom.log", "cuda-oom", "cuda-oom/cuda-error"),
+    ("tensorrt_init_failure_35.log", "driver-mismatch", "driver-mismatch/insufficient-driver"),
 ])
 def test_root_cause(name: str, cls: str, signature: str) -> None:
     found = root(name)
@@ -63,3 +69,29 @@ def test_the_card_warning_in_a_plain_log_stays_a_warning(tmp_path) -> None:
                    "--disable-cuda-malloc\nStarting server\n")
     found = explain_sources([str(log)], workers=1).incidents
     assert [i.severity for i in found] == [Severity.WARNING]
+
+
+def test_the_status_sentence_is_named() -> None:
+    found = root("ggml_cublas_status_sentence.log")
+    assert found.numbers["status"] == "CUBLAS_STATUS_EXECUTION_FAILED"
+    assert found.diagnosis == "execution"
+
+
+def test_a_port_error_counts_and_a_port_back_up_is_no_failure() -> None:
+    found = root("nccl_ib_async_port_error.log")
+    assert (found.count, found.numbers["async_event"]) == (2, "port error")
+
+
+@pytest.mark.parametrize("line", [
+    "pycuda._driver.MemoryError: cuMemHostAlloc failed: out of memory",
+    "node07:22871:23099 [3] NCCL WARN NET/IB : Got async event : port active",
+    "[runner] CUDA error: an illegal memory access was encountered",
+])
+def test_lines_of_other_kinds_are_not_read_as_these(tmp_path, line: str) -> None:
+    from gpu_audit.explain import explain_sources
+
+    log = tmp_path / "run.log"
+    log.write_text(line + "\n")
+    found = explain_sources([str(log)], workers=1).incidents
+    assert not [i for i in found if i.signature in (
+        "cuda-oom/cuda-error", "nccl/network", "cublas-failure/status-sentence")]

@@ -122,6 +122,7 @@ ORDER = (
     "cublas-failure/legacy-runtime-error",
     "cublas-failure/cublaslt",
     "cublas-failure/status-code",
+    "cublas-failure/status-sentence",
     "cublas-failure/handle-failed",
     "driver-mismatch/driver-too-old",
     "driver-mismatch/driver-older-than-cuda",
