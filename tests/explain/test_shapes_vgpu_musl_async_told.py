@@ -4,7 +4,8 @@ nvidia-smi's lost device handle under a vGPU driver, nvidia-smi that cannot run 
 image, ComfyUI's warning that the card cannot do cuda-malloc, Fooocus as an application that
 selects cudaMallocAsync, cuBLAS statuses printed as their sentences (llama.cpp's ggml), the
 InfiniBand port's asynchronous error under NCCL, PyCUDA's driver calls out of memory and
-TensorRT's CUDA initialisation failure 35. Synthetic fixtures in fixtures/shapes/."""
+TensorRT's CUDA initialisation failure 35, and a power supply told as the cause. Synthetic
+fixtures in fixtures/shapes/."""
 
 from __future__ import annotations
 
@@ -45,6 +46,7 @@ def test_guides_quote_without_failing(name: str) -> None:
     ("nccl_ib_async_port_error.log", "nccl", "nccl/network"),
     ("pycuda_driver_call_oom.log", "cuda-oom", "cuda-oom/cuda-error"),
     ("tensorrt_init_failure_35.log", "driver-mismatch", "driver-mismatch/insufficient-driver"),
+    ("power_supply_told_cause.log", "gpu-hardware", "gpu-hardware/power-supply-told"),
 ])
 def test_root_cause(name: str, cls: str, signature: str) -> None:
     found = root(name)
@@ -95,3 +97,18 @@ def test_lines_of_other_kinds_are_not_read_as_these(tmp_path, line: str) -> None
     found = explain_sources([str(log)], workers=1).incidents
     assert not [i for i in found if i.signature in (
         "cuda-oom/cuda-error", "nccl/network", "cublas-failure/status-sentence")]
+
+
+@pytest.mark.parametrize("line", [
+    "Random reboots under load are often caused by an undersized PSU.",
+    "If it is a PSU issue, the machine turns off without any log.",
+    "Check whether your power supply is the problem with a second unit.",
+    "You could have a PSU problem; what is its rating?",
+])
+def test_power_supplies_named_in_advice_or_in_general_are_no_failure(tmp_path, line: str) -> None:
+    from gpu_audit.explain import explain_sources
+
+    log = tmp_path / "answer.log"
+    log.write_text(line + "\n")
+    found = explain_sources([str(log)], workers=1).incidents
+    assert not [i for i in found if i.is_failure], [(i.signature, i.title) for i in found]

@@ -311,6 +311,8 @@ SINGLE_LINES = [
     ("WARN: Can't load NVML library, dlopen(25): failed to load libnvidia-ml.so",
      "nvml-unavailable", "nvml-unavailable/library-missing"),
     ("sh: 1: nvidia-smi: not found", "nvml-unavailable", "nvml-unavailable/smi-missing"),
+    ("It is a hardware PSU issue: the card trips the supply's limiter at full load.",
+     "gpu-hardware", "gpu-hardware/power-supply-told"),
     ("[runner] CUDA error: an internal operation failed", "cublas-failure",
      "cublas-failure/status-sentence"),
     ("bash: /usr/bin/nvidia-smi: cannot execute: required file not found",

@@ -103,6 +103,7 @@ ORDER = (
     "gpu-hardware/lspci-rev-ff",
     "gpu-hardware/lost-told",
     "gpu-hardware/power-loss-told",
+    "gpu-hardware/power-supply-told",
     "gpu-hardware/card-swap-told",
     "gpu-hardware/gsp-timeout",
     "gpu-hardware/reset-required",
