@@ -402,6 +402,7 @@ class Classifier:
         built = _library_faults_under_xids(built)
         built = self._titles_after_text(built)
         built += self._titles(built, explainers)
+        built = self._guest_device_handles(built)
         built = _cudnn_statuses_told_oom(built)
         built = _ignored_settings_alone(built, self._reports())
         built.sort(key=lambda item: (item[0].severity < Severity.ERROR, item[0].tier, item[1]))
@@ -483,6 +484,29 @@ class Classifier:
                 diagnosis=advice.diagnosis, locations=[Location(name, head.title_line)],
                 sources=[name], tier=advice.tier + 3.0)
             out.append((incident, (index, head.title_line)))
+        return out
+
+    def _guest_device_handles(self, built: list[tuple[Incident, tuple[int, int]]]
+                              ) -> list[tuple[Incident, tuple[int, int]]]:
+        """nvidia-smi's lost device handle in a text whose first lines put the GPU behind a
+        hypervisor (a vGPU driver, a GPU passed through with VFIO), whatever its PCI slot: the
+        guest's driver could not start it, as at a virtual machine's emulated slot; a GPU that
+        fell off a bare-metal bus is no reading there."""
+        virtual = {self.sources[i] for i, head in self._heads.items() if head.virtual_gpu}
+        if not virtual:
+            return built
+        guest = SIGNATURE_BY_ID["nvml-unavailable/guest-device-handle"]
+        out = []
+        for incident, order in built:
+            if (incident.signature == "gpu-hardware/device-handle"
+                    and set(incident.sources) <= virtual):
+                advice = guest.advise(dict(incident.numbers), self._ctx)
+                incident = replace(
+                    incident, cls=guest.cls, signature=guest.id, title=advice.title,
+                    severity=min(incident.severity, advice.severity), tier=advice.tier,
+                    explanation=advice.explanation, remedy=advice.remedy,
+                    diagnosis=advice.diagnosis)
+            out.append((incident, order))
         return out
 
     def _build(self, group: _Group, quoted: bool = False) -> tuple[Incident, tuple[int, int]]:

@@ -250,7 +250,11 @@ _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         # a notebook's runtime out of host RAM, told ("RAM Exhaustion and Session Crash")
         ("host-oom/notebook-session-ram", r"^(?=[^\n]*\b(?:session|notebook|colab|kaggle|"
                                           r"jupyter)\b)[^\n]*?(?<!GPU )(?<!video )\bRAM "
-                                          r"(?:exhaustion|exhausted|overflow)\b|"
+                                          r"(?:exhaustion|exhausted|overflow|crash(?:ed|es)?)\b|"
+                                          # ("Colab crashes after using all available RAM",
+                                          # retold, the word misspelt)
+                                          r"\bcrash(?:ed|es|ing)? after (?:using|filling|eating)"
+                                          r" (?:up )?all (?:the )?(?:\w{1,12} )?RAM\b|"
                                           r"\bsession (?:keeps |kept )?crash(?:ed|es|ing)?\b"
                                           r"[^\n]{0,40}?(?<!GPU )"
                                           r"\bRAM\b|(?<!GPU )\bRAM\b[^\n]{0,40}?\bsession crash"),
@@ -316,6 +320,7 @@ class Head:
     change_thread: bool = False
     issue_thread: bool = False  # ... an issue: a report, where a reply's one phrase explains it
     fenced: bool = False  # a pasted block (``` or a table) below the title
+    virtual_gpu: bool = False  # the first lines put the GPU behind a hypervisor (vGPU, VFIO)
     lines: list[str] = field(default_factory=list)
 
     def subject(self) -> list[str]:
@@ -332,6 +337,7 @@ def read_head(data: bytes, whole: bool) -> Head:
     if not whole and lines:
         lines = lines[:-1]  # the last one may be cut
     head = Head(lines=lines)
+    head.virtual_gpu = any(VIRTUAL_GPU.search(line) for line in lines)
     numbered = [(n, line.strip()) for n, line in enumerate(lines, 1) if line.strip()]
     head.change_thread = bool(numbered and _PULL_SOURCE.match(numbered[0][1]))
     head.issue_thread = bool(numbered and _ISSUE_SOURCE.match(numbered[0][1]))
@@ -348,6 +354,13 @@ def read_head(data: bytes, whole: bool) -> Head:
     head.own_run = bool(OWN_RUN.search(body))
     head.fenced = "```" in body or bool(re.search(r"^\s*[|+][-=+|]{8,}", body, re.MULTILINE))
     return head
+
+
+# A GPU behind a hypervisor: a virtual GPU's driver (vGPU, GRID, a mediated device), or a GPU
+# passed through to a virtual machine (VFIO, a hypervisor named).
+VIRTUAL_GPU = re.compile(r"\bv-?GPUs?\b|\bGRID (?:vGPU|drivers?|K\d)|\bvfio(?:-pci)?\b|\bmdev\b|"
+                         r"\bhypervisors?\b|\bGPU pass-?through\b|\bProxmox\b|\bESXi\b|"
+                         r"\bKubeVirt\b", re.IGNORECASE)
 
 
 # A thread copied with the line that says where it is from ("owner/repo · issue #123 · closed ·

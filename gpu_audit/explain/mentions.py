@@ -51,6 +51,10 @@ _REPORTED_BEFORE = re.compile(
     r"errors? out|errored out|exit(?:s|ed)?|abort(?:s|ed)?|dies) with\s*$|"
     # "... the next allocation trips `X`": an assert the writer's run hit
     r"\b(?:trips|tripped)(?: over| on)?\s*$|"
+    # "it fails after a few seconds and gives `X`": the failure the writer met, then its message
+    r"\b(?:fails?|failed|crash(?:es|ed)?|stops?|stopped|dies|died)\b[^.`!?]{0,60}?\b(?:and|then)"
+    r" (?:gives?|gave|throws?|threw|shows?|showed|prints?|printed|spits? out)(?: me)?"
+    r"(?: (?:this|the|an?))?(?: error| message)?:?\s*$|"
     r"(?:报错|出现了?|遇到了?|提示|エラーが出|발생)[^`]{0,10}$",
     re.IGNORECASE)
 # Phrases that announce a message as an example or a possibility, not as what happened.
@@ -229,6 +233,9 @@ _EXPLAINER_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                          # Polish and Russian: "w tym artykule", "в этом руководстве", and
                          # "Если вкратце" (in short) opening an answer
                          r"\bw tym (?:artykule|poradniku|wpisie|przewodniku)\b|"
+                         # Indonesian and Malay: "di akhir panduan ini", "dalam artikel ini"
+                         r"\b(?:dalam|di|pada) (?:akhir )?(?:artikel|panduan|tutorial|tulisan|"
+                         r"postingan|catatan) ini\b|"
                          r"в этом (?:руководстве|посте|материале|гайде)|^если (?:вкратце|коротко)|"
                          # an error page's list of other errors
                          r"^(?:other|related|similar|more) (?:[\w.]+ ){0,2}(?:errors|issues|"
@@ -275,7 +282,11 @@ _EXPLAINER_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                         r"indique)\b|"
                         # Romanian: "Această eroare apare atunci când", "această eroare înseamnă"
                         r"\baceast[aă] eroare (?:de obicei |de regul[aă] )?(?:apare|[iî]nseamn[aă]|"
-                        r"indic[aă]|se produce)\b"),
+                        r"indic[aă]|se produce)\b|"
+                        # Indonesian and Malay: "Kesalahan ini terjadi ketika", "ralat ini
+                        # bermaksud"
+                        r"\b(?:kesalahan|galat|ralat|error) ini (?:biasanya |umumnya )?(?:terjadi|"
+                        r"muncul|berarti|bermaksud|menunjukkan|disebabkan)\b"),
         ("you-have-seen", r"\bif you(?:'re| are)? (?:ever )?(?:encounter|get|see|hit|run into|"
                           r"face|receive|getting|seeing|facing)(?:ing)? (?:this|the|that|a "
                           r"similar|such an?) (?:error|message|issue|problem|exception)\b|"
@@ -361,7 +372,9 @@ _EXPLAINER_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                 r"^\W{0,4}(?:typowe|najcz[eę]stsze|mo[zż]liwe|g[lł][oó]wne) przyczyny\b|"
                 # Romanian "Cauzele comune includ:"; Russian "Основных причин три"
                 r"^\W{0,4}cauze(?:le)? (?:comune|principale|posibile|frecvente)\b|"
-                r"(?:основн|главн|возможн|типичн)\w*\s+причин\b"),
+                r"(?:основн|главн|возможн|типичн)\w*\s+причин\b|"
+                # Indonesian and Malay: "Penyebab umum meliputi:", "Punca biasa"
+                r"^\W{0,4}(?:penyebab|punca) (?:umum|utama|yang mungkin|biasa|lazim)\b"),
         ("how-to-fix", r"\b(?:how to (?:fix|solve|resolve|avoid|handle|debug)|here(?:'s| is) how "
                        r"(?:to|you)|ways to (?:fix|solve|avoid|reduce)|(?:common|typical|possible) "
                        r"(?:causes|reasons|fixes|solutions)|(?:solution|fix|method|workaround) "
@@ -401,7 +414,14 @@ _EXPLAINER_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                        r"|(?:это|проблема) (?:обычно )?(?:лечится|решается|исправляется)"
                        # Romanian "Cum se remediază ...", "pas cu pas"; Russian "решение ошибки"
                        r"|^\W{0,4}cum (?:se |s[aă] )?(?:remedia|rezolv|repar|corect)\w*\b"
-                       r"|\bpas cu pas\b|\bрешение ошибки\b"),
+                       r"|\bpas cu pas\b|\bрешение ошибки\b"
+                       # Indonesian and Malay: "Cara Memperbaiki ...", "langkah demi langkah"
+                       r"|\bcara (?:memperbaiki|mengatasi|menyelesaikan|membetulkan)\b"
+                       r"|\blangkah demi langkah\b"
+                       # an error page's list of what not to try ("Dead ends", "What doesn't
+                       # work"): remedies weighed for every reader
+                       r"|^\W{0,4}(?:dead[- ]ends?|what (?:doesn'?t|does not|won'?t) (?:work|help)|"
+                       r"what not to (?:try|do))\b|\bdo not try th(?:ese|is)\b"),
     ))
 EXPLAINER_MIN_CUES = 2
 # The reporter's question without its question mark: "how to fix this".

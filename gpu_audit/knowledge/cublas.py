@@ -3,6 +3,9 @@
 Programs that check a cuBLAS call themselves print the number of its ``cublasStatus_t``, not its
 name (MXNet's ``Check failed: err == CUBLAS_STATUS_SUCCESS (1 vs. 0)``, the CUDA library samples'
 ``cuBLAS API failed with status 7``). Source: cuBLAS's ``cublas_api.h`` (``cublasStatus_t``).
+
+Others print the status's sentence (``cublasGetStatusString``: llama.cpp's ggml ``CUDA error: an
+internal operation failed``, the legacy THC ``cublas runtime error : ...``).
 """
 
 from __future__ import annotations
@@ -24,3 +27,16 @@ CUBLAS_STATUSES: dict[int, str] = {
 def cublas_status_name(code: int) -> str | None:
     """The ``CUBLAS_STATUS_*`` name of a status number (None: not a cuBLAS status)."""
     return CUBLAS_STATUSES.get(code)
+
+
+# cublasGetStatusString's sentences (cuSOLVER's status strings share the ones it has).
+CUBLAS_STATUS_SENTENCES: dict[str, str] = {
+    "the library was not initialized": "CUBLAS_STATUS_NOT_INITIALIZED",
+    "the resource allocation failed": "CUBLAS_STATUS_ALLOC_FAILED",
+    "an invalid numeric value was used as an argument": "CUBLAS_STATUS_INVALID_VALUE",
+    "an absent device architectural feature is required": "CUBLAS_STATUS_ARCH_MISMATCH",
+    "an access to GPU memory space failed": "CUBLAS_STATUS_MAPPING_ERROR",
+    "the GPU program failed to execute": "CUBLAS_STATUS_EXECUTION_FAILED",
+    "an internal operation failed": "CUBLAS_STATUS_INTERNAL_ERROR",
+    "the functionality requested is not supported": "CUBLAS_STATUS_NOT_SUPPORTED",
+}

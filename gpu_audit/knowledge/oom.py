@@ -68,6 +68,9 @@ DEVICE_OOM_PATTERN = (r"(?:CUDA|HIP|cuda runtime|cuda) error(?: \(\d+\))?\s*:\s*
                       r"|\bGPUassert: out of memory|\bInternal: out of memory"
                       r"|\berror=2 : out of memory|CUDA_ERROR_OUT_OF_MEMORY"
                       r"|cudaErrorMemoryAllocation"
+                      # a driver API call as PyCUDA names its failure ("cuMemAlloc failed: out
+                      # of memory"); page-locked host memory (cuMemHostAlloc) is the host's
+                      r"|\bcu(?!MemHost)[A-Z]\w{1,40} failed: out of memory"
                       r"|Cuda failure '?(?:out of memory|cudaErrorMemoryAllocation)"
                       # Caffe's CUDA_CHECK: status 2 is cudaErrorMemoryAllocation
                       r"|cudaSuccess \(2 vs\. 0\)\s+out of memory")

@@ -29,6 +29,7 @@ from gpu_audit.explain.signatures.registry import (
     Signature,
     advice,
     document_class,
+    named,
     signature,
 )
 from gpu_audit.knowledge.allocator import (
@@ -293,6 +294,26 @@ def _async_where(ctx: AdviceContext) -> str:
             "option")
 
 
+# An application's own warning that the card it runs on cannot do the backend it turned on
+# (ComfyUI's "this card most likely does not support cuda-malloc"): before any CUDA call fails.
+@signature("alloc-conf/async-card-warning",
+           r"\b(?:this|the|your) (?:card|GPU|device) (?:most likely |probably |may |might )?"
+           r"(?:does not|doesn't|do not|don't|cannot|can't|might not|may not) support "
+           r"(?P<async_named>cuda-malloc|cudaMallocAsync)\b",
+           ("cuda-malloc", "cudaMallocAsync"),
+           "The application warns that this GPU cannot run the cudaMallocAsync backend it uses",
+           severity=Severity.WARNING, tier=4.0, alone_root=True, extract=named,
+           example='WARNING: this card most likely does not support cuda-malloc, if you get "CUDA '
+           'error" please run ComfyUI with: --disable-cuda-malloc')
+def _async_card_warning(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    explanation = (
+        "The application turned PyTorch's cudaMallocAsync allocator backend on (its cuda-malloc "
+        "option) and warns that this GPU most likely cannot run it (older cards, some "
+        "data-centre and virtualised GPUs): the first allocation that needs it fails with "
+        "'CUDA error: operation not supported' or another CUDA error.")
+    return advice(sig, numbers, explanation, _ASYNC_REMEDY)
+
+
 @signature("alloc-conf/async-backend-named", _ASYNC_NAMED,
            ("cudaMallocAsync", "cuda-malloc", "CUDA malloc", "cuda malloc", "CUDA Malloc"),
            "The log names the cudaMallocAsync allocator backend", severity=Severity.INFO,
@@ -510,14 +531,18 @@ def _no_caching_zero(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext
 
 
 # ComfyUI turns the cudaMallocAsync backend on by default (its cuda-malloc option) where its
-# torch supports it; a traceback through its files says the job runs that backend.
+# torch supports it, and so does Fooocus, built on its code; a traceback through their files
+# says the job runs that backend.
 @signature("alloc-conf/async-default-app",
-           r"(?P<async_default_app>ComfyUI)[/\\](?:[\w.-]+[/\\])*[\w.-]+\.py\b|"
-           r"\bcomfy[/\\]model_management\.py\b",
-           ("ComfyUI", "comfy"), "The job runs ComfyUI, which selects cudaMallocAsync by default",
+           r"(?P<async_default_app>ComfyUI|Fooocus)[/\\](?:[\w.-]{1,200}[/\\]){0,32}[\w.-]{1,200}"
+           r"\.py\b|\bcomfy[/\\]model_management\.py\b",
+           ("ComfyUI", "comfy", "Fooocus"),
+           "The job runs ComfyUI or Fooocus, which select cudaMallocAsync by default",
            severity=Severity.INFO, tier=5.0, fact=True,
-           extract=lambda match, _line: {"async_default_app": "ComfyUI"},
+           extract=lambda match, _line: {
+               "async_default_app": match["async_default_app"] or "ComfyUI"},
            example='  File "/home/user/ComfyUI/execution.py", line 151, in recursive_execute')
 def _async_default_app(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
-    return advice(sig, numbers, "The job runs ComfyUI, which turns the cudaMallocAsync backend "
-                  "on by default; failures that depend on it say so.", "Nothing to do by itself.")
+    return advice(sig, numbers, f"The job runs {numbers.get('async_default_app', 'ComfyUI')}, "
+                  "which turns the cudaMallocAsync backend on by default; failures that depend "
+                  "on it say so.", "Nothing to do by itself.")

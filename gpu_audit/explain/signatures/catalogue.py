@@ -63,6 +63,7 @@ ORDER = (
     "nvml-unavailable/torch-warning",
     "nvml-unavailable/container-cli",
     "nvml-unavailable/library-missing",
+    "nvml-unavailable/smi-cannot-execute",
     "nvml-unavailable/smi-missing",
     "nvml-unavailable/nvrm-api-mismatch",
     "nvml-unavailable/nvrm-kernel-version",
@@ -102,6 +103,7 @@ ORDER = (
     "gpu-hardware/lspci-rev-ff",
     "gpu-hardware/lost-told",
     "gpu-hardware/power-loss-told",
+    "gpu-hardware/power-supply-told",
     "gpu-hardware/card-swap-told",
     "gpu-hardware/gsp-timeout",
     "gpu-hardware/reset-required",
@@ -121,6 +123,7 @@ ORDER = (
     "cublas-failure/legacy-runtime-error",
     "cublas-failure/cublaslt",
     "cublas-failure/status-code",
+    "cublas-failure/status-sentence",
     "cublas-failure/handle-failed",
     "driver-mismatch/driver-too-old",
     "driver-mismatch/driver-older-than-cuda",
@@ -178,6 +181,7 @@ ORDER = (
     "host-oom/sigkill",
     "host-oom/shell-killed",
     # a line that only names the async allocator backend, when nothing else reads it
+    "alloc-conf/async-card-warning",
     "alloc-conf/async-backend-named",
     "alloc-conf/async-default-app",
 )

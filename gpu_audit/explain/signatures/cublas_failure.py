@@ -33,7 +33,7 @@ from gpu_audit.explain.signatures.registry import (
     signature,
 )
 from gpu_audit.explain.signatures.texts import FIND_FAULTING_KERNEL, REDUCE_MEMORY, SCAN_OTHERS
-from gpu_audit.knowledge.cublas import cublas_status_name
+from gpu_audit.knowledge.cublas import CUBLAS_STATUS_SENTENCES, cublas_status_name
 
 CLASS = document_class("cublas-failure", __doc__)
 
@@ -67,6 +67,22 @@ def _status_code(match: re.Match[str], line: str) -> dict[str, Any]:
     return found
 
 
+def _status_sentence(match: re.Match[str], line: str) -> dict[str, Any]:
+    """A status printed as its sentence: its name, for the same advice as the name itself."""
+    return {"status": CUBLAS_STATUS_SENTENCES[match["sentence"]]}
+
+
+_SENTENCES = "|".join(re.escape(sentence) for sentence in CUBLAS_STATUS_SENTENCES)
+
+
+# a status printed as cublasGetStatusString's sentence after the CUDA error checker's words
+# (llama.cpp's ggml: "CUDA error: an internal operation failed", then the cuBLAS call)
+@signature("cublas-failure/status-sentence",
+           rf"\b(?:CUDA|cuBLAS|CUBLAS|cuSOLVER|CUSOLVER) error: (?P<sentence>{_SENTENCES})\b",
+           ("CUDA error: ", "cuBLAS error: ", "CUBLAS error: ", "cuSOLVER error: ",
+            "CUSOLVER error: "),
+           "A CUDA math library call failed", extract=_status_sentence, key_field="status",
+           example="CUDA error: an internal operation failed")
 @signature("cublas-failure/status-code",
            # a check that the status is CUBLAS_STATUS_SUCCESS, with the number it got (MXNet,
            # Caffe), and a program's own "cuBLAS API failed with status 7" (cuBLASLt too)

@@ -60,10 +60,12 @@ def _capability_range(match: re.Match[str], line: str) -> dict[str, Any]:
 
 @signature("driver-mismatch/insufficient-driver",
            # (also cut before its last word, as titles and quotes often keep it; and Caffe's
-           # check with the status's number, 35)
+           # check with the status's number, 35, as TensorRT's start-up also prints it)
            r"CUDA driver version is insufficient for CUDA runtime(?: version|\b)|"
-           r"cudaErrorInsufficientDriver|cudaSuccess \(35 vs\. 0\)",
-           ("insufficient", "InsufficientDriver", "cudaSuccess (35 vs. 0)"),
+           r"cudaErrorInsufficientDriver|cudaSuccess \(35 vs\. 0\)|"
+           r"\bCUDA initiali[sz]ation failure with error:? ?35\b",
+           ("insufficient", "InsufficientDriver", "cudaSuccess (35 vs. 0)",
+            "failure with error"),
            "The NVIDIA driver is older than the CUDA runtime PyTorch was built with", tier=0.0,
            example="RuntimeError: cuda runtime error (35) : CUDA driver version is insufficient "
            "for CUDA runtime version at /pytorch/aten/src/THC/THCGeneral.cpp:74")

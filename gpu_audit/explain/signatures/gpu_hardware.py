@@ -202,6 +202,36 @@ fixed("gpu-hardware/power-loss-told", POWER_LOSS_TOLD,
       "and improve the case's air flow if it runs hot. After a reboot, `journalctl -b -1 -k` "
       "(Linux) or the Event Viewer's Kernel-Power 41 entries (Windows) show how it stopped.")
 
+# The writer naming the power supply as what failed ("It is a hardware PSU issue", "our issue
+# turned out to be an issue with the power supply", "caused by an undersized PSU"): the machine
+# that crashed or went off under GPU load, told by its cause (not advice, a condition or a
+# general statement: "check whether your PSU ...", "reboots are often caused by a weak PSU").
+_POWER_SUPPLY = r"(?:PSUs?|power suppl(?:y|ies))"
+POWER_SUPPLY_TOLD = (
+    r"^(?i:(?:(?!\b(?:if|whether|you|your|may|might|can|could|should|would|check\w*|make sure|"
+    r"often|usually|typically|common\w*|most)\b)[^\n])*?)(?i:"
+    r"\b(?:it|this|that|the (?:issue|problem|crash\w*|cause))(?:'s| is| was| turned out to be| "
+    r"turns out to be)(?: a| an| the)?(?: hardware)? " + _POWER_SUPPLY
+    + r" (?:issue|problem|fault|failure)\b|"
+    r"\b(?:issue|problem|crash\w*|reboots?|shutdowns?)\b[^\n]{0,20}?\b(?:turned out to be|was|is)"
+    r"(?: (?:an? )?(?:issue|problem))? with (?:the |our |my )?" + _POWER_SUPPLY + r"\b|"
+    r"\b(?:caused|triggered) by (?:an? |the |our |my )?(?:undersized |weak |faulty |insufficient |"
+    r"failing |bad |broken )?" + _POWER_SUPPLY + r"\b)")
+fixed("gpu-hardware/power-supply-told", POWER_SUPPLY_TOLD,
+      ("PSU", "power suppl", "Power suppl"),
+      "The power supply failed under GPU load (told in the writer's words)",
+      tier=3.0, group="power-loss",
+      example="It is a hardware PSU issue: the card trips the supply's limiter at full load.",
+      explanation="The writer says the power supply is what failed: under the GPU's load (and "
+      "its short spikes, far above its rated power on recent cards) the supply, its cables or "
+      "its protection (over-current or per-rail limits) cut the machine off or made it crash. "
+      "It is no software failure, and the run leaves no error behind.",
+      remedy="Check the power supply: its rating against the GPU's (with headroom for the "
+      "spikes), separate PCIe power cables rather than one daisy-chained, per-rail limits on "
+      "workstation supplies, a healthy unit (swap it to test). Cap the GPU's power meanwhile "
+      "(`sudo nvidia-smi -pl <watts>`, below its default) and watch its draw during the run "
+      "(`nvidia-smi --query-gpu=power.draw,clocks.sm --format=csv -l 1`).")
+
 # lspci reads a revision of ff when the device's PCIe configuration space answers all ones:
 # the GPU no longer responds on the bus (its other functions, audio and USB, read ff too).
 fixed("gpu-hardware/lspci-rev-ff",

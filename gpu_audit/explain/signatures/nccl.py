@@ -288,7 +288,10 @@ fixed("nccl/network",
       r"(?:fail|closed|refused|abort|wrong type)|"
       # (a connection to a peer that failed, in any NCCL version's words: "Connect to
       # 10.0.0.2<35611> failed : Connection refused", "... returned 113(No route to host)")
-      r"\bConnect to (?P<peer_>\S+) (?:failed|returned \d+))|"
+      r"\bConnect to (?P<peer_>\S+) (?:failed|returned \d+)|"
+      # (the verbs device's asynchronous event for a failing link or adapter: "Got async event :
+      # port error", "local catastrophic error"; not "port active" or "GID table change")
+      r"Got async event ?: ?(?P<async_event>[\w ]{0,40}?(?:error|catastrophic|fatal)\b))|"
       r"(?P<closed_>Connection closed by remote peer)",
       ("NCCL WARN", "NET/", "Connection closed by remote peer"),
       "NCCL network failure between ranks", tier=2.0,

@@ -320,6 +320,27 @@ def _nvml_assert_other(sig: Signature, numbers: dict[str, Any], ctx: AdviceConte
 # executable file not found in $PATH`, chroot's and Python's "No such file or directory",
 # Windows' "is not recognized"), and a writer who says so ("nvcc and nvidia-smi not found"; not
 # in a condition or advice to the reader: "if nvidia-smi is not found").
+# nvidia-smi (or NVML's library) there but not runnable: the driver's files are built for glibc,
+# and a musl image (Alpine) has no glibc loader ("cannot execute: required file not found",
+# bash's word for a missing interpreter) nor its symbols (musl's "Error relocating").
+fixed("nvml-unavailable/smi-cannot-execute",
+      r"\bnvidia-smi: cannot execute: required file not found|"
+      r"\bError relocating [^\s:]{0,200}?(?:nvidia-smi|libnvidia-ml\.so[.\d]{0,8}): "
+      r"[^\s:]{1,80}: symbol not found",
+      ("nvidia-smi", "libnvidia-ml"),
+      "nvidia-smi cannot run here: the driver's tools need glibc (a musl image such as Alpine)",
+      tier=0.5,
+      example="Error relocating /usr/bin/nvidia-smi: __strdup: symbol not found",
+      explanation="nvidia-smi is in the container, mounted from the host by the NVIDIA Container "
+      "Toolkit, but cannot start: the driver's programs and libraries (nvidia-smi, "
+      "libnvidia-ml.so, libcuda.so) are built against glibc, and this image has musl (Alpine, "
+      "or another musl-based base) without the glibc loader (/lib64/ld-linux-x86-64.so.2) or "
+      "the symbols they need. NVML and CUDA cannot load in it either.",
+      remedy="Base the image on a glibc distribution (debian-slim, ubuntu, nvidia/cuda) instead "
+      "of Alpine (or build the program that needs the GPU into such an image); then "
+      "`docker run --gpus all IMAGE nvidia-smi` shows the GPUs.")
+
+
 fixed("nvml-unavailable/smi-missing",
       r"\bnvidia-smi: (?:command )?not found|command not found: nvidia-smi\b|"
       r"exec: \\?\"nvidia-smi\\?\": executable file not\b|"
