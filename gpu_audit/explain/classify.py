@@ -50,6 +50,10 @@ MAX_KEYED = 256
 EXCERPT_CHARS = 300
 MAX_FACT_ITEMS = MAX_PROCESSES  # rows of a listed fact (nvidia-smi's process table) kept
 _RECENT_PER_CLASS = 16
+# A line's words are read in its first this many characters: phrases that tell an explainer or
+# the writer's own run open their sentence, and fifty patterns over a hostile 8 KiB line each
+# would cost more than everything else explain does with it.
+_CUE_CHARS = 2048
 _WORDS_MEMO = 4096  # context lines whose explainer and first-person words are remembered
 
 # Rank prefixes written by torchrun/torchelastic, PyTorch's own logging and vLLM workers.
@@ -289,7 +293,8 @@ class Classifier:
         if known is None:
             if len(self._words) >= _WORDS_MEMO:
                 self._words.clear()
-            known = (frozenset(explainer_cues([text])), bool(OWN_RUN.search(text)))
+            head = text[:_CUE_CHARS]
+            known = (frozenset(explainer_cues([head])), bool(OWN_RUN.search(head)))
             self._words[text] = known
         return known
 

@@ -39,7 +39,7 @@ _WORDS_AFTER = re.compile(r"[^\W\d_]{2,}")
 _OWN_REPORT = re.compile(r"\W*(?:errors?|exceptions?|messages?|crash(?:es)?)\b", re.IGNORECASE)
 # "... an error reason called `OOMKilled`, may I know how to fix it?": the writer asks about
 # the message they quote, in the first person; it is theirs.
-_ASKED_AFTER = re.compile(r"[^`]*\b(?:I|me|my|we|us|our)\b[^`]*[?？]\s*$")
+_FIRST_PERSON = re.compile(r"\b(?:I|me|my|we|us|our)\b")
 # "I get `X` after a few hundred steps", "training crashed with `X` when ...": the words before an
 # inline quote say the writer met the message, so prose after it does not make it an example.
 _REPORTED_BEFORE = re.compile(
@@ -91,6 +91,12 @@ _COMPARED_BEFORE = re.compile(r"(?:[=!]=|\bcase)\s*$")
 _COMPARED_AFTER = re.compile(r"\s*[=!]=")
 
 
+def _asked_after(rest: str) -> bool:
+    """Does the text after a quote ask the writer's own question ("... when I run it?")?"""
+    # (two checks, not one pattern: a pattern spanning both backtracks quadratically)
+    return rest.rstrip().endswith(("?", "？")) and _FIRST_PERSON.search(rest) is not None
+
+
 def is_mention(candidate: Candidate, text: str, match: re.Match[str]) -> bool:
     """Is the message matched in ``text`` quoted as an example rather than reported?"""
     quoted = next((span for span in _CODE_SPAN.finditer(text)
@@ -102,7 +108,7 @@ def is_mention(candidate: Candidate, text: str, match: re.Match[str]) -> bool:
         before = text[:quoted.start()] or _sentence_above(candidate, text)
         if not _reported(before) and (
                 (_WORDS_AFTER.search(rest) and not _OWN_REPORT.match(rest)
-                 and not _ASKED_AFTER.match(rest))
+                 and not _asked_after(rest))
                 or _CODE_VERB.search(before)):
             return True
     if (_PLACEHOLDER.search(text, match.start()) or _compared(text, match)
