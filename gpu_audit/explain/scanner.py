@@ -124,13 +124,17 @@ KEYS: tuple[Key, ...] = (
         # (cudaMallocAsync's "Free (according to CUDA): ", in this pass: one pass fewer)
         rb"|(?<=\(according to C)UDA\): "
         # (cuBLAS's handle, in words: "Create cublas handle failed", "CUBLAS initialization")
-        rb"|reate cublas handle|UBLAS initiali[sz]ation)",
+        rb"|reate cublas handle|UBLAS initiali[sz]ation"
+        # (llama.cpp's device buffers, "failed to allocate CUDA0 buffer", and TensorFlow's
+        # "Loaded runtime CuDNN library: ...", in this pass: one pass fewer)
+        rb"|UDA\d{1,2} buffer|uDNN library)",
         (b"CUDA ", b"CUDA_", b"CUDACachingAllocator", b"CUDAAllocatorConfig",
          *(b"CUDA" + bytes([lead]) for lead in range(0xE3, 0xEE)), b"CUBLAS_STATUS",
          b"CUSOLVER_STATUS", b"CUSPARSE_STATUS", b"CUFFT_", b"CUDNN_STATUS", b"CUDNN_BACKEND",
          b"Cuda failure", b"CachingAllocator", b"Caught collective", b"Connection closed by ",
          b"Can't initialize NVML", b"Currently allocated ", b"(according to CUDA): ",
-         b"Create cublas handle", b"CUBLAS initialization", b"CUBLAS initialisation")),
+         b"Create cublas handle", b"CUBLAS initialization", b"CUBLAS initialisation",
+         *(b"CUDA%d" % digit for digit in range(10)), b"CuDNN library")),
     # (and TensorFlow 1's node under its OOM: '[[Node: ... _device=".../device:GPU:0"]')
     # (and a GPU lost, told: "we lost 1 GPU", "one GPU is loss after reboot", "Lost GPU")
     Key(rb"G(?:PU(?: is lost| lost from the bus| has fallen| \d+ has a total|\d+ [^\n]{0,80}?"

@@ -432,6 +432,20 @@ SINGLE_LINES = [
     ('Error: container create failed: msg="runc create failed: unable to start container '
      'process: container init was OOM-killed (memory limit too low?)"', "host-oom",
      "host-oom/kubernetes-oomkilled"),
+    # other programs' GPU memory: llama.cpp's CUDA buffers, an LLM server's share of the GPU,
+    # CuPy's pool; TensorFlow's cuDNN check of its build
+    ("ggml_backend_cuda_buffer_type_alloc_buffer: allocating 512.00 MiB on device 1: "
+     "cudaMalloc failed: out of memory", "cuda-oom", "cuda-oom/ggml"),
+    ("RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.",
+     "cuda-oom", "cuda-oom/serving-engine"),
+    ("cupy.cuda.memory.OutOfMemoryError: Out of memory allocating 2,048 bytes (allocated so "
+     "far: 4,096 bytes).", "cuda-oom", "cuda-oom/array-library"),
+    ("Loaded runtime CuDNN library: 7.6.5 but source was compiled with: 8.1.0.",
+     "cudnn-failure", "cudnn-failure/framework-init"),
+    # XLA's page-locked host buffer: the host's memory, not the GPU's
+    ("W external/xla/xla/stream_executor/integrations/device_host_allocator.h:52] could not "
+     "allocate pinned host memory of size: 4294967296", "host-oom",
+     "host-oom/pinned-host-memory"),
 ]
 
 

@@ -34,10 +34,17 @@ ORDER = (
     "nvml-unavailable/nvml-assert",
     # out of memory, before NCCL's "Cuda failure 'out of memory'"
     "cuda-oom/caching-allocator",
+    # (before the driver's status: pinned host memory is the host's)
+    "host-oom/pinned-host-memory",
+    # (before the runtime's words: RAPIDS names cudaErrorMemoryAllocation after its own)
+    "cuda-oom/array-library",
+    "cuda-oom/serving-engine",
     "cuda-oom/cuda-error",
     "cuda-oom/library-allocation",
     "cuda-oom/tensorrt",
     "cuda-oom/driver-api",
+    # (before MXNet's "cudaMalloc failed: out of memory": llama.cpp's says where)
+    "cuda-oom/ggml",
     "cuda-oom/framework-allocator",
     "cuda-oom/tensorflow-not-a-failure",
     "cuda-oom/tensorflow",
@@ -119,6 +126,7 @@ ORDER = (
     "cudnn-failure/plan-rejected",
     "cudnn-failure/status",
     "cudnn-failure/no-engine",
+    "cudnn-failure/framework-init",
     "cudnn-failure/legacy-runtime-error",
     "cublas-failure/legacy-runtime-error",
     "cublas-failure/cublaslt",

@@ -328,6 +328,9 @@ _INIT_WORDS = (
            r"CUDA_ERROR_SYSTEM_NOT_READY|cudaErrorSystemNotReady|CUDA_ERROR_SYSTEM_DRIVER_MISMATCH|"
            r"cudaErrorSystemDriverMismatch|CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE|"
            r"cudaErrorCompatNotSupportedOnDevice|CUDA unknown error - this may be due to|"
+           # (100 by name, as Numba's driver binding reports cuInit: "Call to cuInit results in
+           # CUDA_ERROR_NO_DEVICE (100)")
+           r"CUDA_ERROR_NO_DEVICE|cudaErrorNoDevice|"
            # TensorFlow's diagnosis of libcuda against the kernel module (what 803 says)
            r"kernel version (?P<kernel_version>[\d.]+) does not match DSO version "
            r"(?P<dso_version>[\d.]+))",
@@ -335,7 +338,7 @@ _INIT_WORDS = (
             "forward compatibility", "not yet initialized", "No CUDA GPUs", "no CUDA-capable",
             "SYSTEM_NOT_READY", "SystemNotReady", "SYSTEM_DRIVER_MISMATCH", "SystemDriverMismatch",
             "COMPAT_NOT_SUPPORTED", "CompatNotSupported", "CUDA unknown error",
-            "does not match DSO version"),
+            "does not match DSO version", "CUDA_ERROR_NO_DEVICE", "cudaErrorNoDevice"),
            "CUDA could not initialise", tier=0.0,
            example="RuntimeError: No CUDA GPUs are available")
 @signature("driver-mismatch/no-driver", r"Found no NVIDIA driver on your system",

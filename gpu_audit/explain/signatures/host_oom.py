@@ -484,3 +484,23 @@ def _sigkill(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Adv
     remedy = ("Confirm with `sudo dmesg -T | grep -i 'killed process'` and the scheduler's job "
               "record (`sacct -j <job> -o State,MaxRSS,ReqMem`); if it was memory: " + _HOST_MEMORY)
     return advice(sig, numbers, explanation, remedy)
+
+# XLA's and TensorFlow's stream executor failing to get page-locked (pinned) host memory for
+# its transfers ("failed to alloc 34359738368 bytes on host: CUDA_ERROR_OUT_OF_MEMORY", "could
+# not allocate pinned host memory of size: N"): the driver's out-of-memory status, about the
+# host's memory; the framework goes on with pageable memory or smaller buffers.
+fixed("host-oom/pinned-host-memory",
+      r"\bfailed to alloc (?P<requested_bytes>\d+) bytes on host: CUDA_ERROR_OUT_OF_MEMORY"
+      r"(?:: out of memory)?|\bcould not allocate pinned host memory of size: "
+      r"(?P<requested_bytes_>\d+)",
+      ("bytes on host", "pinned host memory"), "Page-locked host memory could not be allocated",
+      severity=Severity.WARNING, tier=4.0,
+      example="E external/xla/xla/stream_executor/cuda/cuda_driver.cc:1617] failed to alloc "
+      "34359738368 bytes on host: CUDA_ERROR_OUT_OF_MEMORY: out of memory",
+      explanation="The framework asked the driver for page-locked (pinned) host memory for its "
+      "transfers to the GPU and the driver refused: the host's memory, or the limit on locked "
+      "memory, is short. It is not the GPU's memory; the run goes on with smaller or pageable "
+      "buffers, more slowly.",
+      remedy="Nothing if the run goes on. If the host is short of memory, lower what the job "
+      "keeps in host memory (data loader workers, prefetch buffers) or raise the locked-memory "
+      "limit (ulimit -l, a container's --ulimit memlock=-1).")

@@ -1,0 +1,163 @@
+"""Messages of the GPU software that runs beside PyTorch, in their programs' own formats:
+llama.cpp and Ollama, vLLM and SGLang, TensorRT-LLM, Triton, CuPy, RAPIDS RMM, Numba, NCCL's
+buffers, bitsandbytes' checks, TensorFlow's and JAX's cuDNN checks; and the messages of those
+programs that are no failure of a class (Triton's shared-memory limit, vLLM's context length
+larger than its KV cache, XLA's page-locked host memory, llama.cpp's pinned buffer). Synthetic
+fixtures in fixtures/shapes/."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpu_audit.explain import classify_text
+from gpu_audit.model import Severity
+from tests.explain.helpers import gib, mib
+from tests.explain.helpers import shape_incidents as incidents
+from tests.explain.helpers import shape_root as root
+
+
+def test_llama_cpp_cuda_buffer_out_of_memory() -> None:
+    found = incidents("llama_server_cuda0_buffer_oom.log")
+    assert [(i.signature, i.role) for i in found] == [("cuda-oom/ggml", "root-cause")]
+    oom = found[0]
+    assert oom.numbers["requested_bytes"] == mib(6144) and oom.numbers["gpu_index"] == 0
+    assert "--n-gpu-layers" in oom.remedy and "num_ctx" in oom.remedy
+    assert "MXNet" not in oom.title + oom.explanation
+
+
+def test_llama_cpp_banner_is_no_commit_title() -> None:
+    # its first line, "build: 4410 (...) with cc ...", is not a pull request's "build: ..."
+    assert root("llama_server_cuda0_buffer_oom.log").role == "root-cause"
+
+
+def test_ollama_passes_on_the_backends_cuda0_buffer() -> None:
+    oom = root("ollama_runner_cuda0_buffer.log")
+    assert oom.signature == "cuda-oom/ggml"
+    assert oom.numbers == {"gpu_index": 0, "requested_bytes": 19327352832}
+
+
+def test_vllm_startup_check_blames_other_processes() -> None:
+    oom = root("vllm_startup_gpu_not_free.log")
+    assert (oom.signature, oom.diagnosis) == ("cuda-oom/serving-engine", "other-processes")
+    assert oom.numbers["free_bytes"] == gib(9.75)
+    assert oom.numbers["capacity_bytes"] == gib(47.38)
+    assert oom.numbers["requested_bytes"] == gib(42.64)
+    assert "--gpu-memory-utilization" in oom.remedy
+
+
+@pytest.mark.parametrize(("name", "engine", "setting"), [
+    ("vllm_no_cache_blocks.log", "vllm", "--gpu-memory-utilization"),
+    ("sglang_mem_fraction_static.log", "sglang", "--mem-fraction-static"),
+])
+def test_serving_engines_with_no_memory_left_for_the_kv_cache(name: str, engine: str,
+                                                               setting: str) -> None:
+    oom = root(name)
+    assert (oom.cls, oom.signature) == ("cuda-oom", "cuda-oom/serving-engine")
+    assert oom.numbers["engine"] == engine and setting in oom.remedy
+
+
+def test_a_context_length_larger_than_the_kv_cache_is_a_setting_not_read() -> None:
+    assert incidents("vllm_max_model_len_larger_than_kv_cache.log") == []
+
+
+def test_an_explainer_quoting_vllms_message_does_not_alarm() -> None:
+    found = incidents("vllm_cache_blocks_explainer.log")
+    assert found and not [i for i in found if i.is_failure]
+
+
+@pytest.mark.parametrize(("name", "library", "numbers"), [
+    ("cupy_pool_out_of_memory.log", "cupy",
+     {"requested_bytes": 8589934592, "allocated_bytes": 14495514624}),
+    # (a MemoryError, but of the GPU's pool: not the host's)
+    ("rmm_pool_maximum_exceeded.log", "rmm", {}),
+])
+def test_gpu_array_libraries_out_of_memory(name: str, library: str,
+                                           numbers: dict[str, int]) -> None:
+    oom = root(name)
+    assert (oom.cls, oom.signature) == ("cuda-oom", "cuda-oom/array-library")
+    assert oom.numbers == {"library": library, **numbers}
+
+
+@pytest.mark.parametrize("name", ["trtllm_cudamallocasync_out_of_memory.log",
+                                  "nccl_calloc_unhandled_cuda_error.log"])
+def test_a_runtime_allocation_named_with_its_call_is_an_out_of_memory(name: str) -> None:
+    oom = root(name)
+    assert (oom.cls, oom.signature) == ("cuda-oom", "cuda-oom/cuda-error")
+
+
+def test_nccls_buffer_out_of_memory_comes_before_its_unhandled_cuda_error() -> None:
+    found = incidents("nccl_calloc_unhandled_cuda_error.log")
+    assert found[0].cls == "cuda-oom"
+    assert {i.role for i in found if i.cls == "nccl"} == {"consequence"}
+
+
+@pytest.mark.parametrize(("name", "numbers"), [
+    ("tf_cudnn_version_mismatch.log", {"loaded": "8.1.0", "built": "8.6.0"}),
+    ("jax_cudnn_built_against_newer.log", {"loaded": 8902, "built": 9100}),
+])
+def test_cudnn_version_the_framework_was_not_built_with(name: str,
+                                                        numbers: dict[str, object]) -> None:
+    failure = root(name)
+    assert (failure.signature, failure.diagnosis) == ("cudnn-failure/framework-init",
+                                                      "version-mismatch")
+    assert failure.numbers == numbers
+
+
+@pytest.mark.parametrize(("line", "signature"), [
+    ("RuntimeError: Triton Error [CUDA]: out of memory", "cuda-oom/cuda-error"),
+    ("Error out of memory at line 166 in file /src/csrc/ops.cu", "cuda-oom/cuda-error"),
+    ("tensorflow.python.framework.errors_impl.InternalError: CUDA runtime implicit "
+     "initialization on GPU:0 failed. Status: out of memory", "cuda-oom/cuda-error"),
+    ("ggml_gallocr_reserve_n: failed to allocate CUDA1 buffer of size 1610612736",
+     "cuda-oom/ggml"),
+    ("Error: llama runner process has terminated: cudaMalloc failed: out of memory",
+     "cuda-oom/ggml"),
+    ("numba.cuda.cudadrv.error.CudaSupportError: Error at driver init: Call to cuInit results "
+     "in CUDA_ERROR_NO_DEVICE (100)", "driver-mismatch/cuda-init"),
+    ("jaxlib.xla_extension.XlaRuntimeError: FAILED_PRECONDITION: DNN library initialization "
+     "failed. Look at the errors above for more details.", "cudnn-failure/framework-init"),
+    ("UnknownError: Failed to get convolution algorithm. This is probably because cuDNN "
+     "failed to initialize, so try looking to see if a warning log message was printed above.",
+     "cudnn-failure/framework-init"),
+])
+def test_program_lines(line: str, signature: str) -> None:
+    (failure,) = classify_text(line, torch_version=None)
+    assert failure.signature == signature and failure.is_failure
+
+
+def test_ggml_names_the_gpu_of_its_buffer() -> None:
+    (oom,) = classify_text("alloc_tensor_range: failed to allocate CUDA1 buffer of size 4096",
+                           torch_version=None)
+    assert oom.numbers == {"gpu_index": 1, "requested_bytes": 4096}
+
+
+def test_cudnn_start_failure_without_versions_says_memory_or_mismatch() -> None:
+    (failure,) = classify_text("XlaRuntimeError: FAILED_PRECONDITION: DNN library "
+                               "initialization failed.", torch_version=None)
+    assert failure.diagnosis == "memory-or-mismatch"
+    assert "XLA_PYTHON_CLIENT_PREALLOCATE=false" in failure.remedy
+
+
+@pytest.mark.parametrize("name", ["triton_out_of_resources_shared_memory.log",
+                                  "xla_pinned_host_alloc_warning.log"])
+def test_limits_that_are_no_gpu_memory_exhaustion_are_not_read(name: str) -> None:
+    # Triton's kernel asks for more shared memory than one SM has: a kernel configuration;
+    # XLA's page-locked host buffer: host memory, and XLA goes on without it
+    assert not [i for i in incidents(name) if i.cls == "cuda-oom" or i.is_failure]
+
+
+def test_xlas_page_locked_host_memory_is_the_hosts_and_a_warning() -> None:
+    (found,) = incidents("xla_pinned_host_alloc_warning.log")
+    assert (found.signature, found.severity, found.role) == (
+        "host-oom/pinned-host-memory", Severity.WARNING, "context")
+    assert found.numbers == {"requested_bytes": 34359738368}
+
+
+@pytest.mark.parametrize("line", [
+    "ggml_cuda_host_malloc: failed to allocate 2048.00 MiB of pinned memory: out of memory",
+    "llm_load_tensors:  CUDA_Host  output buffer size =     0.99 MiB",
+    "[W] [TRT] Requested amount of GPU memory (4294967296 bytes) could not be allocated. There "
+    "may not be enough free memory for allocation to succeed.",
+])
+def test_program_lines_that_are_no_failure(line: str) -> None:
+    assert classify_text(line, torch_version=None) == []
