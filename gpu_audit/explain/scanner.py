@@ -168,7 +168,9 @@ KEYS: tuple[Key, ...] = (
         # (and right before a Chinese word, "NCCL超时", "NCCL会报超时错误": UTF-8 lead bytes)
         rb"|CCL ?[\xe3-\xe9]"
         # (a writer's "... and reports NCCL timeout")
-        rb"|CCL [Tt]ime ?out)",
+        rb"|CCL [Tt]ime ?out"
+        # (DCGM's "Detected fatal errors on NvSwitch 2 link 17")
+        rb"|(?<=fatal errors on N)vSwitch)",
         (b"NVRM", b"NVML", b"NVIDIA-SMI", b"NVIDIA driver", b"NVIDIA Display Driver. By default",
          b"NVIDIA Corporation ",
          b"NVLink", b"NVLINK", b"NCCL WARN", b"NCCL error", b"NCCL comm", b"NCCL oper",
@@ -179,11 +181,14 @@ KEYS: tuple[Key, ...] = (
          *(b"NCCL" + bytes([lead]) for lead in range(0xE3, 0xEA)),
          *(b"NCCL " + bytes([lead]) for lead in range(0xE3, 0xEA)),
          b"NCCL timeout", b"NCCL Timeout", b"NCCL time out", b"NCCL Time out",
-         *(b" -> %d" % code for code in range(1, 8)))),
+         *(b" -> %d" % code for code in range(1, 8)), b"fatal errors on NvSwitch")),
     # (an nvidia-smi table's "Processes:" row: who holds the GPU, in the rows below it)
     # (and PBS/Torque's "PBS: job killed: mem ... exceeded limit ...")
-    Key(rb"P(?:yTorch|YTORCH_|rocess(?:(?P<table>es:)| \d+ has)|TX|BS: job killed)",
+    # (and DCGM's "Pending page retirements together with a DBE were detected on GPU 1")
+    Key(rb"P(?:yTorch|YTORCH_|rocess(?:(?P<table>es:)| \d+ has)|TX|BS: job killed"
+        rb"|ending page retirements together)",
         (b"PyTorch", b"PYTORCH_", b"Processes:", b"PTX", b"PBS: job killed",
+         b"Pending page retirements together",
          *(b"Process %d" % digit for digit in range(10)))),
     # (and XLA's list of the buffers live at an out-of-memory)
     Key(rb"X(?:id|ID|LA Label: )", (b"Xid", b"XID", b"XLA Label: ")),

@@ -86,7 +86,9 @@ DEVICE_OOM_PATTERN = (r"(?:CUDA|HIP|cuda runtime|cuda) error(?: \(\d+\))?\s*:\s*
                       r"|\bCUDA runtime error in [\w:]{1,60}\([^\n]{0,160}?\):\s*out of memory"
                       r"|Triton Error \[CUDA\]: out of memory|\bError out of memory at line \d"
                       r"|implicit initialization on GPU:\d+ failed\. Status: out of memory"
-                      r"|\bFailed to CUDA calloc(?: async)? \d+ bytes")
+                      r"|\bFailed to CUDA calloc(?: async)? \d+ bytes"
+                      # (jaxlib's GPU kernels: "operation gpuGetLastError() failed: out of memory")
+                      r"|\boperation gpu\w{1,40}\([^)\n]{0,80}\) failed: out of memory")
 LIBRARY_OOM_PATTERN = (r"CUBLAS_STATUS_ALLOC_FAILED|CUDNN_STATUS_ALLOC_FAILED|CUFFT_ALLOC_FAILED"
                        r"|CUSOLVER_STATUS_ALLOC_FAILED|CUSPARSE_STATUS_ALLOC_FAILED")
 HOST_OOM_PATTERN = r"DefaultCPUAllocator: (?:can't|not enough memory)"

@@ -161,3 +161,62 @@ def test_xlas_page_locked_host_memory_is_the_hosts_and_a_warning() -> None:
 ])
 def test_program_lines_that_are_no_failure(line: str) -> None:
     assert classify_text(line, torch_version=None) == []
+
+
+def test_dcgm_health_names_a_gpu_memory_fault() -> None:
+    fault = root("dcgm_diag_dbe_row_remap_failed.log")
+    assert (fault.signature, fault.severity) == ("gpu-hardware/dcgm-health", Severity.CRITICAL)
+    assert fault.numbers == {"gpu_index": 3, "fault": "remap_failed"}
+    assert "replacing" in fault.remedy
+
+
+def test_dcgm_rows_remapped_or_pending_are_a_warning() -> None:
+    (found,) = incidents("dcgm_rows_remapped_pending.log")
+    assert (found.signature, found.severity) == ("gpu-hardware/dcgm-health", Severity.WARNING)
+    assert "reset" in found.remedy
+
+
+@pytest.mark.parametrize(("line", "numbers"), [
+    ("Error: Detected 2 volatile double-bit ECC error(s) in GPU 3. Drain the GPU and reset it "
+     "or reboot the node.", {"count": 2, "gpu_index": 3, "fault": "dbe"}),
+    ("Pending page retirements together with a DBE were detected on GPU 1.",
+     {"gpu_index": 1, "fault": "dbe"}),
+    ("Found 14 faulty memory elements on GPU 6", {"count": 14, "gpu_index": 6,
+                                                  "fault": "faulty_memory"}),
+    ("Detected fatal errors on NvSwitch 2 link 17", {"nvswitch": 2, "link": 17,
+                                                     "fault": "nvswitch_fatal"}),
+])
+def test_dcgm_lines(line: str, numbers: dict[str, object]) -> None:
+    # (mid-log: the prefilter must find each line, not only the log's last lines)
+    text = line + "\n" + "\n".join(f"step {n} ok" for n in range(40))
+    (fault,) = classify_text(text, torch_version=None)
+    assert fault.signature == "gpu-hardware/dcgm-health" and fault.numbers == numbers
+
+
+def test_nccl_without_a_network_interface_is_the_cause_of_its_invalid_usage() -> None:
+    found = incidents("nccl_bootstrap_no_socket_interface.log")
+    assert [(i.signature, i.role) for i in found] == [
+        ("nccl/no-interface", "root-cause"), ("nccl/error", "consequence")]
+    assert "NCCL_SOCKET_IFNAME" in found[0].remedy
+
+
+def test_nccls_shared_memory_it_could_not_extend() -> None:
+    shm = root("nccl_shm_failed_to_extend.log")
+    assert shm.signature == "nccl/shm-segment"
+    assert shm.numbers["shm_size_bytes"] == 9637892
+    assert shm.numbers["shm_path"] == "/dev/shm/nccl-Qx81Lm"
+
+
+@pytest.mark.parametrize(("line", "signature"), [
+    ("tensorflow.python.framework.errors_impl.InternalError: Failed copying input tensor from "
+     "/job:localhost/replica:0/task:0/device:CPU:0 to /job:localhost/replica:0/task:0/device:"
+     "GPU:0 in order to run _EagerConst: Dst tensor is not initialized.", "cuda-oom/tensorflow"),
+    ("jaxlib.xla_extension.XlaRuntimeError: INTERNAL: Failed to execute XLA Runtime executable: "
+     "run time error: custom call 'xla.gpu.custom_call' failed: jaxlib/gpu/prng_kernels.cc:33: "
+     "operation gpuGetLastError() failed: out of memory.", "cuda-oom/cuda-error"),
+    ("nvidia-container-cli: initialization error: cuda error: no cuda-capable device is "
+     "detected: unknown", "driver-mismatch/cuda-init"),
+])
+def test_more_program_lines(line: str, signature: str) -> None:
+    (failure,) = classify_text(line, torch_version=None)
+    assert failure.signature == signature and failure.is_failure

@@ -446,6 +446,11 @@ SINGLE_LINES = [
     ("W external/xla/xla/stream_executor/integrations/device_host_allocator.h:52] could not "
      "allocate pinned host memory of size: 4294967296", "host-oom",
      "host-oom/pinned-host-memory"),
+    # DCGM's health check; NCCL without a network interface
+    ("GPU 5 had uncorrectable memory errors and row remapping failed.", "gpu-hardware",
+     "gpu-hardware/dcgm-health"),
+    ("node01:4101:4101 [0] bootstrap.cc:45 NCCL WARN Bootstrap : no socket interface found",
+     "nccl", "nccl/no-interface"),
 ]
 
 

@@ -739,10 +739,12 @@ _TF_SHAPE = (r"(?: (?:with|of) shape ?\[(?P<shape>[\d, ]{0,200})\])?"
            r"See logs for memory state|ResourceExhaustedError: failed to allocate memory|"
            # a notebook's traceback header, or a heading: only the exception's class is left
            r"\bResourceExhaustedError(?= *Traceback)|^[#>*\s]*(?:[\w.]+\.)?ResourceExhaustedError"
-           r"[:\s]*$",
+           r"[:\s]*$|"
+           # (a copy to the GPU whose destination the allocator could not create)
+           r"\bDst tensor is not initialized",
            ("OOM when allocating", "oom when allocating", "_bfc) ran out of memory",
             "See logs for memory state", "failed to allocate memory", "ResourceExhaustedError",
-            "ran out of memory trying to allocate"),
+            "ran out of memory trying to allocate", "Dst tensor is not initialized"),
            "GPU out of memory (TensorFlow)", extract=_tensorflow_oom, group="tensorflow",
            example="tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when "
            "allocating tensor with shape[256,64,224,224] and type float on "

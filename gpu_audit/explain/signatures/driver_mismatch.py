@@ -323,7 +323,7 @@ _INIT_WORDS = (
            r"Error (?P<code>80[234]|999|100): (?P<message>[^(\n]+)|(?P<text>system has "
            r"unsupported display driver / cuda driver combination|forward compatibility was "
            r"attempted on non supported HW|system not yet initialized|No CUDA GPUs are "
-           r"available|no CUDA-capable device is detected|"
+           r"available|(?i:no CUDA-capable device is detected)|"
            # the same statuses by their names (802, 803, 804), and torch's warning for 999
            r"CUDA_ERROR_SYSTEM_NOT_READY|cudaErrorSystemNotReady|CUDA_ERROR_SYSTEM_DRIVER_MISMATCH|"
            r"cudaErrorSystemDriverMismatch|CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE|"
@@ -336,6 +336,7 @@ _INIT_WORDS = (
            r"(?P<dso_version>[\d.]+))",
            ("Error 80", "Error 999", "Error 100", "unsupported display driver",
             "forward compatibility", "not yet initialized", "No CUDA GPUs", "no CUDA-capable",
+            "No CUDA-capable", "no cuda-capable",
             "SYSTEM_NOT_READY", "SystemNotReady", "SYSTEM_DRIVER_MISMATCH", "SystemDriverMismatch",
             "COMPAT_NOT_SUPPORTED", "CompatNotSupported", "CUDA unknown error",
             "does not match DSO version", "CUDA_ERROR_NO_DEVICE", "cudaErrorNoDevice"),
