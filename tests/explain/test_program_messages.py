@@ -220,3 +220,18 @@ def test_nccls_shared_memory_it_could_not_extend() -> None:
 def test_more_program_lines(line: str, signature: str) -> None:
     (failure,) = classify_text(line, torch_version=None)
     assert failure.signature == signature and failure.is_failure
+
+
+def test_a_gpu_too_old_for_torch_compiles_triton() -> None:
+    failure = root("inductor_gpu_too_old_for_triton.log")
+    assert failure.signature == "driver-mismatch/gpu-too-old-for-library"
+    assert failure.numbers == {"gpu_name": "Tesla P40", "minimum": "7.0", "capability": "6.1",
+                               "library": "triton"}
+    assert "TORCHDYNAMO_DISABLE=1" in failure.remedy
+
+
+def test_a_gpu_too_old_for_flash_attention_2() -> None:
+    failure = root("flash_attention_on_turing.log")
+    assert (failure.cls, failure.signature) == ("driver-mismatch",
+                                                "driver-mismatch/gpu-too-old-for-library")
+    assert failure.numbers["library"] == "flash-attn" and "sdpa" in failure.remedy

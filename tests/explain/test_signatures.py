@@ -451,6 +451,8 @@ SINGLE_LINES = [
      "gpu-hardware/dcgm-health"),
     ("node01:4101:4101 [0] bootstrap.cc:45 NCCL WARN Bootstrap : no socket interface found",
      "nccl", "nccl/no-interface"),
+    ("RuntimeError: FlashAttention only supports Ampere GPUs or newer.", "driver-mismatch",
+     "driver-mismatch/gpu-too-old-for-library"),
 ]
 
 

@@ -143,6 +143,7 @@ ORDER = (
     "driver-mismatch/supported-capabilities",
     "driver-mismatch/no-kernel-image",
     "driver-mismatch/gpu-too-old",
+    "driver-mismatch/gpu-too-old-for-library",
     "driver-mismatch/capability-range",
     "driver-mismatch/gpu-not-supported-by-driver",
     "driver-mismatch/no-driver",

@@ -363,3 +363,43 @@ def _cuda_init(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> A
     # the log names outranks it (tier 0.5, after the tier-0 hardware and driver faults).
     tier = NO_DEVICE_TIER if code == "100" else sig.tier
     return advice(sig, numbers, explanation, remedy, tier=tier)
+
+
+# Libraries that need a newer GPU than this one, in their words: torch.compile's Triton backend
+# ("Found Tesla P100-PCIE-16GB which is too old to be supported by the triton GPU compiler ...
+# Triton only supports devices of CUDA Capability >= 7.0, but your device is of CUDA capability
+# 6.0") and FlashAttention 2 ("FlashAttention only supports Ampere GPUs or newer.").
+@signature("driver-mismatch/gpu-too-old-for-library",
+           r"\bFound (?P<gpu_name>[^\n]{1,120}?) which is too old to be supported by the triton "
+           r"GPU compiler(?P<triton>)(?:[^\n]{0,200}?CUDA Capability >= (?P<minimum>\d+\.\d+), "
+           r"but your device is of CUDA capability (?P<capability>\d+\.\d+))?"
+           r"|\bFlashAttention only supports Ampere GPUs or newer(?P<flash_attn>)",
+           ("too old to be supported by the triton", "FlashAttention only supports"),
+           "This GPU is too old for a library the program uses", tier=0.5,
+           example="RuntimeError: Found Tesla P100-PCIE-16GB which is too old to be supported by "
+           "the triton GPU compiler, which is used as the backend. Triton only supports devices "
+           "of CUDA Capability >= 7.0, but your device is of CUDA capability 6.0")
+def _gpu_too_old_for_library(sig: Signature, numbers: dict[str, Any],
+                             ctx: AdviceContext) -> Advice:
+    numbers = {key: value for key, value in numbers.items() if value != ""}
+    if "flash_attn" in numbers or not numbers.get("gpu_name"):
+        numbers = {"library": "flash-attn", "minimum": "8.0"}
+        explanation = ("FlashAttention 2 runs only on GPUs of compute capability 8.0 (Ampere) "
+                       "or newer; this GPU is older (a T4, V100 or GeForce 20-series is 7.x).")
+        remedy = ("Use PyTorch's own attention instead: attn_implementation=\"sdpa\" (or "
+                  "\"eager\") when loading a transformers model, or turn the program's "
+                  "flash-attention option off; or run on an Ampere or newer GPU.")
+    else:
+        numbers = {**numbers, "library": "triton"}
+        numbers.pop("triton", None)
+        capability = numbers.get("capability")
+        explanation = (
+            f"torch.compile's default backend (inductor) generates Triton kernels, and Triton "
+            f"needs compute capability {numbers.get('minimum', '7.0')} or newer; "
+            f"{numbers.get('gpu_name', 'this GPU')} "
+            f"{f'has {capability}' if capability else 'is older'}.")
+        remedy = ("Run without compiling (drop torch.compile, the program's compile option, or "
+                  "export TORCHDYNAMO_DISABLE=1), or compile with a backend that does not use "
+                  "Triton (torch.compile(model, backend=\"aot_eager\")); or use a GPU of compute "
+                  "capability 7.0 or newer.")
+    return advice(sig, numbers, explanation, remedy)
