@@ -235,3 +235,29 @@ def test_a_gpu_too_old_for_flash_attention_2() -> None:
     assert (failure.cls, failure.signature) == ("driver-mismatch",
                                                 "driver-mismatch/gpu-too-old-for-library")
     assert failure.numbers["library"] == "flash-attn" and "sdpa" in failure.remedy
+
+
+@pytest.mark.parametrize("line", [
+    "RuntimeError: CUDA error: CUDA-capable device(s) is/are busy or unavailable",
+    "tensorflow.python.framework.errors_impl.InternalError: CUDA runtime implicit "
+    "initialization on GPU:0 failed. Status: all CUDA-capable devices are busy or unavailable",
+])
+def test_gpus_busy_or_unavailable(line: str) -> None:
+    (failure,) = classify_text(line, torch_version=None)
+    assert failure.signature == "driver-mismatch/cuda-init"
+    assert "Exclusive_Process" in failure.explanation and "nvidia-smi -c DEFAULT" in failure.remedy
+
+
+def test_a_gpu_that_needs_a_reset_outranks_its_busy_or_unavailable() -> None:
+    found = classify_text("NVRM: GPU 0000:41:00.0: Reset required [NV_ERR_RESET_REQUIRED]\n"
+                          "RuntimeError: CUDA error: CUDA-capable device(s) is/are busy or "
+                          "unavailable\n", torch_version=None)
+    assert [(i.signature, i.role) for i in found] == [
+        ("gpu-hardware/reset-required", "root-cause"), ("driver-mismatch/cuda-init", "consequence")]
+
+
+def test_xla_sees_no_gpu() -> None:
+    (failure,) = classify_text("RuntimeError: Unable to initialize backend 'cuda': "
+                               "FAILED_PRECONDITION: No visible GPU devices.", torch_version=None)
+    assert failure.signature == "driver-mismatch/cuda-init"
+    assert "CUDA_VISIBLE_DEVICES" in failure.remedy

@@ -301,6 +301,13 @@ _CUDA_INIT = {
     "999": ("CUDA failed to start with an unknown error; often the nvidia_uvm module is in a bad "
             "state (for example after suspend/resume).",
             "`sudo rmmod nvidia_uvm && sudo modprobe nvidia_uvm`, or reboot."),
+    "46": ("Every GPU this process may use is busy or unavailable: a GPU in Exclusive_Process "
+           "compute mode that another process already uses, or a GPU left in a bad state (after "
+           "an Xid, a failed reset).",
+           "Look at the GPUs' compute mode and processes (`nvidia-smi --query-gpu=index,"
+           "compute_mode --format=csv`, `gpu-audit scan`): stop the other process, or set "
+           "`sudo nvidia-smi -c DEFAULT` if exclusive mode is not on purpose; a GPU in a bad "
+           "state needs a reset (`sudo nvidia-smi -r -i N`) or a reboot."),
     "100": ("CUDA sees no GPU: CUDA_VISIBLE_DEVICES hides them, or the container or job was "
             "given none.",
             "Check `echo $CUDA_VISIBLE_DEVICES` and `nvidia-smi -L`; request GPUs from the "
@@ -316,6 +323,7 @@ _INIT_WORDS = (
              "does not match dso version")),
     ("804", ("forward compatibility", "compat_not_supported", "compatnotsupported")),
     ("999", ("cuda unknown error",)),
+    ("46", ("busy or unavailable", "devicesunavailable")),
 )
 
 
@@ -324,6 +332,10 @@ _INIT_WORDS = (
            r"unsupported display driver / cuda driver combination|forward compatibility was "
            r"attempted on non supported HW|system not yet initialized|No CUDA GPUs are "
            r"available|(?i:no CUDA-capable device is detected)|"
+           # status 46 (also TensorFlow's "implicit initialization on GPU:0 failed. Status: all
+           # CUDA-capable devices are busy or unavailable"), and XLA's words for 100
+           r"(?:all CUDA-capable devices are|CUDA-capable device\(s\) is/are) busy or "
+           r"unavailable|cudaErrorDevicesUnavailable|No visible GPU devices|"
            # the same statuses by their names (802, 803, 804), and torch's warning for 999
            r"CUDA_ERROR_SYSTEM_NOT_READY|cudaErrorSystemNotReady|CUDA_ERROR_SYSTEM_DRIVER_MISMATCH|"
            r"cudaErrorSystemDriverMismatch|CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE|"
@@ -339,7 +351,8 @@ _INIT_WORDS = (
             "No CUDA-capable", "no cuda-capable",
             "SYSTEM_NOT_READY", "SystemNotReady", "SYSTEM_DRIVER_MISMATCH", "SystemDriverMismatch",
             "COMPAT_NOT_SUPPORTED", "CompatNotSupported", "CUDA unknown error",
-            "does not match DSO version", "CUDA_ERROR_NO_DEVICE", "cudaErrorNoDevice"),
+            "does not match DSO version", "CUDA_ERROR_NO_DEVICE", "cudaErrorNoDevice",
+            "busy or unavailable", "DevicesUnavailable", "No visible GPU devices"),
            "CUDA could not initialise", tier=0.0,
            example="RuntimeError: No CUDA GPUs are available")
 @signature("driver-mismatch/no-driver", r"Found no NVIDIA driver on your system",
@@ -361,7 +374,7 @@ def _cuda_init(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> A
         explanation, remedy = _CUDA_INIT.get(code, _CUDA_INIT["999"])
     # "No device" is what CUDA says after a GPU was lost or fell off the bus: a platform fault
     # the log names outranks it (tier 0.5, after the tier-0 hardware and driver faults).
-    tier = NO_DEVICE_TIER if code == "100" else sig.tier
+    tier = NO_DEVICE_TIER if code in ("100", "46") else sig.tier
     return advice(sig, numbers, explanation, remedy, tier=tier)
 
 
