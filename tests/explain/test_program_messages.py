@@ -261,3 +261,15 @@ def test_xla_sees_no_gpu() -> None:
                                "FAILED_PRECONDITION: No visible GPU devices.", torch_version=None)
     assert failure.signature == "driver-mismatch/cuda-init"
     assert "CUDA_VISIBLE_DEVICES" in failure.remedy
+
+
+def test_bfloat16_on_a_gpu_older_than_ampere() -> None:
+    (failure,) = classify_text(
+        "ValueError: Bfloat16 is only supported on GPUs with compute capability of at least "
+        "8.0. Your Tesla T4 GPU has compute capability 7.5. You can use float16 instead by "
+        "explicitly setting the`dtype` flag in CLI, for example: --dtype=half.",
+        torch_version=None)
+    assert failure.signature == "driver-mismatch/gpu-too-old-for-library"
+    assert failure.numbers == {"minimum": "8.0", "gpu_name": "Tesla T4", "capability": "7.5",
+                               "library": "bfloat16"}
+    assert "--dtype=half" in failure.remedy

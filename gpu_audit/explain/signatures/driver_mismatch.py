@@ -386,16 +386,33 @@ def _cuda_init(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> A
            r"\bFound (?P<gpu_name>[^\n]{1,120}?) which is too old to be supported by the triton "
            r"GPU compiler(?P<triton>)(?:[^\n]{0,200}?CUDA Capability >= (?P<minimum>\d+\.\d+), "
            r"but your device is of CUDA capability (?P<capability>\d+\.\d+))?"
-           r"|\bFlashAttention only supports Ampere GPUs or newer(?P<flash_attn>)",
-           ("too old to be supported by the triton", "FlashAttention only supports"),
+           r"|\bFlashAttention only supports Ampere GPUs or newer(?P<flash_attn>)"
+           # (vLLM's check of bfloat16: "Bfloat16 is only supported on GPUs with compute
+           # capability of at least 8.0. Your Tesla T4 GPU has compute capability 7.5.")
+           r"|\bBfloat16 is only supported on GPUs with compute capability of at least "
+           r"(?P<minimum_>\d+\.\d+)(?P<bfloat16>)(?:\.\s+Your (?P<gpu_name_>[^\n]{1,120}?) GPU has "
+           r"compute capability (?P<capability_>\d+\.\d+))?",
+           ("too old to be supported by the triton", "FlashAttention only supports",
+            "Bfloat16 is only supported"),
            "This GPU is too old for a library the program uses", tier=0.5,
            example="RuntimeError: Found Tesla P100-PCIE-16GB which is too old to be supported by "
            "the triton GPU compiler, which is used as the backend. Triton only supports devices "
            "of CUDA Capability >= 7.0, but your device is of CUDA capability 6.0")
 def _gpu_too_old_for_library(sig: Signature, numbers: dict[str, Any],
                              ctx: AdviceContext) -> Advice:
-    numbers = {key: value for key, value in numbers.items() if value != ""}
-    if "flash_attn" in numbers or not numbers.get("gpu_name"):
+    kind = next((key for key in ("bfloat16", "flash_attn", "triton") if key in numbers),
+                "triton")
+    numbers = {key: value for key, value in numbers.items()
+               if value != "" and key not in ("bfloat16", "flash_attn", "triton")}
+    if kind == "bfloat16":
+        numbers["library"] = "bfloat16"
+        explanation = (f"The model runs in bfloat16, which needs a GPU of compute capability "
+                       f"{numbers.get('minimum', '8.0')} or newer; "
+                       f"{numbers.get('gpu_name', 'this GPU')} is older.")
+        remedy = ("Run in float16 instead: --dtype=half (vLLM), torch_dtype=torch.float16 "
+                  "(transformers), fp16 in place of bf16 in a training configuration; or use "
+                  "an Ampere or newer GPU.")
+    elif kind == "flash_attn":
         numbers = {"library": "flash-attn", "minimum": "8.0"}
         explanation = ("FlashAttention 2 runs only on GPUs of compute capability 8.0 (Ampere) "
                        "or newer; this GPU is older (a T4, V100 or GeForce 20-series is 7.x).")
@@ -403,8 +420,7 @@ def _gpu_too_old_for_library(sig: Signature, numbers: dict[str, Any],
                   "\"eager\") when loading a transformers model, or turn the program's "
                   "flash-attention option off; or run on an Ampere or newer GPU.")
     else:
-        numbers = {**numbers, "library": "triton"}
-        numbers.pop("triton", None)
+        numbers["library"] = "triton"
         capability = numbers.get("capability")
         explanation = (
             f"torch.compile's default backend (inductor) generates Triton kernels, and Triton "
