@@ -273,3 +273,20 @@ def test_bfloat16_on_a_gpu_older_than_ampere() -> None:
     assert failure.numbers == {"minimum": "8.0", "gpu_name": "Tesla T4", "capability": "7.5",
                                "library": "bfloat16"}
     assert "--dtype=half" in failure.remedy
+
+
+@pytest.mark.parametrize("line", [
+    "MemoryError: std::bad_alloc: CUDA error at: /opt/conda/include/rmm/mr/device/"
+    "cuda_memory_resource.hpp:69: cudaErrorMemoryAllocation out of memory",
+    "MemoryError: std::bad_alloc: out_of_memory: RMM failure at:/opt/conda/include/rmm/mr/"
+    "device/limiting_resource_adaptor.hpp:143: Exceeded memory limit",
+])
+def test_rmm_in_other_versions_words(line: str) -> None:
+    (oom,) = classify_text(line, torch_version=None)
+    assert (oom.signature, oom.numbers) == ("cuda-oom/array-library", {"library": "rmm"})
+
+
+def test_rmms_other_failures_are_no_out_of_memory() -> None:
+    assert classify_text("RuntimeError: RMM failure at: /src/pool_memory_resource_impl.cpp:40: "
+                         "Error, Initial pool size required to be a multiple of 256 bytes",
+                         torch_version=None) == []

@@ -463,8 +463,12 @@ _COUNT = r"\d{1,3}(?:,\d{3}){1,6}|\d{1,20}"
 _ARRAY_OOM = (
     rf"\bOutOfMemoryError: Out of memory allocating (?P<req>{_COUNT}) bytes(?P<cupy>)"
     rf"|\bOut of memory allocating (?P<req_>{_COUNT}) bytes \(allocated so far(?P<cupy_>)"
-    r"|\bRMM failure at: ?[^\n]{0,300}?: Maximum pool size exceeded(?P<rmm>)"
-    r"|\bout_of_memory: CUDA error at: [^\n]{0,300}?cudaErrorMemoryAllocation(?P<rmm_>)")
+    # (RMM's pool at its maximum, a limiting adaptor's limit, older RMM's cudaMalloc; not its
+    # other failures, "Initial pool size required to be a multiple of 256 bytes")
+    r"|\bRMM failure at: ?[^\n]{0,300}?: (?:Maximum pool size exceeded|Exceeded memory limit|"
+    r"cudaErrorMemoryAllocation out of memory)(?P<rmm>)"
+    r"|\b(?:out_of_memory|std::bad_alloc): CUDA error at: [^\n]{0,300}?"
+    r"cudaErrorMemoryAllocation(?P<rmm_>)")
 _CUPY_ALLOCATED = re.compile(rf"allocated so far: ({_COUNT}) bytes")
 
 
@@ -480,7 +484,8 @@ def _array_oom(match: re.Match[str], line: str) -> dict[str, Any]:
 
 
 @signature("cuda-oom/array-library", _ARRAY_OOM,
-           ("Out of memory allocating", "RMM failure at", "out_of_memory: CUDA error at"),
+           ("Out of memory allocating", "RMM failure at", "out_of_memory: CUDA error at",
+            "bad_alloc: CUDA error at"),
            "GPU out of memory (CuPy or RAPIDS)", extract=_array_oom, group="cuda-oom-array",
            example="cupy.cuda.memory.OutOfMemoryError: Out of memory allocating 1,073,741,824 "
            "bytes (allocated so far: 8,589,934,592 bytes).")
