@@ -290,3 +290,11 @@ def test_rmms_other_failures_are_no_out_of_memory() -> None:
     assert classify_text("RuntimeError: RMM failure at: /src/pool_memory_resource_impl.cpp:40: "
                          "Error, Initial pool size required to be a multiple of 256 bytes",
                          torch_version=None) == []
+
+
+def test_ollamas_refusal_for_host_memory() -> None:
+    failure = root("ollama_model_exceeds_system_memory.log")
+    assert (failure.cls, failure.signature) == ("host-oom",
+                                                "host-oom/model-exceeds-system-memory")
+    assert failure.numbers == {"requested_bytes": gib(41.3), "available_bytes": gib(11.8)}
+    assert "ollama ps" in failure.remedy

@@ -453,6 +453,8 @@ SINGLE_LINES = [
      "nccl", "nccl/no-interface"),
     ("RuntimeError: FlashAttention only supports Ampere GPUs or newer.", "driver-mismatch",
      "driver-mismatch/gpu-too-old-for-library"),
+    ("Error: model requires more system memory (8.1 GiB) than is available (7.3 GiB)",
+     "host-oom", "host-oom/model-exceeds-system-memory"),
 ]
 
 

@@ -187,6 +187,7 @@ ORDER = (
     "host-oom/dataloader-killed",
     "host-oom/shared-memory",
     "host-oom/cpu-allocator",
+    "host-oom/model-exceeds-system-memory",
     "host-oom/numpy",
     "host-oom/memory-error",
     "host-oom/sigkill",

@@ -504,3 +504,17 @@ fixed("host-oom/pinned-host-memory",
       remedy="Nothing if the run goes on. If the host is short of memory, lower what the job "
       "keeps in host memory (data loader workers, prefetch buffers) or raise the locked-memory "
       "limit (ulimit -l, a container's --ulimit memlock=-1).")
+
+# Ollama refusing to load a model whose layers left on the CPU would not fit in the host's free
+# memory ("Error: model requires more system memory (44.0 GiB) than is available (7.6 GiB)").
+fixed("host-oom/model-exceeds-system-memory",
+      rf"\bmodel requires more system memory(?: \((?P<requested>{SIZE})\) than is available "
+      rf"\((?P<available>{SIZE})\))?",
+      ("requires more system memory",), "The model needs more host memory than is free",
+      extract=_sizes_to_bytes("requested", "available"),
+      example="Error: model requires more system memory (44.0 GiB) than is available (7.6 GiB)",
+      explanation="Ollama checked, before loading, that the part of the model it cannot place "
+      "on the GPUs fits in the host's free memory, and it does not.",
+      remedy="Use a smaller model or a smaller quantisation (a q4_K_M tag), unload other models "
+      "(`ollama ps`, `ollama stop NAME`), shorten the context (num_ctx), free host memory or "
+      "add swap; check with `ollama ps` that the model is placed on the GPU at all.")
