@@ -85,6 +85,11 @@ DEVICE_OOM_PATTERN = (r"(?:CUDA|HIP|cuda runtime|cuda) error(?: \(\d+\))?\s*:\s*
                       # bytes")
                       r"|\bCUDA runtime error in [\w:]{1,60}\([^\n]{0,160}?\):\s*out of memory"
                       r"|Triton Error \[CUDA\]: out of memory|\bError out of memory at line \d"
+                      # (C++ checks that print the status's number or the place first: "CUDA
+                      # error 2 at ggml-cuda.cu:6246: out of memory", "CUDA Error at src/x.cu:38 -
+                      # out of memory", "Cuda error in file 'k.cu' in line 55 : out of memory.")
+                      r"|\bCUDA [Ee]rror (?:2 )?at \S{1,200}?:\d+(?::| -) out of memory"
+                      r"|\b(?:CUDA|Cuda) error in file '[^'\n]{1,200}' in line \d+ ?: out of memory"
                       r"|implicit initialization on GPU:\d+ failed\. Status: out of memory"
                       r"|\bFailed to CUDA calloc(?: async)? \d+ bytes"
                       # (jaxlib's GPU kernels: "operation gpuGetLastError() failed: out of memory")

@@ -16,6 +16,13 @@ from tests.explain.helpers import shape_incidents as incidents
 from tests.explain.helpers import shape_root as root
 
 
+def _mid_log(line: str) -> str:
+    """``line`` inside a log, neither its first line (a title) nor among its last lines (read
+    whatever the prefilter says): the prefilter must find it."""
+    steps = "\n".join(f"step {n} loss 0.{n:02d}" for n in range(20))
+    return f"{steps}\n{line}\n{steps}\n"
+
+
 def test_llama_cpp_cuda_buffer_out_of_memory() -> None:
     found = incidents("llama_server_cuda0_buffer_oom.log")
     assert [(i.signature, i.role) for i in found] == [("cuda-oom/ggml", "root-cause")]
@@ -121,7 +128,7 @@ def test_cudnn_version_the_framework_was_not_built_with(name: str,
      "cudnn-failure/framework-init"),
 ])
 def test_program_lines(line: str, signature: str) -> None:
-    (failure,) = classify_text(line, torch_version=None)
+    (failure,) = classify_text(_mid_log(line), torch_version=None)
     assert failure.signature == signature and failure.is_failure
 
 
@@ -161,6 +168,7 @@ def test_xlas_page_locked_host_memory_is_the_hosts_and_a_warning() -> None:
 ])
 def test_program_lines_that_are_no_failure(line: str) -> None:
     assert classify_text(line, torch_version=None) == []
+    assert classify_text(_mid_log(line), torch_version=None) == []
 
 
 def test_dcgm_health_names_a_gpu_memory_fault() -> None:
@@ -187,9 +195,7 @@ def test_dcgm_rows_remapped_or_pending_are_a_warning() -> None:
                                                      "fault": "nvswitch_fatal"}),
 ])
 def test_dcgm_lines(line: str, numbers: dict[str, object]) -> None:
-    # (mid-log: the prefilter must find each line, not only the log's last lines)
-    text = line + "\n" + "\n".join(f"step {n} ok" for n in range(40))
-    (fault,) = classify_text(text, torch_version=None)
+    (fault,) = classify_text(_mid_log(line), torch_version=None)
     assert fault.signature == "gpu-hardware/dcgm-health" and fault.numbers == numbers
 
 
@@ -216,9 +222,12 @@ def test_nccls_shared_memory_it_could_not_extend() -> None:
      "operation gpuGetLastError() failed: out of memory.", "cuda-oom/cuda-error"),
     ("nvidia-container-cli: initialization error: cuda error: no cuda-capable device is "
      "detected: unknown", "driver-mismatch/cuda-init"),
+    ("CUDA error 2 at /src/llama.cpp/ggml-cuda.cu:6246: out of memory", "cuda-oom/cuda-error"),
+    ("CUDA Error at src/solver.cu:38 - out of memory", "cuda-oom/cuda-error"),
+    ("Cuda error in file 'kernel.cu' in line 55 : out of memory.", "cuda-oom/cuda-error"),
 ])
 def test_more_program_lines(line: str, signature: str) -> None:
-    (failure,) = classify_text(line, torch_version=None)
+    (failure,) = classify_text(_mid_log(line), torch_version=None)
     assert failure.signature == signature and failure.is_failure
 
 
@@ -243,7 +252,7 @@ def test_a_gpu_too_old_for_flash_attention_2() -> None:
     "initialization on GPU:0 failed. Status: all CUDA-capable devices are busy or unavailable",
 ])
 def test_gpus_busy_or_unavailable(line: str) -> None:
-    (failure,) = classify_text(line, torch_version=None)
+    (failure,) = classify_text(_mid_log(line), torch_version=None)
     assert failure.signature == "driver-mismatch/cuda-init"
     assert "Exclusive_Process" in failure.explanation and "nvidia-smi -c DEFAULT" in failure.remedy
 
@@ -282,7 +291,7 @@ def test_bfloat16_on_a_gpu_older_than_ampere() -> None:
     "device/limiting_resource_adaptor.hpp:143: Exceeded memory limit",
 ])
 def test_rmm_in_other_versions_words(line: str) -> None:
-    (oom,) = classify_text(line, torch_version=None)
+    (oom,) = classify_text(_mid_log(line), torch_version=None)
     assert (oom.signature, oom.numbers) == ("cuda-oom/array-library", {"library": "rmm"})
 
 
