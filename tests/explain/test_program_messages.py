@@ -67,8 +67,10 @@ def test_a_context_length_larger_than_the_kv_cache_is_a_setting_not_read() -> No
     assert incidents("vllm_max_model_len_larger_than_kv_cache.log") == []
 
 
-def test_an_explainer_quoting_vllms_message_does_not_alarm() -> None:
-    found = incidents("vllm_cache_blocks_explainer.log")
+@pytest.mark.parametrize("name", ["vllm_cache_blocks_explainer.log",
+                                  "sglang_llama_cpp_memory_guide_zh.log"])
+def test_an_explainer_quoting_the_programs_messages_does_not_alarm(name: str) -> None:
+    found = incidents(name)
     assert found and not [i for i in found if i.is_failure]
 
 
