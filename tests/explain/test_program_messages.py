@@ -309,3 +309,15 @@ def test_ollamas_refusal_for_host_memory() -> None:
                                                 "host-oom/model-exceeds-system-memory")
     assert failure.numbers == {"requested_bytes": gib(41.3), "available_bytes": gib(11.8)}
     assert "ollama ps" in failure.remedy
+
+
+def test_numba_without_a_driver_library() -> None:
+    (failure,) = classify_text(_mid_log(
+        "numba.cuda.cudadrv.error.CudaSupportError: Error at driver init: CUDA driver library "
+        "cannot be found."), torch_version=None)
+    assert failure.signature == "driver-mismatch/no-driver"
+
+
+def test_numbas_system_report_on_a_machine_without_gpu_is_no_failure() -> None:
+    assert classify_text(_mid_log("CUDA driver library cannot be found or no CUDA enabled "
+                                  "devices are present."), torch_version=None) == []

@@ -355,8 +355,14 @@ _INIT_WORDS = (
             "busy or unavailable", "DevicesUnavailable", "No visible GPU devices"),
            "CUDA could not initialise", tier=0.0,
            example="RuntimeError: No CUDA GPUs are available")
-@signature("driver-mismatch/no-driver", r"Found no NVIDIA driver on your system",
-           ("Found no NVIDIA driver",), "No NVIDIA driver is loaded", tier=0.0,
+@signature("driver-mismatch/no-driver",
+           # (and Numba's: "CudaSupportError: Error at driver init: CUDA driver library cannot
+           # be found."; not its system report's "... cannot be found or no CUDA enabled devices
+           # are present", printed on any machine without a GPU)
+           r"Found no NVIDIA driver on your system|"
+           r"\bCUDA driver library cannot be found(?! or no CUDA)",
+           ("Found no NVIDIA driver", "CUDA driver library cannot be found"),
+           "No NVIDIA driver is loaded", tier=0.0,
            example="RuntimeError: Found no NVIDIA driver on your system. Please check that you "
            "have an NVIDIA GPU and installed a driver from "
            "http://www.nvidia.com/Download/index.aspx")
