@@ -321,3 +321,10 @@ def test_numba_without_a_driver_library() -> None:
 def test_numbas_system_report_on_a_machine_without_gpu_is_no_failure() -> None:
     assert classify_text(_mid_log("CUDA driver library cannot be found or no CUDA enabled "
                                   "devices are present."), torch_version=None) == []
+
+
+def test_a_quantised_model_that_accelerate_could_not_fit_on_the_gpu() -> None:
+    oom = root("bnb_modules_dispatched_to_cpu.log")
+    assert (oom.cls, oom.signature, oom.diagnosis) == (
+        "cuda-oom", "cuda-oom/quantized-model-offloaded", "too-large")
+    assert "llm_int8_enable_fp32_cpu_offload=True" in oom.remedy

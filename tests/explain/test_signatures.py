@@ -455,6 +455,8 @@ SINGLE_LINES = [
      "driver-mismatch/gpu-too-old-for-library"),
     ("Error: model requires more system memory (8.1 GiB) than is available (7.3 GiB)",
      "host-oom", "host-oom/model-exceeds-system-memory"),
+    ("ValueError: Some modules are dispatched on the CPU or the disk. Make sure you have enough "
+     "GPU RAM to fit the quantized model.", "cuda-oom", "cuda-oom/quantized-model-offloaded"),
 ]
 
 

@@ -39,6 +39,7 @@ ORDER = (
     # (before the runtime's words: RAPIDS names cudaErrorMemoryAllocation after its own)
     "cuda-oom/array-library",
     "cuda-oom/serving-engine",
+    "cuda-oom/quantized-model-offloaded",
     "cuda-oom/cuda-error",
     "cuda-oom/library-allocation",
     "cuda-oom/tensorrt",

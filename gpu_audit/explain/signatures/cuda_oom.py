@@ -454,6 +454,30 @@ def _serving(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Adv
                   title=f"GPU out of memory ({name}): no memory left for the KV cache")
 
 
+# transformers loading a bitsandbytes-quantised model with device_map="auto": accelerate found no
+# room on the GPUs for every module and placed some on the CPU or the disk, which a quantised
+# model cannot run from ("Some modules are dispatched on the CPU or the disk. Make sure you have
+# enough GPU RAM to fit the quantized model.").
+@signature("cuda-oom/quantized-model-offloaded",
+           r"\bSome modules are dispatched on the CPU or the disk\.",
+           ("dispatched on the CPU or the disk",),
+           "The quantised model does not fit in GPU memory",
+           example="ValueError: Some modules are dispatched on the CPU or the disk. Make sure you "
+           "have enough GPU RAM to fit the quantized model.")
+def _quantized_offloaded(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    explanation = (
+        "Loading a bitsandbytes-quantised model with device_map=\"auto\", accelerate found too "
+        "little free memory on the GPUs for every module and placed some on the CPU or the "
+        "disk, where quantised modules cannot run. (With no GPU visible at all, everything "
+        "goes to the CPU and the same error follows.)")
+    remedy = (f"Check that the GPU is visible (python -c 'import torch; print(torch.cuda."
+              f"is_available())').\n{SCAN_OTHERS}\nThen load a smaller model or a 4-bit "
+              "quantisation, or keep the offloaded modules unquantised: "
+              "BitsAndBytesConfig(llm_int8_enable_fp32_cpu_offload=True) with a device_map "
+              "that names them.")
+    return advice(sig, numbers, explanation, remedy, diagnosis="too-large")
+
+
 # GPU array libraries' own pools: CuPy's ("cupy.cuda.memory.OutOfMemoryError: Out of memory
 # allocating 1,073,741,824 bytes (allocated so far: 8,589,934,592 bytes)."; not XLA's
 # "RESOURCE_EXHAUSTED: Out of memory allocating N bytes.") and RAPIDS RMM's (cuDF, cuML,
