@@ -328,3 +328,13 @@ def test_a_quantised_model_that_accelerate_could_not_fit_on_the_gpu() -> None:
     assert (oom.cls, oom.signature, oom.diagnosis) == (
         "cuda-oom", "cuda-oom/quantized-model-offloaded", "too-large")
     assert "llm_int8_enable_fp32_cpu_offload=True" in oom.remedy
+
+
+def test_tensorflows_cudnn_launch_failure() -> None:
+    (failure,) = classify_text(_mid_log(
+        "tensorflow.python.framework.errors_impl.InternalError: cuDNN launch failure : input "
+        "shape ([64,4,4,512]) [Op:FusedBatchNormV3]"), torch_version=None)
+    assert (failure.signature, failure.diagnosis) == ("cudnn-failure/framework-init",
+                                                      "memory-or-mismatch")
+    assert failure.explanation.startswith("A cuDNN call") and failure.numbers == {}
+    assert "TF_FORCE_GPU_ALLOW_GROWTH=true" in failure.remedy

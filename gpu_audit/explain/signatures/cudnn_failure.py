@@ -156,19 +156,26 @@ fixed("cudnn-failure/plan-rejected",
            r"with: (?P<built>[\d.]{1,12})|Found cuDNN version (?P<loaded_>\d{1,6}), but JAX was "
            r"built against version (?P<built_>\d{1,6})|(?P<init>DNN library initialization "
            r"failed|Failed to get convolution algorithm\. This is probably because cuDNN failed "
-           r"to initialize)",
+           r"to initialize)|"
+           # (TensorFlow's kernels when a cuDNN call would not launch: "cuDNN launch failure :
+           # input shape ([64,4,4,512])")
+           r"(?P<launch>cuDNN launch failure : input shape ?\()",
            ("CuDNN library", "Found cuDNN version", "DNN library initialization",
-            "Failed to get convolution algorithm"),
+            "Failed to get convolution algorithm", "cuDNN launch failure"),
            "cuDNN could not start under TensorFlow or JAX",
            example="E tensorflow/stream_executor/cuda/cuda_dnn.cc:361] Loaded runtime CuDNN "
            "library: 8.1.0 but source was compiled with: 8.6.0.")
 def _framework_init(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
-    if numbers.get("init"):
-        numbers = {key: value for key, value in numbers.items() if key != "init"}
+    if numbers.get("init") or numbers.get("launch"):
+        what = ("A cuDNN call (a convolution, a batch normalisation) failed to launch under "
+                "TensorFlow" if numbers.get("launch") else
+                "cuDNN could not start under TensorFlow or JAX")
+        numbers = {key: value for key, value in numbers.items() if key not in ("init", "launch")}
         explanation = (
-            "cuDNN could not start under TensorFlow or JAX. Most often the framework had already "
+            f"{what}. Most often the framework had already "
             "taken the GPU's memory for itself (both preallocate most of it at start, and a "
-            "second process does the same), leaving none for cuDNN's handle; otherwise the "
+            "second process does the same), leaving none for cuDNN's handle or workspace; "
+            "otherwise the "
             "cuDNN installed is not the one the framework was built for (an earlier line says "
             "which versions).")
         remedy = (f"{SCAN_OTHERS}\nLet the framework allocate as it goes: export "
