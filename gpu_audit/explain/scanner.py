@@ -130,14 +130,17 @@ KEYS: tuple[Key, ...] = (
         # (cuBLAS's handle, in words: "Create cublas handle failed", "CUBLAS initialization")
         rb"|reate cublas handle|UBLAS initiali[sz]ation"
         # (ONNX Runtime's CPU provider in a list: which device a session runs on)
-        rb"|PUExecutionProvider['\"])",
+        rb"|PUExecutionProvider['\"]"
+        # (a glog check of a CUDA call's status, on a line without "error": "Check failed: e ==
+        # cudaSuccess (2 vs. 0)", "cudaSuccess == cudaStat (0 vs. 39)")
+        rb"|heck failed: [^\n]{0,120}?(?:cudaSuccess|_STATUS_SUCCESS))",
         (b"CUDA ", b"CUDA_", b"CUDACachingAllocator", b"CUDAAllocatorConfig",
          *(b"CUDA" + bytes([lead]) for lead in range(0xE3, 0xEE)), b"CUBLAS_STATUS",
          b"CUSOLVER_STATUS", b"CUSPARSE_STATUS", b"CUFFT_", b"CUDNN_STATUS", b"CUDNN_BACKEND",
          b"Cuda failure", b"CachingAllocator", b"Caught collective", b"Connection closed by ",
          b"Can't initialize NVML", b"Currently allocated ", b"(according to CUDA): ",
          b"Create cublas handle", b"CUBLAS initialization", b"CUBLAS initialisation",
-         b"CPUExecutionProvider'", b'CPUExecutionProvider"')),
+         b"CPUExecutionProvider'", b'CPUExecutionProvider"', b"Check failed: ")),
     # (and TensorFlow 1's node under its OOM: '[[Node: ... _device=".../device:GPU:0"]')
     # (and a GPU lost, told: "we lost 1 GPU", "one GPU is loss after reboot", "Lost GPU")
     Key(rb"G(?:PU(?: is lost| lost from the bus| has fallen| \d+ has a total|\d+ [^\n]{0,80}?"

@@ -324,7 +324,9 @@ def _raw_oom(match: re.Match[str], line: str) -> dict[str, Any]:
 
 
 @signature("cuda-oom/cuda-error",
-           DEVICE_OOM_PATTERN + "|" + status_check("cudaErrorMemoryAllocation"),
+           # (MXNet's check, "e == cudaSuccess (2 vs. 0)", is its pooled storage's: below)
+           DEVICE_OOM_PATTERN + "|(?<!\\be == )(?:" + status_check("cudaErrorMemoryAllocation")
+           + ")",
            ("out of memory", "OUT_OF_MEMORY", "MemoryAllocation", "cudaSuccess"),
            "CUDA out of memory (outside PyTorch's allocator)", group="cuda-oom-raw",
            extract=_raw_oom,
@@ -423,6 +425,7 @@ def _paddle_gpu_place(group: str) -> str:
 _FRAMEWORK_OOM = (
     r"\bcudaMalloc(?P<mxnet>)(?: retry)? failed: out of memory"
     r"|\bCheck failed: e == cudaSuccess\b(?P<mxnet_>)[^\n]{0,80}?\bout of memory"
+    r"|\bCheck failed: e == cudaSuccess \(2 vs\. 0\)(?P<mxnet__>)"  # (the message cut)
     rf"|\bOut of memory error on GPU ?(?P<gpu>\d+)(?P<paddle>)(?:\. Cannot allocate "
     rf"(?P<size>{_PADDLE_SIZE}) memory on GPU \d+)?"
     r"|\bBFCArena::AllocateRawInternal\b(?P<onnxruntime>)"
@@ -532,7 +535,7 @@ _FRAMEWORK_REMEDIES = {
 
 @signature("cuda-oom/framework-allocator", _FRAMEWORK_OOM,
            ("out of memory", "Out of memory error on GPU", "BFCArena::AllocateRawInternal",
-            "requested buffer of size", "Fail to alloc memory of"),
+            "requested buffer of size", "Fail to alloc memory of", "cudaSuccess (2 vs. 0)"),
            "GPU out of memory (MXNet, PaddlePaddle or ONNX Runtime)", extract=_framework_oom,
            group="cuda-oom-framework",
            example="Out of memory error on GPU 0. Cannot allocate 1.500000GB memory on GPU 0, "
