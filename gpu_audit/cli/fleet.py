@@ -17,11 +17,20 @@ ADDRESS_HELP = ("Ray cluster address, HOST:PORT of the head's GCS (default: RAY_
                 "the cluster this machine belongs to).")
 
 
-def node_document(command: str, policy: Any, nvml_timeout_s: float) -> dict[str, Any]:
+def node_document(command: str, policy_data: dict[str, Any], nvml_timeout_s: float,
+                  fleet_version: str) -> dict[str, Any]:
     """Runs on each node, in the Ray worker: the document ``gpu-audit scan|check --json``
-    would print there, under the policy the fleet command loaded."""
-    from gpu_audit.collect import collect_scan
+    would print there, under the policy the fleet command loaded. The policy travels as plain
+    data, and the sender's version with it, so that a node with another gpu-audit says so
+    rather than failing to rebuild a class its version declares differently."""
+    import msgspec
 
+    from gpu_audit.collect import collect_scan
+    from gpu_audit.collect.ray_fanout import same_version
+    from gpu_audit.config import CheckPolicy, Policy
+
+    same_version(fleet_version)
+    policy = msgspec.convert(policy_data, Policy if command == "scan" else CheckPolicy)
     scan = collect_scan(timeout_s=nvml_timeout_s)
     if command == "scan":
         from gpu_audit.report.jsonout import scan_document
@@ -39,6 +48,9 @@ def node_document(command: str, policy: Any, nvml_timeout_s: float) -> dict[str,
 
 def _run(command: str, *, address: str | None, policy_file: Path | None, timeout: float,
          json_out: bool, out: Path | None, no_report: bool) -> int:
+    import msgspec
+
+    from gpu_audit import __version__
     from gpu_audit.collect import ray_fanout
 
     ray_fanout.import_ray()  # a plain "install it" before any other work
@@ -60,7 +72,8 @@ def _run(command: str, *, address: str | None, policy_file: Path | None, timeout
     try:
         left = max(1.0, timeout - (time.perf_counter() - started))
         answers = ray_fanout.fan_out(ray, node_document,
-                                     (command, policy, min(5.0, left / 2)), left,
+                                     (command, msgspec.to_builtins(policy),
+                                      min(5.0, left / 2), __version__), left,
                                      name=f"gpu-audit-fleet-{command}")
     finally:
         ray_fanout.disconnect(ray)

@@ -34,6 +34,25 @@ class ClusterUnreachable(GpuAuditError):
     """The Ray cluster could not be reached or joined in time (exit 3)."""
 
 
+class OtherVersion(Exception):
+    """Raised in a node's task whose gpu-audit is not the fleet command's version: the two may
+    not agree on the task's arguments or on the document it returns."""
+
+
+def same_version(fleet_version: str) -> None:
+    """Called first in a node's task, with the version of the gpu-audit that sent it."""
+    from gpu_audit import __version__
+
+    if fleet_version != __version__:
+        raise OtherVersion(f"gpu-audit {__version__} is installed there, {fleet_version} here")
+
+
+def version_hint() -> str:
+    from gpu_audit import __version__
+
+    return f"pip install 'gpu-audit[ray]=={__version__}'"
+
+
 @dataclass(frozen=True)
 class NodeAnswer:
     """What one node's task gave: its document, or the reason it gave none."""
@@ -141,6 +160,9 @@ def why_failed(ray: Any, exc: BaseException) -> str:
         detail = last[0].strip() if last else type(exc).__name__
         return (f"import error on that node ({detail}): gpu-audit is missing there or is "
                 f"another version; {INSTALL_HINT} there")
+    other = _other_version(exc, text)
+    if other:
+        return f"another gpu-audit version on that node ({other}); {version_hint()} there"
     died = tuple(getattr(ray.exceptions, name) for name in
                  ("NodeDiedError", "WorkerCrashedError", "ObjectLostError",
                   "OwnerDiedError", "LocalRayletDiedError")
@@ -153,6 +175,20 @@ def why_failed(ray: Any, exc: BaseException) -> str:
     name = type(cause or exc).__name__
     line = str(cause or exc).strip().splitlines()
     return f"the task failed on that node: {name}: {line[-1] if line else ''}".rstrip(": ")
+
+
+def _other_version(exc: BaseException, text: str) -> str | None:
+    """Why the node's gpu-audit is not this one, when the failure shows it: the node said so
+    (:class:`OtherVersion`), or an older node's task took other arguments than it was sent."""
+    cause = getattr(exc, "cause", None)
+    if isinstance(cause, OtherVersion) or isinstance(exc, OtherVersion):
+        return str(cause or exc)
+    if "OtherVersion" in text:  # the cause could not be rebuilt here: its message is in the text
+        lines = [ln.strip() for ln in text.splitlines() if "OtherVersion" in ln]
+        return lines[-1].split(":", 1)[-1].strip() or "it said so"
+    if "TypeError" in text and "positional argument" in text and "node_document" in text:
+        return "its fleet task takes other arguments"
+    return None
 
 
 def fan_out(ray: Any, func: Callable[..., dict[str, Any]], args: tuple[Any, ...],

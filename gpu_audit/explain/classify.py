@@ -37,7 +37,11 @@ from gpu_audit.explain.mentions import (
 )
 from gpu_audit.explain.scanner import Candidate
 from gpu_audit.explain.signatures import SIGNATURE_BY_ID, SIGNATURES, AdviceContext, Signature
-from gpu_audit.explain.signatures.cuda_oom import MASKED_OOM_REMEDY, masked_oom_explanation
+from gpu_audit.explain.signatures.cuda_oom import (
+    MASKED_OOM_REMEDY,
+    masked_oom_explanation,
+    onnxruntime_arena,
+)
 from gpu_audit.model import Severity
 from gpu_audit.redact import redact_text
 
@@ -408,6 +412,7 @@ class Classifier:
         built = self._titles_after_text(built)
         built += self._titles(built, explainers)
         built = self._guest_device_handles(built)
+        built = self._host_arenas(built)
         built = _cudnn_statuses_told_oom(built)
         built = _ignored_settings_alone(built, self._reports())
         built.sort(key=lambda item: (item[0].severity < Severity.ERROR, item[0].tier, item[1]))
@@ -511,6 +516,27 @@ class Classifier:
                     severity=min(incident.severity, advice.severity), tier=advice.tier,
                     explanation=advice.explanation, remedy=advice.remedy,
                     diagnosis=advice.diagnosis)
+            out.append((incident, order))
+        return out
+
+    def _host_arenas(self, built: list[tuple[Incident, tuple[int, int]]]
+                     ) -> list[tuple[Incident, tuple[int, int]]]:
+        """ONNX Runtime's arena fails in the same words on the CPU as on the GPU: where the
+        log says the arena that failed was the CPU's, the failure is the host's memory."""
+        host = SIGNATURE_BY_ID["host-oom/framework-allocator"]
+        out = []
+        for incident, order in built:
+            if (incident.signature == "cuda-oom/framework-allocator"
+                    and incident.numbers.get("framework") == "onnxruntime"
+                    and str(onnxruntime_arena(incident.numbers, self._ctx.facts)).lower()
+                    == "cpu"):
+                numbers = {k: v for k, v in incident.numbers.items() if k != "arena"}
+                advice = host.advise(numbers, self._ctx)
+                incident = replace(
+                    incident, cls=host.cls, signature=host.id, title=advice.title,
+                    severity=min(incident.severity, advice.severity), tier=advice.tier,
+                    explanation=advice.explanation, remedy=advice.remedy,
+                    diagnosis=advice.diagnosis, numbers=numbers)
             out.append((incident, order))
         return out
 

@@ -108,12 +108,16 @@ KEYS: tuple[Key, ...] = (
         rb"|SSERT FAILED|sync does not (?:yet )?support|sync support for [a-z]+[A-Z]"
         rb"|llocation on device|(?<=MallocA)sync"
         # (and a program's own check of a cuBLAS call: "cuBLAS API failed with status 7")
-        rb"|(?<=BLAS A)PI failed|(?<=BLASLt A)PI failed)",
+        rb"|(?<=BLAS A)PI failed|(?<=BLASLt A)PI failed"
+        # (and ONNX Runtime's arena grown, with its device: "AllocateRawInternal] Extending
+        # BFCArena for Cpu")
+        rb"|llocateRawInternal\] Extending BFCArena)",
         (b"Assertion `", *(b"Assertion " + quote + word for quote in (b"", b"'", b'"')
                            for word in (b"srcIndex", b"idx_dim", b"t >= 0", b"input_val",
                                         b"target_val")),
          b"ALLOC_CONF", b"ASSERT FAILED", b"Async does not ", b"Async support for ",
-         b"Allocation on device", b"MallocAsync", b"BLAS API failed", b"BLASLt API failed")),
+         b"Allocation on device", b"MallocAsync", b"BLAS API failed", b"BLASLt API failed",
+         b"AllocateRawInternal] Extending")),
     # (and "CUDA" right before a word in Chinese, Japanese or Korean: a translated message,
     # "CUDA内存不足"; their UTF-8 lead bytes)
     Key(rb"C(?:UDA(?:[ _]|CachingAllocator|AllocatorConfig|[\xe3-\xed])"
@@ -125,6 +129,11 @@ KEYS: tuple[Key, ...] = (
         rb"|(?<=\(according to C)UDA\): "
         # (cuBLAS's handle, in words: "Create cublas handle failed", "CUBLAS initialization")
         rb"|reate cublas handle|UBLAS initiali[sz]ation"
+        # (ONNX Runtime's CPU provider in a list: which device a session runs on)
+        rb"|PUExecutionProvider['\"]"
+        # (a glog check of a CUDA call's status, on a line without "error": "Check failed: e ==
+        # cudaSuccess (2 vs. 0)", "cudaSuccess == cudaStat (0 vs. 39)")
+        rb"|heck failed: [^\n]{0,120}?(?:cudaSuccess|_STATUS_SUCCESS)"
         # (llama.cpp's device buffers, "failed to allocate CUDA0 buffer", and TensorFlow's
         # "Loaded runtime CuDNN library: ...", in this pass: one pass fewer)
         rb"|UDA\d{1,2} buffer|uDNN library)",
@@ -134,6 +143,7 @@ KEYS: tuple[Key, ...] = (
          b"Cuda failure", b"CachingAllocator", b"Caught collective", b"Connection closed by ",
          b"Can't initialize NVML", b"Currently allocated ", b"(according to CUDA): ",
          b"Create cublas handle", b"CUBLAS initialization", b"CUBLAS initialisation",
+         b"CPUExecutionProvider'", b'CPUExecutionProvider"', b"Check failed: ",
          *(b"CUDA%d" % digit for digit in range(10)), b"CuDNN library")),
     # (and TensorFlow 1's node under its OOM: '[[Node: ... _device=".../device:GPU:0"]')
     # (and a GPU lost, told: "we lost 1 GPU", "one GPU is loss after reboot", "Lost GPU")
@@ -184,10 +194,13 @@ KEYS: tuple[Key, ...] = (
          *(b" -> %d" % code for code in range(1, 8)), b"fatal errors on NvSwitch")),
     # (an nvidia-smi table's "Processes:" row: who holds the GPU, in the rows below it)
     # (and PBS/Torque's "PBS: job killed: mem ... exceeded limit ...")
+    # (and a power supply's protection tripping, told: "latched PSU OCP/UVP protection", "the
+    # PSU kept tripping")
     # (and DCGM's "Pending page retirements together with a DBE were detected on GPU 1")
     Key(rb"P(?:yTorch|YTORCH_|rocess(?:(?P<table>es:)| \d+ has)|TX|BS: job killed"
+        rb"|SU(?:s|'s?)? (?:OCP|OPP|UVP|OVP|SCP|[Oo]ver|[Uu]nder|(?:keeps |kept |was |is )?trip)"
         rb"|ending page retirements together)",
-        (b"PyTorch", b"PYTORCH_", b"Processes:", b"PTX", b"PBS: job killed",
+        (b"PyTorch", b"PYTORCH_", b"Processes:", b"PTX", b"PBS: job killed", b"PSU",
          b"Pending page retirements together",
          *(b"Process %d" % digit for digit in range(10)))),
     # (and XLA's list of the buffers live at an out-of-memory)

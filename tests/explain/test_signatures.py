@@ -432,6 +432,9 @@ SINGLE_LINES = [
     ('Error: container create failed: msg="runc create failed: unable to start container '
      'process: container init was OOM-killed (memory limit too low?)"', "host-oom",
      "host-oom/kubernetes-oomkilled"),
+    # PaddlePaddle's CPU allocator: host memory, though its words name no device
+    ("MemoryError: (ResourceExhausted) Fail to alloc memory of 1073741824 size, error code is 12.",
+     "host-oom", "host-oom/framework-allocator"),
     # other programs' GPU memory: llama.cpp's CUDA buffers, an LLM server's share of the GPU,
     # CuPy's pool; TensorFlow's cuDNN check of its build
     ("ggml_backend_cuda_buffer_type_alloc_buffer: allocating 512.00 MiB on device 1: "

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from gpu_audit import __version__
 from tests.fakegpu import h100_node, scenario_env
 
 ray = pytest.importorskip("ray", reason="Ray is the optional extra gpu-audit[ray]")
@@ -190,6 +192,51 @@ def test_node_without_gpu_audit_is_an_import_error(cluster, tmp_path):
     (unknown,) = [n for n in doc["nodes"] if n["status"] == "UNKNOWN"]
     assert "import error on that node" in unknown["reason"], unknown
     assert "gpu-audit[ray]" in unknown["reason"]
+    assert code == 3
+
+
+def shadow_copy(folder: Path, version: str, old_task: bool = False) -> Path:
+    """This checkout's gpu_audit, copied under ``folder`` and declaring another ``version``;
+    with ``old_task``, its fleet task also takes the arguments the task took before the policy
+    travelled as plain data (three, and no version)."""
+    import shutil
+
+    shutil.copytree(REPO / "gpu_audit", folder / "gpu_audit",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    init = folder / "gpu_audit" / "__init__.py"
+    text = init.read_text()
+    assert '__version__ = "' in text
+    init.write_text(re.sub(r'__version__ = "[^"]*"', f'__version__ = "{version}"', text))
+    if old_task:
+        task = folder / "gpu_audit" / "cli" / "fleet.py"
+        text = task.read_text()
+        now = re.compile(r"nvml_timeout_s: float,\s+fleet_version: str\)")
+        assert now.search(text)
+        task.write_text(now.sub("nvml_timeout_s: float)", text))
+    return folder
+
+
+@pytest.mark.parametrize("old_task", [False, True], ids=["says-its-version", "older-arguments"])
+def test_node_with_another_version_is_named_so(cluster, tmp_path, old_task):
+    """A node whose gpu-audit is another version: UNKNOWN, naming the version to install,
+    whether that version checks the sender's (new) or takes other arguments (older)."""
+    shadow = shadow_copy(tmp_path / "shadow", "0.0.9", old_task=old_task)
+    env = node_env(node_scenario(6), cluster.scenario_folder, PYTHONPATH=str(shadow))
+    stranger = cluster.add_node(num_cpus=0, env_vars=env)
+    cluster.wait_for_nodes()
+    try:
+        code, doc, _ = fleet(cluster.address, "check", "--json", "--timeout", "45", cwd=tmp_path)
+    finally:
+        cluster.remove_node(stranger)
+    (unknown,) = [n for n in doc["nodes"] if n["status"] == "UNKNOWN"]
+    reason = unknown["reason"]
+    assert reason.startswith("another gpu-audit version on that node"), unknown
+    assert f"gpu-audit[ray]=={__version__}" in reason
+    if old_task:
+        assert "takes other arguments" in reason
+    else:
+        assert f"gpu-audit 0.0.9 is installed there, {__version__} here" in reason
+    assert [n["status"] for n in doc["nodes"]].count("UNKNOWN") == 1
     assert code == 3
 
 

@@ -189,6 +189,7 @@ ORDER = (
     "host-oom/shared-memory",
     "host-oom/cpu-allocator",
     "host-oom/model-exceeds-system-memory",
+    "host-oom/framework-allocator",
     "host-oom/numpy",
     "host-oom/memory-error",
     "host-oom/sigkill",
@@ -197,6 +198,8 @@ ORDER = (
     "alloc-conf/async-card-warning",
     "alloc-conf/async-backend-named",
     "alloc-conf/async-default-app",
+    # ONNX Runtime's arenas and providers: which device an arena's failure was on
+    "cuda-oom/onnxruntime-arena",
 )
 
 SIGNATURES: tuple[Signature, ...] = in_order(ORDER)

@@ -85,13 +85,16 @@ _SENTENCES = "|".join(re.escape(sentence) for sentence in CUBLAS_STATUS_SENTENCE
            example="CUDA error: an internal operation failed")
 @signature("cublas-failure/status-code",
            # a check that the status is CUBLAS_STATUS_SUCCESS, with the number it got (MXNet,
-           # Caffe), and a program's own "cuBLAS API failed with status 7" (cuBLASLt too)
-           r"Check failed: [^\n=]{1,80}== CUBLAS_STATUS_SUCCESS \((?P<code>\d{1,3}) vs\. 0\)|"
+           # Caffe; also spaced and cased as people retype it, "==CUBLAS_STATUS_SUCCESS(1 VS.0)",
+           # and the other way round, "CUBLAS_STATUS_SUCCESS == stat (0 vs. 1)"), and a
+           # program's own "cuBLAS API failed with status 7" (cuBLASLt too)
+           r"\bCUBLAS_STATUS_SUCCESS ?\((?P<code>\d{1,3}) ?(?i:vs)\.? ?0\)|"
+           r"\bCUBLAS_STATUS_SUCCESS ?== ?[\w.>()-]{1,40} ?\(0 ?(?i:vs)\.? ?(?P<code___>\d{1,3})\)|"
            r"\b(?i:cublas(?:Lt)?) (?:API failed|(?:API |call )?error)[^\n]{0,24}?\bstatus(?: code)?"
            r"[ :=]{1,3}(?P<code_>\d{1,3})\b|"
            # PaddlePaddle's "(External) CUBLAS error(7)."
            r"\bCUBLAS error\((?P<code__>\d{1,3})\)",
-           ("CUBLAS_STATUS_SUCCESS (", "status", "CUBLAS error("),
+           ("CUBLAS_STATUS_SUCCESS", "status", "CUBLAS error("),
            "A CUDA math library call failed",
            extract=_status_code, key_field="status",
            example="mshadow/./stream_gpu-inl.h:115: Check failed: err == CUBLAS_STATUS_SUCCESS "

@@ -41,6 +41,7 @@ from gpu_audit.explain.signatures.registry import (
 )
 from gpu_audit.explain.signatures.texts import REDUCE_MEMORY, SCAN_OTHERS, size_text
 from gpu_audit.knowledge.allocator import alloc_conf_export, fragmentation_remedy
+from gpu_audit.knowledge.cuda_errors import status_check
 from gpu_audit.knowledge.oom import (
     DEVICE_OOM_PATTERN,
     budget_sentences,
@@ -322,8 +323,12 @@ def _raw_oom(match: re.Match[str], line: str) -> dict[str, Any]:
     return found
 
 
-@signature("cuda-oom/cuda-error", DEVICE_OOM_PATTERN,
-           ("out of memory", "OUT_OF_MEMORY", "MemoryAllocation", "CUDA calloc"),
+@signature("cuda-oom/cuda-error",
+           # (MXNet's check, "e == cudaSuccess (2 vs. 0)", is its pooled storage's: below)
+           DEVICE_OOM_PATTERN + "|(?<!\\be == )(?:" + status_check("cudaErrorMemoryAllocation")
+           + ")",
+           ("out of memory", "OUT_OF_MEMORY", "MemoryAllocation", "cudaSuccess",
+            "CUDA calloc"),
            "CUDA out of memory (outside PyTorch's allocator)", group="cuda-oom-raw",
            extract=_raw_oom,
            example="RuntimeError: CUDA error: out of memory")
@@ -612,14 +617,28 @@ def _outside_allocator(sig: Signature, numbers: dict[str, Any], ctx: AdviceConte
 # units written "GB", "MB") and ONNX Runtime's arena ("BFCArena::AllocateRawInternal Failed to
 # allocate memory for requested buffer of size N", also cut after the function's name).
 _PADDLE_SIZE = r"\d+(?:\.\d+)?\s?[KMGT]?B\b"
+
+
+def _paddle_gpu_place(group: str) -> str:
+    """A GPU place as PaddlePaddle prints it (``Place(gpu:0)``, ``CUDAPlace(0)``), its index in
+    ``group`` and ``group``_."""
+    return rf"\b(?:Place\((?:gpu|cuda):(?P<{group}>\d+)\)|CUDAPlace\((?P<{group}_>\d+)\))"
+
+
 _FRAMEWORK_OOM = (
     r"\bcudaMalloc(?P<mxnet>)(?: retry)? failed: out of memory"
     r"|\bCheck failed: e == cudaSuccess\b(?P<mxnet_>)[^\n]{0,80}?\bout of memory"
+    r"|\bCheck failed: e == cudaSuccess \(2 vs\. 0\)(?P<mxnet__>)"  # (the message cut)
     rf"|\bOut of memory error on GPU ?(?P<gpu>\d+)(?P<paddle>)(?:\. Cannot allocate "
     rf"(?P<size>{_PADDLE_SIZE}) memory on GPU \d+)?"
     r"|\bBFCArena::AllocateRawInternal\b(?P<onnxruntime>)"
     r"(?:[^\n]{0,200}?requested buffer of size (?P<bytes>\d+))?"
-    r"|\bFailed to allocate memory for requested buffer of size (?P<bytes_>\d+)(?P<onnxruntime_>)")
+    r"|\bFailed to allocate memory for requested buffer of size (?P<bytes_>\d+)(?P<onnxruntime_>)"
+    # PaddlePaddle's "Fail to alloc memory of N size" is its CPU allocator's (host-oom), unless
+    # the line names a GPU place
+    r"|\bFail to alloc memory of (?P<bytes__>\d+) size\b(?P<paddle_>)[^\n]{0,200}?"
+    + _paddle_gpu_place("gpu__") + "|" + _paddle_gpu_place("gpu____")
+    + r"[^\n]{0,200}?\bFail to alloc memory of (?P<bytes___>\d+) size\b(?P<paddle__>)")
 _FRAMEWORK_NAMES = {"mxnet": "MXNet", "paddle": "PaddlePaddle", "onnxruntime": "ONNX Runtime"}
 _PADDLE_FIELDS = (("free_bytes", re.compile(rf"available memory is only ({_PADDLE_SIZE})")),
                   ("allocated_bytes", re.compile(rf"({_PADDLE_SIZE}) memory has been allocated")))
@@ -645,7 +664,63 @@ def _framework_oom(match: re.Match[str], line: str) -> dict[str, Any]:
         for key, pattern in _PADDLE_FIELDS:
             if size := pattern.search(line):
                 found[key] = _binary_size(size[1])
+    elif found["framework"] == "onnxruntime" and _CPU_NODE.search(line):
+        found["arena"] = "Cpu"
     return {key: value for key, value in found.items() if value is not None}
+
+
+# ONNX Runtime's arena fails in the same words on the CPU as on the GPU; which one it was, the
+# log says elsewhere. A node its NCHWc layout pass rewrote runs on the CPU ("Name:'347_nchwc'").
+_CPU_NODE = re.compile(r"\bName: ?'[^'\n]{0,200}_nchwc'")
+# A list of execution providers that holds a GPU's.
+_GPU_PROVIDER = re.compile(r"\b(?:CUDA|Tensorrt|NvTensorRTRTX|ROCM|MIGraphX|Dml|OpenVINO)"
+                           r"ExecutionProvider\b")
+
+
+def _onnxruntime_facts(match: re.Match[str], line: str) -> dict[str, Any]:
+    """What a line says about ONNX Runtime's arenas and execution providers: an arena grown
+    (its device, and the size it rounded the request to, which its failure repeats); a session
+    left with the CPU's provider alone (a fall-back from a GPU's, or a list without a GPU's)."""
+    if match["arena"]:
+        found: dict[str, Any] = {"ort_arenas": [match["arena"]]}
+        if match["rounded"]:
+            found["ort_arena_extends"] = [{"arena": match["arena"], "bytes": int(match["rounded"])}]
+        return found
+    if match["fallback"]:
+        return {"ort_cpu_fallback": True}
+    return {"ort_gpu_provider": True} if _GPU_PROVIDER.search(line) else {"ort_cpu_only": True}
+
+
+@signature("cuda-oom/onnxruntime-arena",
+           r"\bExtending BFCArena for (?P<arena>[A-Za-z]\w{0,40})(?:[^\n]{0,120}?rounded_bytes: ?"
+           r"(?P<rounded>\d+))?|(?P<fallback>\bFalling back to \[['\"]CPUExecutionProvider['\"]\])"
+           r"|\bCPUExecutionProvider['\"]",
+           ("Extending BFCArena for", "CPUExecutionProvider"),
+           "ONNX Runtime's arenas and execution providers", severity=Severity.INFO, tier=5.0,
+           fact=True, extract=_onnxruntime_facts,
+           example="[I:onnxruntime:, bfc_arena.cc:306 AllocateRawInternal] Extending BFCArena for "
+           "Cpu. bin_num:20 (requested) num_bytes: 402653184 (actual) rounded_bytes:402653184")
+def _onnxruntime_fact(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    return advice(sig, numbers, "What the log says about ONNX Runtime's arenas and execution "
+                  "providers; an arena's failure says which device it was on.", "Nothing.")
+
+
+def onnxruntime_arena(numbers: dict[str, Any], facts: dict[str, Any]) -> str | None:
+    """The device of the ONNX Runtime arena that failed (``Cpu``, ``Cuda``), where the log says:
+    the failing line's node, the arena the log grew by the same size, a session on the CPU's
+    provider alone, or arenas that are all the CPU's."""
+    if numbers.get("arena"):
+        return str(numbers["arena"])
+    size = numbers.get("requested_bytes")
+    grown = [item["arena"] for item in facts.get("ort_arena_extends", ())
+             if isinstance(item, dict) and item.get("bytes") == size]
+    if grown:
+        return str(grown[-1])
+    if facts.get("ort_cpu_fallback") or (facts.get("ort_cpu_only")
+                                         and not facts.get("ort_gpu_provider")):
+        return "Cpu"
+    arenas = {str(arena) for arena in facts.get("ort_arenas", ())}
+    return "Cpu" if arenas == {"Cpu"} else None
 
 
 _FRAMEWORK_REMEDIES = {
@@ -663,7 +738,7 @@ _FRAMEWORK_REMEDIES = {
 
 @signature("cuda-oom/framework-allocator", _FRAMEWORK_OOM,
            ("out of memory", "Out of memory error on GPU", "BFCArena::AllocateRawInternal",
-            "requested buffer of size"),
+            "requested buffer of size", "Fail to alloc memory of", "cudaSuccess (2 vs. 0)"),
            "GPU out of memory (MXNet, PaddlePaddle or ONNX Runtime)", extract=_framework_oom,
            group="cuda-oom-framework",
            example="Out of memory error on GPU 0. Cannot allocate 1.500000GB memory on GPU 0, "

@@ -31,6 +31,7 @@ from gpu_audit.explain.signatures.registry import (
     named,
     signature,
 )
+from gpu_audit.knowledge.cuda_errors import status_check
 from gpu_audit.knowledge.torch_builds import build_for_driver, install_command
 from gpu_audit.model import Severity
 
@@ -62,10 +63,9 @@ def _capability_range(match: re.Match[str], line: str) -> dict[str, Any]:
            # (also cut before its last word, as titles and quotes often keep it; and Caffe's
            # check with the status's number, 35, as TensorRT's start-up also prints it)
            r"CUDA driver version is insufficient for CUDA runtime(?: version|\b)|"
-           r"cudaErrorInsufficientDriver|cudaSuccess \(35 vs\. 0\)|"
-           r"\bCUDA initiali[sz]ation failure with error:? ?35\b",
-           ("insufficient", "InsufficientDriver", "cudaSuccess (35 vs. 0)",
-            "failure with error"),
+           r"cudaErrorInsufficientDriver|\bCUDA initiali[sz]ation failure with error:? ?35\b|"
+           + status_check("cudaErrorInsufficientDriver"),
+           ("insufficient", "InsufficientDriver", "cudaSuccess", "failure with error"),
            "The NVIDIA driver is older than the CUDA runtime PyTorch was built with", tier=0.0,
            example="RuntimeError: cuda runtime error (35) : CUDA driver version is insufficient "
            "for CUDA runtime version at /pytorch/aten/src/THC/THCGeneral.cpp:74")
@@ -102,9 +102,10 @@ def _driver_too_old(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext)
            # the CUDA runtime's own words for a call the driver is too old to run
            # (cudaErrorCallRequiresNewerDriver, status 36)
            r"API call is not supported in the installed CUDA driver|"
-           r"cudaErrorCallRequiresNewerDriver",
+           r"cudaErrorCallRequiresNewerDriver|" + status_check("cudaErrorCallRequiresNewerDriver"),
            ("driver is too old", "is not supported by", "version is too old",
-            "API call is not supported in the installed", "cudaErrorCallRequiresNewerDriver"),
+            "API call is not supported in the installed", "cudaErrorCallRequiresNewerDriver",
+            "cudaSuccess"),
            "The NVIDIA driver is older than the CUDA the program needs", tier=0.0,
            example="ERROR: LoadError: CUDA 10.0 is not supported by your driver (which supports "
            "up to 9.0)")
@@ -169,8 +170,9 @@ def _container_requirement(sig: Signature, numbers: dict[str, Any],
 
 @signature("driver-mismatch/no-kernel-image",
            r"no kernel image is available for execution on the device|"
-           r"cudaErrorNoKernelImageForDevice|CUDA_ERROR_NO_BINARY_FOR_GPU",
-           ("no kernel image", "NoKernelImage", "NO_BINARY_FOR_GPU"),
+           r"cudaErrorNoKernelImageForDevice|CUDA_ERROR_NO_BINARY_FOR_GPU|"
+           + status_check("cudaErrorNoKernelImageForDevice"),
+           ("no kernel image", "NoKernelImage", "NO_BINARY_FOR_GPU", "cudaSuccess"),
            "No kernel image for this GPU in the installed PyTorch/CUDA build", tier=0.0,
            group="no-kernel-image",
            example="torch.AcceleratorError: CUDA error: no kernel image is available for "
@@ -345,8 +347,12 @@ _INIT_WORDS = (
            r"CUDA_ERROR_NO_DEVICE|cudaErrorNoDevice|"
            # TensorFlow's diagnosis of libcuda against the kernel module (what 803 says)
            r"kernel version (?P<kernel_version>[\d.]+) does not match DSO version "
-           r"(?P<dso_version>[\d.]+))",
-           ("Error 80", "Error 999", "Error 100", "unsupported display driver",
+           r"(?P<dso_version>[\d.]+))|"
+           # a glog check that names the status by its number alone
+           + status_check("cudaErrorNoDevice", "cudaErrorSystemNotReady",
+                          "cudaErrorSystemDriverMismatch", "cudaErrorCompatNotSupportedOnDevice",
+                          "cudaErrorUnknown", group="status_code"),
+           ("cudaSuccess", "Error 80", "Error 999", "Error 100", "unsupported display driver",
             "forward compatibility", "not yet initialized", "No CUDA GPUs", "no CUDA-capable",
             "No CUDA-capable", "no cuda-capable",
             "SYSTEM_NOT_READY", "SystemNotReady", "SYSTEM_DRIVER_MISMATCH", "SystemDriverMismatch",
@@ -369,6 +375,8 @@ _INIT_WORDS = (
 def _cuda_init(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
     text = str(numbers.get("text") or numbers.get("message") or "").lower()
     code = str(numbers.get("code") or "")
+    if numbers.get("status_code"):  # (38: no device, before CUDA 10.1)
+        code = "100" if numbers["status_code"] == 38 else str(numbers["status_code"])
     if not code:
         code = next((code for code, words in _INIT_WORDS if any(w in text for w in words)), "100")
     if sig.id == "driver-mismatch/no-driver":

@@ -31,6 +31,7 @@ from gpu_audit.explain.signatures.registry import (
     named,
     signature,
 )
+from gpu_audit.knowledge.cuda_errors import status_check
 from gpu_audit.knowledge.xid import recovery_action, xid_info, xid_severity
 from gpu_audit.model import Severity
 
@@ -207,6 +208,9 @@ fixed("gpu-hardware/power-loss-told", POWER_LOSS_TOLD,
 # that crashed or went off under GPU load, told by its cause (not advice, a condition or a
 # general statement: "check whether your PSU ...", "reboots are often caused by a weak PSU").
 _POWER_SUPPLY = r"(?:PSUs?|power suppl(?:y|ies))"
+# a supply's protections: over-current, over-power, under- and over-voltage, short circuit
+_PROTECTION = (r"(?:OCP|OPP|UVP|OVP|SCP|over-?current|over-?power|under-?voltage)"
+               r"(?:/(?:OCP|OPP|UVP|OVP|SCP))*\b")
 POWER_SUPPLY_TOLD = (
     r"^(?i:(?:(?!\b(?:if|whether|you|your|may|might|can|could|should|would|check\w*|make sure|"
     r"often|usually|typically|common\w*|most)\b)[^\n])*?)(?i:"
@@ -216,7 +220,15 @@ POWER_SUPPLY_TOLD = (
     r"\b(?:issue|problem|crash\w*|reboots?|shutdowns?)\b[^\n]{0,20}?\b(?:turned out to be|was|is)"
     r"(?: (?:an? )?(?:issue|problem))? with (?:the |our |my )?" + _POWER_SUPPLY + r"\b|"
     r"\b(?:caused|triggered) by (?:an? |the |our |my )?(?:undersized |weak |faulty |insufficient |"
-    r"failing |bad |broken )?" + _POWER_SUPPLY + r"\b)")
+    r"failing |bad |broken )?" + _POWER_SUPPLY + r"\b|"
+    # the supply's protection tripping ("latched PSU OCP/UVP protection", "tripped the power
+    # supply's over-current protection", "the PSU's OCP trips"), or the supply tripping
+    r"\b(?:trip(?:s|ped|ping)?|latch(?:es|ed|ing)?|trigger(?:s|ed|ing)?|set(?:s|ting)? off) "
+    r"(?:the |its |our |my |a )?" + _POWER_SUPPLY + r"(?:'s?)? " + _PROTECTION + r"|"
+    # (not any supply: "a PSU's OCP trips when ...")
+    r"(?<!\ba )" + _POWER_SUPPLY + r"(?:'s?)? " + _PROTECTION + r"(?: protection)? (?:(?:was |got "
+    r"|is )?(?:trip(?:s|ped|ping)?|latch(?:es|ed|ing)?|triggered|kick(?:s|ed)? in))\b|"
+    r"(?<!\ba )" + _POWER_SUPPLY + r" (?:(?:keeps |kept |was |is )?tripping|trips|tripped)\b)")
 fixed("gpu-hardware/power-supply-told", POWER_SUPPLY_TOLD,
       ("PSU", "power suppl", "Power suppl"),
       "The power supply failed under GPU load (told in the writer's words)",
@@ -249,8 +261,8 @@ fixed("gpu-hardware/lspci-rev-ff",
 
 fixed("gpu-hardware/uncorrectable-ecc",
       r"uncorrectable ECC error (?:was )?encountered|CUDA_ERROR_ECC_UNCORRECTABLE|"
-      r"cudaErrorECCUncorrectable",
-      ("ECC error", "ECC_UNCORRECTABLE", "ECCUncorrectable"),
+      r"cudaErrorECCUncorrectable|" + status_check("cudaErrorECCUncorrectable"),
+      ("ECC error", "ECC_UNCORRECTABLE", "ECCUncorrectable", "cudaSuccess"),
       "Uncorrectable ECC error in GPU memory", severity=Severity.CRITICAL, tier=0.0,
       example="RuntimeError: CUDA error: uncorrectable ECC error encountered",
       explanation="The GPU's memory returned data its ECC could not correct. Results computed on "

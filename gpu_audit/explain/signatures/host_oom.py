@@ -415,6 +415,46 @@ fixed("host-oom/cpu-allocator",
       "enough memory: you tried to allocate 3355443200 bytes.",
       explanation="PyTorch could not allocate host memory for a CPU tensor.", remedy=_HOST_MEMORY)
 
+# A framework's allocator for host memory: PaddlePaddle's CPU allocator ("Fail to alloc memory
+# of 5060694016 size, error code is 12.": posix_memalign's ENOMEM; its GPU allocator says "Out of
+# memory error on GPU 0"), and ONNX Runtime's arena on the CPU, whose failure reads as its CUDA
+# arena's ("BFCArena::AllocateRawInternal ... Failed to allocate memory for requested buffer"):
+# explain turns that one into this signature where the log says the arena was the CPU's.
+def _host_allocator(match: re.Match[str], line: str) -> dict[str, Any]:
+    found = named(match, line)
+    found.setdefault("framework", "paddle")
+    return found
+
+
+@signature("host-oom/framework-allocator",
+           r"\bFail to alloc memory of (?P<requested_bytes>\d+) size\b"
+           r"(?:, error code is (?P<error_code>\d+))?",
+           ("Fail to alloc memory of",),
+           "A framework could not allocate host memory (PaddlePaddle, ONNX Runtime)",
+           extract=_host_allocator,
+           example="ResourceExhaustedError: Fail to alloc memory of 5060694016 size, error code "
+           "is 12.")
+def _framework_host_allocator(sig: Signature, numbers: dict[str, Any],
+                              ctx: AdviceContext) -> Advice:
+    onnxruntime = numbers.get("framework") == "onnxruntime"
+    name = "ONNX Runtime's CPU arena" if onnxruntime else "PaddlePaddle's CPU allocator"
+    size = (f" {size_text(numbers['requested_bytes'])}" if numbers.get("requested_bytes")
+            else " memory")
+    explanation = (
+        f"{name} could not get{size} of host memory (RAM, not the GPU's): the machine or the "
+        "job's memory limit is full, or one request is larger than the RAM there is (a large "
+        "input, a model loaded on the CPU, many sessions or workers in one process).")
+    own = ("ONNX Runtime keeps freed memory in its arena: turn the CPU arena off "
+           "(SessionOptions.enable_cpu_mem_arena = False) or run fewer sessions per process; "
+           "check which execution providers the session really uses (a CUDA provider that failed "
+           "to load leaves the model on the CPU)." if onnxruntime else
+           "PaddlePaddle's CPU allocator asked the system for it: lower the input size or the "
+           "batch (rec_batch_num, the image's longest side in OCR), and check that the GPU "
+           "build is installed and used when a GPU was meant.")
+    return advice(sig, numbers, explanation, f"{own}\n{_HOST_MEMORY}",
+                  title=f"Host out of memory ({'ONNX Runtime' if onnxruntime else 'PaddlePaddle'})")
+
+
 fixed("host-oom/numpy",
       rf"Unable to allocate (?P<requested>{SIZE}) for an array with shape (?P<shape>\([^)]*\))",
       ("Unable to allocate",), "NumPy could not allocate host memory",

@@ -31,6 +31,7 @@ from gpu_audit.explain.signatures.registry import (
     signature,
 )
 from gpu_audit.explain.signatures.texts import FIND_FAULTING_KERNEL, KERNEL_FAULT
+from gpu_audit.knowledge.cuda_errors import status_check
 
 CLASS = document_class("illegal-memory-access", __doc__)
 
@@ -58,8 +59,9 @@ CLASS = document_class("illegal-memory-access", __doc__)
            ("isaligned",), "Misaligned memory access in a CUDA kernel",
            example="RuntimeError: CUDA error: misaligned address")
 @signature("illegal-memory-access/illegal-address",
-           r"illegal memory access was encountered|ILLEGAL_ADDRESS|cudaErrorIllegalAddress",
-           ("llegal memory access", "ILLEGAL_ADDRESS", "IllegalAddress"),
+           r"illegal memory access was encountered|ILLEGAL_ADDRESS|cudaErrorIllegalAddress|"
+           + status_check("cudaErrorIllegalAddress"),
+           ("llegal memory access", "ILLEGAL_ADDRESS", "IllegalAddress", "cudaSuccess"),
            "Illegal memory access in a CUDA kernel",
            example="RuntimeError: CUDA error: an illegal memory access was encountered")
 def _illegal(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
@@ -86,8 +88,9 @@ def _illegal(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Adv
 # program's fault like an illegal address. Failing hardware causes it less often; an Xid in the
 # kernel log (48, 79, 94, 95, 109, ...) then sits before it as the root cause.
 fixed("illegal-memory-access/launch-failure",
-      r"unspecified launch failure|CUDA_ERROR_LAUNCH_FAILED|cudaErrorLaunchFailure",
-      ("unspecified launch failure", "LAUNCH_FAILED", "LaunchFailure"),
+      r"unspecified launch failure|CUDA_ERROR_LAUNCH_FAILED|cudaErrorLaunchFailure|"
+      + status_check("cudaErrorLaunchFailure"),
+      ("unspecified launch failure", "LAUNCH_FAILED", "LaunchFailure", "cudaSuccess"),
       "Unspecified launch failure: a CUDA kernel crashed", tier=1.2,
       example="RuntimeError: CUDA error: unspecified launch failure",
       explanation="A CUDA kernel raised an exception on the device (the GPU's equivalent of a "
