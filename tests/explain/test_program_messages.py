@@ -227,6 +227,9 @@ def test_nccls_shared_memory_it_could_not_extend() -> None:
     ("CUDA error 2 at /src/llama.cpp/ggml-cuda.cu:6246: out of memory", "cuda-oom/cuda-error"),
     ("CUDA Error at src/solver.cu:38 - out of memory", "cuda-oom/cuda-error"),
     ("Cuda error in file 'kernel.cu' in line 55 : out of memory.", "cuda-oom/cuda-error"),
+    # (no "error" on the line: the prefilter finds it by its own words)
+    ("ggml_cuda_init: failed to initialize CUDA: no CUDA-capable device is detected",
+     "driver-mismatch/cuda-init"),
 ])
 def test_more_program_lines(line: str, signature: str) -> None:
     (failure,) = classify_text(_mid_log(line), torch_version=None)
