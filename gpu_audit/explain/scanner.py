@@ -95,7 +95,10 @@ KEYS: tuple[Key, ...] = (
     # (also when a terminal or logger wrapped the line before the number)
     # (and Moab's "job 4242 exceeded MEM usage hard limit", in this pass: one pass fewer)
     # (and the status alone after the verb: "Exited (137)", "exiting due to 137")
-    Key(rb"x(?:it(?:ed)?(?: with)?(?: a)?[ _]?(?:status|code)(?: code)?[ :=]*(?:\r?\n[ \t]*)?"
+    # (and Kubernetes' fields for a container's last state: "Exit Code:    137", "exitCode: 137",
+    # YARN's "Exit code is 137")
+    Key(rb"x(?:it(?:ed)?(?: with)?(?: a)?[ _]?(?:status|[Cc]ode\"?(?: is)?)(?: code)?[ :=]*"
+        rb"(?:\r?\n[ \t]*)?"
         rb"(?:137|-9)\b|it(?:ed|ing|s)?(?: with| due to)? \(?137\b|ceeded MEM usage)",
         (b"xit", b"xceeded MEM usage"), next_line=True),
     Key(rb"eturn(?:ed)?[ _]?code[ :=]*(?:\r?\n[ \t]*)?(?:137|-9)\b",  # returncode -9
@@ -146,6 +149,8 @@ KEYS: tuple[Key, ...] = (
          b"losing the GPU", b"ed the GPU", b"ed my GPU", b"ed our GPU", b"faulty GPU",
          b"defective GPU")),
     Key(rb"K(?:ill|ILL)", (b"Kill", b"KILL")),
+    # a kill told in the writer's words, wherever it is ("my process gets killed in the pod")
+    Key(rb"killed\b", (b"killed",)),
     # ("ProcessGroupNCCL'" at a line's end: a terminal cut "ProcessGroupNCCL's" there)
     # (and lspci's line for a GPU that no longer answers on the bus: "NVIDIA Corporation ...
     # (rev ff)")

@@ -432,6 +432,12 @@ SINGLE_LINES = [
     ('Error: container create failed: msg="runc create failed: unable to start container '
      'process: container init was OOM-killed (memory limit too low?)"', "host-oom",
      "host-oom/kubernetes-oomkilled"),
+    # Kubernetes' last state of a container, and a memory limit told exceeded
+    ("        exitCode: 137", "host-oom", "host-oom/container-exit-137"),
+    ("Our worker pod exceeded its memory limit twice last night.", "host-oom",
+     "host-oom/memory-limit-told"),
+    ("Message:  Pod The node had condition: [MemoryPressure].", "host-oom",
+     "host-oom/kubernetes-evicted"),
 ]
 
 
