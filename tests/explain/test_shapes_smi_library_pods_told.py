@@ -2,9 +2,12 @@
 lower case in a post, NVML's library told not found (in English and in Chinese), a kill told
 in a pod on any line, and Kubernetes' records of a container killed for memory (kubectl
 describe's and the status's exit code 137, eviction for memory pressure, a memory limit told
-exceeded). Synthetic fixtures in fixtures/shapes/."""
+exceeded), and PyTorch's out-of-memory head retyped or lower-cased by a logger. Synthetic
+fixtures in fixtures/shapes/."""
 
 from __future__ import annotations
+
+import re
 
 import pytest
 
@@ -22,6 +25,8 @@ from tests.explain.helpers import shape_root as root
     ("k8s_status_yaml_exitcode.log", "host-oom", "host-oom/container-exit-137"),
     ("k8s_evicted_memory_pressure.log", "host-oom", "host-oom/kubernetes-evicted"),
     ("pod_memory_limit_told.log", "host-oom", "host-oom/memory-limit-told"),
+    ("oom_lowercased_by_logger.log", "cuda-oom", "cuda-oom/caching-allocator"),
+    ("oom_retyped_alone_report.log", "cuda-oom", "cuda-oom/caching-allocator"),
 ])
 def test_root_cause(name: str, cls: str, signature: str) -> None:
     found = root(name)
@@ -32,6 +37,7 @@ def test_root_cause(name: str, cls: str, signature: str) -> None:
     "smi_no_devices_advice_only.log",  # "if nvidia-smi says ...", "you should check ..."
     "libnvml_loader_falls_back_quiet.log",  # a loader that goes on to the next name
     "memory_limit_advice_quiet.log",  # "if a container exceeds ...", "to avoid pods ..."
+    "oom_lowercase_question_quiet.log",  # "how do I fix cuda out of memory?", "if you get ..."
 ])
 def test_advice_and_fallbacks_raise_nothing(name: str) -> None:
     assert not [i for i in incidents(name) if i.is_failure], name
@@ -45,3 +51,28 @@ def test_the_library_told_missing_names_it() -> None:
 
 def test_the_memory_limit_advice_names_kubectl() -> None:
     assert "kubectl describe pod" in root("pod_memory_limit_told.log").remedy
+
+
+@pytest.mark.parametrize(("line", "read"), [
+    ("runtimeerror: cuda out of memory.", True),
+    ("torch.cuda.outofmemoryerror: cuda out of memory", True),
+    ("[2025-01-02 10:00:00] ERROR: cuda out of memory", True),
+    ("cuda out of memory.", True),
+    ("- cuda out of memory", False),  # an item of a list (of errors, of symptoms)
+    ("cuda out of memory when the batch is 32", False),  # a sentence, not the message
+    ("what does error: cuda out of memory mean", False),
+])
+def test_the_retyped_head_is_the_message_alone(line: str, read: bool) -> None:
+    from gpu_audit.knowledge.oom import TORCH_OOM_RETYPED_PATTERN
+
+    assert bool(re.search(TORCH_OOM_RETYPED_PATTERN, line)) is read
+
+
+def test_the_retyped_head_keeps_the_numbers_after_it() -> None:
+    from gpu_audit.explain import classify_text
+
+    found = classify_text("runtimeerror: cuda out of memory. tried to allocate 20.00 mib (gpu 0; "
+                          "8.00 gib total capacity; 6.10 gib already allocated)",
+                          torch_version="2.3.1")
+    assert [(i.signature, i.numbers["requested_bytes"]) for i in found] == [
+        ("cuda-oom/caching-allocator", 20 * 1024**2)]
