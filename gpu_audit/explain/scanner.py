@@ -209,9 +209,11 @@ KEYS: tuple[Key, ...] = (
     # line with no other key ("Out of memory: Killed process" has "emory" and "Kill")
     # (and TensorFlow's out-of-memory without its status, "OOM when allocating tensor ...": a
     # title, or the line a person kept of it)
-    Key(rb"O(?:(?:OM|om)[- _]?(?:kill|Kill|KILL)|OM when allocating)",
+    # (and the kubelet's event for a kill on its node: "System OOM encountered, victim ...")
+    Key(rb"O(?:(?:OM|om)[- _]?(?:kill|Kill|KILL)|OM when allocating|OM encountered)",
         (*(first + sep + kill for first in (b"OOM", b"Oom") for sep in (b"", b" ", b"-", b"_")
-           for kill in (b"kill", b"Kill", b"KILL")), b"OOM when allocating")),
+           for kill in (b"kill", b"Kill", b"KILL")), b"OOM when allocating",
+         b"OOM encountered")),
     # the numbers of the cudaMallocAsync backend's OOM message, one per line
     # ("Requested" and "(according to CUDA)": in the R and C passes)
     # (and TensorFlow's "kernel version 470.57.2 does not match DSO version 510.47.3", in this

@@ -27,6 +27,8 @@ from tests.explain.helpers import shape_root as root
     ("pod_memory_limit_told.log", "host-oom", "host-oom/memory-limit-told"),
     ("oom_lowercased_by_logger.log", "cuda-oom", "cuda-oom/caching-allocator"),
     ("oom_retyped_alone_report.log", "cuda-oom", "cuda-oom/caching-allocator"),
+    ("k8s_node_system_oom_event.log", "host-oom", "host-oom/kernel-oom-killer"),
+    ("libnvml_dlopen_zh_locale.log", "nvml-unavailable", "nvml-unavailable/library-missing"),
 ])
 def test_root_cause(name: str, cls: str, signature: str) -> None:
     found = root(name)
@@ -38,6 +40,7 @@ def test_root_cause(name: str, cls: str, signature: str) -> None:
     "libnvml_loader_falls_back_quiet.log",  # a loader that goes on to the next name
     "memory_limit_advice_quiet.log",  # "if a container exceeds ...", "to avoid pods ..."
     "oom_lowercase_question_quiet.log",  # "how do I fix cuda out of memory?", "if you get ..."
+    "docker_inspect_not_oomkilled_quiet.log",  # docker inspect's "OOMKilled": false
 ])
 def test_advice_and_fallbacks_raise_nothing(name: str) -> None:
     assert not [i for i in incidents(name) if i.is_failure], name
@@ -76,3 +79,19 @@ def test_the_retyped_head_keeps_the_numbers_after_it() -> None:
                           torch_version="2.3.1")
     assert [(i.signature, i.numbers["requested_bytes"]) for i in found] == [
         ("cuda-oom/caching-allocator", 20 * 1024**2)]
+
+
+def test_the_kubelets_system_oom_names_its_victim() -> None:
+    found = root("k8s_node_system_oom_event.log")
+    assert (found.numbers["process_name"], found.numbers["pid"]) == ("python3", 48213)
+
+
+@pytest.mark.parametrize("line", [
+    "After the reboot nvidia-smi just says no devices found, lspci lists the card.",
+    'In the guest, nvidia-smi shows "no devices were found" error.',
+])
+def test_no_devices_retold_after_nvidia_smi(line: str) -> None:
+    from gpu_audit.explain import classify_text
+
+    found = classify_text(line, torch_version="2.3.1")
+    assert [i.signature for i in found] == ["nvml-unavailable/no-devices-found"]

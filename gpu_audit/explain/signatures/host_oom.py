@@ -140,6 +140,9 @@ _TOLD_OOM_KILL = (
            # its one-line summary of the kill, and the task table it prints before it
            r"oom-kill:constraint=(?P<scope_>CONSTRAINT_\w+)[^\n]{0,1000}?,task=(?P<process_name__>[^,\s]+)"
            r",pid=(?P<pid__>\d+)|Tasks state \(memory values in pages\)|"
+           # the kubelet's event for the kernel's kill on its node ("Warning  SystemOOM ...")
+           r"System OOM encountered(?:, victim process: (?P<process_name___>[^,\s]{1,256}), "
+           r"pid: (?P<pid___>\d+))?|"
            # the writer telling the kill in their own words: "my job was killed by the OOM
            # killer", "I get: killed by OOM killer", "进程被 OOM killer 杀死了", "OOM killerに
            # killされた" (not "if"/"whether" it was: a question or a conditional)
@@ -147,7 +150,7 @@ _TOLD_OOM_KILL = (
            ("out of memory: Kill", "Out of memory: Kill", "Out of memory: kill",
             "oom_kill_allocating", "invoked oom-killer", "oom_reaper", "oom-kill:constraint",
             "Tasks state (memory values", "killer", "Killer", "KILLER", "killed", "Killed",
-            "KILLED"),
+            "KILLED", "System OOM encountered"),
            "The kernel's OOM killer killed a process", extract=_kernel_oom, group="oom-killer",
            example="[ 301.772100] Memory cgroup out of memory: Killed process 5512 (python3) "
            "total-vm:30000000kB, anon-rss:20000000kB, file-rss:0kB, shmem-rss:0kB")
@@ -315,7 +318,9 @@ fixed("host-oom/kubernetes-evicted",
 fixed("host-oom/kubernetes-oomkilled",
       # (and runc's words when the limit killed the container's first process as it started:
       # "container init was OOM-killed (memory limit too low?)")
-      r"\bOOMKilled\b|\bcontainer (?:init )?was OOM-killed\b", ("OOMKilled", "was OOM-killed"),
+      # (not docker inspect's state of a container that was not: "OOMKilled": false)
+      r"\bOOMKilled\b(?!\"?\s*[:=]\s*false\b)|\bcontainer (?:init )?was OOM-killed\b",
+      ("OOMKilled", "was OOM-killed"),
       "The container was OOMKilled",
       example="      Reason:       OOMKilled",
       explanation="Kubernetes killed the container for exceeding its memory limit (exit code "

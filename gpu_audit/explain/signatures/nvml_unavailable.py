@@ -81,7 +81,9 @@ _MISMATCH_ONLY = {"nvml-unavailable/nvrm-api-mismatch", "nvml-unavailable/librar
            ("NVML", "NvmlError"), "NVML is not usable (pynvml)", tier=0.0,
            example="pynvml.NVMLError_LibraryNotFound: NVML Shared Library Not Found")
 @signature("nvml-unavailable/library-missing",
-           r"(?P<library>libnvidia-ml\.so(?:\.\d+)?): cannot open shared object file|"
+           r"(?P<library>libnvidia-ml\.so(?:\.\d+)?): (?:cannot open shared object file|"
+           # (the same dlopen error in a Chinese or Japanese locale)
+           r"无法打开共享对象文件|共有オブジェクトファイルを開けません)|"
            r"(?:[Cc]an't|[Cc]annot|[Ff]ailed to|[Cc]ould not|[Uu]nable to) (?:load|find|open) "
            r"(?:the )?NVML(?: shared)? library|"
            # macOS has no NVML: dlopen's own words
@@ -239,7 +241,7 @@ def _no_gpu_to_monitor(sig: Signature, numbers: dict[str, Any], ctx: AdviceConte
 fixed("nvml-unavailable/no-devices-found",
       r"\bNo devices were found\b|"
       r"^(?i:(?:(?!\b(?:if|whether|you|your|should|make sure)\b)[^\n])*?\bnvidia-smi\b"
-      r"[^\n]{0,60}?\bno devices? (?:were|was) found\b)",
+      r"[^\n]{0,60}?\bno (?:GPU )?devices? (?:(?:were|was) )?found\b)",
       ("No devices were found", "nvidia-smi"), "nvidia-smi found no GPU through the driver",
       tier=0.5,
       example="No devices were found",
