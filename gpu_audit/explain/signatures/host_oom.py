@@ -484,8 +484,8 @@ fixed("host-oom/memory-error", r"(?:^|[\]>]\s*|:\s)MemoryError(?::\s|\s*$)", ("M
 _KILLED = killed_words_pattern()
 # The writer telling that their run was killed, with no word of who killed it ("my training
 # gets killed at epoch 3", "I get a Killed message", "程序被杀死"; not "if the process is
-# killed"; "it was killed" is too vague to read). Read on the lines the prefilter keeps (another
-# key on the line, or the log's last lines).
+# killed"; "it was killed" is too vague to read). Read on any line: the prefilter keeps every
+# line with "killed" (and "Kill"); "杀死" and "杀掉" only where another key or the log's end is.
 _TOLD_KILLED = (
     r"(?i:(?<!\bif )(?<!\bwhether )(?<!\bwhen )\b(?:the|my|our) (?:training|process|program|"
     r"job|script|run|container|pod|thread|task|python)(?: process| job)?(?:es|s)? (?:is|was|"
