@@ -53,12 +53,14 @@ CUDA_OOM_KINDS = (TORCH_OOM, MASKED_OOM, DEVICE_OOM)  # device memory ran out
 TORCH_OOM_PATTERN = (r"\b(?:(?P<backend>CUDA|HIP|XPU|MUSA|NPU) out of memory\b"
                      r"|Out of memory\. Tried to allocate|MPS backend out of memory"
                      r"|would exceed allowed memory\. \(out of memory\))")
-# The caching allocator's message retyped, or lower-cased by a logger, without the rest of it:
-# the head after its exception's name ("runtimeerror: cuda out of memory.",
-# "torch.cuda.outofmemoryerror: cuda out of memory"), or alone on its line, after a log level at
-# most ("ERROR cuda out of memory", "cuda out of memory."). Not on a line that asks about it or
-# advises ("how do I fix cuda out of memory?", "if you get runtimeerror: cuda out of memory").
+# The caching allocator's message retyped, or lower-cased by a logger: its head with the
+# request after it, wherever it stands ("cuda out of memory. tried to allocate 30.00 mib (gpu 0;
+# ..."); without the rest, the head after its exception's name ("runtimeerror: cuda out of
+# memory.", "torch.cuda.outofmemoryerror: cuda out of memory"), or alone on its line, after a log
+# level at most ("ERROR cuda out of memory", "cuda out of memory."), and then not on a line that
+# asks about it or advises ("how do I fix cuda out of memory?", "if you get runtimeerror: ...").
 TORCH_OOM_RETYPED_PATTERN = (
+    r"(?i:(?-i:(?!CUDA\b))(?P<retyped__>cuda) out of memory\. tried to allocate \d)|"
     r"(?i:^(?![^\n]*\b(?:how|why|what|where|fix\w*|solv\w*|avoid\w*|prevent\w*|if|whether|"
     r"you|your)\b)(?:[^\n]*?(?<![\w.])(?:[a-z_][\w.]*\.)?(?:runtimeerror|outofmemoryerror)\s*:"
     r"\s*(?-i:(?!CUDA\b))(?P<retyped>cuda) out of memory\b|"

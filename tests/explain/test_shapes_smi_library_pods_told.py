@@ -95,3 +95,10 @@ def test_no_devices_retold_after_nvidia_smi(line: str) -> None:
 
     found = classify_text(line, torch_version="2.3.1")
     assert [i.signature for i in found] == ["nvml-unavailable/no-devices-found"]
+
+
+def test_the_lowercase_head_with_its_request_is_the_message_with_its_numbers() -> None:
+    found = root("oom_retyped_lowercase_with_request.log")
+    assert found.signature == "cuda-oom/caching-allocator"
+    assert (found.numbers["requested_bytes"], found.numbers["capacity_bytes"]) == (
+        30 * 1024**2, 8 * 1024**3)

@@ -125,7 +125,8 @@ def _oom(match: re.Match[str], line: str) -> dict[str, Any]:
         return {**_translated_fields(line), "backend": "CUDA"}
     found = extract_oom_fields(line)
     backend = match.groupdict().get("backend") or (
-        "CUDA" if match.groupdict().get("retyped") or match.groupdict().get("retyped_") else None)
+        "CUDA" if any(match.groupdict().get(key) for key in ("retyped", "retyped_", "retyped__"))
+        else None)
     if backend:
         found["backend"] = backend
     if match.groupdict().get("over_1eb"):
