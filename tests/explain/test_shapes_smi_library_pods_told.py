@@ -102,3 +102,15 @@ def test_the_lowercase_head_with_its_request_is_the_message_with_its_numbers() -
     assert found.signature == "cuda-oom/caching-allocator"
     assert (found.numbers["requested_bytes"], found.numbers["capacity_bytes"]) == (
         30 * 1024**2, 8 * 1024**3)
+
+
+@pytest.mark.parametrize("line", [
+    "nvidia-smi command can't find libnvidia-ml.so library",
+    "在容器里输入nvidia-smi报了找不到libnvidia-ml.so的错误",
+])
+def test_nvidia_smis_own_complaint_retold_is_nvidia_smis(line: str) -> None:
+    from gpu_audit.explain import classify_text
+
+    found = classify_text(line, torch_version="2.3.1")
+    assert [(i.signature, i.numbers.get("missing")) for i in found] == [
+        ("nvml-unavailable/nvidia-smi-no-driver", "libnvidia-ml.so")]

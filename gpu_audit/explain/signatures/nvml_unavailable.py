@@ -280,9 +280,17 @@ fixed("nvml-unavailable/guest-device-handle",
 
 @signature("nvml-unavailable/nvidia-smi-no-driver",
            r"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver|"
-           r"NVIDIA-SMI couldn't find (?P<missing>libnvidia-ml\.so)",
+           r"NVIDIA-SMI couldn't find (?P<missing>libnvidia-ml\.so)|"
+           # (its words retold, e.g. in a title: "nvidia-smi command can't find libnvidia-ml.so
+           # library")
+           r"(?i:(?:could ?n[o']t|can'?t|can ?not) find )(?P<missing_>libnvidia-ml\.so) library\b|"
+           # (... and in Chinese: "`nvidia-smi`报了找不到`libnvidia-ml.so`的错误")
+           r"(?i:nvidia-smi)[^\n]{0,30}?(?:找不到|无法找到)\W{0,2}(?P<missing__>libnvidia-ml\.so)"
+           r"(?![.\d])",
            # a symptom: a kernel message about why the driver did not load ranks before it
-           ("NVIDIA-SMI",), "nvidia-smi cannot talk to the NVIDIA driver", tier=0.5,
+           ("NVIDIA-SMI", "libnvidia-ml.so library", "找不到", "无法找到"),
+           "nvidia-smi cannot talk to the NVIDIA driver",
+           tier=0.5,
            example="NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA "
            "driver. Make sure that the latest NVIDIA driver is installed and running.")
 def _nvidia_smi_no_driver(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
