@@ -60,8 +60,11 @@ TORCH_OOM_PATTERN = (r"\b(?:(?P<backend>CUDA|HIP|XPU|MUSA|NPU) out of memory\b"
 # level at most ("ERROR cuda out of memory", "cuda out of memory."), and then not on a line that
 # asks about it or advises ("how do I fix cuda out of memory?", "if you get runtimeerror: ...").
 TORCH_OOM_RETYPED_PATTERN = (
-    r"(?i:(?-i:(?!CUDA\b))(?P<retyped__>cuda) out of memory\. tried to allocate \d)|"
-    r"(?i:^(?![^\n]*\b(?:how|why|what|where|fix\w*|solv\w*|avoid\w*|prevent\w*|if|whether|"
+    r"(?P<retyped__>[Cc]uda) [Oo]ut [Oo]f [Mm]emory\. [Tt]ried [Tt]o [Aa]llocate \d|"
+    # (the head in lower case somewhere on the line first: a cheap test that spares every other
+    # line the checks below)
+    r"^(?=[^\n]*?[Cc]uda out of memory)"
+    r"(?i:(?![^\n]*\b(?:how|why|what|where|fix\w*|solv\w*|avoid\w*|prevent\w*|if|whether|"
     r"you|your)\b)(?:[^\n]*?(?<![\w.])(?:[a-z_][\w.]*\.)?(?:runtimeerror|outofmemoryerror)\s*:"
     r"\s*(?-i:(?!CUDA\b))(?P<retyped>cuda) out of memory\b|"
     r"(?:>\s*)?[`\"'(\[]*(?:\*\*|__|_)?(?:[^\n]{0,80}?\b(?:error|critical|fatal)\b[\s\]):>|-]*)?"
