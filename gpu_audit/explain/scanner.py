@@ -95,7 +95,10 @@ KEYS: tuple[Key, ...] = (
     # (also when a terminal or logger wrapped the line before the number)
     # (and Moab's "job 4242 exceeded MEM usage hard limit", in this pass: one pass fewer)
     # (and the status alone after the verb: "Exited (137)", "exiting due to 137")
-    Key(rb"x(?:it(?:ed)?(?: with)?(?: a)?[ _]?(?:status|code)(?: code)?[ :=]*(?:\r?\n[ \t]*)?"
+    # (and Kubernetes' fields for a container's last state: "Exit Code:    137", "exitCode: 137",
+    # YARN's "Exit code is 137")
+    Key(rb"x(?:it(?:ed)?(?: with)?(?: a)?[ _]?(?:status|[Cc]ode\"?(?: is)?)(?: code)?[ :=]*"
+        rb"(?:\r?\n[ \t]*)?"
         rb"(?:137|-9)\b|it(?:ed|ing|s)?(?: with| due to)? \(?137\b|ceeded MEM usage)",
         (b"xit", b"xceeded MEM usage"), next_line=True),
     Key(rb"eturn(?:ed)?[ _]?code[ :=]*(?:\r?\n[ \t]*)?(?:137|-9)\b",  # returncode -9
@@ -164,6 +167,8 @@ KEYS: tuple[Key, ...] = (
          b"losing the GPU", b"ed the GPU", b"ed my GPU", b"ed our GPU", b"faulty GPU",
          b"defective GPU")),
     Key(rb"K(?:ill|ILL)", (b"Kill", b"KILL")),
+    # a kill told in the writer's words, wherever it is ("my process gets killed in the pod")
+    Key(rb"killed\b", (b"killed",)),
     # ("ProcessGroupNCCL'" at a line's end: a terminal cut "ProcessGroupNCCL's" there)
     # (and lspci's line for a GPU that no longer answers on the bus: "NVIDIA Corporation ...
     # (rev ff)")
@@ -230,9 +235,11 @@ KEYS: tuple[Key, ...] = (
     # line with no other key ("Out of memory: Killed process" has "emory" and "Kill")
     # (and TensorFlow's out-of-memory without its status, "OOM when allocating tensor ...": a
     # title, or the line a person kept of it)
-    Key(rb"O(?:(?:OM|om)[- _]?(?:kill|Kill|KILL)|OM when allocating)",
+    # (and the kubelet's event for a kill on its node: "System OOM encountered, victim ...")
+    Key(rb"O(?:(?:OM|om)[- _]?(?:kill|Kill|KILL)|OM when allocating|OM encountered)",
         (*(first + sep + kill for first in (b"OOM", b"Oom") for sep in (b"", b" ", b"-", b"_")
-           for kill in (b"kill", b"Kill", b"KILL")), b"OOM when allocating")),
+           for kill in (b"kill", b"Kill", b"KILL")), b"OOM when allocating",
+         b"OOM encountered")),
     # the numbers of the cudaMallocAsync backend's OOM message, one per line
     # ("Requested" and "(according to CUDA)": in the R and C passes)
     # (and TensorFlow's "kernel version 470.57.2 does not match DSO version 510.47.3", in this

@@ -53,6 +53,22 @@ CUDA_OOM_KINDS = (TORCH_OOM, MASKED_OOM, DEVICE_OOM)  # device memory ran out
 TORCH_OOM_PATTERN = (r"\b(?:(?P<backend>CUDA|HIP|XPU|MUSA|NPU) out of memory\b"
                      r"|Out of memory\. Tried to allocate|MPS backend out of memory"
                      r"|would exceed allowed memory\. \(out of memory\))")
+# The caching allocator's message retyped, or lower-cased by a logger: its head with the
+# request after it, wherever it stands ("cuda out of memory. tried to allocate 30.00 mib (gpu 0;
+# ..."); without the rest, the head after its exception's name ("runtimeerror: cuda out of
+# memory.", "torch.cuda.outofmemoryerror: cuda out of memory"), or alone on its line, after a log
+# level at most ("ERROR cuda out of memory", "cuda out of memory."), and then not on a line that
+# asks about it or advises ("how do I fix cuda out of memory?", "if you get runtimeerror: ...").
+TORCH_OOM_RETYPED_PATTERN = (
+    r"(?P<retyped__>[Cc]uda) [Oo]ut [Oo]f [Mm]emory\. [Tt]ried [Tt]o [Aa]llocate \d|"
+    # (the head in lower case somewhere on the line first: a cheap test that spares every other
+    # line the checks below)
+    r"^(?=[^\n]*?[Cc]uda out of memory)"
+    r"(?i:(?![^\n]*\b(?:how|why|what|where|fix\w*|solv\w*|avoid\w*|prevent\w*|if|whether|"
+    r"you|your)\b)(?:[^\n]*?(?<![\w.])(?:[a-z_][\w.]*\.)?(?:runtimeerror|outofmemoryerror)\s*:"
+    r"\s*(?-i:(?!CUDA\b))(?P<retyped>cuda) out of memory\b|"
+    r"(?:>\s*)?[`\"'(\[]*(?:\*\*|__|_)?(?:[^\n]{0,80}?\b(?:error|critical|fatal)\b[\s\]):>|-]*)?"
+    r"(?-i:(?!CUDA\b))(?P<retyped_>cuda) out of memory[\s.!`\"'*_)]*$))")
 # The NVML assert fires inside reportProcessMemoryInfo, which runs only on the OOM path of the
 # caching allocator (the same assert in PeerToPeerAccess.cpp is not an OOM).
 MASKED_OOM_PATTERN = (r"NVML_SUCCESS == .{0,120}INTERNAL ASSERT FAILED"

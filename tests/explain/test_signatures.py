@@ -435,6 +435,12 @@ SINGLE_LINES = [
     # PaddlePaddle's CPU allocator: host memory, though its words name no device
     ("MemoryError: (ResourceExhausted) Fail to alloc memory of 1073741824 size, error code is 12.",
      "host-oom", "host-oom/framework-allocator"),
+    # Kubernetes' last state of a container, and a memory limit told exceeded
+    ("        exitCode: 137", "host-oom", "host-oom/container-exit-137"),
+    ("Our worker pod exceeded its memory limit twice last night.", "host-oom",
+     "host-oom/memory-limit-told"),
+    ("Message:  Pod The node had condition: [MemoryPressure].", "host-oom",
+     "host-oom/kubernetes-evicted"),
     # other programs' GPU memory: llama.cpp's CUDA buffers, an LLM server's share of the GPU,
     # CuPy's pool; TensorFlow's cuDNN check of its build
     ("ggml_backend_cuda_buffer_type_alloc_buffer: allocating 512.00 MiB on device 1: "

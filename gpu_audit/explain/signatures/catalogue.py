@@ -183,6 +183,8 @@ ORDER = (
     "host-oom/notebook-session-ram",
     "host-oom/kubernetes-oomkilled",
     "host-oom/kubernetes-evicted",
+    "host-oom/memory-limit-told",
+    "host-oom/container-exit-137",
     "host-oom/ray-oom-killer",
     "host-oom/dataloader-crashed",
     "host-oom/dataloader-killed",

@@ -44,6 +44,7 @@ from gpu_audit.knowledge.allocator import alloc_conf_export, fragmentation_remed
 from gpu_audit.knowledge.cuda_errors import status_check
 from gpu_audit.knowledge.oom import (
     DEVICE_OOM_PATTERN,
+    TORCH_OOM_RETYPED_PATTERN,
     budget_sentences,
     complete_oom_numbers,
     diagnose_oom,
@@ -124,7 +125,9 @@ def _oom(match: re.Match[str], line: str) -> dict[str, Any]:
     if match.groupdict().get("translated"):
         return {**_translated_fields(line), "backend": "CUDA"}
     found = extract_oom_fields(line)
-    backend = match.groupdict().get("backend")
+    backend = match.groupdict().get("backend") or (
+        "CUDA" if any(match.groupdict().get(key) for key in ("retyped", "retyped_", "retyped__"))
+        else None)
     if backend:
         found["backend"] = backend
     if match.groupdict().get("over_1eb"):
@@ -178,7 +181,9 @@ def _stated(numbers: dict[str, Any], key: str, text: str) -> str:
            # PyTorch's exception type alone as a report's field ("Exception Type:
            # torch.OutOfMemoryError"), its message translated or on another line
            r"[:：]\**\s*torch\.(?:cuda\.)?OutOfMemoryError\s*$|"
-           rf"(?P<translated>{_TRANSLATED_OOM})|" + _TOLD_OOM + "|" + _TOLD_OOM_DONE,
+           rf"(?P<translated>{_TRANSLATED_OOM})|" + _TOLD_OOM + "|" + _TOLD_OOM_DONE + "|"
+           # (retyped or lower-cased by a logger: "runtimeerror: cuda out of memory.")
+           + TORCH_OOM_RETYPED_PATTERN,
            ("out of memory", "Out of memory", "Out Of Memory", "CUDA", "Allocation on device",
             "OutOfMemoryError", "CUDA OOM", "CUDA oom", "Cuda OOM", "Cuda oom", "cuda OOM",
             "cuda oom", "GPU OOM", "GPU oom"),

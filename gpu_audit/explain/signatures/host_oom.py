@@ -140,6 +140,9 @@ _TOLD_OOM_KILL = (
            # its one-line summary of the kill, and the task table it prints before it
            r"oom-kill:constraint=(?P<scope_>CONSTRAINT_\w+)[^\n]{0,1000}?,task=(?P<process_name__>[^,\s]+)"
            r",pid=(?P<pid__>\d+)|Tasks state \(memory values in pages\)|"
+           # the kubelet's event for the kernel's kill on its node ("Warning  SystemOOM ...")
+           r"System OOM encountered(?:, victim process: (?P<process_name___>[^,\s]{1,256}), "
+           r"pid: (?P<pid___>\d+))?|"
            # the writer telling the kill in their own words: "my job was killed by the OOM
            # killer", "I get: killed by OOM killer", "进程被 OOM killer 杀死了", "OOM killerに
            # killされた" (not "if"/"whether" it was: a question or a conditional)
@@ -147,7 +150,7 @@ _TOLD_OOM_KILL = (
            ("out of memory: Kill", "Out of memory: Kill", "Out of memory: kill",
             "oom_kill_allocating", "invoked oom-killer", "oom_reaper", "oom-kill:constraint",
             "Tasks state (memory values", "killer", "Killer", "KILLER", "killed", "Killed",
-            "KILLED"),
+            "KILLED", "System OOM encountered"),
            "The kernel's OOM killer killed a process", extract=_kernel_oom, group="oom-killer",
            example="[ 301.772100] Memory cgroup out of memory: Killed process 5512 (python3) "
            "total-vm:30000000kB, anon-rss:20000000kB, file-rss:0kB, shmem-rss:0kB")
@@ -298,7 +301,11 @@ fixed("host-oom/ray-oom-killer",
       "or use less host memory: " + _HOST_MEMORY)
 
 fixed("host-oom/kubernetes-evicted",
-      r"(?:The node was|node was|Node is) low on resource: memory", ("low on resource: memory",),
+      # (and the kubelet's words when it evicts or turns away pods for the node's memory
+      # pressure: "The node had condition: [MemoryPressure].")
+      r"(?:The node was|node was|Node is) low on resource: memory|"
+      r"\b[Nn]ode had condition: \[MemoryPressure\]",
+      ("low on resource: memory", "condition: [MemoryPressure]"),
       "Kubernetes evicted the pod: the node ran low on memory",
       example="Warning  Evicted  3m  kubelet  The node was low on resource: memory. Container "
       "trainer was using 30Gi, which exceeds its request of 8Gi.",
@@ -311,13 +318,58 @@ fixed("host-oom/kubernetes-evicted",
 fixed("host-oom/kubernetes-oomkilled",
       # (and runc's words when the limit killed the container's first process as it started:
       # "container init was OOM-killed (memory limit too low?)")
-      r"\bOOMKilled\b|\bcontainer (?:init )?was OOM-killed\b", ("OOMKilled", "was OOM-killed"),
+      # (not docker inspect's state of a container that was not: "OOMKilled": false)
+      r"\bOOMKilled\b(?!\"?\s*[:=]\s*false\b)|\bcontainer (?:init )?was OOM-killed\b",
+      ("OOMKilled", "was OOM-killed"),
       "The container was OOMKilled",
       example="      Reason:       OOMKilled",
       explanation="Kubernetes killed the container for exceeding its memory limit (exit code "
       "137). A memory-backed /dev/shm counts toward that limit too.",
       remedy="Raise resources.limits.memory for the pod, or use less host memory: "
       + _HOST_MEMORY)
+
+
+# Kubernetes' record of a container's last end, as kubectl describe and the pod's status (YAML
+# or JSON) give it: "Exit Code:    137", "exitCode: 137". Under "Reason: OOMKilled" it is the
+# same end, and joins that incident.
+fixed("host-oom/container-exit-137",
+      r"\b(?:Exit Code:|exitCode\"?:)\s*137\b", ("Exit Code", "exitCode"),
+      "A container was killed with SIGKILL (exit code 137)", tier=1.5, attach="prefer",
+      window=8,
+      example="      Exit Code:    137",
+      explanation="The container's main process ended with exit code 137 (128 + 9): it was "
+      "killed with SIGKILL, which it cannot catch or report. On Kubernetes that is most often "
+      "its memory limit (the reason then reads OOMKilled; a memory-backed /dev/shm counts toward "
+      "the limit too), otherwise a failed liveness probe, the node's eviction or a preemption.",
+      remedy="Read the reason beside it and the pod's events (`kubectl describe pod POD`, "
+      "`kubectl get events --field-selector involvedObject.name=POD`); if it was memory, raise "
+      "resources.limits.memory or use less host memory: " + _HOST_MEMORY)
+
+
+# A pod, a container or a job told killed for its memory limit or evicted for memory, in the
+# writer's words ("the predictor pod exceeded its memory limit and restarted", "our pods were
+# evicted because the node ran out of memory"; not in a condition or advice: "if a container
+# exceeds its memory limit, ...", "to avoid pods being evicted for memory, ...").
+fixed("host-oom/memory-limit-told",
+      r"^(?i:(?:(?!\b(?:if|whether|unless|avoid\w*|prevent\w*|you|your|should|would|make sure)"
+      r"\b)[^\n])*?\b(?:pods?|containers?|jobs?|process(?:es)?|workers?|tasks?|replicas?|"
+      r"predictors?|servers?)\b[^\n]{0,60}?(?:\bexceed(?:s|ed|ing)? (?:(?:its|their|the|my|our) )?"
+      r"(?:(?!GPU|CUDA|VRAM|video|device|graphics)[\w-]+ ){0,2}memory limits?\b"
+      r"(?![^\n]{0,30}\b(?:GPU|CUDA|VRAM)\b)|\b(?:was|were|got|gets?|is|are|being|been|keeps? "
+      r"(?:getting|being)) (?:\w+ )?evicted\b[^\n]{0,60}?\b(?:memory|RAM|MemoryPressure)\b))",
+      ("emory",),
+      "A pod or container was killed for its memory limit (told in the writer's words)",
+      tier=1.5,
+      example="The predictor pod exceeded its memory limit and restarted without a message.",
+      explanation="The writer says a pod, container or job went over its memory limit or was "
+      "evicted for memory. Kubernetes (and docker's --memory) kills a container that goes over "
+      "its limit with SIGKILL (exit code 137, reason OOMKilled) and the kubelet evicts pods from a "
+      "node that runs short of RAM: the program is killed without an error of its own. Host "
+      "memory, not GPU memory; a memory-backed /dev/shm counts toward the limit too.",
+      remedy="Confirm with `kubectl describe pod POD` (Last State: Terminated, Reason: OOMKilled, "
+      "Exit Code: 137; or Reason: Evicted) and `kubectl get events`; raise "
+      "resources.limits.memory (and the request, so the pod lands on a node with that much "
+      "free), or use less host memory: " + _HOST_MEMORY)
 
 
 _DATALOADER = (r"(?i:DataLoader) (?:worker|process)"
@@ -472,8 +524,8 @@ fixed("host-oom/memory-error", r"(?:^|[\]>]\s*|:\s)MemoryError(?::\s|\s*$)", ("M
 _KILLED = killed_words_pattern()
 # The writer telling that their run was killed, with no word of who killed it ("my training
 # gets killed at epoch 3", "I get a Killed message", "程序被杀死"; not "if the process is
-# killed"; "it was killed" is too vague to read). Read on the lines the prefilter keeps (another
-# key on the line, or the log's last lines).
+# killed"; "it was killed" is too vague to read). Read on any line: the prefilter keeps every
+# line with "killed" (and "Kill"); "杀死" and "杀掉" only where another key or the log's end is.
 _TOLD_KILLED = (
     r"(?i:(?<!\bif )(?<!\bwhether )(?<!\bwhen )\b(?:the|my|our) (?:training|process|program|"
     r"job|script|run|container|pod|thread|task|python)(?: process| job)?(?:es|s)? (?:is|was|"
@@ -502,7 +554,10 @@ _TOLD_KILLED = (
            r"exitcode\s*: -9 \(pid: (?P<pid__>\d+)\)|"
            r"(?:exit(?:ed)?(?: with)?(?: a)? (?:status|code)(?: code)?|returned non-zero exit "
            r"status|return ?code|"
-           r"exit_code|error code)[\s:=]*(?:137|-9)(?!\d|\.\d)|died with (?:<Signals\.)?SIGKILL|"
+           r"exit_code|error code|"
+           # (YARN's "Container killed on request. Exit code is 137")
+           r"[Ee]xit code is)[\s:=]*(?:137|-9)(?!\d|\.\d)|"
+           r"died with (?:<Signals\.)?SIGKILL|"
            # (the status alone after the verb: docker's "Exited (137)", a title's "Exit 137", "the
            # container keeps exiting due to 137")
            r"\b[Ee]xit(?:ed|ing|s)?(?: with| due to)? \(?137(?!\d|\.\d)|"

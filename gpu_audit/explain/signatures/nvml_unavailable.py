@@ -81,7 +81,9 @@ _MISMATCH_ONLY = {"nvml-unavailable/nvrm-api-mismatch", "nvml-unavailable/librar
            ("NVML", "NvmlError"), "NVML is not usable (pynvml)", tier=0.0,
            example="pynvml.NVMLError_LibraryNotFound: NVML Shared Library Not Found")
 @signature("nvml-unavailable/library-missing",
-           r"(?P<library>libnvidia-ml\.so(?:\.\d+)?): cannot open shared object file|"
+           r"(?P<library>libnvidia-ml\.so(?:\.\d+)?): (?:cannot open shared object file|"
+           # (the same dlopen error in a Chinese or Japanese locale)
+           r"无法打开共享对象文件|共有オブジェクトファイルを開けません)|"
            r"(?:[Cc]an't|[Cc]annot|[Ff]ailed to|[Cc]ould not|[Uu]nable to) (?:load|find|open) "
            r"(?:the )?NVML(?: shared)? library|"
            # macOS has no NVML: dlopen's own words
@@ -101,7 +103,20 @@ _MISMATCH_ONLY = {"nvml-unavailable/nvrm-api-mismatch", "nvml-unavailable/librar
            r"(?:\w{0,40}[Cc]heck_?[Rr]eturn|raise NVMLError)\(NVML_ERROR_LIBRARY_NOT_FOUND\)|"
            # the library told missing ("`libnvidia-ml.so.1` missing in the pod"; not "if ...")
            r"^(?i:(?:(?!\b(?:if|whether|you|your|make sure)\b)[^\n])*?)(?P<library__>"
-           r"libnvidia-ml\.so(?:\.\d+)?)`? (?:is |was )?missing\b",
+           r"libnvidia-ml\.so(?:\.\d+)?)`? (?:is |was )?missing\b|"
+           # ... or told not found, in English and in Chinese ("can't find libnvidia-ml.so.1",
+           # "`libnvidia-ml.so.1` could not be found", ldd's "libnvidia-ml.so.1 => not found",
+           # "找不到libnvidia-ml.so.1"; not in a condition, nor a loader that goes on to the next
+           # name: "Failed to load libnvidia-ml.so. Trying libnvidia-ml.so.1")
+           r"^(?i:(?:(?!\b(?:if|whether|you|your|make sure)\b|如果|若|是否)[^\n])*?)(?i:"
+           r"(?:can'?t|can ?not|could ?n[o']t|unable to|fail(?:s|ed)? to) (?:find|load|locate) "
+           r"`?(?P<library___>libnvidia-ml(?:\.so(?:\.\d+)?)?)|"
+           r"(?P<library____>libnvidia-ml\.so(?:\.\d+)?)`?(?: =>)? (?:is |was )?(?:not found\b"
+           r"(?! in /)|(?:could ?n[o']t|can ?not|can't) be (?:found|loaded))|"
+           r"(?:找不到|未找到|没有找到|无法找到|无法加载|加载不到|加载失败|缺少|缺失)\s*[`'\"]?"
+           r"(?P<library_____>libnvidia-ml(?:\.so(?:\.\d+)?)?)|"
+           r"(?P<library______>libnvidia-ml(?:\.so(?:\.\d+)?)?)[`'\"]?\s*(?:找不到|未找到|"
+           r"加载失败|不存在|缺失))(?![^\n]{0,40}?\b(?i:trying|falling back)\b)",
            ("libnvidia-ml", "NVML library", "NVML shared library", "NVML is not", "NVML not",
             "NVIDIA Display Driver", "nvml.dll", "NVML_ERROR_LIBRARY_NOT_FOUND"),
            "The NVML library cannot be loaded", tier=0.0,
@@ -220,9 +235,15 @@ def _no_gpu_to_monitor(sig: Signature, numbers: dict[str, Any], ctx: AdviceConte
 
 
 # nvidia-smi's words when the driver answered but NVML listed no GPU (a GPU gone from the bus
-# says so in the kernel's log, which ranks before it)
-fixed("nvml-unavailable/no-devices-found", r"\bNo devices were found\b",
-      ("No devices were found",), "nvidia-smi found no GPU through the driver", tier=0.5,
+# says so in the kernel's log, which ranks before it); also retold in lower case in a sentence
+# that names nvidia-smi ('nvidia-smi shows "no devices were found" error'; not in a condition
+# or advice: "if nvidia-smi says no devices were found, ...")
+fixed("nvml-unavailable/no-devices-found",
+      r"\bNo devices were found\b|"
+      r"^(?i:(?:(?!\b(?:if|whether|you|your|should|make sure)\b)[^\n])*?\bnvidia-smi\b"
+      r"[^\n]{0,60}?\bno (?:GPU )?devices? (?:(?:were|was) )?found\b)",
+      ("No devices were found", "nvidia-smi"), "nvidia-smi found no GPU through the driver",
+      tier=0.5,
       example="No devices were found",
       explanation="The NVIDIA driver is loaded and answered, but NVML lists no GPU: the GPU is "
       "not given to this container or VM, the driver does not support this GPU (a GPU newer "
@@ -259,9 +280,17 @@ fixed("nvml-unavailable/guest-device-handle",
 
 @signature("nvml-unavailable/nvidia-smi-no-driver",
            r"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver|"
-           r"NVIDIA-SMI couldn't find (?P<missing>libnvidia-ml\.so)",
+           r"NVIDIA-SMI couldn't find (?P<missing>libnvidia-ml\.so)|"
+           # (its words retold, e.g. in a title: "nvidia-smi command can't find libnvidia-ml.so
+           # library")
+           r"(?i:(?:could ?n[o']t|can'?t|can ?not) find )(?P<missing_>libnvidia-ml\.so) library\b|"
+           # (... and in Chinese: "`nvidia-smi`报了找不到`libnvidia-ml.so`的错误")
+           r"(?i:nvidia-smi)[^\n]{0,30}?(?:找不到|无法找到)\W{0,2}(?P<missing__>libnvidia-ml\.so)"
+           r"(?![.\d])",
            # a symptom: a kernel message about why the driver did not load ranks before it
-           ("NVIDIA-SMI",), "nvidia-smi cannot talk to the NVIDIA driver", tier=0.5,
+           ("NVIDIA-SMI", "libnvidia-ml.so library", "找不到", "无法找到"),
+           "nvidia-smi cannot talk to the NVIDIA driver",
+           tier=0.5,
            example="NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA "
            "driver. Make sure that the latest NVIDIA driver is installed and running.")
 def _nvidia_smi_no_driver(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
