@@ -64,6 +64,8 @@ _PULL_REQUEST_HEAD = re.compile(
 _COMMIT_TITLE = re.compile(
     # (after a ticket's keys, "[PROJ-123] [PROJ-124] fix(xid): ...")
     r"^(?:#+\s*)?(?:\[[\w.-]{1,30}\]\s*){0,4}"
+    # (not llama.cpp's banner, a log's first line: "build: 4410 (a1b2c3d4) with cc ... for ...")
+    r"(?!build: \d+ \([0-9a-f]{4,40}\) with )"
     r"(?:(?:feat|fix|docs?|chore|refactor|perf|test|tests|ci|build|style|revert)"
     r"(?:\([^)\n]{1,60}\))?!?: \S|(?i:(?:adds|implements|introduces|refactors|bumps|renames|"
     r"deprecates|exposes) \S|fixes (?:#\d|an? |the ))|"

@@ -136,14 +136,22 @@ KEYS: tuple[Key, ...] = (
         rb"|PUExecutionProvider['\"]"
         # (a glog check of a CUDA call's status, on a line without "error": "Check failed: e ==
         # cudaSuccess (2 vs. 0)", "cudaSuccess == cudaStat (0 vs. 39)")
-        rb"|heck failed: [^\n]{0,120}?(?:cudaSuccess|_STATUS_SUCCESS))",
+        rb"|heck failed: [^\n]{0,120}?(?:cudaSuccess|_STATUS_SUCCESS)"
+        # (llama.cpp's device buffers, "failed to allocate CUDA0 buffer", and TensorFlow's
+        # "Loaded runtime CuDNN library: ...", in this pass: one pass fewer)
+        rb"|UDA\d{1,2} buffer|uDNN library"
+        # (and "no CUDA-capable device is detected" on a line without "error": llama.cpp's
+        # "ggml_cuda_init: failed to initialize CUDA: no CUDA-capable device is detected")
+        rb"|UDA-capable device)",
         (b"CUDA ", b"CUDA_", b"CUDACachingAllocator", b"CUDAAllocatorConfig",
          *(b"CUDA" + bytes([lead]) for lead in range(0xE3, 0xEE)), b"CUBLAS_STATUS",
          b"CUSOLVER_STATUS", b"CUSPARSE_STATUS", b"CUFFT_", b"CUDNN_STATUS", b"CUDNN_BACKEND",
          b"Cuda failure", b"CachingAllocator", b"Caught collective", b"Connection closed by ",
          b"Can't initialize NVML", b"Currently allocated ", b"(according to CUDA): ",
          b"Create cublas handle", b"CUBLAS initialization", b"CUBLAS initialisation",
-         b"CPUExecutionProvider'", b'CPUExecutionProvider"', b"Check failed: ")),
+         b"CPUExecutionProvider'", b'CPUExecutionProvider"', b"Check failed: ",
+         *(b"CUDA%d" % digit for digit in range(10)), b"CuDNN library",
+         b"CUDA-capable device")),
     # (and TensorFlow 1's node under its OOM: '[[Node: ... _device=".../device:GPU:0"]')
     # (and a GPU lost, told: "we lost 1 GPU", "one GPU is loss after reboot", "Lost GPU")
     Key(rb"G(?:PU(?: is lost| lost from the bus| has fallen| \d+ has a total|\d+ [^\n]{0,80}?"
@@ -179,7 +187,9 @@ KEYS: tuple[Key, ...] = (
         # (and right before a Chinese word, "NCCL超时", "NCCL会报超时错误": UTF-8 lead bytes)
         rb"|CCL ?[\xe3-\xe9]"
         # (a writer's "... and reports NCCL timeout")
-        rb"|CCL [Tt]ime ?out)",
+        rb"|CCL [Tt]ime ?out"
+        # (DCGM's "Detected fatal errors on NvSwitch 2 link 17")
+        rb"|(?<=fatal errors on N)vSwitch)",
         (b"NVRM", b"NVML", b"NVIDIA-SMI", b"NVIDIA driver", b"NVIDIA Display Driver. By default",
          b"NVIDIA Corporation ",
          b"NVLink", b"NVLINK", b"NCCL WARN", b"NCCL error", b"NCCL comm", b"NCCL oper",
@@ -190,14 +200,17 @@ KEYS: tuple[Key, ...] = (
          *(b"NCCL" + bytes([lead]) for lead in range(0xE3, 0xEA)),
          *(b"NCCL " + bytes([lead]) for lead in range(0xE3, 0xEA)),
          b"NCCL timeout", b"NCCL Timeout", b"NCCL time out", b"NCCL Time out",
-         *(b" -> %d" % code for code in range(1, 8)))),
+         *(b" -> %d" % code for code in range(1, 8)), b"fatal errors on NvSwitch")),
     # (an nvidia-smi table's "Processes:" row: who holds the GPU, in the rows below it)
     # (and PBS/Torque's "PBS: job killed: mem ... exceeded limit ...")
     # (and a power supply's protection tripping, told: "latched PSU OCP/UVP protection", "the
     # PSU kept tripping")
+    # (and DCGM's "Pending page retirements together with a DBE were detected on GPU 1")
     Key(rb"P(?:yTorch|YTORCH_|rocess(?:(?P<table>es:)| \d+ has)|TX|BS: job killed"
-        rb"|SU(?:s|'s?)? (?:OCP|OPP|UVP|OVP|SCP|[Oo]ver|[Uu]nder|(?:keeps |kept |was |is )?trip))",
+        rb"|SU(?:s|'s?)? (?:OCP|OPP|UVP|OVP|SCP|[Oo]ver|[Uu]nder|(?:keeps |kept |was |is )?trip)"
+        rb"|ending page retirements together)",
         (b"PyTorch", b"PYTORCH_", b"Processes:", b"PTX", b"PBS: job killed", b"PSU",
+         b"Pending page retirements together",
          *(b"Process %d" % digit for digit in range(10)))),
     # (and XLA's list of the buffers live at an out-of-memory)
     Key(rb"X(?:id|ID|LA Label: )", (b"Xid", b"XID", b"XLA Label: ")),

@@ -82,14 +82,34 @@ DEVICE_OOM_PATTERN = (r"(?:CUDA|HIP|cuda runtime|cuda) error(?: \(\d+\))?\s*:\s*
                       # launch status "Internal: out of memory"
                       r"|\b(?:CUDA|Cuda) (?:runtime )?[Ee]rror(?: 2)?:\s*out of memory"
                       r"|\bGPUassert: out of memory|\bInternal: out of memory"
-                      r"|\berror=2 : out of memory|CUDA_ERROR_OUT_OF_MEMORY"
+                      # (not page-locked host memory: XLA's "failed to alloc N bytes on host:
+                      # CUDA_ERROR_OUT_OF_MEMORY", a warning it falls back from)
+                      r"|\berror=2 : out of memory|(?<!bytes on host: )CUDA_ERROR_OUT_OF_MEMORY"
                       r"|cudaErrorMemoryAllocation"
                       # a driver API call as PyCUDA names its failure ("cuMemAlloc failed: out
                       # of memory"); page-locked host memory (cuMemHostAlloc) is the host's
                       r"|\bcu(?!MemHost)[A-Z]\w{1,40} failed: out of memory"
                       r"|Cuda failure '?(?:out of memory|cudaErrorMemoryAllocation)"
                       # Caffe's CUDA_CHECK: status 2 is cudaErrorMemoryAllocation
-                      r"|cudaSuccess \(2 vs\. 0\)\s+out of memory")
+                      r"|cudaSuccess \(2 vs\. 0\)\s+out of memory"
+                      # the runtime's status after the call that failed (TensorRT-LLM: "CUDA
+                      # runtime error in ::cudaMallocAsync(ptr, n, stream): out of memory"),
+                      # Triton's launcher ("Triton Error [CUDA]: out of memory"), the CUDA project
+                      # template's check ("Error out of memory at line 166 in file ops.cu"),
+                      # TensorFlow's context creation ("... initialization on GPU:0 failed.
+                      # Status: out of memory") and NCCL's buffers ("Failed to CUDA calloc 6291456
+                      # bytes")
+                      r"|\bCUDA runtime error in [\w:]{1,60}\([^\n]{0,160}?\):\s*out of memory"
+                      r"|Triton Error \[CUDA\]: out of memory|\bError out of memory at line \d"
+                      # (C++ checks that print the status's number or the place first: "CUDA
+                      # error 2 at ggml-cuda.cu:6246: out of memory", "CUDA Error at src/x.cu:38 -
+                      # out of memory", "Cuda error in file 'k.cu' in line 55 : out of memory.")
+                      r"|\bCUDA [Ee]rror (?:2 )?at \S{1,200}?:\d+(?::| -) out of memory"
+                      r"|\b(?:CUDA|Cuda) error in file '[^'\n]{1,200}' in line \d+ ?: out of memory"
+                      r"|implicit initialization on GPU:\d+ failed\. Status: out of memory"
+                      r"|\bFailed to CUDA calloc(?: async)? \d+ bytes"
+                      # (jaxlib's GPU kernels: "operation gpuGetLastError() failed: out of memory")
+                      r"|\boperation gpu\w{1,40}\([^)\n]{0,80}\) failed: out of memory")
 LIBRARY_OOM_PATTERN = (r"CUBLAS_STATUS_ALLOC_FAILED|CUDNN_STATUS_ALLOC_FAILED|CUFFT_ALLOC_FAILED"
                        r"|CUSOLVER_STATUS_ALLOC_FAILED|CUSPARSE_STATUS_ALLOC_FAILED")
 HOST_OOM_PATTERN = r"DefaultCPUAllocator: (?:can't|not enough memory)"

@@ -441,6 +441,31 @@ SINGLE_LINES = [
      "host-oom/memory-limit-told"),
     ("Message:  Pod The node had condition: [MemoryPressure].", "host-oom",
      "host-oom/kubernetes-evicted"),
+    # other programs' GPU memory: llama.cpp's CUDA buffers, an LLM server's share of the GPU,
+    # CuPy's pool; TensorFlow's cuDNN check of its build
+    ("ggml_backend_cuda_buffer_type_alloc_buffer: allocating 512.00 MiB on device 1: "
+     "cudaMalloc failed: out of memory", "cuda-oom", "cuda-oom/ggml"),
+    ("RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.",
+     "cuda-oom", "cuda-oom/serving-engine"),
+    ("cupy.cuda.memory.OutOfMemoryError: Out of memory allocating 2,048 bytes (allocated so "
+     "far: 4,096 bytes).", "cuda-oom", "cuda-oom/array-library"),
+    ("Loaded runtime CuDNN library: 7.6.5 but source was compiled with: 8.1.0.",
+     "cudnn-failure", "cudnn-failure/framework-init"),
+    # XLA's page-locked host buffer: the host's memory, not the GPU's
+    ("W external/xla/xla/stream_executor/integrations/device_host_allocator.h:52] could not "
+     "allocate pinned host memory of size: 4294967296", "host-oom",
+     "host-oom/pinned-host-memory"),
+    # DCGM's health check; NCCL without a network interface
+    ("GPU 5 had uncorrectable memory errors and row remapping failed.", "gpu-hardware",
+     "gpu-hardware/dcgm-health"),
+    ("node01:4101:4101 [0] bootstrap.cc:45 NCCL WARN Bootstrap : no socket interface found",
+     "nccl", "nccl/no-interface"),
+    ("RuntimeError: FlashAttention only supports Ampere GPUs or newer.", "driver-mismatch",
+     "driver-mismatch/gpu-too-old-for-library"),
+    ("Error: model requires more system memory (8.1 GiB) than is available (7.3 GiB)",
+     "host-oom", "host-oom/model-exceeds-system-memory"),
+    ("ValueError: Some modules are dispatched on the CPU or the disk. Make sure you have enough "
+     "GPU RAM to fit the quantized model.", "cuda-oom", "cuda-oom/quantized-model-offloaded"),
 ]
 
 

@@ -332,7 +332,8 @@ def _raw_oom(match: re.Match[str], line: str) -> dict[str, Any]:
            # (MXNet's check, "e == cudaSuccess (2 vs. 0)", is its pooled storage's: below)
            DEVICE_OOM_PATTERN + "|(?<!\\be == )(?:" + status_check("cudaErrorMemoryAllocation")
            + ")",
-           ("out of memory", "OUT_OF_MEMORY", "MemoryAllocation", "cudaSuccess"),
+           ("out of memory", "OUT_OF_MEMORY", "MemoryAllocation", "cudaSuccess",
+            "CUDA calloc"),
            "CUDA out of memory (outside PyTorch's allocator)", group="cuda-oom-raw",
            extract=_raw_oom,
            example="RuntimeError: CUDA error: out of memory")
@@ -346,6 +347,206 @@ def _cuda_oom_raw(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -
     remedy = (f"{SCAN_OTHERS}\nIf the memory is this job's own:\n{REDUCE_MEMORY}\n"
               "If NCCL's buffers are the last straw, NCCL_BUFFSIZE (e.g. 2097152) shrinks them.")
     return advice(sig, numbers, explanation, remedy, diagnosis="unknown")
+
+
+def _gib(text: str | None) -> int | None:
+    return size_or_none(f"{text} GiB") if text else None
+
+
+# llama.cpp's CUDA backend (ggml), also inside Ollama, LM Studio and llama-cpp-python: the
+# backend's cudaMalloc of a model, KV-cache or compute buffer ("ggml_backend_cuda_buffer_type_
+# alloc_buffer: allocating 9216.00 MiB on device 0: cudaMalloc failed: out of memory"), the
+# allocator and the loader naming the device buffer they could not get ("failed to allocate
+# CUDA0 buffer of size 9663676416", "unable to allocate CUDA0 buffer"; not "CUDA_Host", pinned
+# host memory), and Ollama's runner passing the backend's words on.
+_GGML_OOM = (
+    rf"\bggml_backend_cuda_buffer_type_alloc_buffer: allocating (?P<size>{SIZE}) on device "
+    r"(?P<gpu>\d+): cudaMalloc failed(?:: out of memory)?"
+    r"|\b(?:failed|unable) to allocate CUDA(?P<gpu_>\d+) buffer(?: of size (?P<bytes>\d+))?"
+    r"|\bllama runner process has terminated: cudaMalloc failed: out of memory")
+
+
+def _ggml_oom(match: re.Match[str], line: str) -> dict[str, Any]:
+    found = named(match, line)
+    if "gpu" in found:
+        found["gpu_index"] = found.pop("gpu")
+    size = found.pop("size", None)
+    raw = found.pop("bytes", None)
+    requested = raw if isinstance(raw, int) else size_or_none(size)
+    if requested is not None:
+        found["requested_bytes"] = requested
+    return found
+
+
+@signature("cuda-oom/ggml", _GGML_OOM, ("cudaMalloc failed", "to allocate CUDA"),
+           "GPU out of memory (llama.cpp)", extract=_ggml_oom, group="cuda-oom-ggml",
+           example="ggml_backend_cuda_buffer_type_alloc_buffer: allocating 9216.00 MiB on "
+           "device 0: cudaMalloc failed: out of memory")
+def _ggml(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    size = (f" {size_text(numbers['requested_bytes'])}" if numbers.get("requested_bytes")
+            else " a buffer")
+    gpu = numbers.get("gpu_index")
+    explanation = (
+        f"llama.cpp's CUDA backend (also inside Ollama, LM Studio and llama-cpp-python) could "
+        f"not allocate{size}{f' on GPU {gpu}' if gpu is not None else ''}: the layers offloaded "
+        "to the GPU, the KV cache (which grows with the context length) and the compute buffer "
+        "together need more than the GPU had free.")
+    remedy = (f"{SCAN_OTHERS}\nThen offload fewer layers (llama.cpp: --n-gpu-layers; Ollama: the "
+              "num_gpu option), shorten the context (--ctx-size; Ollama: num_ctx or "
+              "OLLAMA_CONTEXT_LENGTH), quantise the KV cache (--cache-type-k q8_0 --cache-type-v "
+              "q8_0 with --flash-attn; Ollama: OLLAMA_FLASH_ATTENTION=1 "
+              "OLLAMA_KV_CACHE_TYPE=q8_0), or use a smaller quantisation of the model.")
+    return advice(sig, numbers, explanation, remedy, diagnosis="unknown")
+
+
+# LLM serving engines refusing to start when the GPU memory they were told to take is not
+# there: vLLM's startup check ("Free memory on device cuda:0 (12.18/23.56 GiB) on startup is
+# less than desired GPU memory utilization (0.92, 21.67 GiB)"), vLLM with nothing left for
+# the KV cache after the weights ("No available memory for the cache blocks") and SGLang's
+# ("Not enough memory. Please try to increase --mem-fraction-static"). (vLLM's "max seq len
+# ... larger than the maximum number of tokens that can be stored in KV cache" is a setting
+# to lower, not memory that ran out: it is not read.)
+_GIB = r"\d+(?:\.\d+)?"
+_SERVING_OOM = (
+    rf"\bFree memory on device(?: [\w:]{{1,16}})? \((?P<free>{_GIB})/(?P<total>{_GIB}) GiB\) "
+    r"on startup is less than desired GPU memory utilization(?P<startup>)"
+    rf"(?: \((?P<util>[01](?:\.\d+)?), (?P<want>{_GIB}) GiB\))?"
+    r"|\bNo available memory for the cache blocks(?P<vllm>)"
+    r"|\bNot enough memory\. Please try to increase --mem-fraction-static(?P<sglang>)")
+
+
+def _serving_oom(match: re.Match[str], _line: str) -> dict[str, Any]:
+    groups = match.groupdict()
+    found: dict[str, Any] = {"engine": "sglang" if groups["sglang"] is not None else "vllm"}
+    for key, group in (("free_bytes", "free"), ("capacity_bytes", "total"),
+                       ("requested_bytes", "want")):
+        if (value := _gib(groups[group])) is not None:
+            found[key] = value
+    if groups["util"]:
+        found["memory_utilization"] = float(groups["util"])
+    if groups["startup"] is not None:
+        found["check"] = "startup"
+    return found
+
+
+@signature("cuda-oom/serving-engine", _SERVING_OOM,
+           ("Free memory on device", "No available memory for the cache blocks",
+            "--mem-fraction-static"),
+           "GPU memory short for an LLM serving engine", extract=_serving_oom,
+           group="cuda-oom-serving",
+           example="ValueError: No available memory for the cache blocks. Try increasing "
+           "`gpu_memory_utilization` when initializing the engine.")
+def _serving(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    if numbers.get("check") == "startup":
+        free, total = _size(numbers, "free_bytes"), _size(numbers, "capacity_bytes")
+        want = _stated(numbers, "requested_bytes", " ({})")
+        explanation = (
+            f"vLLM takes a fixed share of the GPU (gpu_memory_utilization{want}) and checks at "
+            f"start that it is free: only {free} of {total} was. Other processes (often an "
+            "earlier vLLM engine that did not exit) hold the rest.")
+        remedy = (f"{SCAN_OTHERS}\nOr ask for less: --gpu-memory-utilization below the free "
+                  "share of the GPU.")
+        return advice(sig, numbers, explanation, remedy, diagnosis="other-processes",
+                      title="GPU out of memory (vLLM): the GPU was not free at start")
+    if numbers.get("engine") == "sglang":
+        name, share, knobs = ("SGLang", "--mem-fraction-static",
+                              "--max-running-requests, --chunked-prefill-size")
+    else:
+        name, share, knobs = ("vLLM", "--gpu-memory-utilization",
+                              "--max-num-seqs, --max-num-batched-tokens")
+    explanation = (
+        f"{name} loaded the model and measured a step, and nothing was left of its share of "
+        f"the GPU ({share}) for the KV cache: the weights and activations fill it.")
+    remedy = (f"{SCAN_OTHERS}\nThen raise {share} (e.g. 0.95) if nothing else uses the GPU, "
+              f"lower {knobs}, shard the model over more GPUs (--tensor-parallel-size), or use "
+              "a quantised model.")
+    return advice(sig, numbers, explanation, remedy, diagnosis="too-large",
+                  title=f"GPU out of memory ({name}): no memory left for the KV cache")
+
+
+# transformers loading a bitsandbytes-quantised model with device_map="auto": accelerate found no
+# room on the GPUs for every module and placed some on the CPU or the disk, which a quantised
+# model cannot run from ("Some modules are dispatched on the CPU or the disk. Make sure you have
+# enough GPU RAM to fit the quantized model.").
+@signature("cuda-oom/quantized-model-offloaded",
+           r"\bSome modules are dispatched on the CPU or the disk\.",
+           ("dispatched on the CPU or the disk",),
+           "The quantised model does not fit in GPU memory",
+           example="ValueError: Some modules are dispatched on the CPU or the disk. Make sure you "
+           "have enough GPU RAM to fit the quantized model.")
+def _quantized_offloaded(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    explanation = (
+        "Loading a bitsandbytes-quantised model with device_map=\"auto\", accelerate found too "
+        "little free memory on the GPUs for every module and placed some on the CPU or the "
+        "disk, where quantised modules cannot run. (With no GPU visible at all, everything "
+        "goes to the CPU and the same error follows.)")
+    remedy = (f"Check that the GPU is visible (python -c 'import torch; print(torch.cuda."
+              f"is_available())').\n{SCAN_OTHERS}\nThen load a smaller model or a 4-bit "
+              "quantisation, or keep the offloaded modules unquantised: "
+              "BitsAndBytesConfig(llm_int8_enable_fp32_cpu_offload=True) with a device_map "
+              "that names them.")
+    return advice(sig, numbers, explanation, remedy, diagnosis="too-large")
+
+
+# GPU array libraries' own pools: CuPy's ("cupy.cuda.memory.OutOfMemoryError: Out of memory
+# allocating 1,073,741,824 bytes (allocated so far: 8,589,934,592 bytes)."; not XLA's
+# "RESOURCE_EXHAUSTED: Out of memory allocating N bytes.") and RAPIDS RMM's (cuDF, cuML,
+# dask-cuda: "std::bad_alloc: out_of_memory: RMM failure at:...pool_memory_resource.hpp:193:
+# Maximum pool size exceeded", "out_of_memory: CUDA error at: ...: cudaErrorMemoryAllocation").
+_COUNT = r"\d{1,3}(?:,\d{3}){1,6}|\d{1,20}"
+_ARRAY_OOM = (
+    rf"\bOutOfMemoryError: Out of memory allocating (?P<req>{_COUNT}) bytes(?P<cupy>)"
+    rf"|\bOut of memory allocating (?P<req_>{_COUNT}) bytes \(allocated so far(?P<cupy_>)"
+    # (RMM's pool at its maximum, a limiting adaptor's limit, older RMM's cudaMalloc; not its
+    # other failures, "Initial pool size required to be a multiple of 256 bytes")
+    r"|\bRMM failure at: ?[^\n]{0,300}?: (?:Maximum pool size exceeded|Exceeded memory limit|"
+    r"cudaErrorMemoryAllocation out of memory)(?P<rmm>)"
+    r"|\b(?:out_of_memory|std::bad_alloc): CUDA error at: [^\n]{0,300}?"
+    r"cudaErrorMemoryAllocation(?P<rmm_>)")
+_CUPY_ALLOCATED = re.compile(rf"allocated so far: ({_COUNT}) bytes")
+
+
+def _array_oom(match: re.Match[str], line: str) -> dict[str, Any]:
+    groups = {key.rstrip("_"): value for key, value in match.groupdict().items()
+              if value is not None}
+    found: dict[str, Any] = {"library": "cupy" if "cupy" in groups else "rmm"}
+    if "req" in groups:
+        found["requested_bytes"] = int(groups["req"].replace(",", ""))
+    if held := _CUPY_ALLOCATED.search(line):
+        found["allocated_bytes"] = int(held[1].replace(",", ""))
+    return found
+
+
+@signature("cuda-oom/array-library", _ARRAY_OOM,
+           ("Out of memory allocating", "RMM failure at", "out_of_memory: CUDA error at",
+            "bad_alloc: CUDA error at"),
+           "GPU out of memory (CuPy or RAPIDS)", extract=_array_oom, group="cuda-oom-array",
+           example="cupy.cuda.memory.OutOfMemoryError: Out of memory allocating 1,073,741,824 "
+           "bytes (allocated so far: 8,589,934,592 bytes).")
+def _array_library(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    size = _stated(numbers, "requested_bytes", " {}")
+    held = _stated(numbers, "allocated_bytes", ", with {} already allocated")
+    if numbers.get("library") == "cupy":
+        explanation = (
+            f"CuPy's memory pool could not get{size or ' memory'} from the GPU{held}. CuPy keeps "
+            "freed blocks in its pool for reuse, so a GPU shared with another framework (or "
+            "with arrays kept alive) runs out early.")
+        remedy = (f"{SCAN_OTHERS}\nThen free the pool between stages "
+                  "(cupy.get_default_memory_pool().free_all_blocks()), cap it when the GPU is "
+                  "shared (export CUPY_GPU_MEMORY_LIMIT=50%), or process the data in smaller "
+                  "chunks.")
+        name = "CuPy"
+    else:
+        explanation = (
+            "RAPIDS' memory manager (RMM, under cuDF, cuML and dask-cuda) could not allocate "
+            "device memory: its pool reached its maximum size, or the GPU itself was full.")
+        remedy = (f"{SCAN_OTHERS}\nThen let cuDF spill to host memory (export CUDF_SPILL=on; "
+                  "with Dask, dask-cuda's device_memory_limit), raise the pool's maximum_pool_size "
+                  "in rmm.reinitialize(...), use managed memory (rmm.reinitialize("
+                  "managed_memory=True)), or process the data in smaller partitions.")
+        name = "RAPIDS RMM"
+    return advice(sig, numbers, explanation, remedy, diagnosis="unknown",
+                  title=f"GPU out of memory ({name})")
 
 
 @signature("cuda-oom/library-allocation",
@@ -384,7 +585,9 @@ def _library_allocation(sig: Signature, numbers: dict[str, Any], ctx: AdviceCont
 @signature("cuda-oom/driver-api",
            # the driver API's own "out of memory": in PyTorch, expandable segments mapping
            # memory on a GPU that is full (or on a platform whose driver refuses the mapping)
-           r"CUDA driver error: out of memory|CUDA_ERROR_OUT_OF_MEMORY: out of memory",
+           # (not XLA's page-locked host memory, "N bytes on host: CUDA_ERROR_OUT_OF_MEMORY")
+           r"CUDA driver error: out of memory|"
+           r"(?<!bytes on host: )CUDA_ERROR_OUT_OF_MEMORY: out of memory",
            ("driver error: out of memory", "CUDA_ERROR_OUT_OF_MEMORY: "),
            "CUDA out of memory in a driver call", group="cuda-oom-raw",
            example="torch.AcceleratorError: CUDA driver error: out of memory")
@@ -645,10 +848,12 @@ _TF_SHAPE = (r"(?: (?:with|of) shape ?\[(?P<shape>[\d, ]{0,200})\])?"
            r"See logs for memory state|ResourceExhaustedError: failed to allocate memory|"
            # a notebook's traceback header, or a heading: only the exception's class is left
            r"\bResourceExhaustedError(?= *Traceback)|^[#>*\s]*(?:[\w.]+\.)?ResourceExhaustedError"
-           r"[:\s]*$",
+           r"[:\s]*$|"
+           # (a copy to the GPU whose destination the allocator could not create)
+           r"\bDst tensor is not initialized",
            ("OOM when allocating", "oom when allocating", "_bfc) ran out of memory",
             "See logs for memory state", "failed to allocate memory", "ResourceExhaustedError",
-            "ran out of memory trying to allocate"),
+            "ran out of memory trying to allocate", "Dst tensor is not initialized"),
            "GPU out of memory (TensorFlow)", extract=_tensorflow_oom, group="tensorflow",
            example="tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when "
            "allocating tensor with shape[256,64,224,224] and type float on "

@@ -144,3 +144,55 @@ fixed("cudnn-failure/plan-rejected",
       "a plan cuDNN accepted.",
       remedy="Nothing, unless the run then fails: then the failure after it is the one to "
       "read.")
+
+
+# TensorFlow and JAX checking the cuDNN they load against the one they were built with
+# ("Loaded runtime CuDNN library: 8.1.0 but source was compiled with: 8.6.0", "Found cuDNN
+# version 8600, but JAX was built against version 8900"), and their words when cuDNN would not
+# start ("DNN library initialization failed", "Failed to get convolution algorithm. This is
+# probably because cuDNN failed to initialize").
+@signature("cudnn-failure/framework-init",
+           r"Loaded runtime CuDNN library: (?P<loaded>[\d.]{1,12}) but source was compiled "
+           r"with: (?P<built>[\d.]{1,12})|Found cuDNN version (?P<loaded_>\d{1,6}), but JAX was "
+           r"built against version (?P<built_>\d{1,6})|(?P<init>DNN library initialization "
+           r"failed|Failed to get convolution algorithm\. This is probably because cuDNN failed "
+           r"to initialize)|"
+           # (TensorFlow's kernels when a cuDNN call would not launch: "cuDNN launch failure :
+           # input shape ([64,4,4,512])")
+           r"(?P<launch>cuDNN launch failure : input shape ?\()",
+           ("CuDNN library", "Found cuDNN version", "DNN library initialization",
+            "Failed to get convolution algorithm", "cuDNN launch failure"),
+           "cuDNN could not start under TensorFlow or JAX",
+           example="E tensorflow/stream_executor/cuda/cuda_dnn.cc:361] Loaded runtime CuDNN "
+           "library: 8.1.0 but source was compiled with: 8.6.0.")
+def _framework_init(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    if numbers.get("init") or numbers.get("launch"):
+        what = ("A cuDNN call (a convolution, a batch normalisation) failed to launch under "
+                "TensorFlow" if numbers.get("launch") else
+                "cuDNN could not start under TensorFlow or JAX")
+        numbers = {key: value for key, value in numbers.items() if key not in ("init", "launch")}
+        explanation = (
+            f"{what}. Most often the framework had already "
+            "taken the GPU's memory for itself (both preallocate most of it at start, and a "
+            "second process does the same), leaving none for cuDNN's handle or workspace; "
+            "otherwise the "
+            "cuDNN installed is not the one the framework was built for (an earlier line says "
+            "which versions).")
+        remedy = (f"{SCAN_OTHERS}\nLet the framework allocate as it goes: export "
+                  "TF_FORCE_GPU_ALLOW_GROWTH=true (TensorFlow) or "
+                  "XLA_PYTHON_CLIENT_PREALLOCATE=false (JAX). If it still fails on an idle GPU, "
+                  "install the cuDNN the framework's release was built with (pip's "
+                  "nvidia-cudnn-cu12 wheel, or jax[cuda12] / tensorflow[and-cuda]), and unset "
+                  "a LD_LIBRARY_PATH that puts another cuDNN first.")
+        return advice(sig, numbers, explanation, remedy, tier=1.0,
+                      diagnosis="memory-or-mismatch")
+    loaded, built = numbers.get("loaded"), numbers.get("built")
+    explanation = (
+        f"The framework was built against cuDNN {built} but loaded cuDNN {loaded}: the major "
+        "version must match and the minor be at least the one it was built with, so every "
+        "convolution fails.")
+    remedy = ("Install the cuDNN the framework's release was built with (pip's "
+              "nvidia-cudnn-cu12 wheel, or jax[cuda12] / tensorflow[and-cuda]), and unset a "
+              "LD_LIBRARY_PATH or conda package that puts an older cuDNN first.")
+    return advice(sig, numbers, explanation, remedy, tier=1.0, diagnosis="version-mismatch",
+                  title="cuDNN version does not match the framework's build")

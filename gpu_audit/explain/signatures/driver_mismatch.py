@@ -303,6 +303,13 @@ _CUDA_INIT = {
     "999": ("CUDA failed to start with an unknown error; often the nvidia_uvm module is in a bad "
             "state (for example after suspend/resume).",
             "`sudo rmmod nvidia_uvm && sudo modprobe nvidia_uvm`, or reboot."),
+    "46": ("Every GPU this process may use is busy or unavailable: a GPU in Exclusive_Process "
+           "compute mode that another process already uses, or a GPU left in a bad state (after "
+           "an Xid, a failed reset).",
+           "Look at the GPUs' compute mode and processes (`nvidia-smi --query-gpu=index,"
+           "compute_mode --format=csv`, `gpu-audit scan`): stop the other process, or set "
+           "`sudo nvidia-smi -c DEFAULT` if exclusive mode is not on purpose; a GPU in a bad "
+           "state needs a reset (`sudo nvidia-smi -r -i N`) or a reboot."),
     "100": ("CUDA sees no GPU: CUDA_VISIBLE_DEVICES hides them, or the container or job was "
             "given none.",
             "Check `echo $CUDA_VISIBLE_DEVICES` and `nvidia-smi -L`; request GPUs from the "
@@ -318,6 +325,7 @@ _INIT_WORDS = (
              "does not match dso version")),
     ("804", ("forward compatibility", "compat_not_supported", "compatnotsupported")),
     ("999", ("cuda unknown error",)),
+    ("46", ("busy or unavailable", "devicesunavailable")),
 )
 
 
@@ -325,11 +333,18 @@ _INIT_WORDS = (
            r"Error (?P<code>80[234]|999|100): (?P<message>[^(\n]+)|(?P<text>system has "
            r"unsupported display driver / cuda driver combination|forward compatibility was "
            r"attempted on non supported HW|system not yet initialized|No CUDA GPUs are "
-           r"available|no CUDA-capable device is detected|"
+           r"available|(?i:no CUDA-capable device is detected)|"
+           # status 46 (also TensorFlow's "implicit initialization on GPU:0 failed. Status: all
+           # CUDA-capable devices are busy or unavailable"), and XLA's words for 100
+           r"(?:all CUDA-capable devices are|CUDA-capable device\(s\) is/are) busy or "
+           r"unavailable|cudaErrorDevicesUnavailable|No visible GPU devices|"
            # the same statuses by their names (802, 803, 804), and torch's warning for 999
            r"CUDA_ERROR_SYSTEM_NOT_READY|cudaErrorSystemNotReady|CUDA_ERROR_SYSTEM_DRIVER_MISMATCH|"
            r"cudaErrorSystemDriverMismatch|CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE|"
            r"cudaErrorCompatNotSupportedOnDevice|CUDA unknown error - this may be due to|"
+           # (100 by name, as Numba's driver binding reports cuInit: "Call to cuInit results in
+           # CUDA_ERROR_NO_DEVICE (100)")
+           r"CUDA_ERROR_NO_DEVICE|cudaErrorNoDevice|"
            # TensorFlow's diagnosis of libcuda against the kernel module (what 803 says)
            r"kernel version (?P<kernel_version>[\d.]+) does not match DSO version "
            r"(?P<dso_version>[\d.]+))|"
@@ -339,13 +354,21 @@ _INIT_WORDS = (
                           "cudaErrorUnknown", group="status_code"),
            ("cudaSuccess", "Error 80", "Error 999", "Error 100", "unsupported display driver",
             "forward compatibility", "not yet initialized", "No CUDA GPUs", "no CUDA-capable",
+            "No CUDA-capable", "no cuda-capable",
             "SYSTEM_NOT_READY", "SystemNotReady", "SYSTEM_DRIVER_MISMATCH", "SystemDriverMismatch",
             "COMPAT_NOT_SUPPORTED", "CompatNotSupported", "CUDA unknown error",
-            "does not match DSO version"),
+            "does not match DSO version", "CUDA_ERROR_NO_DEVICE", "cudaErrorNoDevice",
+            "busy or unavailable", "DevicesUnavailable", "No visible GPU devices"),
            "CUDA could not initialise", tier=0.0,
            example="RuntimeError: No CUDA GPUs are available")
-@signature("driver-mismatch/no-driver", r"Found no NVIDIA driver on your system",
-           ("Found no NVIDIA driver",), "No NVIDIA driver is loaded", tier=0.0,
+@signature("driver-mismatch/no-driver",
+           # (and Numba's: "CudaSupportError: Error at driver init: CUDA driver library cannot
+           # be found."; not its system report's "... cannot be found or no CUDA enabled devices
+           # are present", printed on any machine without a GPU)
+           r"Found no NVIDIA driver on your system|"
+           r"\bCUDA driver library cannot be found(?! or no CUDA)",
+           ("Found no NVIDIA driver", "CUDA driver library cannot be found"),
+           "No NVIDIA driver is loaded", tier=0.0,
            example="RuntimeError: Found no NVIDIA driver on your system. Please check that you "
            "have an NVIDIA GPU and installed a driver from "
            "http://www.nvidia.com/Download/index.aspx")
@@ -365,5 +388,61 @@ def _cuda_init(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> A
         explanation, remedy = _CUDA_INIT.get(code, _CUDA_INIT["999"])
     # "No device" is what CUDA says after a GPU was lost or fell off the bus: a platform fault
     # the log names outranks it (tier 0.5, after the tier-0 hardware and driver faults).
-    tier = NO_DEVICE_TIER if code == "100" else sig.tier
+    tier = NO_DEVICE_TIER if code in ("100", "46") else sig.tier
     return advice(sig, numbers, explanation, remedy, tier=tier)
+
+
+# Libraries that need a newer GPU than this one, in their words: torch.compile's Triton backend
+# ("Found Tesla P100-PCIE-16GB which is too old to be supported by the triton GPU compiler ...
+# Triton only supports devices of CUDA Capability >= 7.0, but your device is of CUDA capability
+# 6.0") and FlashAttention 2 ("FlashAttention only supports Ampere GPUs or newer.").
+@signature("driver-mismatch/gpu-too-old-for-library",
+           r"\bFound (?P<gpu_name>[^\n]{1,120}?) which is too old to be supported by the triton "
+           r"GPU compiler(?P<triton>)(?:[^\n]{0,200}?CUDA Capability >= (?P<minimum>\d+\.\d+), "
+           r"but your device is of CUDA capability (?P<capability>\d+\.\d+))?"
+           r"|\bFlashAttention only supports Ampere GPUs or newer(?P<flash_attn>)"
+           # (vLLM's check of bfloat16: "Bfloat16 is only supported on GPUs with compute
+           # capability of at least 8.0. Your Tesla T4 GPU has compute capability 7.5.")
+           r"|\bBfloat16 is only supported on GPUs with compute capability of at least "
+           r"(?P<minimum_>\d+\.\d+)(?P<bfloat16>)(?:\.\s+Your (?P<gpu_name_>[^\n]{1,120}?) GPU has "
+           r"compute capability (?P<capability_>\d+\.\d+))?",
+           ("too old to be supported by the triton", "FlashAttention only supports",
+            "Bfloat16 is only supported"),
+           "This GPU is too old for a library the program uses", tier=0.5,
+           example="RuntimeError: Found Tesla P100-PCIE-16GB which is too old to be supported by "
+           "the triton GPU compiler, which is used as the backend. Triton only supports devices "
+           "of CUDA Capability >= 7.0, but your device is of CUDA capability 6.0")
+def _gpu_too_old_for_library(sig: Signature, numbers: dict[str, Any],
+                             ctx: AdviceContext) -> Advice:
+    kind = next((key for key in ("bfloat16", "flash_attn", "triton") if key in numbers),
+                "triton")
+    numbers = {key: value for key, value in numbers.items()
+               if value != "" and key not in ("bfloat16", "flash_attn", "triton")}
+    if kind == "bfloat16":
+        numbers["library"] = "bfloat16"
+        explanation = (f"The model runs in bfloat16, which needs a GPU of compute capability "
+                       f"{numbers.get('minimum', '8.0')} or newer; "
+                       f"{numbers.get('gpu_name', 'this GPU')} is older.")
+        remedy = ("Run in float16 instead: --dtype=half (vLLM), torch_dtype=torch.float16 "
+                  "(transformers), fp16 in place of bf16 in a training configuration; or use "
+                  "an Ampere or newer GPU.")
+    elif kind == "flash_attn":
+        numbers = {"library": "flash-attn", "minimum": "8.0"}
+        explanation = ("FlashAttention 2 runs only on GPUs of compute capability 8.0 (Ampere) "
+                       "or newer; this GPU is older (a T4, V100 or GeForce 20-series is 7.x).")
+        remedy = ("Use PyTorch's own attention instead: attn_implementation=\"sdpa\" (or "
+                  "\"eager\") when loading a transformers model, or turn the program's "
+                  "flash-attention option off; or run on an Ampere or newer GPU.")
+    else:
+        numbers["library"] = "triton"
+        capability = numbers.get("capability")
+        explanation = (
+            f"torch.compile's default backend (inductor) generates Triton kernels, and Triton "
+            f"needs compute capability {numbers.get('minimum', '7.0')} or newer; "
+            f"{numbers.get('gpu_name', 'this GPU')} "
+            f"{f'has {capability}' if capability else 'is older'}.")
+        remedy = ("Run without compiling (drop torch.compile, the program's compile option, or "
+                  "export TORCHDYNAMO_DISABLE=1), or compile with a backend that does not use "
+                  "Triton (torch.compile(model, backend=\"aot_eager\")); or use a GPU of compute "
+                  "capability 7.0 or newer.")
+    return advice(sig, numbers, explanation, remedy)

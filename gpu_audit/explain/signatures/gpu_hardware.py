@@ -443,3 +443,79 @@ fixed("gpu-hardware/card-swap-told",
       remedy="Keep the card out of service (drain the node or remove it) and return it; on a "
       "shared machine, run `gpu-audit diag` and look for Xids (`sudo dmesg -T | grep -i xid`) on "
       "the card that replaced it.")
+
+
+# DCGM's health checks and diagnostics (dcgmi health, dcgmi diag, the exporter's and job
+# schedulers' health hooks) name a GPU's memory or fabric fault in their own sentences:
+# "Detected 2 volatile double-bit ECC error(s) in GPU 3.", "GPU 5 had uncorrectable memory errors
+# and row remapping failed.", "Found 14 faulty memory elements on GPU 6", "Detected fatal
+# errors on NvSwitch 2 link 17". Remapped rows and remappings pending are the same memory
+# fault, handled by the GPU: a reset applies them.
+def _gpu(n: int) -> str:
+    return rf"GPU (?P<gpu_index{'_' * n}>\d+)"  # (one group name per alternative)
+
+
+_DCGM_HEALTH = (
+    rf"\bDetected (?P<count>\d+) volatile double-bit ECC error\(s\) in {_gpu(0)}(?P<dbe>)"
+    rf"|\bCUDA APIs have indicated that a double-bit ECC error has occur+ed on {_gpu(1)}"
+    r"(?P<dbe_>)"
+    rf"|\bPending page retirements together with a DBE were detected on {_gpu(2)}(?P<dbe__>)"
+    rf"|\b{_gpu(3)} had uncorrectable memory errors and row remapping failed(?P<remap_failed>)"
+    rf"|\bFound (?P<count_>\d+) faulty memory elements on {_gpu(4)}(?P<faulty_memory>)"
+    r"|\bGPU had an uncontained error \(XID 95\)(?P<uncontained>)"
+    r"|\bDetected fatal errors on NvSwitch (?P<nvswitch>\d+) link (?P<link>\d+)"
+    r"(?P<nvswitch_fatal>)"
+    rf"|\b{_gpu(5)} had (?:uncorrectable )?memory errors and (?:(?P<rows>\d+) rows were "
+    r"remapped|row remappings are pending)(?P<remapped>)")
+_DCGM_KINDS = ("dbe", "remap_failed", "faulty_memory", "uncontained", "nvswitch_fatal",
+               "remapped")
+
+
+def _dcgm_health(match: re.Match[str], line: str) -> dict[str, Any]:
+    groups = {key.rstrip("_"): value for key, value in match.groupdict().items()
+              if value is not None}
+    found = {key: int(value) for key, value in groups.items()
+             if key not in _DCGM_KINDS and value.isdigit()}
+    found["fault"] = next(kind for kind in _DCGM_KINDS if kind in groups)
+    return found
+
+
+@signature("gpu-hardware/dcgm-health", _DCGM_HEALTH,
+           ("double-bit ECC", "DBE were detected", "row remapping failed", "faulty memory "
+            "elements", "uncontained error", "NvSwitch", "rows were remapped",
+            "row remappings are pending"),
+           "DCGM found a hardware fault on a GPU", severity=Severity.CRITICAL, tier=0.0,
+           extract=_dcgm_health,
+           example="Error: Detected 2 volatile double-bit ECC error(s) in GPU 3. Drain the GPU "
+           "and reset it or reboot the node.")
+def _dcgm(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    fault = numbers.get("fault")
+    gpu = numbers.get("gpu_index")
+    on_gpu = f"GPU {gpu}" if gpu is not None else "a GPU"
+    if fault == "remapped":
+        return advice(
+            sig, numbers,
+            f"DCGM reports memory errors on {on_gpu} that the GPU handled by remapping rows of "
+            "its memory; the remapping takes effect at the GPU's next reset.",
+            "Drain the node and reset the GPU (nvidia-smi -r) or reboot; then check "
+            "`nvidia-smi -q -d ROW_REMAPPER`. A GPU that keeps remapping rows is failing.",
+            severity=Severity.WARNING, tier=3.0, title="DCGM: memory rows remapped on a GPU")
+    if fault == "nvswitch_fatal":
+        explanation = (f"DCGM found fatal errors on NVSwitch {numbers.get('nvswitch', '?')}, "
+                       f"link {numbers.get('link', '?')}: the NVLink fabric between the GPUs "
+                       "failed, and the work using it was aborted.")
+        return advice(sig, numbers, explanation, xid_info(74).action)
+    what = {
+        "dbe": "uncorrectable (double-bit) ECC errors in its memory",
+        "remap_failed": "uncorrectable memory errors that row remapping could not repair (no "
+                        "spare rows left)",
+        "faulty_memory": "faulty memory elements",
+        "uncontained": "an uncontained error (Xid 95): a memory error the GPU could not keep to "
+                       "one context",
+    }.get(str(fault), "a hardware fault")
+    explanation = (f"DCGM reports {what} on {on_gpu}. Results computed on it since then cannot "
+                   "be trusted.")
+    remedy = ("Drain the node and reset the GPU or reboot; check `nvidia-smi -q -d "
+              "ECC,ROW_REMAPPER,PAGE_RETIREMENT` and run `dcgmi diag -r 3`. A GPU whose row "
+              "remapping failed, or that keeps failing the diagnostic, needs replacing.")
+    return advice(sig, numbers, explanation, remedy)

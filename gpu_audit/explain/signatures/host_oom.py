@@ -579,3 +579,37 @@ def _sigkill(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Adv
     remedy = ("Confirm with `sudo dmesg -T | grep -i 'killed process'` and the scheduler's job "
               "record (`sacct -j <job> -o State,MaxRSS,ReqMem`); if it was memory: " + _HOST_MEMORY)
     return advice(sig, numbers, explanation, remedy)
+
+# XLA's and TensorFlow's stream executor failing to get page-locked (pinned) host memory for
+# its transfers ("failed to alloc 34359738368 bytes on host: CUDA_ERROR_OUT_OF_MEMORY", "could
+# not allocate pinned host memory of size: N"): the driver's out-of-memory status, about the
+# host's memory; the framework goes on with pageable memory or smaller buffers.
+fixed("host-oom/pinned-host-memory",
+      r"\bfailed to alloc (?P<requested_bytes>\d+) bytes on host: CUDA_ERROR_OUT_OF_MEMORY"
+      r"(?:: out of memory)?|\bcould not allocate pinned host memory of size: "
+      r"(?P<requested_bytes_>\d+)",
+      ("bytes on host", "pinned host memory"), "Page-locked host memory could not be allocated",
+      severity=Severity.WARNING, tier=4.0,
+      example="E external/xla/xla/stream_executor/cuda/cuda_driver.cc:1617] failed to alloc "
+      "34359738368 bytes on host: CUDA_ERROR_OUT_OF_MEMORY: out of memory",
+      explanation="The framework asked the driver for page-locked (pinned) host memory for its "
+      "transfers to the GPU and the driver refused: the host's memory, or the limit on locked "
+      "memory, is short. It is not the GPU's memory; the run goes on with smaller or pageable "
+      "buffers, more slowly.",
+      remedy="Nothing if the run goes on. If the host is short of memory, lower what the job "
+      "keeps in host memory (data loader workers, prefetch buffers) or raise the locked-memory "
+      "limit (ulimit -l, a container's --ulimit memlock=-1).")
+
+# Ollama refusing to load a model whose layers left on the CPU would not fit in the host's free
+# memory ("Error: model requires more system memory (44.0 GiB) than is available (7.6 GiB)").
+fixed("host-oom/model-exceeds-system-memory",
+      rf"\bmodel requires more system memory(?: \((?P<requested>{SIZE})\) than is available "
+      rf"\((?P<available>{SIZE})\))?",
+      ("requires more system memory",), "The model needs more host memory than is free",
+      extract=_sizes_to_bytes("requested", "available"),
+      example="Error: model requires more system memory (44.0 GiB) than is available (7.6 GiB)",
+      explanation="Ollama checked, before loading, that the part of the model it cannot place "
+      "on the GPUs fits in the host's free memory, and it does not.",
+      remedy="Use a smaller model or a smaller quantisation (a q4_K_M tag), unload other models "
+      "(`ollama ps`, `ollama stop NAME`), shorten the context (num_ctx), free host memory or "
+      "add swap; check with `ollama ps` that the model is placed on the GPU at all.")

@@ -258,8 +258,11 @@ def _nccl_error(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> 
 
 @signature("nccl/shm-segment",
            r"Error while creating shared memory segment (?P<shm_path>\S+) "
-           r"\(size (?P<shm_size_bytes>\d+)\)",
-           ("shared memory segment",), "NCCL could not create a shared-memory segment",
+           r"\(size (?P<shm_size_bytes>\d+)\)|"
+           # (newer NCCL: "Error: failed to extend /dev/shm/nccl-Ab12Cd to 9637892 bytes")
+           r"\bfailed to extend (?P<shm_path_>/dev/shm/\S+) to (?P<shm_size_bytes_>\d+) bytes",
+           ("shared memory segment", "failed to extend /dev/shm/"),
+           "NCCL could not create a shared-memory segment",
            attach="prefer", window=8, tier=2.0,
            example="node01:4101:4188 [0] include/shm.h:28 NCCL WARN Error while creating shared "
            "memory segment /dev/shm/nccl-vzIpS6 (size 9637888)")
@@ -393,3 +396,19 @@ fixed("nccl/watchdog-terminated", r"watchdog thread terminated with exception",
       "timed out or NCCL reported an error; the message after it (or the rank's lines above it) "
       "says which. " + _COLLECTIVE_ECHO,
       remedy=_COLLECTIVE_REMEDY)
+
+
+# NCCL found no network interface to use: NCCL_SOCKET_IFNAME names none that exists (or is up),
+# or the host has none but loopback ("Bootstrap : no socket interface found", "NET/Socket : no
+# interface found").
+fixed("nccl/no-interface",
+      r"\b(?:Bootstrap|NET/Socket) : no (?:socket )?interface found",
+      ("interface found",), "NCCL found no network interface", tier=0.9,
+      example="node01:4101:4101 [0] bootstrap.cc:45 NCCL WARN Bootstrap : no socket interface "
+      "found",
+      explanation="NCCL looked for a network interface for its sockets and found none: "
+      "NCCL_SOCKET_IFNAME names an interface this host does not have (or that is down), or the "
+      "host has no interface but loopback. Every rank on it fails at the communicator's start.",
+      remedy="List the interfaces (`ip -brief address`) and set NCCL_SOCKET_IFNAME to one that "
+      "is up on every node (a prefix such as `eth` matches eth0, eth1; `^docker,lo` excludes), "
+      "or unset it to let NCCL choose.")
