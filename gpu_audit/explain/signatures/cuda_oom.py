@@ -185,6 +185,9 @@ def _stated(numbers: dict[str, Any], key: str, text: str) -> str:
            # PyTorch's exception type alone as a report's field ("Exception Type:
            # torch.OutOfMemoryError"), its message translated or on another line
            r"[:：]\**\s*torch\.(?:cuda\.)?OutOfMemoryError\s*$|"
+           # ... or as a notebook's traceback header names it, the message cut below it
+           # ("OutOfMemoryError      Traceback (most recent call last)")
+           r"^\s*(?:torch\.(?:cuda\.)?)?OutOfMemoryError(?= {2,}Traceback \(most recent call)|"
            rf"(?P<translated>{_TRANSLATED_OOM})|" + _TOLD_OOM + "|" + _TOLD_OOM_DONE + "|"
            # (retyped or lower-cased by a logger: "runtimeerror: cuda out of memory.")
            + TORCH_OOM_RETYPED_PATTERN,

@@ -1,0 +1,67 @@
+"""GPU out-of-memory and allocator-configuration failures in more of the shapes posts carry
+them: a notebook's traceback header with the message cut below it, a title in Chinese, an
+out-of-memory told beside an allocator setting, a library's handle failure the text says was an
+out-of-memory, PyTorch's refusal of the cudaMallocAsync backend, and explainers in Russian that
+quote the message. Synthetic fixtures in fixtures/shapes/."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpu_audit.explain import classify_text
+from tests.explain.helpers import shape_root as root
+
+
+def failures(text: str) -> list[str]:
+    return [i.cls for i in classify_text(text, torch_version=None) if i.is_failure]
+
+
+# --- a notebook's traceback header, the message cut below it -------------------------------------
+
+def test_a_notebook_header_naming_the_oom_class_is_the_failure() -> None:
+    oom = root("notebook_oom_header_cut.log")
+    assert (oom.cls, oom.signature, oom.line_numbers) == (
+        "cuda-oom", "cuda-oom/caching-allocator", [11])
+
+
+@pytest.mark.parametrize("line", [
+    # (the class named in prose, or with one space before a word, is no header)
+    "OutOfMemoryError Traceback handling is described in the FAQ",
+    "java.lang.OutOfMemoryError: Java heap space",
+])
+def test_the_class_without_a_notebook_header_is_not_read(line: str) -> None:
+    assert failures(f"Notes\n\n{line}\n") == []
+
+
+# --- a GPU's out-of-memory named in a thread's title: in Chinese, beside CJK text, beside an
+# allocator setting -------------------------------------------------------------------------------
+
+_ISSUE = ("acme/trainer · issue #7 · open · Python\n# {title}\n\n"
+          "writer · description · 2025-01-02\n{body}\n")
+
+
+@pytest.mark.parametrize(("title", "body"), [
+    # "fine-tuning a 14B model on two cards runs short of video memory"
+    ("用两张显卡微调14B模型时显存不足", "按说两张卡应该够用。"),
+    ("训练到一半爆显存", "batch size 已经改成 1 了。"),
+    # OOM glued to Chinese words, beside a GPU-only library or the allocator's setting
+    ("用了Unsloth以后反而OOM了", "关掉就能跑。"),
+    ("oom以后在哪里设置max_split_size_mb？", "新手，不太会改。"),
+])
+def test_a_title_names_the_gpus_out_of_memory(title: str, body: str) -> None:
+    assert failures(_ISSUE.format(title=title, body=body)) == ["cuda-oom"]
+
+
+@pytest.mark.parametrize(("title", "body"), [
+    # host memory ("内存") is not the GPU's; a question title; a pull request
+    ("加载数据时内存不足", "机器只有 16G。"),
+    ("如何解决显存不足", "有什么好办法？"),
+])
+def test_titles_that_do_not_tell_a_gpu_out_of_memory(title: str, body: str) -> None:
+    assert failures(_ISSUE.format(title=title, body=body)) == []
+
+
+def test_a_pull_requests_title_about_the_gpus_memory_is_no_report() -> None:
+    text = ("acme/trainer · pull request #9 · open · Python\n# 修复多卡微调显存不足\n\n"
+            "writer · description · 2025-01-02\n减少一次拷贝。\n")
+    assert failures(text) == []
