@@ -246,11 +246,14 @@ _EXPLAINER_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                          # an error page's list of other errors
                          r"^(?:other|related|similar|more) (?:[\w.]+ ){0,2}(?:errors|issues|"
                          r"problems|articles|posts)\s*$"),
-        # ("... and then the error occurs." tells what happened: an explainer says when)
+        # ("... and then the error occurs." tells what happened: an explainer says when; and so
+        # do "the error happens specifically on the line model.generate(...)", "the error occurs
+        # when I call it": the writer's own run, its line or their doing)
         ("error-means", r"\b(?:this|the|that) (?:error|message|exception) (?:usually |"
                         r"typically |simply |generally )?(?:(?:means|indicates|is caused|"
                         r"is thrown|is raised|tells you)\b|(?:occurs|happens|appears)\b"
-                        r"(?!\s*(?:[.!?;,)]|$|again\b)))|"
+                        r"(?!\s*(?:[.!?;,)]|$|again\b|(?:\w+ )?(?:on|at|in) (?:the )?line\b|"
+                        r"(?:\w+ )?(?:when|while|after|if|as soon as) (?:I|we)\b)))|"
                         r"^this (?:(?:most )?(?:often|usually|typically|mostly|commonly|"
                         r"generally) )?(?:happens|occurs)(?: (?:most )?(?:often|usually|"
                         r"typically|mostly))? when\b|"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from gpu_audit.explain import classify_text
+from gpu_audit.explain.mentions import explainer_cues
 from tests.explain.helpers import shape_root as root
 
 
@@ -65,3 +66,49 @@ def test_a_pull_requests_title_about_the_gpus_memory_is_no_report() -> None:
     text = ("acme/trainer · pull request #9 · open · Python\n# 修复多卡微调显存不足\n\n"
             "writer · description · 2025-01-02\n减少一次拷贝。\n")
     assert failures(text) == []
+
+
+# --- a writer's telling of their own run is no explainer's phrase ---------------------------------
+
+@pytest.mark.parametrize(("line", "cues"), [
+    ("The error happens specifically on the line model.compose(text)", set()),
+    ("The error occurs when I call generate() with a long prompt", set()),
+    # (an explainer's general "when you ...", as before)
+    ("This error occurs when you allocate more than the card holds", {"error-means"}),
+])
+def test_where_the_writers_error_happened_is_not_an_explainers_cue(line: str,
+                                                                  cues: set[str]) -> None:
+    assert explainer_cues([line]) == cues
+
+
+def test_a_report_with_its_own_solution_keeps_the_failure_in_its_title() -> None:
+    oom = root("issue_error_line_and_own_solution.log")
+    assert (oom.cls, oom.signature, oom.line_numbers) == (
+        "cuda-oom", "cuda-oom/caching-allocator", [2])
+
+
+# --- a library's handle failure the text says was an out-of-memory ------------------------------
+
+_HANDLE = ("Several worker threads share one GPU in our PyTorch service.\n"
+           "{told}\n\n"
+           "`RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling "
+           "cublasCreate(handle)`\n")
+
+
+def test_a_handle_failure_the_text_says_set_off_the_oom_is_the_oom() -> None:
+    told = ("Now and then the call that triggers the OOM is a cublasCreate made by a new thread, "
+            "outside the PyTorch cache.")
+    found = [i for i in classify_text(_HANDLE.format(told=told), torch_version=None)
+             if i.is_failure]
+    assert [(i.cls, i.signature) for i in found][0] == ("cuda-oom", "cuda-oom/told-cause")
+    assert found[0].title == "CUDA out of memory, reported as a cuBLAS failure"
+
+
+@pytest.mark.parametrize("told", [
+    "A new thread calls cublasCreate, which does not trigger an OOM in the PyTorch cache.",
+    "A new thread calls cublasCreate when it starts.",
+])
+def test_a_handle_failure_without_that_telling_stays_cublas(told: str) -> None:
+    found = [i for i in classify_text(_HANDLE.format(told=told), torch_version=None)
+             if i.is_failure]
+    assert found[0].cls == "cublas-failure"

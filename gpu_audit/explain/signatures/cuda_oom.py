@@ -1075,6 +1075,10 @@ def _told_cause(_match: re.Match[str], line: str) -> dict[str, Any]:
            rf"ran))? (?:an? )?(?:{_OOM_WORDS}|(?:GPU )?memory (?:issue|problem)\b)|"
            r"\bmask(?:s|ed|ing)? (?:the |an? )?(?:real |actual |"
            rf"underlying )?{_OOM_WORDS}|"
+           # ... or names what set the out-of-memory off ("the action that triggers the OOM is a
+           # call to cublasCreate"; not "does not trigger an OOM")
+           r"(?<!\bnot )(?<!n't )(?<!\bnever )\b(?:trigger(?:s|ed)?|caus(?:es|ed)) (?:the |an? )?"
+           rf"{_OOM_WORDS}|"
            # ... or found the GPU's memory full ("it turns out my GPU memory was getting full")
            r"\bturn(?:s|ed) out (?:that )?(?:my |the |our )?(?:GPU|CUDA|video) ?memory "
            r"(?:was|is|had been|got)(?: getting| almost| nearly| completely| already)? full\b)",
