@@ -100,7 +100,7 @@ def test_a_handle_failure_the_text_says_set_off_the_oom_is_the_oom() -> None:
             "outside the PyTorch cache.")
     found = [i for i in classify_text(_HANDLE.format(told=told), torch_version=None)
              if i.is_failure]
-    assert [(i.cls, i.signature) for i in found][0] == ("cuda-oom", "cuda-oom/told-cause")
+    assert (found[0].cls, found[0].signature) == ("cuda-oom", "cuda-oom/told-cause")
     assert found[0].title == "CUDA out of memory, reported as a cuBLAS failure"
 
 
