@@ -242,6 +242,11 @@ _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                          r"\btransport retry count(?:er)? exceeded\b"),
         # (after the shapes above: an NCCL error is most often an echo of one of them)
         ("nccl/error", r"\bNCCL\b[^\n]{0,40}?\b(?:error|failure|failed|crash(?:es|ed)?)\b"),
+        # vLLM's check that expandable segments are off before it pools memory (its sleep mode),
+        # quoted as its assert statement or its message
+        ("alloc-conf/mempool-expandable", r"\bassert\s+[\"'`]?expandable_segments:True[\"'`]?\s+"
+                                          r"not in\b|\bExpandable segments are not compatible "
+                                          r"with memory pool\b"),
         # a program that fails with expandable segments on, told
         ("alloc-conf/expandable-told", EXPANDABLE_FAILS_TOLD),
         ("alloc-conf/backend", r"\bcudaMallocAsync\b[^\n]{0,80}?\b(?:bug|error|fail\w*|crash\w*|"

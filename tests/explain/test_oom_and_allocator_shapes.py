@@ -112,3 +112,27 @@ def test_a_handle_failure_without_that_telling_stays_cublas(told: str) -> None:
     found = [i for i in classify_text(_HANDLE.format(told=told), torch_version=None)
              if i.is_failure]
     assert found[0].cls == "cublas-failure"
+
+
+# --- allocator configuration: the async backend missing from the build, vLLM's pool check --------
+
+def test_a_build_without_the_async_backend_refuses_it() -> None:
+    found = root("rocm_async_backend_missing_abort.log")
+    assert (found.cls, found.signature) == ("alloc-conf", "alloc-conf/async-backend-missing")
+    assert found.numbers == {"needs": "11.4"}
+    assert "backend:cudaMallocAsync" in found.remedy
+
+
+@pytest.mark.parametrize("text", [
+    # the check's assert statement in a thread's title ("... 报错": "... errors out")
+    "acme/rl · issue #3 · open · Python\n# assert \"expandable_segments:True\" not in conf 报错\n"
+    "\nwriter · description · 2025-05-01\n用官方镜像跑训练脚本出错了\n",
+    # ... and its message under a traceback
+    "Traceback (most recent call last):\n  File \"/srv/rl/sleep.py\", line 88, in enable\n"
+    "AssertionError: Expandable segments are not compatible with memory pool. Please turn "
+    "them off.\n",
+])
+def test_vllms_memory_pool_check_against_expandable_segments(text: str) -> None:
+    found = [i for i in classify_text(text, torch_version=None) if i.is_failure]
+    assert [(i.cls, i.signature) for i in found] == [
+        ("alloc-conf", "alloc-conf/mempool-expandable")]
