@@ -10,6 +10,7 @@ import pytest
 
 from gpu_audit.explain import classify_text
 from gpu_audit.explain.mentions import explainer_cues
+from tests.explain.helpers import shape_incidents
 from tests.explain.helpers import shape_root as root
 
 
@@ -136,3 +137,27 @@ def test_vllms_memory_pool_check_against_expandable_segments(text: str) -> None:
     found = [i for i in classify_text(text, torch_version=None) if i.is_failure]
     assert [(i.cls, i.signature) for i in found] == [
         ("alloc-conf", "alloc-conf/mempool-expandable")]
+
+
+# --- explainers in Russian that quote the message ------------------------------------------------
+
+def test_a_russian_explainer_quoting_the_oom_raises_no_error() -> None:
+    found = shape_incidents("ru_explainer_reserved_memory.log")
+    assert [(i.cls, i.is_failure) for i in found] == [("cuda-oom", False)]
+
+
+@pytest.mark.parametrize(("line", "cues"), [
+    ("Самая частая ошибка. Твоя программа падает с сообщением X.", {"you-have-seen"}),
+    ("Почему так? Кэш может разрастись из-за фрагментации.", {"why"}),
+    # the writer's own question, not answered on its line
+    ("Почему так?", set()),
+])
+def test_russian_explainer_phrases(line: str, cues: set[str]) -> None:
+    assert explainer_cues([line]) == cues
+
+
+def test_a_russian_report_asking_why_still_fails() -> None:
+    text = ("acme/boost · issue #5 · open · C++\n# Ошибка на GPU\n\nwriter · description · "
+            "2023-01-02\nПри обучении на GPU получаю RuntimeError: CUDA out of memory.\n"
+            "Почему так?\n")
+    assert failures(text) == ["cuda-oom"]
