@@ -684,12 +684,12 @@ _FRAMEWORK_OOM = (
     r"|\bBFCArena::AllocateRawInternal\b(?P<onnxruntime>)"
     r"(?:[^\n]{0,200}?requested buffer of size (?P<bytes>\d+))?"
     r"|\bFailed to allocate memory for requested buffer of size (?P<bytes_>\d+)(?P<onnxruntime_>)"
-    # PaddlePaddle's "Fail to alloc memory of N size" is its CPU allocator's (host-oom), unless
-    # the line names a GPU place
     # CatBoost's GPU memory pool ("Error: Out of memory. Requested 8880 MB; Free 5902.06 MB",
     # before 1.0 without the unit; its exception type, NCudaLib::TOutOfMemoryError, on its own)
     r"|\bOut of memory\. Requested \d{1,12}(?:\.\d{1,12})?(?: ?MB)?; Free \d(?P<catboost>)"
     r"|\bNCudaLib::TOutOfMemoryError\b(?P<catboost_>)"
+    # PaddlePaddle's "Fail to alloc memory of N size" is its CPU allocator's (host-oom), unless
+    # the line names a GPU place
     r"|\bFail to alloc memory of (?P<bytes__>\d+) size\b(?P<paddle_>)[^\n]{0,200}?"
     + _paddle_gpu_place("gpu__") + "|" + _paddle_gpu_place("gpu____")
     + r"[^\n]{0,200}?\bFail to alloc memory of (?P<bytes___>\d+) size\b(?P<paddle__>)")
