@@ -143,9 +143,18 @@ OWN_RUN = re.compile(
 
 # Words beside "OOM" in a title that make it the GPU's memory, not the host's.
 # (and a model's fine-tuning: "OOM while running LoRA", "OOM for 7B ... 8xA100(40G)")
+# (and the caching allocator's own setting, "max_split_size_mb"; Unsloth, a GPU-only fine-tuning
+# library; a fine-tuning, a graphics card or its memory in Chinese: "微调", "显卡", "显存")
 _GPU_MEMORY = (r"(?:CUDA|GPU|VRAM|reserved|(?:un)?allocated|RTX|GTX|Tesla|Quadro|A-?\d{2,4}|H\d{3}|"
                r"V100|T4|L4|L40S?|\d{1,2} ?[x*×] ?[AHLV]-?\d{2,4}|Q?LoRA|fine-?tun\w*|"
-               r"\d{1,3}(?:\.\d)?B)")
+               r"\d{1,3}(?:\.\d)?B|max_split_size_mb|Unsloth|微调|显卡|显存|顯卡|顯存)")
+# A GPU's memory running short, in Chinese: "显存不足", "显存溢出", "爆显存" ("video memory": the
+# GPU's own word, never the host's "内存")
+_GPU_MEMORY_SHORT_ZH = (r"(?:显存|顯存)(?:不足|不够|不夠|溢出|耗尽|耗盡|用尽|用完|"
+                        r"爆(?:了|掉)?|占满|佔滿)|爆(?:了)?(?:显存|顯存)")
+# Word edges that hold beside Chinese, Japanese or Korean text ("使用Unsloth反而OOM了"), where
+# \b does not: a CJK character is a word character too.
+_EDGE_BEFORE, _EDGE_AFTER = r"(?<![A-Za-z0-9_])", r"(?![A-Za-z0-9_])"
 # ("OOM-killer" is the host's; "out-of-memory" as a compound in a title)
 _OOM_WORDS = r"(?:out[- ]of[- ]memory|OOM(?![- ]?kill))"
 _TITLE_XID = r"\bXid\W{0,3}(?P<xid>\d{1,3})\b"
@@ -195,10 +204,12 @@ _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("host-oom/slurm-oom-kill", rf"\b(?:slurm|cgroup)\b[^\n]{{0,20}}?\b{_OOM_WORDS}\b"),
         # (the caching allocator's own words say whose memory: "reserved", "allocated")
         # (right after a Chinese word, with no space: "出现Cuda Error: out of memory")
-        ("cuda-oom/caching-allocator", rf"(?<![A-Za-z0-9_]){_GPU_MEMORY}\b[^\n]{{0,60}}?"
-                                       rf"\b{_OOM_WORDS}\b|"
-                                       rf"\b{_OOM_WORDS}\b[^\n]{{0,60}}?\b{_GPU_MEMORY}\b|"
-                                       r"\bOutOfMemoryError\b|\bCUDA_ERROR_OUT_OF_MEMORY\b"),
+        ("cuda-oom/caching-allocator", rf"{_EDGE_BEFORE}{_GPU_MEMORY}{_EDGE_AFTER}[^\n]{{0,60}}?"
+                                       rf"{_EDGE_BEFORE}{_OOM_WORDS}{_EDGE_AFTER}|"
+                                       rf"{_EDGE_BEFORE}{_OOM_WORDS}{_EDGE_AFTER}[^\n]{{0,60}}?"
+                                       rf"{_EDGE_BEFORE}{_GPU_MEMORY}{_EDGE_AFTER}|"
+                                       r"\bOutOfMemoryError\b|\bCUDA_ERROR_OUT_OF_MEMORY\b|"
+                                       + _GPU_MEMORY_SHORT_ZH),
         ("host-oom/kernel-oom-killer", r"\boom[- ]?kill(?:er|ed)\b"),
         ("host-oom/shell-killed", r"^\W*killed\W*(?:error\W*)?$"),
         # (a segmentation fault is the dataset's own crash, not memory)
@@ -231,6 +242,11 @@ _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                          r"\btransport retry count(?:er)? exceeded\b"),
         # (after the shapes above: an NCCL error is most often an echo of one of them)
         ("nccl/error", r"\bNCCL\b[^\n]{0,40}?\b(?:error|failure|failed|crash(?:es|ed)?)\b"),
+        # vLLM's check that expandable segments are off before it pools memory (its sleep mode),
+        # quoted as its assert statement or its message
+        ("alloc-conf/mempool-expandable", r"\bassert\s+[\"'`]?expandable_segments:True[\"'`]?\s+"
+                                          r"not in\b|\bExpandable segments are not compatible "
+                                          r"with memory pool\b"),
         # a program that fails with expandable segments on, told
         ("alloc-conf/expandable-told", EXPANDABLE_FAILS_TOLD),
         ("alloc-conf/backend", r"\bcudaMallocAsync\b[^\n]{0,80}?\b(?:bug|error|fail\w*|crash\w*|"

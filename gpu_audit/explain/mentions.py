@@ -246,11 +246,14 @@ _EXPLAINER_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                          # an error page's list of other errors
                          r"^(?:other|related|similar|more) (?:[\w.]+ ){0,2}(?:errors|issues|"
                          r"problems|articles|posts)\s*$"),
-        # ("... and then the error occurs." tells what happened: an explainer says when)
+        # ("... and then the error occurs." tells what happened: an explainer says when; and so
+        # do "the error happens specifically on the line model.generate(...)", "the error occurs
+        # when I call it": the writer's own run, its line or their doing)
         ("error-means", r"\b(?:this|the|that) (?:error|message|exception) (?:usually |"
                         r"typically |simply |generally )?(?:(?:means|indicates|is caused|"
                         r"is thrown|is raised|tells you)\b|(?:occurs|happens|appears)\b"
-                        r"(?!\s*(?:[.!?;,)]|$|again\b)))|"
+                        r"(?!\s*(?:[.!?;,)]|$|again\b|(?:\w+ )?(?:on|at|in) (?:the )?line\b|"
+                        r"(?:\w+ )?(?:when|while|after|if|as soon as) (?:I|we)\b)))|"
                         r"^this (?:(?:most )?(?:often|usually|typically|mostly|commonly|"
                         r"generally) )?(?:happens|occurs)(?: (?:most )?(?:often|usually|"
                         r"typically|mostly))? when\b|"
@@ -347,6 +350,12 @@ _EXPLAINER_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                           r"\bnatkn[aą][lł](?:e[sś]|a[sś]|y[sś]my)? si[eę] na\b|"
                           r"\bje[sś]li (?:zobaczysz|widzisz|otrzymasz|napotkasz) (?:ten|taki|"
                           r"podobny) (?:b[lł][aą]d|komunikat)\b|"
+                          # "Самая классическая беда" (the most classic trouble), "Твоя программа
+                          # падает с ..." (your program crashes with ...): the reader's case
+                          r"\bсам(?:ая|ый|ое) (?:классическ|част|распространённ|распространенн|"
+                          r"типичн)\w* (?:беда|ошибка|проблема|ситуация)\b|"
+                          r"\b(?:твоя|ваша|твой|ваш) (?:программа|модель|скрипт|код|обучение)"
+                          r" (?:падает|вылетает|крашится)\b|"
                           r"вы (?:наверняка |возможно |уже |скорее всего )?(?:сталкивались|"
                           r"видели|встречали)|"
                           r"(?:иногда|часто|нередко) (?:возникают|встречаются|бывают|появляются)"
@@ -364,6 +373,8 @@ _EXPLAINER_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                 r"\bcauses? (?:&|and) (?:fixes|solutions)\b|"
                 r"^quick fix\b|^(?:possible |common )?causes\b|为什么会|原因[:：]|原因$|原因は|"
                 r"발생 원인|причин[аы]|^common misconceptions?\s*[:：]|"
+                # "Почему так? Даже если ...": a question asked and answered on one line
+                r"^\W{0,4}почему так\?\s+\S[^\n]{20}|"
                 # "OOM Killer 가 발생하는 원인", "OOMが発生する原因", "Ursachen": what causes it;
                 # a heading that names a term to define it: "OOM Killer 란", "OOM Killerとは"
                 r"(?:발생하는|생기는|일어나는) 원인|(?:発生する|起きる|起こる)原因|"

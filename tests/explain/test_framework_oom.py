@@ -108,3 +108,40 @@ def test_a_full_gpu_only_wondered_about_tells_nothing() -> None:
         "RuntimeError: cuDNN error: CUDNN_STATUS_INTERNAL_ERROR\n"
         "Could it be that the GPU memory was full?\n", torch_version=None)
     assert [f.cls for f in failures if f.role == "root-cause"] == ["cudnn-failure"]
+
+
+# --- gradient-boosting libraries' own GPU allocators ---------------------------------------------
+
+def test_catboosts_memory_pool_out_of_memory_with_its_sizes_in_mib() -> None:
+    oom = root("catboost_pool_out_of_memory.log")
+    assert (oom.cls, oom.signature) == ("cuda-oom", "cuda-oom/framework-allocator")
+    assert oom.title == "GPU out of memory (CatBoost)"
+    assert oom.numbers["requested_bytes"] == round(6144.5 * MIB)
+    assert oom.numbers["free_bytes"] == round(1024.25 * MIB)
+    assert "in its memory pool" in oom.explanation and "gpu_ram_part" in oom.remedy
+
+
+def test_catboosts_older_message_without_its_unit_after_the_exception_type() -> None:
+    oom = root("catboost_pool_out_of_memory_unitless.log")
+    assert oom.title == "GPU out of memory (CatBoost)"
+    assert oom.numbers["requested_bytes"] == 2048 * MIB
+    assert oom.numbers["free_bytes"] == round(512.5 * MIB)
+
+
+def test_another_allocators_requested_and_free_words_are_not_catboosts() -> None:
+    assert not [i for i in classify_text("zbx_malloc: out of memory. Requested 1024 bytes.",
+                                         torch_version=None) if i.is_failure]
+
+
+@pytest.mark.parametrize(("name", "requested", "free"), [
+    ("xgboost_device_allocator_oom.log", 268435456, 16777216),
+    # (since 2.0 in binary units written "GB")
+    ("xgboost_device_allocator_oom_units.log", round(3.25 * GIB), round(1.5 * GIB)),
+])
+def test_xgboosts_device_allocator_with_its_sizes_on_the_lines_below(
+        name: str, requested: int, free: int) -> None:
+    oom = root(name)
+    assert (oom.cls, oom.title) == ("cuda-oom", "GPU out of memory (XGBoost)")
+    assert oom.numbers["requested_bytes"] == requested
+    assert oom.numbers["free_bytes"] == free
+    assert "QuantileDMatrix" in oom.remedy

@@ -104,6 +104,8 @@ SINGLE_LINES = [
      "were available.", "cuda-oom", "cuda-oom/tensorflow-not-a-failure"),
     ("RuntimeError: cudaMallocAsync does not yet support recordHistory. If you need it, please "
      "file an issue describing your use case.", "alloc-conf", "alloc-conf/async-unsupported"),
+    ("  what():  Cannot use cudaMallocAsyncAllocator with cuda < 11.4.", "alloc-conf",
+     "alloc-conf/async-backend-missing"),
     # CUDA out of memory, THC era to the unified allocator
     ("RuntimeError: cuda runtime error (2) : out of memory at "
      "/pytorch/aten/src/THC/generic/THCStorage.cu:58", "cuda-oom", "cuda-oom/cuda-error"),

@@ -177,6 +177,25 @@ def _async_unsupported(sig: Signature, numbers: dict[str, Any], ctx: AdviceConte
     return advice(sig, numbers, explanation, remedy)
 
 
+# PyTorch's refusal of the backend in a build that has none: built with CUDA before 11.4, or for
+# ROCm, whose HIP build says the same in its own source (HIPMallocAsyncAllocator.cpp).
+@signature("alloc-conf/async-backend-missing",
+           r"\bCannot use (?:cuda|hip)MallocAsyncAllocator with (?:cuda|hip|CUDA|HIP) < "
+           r"(?P<needs>\d+\.\d+)",
+           ("MallocAsyncAllocator with",),
+           "This torch build has no cudaMallocAsync allocator backend", tier=0.0, extract=named,
+           example="  what():  Cannot use cudaMallocAsyncAllocator with cuda < 11.4.")
+def _async_backend_missing(sig: Signature, numbers: dict[str, Any],
+                           ctx: AdviceContext) -> Advice:
+    explanation = (
+        "The job asked for PyTorch's cudaMallocAsync allocator backend (backend:cudaMallocAsync "
+        "in the allocator configuration, or an application's option that sets it, such as "
+        "ComfyUI's cuda-malloc), but this torch build has no such backend: it was built with "
+        f"CUDA older than {numbers.get('needs', '11.4')}, or for ROCm. The process stops at its "
+        "first GPU allocation.")
+    return advice(sig, numbers, explanation, _ASYNC_REMEDY)
+
+
 @signature("alloc-conf/ignored-options",
            r"backend:cudaMallocAsync ignores (?P<options>[^.(]+)", ("cudaMallocAsync ignores",),
            "Allocator options ignored under backend:cudaMallocAsync", severity=Severity.WARNING,
@@ -471,8 +490,11 @@ def _expandable_remedy(ctx: AdviceContext) -> str:
 
 @signature("alloc-conf/mempool-expandable",
            r"(?P<feature>torch\.cuda\.MemPool|MemPool) (?:doesn't|does not) (?:currently |yet )?"
-           r"support (?P<option>expandable_segments)",
-           ("MemPool",), "torch.cuda.MemPool does not support expandable_segments", tier=0.0,
+           r"support (?P<option>expandable_segments)|"
+           # (vLLM's own check before it pools memory for its sleep mode)
+           r"\bExpandable segments are not compatible with memory pool",
+           ("MemPool", "are not compatible with memory pool"),
+           "torch.cuda.MemPool does not support expandable_segments", tier=0.0,
            example="RuntimeError: torch.cuda.MemPool doesn't currently support "
            "expandable_segments.")
 def _mempool_expandable(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:

@@ -81,6 +81,7 @@ ORDER = (
     "alloc-conf/malformed",
     "alloc-conf/backend",
     "alloc-conf/async-unsupported",
+    "alloc-conf/async-backend-missing",
     "alloc-conf/ignored-options",
     "alloc-conf/expandable-unsupported",
     "alloc-conf/expandable-assert",

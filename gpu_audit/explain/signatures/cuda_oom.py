@@ -136,6 +136,8 @@ def _oom(match: re.Match[str], line: str) -> dict[str, Any]:
 
 
 def _oom_detail(_match: re.Match[str], line: str) -> dict[str, Any]:
+    if detail := _XGBOOST_DETAIL.search(line):
+        return _xgboost_detail(detail)
     return extract_oom_fields(line)
 
 
@@ -155,10 +157,12 @@ def _stated(numbers: dict[str, Any], key: str, text: str) -> str:
            r"PyTorch|reserved by PyTorch|memory in use|already allocated;|"
            # the cudaMallocAsync backend's lines (knowledge/oom.py)
            rf"^(?:Currently allocated|Requested|Device limit) +: {SIZE}|"
-           rf"^Free \(according to CUDA\): {SIZE}",
+           rf"^Free \(according to CUDA\): {SIZE}|"
+           # XGBoost's lines under its allocator's failure (see _XGBOOST_DETAIL)
+           r"^\W{0,3}- (?:Free|Requested) memory: \d",
            ("Tried to allocate", "total capac", "by PyTorch", "memory in use",
             "already allocated", "Currently allocated", "Requested", "Device limit",
-            "according to CUDA"),
+            "according to CUDA", "Free memory: "),
            "CUDA out of memory (continued)", extract=_oom_detail, attach="only", window=8,
            example="and 301.94 MiB is reserved by PyTorch but unallocated.")
 @signature("cuda-oom/headless",
@@ -181,6 +185,9 @@ def _stated(numbers: dict[str, Any], key: str, text: str) -> str:
            # PyTorch's exception type alone as a report's field ("Exception Type:
            # torch.OutOfMemoryError"), its message translated or on another line
            r"[:：]\**\s*torch\.(?:cuda\.)?OutOfMemoryError\s*$|"
+           # ... or as a notebook's traceback header names it, the message cut below it
+           # ("OutOfMemoryError      Traceback (most recent call last)")
+           r"^\s*(?:torch\.(?:cuda\.)?)?OutOfMemoryError(?= {2,}Traceback \(most recent call)|"
            rf"(?P<translated>{_TRANSLATED_OOM})|" + _TOLD_OOM + "|" + _TOLD_OOM_DONE + "|"
            # (retyped or lower-cased by a logger: "runtimeerror: cuda out of memory.")
            + TORCH_OOM_RETYPED_PATTERN,
@@ -321,23 +328,45 @@ def _too_large(sig: Signature, raw: dict[str, Any], numbers: dict[str, Any], req
 
 def _raw_oom(match: re.Match[str], line: str) -> dict[str, Any]:
     """The request's size where the allocator states it (TensorFlow: "failed to allocate 17.79G
-    (19104890880 bytes) from device")."""
+    (19104890880 bytes) from device"), and XGBoost's allocator named where its words are
+    (its sizes follow on the next lines: :data:`_XGBOOST_DETAIL`)."""
     found = named(match, line)
     if size := re.search(r"failed to allocate [^(\n]{0,20}\((\d+) bytes\)", line):
         found["requested_bytes"] = int(size[1])
+    if _XGBOOST_HEAD.search(line):
+        found["library"] = "xgboost"
     return found
+
+
+# XGBoost's device allocator: "Memory allocation error on worker 0: std::bad_alloc:
+# cudaErrorMemoryAllocation: out of memory", then "- Free memory: N" and "- Requested memory: N"
+# on lines of their own (bytes; since 2.0 in binary units written "GB", "MB", "KB", "B").
+_XGBOOST_HEAD = re.compile(r"\bMemory allocation error on worker \d+:")
+_XGBOOST_DETAIL = re.compile(
+    r"^\W{0,3}- (?P<what>Free|Requested) memory: (?P<size>\d{1,20}(?:\.\d{1,12})?)"
+    r"(?P<unit>[KMGT]?B)?\s*$")
+_BINARY_POWERS = {"": 0, "B": 0, "KB": 1, "MB": 2, "GB": 3, "TB": 4}
+
+
+def _xgboost_detail(match: re.Match[str]) -> dict[str, Any]:
+    size = float(match["size"]) * 1024 ** _BINARY_POWERS[match["unit"] or ""]
+    key = "free_bytes" if match["what"] == "Free" else "requested_bytes"
+    return {key: int(size)}
 
 
 @signature("cuda-oom/cuda-error",
            # (MXNet's check, "e == cudaSuccess (2 vs. 0)", is its pooled storage's: below)
            DEVICE_OOM_PATTERN + "|(?<!\\be == )(?:" + status_check("cudaErrorMemoryAllocation")
-           + ")",
+           # (XGBoost's device allocator's own head, whatever error text it carries)
+           + ")|" + _XGBOOST_HEAD.pattern,
            ("out of memory", "OUT_OF_MEMORY", "MemoryAllocation", "cudaSuccess",
-            "CUDA calloc"),
+            "CUDA calloc", "Memory allocation error on worker"),
            "CUDA out of memory (outside PyTorch's allocator)", group="cuda-oom-raw",
            extract=_raw_oom,
            example="RuntimeError: CUDA error: out of memory")
 def _cuda_oom_raw(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    if numbers.get("library") == "xgboost":
+        return _xgboost_oom(sig, numbers)
     explanation = (
         "A CUDA allocation outside PyTorch's caching allocator failed: creating the CUDA "
         "context, a cuBLAS/cuDNN/NCCL workspace, or a library's own cudaMalloc. The message "
@@ -347,6 +376,22 @@ def _cuda_oom_raw(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -
     remedy = (f"{SCAN_OTHERS}\nIf the memory is this job's own:\n{REDUCE_MEMORY}\n"
               "If NCCL's buffers are the last straw, NCCL_BUFFSIZE (e.g. 2097152) shrinks them.")
     return advice(sig, numbers, explanation, remedy, diagnosis="unknown")
+
+
+def _xgboost_oom(sig: Signature, numbers: dict[str, Any]) -> Advice:
+    size = _stated(numbers, "requested_bytes", " {}")
+    free = _stated(numbers, "free_bytes", "; {} was free on the GPU")
+    explanation = (
+        f"XGBoost's GPU allocator could not get{size or ' memory'}{free}. The GPU tree method "
+        "keeps the quantised training matrix, its gradients and a histogram per node of the "
+        "current depth on the GPU, so many rows or features, a high max_bin or a deep tree "
+        "outgrow the GPU (or another process holds part of it).")
+    remedy = (f"{SCAN_OTHERS}\nThen make the data on the GPU smaller: build the training data as "
+              "a QuantileDMatrix (xgboost.QuantileDMatrix, or DataIter batches with "
+              "ExtMemQuantileDMatrix for external memory), lower max_bin and max_depth, or train "
+              "on a sample of the rows.")
+    return advice(sig, numbers, explanation, remedy, title="GPU out of memory (XGBoost)",
+                  diagnosis="unknown")
 
 
 def _gib(text: str | None) -> int | None:
@@ -639,12 +684,17 @@ _FRAMEWORK_OOM = (
     r"|\bBFCArena::AllocateRawInternal\b(?P<onnxruntime>)"
     r"(?:[^\n]{0,200}?requested buffer of size (?P<bytes>\d+))?"
     r"|\bFailed to allocate memory for requested buffer of size (?P<bytes_>\d+)(?P<onnxruntime_>)"
+    # CatBoost's GPU memory pool ("Error: Out of memory. Requested 8880 MB; Free 5902.06 MB",
+    # before 1.0 without the unit; its exception type, NCudaLib::TOutOfMemoryError, on its own)
+    r"|\bOut of memory\. Requested \d{1,12}(?:\.\d{1,12})?(?: ?MB)?; Free \d(?P<catboost>)"
+    r"|\bNCudaLib::TOutOfMemoryError\b(?P<catboost_>)"
     # PaddlePaddle's "Fail to alloc memory of N size" is its CPU allocator's (host-oom), unless
     # the line names a GPU place
     r"|\bFail to alloc memory of (?P<bytes__>\d+) size\b(?P<paddle_>)[^\n]{0,200}?"
     + _paddle_gpu_place("gpu__") + "|" + _paddle_gpu_place("gpu____")
     + r"[^\n]{0,200}?\bFail to alloc memory of (?P<bytes___>\d+) size\b(?P<paddle__>)")
-_FRAMEWORK_NAMES = {"mxnet": "MXNet", "paddle": "PaddlePaddle", "onnxruntime": "ONNX Runtime"}
+_FRAMEWORK_NAMES = {"mxnet": "MXNet", "paddle": "PaddlePaddle", "onnxruntime": "ONNX Runtime",
+                    "catboost": "CatBoost"}
 _PADDLE_FIELDS = (("free_bytes", re.compile(rf"available memory is only ({_PADDLE_SIZE})")),
                   ("allocated_bytes", re.compile(rf"({_PADDLE_SIZE}) memory has been allocated")))
 
@@ -654,11 +704,28 @@ def _binary_size(text: str) -> int | None:
     return size_or_none(re.sub(r"([KMGT])B$", r"\1iB", text.replace(" ", "")))
 
 
+# (its exception type comes first on the line when the message follows it)
+_CATBOOST_SIZES = re.compile(r"\bOut of memory\. Requested (\d{1,12}(?:\.\d{1,12})?)(?: ?MB)?; "
+                             r"Free (\d{1,12}(?:\.\d{1,12})?)")
+
+
+def _catboost_sizes(line: str) -> dict[str, Any]:
+    """CatBoost's request and what its pool had free: MiB (bytes / 2^20), with or without the
+    unit."""
+    sizes = _CATBOOST_SIZES.search(line)
+    if sizes is None:
+        return {}
+    return {"requested_bytes": int(float(sizes[1]) * 2**20),
+            "free_bytes": int(float(sizes[2]) * 2**20)}
+
+
 def _framework_oom(match: re.Match[str], line: str) -> dict[str, Any]:
     found: dict[str, Any] = {}
     groups = {key.rstrip("_"): value for key, value in match.groupdict().items()
               if value is not None}
     found["framework"] = next(name for name in _FRAMEWORK_NAMES if name in groups)
+    if found["framework"] == "catboost":
+        found.update(_catboost_sizes(line))
     if "gpu" in groups:
         found["gpu_index"] = int(groups["gpu"])
     if "bytes" in groups:
@@ -735,6 +802,10 @@ _FRAMEWORK_REMEDIES = {
     "paddle": "PaddlePaddle takes a fixed share of the GPU at start: export "
               "FLAGS_allocator_strategy=auto_growth to allocate as it goes (or raise "
               "FLAGS_fraction_of_gpu_memory_to_use).",
+    "catboost": "CatBoost takes most of the GPU for its memory pool when it starts "
+                "(gpu_ram_part, 0.95 by default) and the request must fit what the pool has "
+                "left: lower depth (the memory a tree needs doubles with each level), "
+                "border_count and max_ctr_complexity, or train on fewer rows or features.",
     "onnxruntime": "Cap ONNX Runtime's arena on the CUDA execution provider (gpu_mem_limit) and "
                    "let it grow only by what is requested "
                    "(arena_extend_strategy=kSameAsRequested), or run fewer sessions per GPU.",
@@ -743,8 +814,10 @@ _FRAMEWORK_REMEDIES = {
 
 @signature("cuda-oom/framework-allocator", _FRAMEWORK_OOM,
            ("out of memory", "Out of memory error on GPU", "BFCArena::AllocateRawInternal",
-            "requested buffer of size", "Fail to alloc memory of", "cudaSuccess (2 vs. 0)"),
-           "GPU out of memory (MXNet, PaddlePaddle or ONNX Runtime)", extract=_framework_oom,
+            "requested buffer of size", "Fail to alloc memory of", "cudaSuccess (2 vs. 0)",
+            "Out of memory. Requested", "TOutOfMemoryError"),
+           "GPU out of memory (MXNet, PaddlePaddle, ONNX Runtime or CatBoost)",
+           extract=_framework_oom,
            group="cuda-oom-framework",
            example="Out of memory error on GPU 0. Cannot allocate 1.500000GB memory on GPU 0, "
            "available memory is only 512.000000MB.")
@@ -754,7 +827,9 @@ def _framework_allocator(sig: Signature, numbers: dict[str, Any], ctx: AdviceCon
     gpu = numbers.get("gpu_index")
     size = (f" {size_text(numbers['requested_bytes'])}" if numbers.get("requested_bytes")
             else " memory")
-    free = _stated(numbers, "free_bytes", "; {} was free")
+    # (CatBoost's figure is what its own pool, taken at start, had left)
+    free = _stated(numbers, "free_bytes", "; {} was free in its memory pool"
+                   if framework == "catboost" else "; {} was free")
     explanation = (
         f"{name}'s GPU allocator could not get{size}"
         f"{f' on GPU {gpu}' if gpu is not None else ''}{free}. Either the job's step is too "
@@ -1000,6 +1075,10 @@ def _told_cause(_match: re.Match[str], line: str) -> dict[str, Any]:
            rf"ran))? (?:an? )?(?:{_OOM_WORDS}|(?:GPU )?memory (?:issue|problem)\b)|"
            r"\bmask(?:s|ed|ing)? (?:the |an? )?(?:real |actual |"
            rf"underlying )?{_OOM_WORDS}|"
+           # ... or names what set the out-of-memory off ("the action that triggers the OOM is a
+           # call to cublasCreate"; not "does not trigger an OOM")
+           r"(?<!\bnot )(?<!n't )(?<!\bnever )\b(?:trigger(?:s|ed)?|caus(?:es|ed)) (?:the |an? )?"
+           rf"{_OOM_WORDS}|"
            # ... or found the GPU's memory full ("it turns out my GPU memory was getting full")
            r"\bturn(?:s|ed) out (?:that )?(?:my |the |our )?(?:GPU|CUDA|video) ?memory "
            r"(?:was|is|had been|got)(?: getting| almost| nearly| completely| already)? full\b)",
