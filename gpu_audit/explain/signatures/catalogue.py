@@ -135,6 +135,8 @@ ORDER = (
     "cublas-failure/status-code",
     "cublas-failure/status-sentence",
     "cublas-failure/handle-failed",
+    "cublas-failure/call-failed",
+    "cublas-failure/tensorflow-blas",
     "driver-mismatch/driver-too-old",
     "driver-mismatch/driver-older-than-cuda",
     "driver-mismatch/container-driver-release",

@@ -88,8 +88,11 @@ _SENTENCES = "|".join(re.escape(sentence) for sentence in CUBLAS_STATUS_SENTENCE
            # Caffe; also spaced and cased as people retype it, "==CUBLAS_STATUS_SUCCESS(1 VS.0)",
            # and the other way round, "CUBLAS_STATUS_SUCCESS == stat (0 vs. 1)"), and a
            # program's own "cuBLAS API failed with status 7" (cuBLASLt too)
-           r"\bCUBLAS_STATUS_SUCCESS ?\((?P<code>\d{1,3}) ?(?i:vs)\.? ?0\)|"
-           r"\bCUBLAS_STATUS_SUCCESS ?== ?[\w.>()-]{1,40} ?\(0 ?(?i:vs)\.? ?(?P<code___>\d{1,3})\)|"
+           # (also with the numbers alone the other way round, "CUBLAS_STATUS_SUCCESS(0 vs 13)",
+           # and right after a Chinese word: no word boundary before it)
+           r"(?<![A-Za-z0-9_])CUBLAS_STATUS_SUCCESS ?\((?P<code>\d{1,3}) ?(?i:vs)\.? ?0\)|"
+           r"(?<![A-Za-z0-9_])CUBLAS_STATUS_SUCCESS ?(?:== ?[\w.>()-]{1,40} ?)?"
+           r"\(0 ?(?i:vs)\.? ?(?P<code___>[1-9]\d{0,2})\)|"
            r"\b(?i:cublas(?:Lt)?) (?:API failed|(?:API |call )?error)[^\n]{0,24}?\bstatus(?: code)?"
            r"[ :=]{1,3}(?P<code_>\d{1,3})\b|"
            # PaddlePaddle's "(External) CUBLAS error(7)."
@@ -99,6 +102,26 @@ _SENTENCES = "|".join(re.escape(sentence) for sentence in CUBLAS_STATUS_SENTENCE
            extract=_status_code, key_field="status",
            example="mshadow/./stream_gpu-inl.h:115: Check failed: err == CUBLAS_STATUS_SUCCESS "
            "(1 vs. 0)")
+# DyNet's check of a cuBLAS call: "CUBLAS failure in cublasSgemm(dev.cublas_handle, ...)", its
+# status's number on the next line
+@signature("cublas-failure/call-failed",
+           r"\bCUBLAS failure in (?P<call>cublas\w{1,40})\(",
+           ("CUBLAS failure in ",), "A CUDA math library call failed", key_field="call",
+           example="CUBLAS failure in cublasSgemm(dev.cublas_handle, CUBLAS_OP_N, CUBLAS_OP_N, "
+           "m, n, k, one, a, lda, b, ldb, zero, c, ldc)")
+# TensorFlow's words when a cuBLAS call could not run: "Blas GEMM launch failed : a.shape=...",
+# "Blas xGEMM launch failed", "Attempting to perform BLAS operation using StreamExecutor without
+# BLAS support" (cuBLAS has no handle: TensorFlow could not create one)
+@signature("cublas-failure/tensorflow-blas",
+           # (also right after a Chinese word: no word boundary before it)
+           r"(?<![A-Za-z0-9_])Blas (?:x|S|D|C|Z|H)?GEM[MV](?:Batched|StridedBatched)? launch "
+           r"failed\b|"
+           r"\bAttempting to perform BLAS operation using StreamExecutor without BLAS support\b",
+           ("GEMM launch failed", "GEMV launch failed", "GEMMBatched launch failed",
+            "GEMMStridedBatched launch failed", "Attempting to perform BLAS operation"),
+           "A cuBLAS call could not run under TensorFlow",
+           example="tensorflow.python.framework.errors_impl.InternalError: Blas GEMM launch "
+           "failed : a.shape=(100, 784), b.shape=(784, 10), m=100, n=10, k=784")
 @signature("cublas-failure/handle-failed",
            # the handle cuBLAS could not create, in words: "Create cublas handle failed" (MXNet),
            # "CUBLAS initialization failed"
@@ -130,6 +153,8 @@ def _cublas(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advi
               or "not initialized" in message or sig.id.endswith("handle-failed"))
     unsupported = status in _UNSUPPORTED_STATUSES
     call = f" in {numbers['call']}" if numbers.get("call") else ""
+    if sig.id == "cublas-failure/tensorflow-blas":
+        return _tensorflow_blas(sig, numbers)
     if memory:
         explanation = (
             f"The CUDA library could not create its handle or allocate its workspace{call}. "
@@ -156,3 +181,18 @@ def _cublas(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advi
         "out-of-range index in an earlier kernel) rather than a bug in the library.")
     return advice(sig, numbers, explanation, FIND_FAULTING_KERNEL, tier=2.0,
                   diagnosis="execution")
+
+
+def _tensorflow_blas(sig: Signature, numbers: dict[str, Any]) -> Advice:
+    explanation = (
+        "TensorFlow could not run a matrix multiply on the GPU: most often cuBLAS could not "
+        "create its handle because the GPU's memory was already taken (TensorFlow preallocates "
+        "most of it at start, and a second process, or a second TensorFlow session, does the "
+        "same); otherwise the cuBLAS installed is not the one this TensorFlow was built for (an "
+        "earlier \"failed to create cublas handle\" or library-loading line says which).")
+    remedy = (f"{SCAN_OTHERS}\nLet TensorFlow allocate as it goes: export "
+              "TF_FORCE_GPU_ALLOW_GROWTH=true (or tf.config.experimental.set_memory_growth), "
+              "and run one TensorFlow process per GPU. If it still fails on an idle GPU, "
+              "install the CUDA libraries this TensorFlow release was built with "
+              "(tensorflow[and-cuda]).")
+    return advice(sig, numbers, explanation, remedy, tier=1.0, diagnosis="out-of-memory")
