@@ -8,6 +8,8 @@ from __future__ import annotations
 import pytest
 
 from gpu_audit.explain import classify_text
+from gpu_audit.explain.documents import OWN_RUN
+from gpu_audit.explain.mentions import explainer_cues
 from gpu_audit.knowledge.cudnn import (
     EXECUTION,
     MEMORY,
@@ -16,6 +18,7 @@ from gpu_audit.knowledge.cudnn import (
     cudnn_status_kind,
     cudnn_status_name,
 )
+from tests.explain.helpers import shape_incidents as incidents
 from tests.explain.helpers import shape_root as root
 
 
@@ -121,3 +124,58 @@ def test_cublas_status_sentences_as_other_versions_word_them(sentence: str, stat
     (failure,) = classify_text(f"CUDA error: {sentence}", torch_version=None)
     assert (failure.signature, failure.numbers["status"]) == ("cublas-failure/status-sentence",
                                                                status)
+
+
+def test_an_analysis_page_of_device_side_asserts_raises_none() -> None:
+    # "developers may encounter ...", "Typical error causes include:": an explainer's words
+    failures = [i for i in incidents("explainer_device_assert_causes_en.log") if i.is_failure]
+    assert failures == []
+
+
+@pytest.mark.parametrize(("line", "kind"), [
+    ("In notebooks, developers may encounter this exception on a later line.", "you-have-seen"),
+    ("Typical error causes include:", "why"),
+])
+def test_explainer_phrases_of_an_analysis_page(line: str, kind: str) -> None:
+    assert kind in explainer_cues([line])
+
+
+def test_memory_faults_told_come_before_the_cublas_failure_they_left() -> None:
+    found = incidents("memory_faults_told_cublas_echo.log")
+    assert [(i.role, i.signature) for i in found if i.is_failure][:2] == [
+        ("root-cause", "illegal-memory-access/told"),
+        ("consequence", "cublas-failure/cublas-status")]
+
+
+@pytest.mark.parametrize("line", [
+    "If you get memory access faults, rerun with CUDA_LAUNCH_BLOCKING=1.",
+    "- Memory access violations: an out-of-range index in a kernel",
+    "Could the kernel be hitting memory access errors on Hopper only?",
+    "I see memory access patterns that are not coalesced.",
+])
+def test_memory_faults_not_told_as_the_writers_own(line: str) -> None:
+    assert [i for i in classify_text(line, torch_version=None) if i.is_failure] == []
+
+
+def test_an_indexing_assertion_named_in_a_thread_title() -> None:
+    failure = root("index_assertion_title_replies_only.log")
+    assert (failure.cls, failure.signature) == ("device-assert", "device-assert/triggered")
+    assert failure.title.startswith("Named in the title")
+
+
+def test_a_change_that_tells_the_failure_it_met_reports_it() -> None:
+    # "... aborted the worker with:" and the paste below it: the writer's own run, though the
+    # text then offers its fix
+    failure = root("change_tells_its_own_cublas_failure.log")
+    assert (failure.signature, failure.numbers.get("status")) == (
+        "cublas-failure/status-sentence", "CUBLAS_STATUS_NOT_SUPPORTED")
+
+
+@pytest.mark.parametrize(("line", "own"), [
+    ("The second epoch crashed with the following error:", True),
+    ("Long prompts aborted the server with:", True),
+    ("If it fails with:", False),
+    ("A run that crashed with an error is retried.", False),
+])
+def test_a_past_failure_introducing_a_paste_is_the_writers_own(line: str, own: bool) -> None:
+    assert bool(OWN_RUN.search(line)) is own

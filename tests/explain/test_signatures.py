@@ -374,6 +374,8 @@ SINGLE_LINES = [
      "zero, z, n)", "cublas-failure", "cublas-failure/call-failed"),
     ("InternalError: Blas GEMV launch failed:  m=512, n=64 [Op:MatMul]", "cublas-failure",
      "cublas-failure/tensorflow-blas"),
+    ("On the A100 we keep getting illegal memory accesses after the first epoch.",
+     "illegal-memory-access", "illegal-memory-access/told"),
     ("[TRT] [E] 1: [defaultAllocator.cpp::allocate::20] Error Code 1: Cuda Runtime (out of "
      "memory)", "cuda-oom", "cuda-oom/tensorrt"),
     ("RuntimeError: CUDA driver error: out of memory", "cuda-oom", "cuda-oom/driver-api"),

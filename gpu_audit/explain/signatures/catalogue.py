@@ -99,6 +99,7 @@ ORDER = (
     "illegal-memory-access/misaligned-address",
     "illegal-memory-access/illegal-instruction",
     "illegal-memory-access/launch-failure",
+    "illegal-memory-access/told",
     "device-assert/kernel-assertion",
     "device-assert/garbled-assertion",
     "device-assert/unquoted-condition",
