@@ -179,3 +179,19 @@ def test_a_change_that_tells_the_failure_it_met_reports_it() -> None:
 ])
 def test_a_past_failure_introducing_a_paste_is_the_writers_own(line: str, own: bool) -> None:
     assert bool(OWN_RUN.search(line)) is own
+
+
+@pytest.mark.parametrize(("line", "signature"), [
+    ("训练时出现CUBLAS_STATUS_EXECUTION_FAILED错误", "cublas-failure/cublas-status"),
+    ("推理时报CUDA error: an internal operation failed错误", "cublas-failure/status-sentence"),
+    ("报错CUBLAS error(7).", "cublas-failure/status-code"),
+    ("出现cuBLAS API failed with status 7的提示", "cublas-failure/status-code"),
+    ("启动时Create cublas handle failed", "cublas-failure/handle-failed"),
+])
+def test_cublas_messages_run_into_a_chinese_sentence(line: str, signature: str) -> None:
+    (failure,) = classify_text(line, torch_version=None)
+    assert failure.signature == signature
+
+
+def test_cublas_success_run_into_a_chinese_sentence_is_no_failure() -> None:
+    assert classify_text("检查CUBLAS_STATUS_SUCCESS返回值", torch_version=None) == []

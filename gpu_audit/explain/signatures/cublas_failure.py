@@ -78,7 +78,8 @@ _SENTENCES = "|".join(re.escape(sentence) for sentence in CUBLAS_STATUS_SENTENCE
 # a status printed as cublasGetStatusString's sentence after the CUDA error checker's words
 # (llama.cpp's ggml: "CUDA error: an internal operation failed", then the cuBLAS call)
 @signature("cublas-failure/status-sentence",
-           rf"\b(?:CUDA|cuBLAS|CUBLAS|cuSOLVER|CUSOLVER) error: (?P<sentence>{_SENTENCES})\b",
+           rf"(?<![A-Za-z0-9_])(?:CUDA|cuBLAS|CUBLAS|cuSOLVER|CUSOLVER) error: "
+           rf"(?P<sentence>{_SENTENCES})(?![A-Za-z0-9_])",
            ("CUDA error: ", "cuBLAS error: ", "CUBLAS error: ", "cuSOLVER error: ",
             "CUSOLVER error: "),
            "A CUDA math library call failed", extract=_status_sentence, key_field="status",
@@ -93,10 +94,10 @@ _SENTENCES = "|".join(re.escape(sentence) for sentence in CUBLAS_STATUS_SENTENCE
            r"(?<![A-Za-z0-9_])CUBLAS_STATUS_SUCCESS ?\((?P<code>\d{1,3}) ?(?i:vs)\.? ?0\)|"
            r"(?<![A-Za-z0-9_])CUBLAS_STATUS_SUCCESS ?(?:== ?[\w.>()-]{1,40} ?)?"
            r"\(0 ?(?i:vs)\.? ?(?P<code___>[1-9]\d{0,2})\)|"
-           r"\b(?i:cublas(?:Lt)?) (?:API failed|(?:API |call )?error)[^\n]{0,24}?\bstatus(?: code)?"
-           r"[ :=]{1,3}(?P<code_>\d{1,3})\b|"
+           r"(?<![A-Za-z0-9_])(?i:cublas(?:Lt)?) (?:API failed|(?:API |call )?error)[^\n]{0,24}?"
+           r"\bstatus(?: code)?[ :=]{1,3}(?P<code_>\d{1,3})(?![A-Za-z0-9_])|"
            # PaddlePaddle's "(External) CUBLAS error(7)."
-           r"\bCUBLAS error\((?P<code__>\d{1,3})\)",
+           r"(?<![A-Za-z0-9_])CUBLAS error\((?P<code__>\d{1,3})\)",
            ("CUBLAS_STATUS_SUCCESS", "status", "CUBLAS error("),
            "A CUDA math library call failed",
            extract=_status_code, key_field="status",
@@ -124,8 +125,9 @@ _SENTENCES = "|".join(re.escape(sentence) for sentence in CUBLAS_STATUS_SENTENCE
            "failed : a.shape=(100, 784), b.shape=(784, 10), m=100, n=10, k=784")
 @signature("cublas-failure/handle-failed",
            # the handle cuBLAS could not create, in words: "Create cublas handle failed" (MXNet),
-           # "CUBLAS initialization failed"
-           r"\bCreate cublas handle (?:failed|error)|\bCUBLAS initiali[sz]ation (?:failed|error)",
+           # "CUBLAS initialization failed" (in this module, no word boundary is asked for before
+           # a name: a Chinese sentence runs on into it, "报CUBLAS error(7)")
+           r"(?<![A-Za-z0-9_])(?:Create cublas handle|CUBLAS initiali[sz]ation) (?:failed|error)",
            ("Create cublas", "CUBLAS initiali"), "cuBLAS could not create its handle",
            example="# Create cublas handle failed")
 @signature("cublas-failure/cublaslt", r"cublasLt ran into an error", ("cublasLt",),
@@ -138,7 +140,7 @@ _SENTENCES = "|".join(re.escape(sentence) for sentence in CUBLAS_STATUS_SENTENCE
            "/pytorch/aten/src/THC/THCGeneral.cpp:250")
 @signature("cublas-failure/cublas-status",
            # (a check that the status is CUBLAS_STATUS_SUCCESS: the number after it, below)
-           r"(?P<status>(?:CUBLAS|CUSOLVER|CUSPARSE)_STATUS_(?!SUCCESS\b)[A-Z_]+|CUFFT_(?:"
+           r"(?P<status>(?:CUBLAS|CUSOLVER|CUSPARSE)_STATUS_(?!SUCCESS(?![A-Za-z0-9_]))[A-Z_]+|CUFFT_(?:"
            r"ALLOC_FAILED|"
            r"INTERNAL_ERROR|EXEC_FAILED|SETUP_FAILED|INVALID_PLAN))"
            r"(?: when calling `(?P<call>[^`]+)`)?",
