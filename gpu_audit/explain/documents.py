@@ -108,6 +108,11 @@ OWN_RUN = re.compile(
     r"\bam I doing (?:\w+ )?(?:anything|something) wrong\b|"
     r"\bI (?:have|had|got|get|see|saw|met|hit) the same (?:problem|issue|error)\b|"
     r"\bI(?:'m| am) having (?:the same|a similar) (?:problem|issue|error)\b|"
+    # a failure that happened, in the past, introducing the paste below it: "... prompt
+    # encoding aborted the server with:", "the second epoch crashed with the following error:"
+    r"\b(?:crashed|aborted|failed|died|terminated|errored out)(?: (?:the|our|my) (?:server|"
+    r"process|job|run|training|program|worker|container|pod))? with(?: the following"
+    r"(?: errors?)?| this(?: errors?)?)?:\s*$|"
     r"\bthe (?:training|job|run|script|process|program|server|container|pod) (?:stops|stopped|"
     r"crash(?:es|ed)|fails|failed|dies|died|hangs|hung|was killed|gets killed|got killed)\b|"
     r"^(?:so |but |pls |please )?how (?:to|do i|can i|could i|should i) (?:fix|solve|resolve|"
@@ -183,6 +188,10 @@ _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         # a kernel's assertion, the title cut before its end by the tracker ("IndexKernel.cu:113:
         # operator(): block: [4,0,0], thread: [3,0,0] Assertion `-sizes[i] <= index && ind")
         ("device-assert/kernel-assertion", r"\.cuh?:\d+:[^\n]{0,120}?\bAssertion `"),
+        # a kernel's assertion named in words: "device-side assertion error during training",
+        # "Indexing Assertion Errors" (PyTorch's indexing kernels check their indices on the GPU)
+        ("device-assert/triggered", r"\bdevice[- ]side assert(?:ion)?s?\b|"
+                                    r"\bindex(?:ing)? assert(?:ion)?s?\b"),
         ("illegal-memory-access/illegal-address", r"\billegal (?:memory )?(?:access|address)\b|"
                                                   r"\billegal memory errors?\b|"
                                                   # ("accessing memory illegally")

@@ -323,9 +323,10 @@ _EXPLAINER_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                           r"(?:经常|容易|常常|常会)(?:会)?(?:遇到|出现|碰到)|常见(?:的)?(?:错误|问题|报错)|よくある|"
                           r"よく遭遇|\bcommon symptoms\b|"
                           # "developers frequently encounter ...": what happens to readers
+                          # (or may: "developers may encounter the following error")
                           r"\b(?:developers|users|engineers|practitioners|many people) "
-                          r"(?:frequently|often|commonly|typically|regularly) (?:encounter|hit|"
-                          r"run into|face|see)\b|"
+                          r"(?:frequently|often|commonly|typically|regularly|may|might|can|"
+                          r"sometimes) (?:encounter|hit|run into|face|see)\b|"
                           r"자주 (?:발생|보는)|"
                           r"가장 (?:많이|흔히|자주) (?:겪는|발생하는|보는|만나는)|"
                           r"흔(?:히 발생하는|한) (?:오류|에러|문제)|"
@@ -371,7 +372,9 @@ _EXPLAINER_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                 r"^(?:why (?:it|this) happens|what (?:causes|triggers) "
                 r"(?:it|this)|understanding the error|what is the .{0,60} error\b)|"
                 r"\bcauses? (?:&|and) (?:fixes|solutions)\b|"
-                r"^quick fix\b|^(?:possible |common )?causes\b|为什么会|原因[:：]|原因$|原因は|"
+                # ("Typical error causes include:")
+                r"^quick fix\b|^(?:(?:possible|common|typical|frequent|main) )?(?:error )?"
+                r"causes\b|为什么会|原因[:：]|原因$|原因は|"
                 r"발생 원인|причин[аы]|^common misconceptions?\s*[:：]|"
                 # "Почему так? Даже если ...": a question asked and answered on one line
                 r"^\W{0,4}почему так\?\s+\S[^\n]{20}|"

@@ -112,6 +112,9 @@ KEYS: tuple[Key, ...] = (
         rb"|llocation on device|(?<=MallocA)sync"
         # (and a program's own check of a cuBLAS call: "cuBLAS API failed with status 7")
         rb"|(?<=BLAS A)PI failed|(?<=BLASLt A)PI failed"
+        # (and TensorFlow's "Attempting to perform BLAS operation using StreamExecutor without
+        # BLAS support", in a title or a line without "Error")
+        rb"|ttempting to perform BLAS operation"
         # (and ONNX Runtime's arena grown, with its device: "AllocateRawInternal] Extending
         # BFCArena for Cpu")
         rb"|llocateRawInternal\] Extending BFCArena)",
@@ -120,12 +123,16 @@ KEYS: tuple[Key, ...] = (
                                         b"target_val")),
          b"ALLOC_CONF", b"ASSERT FAILED", b"Async does not ", b"Async support for ",
          b"Allocation on device", b"MallocAsync", b"BLAS API failed", b"BLASLt API failed",
-         b"AllocateRawInternal] Extending")),
+         b"AllocateRawInternal] Extending", b"Attempting to perform BLAS operation")),
     # (and "CUDA" right before a word in Chinese, Japanese or Korean: a translated message,
     # "CUDA内存不足"; their UTF-8 lead bytes)
     Key(rb"C(?:UDA(?:[ _]|CachingAllocator|AllocatorConfig|[\xe3-\xed])"
         rb"|U(?:BLAS|SOLVER|SPARSE)_STATUS|UFFT_"
         rb"|UDNN_(?:STATUS|BACKEND)"
+        # (and a cuDNN status as people shorten it, "CUDNN_NOT_SUPPORTED"; DyNet's check of a
+        # cuBLAS call, "CUBLAS failure in cublasSgemm(...)")
+        rb"|UDNN_(?:NOT_SUPPORTED|NOT_INITIALIZED|BAD_PARAM|EXECUTION_FAILED|INTERNAL_ERROR"
+        rb"|ALLOC_FAILED|ARCH_MISMATCH|MAPPING_ERROR)|UBLAS failure in "
         rb"|uda failure|achingAllocator|aught collective|onnection closed by (?:remote )?peer"
         rb"|an't initialize NVML|urrently allocated +: "
         # (cudaMallocAsync's "Free (according to CUDA): ", in this pass: one pass fewer)
@@ -146,6 +153,10 @@ KEYS: tuple[Key, ...] = (
         (b"CUDA ", b"CUDA_", b"CUDACachingAllocator", b"CUDAAllocatorConfig",
          *(b"CUDA" + bytes([lead]) for lead in range(0xE3, 0xEE)), b"CUBLAS_STATUS",
          b"CUSOLVER_STATUS", b"CUSPARSE_STATUS", b"CUFFT_", b"CUDNN_STATUS", b"CUDNN_BACKEND",
+         *(b"CUDNN_" + short for short in (b"NOT_SUPPORTED", b"NOT_INITIALIZED", b"BAD_PARAM",
+                                           b"EXECUTION_FAILED", b"INTERNAL_ERROR",
+                                           b"ALLOC_FAILED", b"ARCH_MISMATCH", b"MAPPING_ERROR")),
+         b"CUBLAS failure in ",
          b"Cuda failure", b"CachingAllocator", b"Caught collective", b"Connection closed by ",
          b"Can't initialize NVML", b"Currently allocated ", b"(according to CUDA): ",
          b"Create cublas handle", b"CUBLAS initialization", b"CUBLAS initialisation",
@@ -158,14 +169,17 @@ KEYS: tuple[Key, ...] = (
         rb"which is of cuda capability|:\d+\"\]| is loss)|ET was unable"
         rb"|(?<=[Ll]ost G)PU|(?<=[Ll]ost [a\d] G)PU|(?<=[Ll]ost one G)PU|(?<=losing the G)PU"
         # (and a card found at fault, told: "swapped the GPU", "a faulty GPU")
-        rb"|(?<=ed the G)PU|(?<=ed my G)PU|(?<=ed our G)PU|(?<=faulty G)PU|(?<=defective G)PU)",
+        rb"|(?<=ed the G)PU|(?<=ed my G)PU|(?<=ed our G)PU|(?<=faulty G)PU|(?<=defective G)PU"
+        # (and TensorFlow's "Blas GEMM launch failed", in a title or a line without "Error")
+        rb"|EM[MV](?:Batched|StridedBatched)? launch failed)",
         (b"GPU is lost", b"GPU lost from the bus", b"GPU has fallen", b" has a total",
          b"which is of cuda capability", *(b"GPU:%d" % digit for digit in range(10)),
          b"GET was unable", b"GPU is loss",
          *(first + b"ost " + between + b"GPU" for first in (b"l", b"L")
            for between in (b"", b"a ", b"one ", *(b"%d " % digit for digit in range(10)))),
          b"losing the GPU", b"ed the GPU", b"ed my GPU", b"ed our GPU", b"faulty GPU",
-         b"defective GPU")),
+         b"defective GPU", b"GEMM launch failed", b"GEMV launch failed",
+         b"GEMMBatched launch failed", b"GEMMStridedBatched launch failed")),
     Key(rb"K(?:ill|ILL)", (b"Kill", b"KILL")),
     # a kill told in the writer's words, wherever it is ("my process gets killed in the pod")
     Key(rb"killed\b", (b"killed",)),

@@ -39,4 +39,10 @@ CUBLAS_STATUS_SENTENCES: dict[str, str] = {
     "the GPU program failed to execute": "CUBLAS_STATUS_EXECUTION_FAILED",
     "an internal operation failed": "CUBLAS_STATUS_INTERNAL_ERROR",
     "the functionality requested is not supported": "CUBLAS_STATUS_NOT_SUPPORTED",
+    # the same statuses as other versions, bindings and documents word them
+    "the requested functionality is not supported": "CUBLAS_STATUS_NOT_SUPPORTED",
+    "the requested feature is not supported": "CUBLAS_STATUS_NOT_SUPPORTED",
+    "the feature required is not supported": "CUBLAS_STATUS_NOT_SUPPORTED",
+    "an invalid value was used as an argument": "CUBLAS_STATUS_INVALID_VALUE",
+    "an invalid numerical value was used as an argument": "CUBLAS_STATUS_INVALID_VALUE",
 }

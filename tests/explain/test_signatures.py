@@ -371,6 +371,13 @@ SINGLE_LINES = [
      "gpu-hardware/card-swap-told"),
     ("cuBLAS API failed with status 13", "cublas-failure", "cublas-failure/status-code"),
     ("# Create cublas handle failed", "cublas-failure", "cublas-failure/handle-failed"),
+    # a framework's own words for a failed cuBLAS call: DyNet's check, TensorFlow's launch
+    ("CUBLAS failure in cublasDgemm(handle, CUBLAS_OP_T, CUBLAS_OP_N, n, n, k, one, x, k, y, k, "
+     "zero, z, n)", "cublas-failure", "cublas-failure/call-failed"),
+    ("InternalError: Blas GEMV launch failed:  m=512, n=64 [Op:MatMul]", "cublas-failure",
+     "cublas-failure/tensorflow-blas"),
+    ("On the A100 we keep getting illegal memory accesses after the first epoch.",
+     "illegal-memory-access", "illegal-memory-access/told"),
     ("[TRT] [E] 1: [defaultAllocator.cpp::allocate::20] Error Code 1: Cuda Runtime (out of "
      "memory)", "cuda-oom", "cuda-oom/tensorrt"),
     ("RuntimeError: CUDA driver error: out of memory", "cuda-oom", "cuda-oom/driver-api"),

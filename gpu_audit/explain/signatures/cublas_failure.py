@@ -78,7 +78,8 @@ _SENTENCES = "|".join(re.escape(sentence) for sentence in CUBLAS_STATUS_SENTENCE
 # a status printed as cublasGetStatusString's sentence after the CUDA error checker's words
 # (llama.cpp's ggml: "CUDA error: an internal operation failed", then the cuBLAS call)
 @signature("cublas-failure/status-sentence",
-           rf"\b(?:CUDA|cuBLAS|CUBLAS|cuSOLVER|CUSOLVER) error: (?P<sentence>{_SENTENCES})\b",
+           rf"(?<![A-Za-z0-9_])(?:CUDA|cuBLAS|CUBLAS|cuSOLVER|CUSOLVER) error: "
+           rf"(?P<sentence>{_SENTENCES})(?![A-Za-z0-9_])",
            ("CUDA error: ", "cuBLAS error: ", "CUBLAS error: ", "cuSOLVER error: ",
             "CUSOLVER error: "),
            "A CUDA math library call failed", extract=_status_sentence, key_field="status",
@@ -88,21 +89,45 @@ _SENTENCES = "|".join(re.escape(sentence) for sentence in CUBLAS_STATUS_SENTENCE
            # Caffe; also spaced and cased as people retype it, "==CUBLAS_STATUS_SUCCESS(1 VS.0)",
            # and the other way round, "CUBLAS_STATUS_SUCCESS == stat (0 vs. 1)"), and a
            # program's own "cuBLAS API failed with status 7" (cuBLASLt too)
-           r"\bCUBLAS_STATUS_SUCCESS ?\((?P<code>\d{1,3}) ?(?i:vs)\.? ?0\)|"
-           r"\bCUBLAS_STATUS_SUCCESS ?== ?[\w.>()-]{1,40} ?\(0 ?(?i:vs)\.? ?(?P<code___>\d{1,3})\)|"
-           r"\b(?i:cublas(?:Lt)?) (?:API failed|(?:API |call )?error)[^\n]{0,24}?\bstatus(?: code)?"
-           r"[ :=]{1,3}(?P<code_>\d{1,3})\b|"
+           # (also with the numbers alone the other way round, "CUBLAS_STATUS_SUCCESS(0 vs 13)",
+           # and right after a Chinese word: no word boundary before it)
+           r"(?<![A-Za-z0-9_])CUBLAS_STATUS_SUCCESS ?\((?P<code>\d{1,3}) ?(?i:vs)\.? ?0\)|"
+           r"(?<![A-Za-z0-9_])CUBLAS_STATUS_SUCCESS ?(?:== ?[\w.>()-]{1,40} ?)?"
+           r"\(0 ?(?i:vs)\.? ?(?P<code___>[1-9]\d{0,2})\)|"
+           r"(?<![A-Za-z0-9_])(?i:cublas(?:Lt)?) (?:API failed|(?:API |call )?error)[^\n]{0,24}?"
+           r"\bstatus(?: code)?[ :=]{1,3}(?P<code_>\d{1,3})(?![A-Za-z0-9_])|"
            # PaddlePaddle's "(External) CUBLAS error(7)."
-           r"\bCUBLAS error\((?P<code__>\d{1,3})\)",
+           r"(?<![A-Za-z0-9_])CUBLAS error\((?P<code__>\d{1,3})\)",
            ("CUBLAS_STATUS_SUCCESS", "status", "CUBLAS error("),
            "A CUDA math library call failed",
            extract=_status_code, key_field="status",
            example="mshadow/./stream_gpu-inl.h:115: Check failed: err == CUBLAS_STATUS_SUCCESS "
            "(1 vs. 0)")
+# DyNet's check of a cuBLAS call: "CUBLAS failure in cublasSgemm(dev.cublas_handle, ...)", its
+# status's number on the next line
+@signature("cublas-failure/call-failed",
+           r"\bCUBLAS failure in (?P<call>cublas\w{1,40})\(",
+           ("CUBLAS failure in ",), "A CUDA math library call failed", key_field="call",
+           example="CUBLAS failure in cublasSgemm(dev.cublas_handle, CUBLAS_OP_N, CUBLAS_OP_N, "
+           "m, n, k, one, a, lda, b, ldb, zero, c, ldc)")
+# TensorFlow's words when a cuBLAS call could not run: "Blas GEMM launch failed : a.shape=...",
+# "Blas xGEMM launch failed", "Attempting to perform BLAS operation using StreamExecutor without
+# BLAS support" (cuBLAS has no handle: TensorFlow could not create one)
+@signature("cublas-failure/tensorflow-blas",
+           # (also right after a Chinese word: no word boundary before it)
+           r"(?<![A-Za-z0-9_])Blas (?:x|S|D|C|Z|H)?GEM[MV](?:Batched|StridedBatched)? launch "
+           r"failed\b|"
+           r"\bAttempting to perform BLAS operation using StreamExecutor without BLAS support\b",
+           ("GEMM launch failed", "GEMV launch failed", "GEMMBatched launch failed",
+            "GEMMStridedBatched launch failed", "Attempting to perform BLAS operation"),
+           "A cuBLAS call could not run under TensorFlow",
+           example="tensorflow.python.framework.errors_impl.InternalError: Blas GEMM launch "
+           "failed : a.shape=(100, 784), b.shape=(784, 10), m=100, n=10, k=784")
 @signature("cublas-failure/handle-failed",
            # the handle cuBLAS could not create, in words: "Create cublas handle failed" (MXNet),
-           # "CUBLAS initialization failed"
-           r"\bCreate cublas handle (?:failed|error)|\bCUBLAS initiali[sz]ation (?:failed|error)",
+           # "CUBLAS initialization failed" (in this module, no word boundary is asked for before
+           # a name: a Chinese sentence runs on into it, "报CUBLAS error(7)")
+           r"(?<![A-Za-z0-9_])(?:Create cublas handle|CUBLAS initiali[sz]ation) (?:failed|error)",
            ("Create cublas", "CUBLAS initiali"), "cuBLAS could not create its handle",
            example="# Create cublas handle failed")
 @signature("cublas-failure/cublaslt", r"cublasLt ran into an error", ("cublasLt",),
@@ -115,7 +140,7 @@ _SENTENCES = "|".join(re.escape(sentence) for sentence in CUBLAS_STATUS_SENTENCE
            "/pytorch/aten/src/THC/THCGeneral.cpp:250")
 @signature("cublas-failure/cublas-status",
            # (a check that the status is CUBLAS_STATUS_SUCCESS: the number after it, below)
-           r"(?P<status>(?:CUBLAS|CUSOLVER|CUSPARSE)_STATUS_(?!SUCCESS\b)[A-Z_]+|CUFFT_(?:"
+           r"(?P<status>(?:CUBLAS|CUSOLVER|CUSPARSE)_STATUS_(?!SUCCESS(?![A-Za-z0-9_]))[A-Z_]+|CUFFT_(?:"
            r"ALLOC_FAILED|"
            r"INTERNAL_ERROR|EXEC_FAILED|SETUP_FAILED|INVALID_PLAN))"
            r"(?: when calling `(?P<call>[^`]+)`)?",
@@ -130,6 +155,8 @@ def _cublas(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advi
               or "not initialized" in message or sig.id.endswith("handle-failed"))
     unsupported = status in _UNSUPPORTED_STATUSES
     call = f" in {numbers['call']}" if numbers.get("call") else ""
+    if sig.id == "cublas-failure/tensorflow-blas":
+        return _tensorflow_blas(sig, numbers)
     if memory:
         explanation = (
             f"The CUDA library could not create its handle or allocate its workspace{call}. "
@@ -156,3 +183,18 @@ def _cublas(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advi
         "out-of-range index in an earlier kernel) rather than a bug in the library.")
     return advice(sig, numbers, explanation, FIND_FAULTING_KERNEL, tier=2.0,
                   diagnosis="execution")
+
+
+def _tensorflow_blas(sig: Signature, numbers: dict[str, Any]) -> Advice:
+    explanation = (
+        "TensorFlow could not run a matrix multiply on the GPU: most often cuBLAS could not "
+        "create its handle because the GPU's memory was already taken (TensorFlow preallocates "
+        "most of it at start, and a second process, or a second TensorFlow session, does the "
+        "same); otherwise the cuBLAS installed is not the one this TensorFlow was built for (an "
+        "earlier \"failed to create cublas handle\" or library-loading line says which).")
+    remedy = (f"{SCAN_OTHERS}\nLet TensorFlow allocate as it goes: export "
+              "TF_FORCE_GPU_ALLOW_GROWTH=true (or tf.config.experimental.set_memory_growth), "
+              "and run one TensorFlow process per GPU. If it still fails on an idle GPU, "
+              "install the CUDA libraries this TensorFlow release was built with "
+              "(tensorflow[and-cuda]).")
+    return advice(sig, numbers, explanation, remedy, tier=1.0, diagnosis="out-of-memory")

@@ -32,6 +32,7 @@ driver's CUDA in `nvidia-smi`, and install a build that matches; with
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from gpu_audit.explain.signatures.registry import (
@@ -41,18 +42,37 @@ from gpu_audit.explain.signatures.registry import (
     advice,
     document_class,
     fixed,
+    named,
     signature,
 )
 from gpu_audit.explain.signatures.texts import FIND_FAULTING_KERNEL, REDUCE_MEMORY, SCAN_OTHERS
+from gpu_audit.knowledge.cudnn import (
+    MEMORY,
+    MEMORY_OR_MISMATCH,
+    UNSUPPORTED,
+    cudnn_status_kind,
+    cudnn_status_name,
+)
 from gpu_audit.model import Severity
 
 CLASS = document_class("cudnn-failure", __doc__)
 
-_MEMORY = {"CUDNN_STATUS_ALLOC_FAILED"}
-# no cause of their own: out of memory, a cuDNN/driver mismatch, or (executing) an earlier fault
-_MEMORY_OR_MISMATCH = {"CUDNN_STATUS_NOT_INITIALIZED", "CUDNN_STATUS_INTERNAL_ERROR"}
-_UNSUPPORTED = {"CUDNN_STATUS_NOT_SUPPORTED", "CUDNN_STATUS_BAD_PARAM",
-                "CUDNN_STATUS_ARCH_MISMATCH"}
+
+
+def _status(match: re.Match[str], line: str) -> dict[str, Any]:
+    """The status's full name, also where it was printed as its number or shortened."""
+    found = named(match, line)
+    code, short = found.pop("code", None), found.pop("short", None)
+    if short:
+        found["status"] = f"CUDNN_STATUS_{short}"
+    elif isinstance(code, int):
+        name = cudnn_status_name(code)
+        if name:
+            found["status"] = name
+        else:
+            found["status_code"] = code
+    return found
+
 _HOW_TO_TELL = (
     "To tell which: run the same step with a batch of 1. If it passes, or the run got through "
     "its first batches, it is memory:\n" + REDUCE_MEMORY + "\n" + SCAN_OTHERS + "\nIf it still "
@@ -77,21 +97,34 @@ _HOW_TO_TELL = (
            example="RuntimeError: cuDNN runtime error : resource allocation failed at "
            "/pytorch/aten/src/THC/THCGeneral.cpp:250")
 @signature("cudnn-failure/status",
-           # (a check that the status is CUDNN_STATUS_SUCCESS names the failing status after it:
-           # "Check failed: status == CUDNN_STATUS_SUCCESS (8 vs. 0)  CUDNN_STATUS_EXECUTION_...")
            # (a status called a warning, "the CUDNN_STATUS_NOT_SUPPORTED warning", names the
            # plan-rejected warning below, not a failure; so does one torch closes with
            # "(Triggered internally at ...)", which it writes only after a warning)
-           r"(?P<status>CUDNN_STATUS_(?!SUCCESS\b)[A-Z_]+\b"
+           # (its ends are not word boundaries: a Chinese sentence runs on into the name,
+           # "报了CUDNN_STATUS_EXECUTION_FAILED错误", and a CJK character is a word character)
+           r"(?P<status>CUDNN_STATUS_(?!SUCCESS(?![A-Za-z0-9_]))[A-Z_]+(?![A-Za-z0-9_])"
            r"(?!\s+warnings?\b|\s*\(Triggered internally\b)|"
-           r"CUDNN_BACKEND_API_FAILED)",
-           ("CUDNN_",), "cuDNN call failed", key_field="status",
+           r"CUDNN_BACKEND_API_FAILED)|"
+           # a check that the status is CUDNN_STATUS_SUCCESS, with the number it got (Caffe's
+           # and MXNet's glog "status == CUDNN_STATUS_SUCCESS (4 vs. 0)", Caffe2's
+           # "CUDNN_STATUS_SUCCESS. 9 vs 0.", either way round; the name after it, when printed,
+           # is the same status)
+           r"\bCUDNN_STATUS_SUCCESS ?\)? ?[.(]? ?(?P<code>[1-9]\d{0,3}) ?(?i:vs)\.? ?0\b|"
+           r"\bCUDNN_STATUS_SUCCESS ?(?:== ?[\w.>()-]{1,40} ?)?\(0 ?(?i:vs)\.? ?"
+           r"(?P<code_>[1-9]\d{0,3})\)|"
+           # the status as people shorten it, without its STATUS_: "fails with
+           # CUDNN_NOT_SUPPORTED"
+           r"(?<![A-Za-z0-9_])CUDNN_(?P<short>NOT_SUPPORTED|BAD_PARAM|EXECUTION_FAILED|"
+           r"INTERNAL_ERROR|NOT_INITIALIZED|ALLOC_FAILED|ARCH_MISMATCH|MAPPING_ERROR)"
+           r"(?![A-Za-z0-9_])",
+           ("CUDNN_",), "cuDNN call failed", key_field="status", extract=_status,
            example="RuntimeError: cuDNN error: CUDNN_STATUS_NOT_INITIALIZED")
 def _cudnn(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
     status = str(numbers.get("status") or "")
+    kind = cudnn_status_kind(status) if status else None
     message = str(numbers.get("message") or "").lower()
     named = f" ({status})" if status else ""
-    if (status in _MEMORY or sig.id == "cudnn-failure/no-engine"
+    if (kind == MEMORY or sig.id == "cudnn-failure/no-engine"
             or "allocation failed" in message):
         explanation = (
             f"cuDNN could not allocate the workspace it needs{named}. It allocates outside the "
@@ -99,7 +132,7 @@ def _cudnn(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advic
             "full.")
         remedy = f"{SCAN_OTHERS}\nThen reduce memory use:\n{REDUCE_MEMORY}"
         return advice(sig, numbers, explanation, remedy, tier=1.0, diagnosis="out-of-memory")
-    if status in _UNSUPPORTED:
+    if kind == UNSUPPORTED:
         explanation = (
             f"This cuDNN does not support the call's data type, shape or layout, or this GPU"
             f"{named} (for example bf16 before compute capability 8.0, or a cuDNN built "
@@ -108,7 +141,7 @@ def _cudnn(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advic
                   "framework build whose cuDNN supports this GPU; or set "
                   "torch.backends.cudnn.enabled = False to confirm cuDNN is the culprit.")
         return advice(sig, numbers, explanation, remedy, tier=1.0, diagnosis="unsupported")
-    if status in _MEMORY_OR_MISMATCH or "not initialized" in message:
+    if kind == MEMORY_OR_MISMATCH or "not initialized" in message:
         explanation = (
             f"cuDNN failed{named} without naming a cause. Most often the GPU had no memory left "
             "for cuDNN's handle or workspace (it allocates outside the framework's cache); "

@@ -100,3 +100,25 @@ fixed("illegal-memory-access/launch-failure",
       f"time tells. {KERNEL_FAULT}",
       remedy=f"{FIND_FAULTING_KERNEL}\nA card that fails again on known-good code, or an Xid "
       "such as 79 or 109 beside it, needs draining, a reset and service.")
+
+
+# A kernel's memory faults told in the writer's words, the message itself not pasted ("Running
+# it on an H100 I am getting various memory access faults", "we keep seeing illegal memory
+# accesses"): the writer's own run (a first-person verb), not a condition or the reader's. It
+# ranks before a library's execution failure (tier 2), which such a fault leaves behind, and
+# after a printed fault.
+fixed("illegal-memory-access/told",
+      r"^(?i:(?:(?!\b(?:if|whether|you|your|can|could|may|might|would)\b)[^\n])*?"
+      r"\b(?:I(?:'m| am|'ve| have| keep)?|we(?:'re| are|'ve| have| keep)?) (?:been )?"
+      r"(?:getting|get|got|seeing|see|saw|hit|hitting|encounter(?:ed|ing)?|run into|ran into|"
+      r"running into) (?:various |random |intermittent |occasional |several |some |these |"
+      r"many |an? )?(?:(?:CUDA|GPU|device|kernel) )?"
+      r"(?:(?:illegal|invalid) memory access(?:es)?(?: (?:faults?|violations?|errors?))?|"
+      r"memory access (?:faults?|violations?|errors?))\b)",
+      ("emory access",), "Illegal memory access in a CUDA kernel (told in the writer's words)",
+      tier=1.5,
+      example="Running the new kernel on an H100 I am getting various memory access faults.",
+      explanation="The writer says a kernel faulted on memory, without pasting the message: "
+      "what CUDA reports as \"an illegal memory access was encountered\". A library call after "
+      f"it (a cuBLAS or cuDNN execution failure) is where the fault surfaced. {KERNEL_FAULT}",
+      remedy=FIND_FAULTING_KERNEL)

@@ -1,0 +1,118 @@
+"""cuDNN's status codes by number, and the kind of failure each status is.
+
+Programs that check a cuDNN call themselves print the number of its ``cudnnStatus_t``, not
+always its name (Caffe's and MXNet's glog ``Check failed: status == CUDNN_STATUS_SUCCESS (4 vs.
+0)``, Caffe2's ``status == CUDNN_STATUS_SUCCESS. 9 vs 0.``, ONNX Runtime's ``CUDNN failure 9:``).
+cuDNN 9 renumbered them: up to cuDNN 8 they count from 1 (``cudnn.h``); from cuDNN 9 they are
+grouped by thousands, 1xxx initialisation, 2xxx a bad parameter, 3xxx not supported, 4xxx an
+internal error, 5xxx an execution failure (``cudnn_graph.h``), with finer statuses inside each
+group. The two ranges do not overlap, so a number alone says which it is.
+"""
+
+from __future__ import annotations
+
+# cuDNN 7 and 8 (cudnn.h, cudnnStatus_t)
+_BEFORE_9: dict[int, str] = {
+    1: "CUDNN_STATUS_NOT_INITIALIZED",
+    2: "CUDNN_STATUS_ALLOC_FAILED",
+    3: "CUDNN_STATUS_BAD_PARAM",
+    4: "CUDNN_STATUS_INTERNAL_ERROR",
+    5: "CUDNN_STATUS_INVALID_VALUE",
+    6: "CUDNN_STATUS_ARCH_MISMATCH",
+    7: "CUDNN_STATUS_MAPPING_ERROR",
+    8: "CUDNN_STATUS_EXECUTION_FAILED",
+    9: "CUDNN_STATUS_NOT_SUPPORTED",
+    10: "CUDNN_STATUS_LICENSE_ERROR",
+    11: "CUDNN_STATUS_RUNTIME_PREREQUISITE_MISSING",
+    12: "CUDNN_STATUS_RUNTIME_IN_PROGRESS",
+    13: "CUDNN_STATUS_RUNTIME_FP_OVERFLOW",
+    14: "CUDNN_STATUS_VERSION_MISMATCH",
+}
+
+# cuDNN 9 (cudnn_graph.h, cudnnStatus_t)
+_FROM_9: dict[int, str] = {
+    1001: "CUDNN_STATUS_NOT_INITIALIZED",
+    1002: "CUDNN_STATUS_SUBLIBRARY_VERSION_MISMATCH",
+    1003: "CUDNN_STATUS_SERIALIZATION_VERSION_MISMATCH",
+    1004: "CUDNN_STATUS_DEPRECATED",
+    1005: "CUDNN_STATUS_LICENSE_ERROR",
+    1006: "CUDNN_STATUS_RUNTIME_IN_PROGRESS",
+    1007: "CUDNN_STATUS_RUNTIME_FP_OVERFLOW",
+    1008: "CUDNN_STATUS_SUBLIBRARY_LOADING_FAILED",
+    2000: "CUDNN_STATUS_BAD_PARAM",
+    2001: "CUDNN_STATUS_INVALID_VALUE",
+    2002: "CUDNN_STATUS_BAD_PARAM_NULL_POINTER",
+    2003: "CUDNN_STATUS_BAD_PARAM_MISALIGNED_POINTER",
+    2004: "CUDNN_STATUS_BAD_PARAM_NOT_FINALIZED",
+    2005: "CUDNN_STATUS_BAD_PARAM_OUT_OF_BOUND",
+    2006: "CUDNN_STATUS_BAD_PARAM_SIZE_INSUFFICIENT",
+    2007: "CUDNN_STATUS_BAD_PARAM_STREAM_MISMATCH",
+    2008: "CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH",
+    2009: "CUDNN_STATUS_BAD_PARAM_DUPLICATED_ENTRIES",
+    2010: "CUDNN_STATUS_BAD_PARAM_ATTRIBUTE_TYPE",
+    2011: "CUDNN_STATUS_BAD_PARAM_CUDA_GRAPH_MISMATCH",
+    2012: "CUDNN_STATUS_BAD_PARAM_DESCRIPTOR_TYPE",
+    3000: "CUDNN_STATUS_NOT_SUPPORTED",
+    3001: "CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN",
+    3002: "CUDNN_STATUS_NOT_SUPPORTED_SHAPE",
+    3003: "CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE",
+    3004: "CUDNN_STATUS_NOT_SUPPORTED_LAYOUT",
+    3005: "CUDNN_STATUS_NOT_SUPPORTED_INCOMPATIBLE_CUDA_DRIVER",
+    3006: "CUDNN_STATUS_NOT_SUPPORTED_INCOMPATIBLE_CUDART",
+    3007: "CUDNN_STATUS_NOT_SUPPORTED_ARCH_MISMATCH",
+    3008: "CUDNN_STATUS_NOT_SUPPORTED_RUNTIME_PREREQUISITE_MISSING",
+    3009: "CUDNN_STATUS_NOT_SUPPORTED_SUBLIBRARY_UNAVAILABLE",
+    3010: "CUDNN_STATUS_NOT_SUPPORTED_SHARED_MEMORY_INSUFFICIENT",
+    3011: "CUDNN_STATUS_NOT_SUPPORTED_PADDING",
+    3012: "CUDNN_STATUS_NOT_SUPPORTED_BAD_LAUNCH_PARAM",
+    3013: "CUDNN_STATUS_NOT_SUPPORTED_CUDA_GRAPH_NATIVE_API",
+    4000: "CUDNN_STATUS_INTERNAL_ERROR",
+    4001: "CUDNN_STATUS_INTERNAL_ERROR_COMPILATION_FAILED",
+    4002: "CUDNN_STATUS_INTERNAL_ERROR_UNEXPECTED_VALUE",
+    4003: "CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED",
+    4004: "CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED",
+    4005: "CUDNN_STATUS_INTERNAL_ERROR_BAD_LAUNCH_PARAM",
+    4006: "CUDNN_STATUS_INTERNAL_ERROR_TEXTURE_CREATION_FAILED",
+    5000: "CUDNN_STATUS_EXECUTION_FAILED",
+    5001: "CUDNN_STATUS_EXECUTION_FAILED_CUDA_DRIVER",
+    5002: "CUDNN_STATUS_EXECUTION_FAILED_CUBLAS",
+    5003: "CUDNN_STATUS_EXECUTION_FAILED_CUDART",
+    5004: "CUDNN_STATUS_EXECUTION_FAILED_CURAND",
+}
+
+CUDNN_STATUSES: dict[int, str] = {0: "CUDNN_STATUS_SUCCESS", **_BEFORE_9, **_FROM_9}
+
+
+def cudnn_status_name(code: int) -> str | None:
+    """The ``CUDNN_STATUS_*`` name of a status number, of any cuDNN version (None: not one)."""
+    return CUDNN_STATUSES.get(code)
+
+
+# What a status says about the failure, for the advice: cuDNN 9's finer statuses share their
+# group's kind, and a few name their cause outright.
+MEMORY = "memory"  # cuDNN could not allocate its workspace or handle
+UNSUPPORTED = "unsupported"  # the call's type, shape, layout or this GPU is not supported
+MEMORY_OR_MISMATCH = "memory-or-mismatch"  # no cause named: memory, or the install
+EXECUTION = "execution"  # a kernel failed while running (or an earlier fault surfaced here)
+
+_KIND_BY_NAME: dict[str, str] = {
+    "CUDNN_STATUS_ALLOC_FAILED": MEMORY,
+    "CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED": MEMORY,
+    "CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED": MEMORY,
+    "CUDNN_STATUS_NOT_INITIALIZED": MEMORY_OR_MISMATCH,
+    "CUDNN_STATUS_ARCH_MISMATCH": UNSUPPORTED,
+    "CUDNN_STATUS_INVALID_VALUE": UNSUPPORTED,
+}
+_KIND_BY_GROUP: tuple[tuple[str, str], ...] = (
+    ("CUDNN_STATUS_NOT_SUPPORTED", UNSUPPORTED),
+    ("CUDNN_STATUS_BAD_PARAM", UNSUPPORTED),
+    ("CUDNN_STATUS_INTERNAL_ERROR", MEMORY_OR_MISMATCH),
+)
+
+
+def cudnn_status_kind(name: str) -> str:
+    """The kind of failure a ``CUDNN_STATUS_*`` name is (:data:`MEMORY`, :data:`UNSUPPORTED`,
+    :data:`MEMORY_OR_MISMATCH`, else :data:`EXECUTION`)."""
+    if name in _KIND_BY_NAME:
+        return _KIND_BY_NAME[name]
+    return next((kind for prefix, kind in _KIND_BY_GROUP if name.startswith(prefix)), EXECUTION)
