@@ -184,6 +184,9 @@ KEYS: tuple[Key, ...] = (
         rb"|VIDIA Driver Release"
         # (a writer's "my Nvidia version is too old")
         rb"|(?:vidia|VIDIA) (?:driver|version) is too old"
+        # (the driver and its kernel module named in other cases: "couldn't communicate with the
+        # Nvidia driver", "NVIDIA kernel module missing")
+        rb"|vidia [Dd]river|VIDIA Driver|(?:vidia|VIDIA) [Kk]ernel [Mm]odule"
         # (and right before a Chinese word, "NCCL超时", "NCCL会报超时错误": UTF-8 lead bytes)
         rb"|CCL ?[\xe3-\xe9]"
         # (a writer's "... and reports NCCL timeout")
@@ -196,7 +199,9 @@ KEYS: tuple[Key, ...] = (
          b"NCCL work", b"NCCL(", b"NCCL.cpp", b"NCCL'", b"NET/", b"No GPU to monitor",
          b"No devices were found", b"Nvidia driver is too old", b"Nvidia version is too old",
          b"NVIDIA Driver Release",
-         b"NVIDIA version is too old",
+         b"NVIDIA version is too old", b"Nvidia driver", b"Nvidia Driver", b"NVIDIA Driver",
+         *(first + b" " + kernel + b"ernel " + module + b"odule" for first in (b"Nvidia", b"NVIDIA")
+           for kernel in (b"k", b"K") for module in (b"m", b"M")),
          *(b"NCCL" + bytes([lead]) for lead in range(0xE3, 0xEA)),
          *(b"NCCL " + bytes([lead]) for lead in range(0xE3, 0xEA)),
          b"NCCL timeout", b"NCCL Timeout", b"NCCL time out", b"NCCL Time out",
@@ -249,8 +254,16 @@ KEYS: tuple[Key, ...] = (
     # the runtime's `exec: "nvidia-smi": executable file not found`, "libnvidia-ml.so.1 missing"
     # (and "no kernel image is available" where a program, a miner or a server, printed it
     # without "error": one pass fewer)
-    Key(rb"n(?:vidia-(?:smi|ml)|o kernel image)",
-        (b"nvidia-smi", b"nvidia-ml", b"no kernel image")),
+    # (and the NVIDIA kernel module that would not load, as modprobe, insmod and the driver's
+    # installer name it: "could not insert 'nvidia'", "Module nvidia not found", "nvidia.ko: Key
+    # was rejected", "Unable to load the kernel module 'nvidia.ko'", "nvidia kernel module
+    # missing"; and "the nvidia driver" in lower case)
+    Key(rb"n(?:vidia-(?:smi|ml)|o kernel image|vidia\.ko: |vidia [Dd]river|vidia [Kk]ernel [Mm]odule"
+        rb"|(?<=insert 'n)vidia|(?<=Module n)vidia|(?<=kernel module 'n)vidia|(?<=the 'n)vidia)",
+        (b"nvidia-smi", b"nvidia-ml", b"no kernel image", b"nvidia.ko: ", b"nvidia driver",
+         b"nvidia Driver", *(b"nvidia " + kernel + b"ernel " + module + b"odule"
+                             for kernel in (b"k", b"K") for module in (b"m", b"M")),
+         b"insert 'nvidia", b"Module nvidia", b"kernel module 'nvidia", b"the 'nvidia")),
 )
 PREFILTER: tuple[re.Pattern[bytes], ...] = tuple(re.compile(key.pattern) for key in KEYS)
 

@@ -61,12 +61,15 @@ ORDER = (
     "cuda-oom/told-cause",
     "nvml-unavailable/init-failed",
     "nvml-unavailable/library-version",
+    # (the module that would not load, before nvidia-smi's complaint that follows from it)
+    "nvml-unavailable/kernel-module",
     "nvml-unavailable/nvidia-smi-no-driver",
     "nvml-unavailable/no-gpu-to-monitor",
     "nvml-unavailable/no-devices-found",
     # (before the GPU lost from a bare-metal bus: the same words at a VM's PCI slot)
     "nvml-unavailable/guest-device-handle",
     "nvml-unavailable/call-unknown-error",
+    "nvml-unavailable/query-failed",
     "nvml-unavailable/pynvml",
     "nvml-unavailable/torch-warning",
     "nvml-unavailable/container-cli",
