@@ -258,8 +258,9 @@ KEYS: tuple[Key, ...] = (
     # installer name it: "could not insert 'nvidia'", "Module nvidia not found", "nvidia.ko: Key
     # was rejected", "Unable to load the kernel module 'nvidia.ko'", "nvidia kernel module
     # missing"; and "the nvidia driver" in lower case)
-    Key(rb"n(?:vidia-(?:smi|ml)|o kernel image|vidia\.ko: |vidia [Dd]river|vidia [Kk]ernel [Mm]odule"
-        rb"|(?<=insert 'n)vidia|(?<=Module n)vidia|(?<=kernel module 'n)vidia|(?<=the 'n)vidia)",
+    Key(rb"n(?:vidia-(?:smi|ml)|o kernel image|vidia\.ko: |vidia [Dd]river"
+        rb"|vidia [Kk]ernel [Mm]odule|(?<=insert 'n)vidia|(?<=Module n)vidia"
+        rb"|(?<=kernel module 'n)vidia|(?<=the 'n)vidia)",
         (b"nvidia-smi", b"nvidia-ml", b"no kernel image", b"nvidia.ko: ", b"nvidia driver",
          b"nvidia Driver", *(b"nvidia " + kernel + b"ernel " + module + b"odule"
                              for kernel in (b"k", b"K") for module in (b"m", b"M")),

@@ -403,6 +403,15 @@ _MODULE_REASONS = (
 )
 
 
+_MODULE_UNKNOWN = (
+    "The NVIDIA kernel module could not be loaded, so there is no driver for NVML, nvidia-smi "
+    "or CUDA to talk to: most often Secure Boot refusing an unsigned module, or no module built "
+    "for the running kernel.",
+    "`sudo modprobe nvidia` and `sudo dmesg | grep -i -e nvidia -e nvrm` say why; `mokutil "
+    "--sb-state` (Secure Boot), `dkms status` and `modinfo nvidia` (a module for `uname -r`); "
+    "reinstall the driver for the running kernel.")
+
+
 @signature("nvml-unavailable/kernel-module", KERNEL_MODULE,
            ("could not insert", "FATAL: Module", "kernel module missing", "Kernel Module Missing",
             "kernel module is missing", "Unable to load the", "Failed to load the NVIDIA"),
@@ -411,17 +420,9 @@ _MODULE_REASONS = (
 def _kernel_module(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
     reason = str(numbers.get("reason") or "").lower()
     module = numbers.get("module") or "nvidia"
-    for words, explanation, remedy in _MODULE_REASONS:
-        if any(word in reason for word in words):
-            break
-    else:
-        explanation = (
-            "The NVIDIA kernel module could not be loaded, so there is no driver for NVML, "
-            "nvidia-smi or CUDA to talk to: most often Secure Boot refusing an unsigned module, "
-            "or no module built for the running kernel.")
-        remedy = ("`sudo modprobe nvidia` and `sudo dmesg | grep -i -e nvidia -e nvrm` say "
-                  "why; `mokutil --sb-state` (Secure Boot), `dkms status` and `modinfo nvidia` "
-                  "(a module for `uname -r`); reinstall the driver for the running kernel.")
+    explanation, remedy = next(
+        ((explanation, remedy) for words, explanation, remedy in _MODULE_REASONS
+         if any(word in reason for word in words)), _MODULE_UNKNOWN)
     title = f"The NVIDIA kernel module ({module}) could not be loaded"
     return advice(sig, numbers, explanation, remedy, title=title)
 
