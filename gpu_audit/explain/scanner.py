@@ -158,14 +158,20 @@ KEYS: tuple[Key, ...] = (
         rb"which is of cuda capability|:\d+\"\]| is loss)|ET was unable"
         rb"|(?<=[Ll]ost G)PU|(?<=[Ll]ost [a\d] G)PU|(?<=[Ll]ost one G)PU|(?<=losing the G)PU"
         # (and a card found at fault, told: "swapped the GPU", "a faulty GPU")
-        rb"|(?<=ed the G)PU|(?<=ed my G)PU|(?<=ed our G)PU|(?<=faulty G)PU|(?<=defective G)PU)",
+        rb"|(?<=ed the G)PU|(?<=ed my G)PU|(?<=ed our G)PU|(?<=faulty G)PU|(?<=defective G)PU"
+        # (and a card told dead: "my GPU is toast", "the GPU died", "it burnt my GPU")
+        rb"|PUs? (?:(?:is|was|just) )?(?:toast|dead|died|fried|burn)|(?<=rnt my G)PU"
+        rb"|(?<=urn my G)PU)",
         (b"GPU is lost", b"GPU lost from the bus", b"GPU has fallen", b" has a total",
          b"which is of cuda capability", *(b"GPU:%d" % digit for digit in range(10)),
          b"GET was unable", b"GPU is loss",
          *(first + b"ost " + between + b"GPU" for first in (b"l", b"L")
            for between in (b"", b"a ", b"one ", *(b"%d " % digit for digit in range(10)))),
          b"losing the GPU", b"ed the GPU", b"ed my GPU", b"ed our GPU", b"faulty GPU",
-         b"defective GPU")),
+         b"defective GPU", b"rnt my GPU", b"urn my GPU",
+         *(b"GPU" + plural + b" " + link + end for plural in (b"", b"s")
+           for link in (b"", b"is ", b"was ", b"just ")
+           for end in (b"toast", b"dead", b"died", b"fried", b"burn")))),
     Key(rb"K(?:ill|ILL)", (b"Kill", b"KILL")),
     # a kill told in the writer's words, wherever it is ("my process gets killed in the pod")
     Key(rb"killed\b", (b"killed",)),

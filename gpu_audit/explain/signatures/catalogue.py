@@ -116,6 +116,8 @@ ORDER = (
     "gpu-hardware/power-loss-told",
     "gpu-hardware/power-supply-told",
     "gpu-hardware/card-swap-told",
+    "gpu-hardware/card-dead-told",
+    "gpu-hardware/overheat-told",
     "gpu-hardware/gsp-timeout",
     "gpu-hardware/reset-required",
     "gpu-hardware/uncorrectable-ecc",

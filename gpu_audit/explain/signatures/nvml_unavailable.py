@@ -365,6 +365,11 @@ KERNEL_MODULE = (
     rf"\bUnable to load the (?:kernel module '(?P<module__>{_MODULE})\.ko'|"
     rf"'(?P<module___>{_MODULE})' kernel module)|"
     r"\bFailed to load the NVIDIA kernel module\b")
+# A title that says the driver does not load ("NVIDIA driver don't load on startup when secure
+# boot is enabled", "Nvidia driver not loading after update"): the module, in the writer's words.
+DRIVER_NOT_LOADING_TITLE = (
+    r"\bnvidia(?: kernel)? (?:driver|module)s? (?:is |are |still )*(?:not (?:loading|loaded)|"
+    r"(?:do|does|did|will|would)(?: not|n'?t) load|won'?t load|fail(?:s|ed)? to load)\b")
 # What the kernel's or modprobe's reason says (lower case), and what it means.
 _MODULE_REASONS = (
     (("key was rejected", "required key not available", "signature", "lockdown"),
