@@ -62,6 +62,7 @@ def test_the_module_refused_by_secure_boot_comes_before_nvidia_smi() -> None:
     ("modprobe: ERROR: could not insert 'nvidia_drm': No such device", "no GPU it supports"),
     ("NVIDIA kernel module missing. Falling back to nouveau", "not rebuilt"),
     ("ERROR: Unable to load the kernel module 'nvidia.ko'.", "could not be loaded"),
+    ("[   12.400100] NVRM: No NVIDIA GPU found.", "no GPU it supports"),
 ])
 def test_the_kernel_module_reason_picks_the_advice(tmp_path, line: str, words: str) -> None:
     from gpu_audit.explain import explain_sources
@@ -103,3 +104,17 @@ def test_a_card_told_dead_mid_log(tmp_path, line: str) -> None:
     log.write_text("week 12\n" + line + "\n" + "".join(f"step {n} ok\n" for n in range(12)))
     found = explain_sources([str(log)], workers=1).incidents
     assert [i.signature for i in found if i.is_failure] == ["gpu-hardware/card-dead-told"], line
+
+
+def test_a_gpu_the_driver_does_not_support_ranks_before_no_gpu_found(tmp_path) -> None:
+    from gpu_audit.explain import explain_sources
+
+    log = tmp_path / "dmesg.log"
+    log.write_text("[   12.400000] NVRM: No NVIDIA GPU found.\n"
+                   "[   12.400100] NVRM: The NVIDIA GPU 0000:01:00.0 (PCI ID: 10de:1b80)\n"
+                   "NVRM: installed in this system is not supported by the\n"
+                   "NVRM: NVIDIA 580.82.07 driver release.\n"
+                   + "".join(f"[   13.{n:06d}] usb ok\n" for n in range(10)))
+    found = [i for i in explain_sources([str(log)], workers=1).incidents if i.is_failure]
+    assert [i.signature for i in found] == ["driver-mismatch/gpu-not-supported-by-driver",
+                                            "nvml-unavailable/kernel-module"]

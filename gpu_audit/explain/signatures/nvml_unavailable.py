@@ -364,7 +364,11 @@ KERNEL_MODULE = (
     r"(?P<reason__>(?i:NVIDIA kernel module (?:is )?missing))\b|"
     rf"\bUnable to load the (?:kernel module '(?P<module__>{_MODULE})\.ko'|"
     rf"'(?P<module___>{_MODULE})' kernel module)|"
-    r"\bFailed to load the NVIDIA kernel module\b")
+    r"\bFailed to load the NVIDIA kernel module\b|"
+    # the driver's own words when it found no GPU to take ("NVRM: No NVIDIA GPU found.", "The
+    # NVIDIA probe routine was not called for 3 device(s)": another driver holds them)
+    r"\bNVRM: (?P<reason___>No NVIDIA (?:graphics adapter|GPU|devices?) (?:probed|found)|The "
+    r"NVIDIA probe routine was not called for \d+ device)")
 # A title that says the driver does not load ("NVIDIA driver don't load on startup when secure
 # boot is enabled", "Nvidia driver not loading after update"): the module, in the writer's words.
 DRIVER_NOT_LOADING_TITLE = (
@@ -397,7 +401,7 @@ _MODULE_REASONS = (
      "headers), so the kernel cannot link it.",
      "Rebuild the module for the running kernel (`sudo dkms autoinstall` with the headers of "
      "`uname -r` installed) or reinstall the driver; check `sudo dmesg | grep -i nvidia`."),
-    (("no such device",),
+    (("no such device", "no nvidia", "probe routine"),
      "The module found no GPU it supports: the GPU is not on the PCI bus (check `lspci`), it is "
      "held by another driver (nouveau, vfio-pci), or this driver branch does not support it "
      "(too new a GPU for an old branch, a legacy GPU for a new one, or a GPU that needs the "
@@ -419,7 +423,8 @@ _MODULE_UNKNOWN = (
 
 @signature("nvml-unavailable/kernel-module", KERNEL_MODULE,
            ("could not insert", "FATAL: Module", "kernel module missing", "Kernel Module Missing",
-            "kernel module is missing", "Unable to load the", "Failed to load the NVIDIA"),
+            "kernel module is missing", "Unable to load the", "Failed to load the NVIDIA",
+            "NVRM: No NVIDIA", "probe routine"),
            "The NVIDIA kernel module could not be loaded", tier=0.0,
            example="modprobe: ERROR: could not insert 'nvidia': Key was rejected by service")
 def _kernel_module(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
@@ -429,7 +434,10 @@ def _kernel_module(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) 
         ((explanation, remedy) for words, explanation, remedy in _MODULE_REASONS
          if any(word in reason for word in words)), _MODULE_UNKNOWN)
     title = f"The NVIDIA kernel module ({module}) could not be loaded"
-    return advice(sig, numbers, explanation, remedy, title=title)
+    # (no GPU taken: after the driver's own line that says why, such as a GPU it does not
+    # support, which ranks first)
+    tier = 0.1 if explanation == _MODULE_REASONS[3][1] else sig.tier
+    return advice(sig, numbers, explanation, remedy, title=title, tier=tier)
 
 
 @signature("nvml-unavailable/torch-warning", r"Can't initialize NVML",
