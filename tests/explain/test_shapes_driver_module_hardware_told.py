@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from gpu_audit.explain import classify_text, explain_sources
 from tests.explain.helpers import shape_incidents as incidents
 from tests.explain.helpers import shape_root as root
 
@@ -65,8 +66,6 @@ def test_the_module_refused_by_secure_boot_comes_before_nvidia_smi() -> None:
     ("[   12.400100] NVRM: No NVIDIA GPU found.", "no GPU it supports"),
 ])
 def test_the_kernel_module_reason_picks_the_advice(tmp_path, line: str, words: str) -> None:
-    from gpu_audit.explain import explain_sources
-
     # (mid-log, with more lines after it than the tail that is always read: the prefilter's
     # keys must find it)
     log = tmp_path / "boot.log"
@@ -98,8 +97,6 @@ def test_the_xid_the_gpu_met_is_read_by_its_number() -> None:
     "The long job burnt my GPU, the fans were clogged.",
 ])
 def test_a_card_told_dead_mid_log(tmp_path, line: str) -> None:
-    from gpu_audit.explain import explain_sources
-
     log = tmp_path / "notes.log"
     log.write_text("week 12\n" + line + "\n" + "".join(f"step {n} ok\n" for n in range(12)))
     found = explain_sources([str(log)], workers=1).incidents
@@ -107,8 +104,6 @@ def test_a_card_told_dead_mid_log(tmp_path, line: str) -> None:
 
 
 def test_a_gpu_the_driver_does_not_support_ranks_before_no_gpu_found(tmp_path) -> None:
-    from gpu_audit.explain import explain_sources
-
     log = tmp_path / "dmesg.log"
     log.write_text("[   12.400000] NVRM: No NVIDIA GPU found.\n"
                    "[   12.400100] NVRM: The NVIDIA GPU 0000:01:00.0 (PCI ID: 10de:1b80)\n"
@@ -118,3 +113,21 @@ def test_a_gpu_the_driver_does_not_support_ranks_before_no_gpu_found(tmp_path) -
     found = [i for i in explain_sources([str(log)], workers=1).incidents if i.is_failure]
     assert [i.signature for i in found] == ["driver-mismatch/gpu-not-supported-by-driver",
                                             "nvml-unavailable/kernel-module"]
+
+
+@pytest.mark.parametrize(("line", "function"), [
+    ("OSError: /usr/lib/x86_64-linux-gnu/libcuda.so.1: undefined symbol: cuMemAllocAsync",
+     "cuMemAllocAsync"),
+    ("ImportError: /home/u/.cache/kernels/cuda_utils.so: undefined symbol: "
+     "cuTensorMapEncodeTiled", "cuTensorMapEncodeTiled"),
+])
+def test_a_driver_function_missing_from_the_loader(line: str, function: str) -> None:
+    found = classify_text(line, torch_version="2.3.1")
+    assert [(i.signature, i.numbers.get("function")) for i in found] == [
+        ("driver-mismatch/driver-older-than-cuda", function)]
+
+
+def test_other_libraries_symbols_are_not_the_driver() -> None:
+    found = classify_text("ImportError: libtorch_cuda.so: undefined symbol: "
+                          "cublasLtMatmulDescCreate", torch_version="2.3.1")
+    assert not [i for i in found if i.signature == "driver-mismatch/driver-older-than-cuda"]

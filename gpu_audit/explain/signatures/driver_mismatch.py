@@ -104,10 +104,12 @@ def _driver_too_old(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext)
            # (cudaErrorCallRequiresNewerDriver, status 36)
            r"API call is not supported in the installed CUDA driver|"
            # a driver API function the driver's library does not have (it came with a newer
-           # CUDA): cuda-python's 'Function "cuMemAllocAsync" not found', ctypes' "libcuda.so.1:
-           # undefined symbol: cuMemAllocAsync"
+           # CUDA): cuda-python's 'Function "cuMemAllocAsync" not found', the loader's
+           # "libcuda.so.1: undefined symbol: cuMemAllocAsync" (or a library's that calls it,
+           # "cuda_utils.so: undefined symbol: cuTensorMapEncodeTiled": only the driver's
+           # library has the cu[A-Z]... functions; cublas..., cudnn..., cuda... are others')
            r"\bFunction \"(?P<function>cu[A-Z]\w{2,60})\" not found\b|"
-           r"\blibcuda\.so[.\d]{0,12}: undefined symbol: (?P<function_>cu[A-Z]\w{2,60})|"
+           r"\.so[.\d]{0,12}: undefined symbol: (?P<function_>cu[A-Z]\w{2,60})|"
            r"cudaErrorCallRequiresNewerDriver|" + status_check("cudaErrorCallRequiresNewerDriver"),
            ("driver is too old", "is not supported by", "version is too old",
             "API call is not supported in the installed", "cudaErrorCallRequiresNewerDriver",
