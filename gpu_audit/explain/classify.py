@@ -236,7 +236,9 @@ class Classifier:
             self._read_to[source_index] = last
         sig, match = found
         self._read_cues(source_index, candidate)
-        if is_mention(candidate, text, match):
+        head = self._heads.get(source_index)
+        change = head is not None and (head.pull_request or head.change_thread)
+        if is_mention(candidate, text, match, change):
             return
         try:
             numbers = in_range(sig.extract(match, text)) if sig.extract else {}

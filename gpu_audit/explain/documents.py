@@ -35,7 +35,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpu_audit.explain.signatures.alloc_conf import EXPANDABLE_FAILS_TOLD
-from gpu_audit.explain.signatures.gpu_hardware import POWER_LOSS_TOLD
+from gpu_audit.explain.signatures.gpu_hardware import (
+    CARD_DEAD_TOLD,
+    OVERHEAT_TOLD,
+    POWER_LOSS_TOLD,
+)
+from gpu_audit.explain.signatures.nvml_unavailable import DRIVER_NOT_LOADING_TITLE
 
 HEAD_BYTES = 4096  # the first bytes of a source kept to read its title and its kind
 HEAD_LINES = 30
@@ -179,6 +184,9 @@ _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                                         r"(?!s? (?:memory|support|acceleration|access|util))"),
         # the writer's machine that powers off or restarts under load
         ("gpu-hardware/power-loss-told", POWER_LOSS_TOLD),
+        # the writer's card (or its board) dead, or overheating, under load
+        ("gpu-hardware/card-dead-told", CARD_DEAD_TOLD),
+        ("gpu-hardware/overheat-told", OVERHEAT_TOLD),
         ("gpu-hardware/nvlink-uncorrectable", r"\buncorrectable NVLink\b|\bNVLink\b[^\n]{0,30}?"
                                               r"\buncorrectable\b"),
         # any other Xid the title names by its number: the driver's record of a GPU fault
@@ -241,6 +249,9 @@ _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                                          r"\b[^\n]{0,20}?\bNVML\b|\bNVML\b[^\n]{0,40}?"
                                          r"\b(?:not found|LibraryNotFound|driver/library version "
                                          r"mismatch)\b"),
+        # the driver that does not load ("NVIDIA driver don't load on startup", "Nvidia driver
+        # not loading"), and nvidia-smi's words for it without its name
+        ("nvml-unavailable/kernel-module", DRIVER_NOT_LOADING_TITLE),
         # nvidia-smi's "No devices were found", retyped ("nvidia-smi No device were found")
         ("nvml-unavailable/no-devices-found", r"\bnvidia-smi\b[^\n]{0,60}?\bno devices? "
                                               r"(?:were|was) found\b"),

@@ -42,11 +42,19 @@ _OWN_REPORT = re.compile(r"\W*(?:errors?|exceptions?|messages?|crash(?:es)?)\b",
 _FIRST_PERSON = re.compile(r"\b(?:I|me|my|we|us|our)\b")
 # "I get `X` after a few hundred steps", "training crashed with `X` when ...": the words before an
 # inline quote say the writer met the message, so prose after it does not make it an example.
-_REPORTED_BEFORE = re.compile(
+_BY_WRITER = (
     r"\b(?:I|we|I'm|I've|I'd|we're|we've|my|our|me|us)\b[^.`!?]{0,80}?\b(?:get|gets|got|"
     r"getting|see|saw|seeing|hit|hitting|encounter(?:ed|ing)?|ran into|run into|running into|"
     r"receive[ds]?|receiving|fac(?:e|ed|ing)|ha(?:ve|d|ving)|observe[ds]?|keep getting|"
     r"reproduce[ds]?|end(?:s|ed)? up with|met|meet|meeting)\b|"
+    # "it gives me an error saying `X`": the writer's run answered them with it
+    r"\b(?:gives?|gave|throws?|threw|shows?|showed|prints?|printed) me (?:an?|the|this) "
+    r"(?:error|exception|message)(?: message)?(?: (?:saying|that says|like))?:?\s*$")
+# (in a pull request only the writer's own words report: "X fails with `E`" there describes the
+# failure the change is about)
+_REPORTED_BY_WRITER = re.compile(_BY_WRITER, re.IGNORECASE)
+_REPORTED_BEFORE = re.compile(
+    _BY_WRITER + r"|"
     r"\b(?:fails?|failed|failing|crash(?:es|ed)?|die[sd]|stop(?:s|ped)|throws?|threw|raised?|"
     r"errors? out|errored out|exit(?:s|ed)?|abort(?:s|ed)?|dies) with\s*$|"
     # "... the next allocation trips `X`": an assert the writer's run hit
@@ -97,8 +105,10 @@ def _asked_after(rest: str) -> bool:
     return rest.rstrip().endswith(("?", "？")) and _FIRST_PERSON.search(rest) is not None
 
 
-def is_mention(candidate: Candidate, text: str, match: re.Match[str]) -> bool:
-    """Is the message matched in ``text`` quoted as an example rather than reported?"""
+def is_mention(candidate: Candidate, text: str, match: re.Match[str],
+               change: bool = False) -> bool:
+    """Is the message matched in ``text`` quoted as an example rather than reported?
+    (``change``: the text is a pull request or a patch.)"""
     quoted = next((span for span in _CODE_SPAN.finditer(text)
                    if span.start() <= match.start() and match.end() <= span.end()), None)
     if quoted is not None and _opens_paste(candidate, text, quoted):
@@ -106,7 +116,7 @@ def is_mention(candidate: Candidate, text: str, match: re.Match[str]) -> bool:
     if quoted is not None:
         rest = text[quoted.end():].split("`", 1)[0]
         before = text[:quoted.start()] or _sentence_above(candidate, text)
-        if not _reported(before) and (
+        if not _reported(before, change) and (
                 (_WORDS_AFTER.search(rest) and not _OWN_REPORT.match(rest)
                  and not _asked_after(rest))
                 or _CODE_VERB.search(before)):
@@ -191,10 +201,12 @@ def _in_string_literal(candidate: Candidate, text: str, match: re.Match[str]) ->
         _TRIPLE_QUOTE.search(line) for _, line in candidate.after)
 
 
-def _reported(before: str) -> bool:
+def _reported(before: str, change: bool = False) -> bool:
     """Do the words before an inline quote say the writer met the message (and do not make
-    it hypothetical: "you will see", "fails with either")?"""
-    return bool(_REPORTED_BEFORE.search(before)) and not HYPOTHETICAL.search(before)
+    it hypothetical: "you will see", "fails with either")? In a pull request (``change``) only
+    the writer's own words do: "queries fail with `X`" there describes what the change fixes."""
+    reported = _REPORTED_BY_WRITER if change else _REPORTED_BEFORE
+    return bool(reported.search(before)) and not HYPOTHETICAL.search(before)
 
 
 def is_catalogue(text: str) -> bool:

@@ -171,7 +171,10 @@ KEYS: tuple[Key, ...] = (
         # (and a card found at fault, told: "swapped the GPU", "a faulty GPU")
         rb"|(?<=ed the G)PU|(?<=ed my G)PU|(?<=ed our G)PU|(?<=faulty G)PU|(?<=defective G)PU"
         # (and TensorFlow's "Blas GEMM launch failed", in a title or a line without "Error")
-        rb"|EM[MV](?:Batched|StridedBatched)? launch failed)",
+        rb"|EM[MV](?:Batched|StridedBatched)? launch failed"
+        # (and a card told dead: "my GPU is toast", "the GPU died", "it burnt my GPU")
+        rb"|PUs? (?:(?:is|was|just) )?(?:toast|dead|died|fried|burn)|(?<=rnt my G)PU"
+        rb"|(?<=urn my G)PU)",
         (b"GPU is lost", b"GPU lost from the bus", b"GPU has fallen", b" has a total",
          b"which is of cuda capability", *(b"GPU:%d" % digit for digit in range(10)),
          b"GET was unable", b"GPU is loss",
@@ -179,7 +182,11 @@ KEYS: tuple[Key, ...] = (
            for between in (b"", b"a ", b"one ", *(b"%d " % digit for digit in range(10)))),
          b"losing the GPU", b"ed the GPU", b"ed my GPU", b"ed our GPU", b"faulty GPU",
          b"defective GPU", b"GEMM launch failed", b"GEMV launch failed",
-         b"GEMMBatched launch failed", b"GEMMStridedBatched launch failed")),
+         b"GEMMBatched launch failed", b"GEMMStridedBatched launch failed",
+         b"rnt my GPU", b"urn my GPU",
+         *(b"GPU" + plural + b" " + link + end for plural in (b"", b"s")
+           for link in (b"", b"is ", b"was ", b"just ")
+           for end in (b"toast", b"dead", b"died", b"fried", b"burn")))),
     Key(rb"K(?:ill|ILL)", (b"Kill", b"KILL")),
     # a kill told in the writer's words, wherever it is ("my process gets killed in the pod")
     Key(rb"killed\b", (b"killed",)),
@@ -198,6 +205,9 @@ KEYS: tuple[Key, ...] = (
         rb"|VIDIA Driver Release"
         # (a writer's "my Nvidia version is too old")
         rb"|(?:vidia|VIDIA) (?:driver|version) is too old"
+        # (the driver and its kernel module named in other cases: "couldn't communicate with the
+        # Nvidia driver", "NVIDIA kernel module missing")
+        rb"|vidia [Dd]river|VIDIA Driver|(?:vidia|VIDIA) [Kk]ernel [Mm]odule"
         # (and right before a Chinese word, "NCCL超时", "NCCL会报超时错误": UTF-8 lead bytes)
         rb"|CCL ?[\xe3-\xe9]"
         # (a writer's "... and reports NCCL timeout")
@@ -210,7 +220,9 @@ KEYS: tuple[Key, ...] = (
          b"NCCL work", b"NCCL(", b"NCCL.cpp", b"NCCL'", b"NET/", b"No GPU to monitor",
          b"No devices were found", b"Nvidia driver is too old", b"Nvidia version is too old",
          b"NVIDIA Driver Release",
-         b"NVIDIA version is too old",
+         b"NVIDIA version is too old", b"Nvidia driver", b"Nvidia Driver", b"NVIDIA Driver",
+         *(first + b" " + kernel + b"ernel " + module + b"odule" for first in (b"Nvidia", b"NVIDIA")
+           for kernel in (b"k", b"K") for module in (b"m", b"M")),
          *(b"NCCL" + bytes([lead]) for lead in range(0xE3, 0xEA)),
          *(b"NCCL " + bytes([lead]) for lead in range(0xE3, 0xEA)),
          b"NCCL timeout", b"NCCL Timeout", b"NCCL time out", b"NCCL Time out",
@@ -263,8 +275,17 @@ KEYS: tuple[Key, ...] = (
     # the runtime's `exec: "nvidia-smi": executable file not found`, "libnvidia-ml.so.1 missing"
     # (and "no kernel image is available" where a program, a miner or a server, printed it
     # without "error": one pass fewer)
-    Key(rb"n(?:vidia-(?:smi|ml)|o kernel image)",
-        (b"nvidia-smi", b"nvidia-ml", b"no kernel image")),
+    # (and the NVIDIA kernel module that would not load, as modprobe, insmod and the driver's
+    # installer name it: "could not insert 'nvidia'", "Module nvidia not found", "nvidia.ko: Key
+    # was rejected", "Unable to load the kernel module 'nvidia.ko'", "nvidia kernel module
+    # missing"; and "the nvidia driver" in lower case)
+    Key(rb"n(?:vidia-(?:smi|ml)|o kernel image|vidia\.ko: |vidia [Dd]river"
+        rb"|vidia [Kk]ernel [Mm]odule|(?<=insert 'n)vidia|(?<=Module n)vidia"
+        rb"|(?<=kernel module 'n)vidia|(?<=the 'n)vidia)",
+        (b"nvidia-smi", b"nvidia-ml", b"no kernel image", b"nvidia.ko: ", b"nvidia driver",
+         b"nvidia Driver", *(b"nvidia " + kernel + b"ernel " + module + b"odule"
+                             for kernel in (b"k", b"K") for module in (b"m", b"M")),
+         b"insert 'nvidia", b"Module nvidia", b"kernel module 'nvidia", b"the 'nvidia")),
 )
 PREFILTER: tuple[re.Pattern[bytes], ...] = tuple(re.compile(key.pattern) for key in KEYS)
 

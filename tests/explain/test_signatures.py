@@ -475,6 +475,15 @@ SINGLE_LINES = [
      "host-oom", "host-oom/model-exceeds-system-memory"),
     ("ValueError: Some modules are dispatched on the CPU or the disk. Make sure you have enough "
      "GPU RAM to fit the quantized model.", "cuda-oom", "cuda-oom/quantized-model-offloaded"),
+    # the NVIDIA kernel module that would not load; an NVML query refused (a MIG slice); a card
+    # told dead or overheating by its owner
+    ("modprobe: ERROR: could not insert 'nvidia': Required key not available",
+     "nvml-unavailable", "nvml-unavailable/kernel-module"),
+    ("Device probe: NVML: Failed to get device count", "nvml-unavailable",
+     "nvml-unavailable/query-failed"),
+    ("Quick note: my GPU is dead since the weekend.", "gpu-hardware",
+     "gpu-hardware/card-dead-told"),
+    ("In the end it was an overheating problem.", "gpu-hardware", "gpu-hardware/overheat-told"),
 ]
 
 

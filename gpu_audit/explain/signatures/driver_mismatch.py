@@ -60,9 +60,10 @@ def _capability_range(match: re.Match[str], line: str) -> dict[str, Any]:
 
 
 @signature("driver-mismatch/insufficient-driver",
-           # (also cut before its last word, as titles and quotes often keep it; and Caffe's
-           # check with the status's number, 35, as TensorRT's start-up also prints it)
-           r"CUDA driver version is insufficient for CUDA runtime(?: version|\b)|"
+           # (also cut before its last word, as titles and quotes often keep it, and lower-cased
+           # by a writer who retyped it; and Caffe's check with the status's number, 35, as
+           # TensorRT's start-up also prints it)
+           r"(?i:CUDA driver version is insufficient for CUDA runtime)(?: version|\b)|"
            r"cudaErrorInsufficientDriver|\bCUDA initiali[sz]ation failure with error:? ?35\b|"
            + status_check("cudaErrorInsufficientDriver"),
            ("insufficient", "InsufficientDriver", "cudaSuccess", "failure with error"),
@@ -102,10 +103,17 @@ def _driver_too_old(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext)
            # the CUDA runtime's own words for a call the driver is too old to run
            # (cudaErrorCallRequiresNewerDriver, status 36)
            r"API call is not supported in the installed CUDA driver|"
+           # a driver API function the driver's library does not have (it came with a newer
+           # CUDA): cuda-python's 'Function "cuMemAllocAsync" not found', the loader's
+           # "libcuda.so.1: undefined symbol: cuMemAllocAsync" (or a library's that calls it,
+           # "cuda_utils.so: undefined symbol: cuTensorMapEncodeTiled": only the driver's
+           # library has the cu[A-Z]... functions; cublas..., cudnn..., cuda... are others')
+           r"\bFunction \"(?P<function>cu[A-Z]\w{2,60})\" not found\b|"
+           r"\.so[.\d]{0,12}: undefined symbol: (?P<function_>cu[A-Z]\w{2,60})|"
            r"cudaErrorCallRequiresNewerDriver|" + status_check("cudaErrorCallRequiresNewerDriver"),
            ("driver is too old", "is not supported by", "version is too old",
             "API call is not supported in the installed", "cudaErrorCallRequiresNewerDriver",
-            "cudaSuccess"),
+            "cudaSuccess", 'Function "cu', "undefined symbol: cu"),
            "The NVIDIA driver is older than the CUDA the program needs", tier=0.0,
            example="ERROR: LoadError: CUDA 10.0 is not supported by your driver (which supports "
            "up to 9.0)")
@@ -117,6 +125,10 @@ def _driver_older_than_cuda(sig: Signature, numbers: dict[str, Any],
                 if numbers.get("driver_cuda_version") else "")
     explanation = (f"The program (or a library or container it runs in) needs {needs} the "
                    f"installed NVIDIA driver supports{supports}, so CUDA cannot start.")
+    if numbers.get("function"):
+        explanation = (f"The NVIDIA driver's library (libcuda) has no function "
+                       f"{numbers['function']}: it came with a newer CUDA than this driver "
+                       "supports, and the program (or its CUDA bindings) calls it.")
     remedy = ("Update the NVIDIA driver (the \"CUDA Version\" in `nvidia-smi`'s header is the "
               "newest CUDA it supports), or use a build or container image of the program made "
               "for that CUDA.")

@@ -83,9 +83,13 @@ def _device_plugin_xid(sig: Signature, numbers: dict[str, Any], ctx: AdviceConte
 
 
 @signature("gpu-hardware/xid-mention",
-           # a report names the GPU (a number, a PCI address) or the node; prose about Xids
-           # in general does not
-           r"^(?=[^\n]*?(?:\bGPU ?#?\d|\bPCI\b|[0-9a-fA-F]{2}:[0-9a-fA-F]{2}[.:]|\bnode\w*\d))"
+           # a report names the GPU (a number, a PCI address) or the node, or says the GPU met
+           # the Xid ("the GPU encountered Xid 79 again", "we hit an Xid 31"; not "if you hit
+           # Xid 79"); prose about Xids in general does not
+           r"^(?=[^\n]*?(?:\bGPU ?#?\d|\bPCI\b|[0-9a-fA-F]{2}:[0-9a-fA-F]{2}[.:]|\bnode\w*\d)|"
+           r"(?i:(?:(?!\b(?:if|whether|you|your|may|might|can|could|should|would|when)\b)[^\n])*?)"
+           r"\b(?i:encounter(?:ed|s|ing)?|hit|hits|hitting|got|gets|getting|threw|throws|"
+           r"reported|logged|triggered|experienc(?:ed|es|ing)) (?:an? |the |another )?X[Ii][Dd]\b)"
            r"[^\n]*?(?<![\w-])X[Ii][Dd](?:\s+[Ee]rror)?[\s:=#]+(?P<xid>\d{1,3})\b(?P<rest>.*)",
            # (an Xid that alone is a warning is the root of a report where nothing else
            # failed, in a health tool's or a compact kernel log's form as in the driver's own)
@@ -418,6 +422,66 @@ def _aer_corrected(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) 
     explanation = ("The PCIe link corrected an error by retrying; a few are harmless, many in a "
                    "row point at a failing link, riser or slot.")
     return advice(sig, numbers, explanation, remedy)
+
+# A card (or the board under it) told dead by its owner: "my GPU is toast", "the card died during
+# training", "it fried my GPU", "the example burnt my motherboard", "显卡烧了". Not a condition,
+# a possibility or advice ("if your GPU dies", "you could fry the card"), not a process ("the GPU
+# process died"), not gpu-burn, the stress test.
+_CARD = r"(?:GPU|graphics card|graphic card|video card|card|显卡)"
+_BOARD = r"(?:mother ?board|mainboard|laptop)"
+CARD_DEAD_TOLD = (
+    r"^(?i:(?:(?!\b(?:if|whether|you|your|may|might|can|could|should|would|will|avoid\w*|"
+    r"prevent\w*|risk\w*)\b)[^\n])*?)(?i:"
+    r"\b(?:my|our|the|this|one|a) (?:[\w-]+ ){0,2}?" + _CARD + r"s? (?:(?:is|was|are|were|has|"
+    r"have|had|just|finally|now|got) ){0,2}(?:toast|dead|fried|bricked|died|burn(?:ed|t)(?: "
+    r"(?:out|up))?)\b(?! (?:lock|code|slow))|"
+    r"(?<![\w-])(?:burn(?:ed|t|s)?|fried|fry|destroyed|blew up) (?:up )?(?:my|our|the) "
+    r"(?:[\w-]+ )?(?:" + _CARD + r"|" + _BOARD + r")s?\b(?! (?:test|benchmark))|"
+    r"\b(?:my|our|the) " + _BOARD + r"s? (?:(?:was|got|has|had|just) )?(?:burn(?:ed|t|s)?|"
+    r"fried|died|dead)\b|"
+    r"显卡(?:被)?(?:烧了|烧坏|烧毁)|烧(?:坏|毁)?了?(?:我的|一张)?显卡)")
+fixed("gpu-hardware/card-dead-told", CARD_DEAD_TOLD,
+      ("toast", "dead", "died", "fried", "bricked", "burn", "Burn", "fry", "destroyed", "blew up",
+       "烧"),
+      "The card (or its board) died under GPU load (told in the writer's words)", tier=0.0,
+      group="card-dead",
+      example="FYI: my GPU is toast after last week's long renders.",
+      explanation="The writer says the hardware itself failed: the GPU, or the board that powers "
+      "it, died or burnt out while the GPU worked hard. No software fix brings it back, and the "
+      "job failed because the card did; long runs at full power on a card or laptop that "
+      "cannot cool or feed it are the usual story.",
+      remedy="Replace or return the card (or have the board repaired); before running the same "
+      "load on the replacement, check its cooling and power: watch temperature and draw during "
+      "a run (`nvidia-smi --query-gpu=temperature.gpu,power.draw,clocks.sm --format=csv -l 1`), "
+      "cap its power (`sudo nvidia-smi -pl <watts>`), set a firmer fan curve, and on a laptop "
+      "keep long jobs short or on a machine built for sustained load.")
+
+# Overheating told as the cause of a crash or a shutdown: "This was more than likely due to
+# overheating", "It seems to be an overheating problem", "my GPU keeps overheating". Not a
+# general statement or advice ("crashes are often caused by overheating", "check whether your
+# GPU overheats").
+OVERHEAT_TOLD = (
+    r"^(?i:(?:(?!\b(?:if|whether|you|your|may|might|can|could|should|would|check\w*|make sure|"
+    r"often|usually|typically|common\w*|most|avoid\w*|prevent\w*)\b)[^\n])*?)(?i:"
+    r"\b(?:it|this|that|the (?:issue|problem|crash\w*|cause|shutdowns?|reboots?|restarts?))"
+    r"(?:'s| is| was| seems to be| seemed to be| turned out to be| turns out to be)"
+    r"(?: (?:more than |very )?likely| probably| definitely| clearly)?"
+    r"(?: (?:due to|caused by|because of))?(?: an?| the)?(?: GPU)? (?:over-?heating|thermal)"
+    r"(?: (?:issue|problem))?\b|"
+    r"\b(?:my|our|the) (?:[\w-]+ )?(?:GPU|graphics card|video card|card)s? (?:(?:is|was|were|are|"
+    r"keeps|kept|started|starts) )?over-?heat(?:s|ed|ing)\b)")
+fixed("gpu-hardware/overheat-told", OVERHEAT_TOLD,
+      ("heat", "thermal", "Thermal"),
+      "The GPU overheated (told in the writer's words)", tier=3.0, group="overheat",
+      example="This was more than likely due to overheating.",
+      explanation="The writer says the crash or shutdown came from heat: a GPU (or the machine "
+      "around it) that gets too hot throttles, then hangs, drops off the bus or is switched off "
+      "by its protection, with no error message from the program.",
+      remedy="Watch the temperature during a run (`nvidia-smi --query-gpu=temperature.gpu,"
+      "clocks_throttle_reasons.active,power.draw --format=csv -l 1`); clean the cooler, improve "
+      "the case's air flow or set a firmer fan curve; cap the power (`sudo nvidia-smi -pl "
+      "<watts>`) to run cooler; a card that overheats at normal load needs its cooling "
+      "serviced.")
 
 # The writer's own finding that the card was at fault: another card of the same kind in its
 # place ran the same job ("swapped the GPU and the error is gone", "换了张显卡没问题了"), or the

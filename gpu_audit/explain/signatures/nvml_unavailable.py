@@ -48,6 +48,13 @@ _LIBRARY_REMEDY = (
     "Install the NVIDIA driver on the host; in containers use the NVIDIA Container Toolkit "
     "(`docker run --gpus all`) rather than copying driver libraries into the image; check with "
     "`ldconfig -p | grep libnvidia-ml`.")
+# Inside a MIG instance NVML answers only for the MIG device: queries about the parent GPU
+# (its memory, its utilisation) return NVML_ERROR_NO_PERMISSION.
+_MIG_QUERIES = ("A program that asks NVML about the parent GPU instead of its MIG device fails "
+                "there although CUDA sees the MIG device.")
+_MIG_REMEDY = ("On MIG, query the MIG device's handle (`nvmlDeviceGetMigDeviceHandleByIndex`) or "
+               "ask CUDA (`torch.cuda.mem_get_info()`), or use a version of the program that "
+               "supports MIG; check with `nvidia-smi -L` inside the container.")
 # Lines that nvidia-smi and the kernel print only for a version mismatch.
 _MISMATCH_ONLY = {"nvml-unavailable/nvrm-api-mismatch", "nvml-unavailable/library-version",
                   "nvml-unavailable/nvrm-kernel-version"}
@@ -66,9 +73,13 @@ _MISMATCH_ONLY = {"nvml-unavailable/nvrm-api-mismatch", "nvml-unavailable/librar
            example="[  812.332110] NVRM: API mismatch: the client has the version 550.127.05, "
            "but")
 @signature("nvml-unavailable/container-cli",
-           r"nvidia-container-cli: initialization error: (?:nvml error: (?P<reason>[^:]+)|"
+           # (also without its program's name, as a title or a quote keeps it: "initialization
+           # error: nvml error: driver not loaded"; those words are the container CLI's own)
+           r"(?:nvidia-container-cli: )?initialization error: (?:nvml error: (?P<reason>[^:]+)|"
            r"load library failed: (?P<library>libnvidia-ml[^:]*))",
-           ("nvidia-container-cli",), "The container runtime could not initialise NVML",
+           ("nvidia-container-cli", "initialization error: nvml error",
+            "initialization error: load library failed"),
+           "The container runtime could not initialise NVML",
            tier=0.5,
            example="nvidia-container-cli: initialization error: nvml error: driver/library "
            "version mismatch: unknown")
@@ -153,9 +164,12 @@ def _nvml_init(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> A
         remedy = ("Restart the container; run `nvidia-smi` on the host; if the host fails too, "
                   "check `sudo dmesg -T | grep -i -e nvrm -e xid` and reboot.")
     elif "permission" in low:
-        explanation = "This user cannot open the GPU device files (/dev/nvidia*)."
+        explanation = ("This user cannot open the GPU device files (/dev/nvidia*); or, in a "
+                       "container given one MIG instance, NVML refuses queries about the whole "
+                       "GPU (the parent device) while the MIG device itself works. "
+                       + _MIG_QUERIES)
         remedy = ("Check `ls -l /dev/nvidia*` and the user's groups; in containers pass the "
-                  "GPUs with the NVIDIA Container Toolkit (`--gpus all`).")
+                  "GPUs with the NVIDIA Container Toolkit (`--gpus all`). " + _MIG_REMEDY)
     elif numbers.get("stub"):
         explanation = (
             "The libnvidia-ml.so loaded is the CUDA toolkit's stub (under .../stubs/), which only "
@@ -215,6 +229,27 @@ def _nvml_call_unknown(sig: Signature, numbers: dict[str, Any], ctx: AdviceConte
               "the VM's GPU assignment (host and guest drivers of the same branch, the GPU "
               "given to the VM); if the host fails too, check `sudo dmesg -T | grep -i -e nvrm "
               "-e xid` and reboot.")
+    return advice(sig, numbers, explanation, remedy)
+
+
+# A program's report that an NVML query failed after NVML started ("NVML: Unable to get memory
+# info", "NVML: Failed to get device count"): a query NVML refused (a MIG instance's parent GPU,
+# a GPU that does not offer it) or a driver that stopped answering.
+@signature("nvml-unavailable/query-failed",
+           r"\bNVML: (?:[Uu]nable to|[Ff]ailed to|[Cc]ould not|[Cc]annot|[Cc]an't) (?:get|query|"
+           r"read|retrieve) (?P<query>[A-Za-z][\w ]{1,40}?)(?=[.:;,)]|\s*$)",
+           ("NVML: ",), "An NVML query failed", tier=0.5,
+           example="CUDA information: NVML: Unable to get memory info")
+def _nvml_query_failed(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    query = numbers.get("query") or "a query"
+    explanation = (
+        f"NVML is loaded, but the program's query ({query}) failed, and the program went on as "
+        "if there were no usable GPU. In a container given one MIG instance, NVML refuses "
+        "queries about the whole GPU (No Permission) while CUDA sees the MIG device: a program "
+        "that asks about the parent GPU fails there. Outside MIG, a query this GPU or driver "
+        "does not offer, or a driver that stopped answering, fails the same way.")
+    remedy = (_MIG_REMEDY + " Elsewhere, run `nvidia-smi -q` to see what the GPU reports and "
+              "check `sudo dmesg -T | grep -i -e nvrm -e xid`.")
     return advice(sig, numbers, explanation, remedy)
 
 
@@ -280,6 +315,13 @@ fixed("nvml-unavailable/guest-device-handle",
 
 @signature("nvml-unavailable/nvidia-smi-no-driver",
            r"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver|"
+           # (its words without its name, as a title or a quote keeps them, and retold after
+           # "nvidia-smi" in the writer's words: "nvidia-smi tells me it could not connect to the
+           # Nvidia driver"; not in a condition or advice: "if nvidia-smi can't talk to ...")
+           r"^(?i:(?:(?!\b(?:if|whether|you|your|should|make sure|check)\b)[^\n])*?)(?i:"
+           r"\b(?:could ?n[o']t|can'?t|can ?not|unable to) communicate with the NVIDIA driver\b|"
+           r"\bnvidia-smi\b[^\n]{0,60}?\b(?:could ?n[o']t|can'?t|can ?not|unable to|fail(?:s|ed)? "
+           r"to) (?:communicate|connect|talk) (?:with|to) the NVIDIA driver\b)|"
            r"NVIDIA-SMI couldn't find (?P<missing>libnvidia-ml\.so)|"
            # (its words retold, e.g. in a title: "nvidia-smi command can't find libnvidia-ml.so
            # library")
@@ -288,7 +330,8 @@ fixed("nvml-unavailable/guest-device-handle",
            r"(?i:nvidia-smi)[^\n]{0,30}?(?:找不到|无法找到)\W{0,2}(?P<missing__>libnvidia-ml\.so)"
            r"(?![.\d])",
            # a symptom: a kernel message about why the driver did not load ranks before it
-           ("NVIDIA-SMI", "libnvidia-ml.so library", "找不到", "无法找到"),
+           ("NVIDIA-SMI", "libnvidia-ml.so library", "找不到", "无法找到", "communicate with",
+            "connect to the", "talk to the", "talk with the"),
            "nvidia-smi cannot talk to the NVIDIA driver",
            tier=0.5,
            example="NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA "
@@ -305,6 +348,96 @@ def _nvidia_smi_no_driver(sig: Signature, numbers: dict[str, Any], ctx: AdviceCo
     remedy = ("`lsmod | grep nvidia` and `sudo dmesg -T | grep -i nvrm`; reinstall the driver "
               "for the running kernel (DKMS) or reboot into the kernel it was built for.")
     return advice(sig, numbers, explanation, remedy)
+
+
+# The NVIDIA kernel module would not load, in the words of what tried to load it: modprobe and
+# insmod ("could not insert 'nvidia': Key was rejected by service", "Module nvidia not found"),
+# RPM Fusion's boot message ("NVIDIA kernel module missing. Falling back to nouveau"), the
+# driver's installer ("Unable to load the kernel module 'nvidia.ko'") and the X server's driver
+# ("Failed to load the NVIDIA kernel module"). Without it NVML and CUDA have no driver; nvidia-smi
+# says it cannot communicate with the driver (that line ranks after this one: its symptom).
+_MODULE = r"nvidia(?:[-_](?:uvm|drm|modeset|peermem|current))?"
+KERNEL_MODULE = (
+    rf"\b(?:modprobe|insmod): (?:ERROR|FATAL): could not insert (?:module )?'?[\w./-]*?"
+    rf"(?P<module>{_MODULE})(?:\.ko)?'?: (?P<reason>[^\n]{{1,80}}?)\s*$|"
+    rf"\bmodprobe: FATAL: Module (?P<module_>{_MODULE}) (?P<reason_>not found)\b|"
+    r"(?P<reason__>(?i:NVIDIA kernel module (?:is )?missing))\b|"
+    rf"\bUnable to load the (?:kernel module '(?P<module__>{_MODULE})\.ko'|"
+    rf"'(?P<module___>{_MODULE})' kernel module)|"
+    r"\bFailed to load the NVIDIA kernel module\b|"
+    # the driver's own words when it found no GPU to take ("NVRM: No NVIDIA GPU found.", "The
+    # NVIDIA probe routine was not called for 3 device(s)": another driver holds them)
+    r"\bNVRM: (?P<reason___>No NVIDIA (?:graphics adapter|GPU|devices?) (?:probed|found)|The "
+    r"NVIDIA probe routine was not called for \d+ device)")
+# A title that says the driver does not load ("NVIDIA driver don't load on startup when secure
+# boot is enabled", "Nvidia driver not loading after update"): the module, in the writer's words.
+DRIVER_NOT_LOADING_TITLE = (
+    r"\bnvidia(?: kernel)? (?:driver|module)s? (?:is |are |still )*(?:not (?:loading|loaded)|"
+    r"(?:do|does|did|will|would)(?: not|n'?t) load|won'?t load|fail(?:s|ed)? to load)\b")
+# What the kernel's or modprobe's reason says (lower case), and what it means.
+_MODULE_REASONS = (
+    (("key was rejected", "required key not available", "signature", "lockdown"),
+     "The kernel refused the module because it is not signed with a key it trusts: Secure "
+     "Boot is on, and the module built for this kernel (by DKMS or the installer) was either "
+     "not signed, or signed with a Machine Owner Key (MOK) that was never enrolled (enrolling "
+     "needs the MOK manager's blue screen at the next boot).",
+     "Enroll the key the modules were signed with (`sudo mokutil --import "
+     "/var/lib/dkms/mok.pub`, or the key your distribution's driver package created; then "
+     "reboot and finish the enrollment in the MOK manager), or install the driver from your "
+     "distribution's signed packages, or turn Secure Boot off in the firmware; check with "
+     "`mokutil --sb-state` and `sudo dmesg | grep -i -e nvidia -e 'module verification'`."),
+    (("not found", "missing"),
+     "No NVIDIA kernel module exists for the running kernel: the kernel was updated and the "
+     "module was not rebuilt for it (DKMS or akmods failed, or the driver was installed for "
+     "another kernel with the .run installer), or the driver's kernel package is not "
+     "installed.",
+     "Rebuild it for the running kernel: `sudo dkms autoinstall` (Fedora: `sudo akmods "
+     "--force`), or reinstall the driver's DKMS package with the headers of `uname -r` "
+     "installed; or boot the kernel the module was built for. Check with `modinfo nvidia` and "
+     "`dkms status`; on Fedora, wait for akmods to finish building after an update before "
+     "rebooting."),
+    (("unknown symbol", "exec format", "invalid module format"),
+     "The module was built for a different kernel than the one running (or against the wrong "
+     "headers), so the kernel cannot link it.",
+     "Rebuild the module for the running kernel (`sudo dkms autoinstall` with the headers of "
+     "`uname -r` installed) or reinstall the driver; check `sudo dmesg | grep -i nvidia`."),
+    (("no such device", "no nvidia", "probe routine"),
+     "The module found no GPU it supports: the GPU is not on the PCI bus (check `lspci`), it is "
+     "held by another driver (nouveau, vfio-pci), or this driver branch does not support it "
+     "(too new a GPU for an old branch, a legacy GPU for a new one, or a GPU that needs the "
+     "open kernel module).",
+     "Check `lspci -nnk | grep -A3 -i nvidia` (which driver holds the GPU) and `sudo dmesg | "
+     "grep NVRM` (the driver says why it refused the GPU); blacklist nouveau, or install a "
+     "driver branch that supports this GPU."),
+)
+
+
+_MODULE_UNKNOWN = (
+    "The NVIDIA kernel module could not be loaded, so there is no driver for NVML, nvidia-smi "
+    "or CUDA to talk to: most often Secure Boot refusing an unsigned module, or no module built "
+    "for the running kernel.",
+    "`sudo modprobe nvidia` and `sudo dmesg | grep -i -e nvidia -e nvrm` say why; `mokutil "
+    "--sb-state` (Secure Boot), `dkms status` and `modinfo nvidia` (a module for `uname -r`); "
+    "reinstall the driver for the running kernel.")
+
+
+@signature("nvml-unavailable/kernel-module", KERNEL_MODULE,
+           ("could not insert", "FATAL: Module", "kernel module missing", "Kernel Module Missing",
+            "kernel module is missing", "Unable to load the", "Failed to load the NVIDIA",
+            "NVRM: No NVIDIA", "probe routine"),
+           "The NVIDIA kernel module could not be loaded", tier=0.0,
+           example="modprobe: ERROR: could not insert 'nvidia': Key was rejected by service")
+def _kernel_module(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    reason = str(numbers.get("reason") or "").lower()
+    module = numbers.get("module") or "nvidia"
+    explanation, remedy = next(
+        ((explanation, remedy) for words, explanation, remedy in _MODULE_REASONS
+         if any(word in reason for word in words)), _MODULE_UNKNOWN)
+    title = f"The NVIDIA kernel module ({module}) could not be loaded"
+    # (no GPU taken: after the driver's own line that says why, such as a GPU it does not
+    # support, which ranks first)
+    tier = 0.1 if explanation == _MODULE_REASONS[3][1] else sig.tier
+    return advice(sig, numbers, explanation, remedy, title=title, tier=tier)
 
 
 @signature("nvml-unavailable/torch-warning", r"Can't initialize NVML",
