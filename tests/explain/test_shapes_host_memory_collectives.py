@@ -88,7 +88,10 @@ def test_jobs_told_kicked_out_for_out_of_memory() -> None:
      "session always crashes and restarts.\n", ["host-oom"]),
     ("Data prep\n\nThe CPU memory use grows and occupies the entire available CPU memory, "
      "leading to system OOM errors.\n", ["host-oom"]),
+    ("Export\n\nexport.py fails at `Merging shards: 40%` with message `killed`.\n",
+     ["host-oom"]),
     # conditions, advice, and the GPU's memory tell nothing of the host
+    ("Export\n\nIf it fails with message `killed`, add swap.\n", []),
     ("Data prep\n\nIf the RAM is full, the kernel kills the largest process.\n", []),
     ("Data prep\n\nWhen your RAM fills up the job gets terminated, so keep an eye on it.\n", []),
     ("Render job\n\nThe GPU RAM is full and then the renderer crashes.\n", []),

@@ -394,7 +394,7 @@ fixed("host-oom/killed-for-memory-told",
       r"\b)[^\n])*?\b(?:pods?|containers?|jobs?|process(?:es)?|workers?|tasks?|runs?|trainings?|"
       r"programs?|scripts?|they|it)\b[^\n]{0,40}?\b(?:is|are|was|were|gets?|got|being|been|keeps? "
       r"(?:getting|being))(?: \w+)? (?:killed|kicked out|terminated)\b[^\n]{0,20}?\b(?:with|by|"
-      r"due to|because of|for)(?: an?| the)? [`'\"]?(?:out[- ]of[- ]memory|OOM)\b(?![- ]?kill)"
+      r"due to|because of|for)(?: an?| the)? [`'\"]?(?:out[- ]of[- ]memory|OOM)\b(?![\s-]{0,3}kill)"
       r"(?![^\n]{0,30}\b(?:GPU|CUDA|VRAM)\b))",
       ("OOM", "out of memory", "out-of-memory", "Out of memory"),
       "A job was killed for memory (told in the writer's words)", tier=1.5,
@@ -425,7 +425,7 @@ _RAM_FULL = (r"(?:(?:completely |almost |nearly |totally )?full\b|fill(?:s|ed|in
 _RUN_ENDED = (r"(?:crash(?:es|ed|ing)?|killed|kills|terminated|dies|died|froze|freezes|"
               r"(?:system |host )?OOM)\b")
 fixed("host-oom/ram-full-told",
-      rf"(?i:{_RAM}[^.!?\n]{{0,40}}?\b{_RAM_FULL}[^.!?\n]{{0,120}}?\b{_RUN_ENDED}|"
+      rf"(?i:{_RAM}[^.!?\n]{{0,60}}?\b{_RAM_FULL}[^.!?\n]{{0,120}}?\b{_RUN_ENDED}|"
       rf"(?<!\bif it )(?<!\bwhen it )\b{_RUN_ENDED}[^.!?\n]{{0,40}}?\b(?:due to|because|as|since|"
       rf"when|after|from)\b[^.!?\n]{{0,20}}?{_RAM}[^.!?\n]{{0,20}}?\b{_RAM_FULL}|"
       # (a notebook's session told crashing, on a line that names the notebook and its RAM)
@@ -613,7 +613,12 @@ _TOLD_KILLED = (
     r"job|script|run|container|pod|thread|task|python)(?: process| job)?(?:es|s)? (?:is|was|"
     r"gets?|got|were|has been|keeps? getting|will be)(?: (?:always|then|just|simply|suddenly|"
     r"immediately|eventually|randomly|still|also|automatically))? [\"'`*]?killed\b|"
-    r"\bI(?: \w+)? (?:get|got|see|saw|receive[sd]?|getting) (?:a |an |the )?[\"'`*]*killed\b)|"
+    r"\bI(?: \w+)? (?:get|got|see|saw|receive[sd]?|getting) (?:a |an |the )?[\"'`*]*killed\b|"
+    # (the run's end told with the shell's word quoted as its message: "generate.py fails at
+    # 52% with message `killed`"; not "if it fails with ...")
+    r"(?<!\bif )(?<!\bif it )\b(?:fails|failed|crash(?:es|ed)|stops|stopped|exits|exited|dies|"
+    r"died|ends|ended)\b(?: \S+){0,8}? with (?:the |a )?(?:message|output|error)s?:? "
+    r"[\"'`*]+killed\b[\"'`*]+)|"
     r"(?<!如果)(?<!若)(?<!可能)(?:程序|进程|训练|任务)(?:就|又|会|直接|突然|总是|还是)?(?:被(?:系统)?)?"
     r"(?:[Kk]illed|[Kk]ill掉|杀死|杀掉)")
 
