@@ -425,7 +425,9 @@ _RAM_FULL = (r"(?:(?:completely |almost |nearly |totally )?full\b|fill(?:s|ed|in
 _RUN_ENDED = (r"(?:crash(?:es|ed|ing)?|killed|kills|terminated|dies|died|froze|freezes|"
               r"(?:system |host )?OOM)\b")
 fixed("host-oom/ram-full-told",
-      rf"(?i:{_RAM}[^.!?\n]{{0,60}}?\b{_RAM_FULL}[^.!?\n]{{0,120}}?\b{_RUN_ENDED}|"
+      # (the RAM and the first word of it full taken as one: a line of "RAM full RAM full ..."
+      # then looks for the run's end once per RAM, not once per pair)
+      rf"(?i:(?>{_RAM}[^.!?\n]{{0,60}}?\b{_RAM_FULL})[^.!?\n]{{0,120}}?\b{_RUN_ENDED}|"
       rf"(?<!\bif it )(?<!\bwhen it )\b{_RUN_ENDED}[^.!?\n]{{0,40}}?\b(?:due to|because|as|since|"
       rf"when|after|from)\b[^.!?\n]{{0,20}}?{_RAM}[^.!?\n]{{0,20}}?\b{_RAM_FULL}|"
       # (a notebook's session told crashing, on a line that names the notebook and its RAM)
