@@ -261,7 +261,10 @@ _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("nccl/network", r"\b(?:IBV_WC_|TRANSPORT_)?RETRY_EXC_ERR\b|"
                          r"\btransport retry count(?:er)? exceeded\b"),
         # (after the shapes above: an NCCL error is most often an echo of one of them)
-        ("nccl/error", r"\bNCCL\b[^\n]{0,40}?\b(?:error|failure|failed|crash(?:es|ed)?)\b"),
+        # (also NCCL's "unhandled cuda error" retold, "Unhandled CUDA error in
+        # ProcessGroupNCCL.cpp": the words are NCCL's result, and torch's class names NCCL)
+        ("nccl/error", r"(?:\b|ProcessGroup)NCCL\b[^\n]{0,40}?\b(?:error|failure|failed|"
+                       r"crash(?:es|ed)?)\b|\bunhandled (?:cuda|system) error\b"),
         # vLLM's check that expandable segments are off before it pools memory (its sleep mode),
         # quoted as its assert statement or its message
         ("alloc-conf/mempool-expandable", r"\bassert\s+[\"'`]?expandable_segments:True[\"'`]?\s+"
@@ -284,7 +287,12 @@ _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                                   r"^(?:(?!如果|若|假如|万一)[^\n])*?被\s*(?:系统)?\s*"
                                   r"(?:kill(?:ed)?|杀死|杀掉)|"
                                   # (the shell's word first, then when: "Killed when saving")
-                                  r"^\W*killed (?:when|while|during|after|before|at|on)\b"),
+                                  r"^\W*killed (?:when|while|during|after|before|at|on)\b|"
+                                  # (the shell's word in brackets after the run's end: "训练
+                                  # 中途总是退出（killed）", "training exits (Killed)")
+                                  r"(?:退出|中断|停止|终止|结束|挂掉|挂了|\bexit(?:s|ed)?|"
+                                  r"\bstop(?:s|ped)?|\bquits?|\bdie[sd]?)\s*[（(]\s*[\"'`]?"
+                                  r"killed[\"'`]?\s*[)）]"),
         # a notebook's runtime out of host RAM, told ("RAM Exhaustion and Session Crash")
         ("host-oom/notebook-session-ram", r"^(?=[^\n]*\b(?:session|notebook|colab|kaggle|"
                                           r"jupyter)\b)[^\n]*?(?<!GPU )(?<!video )\bRAM "

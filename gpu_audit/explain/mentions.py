@@ -95,6 +95,12 @@ _CODE_VERB = re.compile(
 
 # "(err == cudaErrorMemoryAllocation)", "case NVML_ERROR_GPU_IS_LOST:", "status != X": an error
 # constant compared in code; a program that hit the error prints it, it does not compare it.
+# "What is Docker container exit code 137?", "what does exit status 137 mean?": a question about
+# what a status's number means, in no one's run (no first-person word: "what does the exit code
+# 137 I get mean?" is the writer's); the number alone says nothing happened.
+_ASKS_STATUS_MEANING = re.compile(
+    r"^[#>*_\s]*what(?:'s| is| are| does| do)\b[^\n]{0,80}?\b(?:exit|return|status)\b"
+    r"[^\n]{0,30}?\b\d{1,3}\b[^\n]{0,40}\?[*_\s]*$", re.IGNORECASE)
 _COMPARED_BEFORE = re.compile(r"(?:[=!]=|\bcase)\s*$")
 _COMPARED_AFTER = re.compile(r"\s*[=!]=")
 
@@ -127,6 +133,8 @@ def is_mention(candidate: Candidate, text: str, match: re.Match[str],
     if in_diff([line for _, line in candidate.before], text):
         return True
     if HYPOTHETICAL.search(text[:match.start()]) or _TABLE_ROW.match(text):
+        return True
+    if _ASKS_STATUS_MEANING.match(text) and not _FIRST_PERSON.search(text):
         return True
     if _in_string_literal(candidate, text, match):
         return True

@@ -196,7 +196,9 @@ KEYS: tuple[Key, ...] = (
     Key(rb"N(?:V(?:RM|ML|IDIA(?:-SMI| driver| Display Driver\. By default"
         rb"| Corporation [^\n]{0,160}?\(rev ff\))|Link|LINK)"
         rb"|CCL(?: WARN| error| comm| oper| work|\(|"
-        rb"\.cpp|'(?:s|\r?\n)| INFO [\w/.-]+\.(?:cc|h|cu|cpp|hpp):\d+ -> [1-7]\b)"
+        rb"\.cpp|'(?:s|\r?\n)| INFO [\w/.-]+\.(?:cc|h|cu|cpp|hpp):\d+ -> [1-7]\b"
+        # (the watchdog's timeout in its stack trace: "WorkNCCL::checkTimeout(")
+        rb"|::checkTimeout)"
         # (an InfiniBand completion error without "NCCL WARN": a title, a retold line)
         rb"|ET/\w+ ?:? ?Got completion"
         # (nvtop's words when NVML gave it no GPU, and nvidia-smi's)
@@ -217,7 +219,8 @@ KEYS: tuple[Key, ...] = (
         (b"NVRM", b"NVML", b"NVIDIA-SMI", b"NVIDIA driver", b"NVIDIA Display Driver. By default",
          b"NVIDIA Corporation ",
          b"NVLink", b"NVLINK", b"NCCL WARN", b"NCCL error", b"NCCL comm", b"NCCL oper",
-         b"NCCL work", b"NCCL(", b"NCCL.cpp", b"NCCL'", b"NET/", b"No GPU to monitor",
+         b"NCCL work", b"NCCL(", b"NCCL.cpp", b"NCCL'", b"NCCL::checkTimeout", b"NET/",
+         b"No GPU to monitor",
          b"No devices were found", b"Nvidia driver is too old", b"Nvidia version is too old",
          b"NVIDIA Driver Release",
          b"NVIDIA version is too old", b"Nvidia driver", b"Nvidia Driver", b"NVIDIA Driver",
@@ -244,10 +247,11 @@ KEYS: tuple[Key, ...] = (
     # "Error" or "memory" ("Resource exhausted: OOM when allocating tensor ...")
     Key(rb"R(?:esource ?[Ee]xhausted|ESOURCE_EXHAUSTED"
         rb"|equested +: "  # (and cudaMallocAsync's "Requested : ", one pass fewer)
-        # (and a notebook's "Your session crashed after using all available RAM")
-        rb"|(?<=all available R)AM)",
+        # (and the host's RAM named: a notebook's "Your session crashed after using all
+        # available RAM", a writer's "the RAM is full and the process is killed"; not VRAM)
+        rb"|(?<![A-Za-z]R)AM\b)",
         (b"Resource exhausted", b"Resource Exhausted", b"Resourceexhausted", b"ResourceExhausted",
-         b"RESOURCE_EXHAUSTED", b"Requested ", b"all available RAM")),
+         b"RESOURCE_EXHAUSTED", b"Requested ", b"RAM")),
     # the shell's word for Killed in another language, alone at the start of a line (after
     # a job number): the hit is the line after the newline (group "at")
     # (the look-ahead turns most lines away at their first byte: half this pass's cost)

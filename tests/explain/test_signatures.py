@@ -484,6 +484,14 @@ SINGLE_LINES = [
     ("Quick note: my GPU is dead since the weekend.", "gpu-hardware",
      "gpu-hardware/card-dead-told"),
     ("In the end it was an overheating problem.", "gpu-hardware", "gpu-hardware/overheat-told"),
+    # host memory told in the writer's words; the NCCL watchdog's timeout in its stack trace
+    ("Our array jobs on the big nodes were killed due to OOM during the merge step.", "host-oom",
+     "host-oom/killed-for-memory-told"),
+    ("By epoch 9 the system RAM was completely full and the trainer crashed.", "host-oom",
+     "host-oom/ram-full-told"),
+    ("frame #1: c10d::ProcessGroupNCCL::WorkNCCL::checkTimeout(std::optional<std::chrono::"
+     "duration<long, std::ratio<1l, 1000l> > >) + 0x282 (0x7f6a in libtorch_cuda.so)", "nccl",
+     "nccl/watchdog-timeout-frame"),
 ]
 
 

@@ -181,6 +181,7 @@ ORDER = (
     "nccl/gloo-peer-closed",
     "nccl/return-code",
     "nccl/watchdog-terminated",
+    "nccl/watchdog-timeout-frame",
     # host memory, last: its needles ("Killed", "MemoryError") are the most general
     "host-oom/kernel-oom-killer",
     "host-oom/killed-process",
@@ -193,6 +194,8 @@ ORDER = (
     "host-oom/kubernetes-oomkilled",
     "host-oom/kubernetes-evicted",
     "host-oom/memory-limit-told",
+    "host-oom/killed-for-memory-told",
+    "host-oom/ram-full-told",
     "host-oom/container-exit-137",
     "host-oom/ray-oom-killer",
     "host-oom/dataloader-crashed",

@@ -284,11 +284,22 @@ fixed("host-oom/notebook-session-ram",
       + _HOST_MEMORY)
 
 
+# Ray's memory monitor (in the raylet) killing workers when the node's host memory passes its
+# threshold, in the words of Ray's releases: the exception's message ("Task was killed due to
+# the node running low on memory", from 2.55 "2 worker(s) were killed due to ..."), the node's
+# figures below it (with or without "where the task ..."), the raylet's summary that the driver
+# prints ("13 Workers (tasks / actors) killed due to memory pressure (OOM), 0 Workers crashed
+# due to other reasons": a count of 0 kills is no kill), and Ray 1.x's RayOutOfMemoryError
+# ("More than 95% of the memory on node ... is used").
 fixed("host-oom/ray-oom-killer",
-      r"Memory on the node \(IP: [^)]*\) where the (?:task|actor)|Ray killed this worker|"
-      r"ray\.exceptions\.OutOfMemoryError|exceeds the memory usage threshold",
+      r"Memory on the node \(IP: [^)]*\) (?:where the (?:task|actor)|was \d)|Ray killed this "
+      r"worker|ray\.exceptions\.OutOfMemoryError|exceeds the memory usage threshold|"
+      r"\b(?:Task was|(?P<workers>\d+) worker\(s\) were) killed due to the node running low on "
+      r"memory|\b(?P<workers_>[1-9]\d*) Workers \(tasks / actors\) killed due to memory pressure"
+      r"|\bRayOutOfMemoryError\b",
       ("Memory on the node", "Ray killed this worker", "ray.exceptions.OutOfMemoryError",
-       "exceeds the memory usage threshold"),
+       "exceeds the memory usage threshold", "killed due to the node running low on memory",
+       "killed due to memory pressure", "RayOutOfMemoryError"),
       "Ray's memory monitor killed a worker: the node ran low on RAM",
       example="ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on "
       "memory. Memory on the node (IP: 10.0.0.5, ID: 7f3c) where the task (task ID: 1a2b, "
@@ -370,6 +381,70 @@ fixed("host-oom/memory-limit-told",
       "Exit Code: 137; or Reason: Evicted) and `kubectl get events`; raise "
       "resources.limits.memory (and the request, so the pod lands on a node with that much "
       "free), or use less host memory: " + _HOST_MEMORY)
+
+
+# A job, a pod or a process told killed for an out-of-memory, in the writer's words ("my jobs
+# are kicked out with `out of memory`", "the pod is being killed due to OOM"): a program that
+# runs out of GPU memory raises an error, it is not killed; what kills a job for memory is the
+# kernel, a cgroup, the scheduler or the container runtime, over host memory. Not in a
+# condition or advice ("if a job is killed for OOM, ..."), not a GPU's ("killed due to CUDA
+# OOM" does not read: the word before OOM is the GPU's).
+fixed("host-oom/killed-for-memory-told",
+      r"^(?i:(?:(?!\b(?:if|whether|unless|avoid\w*|prevent\w*|you|your|should|would|make sure)"
+      r"\b)[^\n])*?\b(?:pods?|containers?|jobs?|process(?:es)?|workers?|tasks?|runs?|trainings?|"
+      r"programs?|scripts?|they|it)\b[^\n]{0,40}?\b(?:is|are|was|were|gets?|got|being|been|keeps? "
+      r"(?:getting|being))(?: \w+)? (?:killed|kicked out|terminated)\b[^\n]{0,20}?\b(?:with|by|"
+      r"due to|because of|for)(?: an?| the)? [`'\"]?(?:out[- ]of[- ]memory|OOM)\b(?![\s-]{0,3}kill)"
+      r"(?![^\n]{0,30}\b(?:GPU|CUDA|VRAM)\b))",
+      ("OOM", "out of memory", "out-of-memory", "Out of memory"),
+      "A job was killed for memory (told in the writer's words)", tier=1.5,
+      example="Our long jobs on the gpu nodes are kicked out with `out of memory` after a day.",
+      explanation="The writer says a job, pod or process was killed for an out-of-memory. A "
+      "program out of GPU memory raises an error of its own; one that is killed was stopped "
+      "from outside for host memory: the kernel's OOM killer, the job's cgroup, the batch "
+      "scheduler's memory limit, or the container runtime's.",
+      remedy="Confirm what killed it: `sudo dmesg -T | grep -i 'killed process'` on the node, "
+      "the scheduler's record of the job (`sacct -j JOB -o State,MaxRSS,ReqMem`, `qstat -f JOB`), "
+      "or `kubectl describe pod POD` (Reason: OOMKilled); then ask for more memory for the job, "
+      "or use less host memory: " + _HOST_MEMORY)
+
+
+# The host's RAM told full and the run ended, in one sentence of the writer's ("the colab is
+# crashed due to RAM is full", "physical RAM usage is nearly at 128GB and a few moments later the
+# application was terminated", "memory use occupies the entire available CPU memory, leading to
+# system OOM errors"); and a notebook's session told crashing on a line that names its RAM ("the
+# session always crashes" in Colab). RAM alone is the host's; not the GPU's RAM, nor after "if",
+# "when" or "your" (a condition, advice).
+_RAM = (r"(?<![\w-])(?<!GPU )(?<!GPU's )(?<!video )(?<!\bif )(?<!\bwhen )(?<!\byour )"
+        r"(?<!\bif the )(?<!\bwhen the )(?<!\bonce the )(?:RAM|(?:system|host|CPU|physical|main) "
+        r"memory)\b")
+_RAM_FULL = (r"(?:(?:completely |almost |nearly |totally )?full\b|fill(?:s|ed|ing)? up\b|"
+             r"exhausted\b|r[au]n(?:s|ning)? out\b|max(?:es|ed)? out\b|(?:nearly|almost) at \d|"
+             r"at 100 ?%|(?:reach(?:es|ed)?|hit(?:s|ting)?) (?:its |the )?(?:max\w*|limit|100 ?%)|"
+             r"occup(?:y|ies|ied) (?:the |all )(?:\w+ ){0,2}?(?:available|entire|whole))")
+_RUN_ENDED = (r"(?:crash(?:es|ed|ing)?|killed|kills|terminated|dies|died|froze|freezes|"
+              r"(?:system |host )?OOM)\b")
+fixed("host-oom/ram-full-told",
+      # (the RAM and the first word of it full taken as one: a line of "RAM full RAM full ..."
+      # then looks for the run's end once per RAM, not once per pair)
+      rf"(?i:(?>{_RAM}[^.!?\n]{{0,60}}?\b{_RAM_FULL})[^.!?\n]{{0,120}}?\b{_RUN_ENDED}|"
+      rf"(?<!\bif it )(?<!\bwhen it )\b{_RUN_ENDED}[^.!?\n]{{0,40}}?\b(?:due to|because|as|since|"
+      rf"when|after|from)\b[^.!?\n]{{0,20}}?{_RAM}[^.!?\n]{{0,20}}?\b{_RAM_FULL}|"
+      # (a notebook's session told crashing, on a line that names the notebook and its RAM)
+      r"^(?=[^\n]*\b(?:colab|kaggle|notebook|jupyter)\b)(?=[^\n]*(?<![\w-])(?<!GPU )RAM\b)"
+      r"[^\n]*?(?<!\bif )\b(?:the|my|our) (?:\w+ )?(?:session|runtime|kernel)s? (?:always |"
+      r"keeps? |kept |then |just |suddenly |eventually )?(?:crash(?:es|ed|ing)?|dies|died)\b)"
+      r"(?![^.!?\n]{0,120}\b(?:GPU|VRAM|CUDA)\b)",
+      ("RAM", "ram", "memory"),
+      "The host ran out of RAM and the run ended (told in the writer's words)", tier=1.5,
+      example="After 12 epochs the system RAM is full and the training process is killed.",
+      explanation="The writer says the machine's RAM (host memory, not the GPU's) filled up and "
+      "the run ended: the kernel's OOM killer, a notebook's runtime or the job's memory limit "
+      "stopped it without an error of its own. A growth of a fixed size every epoch is a leak "
+      "(a list that keeps tensors, a cache, a data pipeline that is rebuilt each epoch).",
+      remedy="Watch the process's memory across epochs (`free -h`, `top`, `gpu-audit scan`); "
+      "if it grows every epoch, look for what keeps references (history lists of tensors: "
+      "append `loss.item()`, not `loss`); otherwise: " + _HOST_MEMORY)
 
 
 _DATALOADER = (r"(?i:DataLoader) (?:worker|process)"
@@ -459,10 +534,16 @@ fixed("host-oom/shared-memory",
       "and this hint is PyTorch's generic guess.",
       remedy=_SHM)
 
+# (also without its allocator's name, as a title or a retold line keeps it: "can't allocate
+# memory: you tried to allocate 655360000 bytes. Error code 12 (Cannot allocate memory)"; the
+# words "you tried to allocate N bytes" are c10's CPU allocator's, the GPU's say "Tried to
+# allocate 2.00 GiB")
 fixed("host-oom/cpu-allocator",
-      r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory): you tried to "
-      r"allocate (?P<requested_bytes>\d+) bytes|Torch: not enough memory: you tried to allocate",
-      ("DefaultCPUAllocator", "not enough memory"), "PyTorch could not allocate host memory",
+      r"(?:DefaultCPUAllocator: |(?<![A-Za-z]))(?:can't allocate memory|not enough memory): "
+      r"you tried to allocate (?P<requested_bytes>\d+) bytes|"
+      r"Torch: not enough memory: you tried to allocate",
+      ("DefaultCPUAllocator", "not enough memory", "can't allocate memory"),
+      "PyTorch could not allocate host memory",
       example="RuntimeError: [enforce fail at alloc_cpu.cpp:114] data. DefaultCPUAllocator: not "
       "enough memory: you tried to allocate 3355443200 bytes.",
       explanation="PyTorch could not allocate host memory for a CPU tensor.", remedy=_HOST_MEMORY)
@@ -527,11 +608,19 @@ _KILLED = killed_words_pattern()
 # killed"; "it was killed" is too vague to read). Read on any line: the prefilter keeps every
 # line with "killed" (and "Kill"); "杀死" and "杀掉" only where another key or the log's end is.
 _TOLD_KILLED = (
-    r"(?i:(?<!\bif )(?<!\bwhether )(?<!\bwhen )\b(?:the|my|our) (?:training|process|program|"
+    # (a word before the noun, "the running process", and the shell's word in quotes: 'the
+    # running process was "Killed" at epoch 25')
+    r"(?i:(?<!\bif )(?<!\bwhether )(?<!\bwhen )\b(?:the|my|our) (?:(?:running|whole|main|"
+    r"entire|python) )?(?:training|process|program|application|"
     r"job|script|run|container|pod|thread|task|python)(?: process| job)?(?:es|s)? (?:is|was|"
     r"gets?|got|were|has been|keeps? getting|will be)(?: (?:always|then|just|simply|suddenly|"
-    r"immediately|eventually|randomly|still|also|automatically))? killed\b|"
-    r"\bI(?: \w+)? (?:get|got|see|saw|receive[sd]?|getting) (?:a |an |the )?[\"'`*]*killed\b)|"
+    r"immediately|eventually|randomly|still|also|automatically))? [\"'`*]?killed\b|"
+    r"\bI(?: \w+)? (?:get|got|see|saw|receive[sd]?|getting) (?:a |an |the )?[\"'`*]*killed\b|"
+    # (the run's end told with the shell's word quoted as its message: "generate.py fails at
+    # 52% with message `killed`"; not "if it fails with ...")
+    r"(?<!\bif )(?<!\bif it )\b(?:fails|failed|crash(?:es|ed)|stops|stopped|exits|exited|dies|"
+    r"died|ends|ended)\b(?: \S+){0,8}? with (?:the |a )?(?:message|output|error)s?:? "
+    r"[\"'`*]+killed\b[\"'`*]+)|"
     r"(?<!如果)(?<!若)(?<!可能)(?:程序|进程|训练|任务)(?:就|又|会|直接|突然|总是|还是)?(?:被(?:系统)?)?"
     r"(?:[Kk]illed|[Kk]ill掉|杀死|杀掉)")
 

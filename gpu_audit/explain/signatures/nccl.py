@@ -398,6 +398,23 @@ fixed("nccl/watchdog-terminated", r"watchdog thread terminated with exception",
       remedy=_COLLECTIVE_REMEDY)
 
 
+# The watchdog's timeout seen only in the stack trace c10 prints under it, the message above
+# cut off or lost behind a launcher's prefix ("frame #1: c10d::ProcessGroupNCCL::WorkNCCL::
+# checkTimeout(...)"): checkTimeout builds an exception only when a collective ran past its
+# timeout (an error NCCL reported goes through other frames), so the frame is the timeout's.
+fixed("nccl/watchdog-timeout-frame", r"\bProcessGroupNCCL::WorkNCCL::checkTimeout\(",
+      ("WorkNCCL::checkTimeout",), "NCCL collective timed out (the watchdog's stack trace)",
+      tier=3.0, group="nccl-timeout",
+      example="frame #1: c10d::ProcessGroupNCCL::WorkNCCL::checkTimeout(std::optional<std::"
+      "chrono::duration<long, std::ratio<1l, 1000l> > >) + 0x1d2 (0x7f1c4c10ec62 in "
+      "/opt/conda/lib/python3.10/site-packages/torch/lib/libtorch_cuda.so)",
+      explanation="The stack trace under the watchdog's exception passes through WorkNCCL::"
+      "checkTimeout, where the watchdog raises for a collective that ran past its timeout: the "
+      "message itself (with its rank, operation and times) is cut from the log or above it. "
+      + _COLLECTIVE_ECHO,
+      remedy=_COLLECTIVE_REMEDY)
+
+
 # NCCL found no network interface to use: NCCL_SOCKET_IFNAME names none that exists (or is up),
 # or the host has none but loopback ("Bootstrap : no socket interface found", "NET/Socket : no
 # interface found").
