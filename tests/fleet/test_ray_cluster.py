@@ -176,12 +176,10 @@ def test_node_removed_mid_run_is_unknown_not_a_hang(cluster):
     assert doc["summary"]["nodes"] == 5
 
 
-def test_node_without_gpu_audit_is_an_import_error(cluster, tmp_path):
-    """A node whose Python finds another gpu_audit (an old or partial install) than ours."""
-    shadow = tmp_path / "shadow"
-    (shadow / "gpu_audit").mkdir(parents=True)
-    (shadow / "gpu_audit" / "__init__.py").write_text("")
-    env = node_env(node_scenario(5), cluster.scenario_folder, PYTHONPATH=str(shadow))
+def check_with_stranger(cluster, tmp_path: Path, shadow: Path, i: int) -> tuple[int, dict]:
+    """`fleet check` with one more node, whose Python finds the gpu_audit under ``shadow``
+    first; the node leaves the cluster afterwards."""
+    env = node_env(node_scenario(i), cluster.scenario_folder, PYTHONPATH=str(shadow))
     stranger = cluster.add_node(num_cpus=0, env_vars=env)
     cluster.wait_for_nodes()
     try:
@@ -189,6 +187,15 @@ def test_node_without_gpu_audit_is_an_import_error(cluster, tmp_path):
         code, doc, _ = fleet(cluster.address, "check", "--json", "--timeout", "45", cwd=tmp_path)
     finally:
         cluster.remove_node(stranger)
+    return code, doc
+
+
+def test_node_without_gpu_audit_is_an_import_error(cluster, tmp_path):
+    """A node whose Python finds another gpu_audit (an old or partial install) than ours."""
+    shadow = tmp_path / "shadow"
+    (shadow / "gpu_audit").mkdir(parents=True)
+    (shadow / "gpu_audit" / "__init__.py").write_text("")
+    code, doc = check_with_stranger(cluster, tmp_path, shadow, 5)
     (unknown,) = [n for n in doc["nodes"] if n["status"] == "UNKNOWN"]
     assert "import error on that node" in unknown["reason"], unknown
     assert "gpu-audit[ray]" in unknown["reason"]
@@ -221,13 +228,7 @@ def test_node_with_another_version_is_named_so(cluster, tmp_path, old_task):
     """A node whose gpu-audit is another version: UNKNOWN, naming the version to install,
     whether that version checks the sender's (new) or takes other arguments (older)."""
     shadow = shadow_copy(tmp_path / "shadow", "0.0.9", old_task=old_task)
-    env = node_env(node_scenario(6), cluster.scenario_folder, PYTHONPATH=str(shadow))
-    stranger = cluster.add_node(num_cpus=0, env_vars=env)
-    cluster.wait_for_nodes()
-    try:
-        code, doc, _ = fleet(cluster.address, "check", "--json", "--timeout", "45", cwd=tmp_path)
-    finally:
-        cluster.remove_node(stranger)
+    code, doc = check_with_stranger(cluster, tmp_path, shadow, 6)
     (unknown,) = [n for n in doc["nodes"] if n["status"] == "UNKNOWN"]
     reason = unknown["reason"]
     assert reason.startswith("another gpu-audit version on that node"), unknown
