@@ -122,7 +122,7 @@ def is_mention(candidate: Candidate, text: str, match: re.Match[str],
     if quoted is not None:
         rest = text[quoted.end():].split("`", 1)[0]
         before = text[:quoted.start()] or _sentence_above(candidate, text)
-        if not (_reported(before, change) or _run_printed(before, quoted[0])) and (
+        if not (_reported(before, change) or _run_printed(before, quoted, text)) and (
                 (_WORDS_AFTER.search(rest) and not _OWN_REPORT.match(rest)
                  and not _asked_after(rest))
                 or _CODE_VERB.search(before)):
@@ -252,13 +252,22 @@ _RESULT_BEFORE = re.compile(
     r"\b(?:returns|returned|results in|resulted in|produces|produced|leads to|led to|throws|"
     r"threw|gives|gave|raises|raised|ends with|ended with)\b[^.`!?]{0,60}?:?\s*$")
 _PRINTED = re.compile(r"`{1,2}[^`\n]{0,40}?(?:error|Error|ERROR|Exception)\b[^`\n:]{0,40}?: ")
+# ... and not a rule an explainer states: "if the labels are out of range, PyTorch raises `X`
+# when you call backward" (a condition, the reader, a modal verb)
+_GENERAL = re.compile(r"\b(?:if|when|whenever|unless|once|you|your|may|might|can|could|would|"
+                      r"will|should)\b", re.IGNORECASE)
+_SENTENCE_BREAK = re.compile(r"[.!?;。！？；](?:\s|$)")
 
 
-def _run_printed(before: str, quote: str) -> bool:
+def _run_printed(before: str, quote: re.Match[str], text: str) -> bool:
     """Does the sentence before an inline quote say a run produced it, and is the quote a
     message as a program prints it?"""
-    return (bool(_PRINTED.match(quote)) and bool(_RESULT_BEFORE.search(before))
-            and not HYPOTHETICAL.search(before))
+    if not _PRINTED.match(quote[0]) or not _RESULT_BEFORE.search(before):
+        return False
+    sentence = _SENTENCE_BREAK.split(before)[-1]
+    rest = _SENTENCE_BREAK.split(text[quote.end():], 1)[0]
+    return not (HYPOTHETICAL.search(before) or _GENERAL.search(sentence)
+                or re.search(r"\byou(?:r)?\b", rest, re.IGNORECASE))
 
 
 def is_catalogue(text: str) -> bool:
