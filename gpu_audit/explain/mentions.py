@@ -122,7 +122,7 @@ def is_mention(candidate: Candidate, text: str, match: re.Match[str],
     if quoted is not None:
         rest = text[quoted.end():].split("`", 1)[0]
         before = text[:quoted.start()] or _sentence_above(candidate, text)
-        if not _reported(before, change) and (
+        if not (_reported(before, change) or _run_printed(before, quoted, text)) and (
                 (_WORDS_AFTER.search(rest) and not _OWN_REPORT.match(rest)
                  and not _asked_after(rest))
                 or _CODE_VERB.search(before)):
@@ -132,7 +132,8 @@ def is_mention(candidate: Candidate, text: str, match: re.Match[str],
         return True
     if in_diff([line for _, line in candidate.before], text):
         return True
-    if HYPOTHETICAL.search(text[:match.start()]) or _TABLE_ROW.match(text):
+    if (HYPOTHETICAL.search(text[:match.start()]) or _TABLE_ROW.match(text)
+            or _status_table_row(candidate)):
         return True
     if _ASKS_STATUS_MEANING.match(text) and not _FIRST_PERSON.search(text):
         return True
@@ -142,6 +143,32 @@ def is_mention(candidate: Candidate, text: str, match: re.Match[str],
         return False
     above = [line for _, line in candidate.before if line.strip()][-_LINES_ABOVE:]
     return any(HYPOTHETICAL.search(line.strip()) for line in above)
+
+
+# A library reference's table of what a call returns, its cells run together when the page
+# was copied ("Return Value  Meaning" over "CUBLAS_STATUS_ALLOC_FAILED  the resources could not
+# be allocated"): each row starts with a status's name; a log prints a status after its words.
+_STATUS_FIRST = re.compile(r"\s*[|`*]*\s*(?:[A-Z][A-Z0-9]*_(?:STATUS|ERROR)_[A-Z0-9_]+|"
+                           r"cuda(?:Error\w*|Success)|CUDA_(?:ERROR_[A-Z_]+|SUCCESS))")
+_RETURN_HEADER = re.compile(
+    r"\s*[#*|\s]*(?:Return(?:ed)? ?(?:Values?|Codes?|Status(?:es)?)|Error ?Codes?|返回值|"
+    r"返回状态|戻り値|반환 ?값)[\s|*:]*(?:Meanings?|Descriptions?|说明|含义|意味|설명)?[\s|*:]*$",
+    re.IGNORECASE)  # (a header line alone: "Error code: 700" is a log's line)
+
+
+def _status_table_row(candidate: Candidate) -> bool:
+    """Is the candidate a row of a reference's table of return values: a line that starts with
+    a status's name, under a header that names the table, with only such rows between?"""
+    if not _STATUS_FIRST.match(candidate.text):
+        return False
+    for _, line in reversed(candidate.before):
+        if not line.strip():
+            continue
+        if _RETURN_HEADER.match(line):
+            return True
+        if not _STATUS_FIRST.match(line):
+            return False
+    return False
 
 
 def _opens_paste(candidate: Candidate, text: str, quoted: re.Match[str]) -> bool:
@@ -215,6 +242,32 @@ def _reported(before: str, change: bool = False) -> bool:
     the writer's own words do: "queries fail with `X`" there describes what the change fixes."""
     reported = _REPORTED_BY_WRITER if change else _REPORTED_BEFORE
     return bool(reported.search(before)) and not HYPOTHETICAL.search(before)
+
+
+# "the network returns `cuDNN error: X` when ...", "this code results in `X`", "it throws this
+# error for one system: `X`": something the writer ran answered with the quoted message. Only a
+# message as a program prints it (a prefix that names an error, then a colon) counts: a
+# reference's "returns `CUBLAS_STATUS_NOT_SUPPORTED` if ..." names a status, not a failure.
+_RESULT_BEFORE = re.compile(
+    r"\b(?:returns|returned|results in|resulted in|produces|produced|leads to|led to|throws|"
+    r"threw|gives|gave|raises|raised|ends with|ended with)\b[^.`!?]{0,60}?:?\s*$")
+_PRINTED = re.compile(r"`{1,2}[^`\n]{0,40}?(?:error|Error|ERROR|Exception)\b[^`\n:]{0,40}?: ")
+# ... and not a rule an explainer states: "if the labels are out of range, PyTorch raises `X`
+# when you call backward" (a condition, the reader, a modal verb)
+_GENERAL = re.compile(r"\b(?:if|when|whenever|unless|once|you|your|may|might|can|could|would|"
+                      r"will|should)\b", re.IGNORECASE)
+_SENTENCE_BREAK = re.compile(r"[.!?;。！？；](?:\s|$)")
+
+
+def _run_printed(before: str, quote: re.Match[str], text: str) -> bool:
+    """Does the sentence before an inline quote say a run produced it, and is the quote a
+    message as a program prints it?"""
+    if not _PRINTED.match(quote[0]) or not _RESULT_BEFORE.search(before):
+        return False
+    sentence = _SENTENCE_BREAK.split(before)[-1]
+    rest = _SENTENCE_BREAK.split(text[quote.end():], 1)[0]
+    return not (HYPOTHETICAL.search(before) or _GENERAL.search(sentence)
+                or re.search(r"\byou(?:r)?\b", rest, re.IGNORECASE))
 
 
 def is_catalogue(text: str) -> bool:

@@ -76,12 +76,15 @@ _SENTENCES = "|".join(re.escape(sentence) for sentence in CUBLAS_STATUS_SENTENCE
 
 
 # a status printed as cublasGetStatusString's sentence after the CUDA error checker's words
-# (llama.cpp's ggml: "CUDA error: an internal operation failed", then the cuBLAS call)
+# (llama.cpp's ggml: "CUDA error: an internal operation failed", then the cuBLAS call;
+# Transformer Engine's check of a cuBLAS call: "check_cublas_: CUBLAS Error: the requested
+# functionality is not supported")
 @signature("cublas-failure/status-sentence",
-           rf"(?<![A-Za-z0-9_])(?:CUDA|cuBLAS|CUBLAS|cuSOLVER|CUSOLVER) error: "
+           rf"(?<![A-Za-z0-9_])(?:CUDA|cuBLAS|CUBLAS|cuSOLVER|CUSOLVER) (?:error|Error): "
            rf"(?P<sentence>{_SENTENCES})(?![A-Za-z0-9_])",
            ("CUDA error: ", "cuBLAS error: ", "CUBLAS error: ", "cuSOLVER error: ",
-            "CUSOLVER error: "),
+            "CUSOLVER error: ", "CUDA Error: ", "cuBLAS Error: ", "CUBLAS Error: ",
+            "cuSOLVER Error: ", "CUSOLVER Error: "),
            "A CUDA math library call failed", extract=_status_sentence, key_field="status",
            example="CUDA error: an internal operation failed")
 @signature("cublas-failure/status-code",

@@ -90,7 +90,9 @@ _FULL_WIDTH = str.maketrans({"\uff1c": "<", "\uff1e": ">", "\uff1d": "="})
            r"(?:(?<![\w./\\-])(?P<source_file>[\w./\\-]{1,300}\.cuh?):(?P<source_line>\d+): "
            r".{0,300}?)?block: "
            r"\[(?P<block>\d+,\s*\d+,\s*\d+)\],?\s*thread: \[(?P<thread>\d+,\s*\d+,\s*\d+)\]\s*"
-           r"Assertion `(?P<assertion>.{1,500}?)` failed",
+           # (a terminal or a page that wraps at a fixed width may cut "failed" in two; Lua
+           # Torch's THCUNN prints the same words)
+           r"Assertion `(?P<assertion>.{1,500}?)` fail(?:\s{0,2}ed|\s*$)",
            ("Assertion `",), "A device-side assertion failed in a CUDA kernel",
            group="device-assert",
            example="/pytorch/aten/src/ATen/native/cuda/Loss.cu:92: operator(): block: [33,0,0], "
