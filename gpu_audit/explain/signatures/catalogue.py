@@ -123,6 +123,7 @@ ORDER = (
     "gpu-hardware/gsp-timeout",
     "gpu-hardware/reset-required",
     "gpu-hardware/uncorrectable-ecc",
+    "gpu-hardware/uncorrectable-ecc-told",
     "gpu-hardware/dcgm-health",
     "gpu-hardware/nvlink-uncorrectable",
     "gpu-hardware/contained",
@@ -159,6 +160,7 @@ ORDER = (
     "driver-mismatch/no-driver",
     "driver-mismatch/unsupported-ptx",
     "driver-mismatch/cuda-init",
+    "driver-mismatch/no-nvidia-gpu-told",
     # collectives: mostly echoes of a failure named above
     "nccl/watchdog-timeout",
     "nccl/timeout-told",

@@ -89,7 +89,9 @@ def _device_plugin_xid(sig: Signature, numbers: dict[str, Any], ctx: AdviceConte
            r"^(?=[^\n]*?(?:\bGPU ?#?\d|\bPCI\b|[0-9a-fA-F]{2}:[0-9a-fA-F]{2}[.:]|\bnode\w*\d)|"
            r"(?i:(?:(?!\b(?:if|whether|you|your|may|might|can|could|should|would|when)\b)[^\n])*?)"
            r"\b(?i:encounter(?:ed|s|ing)?|hit|hits|hitting|got|gets|getting|threw|throws|"
-           r"reported|logged|triggered|experienc(?:ed|es|ing)) (?:an? |the |another )?X[Ii][Dd]\b)"
+           r"reported|logged|triggered|experienc(?:ed|es|ing)|saw|noticed|observed|"
+           # (a tool's report of its GPU: "the device plugin reports that there is XID 94")
+           r"reports?(?: that)? there (?:is|was|are|were)) (?:an? |the |another )?X[Ii][Dd]\b)"
            r"[^\n]*?(?<![\w-])X[Ii][Dd](?:\s+[Ee]rror)?[\s:=#]+(?P<xid>\d{1,3})\b(?P<rest>.*)",
            # (an Xid that alone is a warning is the root of a report where nothing else
            # failed, in a health tool's or a compact kernel log's form as in the driver's own)
@@ -273,6 +275,27 @@ fixed("gpu-hardware/uncorrectable-ecc",
       "it since then cannot be trusted; the GPU needs a reset so the bad row or page is retired.",
       remedy="Drain the node and reset the GPU or reboot; check `nvidia-smi -q -d "
       "ECC,ROW_REMAPPER,PAGE_RETIREMENT`; repeated uncorrectable errors mean replacing the GPU.")
+
+# An uncorrectable ECC error told as what a GPU has or what made it unusable ("one GPU on the host
+# is abnormal due to Uncorrectable ECC Error", "GPU 1 had an uncorrectable ECC error"): the root
+# of what the jobs on it then print (a CUDA out-of-memory, a launch failure). Not a condition or
+# a general statement ("if a GPU hits an uncorrectable ECC error, ...").
+fixed("gpu-hardware/uncorrectable-ecc-told",
+      r"^(?i:(?:(?!\b(?:if|whether|you|your|may|might|could|should|would|once)\b)[^\n])*?)"
+      r"(?i:\b(?:GPU|card|device|it)s?\b[^\n]{0,60}?\b(?:due to|because of|caused by|has|had|"
+      r"hit|hits|got|gets|ran into|runs? into|shows?|showed|reports?|reported|with) (?:an? |the |"
+      r"\d+ )?(?:volatile )?uncorrectable ECC errors?)\b",
+      ("ECC error", "ECC Error", "ECC ERROR"),
+      "Uncorrectable ECC error in GPU memory (told in the writer's words)",
+      severity=Severity.CRITICAL, tier=0.0,
+      example="One GPU on node4 is unusable due to an uncorrectable ECC error.",
+      explanation="The writer says a GPU has an uncorrectable ECC error: its memory returned "
+      "data ECC could not correct. Until it is reset, every job scheduled on it fails, often "
+      "with messages that name something else (a CUDA out-of-memory, a launch failure); those "
+      "are consequences, and the GPU is the cause.",
+      remedy="Drain the node (or take the GPU out of the scheduler) and reset the GPU or reboot; "
+      "check `nvidia-smi -q -d ECC,ROW_REMAPPER,PAGE_RETIREMENT`; repeated uncorrectable errors "
+      "mean replacing the GPU.")
 
 fixed("gpu-hardware/nvlink-uncorrectable",
       r"uncorrectable NVLink error (?:was )?detected|CUDA_ERROR_NVLINK_UNCORRECTABLE|"
