@@ -1,8 +1,9 @@
 """Shapes read since the twenty-sixth held-out set: CUDA asked for on a machine its owner says
 has no NVIDIA GPU (a warning, not a driver failure), no device because the job's
 CUDA_VISIBLE_DEVICES hides the GPUs, "No kernel image ..." capitalised, an Xid a tool reports,
-an uncorrectable ECC error told as what made a GPU unusable, and a driver told too old as the
-cause. Synthetic fixtures in fixtures/shapes/."""
+an uncorrectable ECC error told as what made a GPU unusable, a driver told too old as the cause,
+nvidia-smi and NVML's library told not found, a sudden reboot under training and a card's
+overclock told as the cause. Synthetic fixtures in fixtures/shapes/."""
 
 from __future__ import annotations
 
@@ -18,6 +19,12 @@ from tests.explain.helpers import shape_root as root
     ("xid_reported_by_device_plugin.log", "gpu-hardware", "gpu-hardware/xid-mention"),
     ("uncorrectable_ecc_told_then_oom.log", "gpu-hardware", "gpu-hardware/uncorrectable-ecc-told"),
     ("driver_too_old_told_cause.log", "driver-mismatch", "driver-mismatch/driver-older-than-cuda"),
+    ("smi_device_not_found_retold.log", "nvml-unavailable", "nvml-unavailable/no-devices-found"),
+    ("nvml_library_fails_to_find_told.log", "nvml-unavailable",
+     "nvml-unavailable/library-missing"),
+    ("smi_failing_to_find_told.log", "nvml-unavailable", "nvml-unavailable/smi-missing"),
+    ("sudden_reboot_training_title.log", "gpu-hardware", "gpu-hardware/power-loss-told"),
+    ("overclock_told_cause.log", "gpu-hardware", "gpu-hardware/overclock-told"),
 ])
 def test_root_cause(name: str, cls: str, signature: str) -> None:
     found = root(name)
@@ -42,6 +49,7 @@ def test_no_gpu_to_run_on_is_a_warning_with_its_reason(name: str, signature: str
 @pytest.mark.parametrize("name", [
     "uncorrectable_ecc_condition_guide.log",
     "driver_too_old_condition_guide.log",
+    "overclock_condition_advice.log",
 ])
 def test_conditions_and_guides_report_no_failure(name: str) -> None:
     assert not [i for i in incidents(name) if i.is_failure], name

@@ -494,6 +494,8 @@ SINGLE_LINES = [
      "nccl/watchdog-timeout-frame"),
     ("One GPU on node4 is unusable due to an uncorrectable ECC error.", "gpu-hardware",
      "gpu-hardware/uncorrectable-ecc-told"),
+    ("It turned out the card's factory OC mode was the cause; at stock clocks it renders fine.",
+     "gpu-hardware", "gpu-hardware/overclock-told"),
 ]
 
 

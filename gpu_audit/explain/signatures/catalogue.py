@@ -118,6 +118,7 @@ ORDER = (
     "gpu-hardware/power-loss-told",
     "gpu-hardware/power-supply-told",
     "gpu-hardware/card-swap-told",
+    "gpu-hardware/overclock-told",
     "gpu-hardware/card-dead-told",
     "gpu-hardware/overheat-told",
     "gpu-hardware/gsp-timeout",
