@@ -203,6 +203,8 @@ KEYS: tuple[Key, ...] = (
         rb"|ET/\w+ ?:? ?Got completion"
         # (nvtop's words when NVML gave it no GPU, and nvidia-smi's)
         rb"|o GPU to monitor|o devices were found"
+        # (CUDA's "no kernel image is available" capitalised, as a title or a sentence starts it)
+        rb"|o kernel image"
         # (an NGC container's banner: "This container was built for NVIDIA Driver Release ...")
         rb"|VIDIA Driver Release"
         # (a writer's "my Nvidia version is too old")
@@ -221,7 +223,8 @@ KEYS: tuple[Key, ...] = (
          b"NVLink", b"NVLINK", b"NCCL WARN", b"NCCL error", b"NCCL comm", b"NCCL oper",
          b"NCCL work", b"NCCL(", b"NCCL.cpp", b"NCCL'", b"NCCL::checkTimeout", b"NET/",
          b"No GPU to monitor",
-         b"No devices were found", b"Nvidia driver is too old", b"Nvidia version is too old",
+         b"No devices were found", b"No kernel image",
+         b"Nvidia driver is too old", b"Nvidia version is too old",
          b"NVIDIA Driver Release",
          b"NVIDIA version is too old", b"Nvidia driver", b"Nvidia Driver", b"NVIDIA Driver",
          *(first + b" " + kernel + b"ernel " + module + b"odule" for first in (b"Nvidia", b"NVIDIA")

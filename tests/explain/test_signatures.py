@@ -492,6 +492,10 @@ SINGLE_LINES = [
     ("frame #1: c10d::ProcessGroupNCCL::WorkNCCL::checkTimeout(std::optional<std::chrono::"
      "duration<long, std::ratio<1l, 1000l> > >) + 0x282 (0x7f6a in libtorch_cuda.so)", "nccl",
      "nccl/watchdog-timeout-frame"),
+    ("One GPU on node4 is unusable due to an uncorrectable ECC error.", "gpu-hardware",
+     "gpu-hardware/uncorrectable-ecc-told"),
+    ("It turned out the card's factory OC mode was the cause; at stock clocks it renders fine.",
+     "gpu-hardware", "gpu-hardware/overclock-told"),
 ]
 
 

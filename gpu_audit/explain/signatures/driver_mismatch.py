@@ -100,6 +100,12 @@ def _driver_too_old(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext)
            r"(?P<driver_cuda_version>\d+\.\d+)\))?|\s*$)|"
            # ... and the writer's retelling of it: "the msg is that my Nvidia version is too old"
            r"\b(?:my|our) (?i:nvidia) (?:driver|version) is too old\b|"
+           # (or told as the cause: "an error that turned out to be caused by the nvidia driver
+           # being too old", "it failed because our NVIDIA driver was too old")
+           # (not a condition or a guess: "if it is caused by the driver being too old")
+           r"^(?i:(?:(?!\b(?:if|whether|you|your|may|might|could|maybe|possibly)\b)[^\n])*?)"
+           r"\b(?:caused by|due to|because(?: of)?) (?:the|my|our) (?i:nvidia )?(?i:GPU )?"
+           r"driver(?:'s version)? (?:being|is|was) too old\b|"
            # the CUDA runtime's own words for a call the driver is too old to run
            # (cudaErrorCallRequiresNewerDriver, status 36)
            r"API call is not supported in the installed CUDA driver|"
@@ -111,7 +117,8 @@ def _driver_too_old(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext)
            r"\bFunction \"(?P<function>cu[A-Z]\w{2,60})\" not found\b|"
            r"\.so[.\d]{0,12}: undefined symbol: (?P<function_>cu[A-Z]\w{2,60})|"
            r"cudaErrorCallRequiresNewerDriver|" + status_check("cudaErrorCallRequiresNewerDriver"),
-           ("driver is too old", "is not supported by", "version is too old",
+           ("driver is too old", "driver being too old", "driver was too old",
+            "is not supported by", "version is too old",
             "API call is not supported in the installed", "cudaErrorCallRequiresNewerDriver",
             "cudaSuccess", 'Function "cu', "undefined symbol: cu"),
            "The NVIDIA driver is older than the CUDA the program needs", tier=0.0,
@@ -181,10 +188,12 @@ def _container_requirement(sig: Signature, numbers: dict[str, Any],
 
 
 @signature("driver-mismatch/no-kernel-image",
-           r"no kernel image is available for execution on the device|"
+           # (also capitalised, where a title or a sentence starts with it)
+           r"[Nn]o kernel image is available for execution on the device|"
            r"cudaErrorNoKernelImageForDevice|CUDA_ERROR_NO_BINARY_FOR_GPU|"
            + status_check("cudaErrorNoKernelImageForDevice"),
-           ("no kernel image", "NoKernelImage", "NO_BINARY_FOR_GPU", "cudaSuccess"),
+           ("no kernel image", "No kernel image", "NoKernelImage", "NO_BINARY_FOR_GPU",
+            "cudaSuccess"),
            "No kernel image for this GPU in the installed PyTorch/CUDA build", tier=0.0,
            group="no-kernel-image",
            example="torch.AcceleratorError: CUDA error: no kernel image is available for "
@@ -329,6 +338,15 @@ _CUDA_INIT = {
 }
 
 
+def _visible_devices_named(match: re.Match[str], line: str) -> dict[str, Any]:
+    """The status's numbers, and whether its line names CUDA_VISIBLE_DEVICES: "setting
+    CUDA_VISIBLE_DEVICES='1' in train.py gives `No CUDA GPUs are available`" tells the cause."""
+    found = named(match, line)
+    if "CUDA_VISIBLE_DEVICES" in line:
+        found["visible_devices_named"] = True
+    return found
+
+
 NO_DEVICE_TIER = 0.5
 # A status told in words or by its name (lower case), and its number.
 _INIT_WORDS = (
@@ -371,7 +389,7 @@ _INIT_WORDS = (
             "COMPAT_NOT_SUPPORTED", "CompatNotSupported", "CUDA unknown error",
             "does not match DSO version", "CUDA_ERROR_NO_DEVICE", "cudaErrorNoDevice",
             "busy or unavailable", "DevicesUnavailable", "No visible GPU devices"),
-           "CUDA could not initialise", tier=0.0,
+           "CUDA could not initialise", tier=0.0, extract=_visible_devices_named,
            example="RuntimeError: No CUDA GPUs are available")
 @signature("driver-mismatch/no-driver",
            # (and Numba's: "CudaSupportError: Error at driver init: CUDA driver library cannot
@@ -386,11 +404,12 @@ _INIT_WORDS = (
            "http://www.nvidia.com/Download/index.aspx")
 def _cuda_init(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
     text = str(numbers.get("text") or numbers.get("message") or "").lower()
-    code = str(numbers.get("code") or "")
-    if numbers.get("status_code"):  # (38: no device, before CUDA 10.1)
-        code = "100" if numbers["status_code"] == 38 else str(numbers["status_code"])
-    if not code:
-        code = next((code for code, words in _INIT_WORDS if any(w in text for w in words)), "100")
+    if (sig.id == "driver-mismatch/no-driver" or _code(numbers, text) == "100") and (
+            ctx.facts.get("no_nvidia_gpu")):
+        return _no_nvidia_gpu(sig, numbers)
+    if numbers.get("visible_devices_named") and _code(numbers, text) == "100":
+        return _hidden_by_visible_devices(sig, numbers)
+    code = _code(numbers, text)
     if sig.id == "driver-mismatch/no-driver":
         explanation = ("No NVIDIA driver was found: the kernel module is not loaded, or the "
                        "container has no GPU access.")
@@ -402,6 +421,75 @@ def _cuda_init(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> A
     # the log names outranks it (tier 0.5, after the tier-0 hardware and driver faults).
     tier = NO_DEVICE_TIER if code in ("100", "46") else sig.tier
     return advice(sig, numbers, explanation, remedy, tier=tier)
+
+
+def _hidden_by_visible_devices(sig: Signature, numbers: dict[str, Any]) -> Advice:
+    """No device, told on one line with the CUDA_VISIBLE_DEVICES setting that hid them: the
+    job's configuration, not the driver or the GPU (a warning: nothing on the machine failed)."""
+    explanation = ("CUDA found no GPU because CUDA_VISIBLE_DEVICES, named with the error, hides "
+                   "them: it lists an index this machine (or this job) does not have, or none. "
+                   "The driver and the GPUs are not at fault.")
+    remedy = ("Remove the hard-coded CUDA_VISIBLE_DEVICES from the script (or set it to GPUs "
+              "that exist: `nvidia-smi -L` lists them); under a scheduler, let it set the "
+              "variable (Slurm --gpus, Kubernetes nvidia.com/gpu).")
+    return advice(sig, {key: value for key, value in numbers.items()
+                        if key != "visible_devices_named"}, explanation, remedy,
+                  severity=Severity.WARNING, title="CUDA_VISIBLE_DEVICES hides the GPUs")
+
+
+def _code(numbers: dict[str, Any], text: str) -> str:
+    """The CUDA status a start-up failure names: by number, or by its words (100 when none)."""
+    code = str(numbers.get("code") or "")
+    if numbers.get("status_code"):  # (38: no device, before CUDA 10.1)
+        code = "100" if numbers["status_code"] == 38 else str(numbers["status_code"])
+    if not code:
+        code = next((code for code, words in _INIT_WORDS if any(w in text for w in words)), "100")
+    return code
+
+
+def _no_nvidia_gpu(sig: Signature, numbers: dict[str, Any]) -> Advice:
+    """No driver or no device on a machine its owner says has no NVIDIA GPU: the program asked
+    for CUDA where there is none. A warning, not a GPU failure: nothing is broken."""
+    explanation = ("The program asked for CUDA on a machine the text says has no NVIDIA GPU (it "
+                   "runs on the CPU, or on an Intel, AMD or Apple GPU, which CUDA cannot use): "
+                   "no driver or GPU failed, CUDA simply has nothing to run on.")
+    remedy = ("Run on the CPU: pass the program's device option (`--device cpu`), use "
+              "`device = 'cuda' if torch.cuda.is_available() else 'cpu'` instead of `.cuda()`, "
+              "and load checkpoints with `torch.load(path, map_location='cpu')`; or run it on a "
+              "machine with an NVIDIA GPU.")
+    return advice(sig, numbers, explanation, remedy, severity=Severity.WARNING,
+                  title="CUDA was asked for on a machine without an NVIDIA GPU")
+
+
+# The owner saying the machine has no NVIDIA GPU: "I don't have any NVIDIA adapter on my
+# laptop", "my laptop only has an Intel GPU", "I'm using the CPU", "on a CPU-only server",
+# "我使用的是cpu", "电脑没有显卡". Not a condition or advice ("if you don't have an NVIDIA GPU").
+_NOT_TOLD = r"^(?i:(?:(?!\b(?:if|whether|you|your|when|unless)\b|如果)[^\n])*?)"
+_MACHINE = r"(?:laptop|notebook|computer|PC|machine|server|desktop|mac ?book|mac|system)"
+NO_NVIDIA_GPU_TOLD = (
+    _NOT_TOLD + r"(?i:"
+    r"\b(?:I|we) (?:do not|don't|dont|didn't|did not) have (?:an? |any )?(?:NVIDIA |CUDA[- ]"
+    r"(?:capable |enabled )?|dedicated |discrete )?(?:GPUs?|graphics cards?|cards?|adapters?)\b|"
+    r"\b(?:I|we) (?:do not|don't|dont) have (?:an? |any )?NVIDIA\b|"
+    r"\b(?:my|our|this|the) " + _MACHINE + r" (?:only )?(?:has|have|supports|uses|comes with) "
+    r"(?:only )?(?:an? )?(?:Intel|AMD|Radeon|integrated|Apple|M[1-4])\b|"
+    r"\b(?:my|our|this|the) " + _MACHINE + r" (?:has|have) no (?:NVIDIA |dedicated |discrete )?"
+    r"(?:GPU|graphics card)\b|"
+    r"\b(?:I|we)(?: am|'m| are|'re) (?:only )?(?:using|running (?:it |this |the code )?on) "
+    r"(?:the |a |my )?CPU(?: only)?\b(?! (?:RAM|memory|cores?|threads?|offload))|"
+    r"\bon (?:a|my|our) CPU[- ]only " + _MACHINE + r"\b)|"
+    r"(?:我|我们)(?:使用|用|跑)的是\s?(?i:cpu)|只有\s?(?i:cpu)|(?:没有|无)(?:NVIDIA|英伟达|N卡|独立显卡|独显|显卡|"
+    r"(?i:gpu))")
+
+
+@signature("driver-mismatch/no-nvidia-gpu-told", NO_NVIDIA_GPU_TOLD,
+           ("have", "has", "CPU", "cpu", "没有", "无"),
+           "The text says the machine has no NVIDIA GPU", severity=Severity.INFO, tier=5.0,
+           fact=True, extract=lambda match, _line: {"no_nvidia_gpu": match[0].strip()[-80:]},
+           example="I don't have any NVIDIA card on my laptop, it only has an Intel GPU.")
+def _no_nvidia_gpu_told(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    return advice(sig, numbers, "The text says this machine has no NVIDIA GPU; a missing driver "
+                  "or device there is no failure.", "Nothing to do by itself.")
 
 
 # Libraries that need a newer GPU than this one, in their words: torch.compile's Triton backend

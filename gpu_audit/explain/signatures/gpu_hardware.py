@@ -89,7 +89,9 @@ def _device_plugin_xid(sig: Signature, numbers: dict[str, Any], ctx: AdviceConte
            r"^(?=[^\n]*?(?:\bGPU ?#?\d|\bPCI\b|[0-9a-fA-F]{2}:[0-9a-fA-F]{2}[.:]|\bnode\w*\d)|"
            r"(?i:(?:(?!\b(?:if|whether|you|your|may|might|can|could|should|would|when)\b)[^\n])*?)"
            r"\b(?i:encounter(?:ed|s|ing)?|hit|hits|hitting|got|gets|getting|threw|throws|"
-           r"reported|logged|triggered|experienc(?:ed|es|ing)) (?:an? |the |another )?X[Ii][Dd]\b)"
+           r"reported|logged|triggered|experienc(?:ed|es|ing)|saw|noticed|observed|"
+           # (a tool's report of its GPU: "the device plugin reports that there is XID 94")
+           r"reports?(?: that)? there (?:is|was|are|were)) (?:an? |the |another )?X[Ii][Dd]\b)"
            r"[^\n]*?(?<![\w-])X[Ii][Dd](?:\s+[Ee]rror)?[\s:=#]+(?P<xid>\d{1,3})\b(?P<rest>.*)",
            # (an Xid that alone is a warning is the root of a report where nothing else
            # failed, in a health tool's or a compact kernel log's form as in the driver's own)
@@ -180,6 +182,11 @@ POWER_LOSS_TOLD = (
     + _UNDER_LOAD + r")|"
     r"\b(?:shuts? ?down|shutdowns?|reboots|restarts|turns? off) (?:my |the |our )?(?:PC|"
     r"computer|machine|desktop|workstation)\b(?:" + _UNDER_LOAD + r")|"
+    # (the going off alone, told sudden: "Immediate reboot (hard crash) when training"; not a
+    # general statement: "sudden power-offs under load are often caused by ...")
+    r"\b(?:immediate|sudden|instant|random|hard) (?:reboot|restart|shutdown|power[- ]off)s?\b"
+    r"(?![^\n]*\b(?:often|usually|typically|commonly|generally|can|may|might)\b)(?:"
+    + _UNDER_LOAD + r")|"
     r"\bpower (?:keeps |is |was |gets )?(?:cut(?:s|ting)? off|goes off|shuts off)\b(?:"
     + _UNDER_LOAD + r")|"
     # (the load first: "training crashing and rebooting the server")
@@ -273,6 +280,27 @@ fixed("gpu-hardware/uncorrectable-ecc",
       "it since then cannot be trusted; the GPU needs a reset so the bad row or page is retired.",
       remedy="Drain the node and reset the GPU or reboot; check `nvidia-smi -q -d "
       "ECC,ROW_REMAPPER,PAGE_RETIREMENT`; repeated uncorrectable errors mean replacing the GPU.")
+
+# An uncorrectable ECC error told as what a GPU has or what made it unusable ("one GPU on the host
+# is abnormal due to Uncorrectable ECC Error", "GPU 1 had an uncorrectable ECC error"): the root
+# of what the jobs on it then print (a CUDA out-of-memory, a launch failure). Not a condition or
+# a general statement ("if a GPU hits an uncorrectable ECC error, ...").
+fixed("gpu-hardware/uncorrectable-ecc-told",
+      r"^(?i:(?:(?!\b(?:if|whether|you|your|may|might|could|should|would|once)\b)[^\n])*?)"
+      r"(?i:\b(?:GPU|card|device|it)s?\b[^\n]{0,60}?\b(?:due to|because of|caused by|has|had|"
+      r"hit|hits|got|gets|ran into|runs? into|shows?|showed|reports?|reported|with) (?:an? |the |"
+      r"\d+ )?(?:volatile )?uncorrectable ECC errors?)\b",
+      ("ECC error", "ECC Error", "ECC ERROR"),
+      "Uncorrectable ECC error in GPU memory (told in the writer's words)",
+      severity=Severity.CRITICAL, tier=0.0,
+      example="One GPU on node4 is unusable due to an uncorrectable ECC error.",
+      explanation="The writer says a GPU has an uncorrectable ECC error: its memory returned "
+      "data ECC could not correct. Until it is reset, every job scheduled on it fails, often "
+      "with messages that name something else (a CUDA out-of-memory, a launch failure); those "
+      "are consequences, and the GPU is the cause.",
+      remedy="Drain the node (or take the GPU out of the scheduler) and reset the GPU or reboot; "
+      "check `nvidia-smi -q -d ECC,ROW_REMAPPER,PAGE_RETIREMENT`; repeated uncorrectable errors "
+      "mean replacing the GPU.")
 
 fixed("gpu-hardware/nvlink-uncorrectable",
       r"uncorrectable NVLink error (?:was )?detected|CUDA_ERROR_NVLINK_UNCORRECTABLE|"
@@ -507,6 +535,32 @@ fixed("gpu-hardware/card-swap-told",
       remedy="Keep the card out of service (drain the node or remove it) and return it; on a "
       "shared machine, run `gpu-audit diag` and look for Xids (`sudo dmesg -T | grep -i xid`) on "
       "the card that replaced it.")
+
+
+# The card's overclock found to be the cause ("it turns out that Blender doesn't play well with
+# the default OC mode for my GPU", "the crashes were caused by my overclock", "disabling the
+# factory overclock fixed it"): clocks the chip is not stable at, whatever the program. Not a
+# condition, a guess or advice ("if you overclock ...", "maybe it is the OC").
+_OC = r"(?:\bOC(?:'d|ed)?\b|(?i:\bover-?clock\w*))"
+OVERCLOCK_TOLD = (
+    r"^(?i:(?:(?!\b(?:if|whether|you|your|may|might|maybe|could|should|would|perhaps|"
+    r"possibly|try\w*)\b)[^\n?])*?)(?:"
+    r"\b(?i:turn(?:s|ed) out|(?:was|were) caused by|(?:was|were) due to|the (?:issue|problem|"
+    r"culprit|cause) (?:was|is))\b[^\n?]{0,80}?" + _OC + r"|"
+    r"\b(?i:disabl(?:ed|ing)|remov(?:ed|ing)|turn(?:ed|ing) off|revert(?:ed|ing)|undo(?:ing)?|"
+    r"undid) (?:the |my |its |our )?(?:[\w-]+ ){0,2}?" + _OC + r"[^\n?]{0,60}?\b(?i:fixed|"
+    r"solved|resolved|stable|no (?:more )?(?:crash\w*|errors?|problems?|issues?)))")
+fixed("gpu-hardware/overclock-told", OVERCLOCK_TOLD,
+      ("OC", "verclock", "ver-clock"),
+      "The GPU's overclock made it unstable (told in the writer's words)", tier=0.0,
+      example="It turns out the renderer does not play well with the factory OC mode of my card.",
+      explanation="The writer found the card's overclock (a factory OC mode, a tool's profile) "
+      "to be the cause: at those clocks the chip computes wrong results or faults under "
+      "sustained load, and the program's kernels die with an illegal address, a launch failure "
+      "or a freeze that the program did not cause.",
+      remedy="Run the card at its reference clocks: switch off the vendor's OC mode or tool "
+      "profile (or `sudo nvidia-smi -rgc` and `-rmc` to reset locked clocks), then run the same "
+      "job again; a card that fails at reference clocks too is faulty.")
 
 
 # DCGM's health checks and diagnostics (dcgmi health, dcgmi diag, the exporter's and job

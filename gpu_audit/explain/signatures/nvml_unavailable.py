@@ -120,15 +120,18 @@ _MISMATCH_ONLY = {"nvml-unavailable/nvrm-api-mismatch", "nvml-unavailable/librar
            # "找不到libnvidia-ml.so.1"; not in a condition, nor a loader that goes on to the next
            # name: "Failed to load libnvidia-ml.so. Trying libnvidia-ml.so.1")
            r"^(?i:(?:(?!\b(?:if|whether|you|your|make sure)\b|如果|若|是否)[^\n])*?)(?i:"
-           r"(?:can'?t|can ?not|could ?n[o']t|unable to|fail(?:s|ed)? to) (?:find|load|locate) "
-           r"`?(?P<library___>libnvidia-ml(?:\.so(?:\.\d+)?)?)|"
+           # (also "fails to find the `nvidia-ml.so.1` library", "doesn't find libnvidia-ml")
+           r"(?:can'?t|can ?not|could ?n[o']t|unable to|fail(?:s|ed|ing)? to|does ?n[o']t|"
+           r"did ?n[o']t) (?:find|load|locate) (?:the )?"
+           r"`?(?P<library___>libnvidia-ml(?:\.so(?:\.\d+)?)?|nvidia-ml\.so(?:\.\d+)?)|"
            r"(?P<library____>libnvidia-ml\.so(?:\.\d+)?)`?(?: =>)? (?:is |was )?(?:not found\b"
            r"(?! in /)|(?:could ?n[o']t|can ?not|can't) be (?:found|loaded))|"
            r"(?:找不到|未找到|没有找到|无法找到|无法加载|加载不到|加载失败|缺少|缺失)\s*[`'\"]?"
            r"(?P<library_____>libnvidia-ml(?:\.so(?:\.\d+)?)?)|"
            r"(?P<library______>libnvidia-ml(?:\.so(?:\.\d+)?)?)[`'\"]?\s*(?:找不到|未找到|"
            r"加载失败|不存在|缺失))(?![^\n]{0,40}?\b(?i:trying|falling back)\b)",
-           ("libnvidia-ml", "NVML library", "NVML shared library", "NVML is not", "NVML not",
+           ("libnvidia-ml", "nvidia-ml.so", "NVML library", "NVML shared library", "NVML is not",
+            "NVML not",
             "NVIDIA Display Driver", "nvml.dll", "NVML_ERROR_LIBRARY_NOT_FOUND"),
            "The NVML library cannot be loaded", tier=0.0,
            example="OSError: libnvidia-ml.so.1: cannot open shared object file: No such file or "
@@ -272,11 +275,13 @@ def _no_gpu_to_monitor(sig: Signature, numbers: dict[str, Any], ctx: AdviceConte
 # nvidia-smi's words when the driver answered but NVML listed no GPU (a GPU gone from the bus
 # says so in the kernel's log, which ranks before it); also retold in lower case in a sentence
 # that names nvidia-smi ('nvidia-smi shows "no devices were found" error'; not in a condition
-# or advice: "if nvidia-smi says no devices were found, ...")
+# or advice: "if nvidia-smi says no devices were found, ..."), or "device not found"
 fixed("nvml-unavailable/no-devices-found",
       r"\bNo devices were found\b|"
       r"^(?i:(?:(?!\b(?:if|whether|you|your|should|make sure)\b)[^\n])*?\bnvidia-smi\b"
-      r"[^\n]{0,60}?\bno (?:GPU )?devices? (?:(?:were|was) )?found\b)",
+      r"[^\n]{0,60}?\b(?:no (?:GPU )?devices? (?:(?:were|was) )?found|"
+      # (or retold as 'nvidia-smi displays the message "Device not found"')
+      r"(?:the |GPU )?devices? (?:(?:was|were|is) )?not found)\b)",
       ("No devices were found", "nvidia-smi"), "nvidia-smi found no GPU through the driver",
       tier=0.5,
       example="No devices were found",
@@ -509,8 +514,11 @@ fixed("nvml-unavailable/smi-missing",
       r"failed to run command .nvidia-smi.: No such file|"
       r"No such file or directory: .nvidia-smi.|"
       r"'?nvidia-smi'? is not recognized as an internal or external command|"
-      r"^(?i:(?:(?!\b(?:if|whether|you|your|should|make sure|check)\b)[^\n])*?)"
-      r"\bnvidia-smi`? (?:is |was )?(?:not found|missing)\b",
+      r"^(?i:(?:(?!\b(?:if|whether|you|your|should|make sure|check)\b)[^\n])*?)(?:"
+      r"\bnvidia-smi`? (?:is |was )?(?:not found|missing)\b|"
+      # (or told not found: "failing to find nvidia-smi means we don't find gpu nodes")
+      r"(?i:\b(?:can'?t|can ?not|could ?n[o']t|unable to|fail(?:s|ed|ing)? to|does ?n[o']t) "
+      r"(?:find|locate) `?nvidia-smi\b))",
       ("nvidia-smi",), "nvidia-smi is not there (no NVIDIA driver tools in this container or host)",
       tier=0.5,
       example='docker: Error response from daemon: OCI runtime create failed: starting container '
