@@ -204,7 +204,10 @@ class Classifier:
         request, and the explainer phrases and first-person words there."""
         head = read_head(data, whole)
         self._heads[source_index] = head
-        self._cues.setdefault(source_index, set()).update(explainer_cues(head.lines))
+        lines = head.lines
+        if head.change_thread:
+            lines = [line for line in lines if not _CHANGE_SECTION.match(line)]
+        self._cues.setdefault(source_index, set()).update(explainer_cues(lines))
         if head.own_run:
             self._own_run.add(source_index)
         self._head_facts(head)
@@ -284,8 +287,10 @@ class Classifier:
         lines += [(candidate.line, candidate.text)]
         lines += [(candidate.line + ahead, text) for ahead, text in candidate.after]
         self._cue_lines[source_index] = max(done, candidate.line + len(candidate.after))
+        head = self._heads.get(source_index)
+        change = head is not None and head.change_thread
         for number, text in lines:
-            if number <= done:
+            if number <= done or (change and _CHANGE_SECTION.match(text)):
                 continue
             found, own = self._line_words(text)
             cues |= found
@@ -736,6 +741,10 @@ def _headings_restating(built: list[tuple[Incident, tuple[int, int]]], in_body: 
     return out
 
 
+# A pull request's own section heading ("## Fix", "## Solution"): the change's description, not
+# a remedy offered to readers, so no explainer phrase in a pull request's thread.
+_CHANGE_SECTION = re.compile(r"^\s*#{1,4}\s*(?:fix|solution|workaround)(?:es|s)?\s*$",
+                             re.IGNORECASE)
 # torch's own words before a warning it printed (TORCH_WARN's "Warning: ", Python's
 # "UserWarning: "): the program printed it, nobody typed it.
 _PRINTED_WARNING = re.compile(r"Warning: $")
