@@ -682,13 +682,20 @@ _ALONE_ROOT = {"gpu-hardware": "this GPU fault, recorded by the driver, is what 
                "about."}
 
 
+# Signatures that tell in words that an allocator setting had no effect.
+_SETTING_TOLD = frozenset({"alloc-conf/option-ignored-told"})
+
+
 def _ignored_settings_alone(built: list[tuple[Incident, tuple[int, int]]], reports: set[str]
                             ) -> list[tuple[Incident, tuple[int, int]]]:
     """A setting the user made that did not take effect (expandable_segments on a platform
     without it) is a warning beside another failure, and in a plain log that may have run well;
     in a report of a problem (``reports``) where nothing else is a failure, it is the problem
     reported, and becomes its root cause."""
-    failing = {name for incident, _ in built if incident.is_failure for name in incident.sources}
+    # (a writer's telling that a setting had no effect is that warning retold: it leaves the
+    # program's own warning the root cause)
+    failing = {name for incident, _ in built if incident.is_failure
+               and incident.signature not in _SETTING_TOLD for name in incident.sources}
     out = []
     for incident, order in built:
         sources = set(incident.sources)

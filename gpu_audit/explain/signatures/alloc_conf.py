@@ -570,11 +570,13 @@ _OPTION_NAMES = "|".join(re.escape(key) for key in sorted(KEYS, key=len, reverse
 # ignores the value of 1", "it silently ignores `expandable_segments:True` set via ...",
 # "max_split_size_mb has no effect"); not in a condition or advice ("if ... is ignored", "note
 # that ... is ignored"), and not torch's own warning for the cudaMallocAsync backend, which
-# has its signature (also read in a thread's title).
+# has its signature (also read in a thread's title). A whole setting told ignored,
+# "PYTORCH_ALLOC_CONF=expandable_segments:True silently ignored", is about which variable this
+# torch reads (alloc-conf/deprecated-variable says it), not an option's value.
 OPTION_IGNORED_TOLD = (
     r"^(?![^\n]*\bcudaMallocAsync\b)"
     r"(?i:(?:(?!\b(?:if|whether|unless|you|your|should|note|make sure)\b)[^\n])*?)"
-    rf"(?:(?P<option>{_OPTION_NAMES})\b(?:\s*[:=]\s*[^\s`\"',]{{1,24}})?[`\"']?"
+    rf"(?:(?<!ALLOC_CONF=)(?P<option>{_OPTION_NAMES})\b(?:\s*[:=]\s*[^\s`\"',]{{1,24}})?[`\"']?"
     r"(?: (?:option|setting|value|flag))? (?:is |are |was |were |gets |got |being )?"
     r"(?:(?:silently|completely|just|always|still) )?(?:ignored|ignores)\b|"
     r"\b(?:silently |completely )?ignor(?:es|ed|ing) (?:the )?[`\"']?"
@@ -587,7 +589,9 @@ OPTION_IGNORED_TOLD = (
            ("ignore", "no effect", "not applied", "not honored", "not honoured",
             "not respected", "not being"),
            "torch did not apply an allocator option it was given (told in the writer's words)",
-           tier=3.0,
+           # (after torch's own warning of a setting without effect, which classify raises to
+           # 3.0 when it is there: the warning says why)
+           tier=3.1,
            example="With torch 2.9 the allocator silently ignores `expandable_segments:True` "
            "when it is set through the new variable.")
 def _option_ignored_told(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
