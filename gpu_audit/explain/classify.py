@@ -204,7 +204,10 @@ class Classifier:
         request, and the explainer phrases and first-person words there."""
         head = read_head(data, whole)
         self._heads[source_index] = head
-        self._cues.setdefault(source_index, set()).update(explainer_cues(head.lines))
+        lines = head.lines
+        if head.change_thread:
+            lines = [line for line in lines if not _CHANGE_SECTION.match(line)]
+        self._cues.setdefault(source_index, set()).update(explainer_cues(lines))
         if head.own_run:
             self._own_run.add(source_index)
         self._head_facts(head)
@@ -284,8 +287,10 @@ class Classifier:
         lines += [(candidate.line, candidate.text)]
         lines += [(candidate.line + ahead, text) for ahead, text in candidate.after]
         self._cue_lines[source_index] = max(done, candidate.line + len(candidate.after))
+        head = self._heads.get(source_index)
+        change = head is not None and head.change_thread
         for number, text in lines:
-            if number <= done:
+            if number <= done or (change and _CHANGE_SECTION.match(text)):
                 continue
             found, own = self._line_words(text)
             cues |= found
@@ -677,13 +682,20 @@ _ALONE_ROOT = {"gpu-hardware": "this GPU fault, recorded by the driver, is what 
                "about."}
 
 
+# Signatures that tell in words that an allocator setting had no effect.
+_SETTING_TOLD = frozenset({"alloc-conf/option-ignored-told"})
+
+
 def _ignored_settings_alone(built: list[tuple[Incident, tuple[int, int]]], reports: set[str]
                             ) -> list[tuple[Incident, tuple[int, int]]]:
     """A setting the user made that did not take effect (expandable_segments on a platform
     without it) is a warning beside another failure, and in a plain log that may have run well;
     in a report of a problem (``reports``) where nothing else is a failure, it is the problem
     reported, and becomes its root cause."""
-    failing = {name for incident, _ in built if incident.is_failure for name in incident.sources}
+    # (a writer's telling that a setting had no effect is that warning retold: it leaves the
+    # program's own warning the root cause)
+    failing = {name for incident, _ in built if incident.is_failure
+               and incident.signature not in _SETTING_TOLD for name in incident.sources}
     out = []
     for incident, order in built:
         sources = set(incident.sources)
@@ -736,6 +748,10 @@ def _headings_restating(built: list[tuple[Incident, tuple[int, int]]], in_body: 
     return out
 
 
+# A pull request's own section heading ("## Fix", "## Solution"): the change's description, not
+# a remedy offered to readers, so no explainer phrase in a pull request's thread.
+_CHANGE_SECTION = re.compile(r"^\s*#{1,4}\s*(?:fix|solution|workaround)(?:es|s)?\s*$",
+                             re.IGNORECASE)
 # torch's own words before a warning it printed (TORCH_WARN's "Warning: ", Python's
 # "UserWarning: "): the program printed it, nobody typed it.
 _PRINTED_WARNING = re.compile(r"Warning: $")

@@ -34,7 +34,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpu_audit.explain.signatures.alloc_conf import EXPANDABLE_FAILS_TOLD
+from gpu_audit.explain.signatures.alloc_conf import EXPANDABLE_FAILS_TOLD, OPTION_IGNORED_TOLD
 from gpu_audit.explain.signatures.gpu_hardware import (
     CARD_DEAD_TOLD,
     OVERHEAT_TOLD,
@@ -272,6 +272,8 @@ _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                                           r"with memory pool\b"),
         # a program that fails with expandable segments on, told
         ("alloc-conf/expandable-told", EXPANDABLE_FAILS_TOLD),
+        # an allocator option told ignored ("`roundup_power2_divisions` ignores the value of 1")
+        ("alloc-conf/option-ignored-told", OPTION_IGNORED_TOLD),
         ("alloc-conf/backend", r"\bcudaMallocAsync\b[^\n]{0,80}?\b(?:bug|error|fail\w*|crash\w*|"
                                r"broken|not work\w*)\b|\b(?:bug|error|fail\w*|crash\w*)\b"
                                r"[^\n]{0,80}?\bcudaMallocAsync\b"),

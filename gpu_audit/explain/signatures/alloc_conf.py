@@ -501,6 +501,29 @@ def _mempool_expandable(sig: Signature, numbers: dict[str, Any], ctx: AdviceCont
     return advice(sig, numbers, _INCOMPATIBLE, _expandable_remedy(ctx))
 
 
+# vLLM's sleep mode freeing nothing while gigabytes stay in use: the memory was not allocated
+# through the pool that sleep mode releases (vLLM's CuMemAllocator), which is what expandable
+# segments do to it in the releases before vLLM refused the combination outright.
+@signature("alloc-conf/sleep-freed-nothing",
+           r"\bSleep mode freed (?P<freed_gib>0(?:\.0+)?) GiB(?: of)? memory, "
+           r"(?P<in_use_gib>[1-9]\d*(?:\.\d+)?) GiB(?: of)? memory is still in use",
+           ("Sleep mode freed",),
+           "vLLM's sleep mode freed no GPU memory", severity=Severity.WARNING, tier=4.0,
+           alone_root=True, extract=lambda match, _line: {
+               key: float(match[key]) for key in ("freed_gib", "in_use_gib")},
+           example="INFO 03-01 10:00:00 worker.py:133] Sleep mode freed 0.00 GiB memory, "
+           "41.20 GiB memory is still in use.")
+def _sleep_freed_nothing(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    explanation = (
+        f"vLLM's sleep mode released nothing while {numbers.get('in_use_gib', '?')} GiB stay in "
+        "use. Sleep mode frees only what vLLM's own memory pool allocated (the weights and the "
+        "KV cache); with PyTorch's expandable segments on (expandable_segments:True, set in the "
+        "environment or by a framework) those allocations land in the caching allocator's own "
+        "segments instead, and the pool has nothing to release. Newer vLLM releases refuse the "
+        "combination at start-up instead.")
+    return advice(sig, numbers, explanation, _expandable_remedy(ctx))
+
+
 # A writer who says that turning expandable segments on makes the program fail ("...:True`
 # crashes on model loading", "loading crashes when using `...expandable_segments:True`",
 # "`expandable_segments=True` is incompatible with ..."); not in a condition, a question or
@@ -510,8 +533,14 @@ def _mempool_expandable(sig: Signature, numbers: dict[str, Any], ctx: AdviceCont
 EXPANDABLE_FAILS_TOLD = (
     r"\b(?:fails?|failed|crash(?:es|ed)?|breaks?|errors?) (?:with|when using|when enabling) "
     r"[`\"']?(?:PYTORCH_(?:CUDA_)?ALLOC_CONF=)?(?P<option__>expandable_segments)\b|"
-    r"\b(?:doesn't|does not|didn't|won't) work (?:when|with|if)\b[^\n]{0,60}?"
-    r"\b(?P<option___>expandable_segments)\s*[:=]\s*True\b")
+    r"\b(?:doesn't|does not|didn't|won't) (?:work|function)(?: properly| correctly| well)? "
+    r"(?:when|with|if)\b[^\n]{0,60}?"
+    r"\b(?P<option___>expandable_segments)\s*[:=]\s*True\b|"
+    # ... and the setting as the subject: "expandable_segments does not work for
+    # CUDAPluggableAllocator + MemPool", "expandable_segments:True doesn't work with ..."
+    r"\b(?P<option____>expandable_segments)(?:\s*[:=]\s*True)?[`\"']? (?:doesn't|does not|"
+    r"didn't|did not|won't) (?:work|function)(?: properly| correctly)? (?:for|with|on|in|"
+    r"under|when)\b")
 
 
 @signature("alloc-conf/expandable-told",
@@ -531,6 +560,55 @@ EXPANDABLE_FAILS_TOLD = (
 def _expandable_told(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
     return advice(sig, numbers, "The writer says the program fails with expandable segments "
                   "on and works without them. " + _INCOMPATIBLE, _expandable_remedy(ctx))
+
+
+# The allocator's options with an underscore in their names ("backend" is an ordinary word),
+# longest first, so that "expandable_segments_reserve" is not read as "expandable_segments".
+_OPTION_NAMES = "|".join(re.escape(key) for key in sorted(KEYS, key=len, reverse=True)
+                         if "_" in key)
+# A writer who says torch ignores an allocator option it was given ("`roundup_power2_divisions`
+# ignores the value of 1", "it silently ignores `expandable_segments:True` set via ...",
+# "max_split_size_mb has no effect"); not in a condition or advice ("if ... is ignored", "note
+# that ... is ignored"), and not torch's own warning for the cudaMallocAsync backend, which
+# has its signature (also read in a thread's title). A whole setting told ignored,
+# "PYTORCH_ALLOC_CONF=expandable_segments:True silently ignored", is about which variable this
+# torch reads (alloc-conf/deprecated-variable says it), not an option's value.
+OPTION_IGNORED_TOLD = (
+    r"^(?![^\n]*\bcudaMallocAsync\b)"
+    r"(?i:(?:(?!\b(?:if|whether|unless|you|your|should|note|make sure)\b)[^\n])*?)"
+    rf"(?:(?<!ALLOC_CONF=)(?P<option>{_OPTION_NAMES})\b(?:\s*[:=]\s*[^\s`\"',]{{1,24}})?[`\"']?"
+    r"(?: (?:option|setting|value|flag))? (?:is |are |was |were |gets |got |being )?"
+    r"(?:(?:silently|completely|just|always|still) )?(?:ignored|ignores)\b|"
+    r"\b(?:silently |completely )?ignor(?:es|ed|ing) (?:the )?[`\"']?"
+    rf"(?P<option_>{_OPTION_NAMES})\b|"
+    rf"(?P<option__>{_OPTION_NAMES})\b[^\n]{{0,60}}?\b(?:(?:has|had|takes|took) no effect|"
+    r"(?:is|was|are|were) not (?:being )?(?:applied|honou?red|respected))\b)")
+
+
+@signature("alloc-conf/option-ignored-told", OPTION_IGNORED_TOLD,
+           ("ignore", "no effect", "not applied", "not honored", "not honoured",
+            "not respected", "not being"),
+           "torch did not apply an allocator option it was given (told in the writer's words)",
+           # (after torch's own warning of a setting without effect, which classify raises to
+           # 3.0 when it is there: the warning says why)
+           tier=3.1,
+           example="With torch 2.9 the allocator silently ignores `expandable_segments:True` "
+           "when it is set through the new variable.")
+def _option_ignored_told(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    option = numbers.get("option") or "the option"
+    explanation = (
+        f"The writer says torch ran as if {option} were not set. An allocator option is lost "
+        f"when the variable is one this torch does not read (2.9.x reads only {CUDA_VAR} for "
+        "CUDA; older releases never read the new name), when it is set after torch has "
+        "initialised CUDA (os.environ in the program after the first CUDA call), under the "
+        "cudaMallocAsync backend (which ignores the native allocator's options), where the "
+        "platform lacks what the option needs (expandable segments on Windows), or for "
+        "values a release mishandles.")
+    remedy = (f"Set {_variables_text(ctx)} in the environment before Python starts (both names "
+              "to the same value works on every release), check the effect with "
+              "torch.cuda.memory_summary(), and upgrade torch if one value is still not "
+              f"applied:\nexport {CUDA_VAR}=\"$SETTINGS\" {NEW_VAR}=\"$SETTINGS\"")
+    return advice(sig, numbers, explanation, remedy)
 
 
 # The caching allocator's switch set to 0: torch's C++ side checks only that the variable

@@ -115,11 +115,25 @@ _TOLD_OOM_DONE = (
     r"now))? (?:(?:throws|threw|gives|gave|raises|raised|hits|runs into|ran into) (?:an? |the )?|"
     r"(?:fail(?:ed|s)?|crash(?:ed|es)?|died|aborted)(?: after [^\n.;?,]{1,30}?)? (?:due to|"
     r"because of|with|from|on) (?:an? |the )?(?:(?:genuine|real|plain|actual) )?)"
-    r"(?:CUDA|GPU) (?:OOM|OutOfMemoryError|out of memory)\b)")
+    r"(?:CUDA|GPU) (?:OOM|OutOfMemoryError|out of memory)\b)|"
+    # ... or that it filled the GPU's memory ("It's filled the GPU memory", "training used up
+    # all the VRAM"; not "if it fills ...")
+    r"(?i:(?<!\bif )(?<!\bwhether )(?<!\bwhen )\b(?P<told__>it|training|the (?:training|model|"
+    r"job|run|script|program|process))(?:'s| has| had)?(?: (?:always|still|then|just|also|now|"
+    r"quickly|completely))? (?:fill(?:s|ed)?|fulled|used up|uses up|eats up|ate up|"
+    r"exhaust(?:s|ed)?|max(?:es|ed) out)(?: all)?(?: of)? (?:the |my |our )?(?:(?:GPU(?:'s)?|CUDA|"
+    r"video) ?memory|VRAM)\b)|"
+    # ... or that it ran out of the GPU's memory or resources, with the GPU named on the line
+    # and no host memory ("mine is a 4 GB GPU ... it ran out of resource every time")
+    rf"(?i:^(?=[^\n]*?{_GPU_WORD})"
+    r"(?![^\n]*?\b(?:(?<!GPU )RAM|CPU|host memory|swap|oom[- ]?kill\w*)\b)"
+    r"[^\n]*?(?<!\bif )(?<!\bwhether )(?<!\bwhen )\b(?P<told___>it|training|the (?:training|"
+    r"model|job|run|script|program|process))(?: (?:always|still|then|just|also|now))? "
+    r"(?:ran|runs|run|running) out of (?:GPU |CUDA |video )?(?:memory|resources?|VRAM)\b)")
 
 
 def _oom(match: re.Match[str], line: str) -> dict[str, Any]:
-    if match.groupdict().get("told") or match.groupdict().get("told_"):
+    if any(match.groupdict().get(key) for key in ("told", "told_", "told__", "told___")):
         # prose: its sizes are the card's, not the message's
         return {}
     if match.groupdict().get("translated"):
@@ -193,7 +207,8 @@ def _stated(numbers: dict[str, Any], key: str, text: str) -> str:
            + TORCH_OOM_RETYPED_PATTERN,
            ("out of memory", "Out of memory", "Out Of Memory", "CUDA", "Allocation on device",
             "OutOfMemoryError", "CUDA OOM", "CUDA oom", "Cuda OOM", "Cuda oom", "cuda OOM",
-            "cuda oom", "GPU OOM", "GPU oom"),
+            "cuda oom", "GPU OOM", "GPU oom", "GPU memory", "GPU's memory", "gpu memory",
+            "video memory", "VRAM", "out of resource"),
            "CUDA out of memory", extract=_oom, group="cuda-oom",
            example="torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 "
            "has a total capacity of 79.15 GiB of which 1.52 GiB is free. Including non-PyTorch "
@@ -1081,10 +1096,25 @@ def _told_cause(_match: re.Match[str], line: str) -> dict[str, Any]:
            rf"{_OOM_WORDS}|"
            # ... or found the GPU's memory full ("it turns out my GPU memory was getting full")
            r"\bturn(?:s|ed) out (?:that )?(?:my |the |our )?(?:GPU|CUDA|video) ?memory "
-           r"(?:was|is|had been|got)(?: getting| almost| nearly| completely| already)? full\b)",
+           r"(?:was|is|had been|got)(?: getting| almost| nearly| completely| already)? full\b|"
+           # ... or says the writer was out of the GPU's memory ("Actually, I was out of GPU
+           # memory"), or that the failure comes when it runs out ("this may occur when running
+           # out of VRAM")
+           r"(?<!\bif )(?<!\bwhen )\b(?:I|we) (?:was|were) (?:(?:just|simply|actually|really) )?"
+           r"(?:running )?out of (?:GPU |CUDA |video )?(?:memory|VRAM)\b|"
+           r"\b(?:occurs?|happens?|appears?) when (?:you(?:'re| are) |the GPU is |it is )?"
+           r"(?:running|run|runs) out of (?:GPU |CUDA |video )?(?:memory|VRAM)\b|"
+           # ... or says that giving the framework's memory back fixed it ("the solution is to
+           # turn on memory growth", "setting allow_growth=True allows the program to run"):
+           # TensorFlow had taken the GPU's memory, and the library found none left
+           r"\b(?:solution is|solved|fixed|fixes|resolved|worked|helped)\b[^\n]{0,40}?"
+           r"(?P<growth>\bmemory growth\b|\ballow_growth\b)|"
+           r"(?P<growth_>\ballow_growth\s*=\s*True\b|\bset_memory_growth\b)[^\n]{0,40}?"
+           r"\b(?:fixe[sd]|solve[sd]|resolve[sd]|works|worked|helped|allows)\b)",
            ("out of memory", "Out of memory", "Out of Memory", "out-of-memory", "OOM",
             "memory issue", "memory problem", "memory was", "memory is", "memory had",
-            "memory got", "MEMORY was", "Memory was", "memory Was"),
+            "memory got", "MEMORY was", "Memory was", "memory Was", "out of GPU", "out of VRAM",
+            "out of CUDA", "out of video", "memory growth", "allow_growth", "set_memory_growth"),
            "The text says the failure was the GPU running out of memory",
            severity=Severity.INFO, tier=5.0, extract=_told_cause,
            example="Solved: it turned out to be an out-of-memory, the batch was too large.")

@@ -609,10 +609,12 @@ _KILLED = killed_words_pattern()
 # line with "killed" (and "Kill"); "杀死" and "杀掉" only where another key or the log's end is.
 _TOLD_KILLED = (
     # (a word before the noun, "the running process", and the shell's word in quotes: 'the
-    # running process was "Killed" at epoch 25')
+    # running process was "Killed" at epoch 25'; a server is the writer's program: "the server
+    # will be killed when executing the valid function")
     r"(?i:(?<!\bif )(?<!\bwhether )(?<!\bwhen )\b(?:the|my|our) (?:(?:running|whole|main|"
     r"entire|python) )?(?:training|process|program|application|"
-    r"job|script|run|container|pod|thread|task|python)(?: process| job)?(?:es|s)? (?:is|was|"
+    r"job|script|run|container|pod|thread|task|python|server)(?: process| job)?(?:es|s)? "
+    r"(?:is|was|"
     r"gets?|got|were|has been|keeps? getting|will be)(?: (?:always|then|just|simply|suddenly|"
     r"immediately|eventually|randomly|still|also|automatically))? [\"'`*]?killed\b|"
     r"\bI(?: \w+)? (?:get|got|see|saw|receive[sd]?|getting) (?:a |an |the )?[\"'`*]*killed\b|"
