@@ -8,6 +8,7 @@ import pytest
 
 from gpu_audit.explain import classify_text
 from gpu_audit.knowledge.cuda_errors import reported_number
+from tests.explain.helpers import shape_incidents
 from tests.explain.helpers import shape_root as root
 
 
@@ -45,3 +46,22 @@ def test_other_call_numbers_are_no_status(line: str) -> None:
 def test_reported_number_takes_only_table_statuses() -> None:
     with pytest.raises(ValueError):
         reported_number(701)
+
+
+@pytest.mark.parametrize(("name", "signature"), [
+    # a thread's heading that opens with the quoted status and says when it came
+    ("heading_quoted_status_when.log", "cublas-failure/cublas-status"),
+    # "I experienced `X` when I train"
+    ("writer_experienced_quoted_fault.log", "illegal-memory-access/illegal-address"),
+    # a title's plural ("illegal memory addresses")
+    ("title_illegal_addresses_plural.log", "illegal-memory-access/illegal-address"),
+    # a kernel's index check named as a "CUDA index error"
+    ("title_cuda_index_error.log", "device-assert/triggered"),
+])
+def test_failures_told_in_titles_and_quotes(name: str, signature: str) -> None:
+    assert root(name).signature == signature
+
+
+def test_heading_quote_that_explains_is_no_failure() -> None:
+    assert not [i for i in shape_incidents("heading_quoted_status_explained.log")
+                if i.is_failure]
