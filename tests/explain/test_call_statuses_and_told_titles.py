@@ -65,3 +65,19 @@ def test_failures_told_in_titles_and_quotes(name: str, signature: str) -> None:
 def test_heading_quote_that_explains_is_no_failure() -> None:
     assert not [i for i in shape_incidents("heading_quoted_status_explained.log")
                 if i.is_failure]
+
+
+@pytest.mark.parametrize(("name", "signature"), [
+    # a node back from a reboot with a card fewer
+    ("node_came_up_short_a_gpu.log", "gpu-hardware/lost-told"),
+    # a cluster's node told to have a bad card
+    ("node_has_a_bad_gpu.log", "gpu-hardware/card-dead-told"),
+    # the run first, then the machine going off
+    ("run_first_then_machine_restarts.log", "gpu-hardware/power-loss-told"),
+])
+def test_hardware_told_by_the_writer(name: str, signature: str) -> None:
+    assert root(name).signature == signature
+
+
+def test_program_restarting_a_job_and_advice_are_no_hardware_failure() -> None:
+    assert not [i for i in shape_incidents("server_restarts_the_job.log") if i.is_failure]
