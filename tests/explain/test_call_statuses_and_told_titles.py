@@ -81,3 +81,20 @@ def test_hardware_told_by_the_writer(name: str, signature: str) -> None:
 
 def test_program_restarting_a_job_and_advice_are_no_hardware_failure() -> None:
     assert not [i for i in shape_incidents("server_restarts_the_job.log") if i.is_failure]
+
+
+@pytest.mark.parametrize(("name", "signature"), [
+    # cuDNN's frontend raising a descriptor it could not finalize as the error itself
+    ("frontend_descriptor_finalize_failed.log", "cudnn-failure/status"),
+    # the runtime's missing-program error retyped in a title
+    ("title_smi_not_in_path.log", "nvml-unavailable/smi-missing"),
+])
+def test_library_and_tool_errors_in_titles(name: str, signature: str) -> None:
+    assert root(name).signature == signature
+
+
+def test_plan_warning_with_finalize_is_no_failure() -> None:
+    line = ("UserWarning: Plan failed with a cudnnException: CUDNN_BACKEND_EXECUTION_PLAN_"
+            "DESCRIPTOR: cudnnFinalize Descriptor Failed cudnn_status: CUDNN_STATUS_NOT_SUPPORTED"
+            " (Triggered internally at Conv_v8.cpp:919.)")
+    assert not [i for i in classify_text(line, torch_version=None) if i.is_failure]
