@@ -203,7 +203,8 @@ _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                                     # ("CUDA Index error on certain models": the same
                                     # check, named by what it checks)
                                     r"\bCUDA index(?:ing)? errors?\b"),
-        ("illegal-memory-access/illegal-address", r"\billegal (?:memory )?(?:access|address)(?:es)?\b|"
+        ("illegal-memory-access/illegal-address", r"\billegal (?:memory )?(?:access|address)"
+                                                  r"(?:es)?\b|"
                                                   r"\billegal memory errors?\b|"
                                                   # ("accessing memory illegally")
                                                   r"\baccess(?:es|ed|ing)? memory illegally\b"),
