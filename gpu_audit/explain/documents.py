@@ -199,8 +199,12 @@ _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         # a kernel's assertion named in words: "device-side assertion error during training",
         # "Indexing Assertion Errors" (PyTorch's indexing kernels check their indices on the GPU)
         ("device-assert/triggered", r"\bdevice[- ]side assert(?:ion)?s?\b|"
-                                    r"\bindex(?:ing)? assert(?:ion)?s?\b"),
-        ("illegal-memory-access/illegal-address", r"\billegal (?:memory )?(?:access|address)\b|"
+                                    r"\bindex(?:ing)? assert(?:ion)?s?\b|"
+                                    # ("CUDA Index error on certain models": the same
+                                    # check, named by what it checks)
+                                    r"\bCUDA index(?:ing)? errors?\b"),
+        ("illegal-memory-access/illegal-address", r"\billegal (?:memory )?(?:access|address)"
+                                                  r"(?:es)?\b|"
                                                   r"\billegal memory errors?\b|"
                                                   # ("accessing memory illegally")
                                                   r"\baccess(?:es|ed|ing)? memory illegally\b"),

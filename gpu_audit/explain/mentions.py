@@ -46,6 +46,7 @@ _BY_WRITER = (
     r"\b(?:I|we|I'm|I've|I'd|we're|we've|my|our|me|us)\b[^.`!?]{0,80}?\b(?:get|gets|got|"
     r"getting|see|saw|seeing|hit|hitting|encounter(?:ed|ing)?|ran into|run into|running into|"
     r"receive[ds]?|receiving|fac(?:e|ed|ing)|ha(?:ve|d|ving)|observe[ds]?|keep getting|"
+    r"experienc(?:e|ed|es|ing)|"
     r"reproduce[ds]?|end(?:s|ed)? up with|met|meet|meeting)\b|"
     # "it gives me an error saying `X`": the writer's run answered them with it
     r"\b(?:gives?|gave|throws?|threw|shows?|showed|prints?|printed) me (?:an?|the|this) "
@@ -105,6 +106,13 @@ _COMPARED_BEFORE = re.compile(r"(?:[=!]=|\bcase)\s*$")
 _COMPARED_AFTER = re.compile(r"\s*[=!]=")
 
 
+# "# `CUBLAS_STATUS_INTERNAL_ERROR` on training segmentation": a thread's heading that opens
+# with the quoted message and goes on to say when it came; the writer's own failure, not a
+# quotation (an explainer's heading goes on with what it is: "`X` explained").
+_HEADING_OPEN = re.compile(r"\s*#{1,6}\s*$")
+_WHEN_AFTER = re.compile(r"\s*(?:on|when|while|during|after|upon|at)\b", re.IGNORECASE)
+
+
 def _asked_after(rest: str) -> bool:
     """Does the text after a quote ask the writer's own question ("... when I run it?")?"""
     # (two checks, not one pattern: a pattern spanning both backtracks quadratically)
@@ -122,7 +130,10 @@ def is_mention(candidate: Candidate, text: str, match: re.Match[str],
     if quoted is not None:
         rest = text[quoted.end():].split("`", 1)[0]
         before = text[:quoted.start()] or _sentence_above(candidate, text)
-        if not (_reported(before, change) or _run_printed(before, quoted, text)) and (
+        heading_told = bool(_HEADING_OPEN.fullmatch(text[:quoted.start()])
+                            and _WHEN_AFTER.match(rest))
+        if not (heading_told or _reported(before, change) or _run_printed(before, quoted, text)
+                ) and (
                 (_WORDS_AFTER.search(rest) and not _OWN_REPORT.match(rest)
                  and not _asked_after(rest))
                 or _CODE_VERB.search(before)):

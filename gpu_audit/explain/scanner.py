@@ -170,6 +170,10 @@ KEYS: tuple[Key, ...] = (
         rb"|(?<=[Ll]ost G)PU|(?<=[Ll]ost [a\d] G)PU|(?<=[Ll]ost one G)PU|(?<=losing the G)PU"
         # (and a card found at fault, told: "swapped the GPU", "a faulty GPU")
         rb"|(?<=ed the G)PU|(?<=ed my G)PU|(?<=ed our G)PU|(?<=faulty G)PU|(?<=defective G)PU"
+        # (and a node told to have a bad card, or to have come up a card short: "machine 47
+        # has a bad GPU", "node 3 came up short a GPU")
+        rb"|(?<=bad G)PU|(?<=broken G)PU|(?<=failing G)PU|(?<=up short a G)PU"
+        rb"|(?<=up short one G)PU|(?<=up missing a G)PU|(?<=up missing one G)PU"
         # (and TensorFlow's "Blas GEMM launch failed", in a title or a line without "Error")
         rb"|EM[MV](?:Batched|StridedBatched)? launch failed"
         # (and a card told dead: "my GPU is toast", "the GPU died", "it burnt my GPU")
@@ -181,7 +185,9 @@ KEYS: tuple[Key, ...] = (
          *(first + b"ost " + between + b"GPU" for first in (b"l", b"L")
            for between in (b"", b"a ", b"one ", *(b"%d " % digit for digit in range(10)))),
          b"losing the GPU", b"ed the GPU", b"ed my GPU", b"ed our GPU", b"faulty GPU",
-         b"defective GPU", b"GEMM launch failed", b"GEMV launch failed",
+         b"defective GPU", b"bad GPU", b"broken GPU", b"failing GPU",
+         *(b"up " + word + b" " + count + b" GPU" for word in (b"short", b"missing")
+           for count in (b"a", b"one")), b"GEMM launch failed", b"GEMV launch failed",
          b"GEMMBatched launch failed", b"GEMMStridedBatched launch failed",
          b"rnt my GPU", b"urn my GPU",
          *(b"GPU" + plural + b" " + link + end for plural in (b"", b"s")

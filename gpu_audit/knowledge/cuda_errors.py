@@ -22,6 +22,7 @@ CUDA_RUNTIME_STATUSES: dict[int, str] = {
     100: "cudaErrorNoDevice",
     209: "cudaErrorNoKernelImageForDevice",
     214: "cudaErrorECCUncorrectable",
+    222: "cudaErrorUnsupportedPtxVersion",
     700: "cudaErrorIllegalAddress",
     719: "cudaErrorLaunchFailure",
     802: "cudaErrorSystemNotReady",
@@ -34,6 +35,30 @@ CUDA_RUNTIME_STATUSES: dict[int, str] = {
 def status_numbers(*names: str) -> tuple[int, ...]:
     """The numbers of these statuses (both numberings where CUDA 10.1 changed one)."""
     return tuple(code for code, name in CUDA_RUNTIME_STATUSES.items() if name in names)
+
+
+def reported_number(*codes: int) -> str:
+    """A regex for one of these statuses (numbers of :data:`CUDA_RUNTIME_STATUSES`) printed as
+    its number alone (the same in CUDA's driver and runtime APIs): "CUDA error 700", "CUDA error
+    (700)", OpenMM's "Error invoking kernel: CUDA error (700)", and a program's check of one CUDA
+    call that names the call, not the status: "cuEventRecord failed with error 700",
+    "cudaMemcpyAsync failed with error code 700". :func:`number_needles` are its words."""
+    unknown = [code for code in codes if code not in CUDA_RUNTIME_STATUSES]
+    if unknown or not codes:
+        raise ValueError(f"no CUDA runtime status numbered {unknown or codes}")
+    numbers = "|".join(str(code) for code in codes)
+    return (rf"\b(?:CUDA|Cuda|cuda) error:? \(?(?:{numbers})\b(?!\.\d)|"
+            rf"\bError invoking kernel\b[^\n]{{0,80}}?\((?:{numbers})\)|"
+            rf"\bcu(?:da)?[A-Z]\w{{1,40}}(?:\(\))? failed with (?:CUDA )?error(?: code)?:? "
+            rf"\(?(?:{numbers})\b(?!\.\d)")
+
+
+def number_needles(*codes: int) -> tuple[str, ...]:
+    """Words every line :func:`reported_number` reads for these numbers contains."""
+    firsts = sorted({str(code)[0] for code in codes})
+    return (*(f"rror{sep}{digit}" for digit in firsts
+                 for sep in (" ", " (", ": ", " code ", " code: ", " code (")),
+            "Error invoking kernel")
 
 
 def status_check(*names: str, group: str | None = None) -> str:

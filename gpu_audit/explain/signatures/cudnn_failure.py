@@ -116,7 +116,12 @@ _HOW_TO_TELL = (
            # CUDNN_NOT_SUPPORTED"
            r"(?<![A-Za-z0-9_])CUDNN_(?P<short>NOT_SUPPORTED|BAD_PARAM|EXECUTION_FAILED|"
            r"INTERNAL_ERROR|NOT_INITIALIZED|ALLOC_FAILED|ARCH_MISMATCH|MAPPING_ERROR)"
-           r"(?![A-Za-z0-9_])",
+           r"(?![A-Za-z0-9_])|"
+           # cuDNN's frontend could not build a descriptor, raised as the error itself
+           # ("RuntimeError: CUDNN_BACKEND_TENSOR_DESCRIPTOR cudnnFinalize failed"); not the
+           # warning for one plan turned down ("... cudnnException: ..._PLAN_DESCRIPTOR: ...")
+           r"\b(?:RuntimeError|Error): CUDNN_BACKEND_[A-Z_]{1,40}_DESCRIPTOR:? cudnnFinalize "
+           r"(?:Descriptor )?[Ff]ailed\b",
            ("CUDNN_",), "cuDNN call failed", key_field="status", extract=_status,
            example="RuntimeError: cuDNN error: CUDNN_STATUS_NOT_INITIALIZED")
 def _cudnn(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:

@@ -31,7 +31,7 @@ from gpu_audit.explain.signatures.registry import (
     named,
     signature,
 )
-from gpu_audit.knowledge.cuda_errors import status_check
+from gpu_audit.knowledge.cuda_errors import number_needles, reported_number, status_check
 from gpu_audit.knowledge.torch_builds import build_for_driver, install_command
 from gpu_audit.model import Severity
 
@@ -287,9 +287,13 @@ def _gpu_not_supported(sig: Signature, numbers: dict[str, Any], ctx: AdviceConte
 
 
 @signature("driver-mismatch/unsupported-ptx",
-           r"the provided PTX was compiled with an unsupported toolchain|"
-           r"CUDA_ERROR_UNSUPPORTED_PTX_VERSION|cudaErrorUnsupportedPtxVersion",
-           ("unsupported toolchain", "UNSUPPORTED_PTX", "UnsupportedPtx"),
+           # (retyped without its first word in a title: "CUDA Error 222 - provided PTX ...";
+           # or its number alone, 222)
+           r"(?:\b[Tt]he )?\b[Pp]rovided PTX was compiled with an unsupported toolchain|"
+           r"CUDA_ERROR_UNSUPPORTED_PTX_VERSION|cudaErrorUnsupportedPtxVersion|"
+           + status_check("cudaErrorUnsupportedPtxVersion") + "|" + reported_number(222),
+           ("unsupported toolchain", "UNSUPPORTED_PTX", "UnsupportedPtx", "cudaSuccess",
+            *number_needles(222)),
            "Code was compiled for a newer CUDA than the driver supports", tier=0.0,
            example="RuntimeError: CUDA error: the provided PTX was compiled with an unsupported "
            "toolchain.")

@@ -149,8 +149,11 @@ fixed("gpu-hardware/lost-told",
       r"^(?i:(?:(?!\b(?:if|whether|you|your|may|might|prevent\w*|avoid\w*)\b)"
       r"[^\n])*?)(?:\b(?:[Ll]ost|losing) (?:a |one |the |\d )?GPUs?\b(?!s? (?:memory|support|"
       r"acceleration|access|util\w*|hours?|time|cycles|compute|days|capacity|resources)\b)|"
-      r"\bGPU is loss\b)",
-      ("lost", "Lost", "losing", "GPU is loss"), "A GPU was lost (told in the writer's words)",
+      r"\bGPU is loss\b|"
+      # (a node that came back from a reboot with a GPU fewer: "gpu-3 came up short a GPU")
+      r"(?i:\b(?:came|comes|come|booted|boots) up (?:short|missing) (?:a |one |\d )?GPUs?\b))",
+      ("lost", "Lost", "losing", "GPU is loss", "up short", "up missing"),
+      "A GPU was lost (told in the writer's words)",
       tier=0.0, group="off-the-bus",
       example="After the reboot we lost 1 GPU on node7, and slurmd does not start.",
       explanation="The writer says a GPU disappeared from the machine: what the driver logs as "
@@ -193,6 +196,13 @@ POWER_LOSS_TOLD = (
     r"\b(?:train\w*|running|inference)\b[^\n]{0,40}?\b(?:reboot(?:s|ing)|restart(?:s|ing)|"
     r"shut(?:s|ting) down|turn(?:s|ing) off|power(?:s|ing) off) (?:my |the |our |a )?(?:PC|"
     r"computer|machine|desktop|workstation|server|system)\b|"
+    # (when first, then the machine going off: "every time I run train.py, my computer
+    # restarts"; not a program that restarts something: "the server restarts the job")
+    r"\b(?:every ?time|whenever|each time|as soon as|when|while)\b[^\n]{0,60}?\b(?:run|start|"
+    r"launch|train)\w*\b[^\n]{0,60}?\b(?:my|the|our) (?:PC|computer|machine|desktop|"
+    r"workstation|laptop|system|server)s? (?:just |suddenly |randomly |always |then |"
+    r"immediately )?" + _GOES_OFF + r"(?! (?:the|a|an|my|its?|from|training|jobs?|process\w*|"
+    r"services?)\b)|"
     r"(?:训练|跑|运行|推理)[^\n]{0,15}?(?:电脑|主机|机器|系统)?(?:会|就|直接|突然|自动)*"
     r"(?:重启|关机|断电|黑屏))")
 fixed("gpu-hardware/power-loss-told", POWER_LOSS_TOLD,
@@ -467,10 +477,15 @@ CARD_DEAD_TOLD = (
     r"(?:[\w-]+ )?(?:" + _CARD + r"|" + _BOARD + r")s?\b(?! (?:test|benchmark))|"
     r"\b(?:my|our|the) " + _BOARD + r"s? (?:(?:was|got|has|had|just) )?(?:burn(?:ed|t|s)?|"
     r"fried|died|dead)\b|"
+    # (a cluster's node told to have a bad card: "machine 12 has a bad GPU", "a node has one
+    # faulty gpu")
+    r"\b(?:node|machine|server|host|box|worker)\b[\w .-]{0,20}? (?:has|had|with) (?:a|one|\d) "
+    r"(?:bad|faulty|defective|broken|failing) GPUs?\b|"
     r"显卡(?:被)?(?:烧了|烧坏|烧毁)|烧(?:坏|毁)?了?(?:我的|一张)?显卡)")
 fixed("gpu-hardware/card-dead-told", CARD_DEAD_TOLD,
       ("toast", "dead", "died", "fried", "bricked", "burn", "Burn", "fry", "destroyed", "blew up",
-       "烧"),
+       "烧", *(f"{word} {gpu}" for word in ("bad", "faulty", "defective", "broken", "failing")
+              for gpu in ("GPU", "gpu", "Gpu"))),
       "The card (or its board) died under GPU load (told in the writer's words)", tier=0.0,
       group="card-dead",
       example="FYI: my GPU is toast after last week's long renders.",

@@ -31,20 +31,11 @@ from gpu_audit.explain.signatures.registry import (
     signature,
 )
 from gpu_audit.explain.signatures.texts import FIND_FAULTING_KERNEL, KERNEL_FAULT
-from gpu_audit.knowledge.cuda_errors import status_check
+from gpu_audit.knowledge.cuda_errors import number_needles, reported_number, status_check
 
 CLASS = document_class("illegal-memory-access", __doc__)
 
 
-def _by_number(code: int) -> str:
-    """A kernel's fault printed as its status's number alone (the same in CUDA's driver and
-    runtime): "CUDA error 700", "CUDA error (700)", and OpenMM's "Error invoking kernel: CUDA
-    error (700)" (its older releases, which had no name for the status: "Invalid error code")."""
-    return (rf"\b(?:CUDA|Cuda|cuda) error:? \(?{code}\b(?!\.\d)|"
-            rf"\bError invoking kernel\b[^\n]{{0,80}}?\({code}\)")
-
-
-_NUMBER_NEEDLES = ("rror 7", "rror (7", "rror: 7", "Error invoking kernel")
 # CUDA's driver API statuses in the words of its error strings as the CUDA Extension Wrangler
 # spells them (Blender Cycles and the renderers built on it): "CUDA error: Illegal address in
 # cuMemcpyDtoH(...)", "CUDA error at cuCtxCreate: Illegal address".
@@ -75,10 +66,10 @@ _DRIVER_WORDS = r"\bCUDA error(?: at cu\w{{1,40}})?: {words}\b"
            example="RuntimeError: CUDA error: misaligned address")
 @signature("illegal-memory-access/illegal-address",
            r"illegal memory access was encountered|ILLEGAL_ADDRESS|cudaErrorIllegalAddress|"
-           + status_check("cudaErrorIllegalAddress") + "|" + _by_number(700)
+           + status_check("cudaErrorIllegalAddress") + "|" + reported_number(700)
            + "|" + _DRIVER_WORDS.format(words="Illegal address"),
            ("llegal memory access", "ILLEGAL_ADDRESS", "IllegalAddress", "cudaSuccess",
-            *_NUMBER_NEEDLES, "Illegal address"),
+            *number_needles(700), "Illegal address"),
            "Illegal memory access in a CUDA kernel",
            example="RuntimeError: CUDA error: an illegal memory access was encountered")
 def _illegal(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
@@ -106,10 +97,10 @@ def _illegal(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Adv
 # kernel log (48, 79, 94, 95, 109, ...) then sits before it as the root cause.
 fixed("illegal-memory-access/launch-failure",
       r"unspecified launch failure|CUDA_ERROR_LAUNCH_FAILED|cudaErrorLaunchFailure|"
-      + status_check("cudaErrorLaunchFailure") + "|" + _by_number(719)
+      + status_check("cudaErrorLaunchFailure") + "|" + reported_number(719)
       + "|" + _DRIVER_WORDS.format(words="Launch failed"),
       ("unspecified launch failure", "LAUNCH_FAILED", "LaunchFailure", "cudaSuccess",
-       *_NUMBER_NEEDLES, "Launch failed"),
+       *number_needles(719), "Launch failed"),
       "Unspecified launch failure: a CUDA kernel crashed", tier=1.2,
       example="RuntimeError: CUDA error: unspecified launch failure",
       explanation="A CUDA kernel raised an exception on the device (the GPU's equivalent of a "

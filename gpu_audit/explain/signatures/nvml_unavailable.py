@@ -511,6 +511,9 @@ fixed("nvml-unavailable/smi-cannot-execute",
 fixed("nvml-unavailable/smi-missing",
       r"\bnvidia-smi: (?:command )?not found|command not found: nvidia-smi\b|"
       r"exec: \\?\"nvidia-smi\\?\": executable file not\b|"
+      # (the same, retyped without the runtime's words: "nvidia-smi executable file not found
+      # in $PATH", a thread's title)
+      r"\bnvidia-smi[\"'`]?:? executable file not found\b|"
       r"failed to run command .nvidia-smi.: No such file|"
       r"No such file or directory: .nvidia-smi.|"
       r"'?nvidia-smi'? is not recognized as an internal or external command|"
