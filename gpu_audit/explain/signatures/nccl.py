@@ -295,8 +295,12 @@ fixed("nccl/network",
       # (the verbs device's asynchronous event for a failing link or adapter: "Got async event :
       # port error", "local catastrophic error"; not "port active" or "GID table change")
       r"Got async event ?: ?(?P<async_event>[\w ]{0,40}?(?:error|catastrophic|fatal)\b))|"
-      r"(?P<closed_>Connection closed by remote peer)",
-      ("NCCL WARN", "NET/", "Connection closed by remote peer"),
+      r"(?P<closed_>Connection closed by remote peer)|"
+      # (the last of NCCL's connect retries, after which it gives up: "NCCL INFO
+      # socketPollConnect: connect returned No route to host, retrying (34/34) after sleep ...")
+      r"\bconnect returned (?P<connect_error>[A-Z][\w ]{2,40}), retrying "
+      r"\((?P<connect_tries>\d+)/(?P=connect_tries)\)",
+      ("NCCL WARN", "NET/", "Connection closed by remote peer", "connect returned"),
       "NCCL network failure between ranks", tier=2.0,
       example="node03:41377:41955 [3] transport/net_ib.cc:1696 NCCL WARN NET/IB : Got completion "
       "from peer 10.20.0.14<55437> with status=12 opcode=0 len=0 vendor err 129 (Send)",
@@ -333,9 +337,10 @@ fixed("nccl/operations-failed",
 
 
 @signature("nccl/unique-id-fetch",
-           r"is setting up NCCL communicator and retrieving ncclUniqueId from "
+           # (PyTorch 1.11 to 2.0 spelt it "retreiving")
+           r"is setting up NCCL communicator and retr(?:ie|ei)ving ncclUniqueId from "
            r"\[(?P<from_rank>\d+)\].*?(?:got error|error): (?P<reason>.+)",
-           ("retrieving ncclUniqueId",), "A rank could not get the NCCL id from another rank",
+           ("ving ncclUniqueId",), "A rank could not get the NCCL id from another rank",
            tier=3.0,
            example="torch.distributed.DistBackendError: [1] is setting up NCCL communicator and "
            "retrieving ncclUniqueId from [0] via c10d key-value store by key '0', but "
