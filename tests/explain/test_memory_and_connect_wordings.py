@@ -1,8 +1,9 @@
 """Memory and collective failures in more of the words they reach a log in: NCCL's last connect
 retry, PyTorch's older spelling of its NCCL id fetch, XLA's peak buffers relayed behind a
 launcher's glog prefix and its out-of-memory quoted without its status, PyTorch's
-out-of-memory retyped, the OOM killer's task table behind syslog's and dmesg's prefixes, and
-the host's RAM told full in a sentence or a title. Synthetic fixtures in fixtures/shapes/."""
+out-of-memory retyped, the OOM killer's task table behind syslog's and dmesg's prefixes, the
+host's RAM told full in a sentence or a title, and expandable segments told as the condition of
+a failure. Synthetic fixtures in fixtures/shapes/."""
 
 from __future__ import annotations
 
@@ -52,6 +53,12 @@ def test_last_connect_retry_reads_the_error_and_tries() -> None:
     ("If the notebook runs until the RAM is full, lower the cache size.\n", []),
     # the GPU's RAM is no host memory
     ("stage two running out of GPU RAM\n", []),
+    # the allocator setting as the condition of a failure that happened
+    ("When enabling expandable_segments, the RDMA registration of the KV buffers failed.\n",
+     ["alloc-conf/expandable-told"]),
+    # ... not a general statement nor a condition put to the reader
+    ("When using expandable_segments, registration of the buffers fails.\n", []),
+    ("If you enable expandable_segments, registration failed in our tests.\n", []),
 ])
 def test_memory_and_collective_wordings(text: str, expected: list[str]) -> None:
     assert failures(text) == expected
