@@ -1,9 +1,9 @@
 """Memory and collective failures in more of the words they reach a log in: NCCL's last connect
-retry, PyTorch's older spelling of its NCCL id fetch, XLA's peak buffers relayed behind a
-launcher's glog prefix and its out-of-memory quoted without its status, PyTorch's
-out-of-memory retyped, the OOM killer's task table behind syslog's and dmesg's prefixes, the
-host's RAM told full in a sentence or a title, and expandable segments told as the condition of
-a failure. Synthetic fixtures in fixtures/shapes/."""
+retry, PyTorch's older spelling of its NCCL id fetch, c10d's socket errors raised bare, XLA's
+peak buffers relayed behind a launcher's glog prefix and its out-of-memory quoted without its
+status, PyTorch's out-of-memory retyped, the OOM killer's task table behind syslog's and dmesg's
+prefixes, the host's RAM told full in a sentence or a title, and expandable segments told as the
+condition of a failure. Synthetic fixtures in fixtures/shapes/."""
 
 from __future__ import annotations
 
@@ -53,6 +53,12 @@ def test_last_connect_retry_reads_the_error_and_tries() -> None:
     ("If the notebook runs until the RAM is full, lower the cache size.\n", []),
     # the GPU's RAM is no host memory
     ("stage two running out of GPU RAM\n", []),
+    # c10d's socket layer raising the system's words alone
+    ("RuntimeError: Connection reset by peer\n", ["nccl/store-connection"]),
+    ("torch.distributed.DistNetworkError: Connection refused\n", ["nccl/store-connection"]),
+    # ... not another library's exception, nor the words inside a sentence
+    ("ConnectionResetError: [Errno 104] Connection reset by peer\n", []),
+    ("RuntimeError: Connection reset by peer while reading the checkpoint from S3\n", []),
     # the allocator setting as the condition of a failure that happened
     ("When enabling expandable_segments, the RDMA registration of the KV buffers failed.\n",
      ["alloc-conf/expandable-told"]),

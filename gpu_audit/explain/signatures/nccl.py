@@ -392,6 +392,27 @@ fixed("nccl/gloo-peer-closed",
 
 # The process group's watchdog ending the job, its reason cut off or on a line of its own
 # (with the reason on the same line, the timeout or error signature reads that line first).
+# c10d's own socket layer (the TCP store of init_process_group, its rendezvous) raises the
+# system's words alone, with no library's name before them ("RuntimeError: Connection reset by
+# peer" under the init_process_group frame): other Python libraries raise ConnectionError's
+# subclasses for these, not a RuntimeError or torch's DistNetworkError.
+fixed("nccl/store-connection",
+      r"^\s*(?:RuntimeError|(?:torch\.distributed\.)?DistNetworkError): (?P<socket_error>"
+      r"Connection reset by peer|Connection refused|No route to host|Broken pipe|Connection "
+      r"timed out)\s*$",
+      ("RuntimeError: Connection", "RuntimeError: No route", "RuntimeError: Broken pipe",
+       "DistNetworkError: "),
+      "A rank lost its connection to the rendezvous store or a peer", tier=3.0,
+      example="RuntimeError: Connection reset by peer",
+      explanation="PyTorch's distributed socket layer (the TCP store that init_process_group "
+      "and the rendezvous use) lost or could not open a connection: the rank that hosts the "
+      "store (MASTER_ADDR) exited or crashed first, or the network between the machines blocks "
+      "the port or routes over the wrong interface.",
+      remedy="Check the log of the rank at MASTER_ADDR first; then that MASTER_ADDR:MASTER_PORT "
+      "is reachable from every machine (`nc -zv MASTER_ADDR MASTER_PORT`, firewalls) and that "
+      "NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME name an interface both machines share.")
+
+
 fixed("nccl/watchdog-terminated", r"watchdog thread terminated with exception",
       ("watchdog thread terminated",), "The NCCL watchdog stopped the process group",
       tier=3.1, group="nccl-timeout",
