@@ -310,6 +310,12 @@ _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                                           r"\bsession (?:keeps |kept )?crash(?:ed|es|ing)?\b"
                                           r"[^\n]{0,40}?(?<!GPU )"
                                           r"\bRAM\b|(?<!GPU )\bRAM\b[^\n]{0,40}?\bsession crash"),
+        # the host's RAM told run out or full ("phase 2 running out of RAM", "RAM gets full
+        # after a few epochs"); not the GPU's ("out of GPU RAM")
+        ("host-oom/ram-full-told", r"\b(?:run(?:s|ning)?|ran) out of (?:(?:system|host|CPU|main) "
+                                   r")?RAM\b|\bout of (?:system|host|"
+                                   r"CPU|main) memory\b|(?<!GPU )(?<!video )\bRAM (?:is |gets |"
+                                   r"got |getting )?(?:full|exhausted)\b"),
     ))
 # A title that tells when the failure came ("... while training", "... after 3 epochs",
 # "训练过程中 ...", "启动训练后 ...", "突然"): an event the writer met, not a topic.

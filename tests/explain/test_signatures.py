@@ -277,6 +277,7 @@ SINGLE_LINES = [
     ("torch.distributed.DistBackendError: [1] is setting up NCCL communicator and retrieving "
      "ncclUniqueId from [0] via c10d key-value store by key '0', but store->get('0') got error: "
      "Connection reset by peer", "nccl", "nccl/unique-id-fetch"),
+    ("RuntimeError: Connection reset by peer", "nccl", "nccl/store-connection"),
     ("RuntimeError: ProcessGroupNCCL is only supported with GPUs, no GPUs found!", "nccl",
      "nccl/no-gpus"),
     ("THCudaCheck FAIL file=/pytorch/aten/src/THC/THCCachingAllocator.cpp line=510 error=30 : "

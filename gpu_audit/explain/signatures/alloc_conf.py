@@ -540,7 +540,13 @@ EXPANDABLE_FAILS_TOLD = (
     # CUDAPluggableAllocator + MemPool", "expandable_segments:True doesn't work with ..."
     r"\b(?P<option____>expandable_segments)(?:\s*[:=]\s*True)?[`\"']? (?:doesn't|does not|"
     r"didn't|did not|won't) (?:work|function)(?: properly| correctly)? (?:for|with|on|in|"
-    r"under|when)\b")
+    r"under|when)\b|"
+    # ... and the setting as the condition of a failure that happened, in the past: "When
+    # enabling expandable_segments, the RDMA registration of the buffers failed"
+    r"\b(?i:when|after|once) (?:I |we )?(?:enabl(?:e|ed|ing)|us(?:e|ed|ing)|set(?:ting)?|"
+    r"turn(?:ed|ing)? on) [`\"']?(?:PYTORCH_(?:CUDA_)?ALLOC_CONF=)?(?P<option_____>"
+    r"expandable_segments)\b[^\n,;.]{0,20}[,;]?[^\n.;]{0,60}?\b(?:failed|crashed|broke|"
+    r"errored|aborted)\b")
 
 
 @signature("alloc-conf/expandable-told",

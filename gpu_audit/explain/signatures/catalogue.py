@@ -184,6 +184,7 @@ ORDER = (
     "nccl/store-timeout",
     "nccl/gloo-timeout",
     "nccl/gloo-peer-closed",
+    "nccl/store-connection",
     "nccl/return-code",
     "nccl/watchdog-terminated",
     "nccl/watchdog-timeout-frame",

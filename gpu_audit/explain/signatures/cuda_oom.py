@@ -189,7 +189,8 @@ def _stated(numbers: dict[str, Any], key: str, text: str) -> str:
            "already allocated; 2.88 MiB free; 1.25 GiB reserved in total by PyTorch)")
 @signature("cuda-oom/caching-allocator",
            # (a trailing "_" closes markdown emphasis: "_CUDA out of memory_")
-           r"(?<![A-Z_])(?:(?P<backend>CUDA|HIP|XPU|MUSA|NPU) out of memory(?![^\W_])|"
+           # (and retyped: "CUDA: out of memory", "CUDA out of the memory")
+           r"(?<![A-Z_])(?:(?P<backend>CUDA|HIP|XPU|MUSA|NPU):? out of (?:the )?memory(?![^\W_])|"
            r"Out of memory\. Tried to allocate)"
            r"(?:.*?Tried to allocate (?P<over_1eb>more than 1EB))?|"
            # the cudaMallocAsync backend (knowledge/oom.py), also cut after its head, as error
@@ -1010,7 +1011,10 @@ def _jax_oom(match: re.Match[str], line: str) -> dict[str, Any]:
            # the peak buffers XLA lists under its out-of-memory message ("BufferAssignment OOM
            # Debugging"), each with its "XLA Label:" line: printed for that failure only, and
            # the evidence left when a post keeps the list but not the message above it
-           r"^\s*XLA Label: \S", ("XLA Label: ",),
+           # (also behind a glog prefix or two, as a launcher that relays its child's log
+           # prints them: "I1102 08:14:02.101 139912 run_container.py:212] XLA Label: fusion")
+           r"^\s*(?:[IWEF]\d{4} \d\d:\d\d:\d\d\.\d{1,6} +\d+ [\w.-]{1,80}:\d+\] ){0,2}"
+           r"XLA Label: \S", ("XLA Label: ",),
            "GPU out of memory (JAX/XLA): the buffers live at the peak",
            extract=_jax_oom, group="xla", attach="prefer", window=240,
            example="        XLA Label: fusion")
@@ -1018,8 +1022,11 @@ def _jax_oom(match: re.Match[str], line: str) -> dict[str, Any]:
            r"(?i:RESOURCE[_ ]EXHAUSTED): (?:Out of memory (?:while trying to allocate|allocating) "
            rf"(?:(?P<bytes>\d+) bytes|(?P<size>{SIZE}|[\d.]+[KMGT]iB))"
            r"|Failed to allocate request for [^(\n]{0,20}\((?P<bytes_>\d+)B\) on device "
-           r"ordinal (?P<gpu>\d+))",
-           ("ESOURCE_EXHAUSTED", "esource exhausted", "ESOURCE EXHAUSTED"),
+           r"ordinal (?P<gpu>\d+))|"
+           # (XLA's own words, quoted without the status before them, as in a title)
+           r"\bOut of memory while trying to allocate (?P<bytes__>\d+) bytes",
+           ("ESOURCE_EXHAUSTED", "esource exhausted", "ESOURCE EXHAUSTED",
+            "Out of memory while trying to allocate"),
            "GPU out of memory (JAX/XLA)", extract=_jax_oom, group="xla",
            example="jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while "
            "trying to allocate 17179869184 bytes.")

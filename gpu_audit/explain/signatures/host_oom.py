@@ -112,7 +112,8 @@ _TOLD_OOM_KILL = (
            # a row of the task table the OOM killer prints (dump_tasks): [pid] uid tgid total_vm
            # rss (rss_anon rss_file rss_shmem) pgtables_bytes swapents oom_score_adj name, after
            # dmesg's or journald's prefix; seen alone when a post keeps only the table's rows
-           r"^(?:\[[^\]\n]{1,40}\]\s*|\S+ +\d+ [\d:]+ \S+ kernel: )?\[ *\d+\] +\d+ +\d+"
+           # (syslog's prefix may hold dmesg's too: "Apr 25 19:05:01 node kernel: [ 70.1] ")
+           r"^(?:\S+ +\d+ [\d:]+ \S+ kernel: )?(?:\[[^\]\n]{1,40}\]\s*)?\[ *\d+\] +\d+ +\d+"
            r"(?: +\d+){4,7} +-?\d{1,4} +\S.{0,40}$",
            ("]",), "The kernel's OOM killer listed the tasks it chose from",
            extract=_no_numbers, group="oom-killer", attach="prefer", window=64,
@@ -431,6 +432,10 @@ fixed("host-oom/ram-full-told",
       rf"(?<!\bif it )(?<!\bwhen it )\b{_RUN_ENDED}[^.!?\n]{{0,40}}?\b(?:due to|because|as|since|"
       rf"when|after|from)\b[^.!?\n]{{0,20}}?{_RAM}[^.!?\n]{{0,20}}?\b{_RAM_FULL}|"
       # (a notebook's session told crashing, on a line that names the notebook and its RAM)
+      # (the run told going on until the RAM filled: "it runs until the RAM is full")
+      rf"(?<!\bif )(?<!\bwhen )\b(?:it|training|the (?:\w+ )?(?:training|job|run|script|process|"
+      rf"program|notebook|cell)) (?:runs?|ran|goes|went|keeps? running|kept running) until "
+      rf"(?:all )?(?:the |my |our )?{_RAM}[^.!?\n]{{0,20}}?\b{_RAM_FULL}|"
       r"^(?=[^\n]*\b(?:colab|kaggle|notebook|jupyter)\b)(?=[^\n]*(?<![\w-])(?<!GPU )RAM\b)"
       r"[^\n]*?(?<!\bif )\b(?:the|my|our) (?:\w+ )?(?:session|runtime|kernel)s? (?:always |"
       r"keeps? |kept |then |just |suddenly |eventually )?(?:crash(?:es|ed|ing)?|dies|died)\b)"

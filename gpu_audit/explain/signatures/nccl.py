@@ -295,8 +295,12 @@ fixed("nccl/network",
       # (the verbs device's asynchronous event for a failing link or adapter: "Got async event :
       # port error", "local catastrophic error"; not "port active" or "GID table change")
       r"Got async event ?: ?(?P<async_event>[\w ]{0,40}?(?:error|catastrophic|fatal)\b))|"
-      r"(?P<closed_>Connection closed by remote peer)",
-      ("NCCL WARN", "NET/", "Connection closed by remote peer"),
+      r"(?P<closed_>Connection closed by remote peer)|"
+      # (the last of NCCL's connect retries, after which it gives up: "NCCL INFO
+      # socketPollConnect: connect returned No route to host, retrying (34/34) after sleep ...")
+      r"\bconnect returned (?P<connect_error>[A-Z][\w ]{2,40}), retrying "
+      r"\((?P<connect_tries>\d+)/(?P=connect_tries)\)",
+      ("NCCL WARN", "NET/", "Connection closed by remote peer", "connect returned"),
       "NCCL network failure between ranks", tier=2.0,
       example="node03:41377:41955 [3] transport/net_ib.cc:1696 NCCL WARN NET/IB : Got completion "
       "from peer 10.20.0.14<55437> with status=12 opcode=0 len=0 vendor err 129 (Send)",
@@ -333,9 +337,10 @@ fixed("nccl/operations-failed",
 
 
 @signature("nccl/unique-id-fetch",
-           r"is setting up NCCL communicator and retrieving ncclUniqueId from "
+           # (PyTorch 1.11 to 2.0 spelt it "retreiving")
+           r"is setting up NCCL communicator and retr(?:ie|ei)ving ncclUniqueId from "
            r"\[(?P<from_rank>\d+)\].*?(?:got error|error): (?P<reason>.+)",
-           ("retrieving ncclUniqueId",), "A rank could not get the NCCL id from another rank",
+           ("ving ncclUniqueId",), "A rank could not get the NCCL id from another rank",
            tier=3.0,
            example="torch.distributed.DistBackendError: [1] is setting up NCCL communicator and "
            "retrieving ncclUniqueId from [0] via c10d key-value store by key '0', but "
@@ -387,6 +392,27 @@ fixed("nccl/gloo-peer-closed",
 
 # The process group's watchdog ending the job, its reason cut off or on a line of its own
 # (with the reason on the same line, the timeout or error signature reads that line first).
+# c10d's own socket layer (the TCP store of init_process_group, its rendezvous) raises the
+# system's words alone, with no library's name before them ("RuntimeError: Connection reset by
+# peer" under the init_process_group frame): other Python libraries raise ConnectionError's
+# subclasses for these, not a RuntimeError or torch's DistNetworkError.
+fixed("nccl/store-connection",
+      r"^\s*(?:RuntimeError|(?:torch\.distributed\.)?DistNetworkError): (?P<socket_error>"
+      r"Connection reset by peer|Connection refused|No route to host|Broken pipe|Connection "
+      r"timed out)\s*$",
+      ("RuntimeError: Connection", "RuntimeError: No route", "RuntimeError: Broken pipe",
+       "DistNetworkError: "),
+      "A rank lost its connection to the rendezvous store or a peer", tier=3.0,
+      example="RuntimeError: Connection reset by peer",
+      explanation="PyTorch's distributed socket layer (the TCP store that init_process_group "
+      "and the rendezvous use) lost or could not open a connection: the rank that hosts the "
+      "store (MASTER_ADDR) exited or crashed first, or the network between the machines blocks "
+      "the port or routes over the wrong interface.",
+      remedy="Check the log of the rank at MASTER_ADDR first; then that MASTER_ADDR:MASTER_PORT "
+      "is reachable from every machine (`nc -zv MASTER_ADDR MASTER_PORT`, firewalls) and that "
+      "NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME name an interface both machines share.")
+
+
 fixed("nccl/watchdog-terminated", r"watchdog thread terminated with exception",
       ("watchdog thread terminated",), "The NCCL watchdog stopped the process group",
       tier=3.1, group="nccl-timeout",
