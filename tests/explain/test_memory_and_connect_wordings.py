@@ -56,6 +56,11 @@ def test_last_connect_retry_reads_the_error_and_tries() -> None:
     # c10d's socket layer raising the system's words alone
     ("RuntimeError: Connection reset by peer\n", ["nccl/store-connection"]),
     ("torch.distributed.DistNetworkError: Connection refused\n", ["nccl/store-connection"]),
+    # ... behind a launcher's per-rank prefix
+    ("[rank1]: torch.distributed.DistNetworkError: Connection refused\n",
+     ["nccl/store-connection"]),
+    ("[default0]:RuntimeError: Connection reset by peer\n", ["nccl/store-connection"]),
+    ("3: RuntimeError: No route to host\n", ["nccl/store-connection"]),
     # ... not another library's exception, nor the words inside a sentence
     ("ConnectionResetError: [Errno 104] Connection reset by peer\n", []),
     ("RuntimeError: Connection reset by peer while reading the checkpoint from S3\n", []),
