@@ -15,6 +15,14 @@ def fixture_incidents(name: str, torch_version: str | None = "2.3.1") -> list[In
                            workers=1).incidents
 
 
+def text_incidents(folder: Path, text: str, name: str = "run.log") -> list[Incident]:
+    """Incidents of ``text`` written as a log under ``folder``, read end to end as the CLI
+    reads a file (prefilter, joining, classification)."""
+    log = folder / name
+    log.write_text(text)
+    return explain_sources([str(log)], workers=1).incidents
+
+
 SHAPES = FIXTURES / "shapes"
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from gpu_audit.model import Severity
-from tests.explain.helpers import mib
+from tests.explain.helpers import mib, text_incidents
 from tests.explain.helpers import shape_incidents as incidents
 from tests.explain.helpers import shape_root as root
 
@@ -63,13 +63,10 @@ def test_the_vgpu_device_handle_keeps_its_slot() -> None:
 
 
 def test_the_card_warning_in_a_plain_log_stays_a_warning(tmp_path) -> None:
-    from gpu_audit.explain import explain_sources
-
-    log = tmp_path / "server.log"
-    log.write_text("Set vram state to: NORMAL_VRAM\nWARNING: this card most likely does not "
-                   "support cuda-malloc, if you get \"CUDA error\" please run with: "
-                   "--disable-cuda-malloc\nStarting server\n")
-    found = explain_sources([str(log)], workers=1).incidents
+    found = text_incidents(tmp_path, "Set vram state to: NORMAL_VRAM\nWARNING: this card most "
+                           "likely does not support cuda-malloc, if you get \"CUDA error\" "
+                           "please run with: --disable-cuda-malloc\nStarting server\n",
+                           "server.log")
     assert [i.severity for i in found] == [Severity.WARNING]
 
 
@@ -90,11 +87,7 @@ def test_a_port_error_counts_and_a_port_back_up_is_no_failure() -> None:
     "[runner] CUDA error: an illegal memory access was encountered",
 ])
 def test_lines_of_other_kinds_are_not_read_as_these(tmp_path, line: str) -> None:
-    from gpu_audit.explain import explain_sources
-
-    log = tmp_path / "run.log"
-    log.write_text(line + "\n")
-    found = explain_sources([str(log)], workers=1).incidents
+    found = text_incidents(tmp_path, line + "\n")
     assert not [i for i in found if i.signature in (
         "cuda-oom/cuda-error", "nccl/network", "cublas-failure/status-sentence")]
 
@@ -106,9 +99,5 @@ def test_lines_of_other_kinds_are_not_read_as_these(tmp_path, line: str) -> None
     "You could have a PSU problem; what is its rating?",
 ])
 def test_power_supplies_named_in_advice_or_in_general_are_no_failure(tmp_path, line: str) -> None:
-    from gpu_audit.explain import explain_sources
-
-    log = tmp_path / "answer.log"
-    log.write_text(line + "\n")
-    found = explain_sources([str(log)], workers=1).incidents
+    found = text_incidents(tmp_path, line + "\n", "answer.log")
     assert not [i for i in found if i.is_failure], [(i.signature, i.title) for i in found]
