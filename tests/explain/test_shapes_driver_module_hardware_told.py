@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from gpu_audit.explain import classify_text, explain_sources
+from gpu_audit.explain import classify_text
 from tests.explain.helpers import shape_incidents as incidents
 from tests.explain.helpers import shape_root as root
+from tests.explain.helpers import text_incidents
 
 
 @pytest.mark.parametrize(("name", "cls", "signature"), [
@@ -68,9 +69,8 @@ def test_the_module_refused_by_secure_boot_comes_before_nvidia_smi() -> None:
 def test_the_kernel_module_reason_picks_the_advice(tmp_path, line: str, words: str) -> None:
     # (mid-log, with more lines after it than the tail that is always read: the prefilter's
     # keys must find it)
-    log = tmp_path / "boot.log"
-    log.write_text("booting\n" + line + "\n" + "".join(f"service {n} started\n" for n in range(12)))
-    found = explain_sources([str(log)], workers=1).incidents
+    found = text_incidents(tmp_path, "booting\n" + line + "\n"
+                           + "".join(f"service {n} started\n" for n in range(12)), "boot.log")
     assert found and found[0].signature == "nvml-unavailable/kernel-module", line
     assert words in found[0].explanation, found[0].explanation
 
@@ -97,20 +97,18 @@ def test_the_xid_the_gpu_met_is_read_by_its_number() -> None:
     "The long job burnt my GPU, the fans were clogged.",
 ])
 def test_a_card_told_dead_mid_log(tmp_path, line: str) -> None:
-    log = tmp_path / "notes.log"
-    log.write_text("week 12\n" + line + "\n" + "".join(f"step {n} ok\n" for n in range(12)))
-    found = explain_sources([str(log)], workers=1).incidents
+    found = text_incidents(tmp_path, "week 12\n" + line + "\n"
+                           + "".join(f"step {n} ok\n" for n in range(12)), "notes.log")
     assert [i.signature for i in found if i.is_failure] == ["gpu-hardware/card-dead-told"], line
 
 
 def test_a_gpu_the_driver_does_not_support_ranks_before_no_gpu_found(tmp_path) -> None:
-    log = tmp_path / "dmesg.log"
-    log.write_text("[   12.400000] NVRM: No NVIDIA GPU found.\n"
-                   "[   12.400100] NVRM: The NVIDIA GPU 0000:01:00.0 (PCI ID: 10de:1b80)\n"
-                   "NVRM: installed in this system is not supported by the\n"
-                   "NVRM: NVIDIA 580.82.07 driver release.\n"
-                   + "".join(f"[   13.{n:06d}] usb ok\n" for n in range(10)))
-    found = [i for i in explain_sources([str(log)], workers=1).incidents if i.is_failure]
+    text = ("[   12.400000] NVRM: No NVIDIA GPU found.\n"
+            "[   12.400100] NVRM: The NVIDIA GPU 0000:01:00.0 (PCI ID: 10de:1b80)\n"
+            "NVRM: installed in this system is not supported by the\n"
+            "NVRM: NVIDIA 580.82.07 driver release.\n"
+            + "".join(f"[   13.{n:06d}] usb ok\n" for n in range(10)))
+    found = [i for i in text_incidents(tmp_path, text, "dmesg.log") if i.is_failure]
     assert [i.signature for i in found] == ["driver-mismatch/gpu-not-supported-by-driver",
                                             "nvml-unavailable/kernel-module"]
 
