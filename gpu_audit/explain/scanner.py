@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from operator import methodcaller
 
 from gpu_audit.bounds import MAX_PROCESSES
+from gpu_audit.explain.prefixes import LOG_PREFIXES
 from gpu_audit.knowledge.signals import KILLED_WORDS
 
 BLOCK_SIZE = 4 << 20
@@ -302,7 +303,8 @@ KEYS: tuple[Key, ...] = (
 )
 PREFILTER: tuple[re.Pattern[bytes], ...] = tuple(re.compile(key.pattern) for key in KEYS)
 
-_TABLE_ROW = re.compile(rb"[ \t]*\|")  # a row of a boxed table, from its line's start
+# a row of a boxed table, from its line's start (behind a launcher's or logger's prefix too)
+_TABLE_ROW = re.compile(rb"[ \t]*" + LOG_PREFIXES.encode() + rb"\|")
 _ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 # Typographic quotes and odd spaces (a forum's or a translator's) read as the plain ones;

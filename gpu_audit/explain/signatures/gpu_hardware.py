@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from gpu_audit.explain.prefixes import LINE_HEAD
 from gpu_audit.explain.signatures.registry import (
     Advice,
     AdviceContext,
@@ -268,7 +269,8 @@ fixed("gpu-hardware/power-supply-told", POWER_SUPPLY_TOLD,
 # lspci reads a revision of ff when the device's PCIe configuration space answers all ones:
 # the GPU no longer responds on the bus (its other functions, audio and USB, read ff too).
 fixed("gpu-hardware/lspci-rev-ff",
-      r"(?<![\w.:])(?P<pci_bus_id>(?:[0-9A-Fa-f]{4}:)?[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})\.0 "
+      rf"(?:{LINE_HEAD}|(?<![\w.:]))"
+      r"(?P<pci_bus_id>(?:[0-9A-Fa-f]{4}:)?[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})\.0 "
       r"(?:VGA compatible|3D) controller(?: \[[0-9a-f]{4}\])?: NVIDIA Corporation "
       r"(?:(?!\(rev )[^\n]){0,160}\(rev ff\)",  # (not across another device's revision)
       ("(rev ff)",), "A GPU no longer answers on the PCIe bus (lspci reads rev ff)",

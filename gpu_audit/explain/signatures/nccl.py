@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from gpu_audit.explain.prefixes import LINE_HEAD
 from gpu_audit.explain.signatures.registry import (
     Advice,
     AdviceContext,
@@ -397,10 +398,7 @@ fixed("nccl/gloo-peer-closed",
 # peer" under the init_process_group frame): other Python libraries raise ConnectionError's
 # subclasses for these, not a RuntimeError or torch's DistNetworkError.
 fixed("nccl/store-connection",
-      # (a launcher's per-rank prefix may come first: torchrun's "[rank1]: ", "[default0]:",
-      # srun --label's "3: ")
-      r"^\s*(?:\[[\w.-]{1,24}\]:\s*|\d{1,5}:\s+)?"
-      r"(?:RuntimeError|(?:torch\.distributed\.)?DistNetworkError): (?P<socket_error>"
+      LINE_HEAD + r"(?:RuntimeError|(?:torch\.distributed\.)?DistNetworkError): (?P<socket_error>"
       r"Connection reset by peer|Connection refused|No route to host|Broken pipe|Connection "
       r"timed out)\s*$",
       ("RuntimeError: Connection", "RuntimeError: No route", "RuntimeError: Broken pipe",
