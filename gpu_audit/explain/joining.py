@@ -70,7 +70,8 @@ _NEW_RECORD = re.compile(
     r"\[?(?:INFO|WARN(?:ING)?|ERROR|DEBUG|CRITICAL|FATAL|NOTICE)\b|"
     r"\$ |# |>>> |In \[\d+\]|\(\w[\w.-]*\) \S+[@:]|[\w.-]+@[\w.-]+:|"
     r"\S+:\d+:\d+ \[\d+\] NCCL |NCCL (?:INFO|WARN) |```|={3,}|-{3,}|[╭╰┏┗╔╚]|"
-    r"\S+ - \w+ - |\w+:\s*\d+%\||[a-z][\w.-]*: )")  # the last: "srun: error: ..."
+    r"\S+ - \w+ - |\w+:\s*\d+%\||[a-z][\w.-]*: |"  # "srun: error: ..."
+    r"current device: -?\d+, in function )")  # (llama.cpp's line under a CUDA error)
 _DANGLING_WORDS = frozenset((
     "at", "of", "the", "to", "by", "in", "for", "and", "or", "has", "have", "had", "is", "are",
     "was", "were", "with", "from", "on", "a", "an", "but", "than", "which", "that", "when",

@@ -150,7 +150,10 @@ KEYS: tuple[Key, ...] = (
         rb"|UDA\d{1,2} buffer|uDNN library"
         # (and "no CUDA-capable device is detected" on a line without "error": llama.cpp's
         # "ggml_cuda_init: failed to initialize CUDA: no CUDA-capable device is detected")
-        rb"|UDA-capable device)",
+        rb"|UDA-capable device"
+        # (the CUDA a log states, where no "CUDA " is: nvcc's "Cuda compilation tools, release
+        # 9.0", CMake's "Found CUDA: /usr/local/cuda (found version "9.0")")
+        rb"|uda compilation tools|(?<=Found C)UDA: )",
         (b"CUDA ", b"CUDA_", b"CUDACachingAllocator", b"CUDAAllocatorConfig",
          *(b"CUDA" + bytes([lead]) for lead in range(0xE3, 0xEE)), b"CUBLAS_STATUS",
          b"CUSOLVER_STATUS", b"CUSPARSE_STATUS", b"CUFFT_", b"CUDNN_STATUS", b"CUDNN_BACKEND",
@@ -163,7 +166,7 @@ KEYS: tuple[Key, ...] = (
          b"Create cublas handle", b"CUBLAS initialization", b"CUBLAS initialisation",
          b"CPUExecutionProvider'", b'CPUExecutionProvider"', b"Check failed: ",
          *(b"CUDA%d" % digit for digit in range(10)), b"CuDNN library",
-         b"CUDA-capable device")),
+         b"CUDA-capable device", b"Cuda compilation tools", b"Found CUDA: ")),
     # (and TensorFlow 1's node under its OOM: '[[Node: ... _device=".../device:GPU:0"]')
     # (and a GPU lost, told: "we lost 1 GPU", "one GPU is loss after reboot", "Lost GPU")
     Key(rb"G(?:PU(?: is lost| lost from the bus| has fallen| \d+ has a total|\d+ [^\n]{0,80}?"
@@ -223,8 +226,9 @@ KEYS: tuple[Key, ...] = (
         rb"|CCL ?[\xe3-\xe9]"
         # (a writer's "... and reports NCCL timeout")
         rb"|CCL [Tt]ime ?out"
-        # (DCGM's "Detected fatal errors on NvSwitch 2 link 17")
-        rb"|(?<=fatal errors on N)vSwitch)",
+        # (DCGM's "Detected fatal errors on NvSwitch 2 link 17", "Detected fatal NvSwitch SXID
+        # 12028", "... nvlink_replay_error_count_total NvLink errors on GPU 3's NVLink")
+        rb"|(?<=fatal errors on N)vSwitch|(?<=fatal N)vSwitch SXID|(?<= N)vLink errors )",
         (b"NVRM", b"NVML", b"NVIDIA-SMI", b"NVIDIA driver", b"NVIDIA Display Driver. By default",
          b"NVIDIA Corporation ",
          b"NVLink", b"NVLINK", b"NCCL WARN", b"NCCL error", b"NCCL comm", b"NCCL oper",
@@ -239,7 +243,8 @@ KEYS: tuple[Key, ...] = (
          *(b"NCCL" + bytes([lead]) for lead in range(0xE3, 0xEA)),
          *(b"NCCL " + bytes([lead]) for lead in range(0xE3, 0xEA)),
          b"NCCL timeout", b"NCCL Timeout", b"NCCL time out", b"NCCL Time out",
-         *(b" -> %d" % code for code in range(1, 8)), b"fatal errors on NvSwitch")),
+         *(b" -> %d" % code for code in range(1, 8)), b"fatal errors on NvSwitch",
+         b"fatal NvSwitch SXID", b" NvLink errors ")),
     # (an nvidia-smi table's "Processes:" row: who holds the GPU, in the rows below it)
     # (and PBS/Torque's "PBS: job killed: mem ... exceeded limit ...")
     # (and a power supply's protection tripping, told: "latched PSU OCP/UVP protection", "the
@@ -295,11 +300,15 @@ KEYS: tuple[Key, ...] = (
     # missing"; and "the nvidia driver" in lower case)
     Key(rb"n(?:vidia-(?:smi|ml)|o kernel image|vidia\.ko: |vidia [Dd]river"
         rb"|vidia [Kk]ernel [Mm]odule|(?<=insert 'n)vidia|(?<=Module n)vidia"
-        rb"|(?<=kernel module 'n)vidia|(?<=the 'n)vidia)",
+        rb"|(?<=kernel module 'n)vidia|(?<=the 'n)vidia"
+        # (llama.cpp's "  current device: 1, in function ..." under a CUDA error; Docker's
+        # "could not select device driver "" with capabilities: [[gpu]]" in a title)
+        rb"|(?<=curre)nt device: \d|(?<=could )not select device driver)",
         (b"nvidia-smi", b"nvidia-ml", b"no kernel image", b"nvidia.ko: ", b"nvidia driver",
          b"nvidia Driver", *(b"nvidia " + kernel + b"ernel " + module + b"odule"
                              for kernel in (b"k", b"K") for module in (b"m", b"M")),
-         b"insert 'nvidia", b"Module nvidia", b"kernel module 'nvidia", b"the 'nvidia")),
+         b"insert 'nvidia", b"Module nvidia", b"kernel module 'nvidia", b"the 'nvidia",
+         b"current device: ", b"could not select device driver")),
 )
 PREFILTER: tuple[re.Pattern[bytes], ...] = tuple(re.compile(key.pattern) for key in KEYS)
 
