@@ -153,7 +153,7 @@ KEYS: tuple[Key, ...] = (
         rb"|UDA-capable device"
         # (the CUDA a log states, where no "CUDA " is: nvcc's "Cuda compilation tools, release
         # 9.0", CMake's "Found CUDA: /usr/local/cuda (found version "9.0")")
-        rb"|uda compilation tools|(?<=Found C)UDA: )",
+        rb"|uda compilation tools|UDA: (?<=Found CUDA: ))",
         (b"CUDA ", b"CUDA_", b"CUDACachingAllocator", b"CUDAAllocatorConfig",
          *(b"CUDA" + bytes([lead]) for lead in range(0xE3, 0xEE)), b"CUBLAS_STATUS",
          b"CUSOLVER_STATUS", b"CUSPARSE_STATUS", b"CUFFT_", b"CUDNN_STATUS", b"CUDNN_BACKEND",
@@ -228,7 +228,8 @@ KEYS: tuple[Key, ...] = (
         rb"|CCL [Tt]ime ?out"
         # (DCGM's "Detected fatal errors on NvSwitch 2 link 17", "Detected fatal NvSwitch SXID
         # 12028", "... nvlink_replay_error_count_total NvLink errors on GPU 3's NVLink")
-        rb"|(?<=fatal errors on N)vSwitch|(?<=fatal N)vSwitch SXID|(?<= N)vLink errors )",
+        rb"|(?<=fatal errors on N)vSwitch|vSwitch SXID(?<=fatal NvSwitch SXID)"
+        rb"|vLink errors (?<= NvLink errors ))",
         (b"NVRM", b"NVML", b"NVIDIA-SMI", b"NVIDIA driver", b"NVIDIA Display Driver. By default",
          b"NVIDIA Corporation ",
          b"NVLink", b"NVLINK", b"NCCL WARN", b"NCCL error", b"NCCL comm", b"NCCL oper",
@@ -302,8 +303,10 @@ KEYS: tuple[Key, ...] = (
         rb"|vidia [Kk]ernel [Mm]odule|(?<=insert 'n)vidia|(?<=Module n)vidia"
         rb"|(?<=kernel module 'n)vidia|(?<=the 'n)vidia"
         # (llama.cpp's "  current device: 1, in function ..." under a CUDA error; Docker's
-        # "could not select device driver "" with capabilities: [[gpu]]" in a title)
-        rb"|(?<=curre)nt device: \d|(?<=could )not select device driver)",
+        # "could not select device driver "" with capabilities: [[gpu]]" in a title; the
+        # literal before the look-behind turns most "n"s away at their next byte)
+        rb"|t device: \d(?<=current device: \d)"
+        rb"|ot select device driver(?<=could not select device driver))",
         (b"nvidia-smi", b"nvidia-ml", b"no kernel image", b"nvidia.ko: ", b"nvidia driver",
          b"nvidia Driver", *(b"nvidia " + kernel + b"ernel " + module + b"odule"
                              for kernel in (b"k", b"K") for module in (b"m", b"M")),
