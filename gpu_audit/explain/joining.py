@@ -34,6 +34,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
+from gpu_audit.explain.prefixes import RANK_PREFIX
 from gpu_audit.explain.scanner import Candidate
 
 MAX_JOIN_LINES = 8
@@ -51,7 +52,7 @@ _KERNEL_HEAD = (r"(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ kernel: ?|\d{4}-\d
 _PREFIXES = (
     ("nvrm", re.compile(r"^[^\n]{0,80}?NVRM: ?")),  # whatever stamps the kernel's lines
     ("kernel", re.compile(rf"^\s*{_KERNEL_HEAD}")),
-    ("rank", re.compile(r"^\s*\[(?:rank|default)\d+\]: ?")),
+    ("rank", re.compile(rf"^\s*{RANK_PREFIX}")),
 )
 _BOX_LEFT = re.compile(r"^\s*[│┃║]\s?")
 _BOX_RIGHT = re.compile(r"\s?[│┃║]\s*$")

@@ -25,6 +25,9 @@ from __future__ import annotations
 _TIMESTAMP = (r"\[?\d{4}[-/]\d\d[-/]\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?"
               r"(?:Z|[+-]\d\d:?\d\d)?(?: UTC)?\]?")
 _LEVEL = r"\[?(?:DEBUG|INFO|NOTICE|WARN(?:ING)?|ERROR|CRITICAL|FATAL)\]?"
+# A launcher's rank on every line of its ranks' output: torchrun's "[rank1]: ", "[default0]:",
+# Open MPI's --tag-output "[1,0]<stderr>:" (joining keeps a message's lines together under it).
+RANK_PREFIX = r"(?:\[(?:rank|default)\d{1,6}\]|\[\d{1,9},\d{1,6}\]<std(?:out|err)>): ?"
 
 # One prefix, with the separator after it.
 LOG_PREFIX = (
@@ -37,8 +40,8 @@ LOG_PREFIX = (
     r"|[IWEF]\d{4} \d\d:\d\d:\d\d\.\d{1,6} +\d+ [\w.-]{1,80}:\d+\] ?"
     # syslog's header
     r"|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d [\w.-]{1,64} [\w./-]{1,64}(?:\[\d{1,10}\])?: ?"
-    # a launcher's rank: "[rank1]: ", "[default0]:", "[1,0]<stderr>:", srun's "3: "
-    r"|\[[\w.,-]{1,24}\](?:<std(?:out|err)>)?: ?|\d{1,5}: "
+    # a launcher's rank, or another bracketed name ("[worker-3]: "), srun --label's "3: "
+    rf"|{RANK_PREFIX}|\[[\w.-]{{1,24}}\]: ?|\d{{1,5}}: "
     # Docker compose's service column: "trainer-1  | "
     r"|[\w.-]{1,64} +\| ?"
     r")"

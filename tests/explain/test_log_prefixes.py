@@ -131,3 +131,16 @@ def test_a_relayed_node_line_names_the_gpu() -> None:
     # TensorFlow 1 names the device only on the node line under its message
     tf = [i for i in shape_incidents("relayed_program_lines.log") if i.cls == "cuda-oom"]
     assert tf and tf[0].numbers.get("gpu_index") == 1
+
+
+@pytest.mark.parametrize("prefix", ["[rank5]:", "[1,5]<stderr>:"], ids=["torchrun", "open-mpi"])
+def test_a_rank_prefixed_line_cut_inside_its_fields_is_joined(tmp_path: Path,
+                                                              prefix: str) -> None:
+    log = (f"{prefix}[E0304 10:11:12.000001 ProcessGroupNCCL.cpp:1597] [PG ID 0 PG GUID 0 Rank "
+           "5] Process group watchdog thread terminated with exception: [Rank 5] Watchdog "
+           "caught collective operation timeout: WorkNCCL(S\n"
+           "eqNum=4410, OpType=ALLREDUCE, NumelIn=2048, NumelOut=2048, Timeout(ms)=600000) ran "
+           "for 600007 milliseconds before timing out.\n")
+    nccl = [i for i in text_incidents(tmp_path, log) if i.cls == "nccl"]
+    assert nccl and (nccl[0].numbers.get("seq_num"), nccl[0].numbers.get("timeout_ms")) == (
+        4410, 600000)
