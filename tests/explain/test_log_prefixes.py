@@ -8,11 +8,14 @@ engines and end to end.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
 from gpu_audit.explain.classify import match_signature
+from gpu_audit.explain.prefixes import LINE_HEAD
+from gpu_audit.explain.signatures import SIGNATURES
 from tests.explain.helpers import shape_incidents, text_incidents
 from tests.explain.test_grep_engine import assert_same, needs_grep
 
@@ -60,6 +63,22 @@ PROGRAM_LINES = [
 
 
 _IDS = [f"{sig}:{line[:24]}" for sig, line in PROGRAM_LINES]
+
+
+# What may follow a "^" in a signature that does not open with LINE_HEAD: a guard over the whole
+# line (a look-ahead, words that must not come before the message: prose that tells a failure)
+# or a sentence's start, never a program's text.
+_WHOLE_LINE_GUARDS = ("(?i:(?:(?!", "(?:(?!", "(?=", "(?!", ")(?=", "|(?<=")
+
+
+def test_no_signature_reads_a_program_line_from_a_bare_line_start() -> None:
+    bare = []
+    for sig in SIGNATURES:
+        pattern = sig.regex.pattern.replace(LINE_HEAD, "")
+        for at in re.finditer(r"(?<![\[\\])\^", pattern):
+            if not pattern.startswith(_WHOLE_LINE_GUARDS, at.end()):
+                bare.append((sig.id, pattern[at.start():at.end() + 30]))
+    assert not bare, "open a program's line with prefixes.LINE_HEAD, not ^: " + repr(bare)
 
 
 def _read(text: str) -> tuple[str, dict[str, object]] | None:
