@@ -57,6 +57,8 @@ PROGRAM_LINES = [
     ("host-oom/task-row", "[  77120]  1001 77120 23456789  8765432 71234560        0"
      "             0 python3"),
     ("nccl/store-connection", "torch.distributed.DistNetworkError: Connection refused"),
+    ("illegal-memory-access/ggml-current-device",
+     "  current device: 1, in function ggml_cuda_mul_mat at ggml-cuda.cu:1790"),
     ("gpu-hardware/lspci-rev-ff",
      "c1:00.0 3D controller: NVIDIA Corporation GH100 [H100 SXM5 80GB] (rev ff)"),
 ]

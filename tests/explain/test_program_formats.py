@@ -94,6 +94,14 @@ def test_dcgm_nvlink_crc_errors_above_the_limit() -> None:
     assert (root.numbers.get("gpu_index"), root.numbers.get("per_second")) == (5, "412.5")
 
 
+def test_dcgm_nvlink_errors_over_the_threshold_are_a_warning() -> None:
+    incidents = classify_text("Health: Detected 12 nvlink_flit_crc_error_count_total NvLink "
+                              "errors on GPU 1's NVLink which exceeds threshold of 10\n",
+                              torch_version=None)
+    assert [(i.signature, i.severity.value, i.numbers.get("threshold")) for i in incidents] == [
+        ("gpu-hardware/dcgm-health", "warning", 10)]
+
+
 # llama.cpp's CUDA backend names the device under any CUDA error it checks.
 @pytest.mark.parametrize("error,signature", [
     ("CUDA error: an illegal memory access was encountered",

@@ -608,9 +608,12 @@ _DCGM_HEALTH = (
     rf"|\bDetected (?P<count__>\d+) (?P<nvlink_counter>[\w. ]{{1,64}}?) NvLink errors on "
     rf"{_gpu(6)}'s NVLink \(should be 0\)(?P<nvlink_critical>)"
     r"|\b(?P<per_second>\d+(?:\.\d+)?) (?P<nvlink_counter_>[\w. ]{1,64}?) NvLink errors found "
-    rf"occur+ing per second on {_gpu(7)}, exceeding the limit(?P<nvlink_crc>)")
+    rf"occur+ing per second on {_gpu(7)}, exceeding the limit(?P<nvlink_crc>)"
+    # (and errors under that rate, over the health check's threshold: a warning)
+    rf"|\bDetected (?P<count___>\d+) (?P<nvlink_counter__>[\w. ]{{1,64}}?) NvLink errors on "
+    rf"{_gpu(8)}'s NVLink which exceeds threshold of (?P<threshold>\d+)(?P<nvlink_threshold>)")
 _DCGM_KINDS = ("dbe", "remap_failed", "faulty_memory", "uncontained", "nvswitch_fatal",
-               "remapped", "sxid_fatal", "nvlink_critical", "nvlink_crc")
+               "remapped", "sxid_fatal", "nvlink_critical", "nvlink_crc", "nvlink_threshold")
 _DCGM_WORDS = ("nvlink_counter", "per_second")  # numbers kept as written
 
 
@@ -635,6 +638,15 @@ def _dcgm_nvlink(sig: Signature, numbers: dict[str, Any], on_gpu: str) -> Advice
     """DCGM's NVLink error counters: replay and recovery errors (which must stay at 0), or CRC
     errors faster than DCGM's limit of 100 a second."""
     counter = numbers.get("nvlink_counter", "NVLink")
+    if numbers.get("fault") == "nvlink_threshold":
+        explanation = (f"DCGM counts {numbers.get('count', '?')} {counter} errors on {on_gpu}'s "
+                       f"NVLinks, over its threshold of {numbers.get('threshold', '?')}: a link "
+                       "is degrading, though below the rate at which DCGM fails it.")
+        return advice(sig, numbers, explanation,
+                      "Watch the links' counters (`nvidia-smi nvlink -e`); a counter that keeps "
+                      "growing marks the part to reseat or replace at the next maintenance.",
+                      severity=Severity.WARNING, tier=3.0,
+                      title="DCGM: NVLink errors over the threshold on a GPU's links")
     if "per_second" in numbers:
         found = f"{numbers['per_second']} {counter} errors a second (DCGM's limit is 100)"
     else:
@@ -675,7 +687,7 @@ def _dcgm(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice
                        "aborted.")
         return advice(sig, numbers, explanation, _NVSWITCH_REMEDY,
                       title="DCGM: a fatal NVSwitch error (SXID)")
-    if fault in ("nvlink_critical", "nvlink_crc"):
+    if fault in ("nvlink_critical", "nvlink_crc", "nvlink_threshold"):
         return _dcgm_nvlink(sig, numbers, on_gpu)
     if fault == "nvswitch_fatal":
         explanation = (f"DCGM found fatal errors on NVSwitch {numbers.get('nvswitch', '?')}, "
