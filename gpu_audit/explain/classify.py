@@ -257,7 +257,7 @@ class Classifier:
                           sig, heading=_heading_only(text, match))
         if sig.attach and self._attach(occ):
             return
-        if sig.attach == "only":
+        if sig.attach in ("only", "latest"):
             return
         key = _group_key(sig, numbers)
         group = self._groups.get(key)
@@ -373,11 +373,19 @@ class Classifier:
                 group.handled += 1
             return
 
+    def _recent_for(self, sig: Signature) -> list[tuple[_Group, _Occurrence]]:
+        """The recent occurrences a continuation line may attach to, latest first: its own
+        class's, or (``attach="latest"``) every class's."""
+        if sig.attach != "latest":
+            return list(reversed(self._recent.get(sig.cls, ())))
+        found = [pair for pairs in self._recent.values() for pair in pairs]
+        return sorted(found, key=lambda pair: pair[1].line, reverse=True)
+
     def _attach(self, occ: _Occurrence) -> bool:
         """Merge a continuation line's numbers into the occurrence it continues."""
         sig = occ.signature
         best: tuple[_Group, _Occurrence] | None = None
-        for group, target in reversed(self._recent.get(sig.cls, ())):
+        for group, target in self._recent_for(sig):
             if target.source_index != occ.source_index:
                 continue
             if not 0 <= occ.line - target.line <= sig.window:

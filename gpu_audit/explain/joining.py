@@ -34,6 +34,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
+from gpu_audit.explain.prefixes import RANK_PREFIX
 from gpu_audit.explain.scanner import Candidate
 
 MAX_JOIN_LINES = 8
@@ -51,7 +52,7 @@ _KERNEL_HEAD = (r"(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ kernel: ?|\d{4}-\d
 _PREFIXES = (
     ("nvrm", re.compile(r"^[^\n]{0,80}?NVRM: ?")),  # whatever stamps the kernel's lines
     ("kernel", re.compile(rf"^\s*{_KERNEL_HEAD}")),
-    ("rank", re.compile(r"^\s*\[(?:rank|default)\d+\]: ?")),
+    ("rank", re.compile(rf"^\s*{RANK_PREFIX}")),
 )
 _BOX_LEFT = re.compile(r"^\s*[│┃║]\s?")
 _BOX_RIGHT = re.compile(r"\s?[│┃║]\s*$")
@@ -70,7 +71,8 @@ _NEW_RECORD = re.compile(
     r"\[?(?:INFO|WARN(?:ING)?|ERROR|DEBUG|CRITICAL|FATAL|NOTICE)\b|"
     r"\$ |# |>>> |In \[\d+\]|\(\w[\w.-]*\) \S+[@:]|[\w.-]+@[\w.-]+:|"
     r"\S+:\d+:\d+ \[\d+\] NCCL |NCCL (?:INFO|WARN) |```|={3,}|-{3,}|[╭╰┏┗╔╚]|"
-    r"\S+ - \w+ - |\w+:\s*\d+%\||[a-z][\w.-]*: )")  # the last: "srun: error: ..."
+    r"\S+ - \w+ - |\w+:\s*\d+%\||[a-z][\w.-]*: |"  # "srun: error: ..."
+    r"current device: -?\d+, in function )")  # (llama.cpp's line under a CUDA error)
 _DANGLING_WORDS = frozenset((
     "at", "of", "the", "to", "by", "in", "for", "and", "or", "has", "have", "had", "is", "are",
     "was", "were", "with", "from", "on", "a", "an", "but", "than", "which", "that", "when",

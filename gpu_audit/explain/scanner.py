@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from operator import methodcaller
 
 from gpu_audit.bounds import MAX_PROCESSES
+from gpu_audit.explain.prefixes import LOG_PREFIXES
 from gpu_audit.knowledge.signals import KILLED_WORDS
 
 BLOCK_SIZE = 4 << 20
@@ -149,7 +150,10 @@ KEYS: tuple[Key, ...] = (
         rb"|UDA\d{1,2} buffer|uDNN library"
         # (and "no CUDA-capable device is detected" on a line without "error": llama.cpp's
         # "ggml_cuda_init: failed to initialize CUDA: no CUDA-capable device is detected")
-        rb"|UDA-capable device)",
+        rb"|UDA-capable device"
+        # (the CUDA a log states, where no "CUDA " is: nvcc's "Cuda compilation tools, release
+        # 9.0", CMake's "Found CUDA: /usr/local/cuda (found version "9.0")")
+        rb"|uda compilation tools|UDA: (?<=Found CUDA: ))",
         (b"CUDA ", b"CUDA_", b"CUDACachingAllocator", b"CUDAAllocatorConfig",
          *(b"CUDA" + bytes([lead]) for lead in range(0xE3, 0xEE)), b"CUBLAS_STATUS",
          b"CUSOLVER_STATUS", b"CUSPARSE_STATUS", b"CUFFT_", b"CUDNN_STATUS", b"CUDNN_BACKEND",
@@ -162,7 +166,7 @@ KEYS: tuple[Key, ...] = (
          b"Create cublas handle", b"CUBLAS initialization", b"CUBLAS initialisation",
          b"CPUExecutionProvider'", b'CPUExecutionProvider"', b"Check failed: ",
          *(b"CUDA%d" % digit for digit in range(10)), b"CuDNN library",
-         b"CUDA-capable device")),
+         b"CUDA-capable device", b"Cuda compilation tools", b"Found CUDA: ")),
     # (and TensorFlow 1's node under its OOM: '[[Node: ... _device=".../device:GPU:0"]')
     # (and a GPU lost, told: "we lost 1 GPU", "one GPU is loss after reboot", "Lost GPU")
     Key(rb"G(?:PU(?: is lost| lost from the bus| has fallen| \d+ has a total|\d+ [^\n]{0,80}?"
@@ -222,8 +226,10 @@ KEYS: tuple[Key, ...] = (
         rb"|CCL ?[\xe3-\xe9]"
         # (a writer's "... and reports NCCL timeout")
         rb"|CCL [Tt]ime ?out"
-        # (DCGM's "Detected fatal errors on NvSwitch 2 link 17")
-        rb"|(?<=fatal errors on N)vSwitch)",
+        # (DCGM's "Detected fatal errors on NvSwitch 2 link 17", "Detected fatal NvSwitch SXID
+        # 12028", "... nvlink_replay_error_count_total NvLink errors on GPU 3's NVLink")
+        rb"|(?<=fatal errors on N)vSwitch|vSwitch SXID(?<=fatal NvSwitch SXID)"
+        rb"|vLink errors (?<= NvLink errors ))",
         (b"NVRM", b"NVML", b"NVIDIA-SMI", b"NVIDIA driver", b"NVIDIA Display Driver. By default",
          b"NVIDIA Corporation ",
          b"NVLink", b"NVLINK", b"NCCL WARN", b"NCCL error", b"NCCL comm", b"NCCL oper",
@@ -238,7 +244,8 @@ KEYS: tuple[Key, ...] = (
          *(b"NCCL" + bytes([lead]) for lead in range(0xE3, 0xEA)),
          *(b"NCCL " + bytes([lead]) for lead in range(0xE3, 0xEA)),
          b"NCCL timeout", b"NCCL Timeout", b"NCCL time out", b"NCCL Time out",
-         *(b" -> %d" % code for code in range(1, 8)), b"fatal errors on NvSwitch")),
+         *(b" -> %d" % code for code in range(1, 8)), b"fatal errors on NvSwitch",
+         b"fatal NvSwitch SXID", b" NvLink errors ")),
     # (an nvidia-smi table's "Processes:" row: who holds the GPU, in the rows below it)
     # (and PBS/Torque's "PBS: job killed: mem ... exceeded limit ...")
     # (and a power supply's protection tripping, told: "latched PSU OCP/UVP protection", "the
@@ -294,15 +301,22 @@ KEYS: tuple[Key, ...] = (
     # missing"; and "the nvidia driver" in lower case)
     Key(rb"n(?:vidia-(?:smi|ml)|o kernel image|vidia\.ko: |vidia [Dd]river"
         rb"|vidia [Kk]ernel [Mm]odule|(?<=insert 'n)vidia|(?<=Module n)vidia"
-        rb"|(?<=kernel module 'n)vidia|(?<=the 'n)vidia)",
+        rb"|(?<=kernel module 'n)vidia|(?<=the 'n)vidia"
+        # (llama.cpp's "  current device: 1, in function ..." under a CUDA error; Docker's
+        # "could not select device driver "" with capabilities: [[gpu]]" in a title; the
+        # literal before the look-behind turns most "n"s away at their next byte)
+        rb"|t device: \d(?<=current device: \d)"
+        rb"|ot select device driver(?<=could not select device driver))",
         (b"nvidia-smi", b"nvidia-ml", b"no kernel image", b"nvidia.ko: ", b"nvidia driver",
          b"nvidia Driver", *(b"nvidia " + kernel + b"ernel " + module + b"odule"
                              for kernel in (b"k", b"K") for module in (b"m", b"M")),
-         b"insert 'nvidia", b"Module nvidia", b"kernel module 'nvidia", b"the 'nvidia")),
+         b"insert 'nvidia", b"Module nvidia", b"kernel module 'nvidia", b"the 'nvidia",
+         b"current device: ", b"could not select device driver")),
 )
 PREFILTER: tuple[re.Pattern[bytes], ...] = tuple(re.compile(key.pattern) for key in KEYS)
 
-_TABLE_ROW = re.compile(rb"[ \t]*\|")  # a row of a boxed table, from its line's start
+# a row of a boxed table, from its line's start (behind a launcher's or logger's prefix too)
+_TABLE_ROW = re.compile(rb"[ \t]*" + LOG_PREFIXES.encode() + rb"\|")
 _ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 # Typographic quotes and odd spaces (a forum's or a translator's) read as the plain ones;

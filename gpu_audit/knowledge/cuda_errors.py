@@ -32,6 +32,27 @@ CUDA_RUNTIME_STATUSES: dict[int, str] = {
 }
 
 
+# Numbers CUDA 10.1 gave to another status: what they meant before (``driver_types.h`` of CUDA
+# 10.0 and earlier). 36 is cudaErrorCallRequiresNewerDriver since; cudaErrorSetOnActiveProcess
+# moved to 708.
+BEFORE_10_1: dict[int, str] = {36: "cudaErrorSetOnActiveProcess"}
+# The runtime's words for those statuses (cudaGetErrorString), either numbering.
+STATUS_WORDS: dict[str, str] = {
+    "cudaErrorCallRequiresNewerDriver": "API call is not supported in the installed CUDA driver",
+    "cudaErrorSetOnActiveProcess": "cannot set while device is active in this process",
+}
+RENUMBERED_IN = (10, 1)  # the CUDA release that renumbered them
+
+
+def numbered_before_renumbering(version: str | None) -> bool | None:
+    """Does CUDA ``version`` ("9.2", "10.0.130", "12.4") number its statuses as before 10.1?
+    None when the version is missing or unreadable."""
+    parts = (version or "").split(".")
+    if len(parts) < 2 or not parts[0].isdigit() or not parts[1].isdigit():
+        return None
+    return (int(parts[0]), int(parts[1])) < RENUMBERED_IN
+
+
 def status_numbers(*names: str) -> tuple[int, ...]:
     """The numbers of these statuses (both numberings where CUDA 10.1 changed one)."""
     return tuple(code for code, name in CUDA_RUNTIME_STATUSES.items() if name in names)

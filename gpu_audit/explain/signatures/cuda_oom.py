@@ -29,6 +29,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from gpu_audit.explain.prefixes import LINE_HEAD
 from gpu_audit.explain.signatures.registry import (
     Advice,
     AdviceContext,
@@ -170,10 +171,10 @@ def _stated(numbers: dict[str, Any], key: str, text: str) -> str:
            rf"Tried to allocate {SIZE}|has a total capac\w*ty of|total capacity;|is allocated by "
            r"PyTorch|reserved by PyTorch|memory in use|already allocated;|"
            # the cudaMallocAsync backend's lines (knowledge/oom.py)
-           rf"^(?:Currently allocated|Requested|Device limit) +: {SIZE}|"
-           rf"^Free \(according to CUDA\): {SIZE}|"
+           rf"{LINE_HEAD}(?:Currently allocated|Requested|Device limit) +: {SIZE}|"
+           rf"{LINE_HEAD}Free \(according to CUDA\): {SIZE}|"
            # XGBoost's lines under its allocator's failure (see _XGBOOST_DETAIL)
-           r"^\W{0,3}- (?:Free|Requested) memory: \d",
+           rf"{LINE_HEAD}\W{{0,3}}- (?:Free|Requested) memory: \d",
            ("Tried to allocate", "total capac", "by PyTorch", "memory in use",
             "already allocated", "Currently allocated", "Requested", "Device limit",
             "according to CUDA", "Free memory: "),
@@ -202,7 +203,8 @@ def _stated(numbers: dict[str, Any], key: str, text: str) -> str:
            r"[:：]\**\s*torch\.(?:cuda\.)?OutOfMemoryError\s*$|"
            # ... or as a notebook's traceback header names it, the message cut below it
            # ("OutOfMemoryError      Traceback (most recent call last)")
-           r"^\s*(?:torch\.(?:cuda\.)?)?OutOfMemoryError(?= {2,}Traceback \(most recent call)|"
+           rf"{LINE_HEAD}(?:torch\.(?:cuda\.)?)?OutOfMemoryError"
+           r"(?= {2,}Traceback \(most recent call)|"
            rf"(?P<translated>{_TRANSLATED_OOM})|" + _TOLD_OOM + "|" + _TOLD_OOM_DONE + "|"
            # (retyped or lower-cased by a logger: "runtimeerror: cuda out of memory.")
            + TORCH_OOM_RETYPED_PATTERN,
@@ -359,7 +361,7 @@ def _raw_oom(match: re.Match[str], line: str) -> dict[str, Any]:
 # on lines of their own (bytes; since 2.0 in binary units written "GB", "MB", "KB", "B").
 _XGBOOST_HEAD = re.compile(r"\bMemory allocation error on worker \d+:")
 _XGBOOST_DETAIL = re.compile(
-    r"^\W{0,3}- (?P<what>Free|Requested) memory: (?P<size>\d{1,20}(?:\.\d{1,12})?)"
+    LINE_HEAD + r"\W{0,3}- (?P<what>Free|Requested) memory: (?P<size>\d{1,20}(?:\.\d{1,12})?)"
     r"(?P<unit>[KMGT]?B)?\s*$")
 _BINARY_POWERS = {"": 0, "B": 0, "KB": 1, "MB": 2, "GB": 3, "TB": 4}
 
@@ -858,7 +860,7 @@ def _framework_allocator(sig: Signature, numbers: dict[str, Any], ctx: AdviceCon
 
 # A process row of an nvidia-smi table: GPU, GI and CI (since driver 450), PID, type, name,
 # memory. The scanner hands over each row under the table's "Processes:" header.
-_SMI_ROW = (r"^\s*\|\s+(?P<gpu>\d+)\s+(?:(?:N/A|\d+)\s+(?:N/A|\d+)\s+)?(?P<pid>\d+)\s+"
+_SMI_ROW = (LINE_HEAD + r"\|\s+(?P<gpu>\d+)\s+(?:(?:N/A|\d+)\s+(?:N/A|\d+)\s+)?(?P<pid>\d+)\s+"
             r"[CGM+]{1,3}\s+(?P<name>\S.{0,120}?)\s+(?P<mib>\d+)\s?MiB\s*\|\s*$")
 
 
@@ -938,7 +940,8 @@ _TF_SHAPE = (r"(?: (?:with|of) shape ?\[(?P<shape>[\d, ]{0,200})\])?"
            rf"\bRan out of memory trying to allocate (?P<size_>{SIZE}|[\d.]+[KMGT]iB)\.? +"
            r"See logs for memory state|ResourceExhaustedError: failed to allocate memory|"
            # a notebook's traceback header, or a heading: only the exception's class is left
-           r"\bResourceExhaustedError(?= *Traceback)|^[#>*\s]*(?:[\w.]+\.)?ResourceExhaustedError"
+           r"\bResourceExhaustedError(?= *Traceback)|" + LINE_HEAD + r"[#>*\s]*(?:[\w.]+\.)?"
+           r"ResourceExhaustedError"
            r"[:\s]*$|"
            # (a copy to the GPU whose destination the allocator could not create)
            r"\bDst tensor is not initialized",
@@ -969,7 +972,7 @@ def _tf_oom(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advi
 
 
 @signature("cuda-oom/tensorflow-node",
-           r"^\s*\[\[(?:Node: |\{\{node )[^\n]*?device:GPU:(?P<gpu_index>\d+)\"\]",
+           LINE_HEAD + r"\[\[(?:Node: |\{\{node )[^\n]*?device:GPU:(?P<gpu_index>\d+)\"\]",
            ("device:GPU:",), "GPU out of memory (TensorFlow, continued)", group="tensorflow",
            attach="only", window=3,
            example='\t [[Node: gradients/mul = Const[dtype=DT_FLOAT, _device="/job:localhost/'
@@ -1013,8 +1016,7 @@ def _jax_oom(match: re.Match[str], line: str) -> dict[str, Any]:
            # the evidence left when a post keeps the list but not the message above it
            # (also behind a glog prefix or two, as a launcher that relays its child's log
            # prints them: "I1102 08:14:02.101 139912 run_container.py:212] XLA Label: fusion")
-           r"^\s*(?:[IWEF]\d{4} \d\d:\d\d:\d\d\.\d{1,6} +\d+ [\w.-]{1,80}:\d+\] ){0,2}"
-           r"XLA Label: \S", ("XLA Label: ",),
+           LINE_HEAD + r"XLA Label: \S", ("XLA Label: ",),
            "GPU out of memory (JAX/XLA): the buffers live at the peak",
            extract=_jax_oom, group="xla", attach="prefer", window=240,
            example="        XLA Label: fusion")
@@ -1062,9 +1064,10 @@ fixed("cuda-oom/caught",
 # until one runs out of memory, then tries a smaller one: its next line names the next size.
 # (Only a program's words: a writer's "I tried batch size 8" is no search.)
 fixed("cuda-oom/batch-size-search",
-      r"(?i:^\W{0,4}(?:re)?try(?:ing)? (?:with )?(?:a )?batch[ _]size(?: of)?[ =:]*\d+|"
+      r"(?i:" + LINE_HEAD
+      + r"\W{0,4}(?:re)?try(?:ing)? (?:with )?(?:a )?batch[ _]size(?: of)?[ =:]*\d+|"
       r"\bbatch[ _]size \d+ failed\W{1,4}trying batch[ _]size \d+|"
-      r"^\W{0,4}chosen batch[ _]size\b|\bfinished batch[ _]size finder\b)",
+      + LINE_HEAD + r"\W{0,4}chosen batch[ _]size\b|\bfinished batch[ _]size finder\b)",
       ("batch size", "batch_size", "Batch size", "Batch_size", "BATCH_SIZE"),
       "A batch-size search caught an out-of-memory and tried another size",
       severity=Severity.INFO, tier=5.0, handles="cuda-oom", window=4,

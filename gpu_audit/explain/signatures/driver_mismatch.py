@@ -31,7 +31,14 @@ from gpu_audit.explain.signatures.registry import (
     named,
     signature,
 )
-from gpu_audit.knowledge.cuda_errors import number_needles, reported_number, status_check
+from gpu_audit.knowledge.cuda_errors import (
+    BEFORE_10_1,
+    STATUS_WORDS,
+    number_needles,
+    numbered_before_renumbering,
+    reported_number,
+    status_check,
+)
 from gpu_audit.knowledge.torch_builds import build_for_driver, install_command
 from gpu_audit.model import Severity
 
@@ -116,16 +123,24 @@ def _driver_too_old(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext)
            # library has the cu[A-Z]... functions; cublas..., cudnn..., cuda... are others')
            r"\bFunction \"(?P<function>cu[A-Z]\w{2,60})\" not found\b|"
            r"\.so[.\d]{0,12}: undefined symbol: (?P<function_>cu[A-Z]\w{2,60})|"
-           r"cudaErrorCallRequiresNewerDriver|" + status_check("cudaErrorCallRequiresNewerDriver"),
+           r"cudaErrorCallRequiresNewerDriver|"
+           + status_check("cudaErrorCallRequiresNewerDriver", group="cuda_status"),
            ("driver is too old", "driver being too old", "driver was too old",
             "is not supported by", "version is too old",
             "API call is not supported in the installed", "cudaErrorCallRequiresNewerDriver",
             "cudaSuccess", 'Function "cu', "undefined symbol: cu"),
            "The NVIDIA driver is older than the CUDA the program needs", tier=0.0,
+           extract=lambda match, line: _status_numbering(named(match, line), line),
            example="ERROR: LoadError: CUDA 10.0 is not supported by your driver (which supports "
            "up to 9.0)")
 def _driver_older_than_cuda(sig: Signature, numbers: dict[str, Any],
                             ctx: AdviceContext) -> Advice:
+    if numbers.get("cuda_status") in BEFORE_10_1:
+        before = _numbered_before_10_1(numbers, ctx)
+        if before:
+            return _status_before_10_1(sig, numbers)
+        if before is None:
+            numbers = dict(numbers, cuda_status_meaning=_RENUMBERED_NOTE)
     needs = (f"CUDA {numbers['required_cuda']}, newer than" if numbers.get("required_cuda")
              else "a newer CUDA than")
     supports = (f" (it supports CUDA up to {numbers['driver_cuda_version']})"
@@ -136,10 +151,78 @@ def _driver_older_than_cuda(sig: Signature, numbers: dict[str, Any],
         explanation = (f"The NVIDIA driver's library (libcuda) has no function "
                        f"{numbers['function']}: it came with a newer CUDA than this driver "
                        "supports, and the program (or its CUDA bindings) calls it.")
+    if numbers.get("cuda_status_meaning"):
+        explanation += (" (Read by CUDA 10.1's numbering: before 10.1, status 36 was "
+                        f"{BEFORE_10_1[36]}, \"{STATUS_WORDS[BEFORE_10_1[36]]}\"; the log does "
+                        "not say which CUDA the program was built with.)")
     remedy = ("Update the NVIDIA driver (the \"CUDA Version\" in `nvidia-smi`'s header is the "
               "newest CUDA it supports), or use a build or container image of the program made "
               "for that CUDA.")
     return advice(sig, numbers, explanation, remedy)
+
+
+_RENUMBERED_NOTE = ("cudaErrorCallRequiresNewerDriver since CUDA 10.1; cudaErrorSetOnActiveProcess "
+                    "before 10.1")
+
+
+def _status_numbering(found: dict[str, Any], line: str) -> dict[str, Any]:
+    """A status number's numbering, where the line names the status by either era's name or
+    words (a check's message after the number: "(36 vs. 0) cannot set while device is ...")."""
+    old = BEFORE_10_1.get(found.get("cuda_status", -1))
+    if old is None:
+        return found
+    if old in line or STATUS_WORDS[old] in line:
+        found["cuda_numbering"] = "before 10.1"
+    elif "cudaErrorCallRequiresNewerDriver" in line or STATUS_WORDS[
+            "cudaErrorCallRequiresNewerDriver"] in line:
+        found["cuda_numbering"] = "10.1 and later"
+    return found
+
+
+def _numbered_before_10_1(numbers: dict[str, Any], ctx: AdviceContext) -> bool | None:
+    """Whether the log's CUDA numbers its statuses as before 10.1: the line's own words, else
+    the CUDA the log states (a driver that supports only CUDA 10.0 or older runs no later
+    runtime); None when the log does not say."""
+    if numbers.get("cuda_numbering"):
+        return numbers["cuda_numbering"] == "before 10.1"
+    before = numbered_before_renumbering(ctx.facts.get("cuda_version"))
+    if before is None and numbered_before_renumbering(ctx.facts.get("driver_cuda_version")):
+        return True
+    return before
+
+
+def _status_before_10_1(sig: Signature, numbers: dict[str, Any]) -> Advice:
+    """Status 36 from a CUDA before 10.1: cudaErrorSetOnActiveProcess, no driver problem."""
+    old = BEFORE_10_1[36]
+    numbers = dict(numbers, cuda_numbering="before 10.1", cuda_status_name=old)
+    explanation = (f"The CUDA call returned status 36, which before CUDA 10.1 (this log's CUDA) "
+                   f"is {old}: \"{STATUS_WORDS[old]}\". The program set the device or its "
+                   "flags (cudaSetDevice, cudaSetDeviceFlags) after the CUDA context on that "
+                   "thread was already in use; the driver is not at fault.")
+    remedy = ("Set the device and its flags before the first CUDA call on each thread (or "
+              "accept the status where the program sets them again, clearing it with "
+              "cudaGetLastError()); since CUDA 10.1 the same failure is status 708.")
+    return advice(sig, numbers, explanation, remedy, tier=1.0,
+                  title="CUDA status 36 before CUDA 10.1: cannot set while the device is active")
+
+
+# The CUDA a log states: nvcc's version, PyTorch's build, CMake's search, the toolkit's
+# version.txt, and nvidia-smi's header (the newest CUDA the driver supports). A fact: the
+# numbering a status number is read by (CUDA 10.1 renumbered some).
+@signature("driver-mismatch/cuda-version-stated",
+           r"\bCuda compilation tools, release (?P<cuda_version>\d+\.\d+)|"
+           r"\bCUDA used to build PyTorch: (?P<cuda_version_>\d+\.\d+)|"
+           r"\bFound CUDA: \S+ \(found (?:suitable )?(?:exact )?version "
+           r"\"(?P<cuda_version__>\d+\.\d+)|"
+           r"\bCUDA Version (?P<cuda_version___>\d+\.\d+)\.\d+|"
+           r"\bDriver Version: [\d.]+ +CUDA Version: (?P<driver_cuda_version>\d+\.\d+)",
+           ("Cuda compilation tools", "CUDA used to build", "Found CUDA: ", "CUDA Version"),
+           "The CUDA version the log states", severity=Severity.INFO, tier=5.0, fact=True,
+           example="Cuda compilation tools, release 9.0, V9.0.176")
+def _cuda_version_stated(sig: Signature, numbers: dict[str, Any],
+                         ctx: AdviceContext) -> Advice:
+    # a fact: it says how to read a status number elsewhere in the log, it opens nothing
+    return advice(sig, numbers, "The CUDA version the log states.", "Nothing.")
 
 
 @signature("driver-mismatch/container-driver-release",

@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from gpu_audit.explain.prefixes import LINE_HEAD
 from gpu_audit.explain.signatures.registry import (
     Advice,
     AdviceContext,
@@ -268,7 +269,8 @@ fixed("gpu-hardware/power-supply-told", POWER_SUPPLY_TOLD,
 # lspci reads a revision of ff when the device's PCIe configuration space answers all ones:
 # the GPU no longer responds on the bus (its other functions, audio and USB, read ff too).
 fixed("gpu-hardware/lspci-rev-ff",
-      r"(?<![\w.:])(?P<pci_bus_id>(?:[0-9A-Fa-f]{4}:)?[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})\.0 "
+      rf"(?:{LINE_HEAD}|(?<![\w.:]))"
+      r"(?P<pci_bus_id>(?:[0-9A-Fa-f]{4}:)?[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})\.0 "
       r"(?:VGA compatible|3D) controller(?: \[[0-9a-f]{4}\])?: NVIDIA Corporation "
       r"(?:(?!\(rev )[^\n]){0,160}\(rev ff\)",  # (not across another device's revision)
       ("(rev ff)",), "A GPU no longer answers on the PCIe bus (lspci reads rev ff)",
@@ -599,24 +601,70 @@ _DCGM_HEALTH = (
     r"|\bDetected fatal errors on NvSwitch (?P<nvswitch>\d+) link (?P<link>\d+)"
     r"(?P<nvswitch_fatal>)"
     rf"|\b{_gpu(5)} had (?:uncorrectable )?memory errors and (?:(?P<rows>\d+) rows were "
-    r"remapped|row remappings are pending)(?P<remapped>)")
+    r"remapped|row remappings are pending)(?P<remapped>)"
+    # (the NVSwitch's own fatal error by its SXID; NVLink counters that must stay at 0, its
+    # replay and recovery errors; CRC errors above DCGM's limit of 100 a second)
+    r"|\bDetected fatal NvSwitch SXID (?P<sxid>\d+)(?P<sxid_fatal>)"
+    rf"|\bDetected (?P<count__>\d+) (?P<nvlink_counter>[\w. ]{{1,64}}?) NvLink errors on "
+    rf"{_gpu(6)}'s NVLink \(should be 0\)(?P<nvlink_critical>)"
+    r"|\b(?P<per_second>\d+(?:\.\d+)?) (?P<nvlink_counter_>[\w. ]{1,64}?) NvLink errors found "
+    rf"occur+ing per second on {_gpu(7)}, exceeding the limit(?P<nvlink_crc>)"
+    # (and errors under that rate, over the health check's threshold: a warning)
+    rf"|\bDetected (?P<count___>\d+) (?P<nvlink_counter__>[\w. ]{{1,64}}?) NvLink errors on "
+    rf"{_gpu(8)}'s NVLink which exceeds threshold of (?P<threshold>\d+)(?P<nvlink_threshold>)")
 _DCGM_KINDS = ("dbe", "remap_failed", "faulty_memory", "uncontained", "nvswitch_fatal",
-               "remapped")
+               "remapped", "sxid_fatal", "nvlink_critical", "nvlink_crc", "nvlink_threshold")
+_DCGM_WORDS = ("nvlink_counter", "per_second")  # numbers kept as written
 
 
 def _dcgm_health(match: re.Match[str], line: str) -> dict[str, Any]:
     groups = {key.rstrip("_"): value for key, value in match.groupdict().items()
               if value is not None}
-    found = {key: int(value) for key, value in groups.items()
-             if key not in _DCGM_KINDS and value.isdigit()}
+    found: dict[str, Any] = {key: int(value) for key, value in groups.items()
+                             if key not in _DCGM_KINDS and value.isdigit()}
+    found.update((key, groups[key]) for key in _DCGM_WORDS if key in groups)
     found["fault"] = next(kind for kind in _DCGM_KINDS if kind in groups)
     return found
+
+
+_NVSWITCH_REMEDY = (
+    "Drain the node; read the switch's SXIDs in the kernel log (`sudo dmesg -T | grep -i "
+    "sxid`) and the fabric manager's log, and check `nvidia-smi nvlink -s` and "
+    "`nvidia-smi -q -d ERROR`. A fatal SXID needs the GPUs and switches reset (a reboot); one "
+    "that returns is a hardware fault to report with `nvidia-bug-report.sh`.")
+
+
+def _dcgm_nvlink(sig: Signature, numbers: dict[str, Any], on_gpu: str) -> Advice:
+    """DCGM's NVLink error counters: replay and recovery errors (which must stay at 0), or CRC
+    errors faster than DCGM's limit of 100 a second."""
+    counter = numbers.get("nvlink_counter", "NVLink")
+    if numbers.get("fault") == "nvlink_threshold":
+        explanation = (f"DCGM counts {numbers.get('count', '?')} {counter} errors on {on_gpu}'s "
+                       f"NVLinks, over its threshold of {numbers.get('threshold', '?')}: a link "
+                       "is degrading, though below the rate at which DCGM fails it.")
+        return advice(sig, numbers, explanation,
+                      "Watch the links' counters (`nvidia-smi nvlink -e`); a counter that keeps "
+                      "growing marks the part to reseat or replace at the next maintenance.",
+                      severity=Severity.WARNING, tier=3.0,
+                      title="DCGM: NVLink errors over the threshold on a GPU's links")
+    if "per_second" in numbers:
+        found = f"{numbers['per_second']} {counter} errors a second (DCGM's limit is 100)"
+    else:
+        found = f"{numbers.get('count', '?')} {counter} errors (the counter should stay at 0)"
+    explanation = (f"DCGM counts {found} on {on_gpu}'s NVLinks: a link is retrying or "
+                   "retraining its traffic, so collectives over it slow down or fail. A cable, "
+                   "a connector, the GPU or the switch is at fault.")
+    remedy = ("Drain the node; read the links' counters with `nvidia-smi nvlink -e` (replay, "
+              "recovery and CRC errors per link) and `dcgmi diag -r 3`; reseat or replace the "
+              "part on the link whose counters grow, and reset the GPUs.")
+    return advice(sig, numbers, explanation, remedy,
+                  title="DCGM: NVLink errors on a GPU's links")
 
 
 @signature("gpu-hardware/dcgm-health", _DCGM_HEALTH,
            ("double-bit ECC", "DBE were detected", "row remapping failed", "faulty memory "
             "elements", "uncontained error", "NvSwitch", "rows were remapped",
-            "row remappings are pending"),
+            "row remappings are pending", "NvLink errors"),
            "DCGM found a hardware fault on a GPU", severity=Severity.CRITICAL, tier=0.0,
            extract=_dcgm_health,
            example="Error: Detected 2 volatile double-bit ECC error(s) in GPU 3. Drain the GPU "
@@ -633,6 +681,14 @@ def _dcgm(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice
             "Drain the node and reset the GPU (nvidia-smi -r) or reboot; then check "
             "`nvidia-smi -q -d ROW_REMAPPER`. A GPU that keeps remapping rows is failing.",
             severity=Severity.WARNING, tier=3.0, title="DCGM: memory rows remapped on a GPU")
+    if fault == "sxid_fatal":
+        explanation = (f"DCGM found a fatal NVSwitch error (SXID {numbers.get('sxid', '?')}): "
+                       "the NVLink fabric between the GPUs failed, and the work using it was "
+                       "aborted.")
+        return advice(sig, numbers, explanation, _NVSWITCH_REMEDY,
+                      title="DCGM: a fatal NVSwitch error (SXID)")
+    if fault in ("nvlink_critical", "nvlink_crc", "nvlink_threshold"):
+        return _dcgm_nvlink(sig, numbers, on_gpu)
     if fault == "nvswitch_fatal":
         explanation = (f"DCGM found fatal errors on NVSwitch {numbers.get('nvswitch', '?')}, "
                        f"link {numbers.get('link', '?')}: the NVLink fabric between the GPUs "

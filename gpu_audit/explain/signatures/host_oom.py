@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from gpu_audit.explain.prefixes import LINE_HEAD
 from gpu_audit.explain.signatures.registry import (
     Advice,
     AdviceContext,
@@ -113,7 +114,8 @@ _TOLD_OOM_KILL = (
            # rss (rss_anon rss_file rss_shmem) pgtables_bytes swapents oom_score_adj name, after
            # dmesg's or journald's prefix; seen alone when a post keeps only the table's rows
            # (syslog's prefix may hold dmesg's too: "Apr 25 19:05:01 node kernel: [ 70.1] ")
-           r"^(?:\S+ +\d+ [\d:]+ \S+ kernel: )?(?:\[[^\]\n]{1,40}\]\s*)?\[ *\d+\] +\d+ +\d+"
+           LINE_HEAD + r"(?:\S+ +\d+ [\d:]+ \S+ kernel: )?(?:\[[^\]\n]{1,40}\]\s*)?"
+           r"\[ *\d+\] +\d+ +\d+"
            r"(?: +\d+){4,7} +-?\d{1,4} +\S.{0,40}$",
            ("]",), "The kernel's OOM killer listed the tasks it chose from",
            extract=_no_numbers, group="oom-killer", attach="prefer", window=64,
@@ -601,7 +603,8 @@ fixed("host-oom/numpy",
       "array with shape (1000, 1000, 430) and data type float64",
       explanation="NumPy could not allocate host memory for an array.", remedy=_HOST_MEMORY)
 
-fixed("host-oom/memory-error", r"(?:^|[\]>]\s*|:\s)MemoryError(?::\s|\s*$)", ("MemoryError",),
+fixed("host-oom/memory-error", rf"(?:{LINE_HEAD}|[\]>]\s*|:\s)MemoryError(?::\s|\s*$)",
+      ("MemoryError",),
       "Python ran out of host memory", example="MemoryError",
       explanation="Python raised MemoryError: a host memory allocation failed.",
       remedy=_HOST_MEMORY)
@@ -635,10 +638,10 @@ _TOLD_KILLED = (
 @signature("host-oom/shell-killed",
            # the shell's word alone on its line (bold in markdown, or right after a progress
            # bar that had no newline), after "line N: PID", or after a job number
-           rf"^[\s*_`>]*(?:{_KILLED})[\s*_`.!]*$|(?<=[\]|])\s*(?:{_KILLED})\s*$|"
+           rf"{LINE_HEAD}[\s*_`>]*(?:{_KILLED})[\s*_`.!]*$|(?<=[\]|])\s*(?:{_KILLED})\s*$|"
            rf"\w{{1,40}} \d+:\s+(?P<pid>\d+) (?:{_KILLED})\s+(?P<command>\S.*)|"
-           rf"^\[\d+\][+-]?\s+(?:(?P<pid_>\d+)\s+)?(?:{_KILLED}|killed)\s{{2,}}(?P<command_>\S.*)|"
-           r"^zsh: killed\s+(?P<command__>\S.*)|" + _TOLD_KILLED,
+           rf"{LINE_HEAD}\[\d+\][+-]?\s+(?:(?P<pid_>\d+)\s+)?(?:{_KILLED}|killed)\s{{2,}}(?P<command_>\S.*)|"
+           rf"{LINE_HEAD}zsh: killed\s+(?P<command__>\S.*)|" + _TOLD_KILLED,
            ("Killed", "killed", *sorted(set(KILLED_WORDS.values()) - {"Killed"})),
            "The job was killed (SIGKILL)", tier=1.5,
            example="./train.sh: line 12: 48211 Killed                  python train.py")

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpu_audit.explain.prefixes import LINE_HEAD
 from gpu_audit.explain.signatures.registry import (
     Advice,
     AdviceContext,
@@ -32,6 +33,7 @@ from gpu_audit.explain.signatures.registry import (
 )
 from gpu_audit.explain.signatures.texts import FIND_FAULTING_KERNEL, KERNEL_FAULT
 from gpu_audit.knowledge.cuda_errors import number_needles, reported_number, status_check
+from gpu_audit.model import Severity
 
 CLASS = document_class("illegal-memory-access", __doc__)
 
@@ -110,6 +112,19 @@ fixed("illegal-memory-access/launch-failure",
       f"time tells. {KERNEL_FAULT}",
       remedy=f"{FIND_FAULTING_KERNEL}\nA card that fails again on known-good code, or an Xid "
       "such as 79 or 109 beside it, needs draining, a reset and service.")
+
+
+# llama.cpp's CUDA backend (ggml) prints, under any CUDA error it checks ("CUDA error: an
+# illegal memory access was encountered"), the device the thread had: "  current device: 1, in
+# function ggml_cuda_op_mul_mat at ggml-cuda.cu:1234" (-1 when it could not ask). That GPU is
+# the one of the error above it, whatever its class.
+fixed("illegal-memory-access/ggml-current-device",
+      LINE_HEAD + r"current device: (?P<gpu_index>\d+), in function \w+ at ",
+      ("current device: ",), "The GPU a llama.cpp (ggml) CUDA error happened on",
+      severity=Severity.INFO, tier=5.0, attach="latest", window=3,
+      example="  current device: 1, in function ggml_cuda_op_mul_mat at "
+      "ggml/src/ggml-cuda/ggml-cuda.cu:1502",
+      explanation="The GPU of the CUDA error printed above it.", remedy="Nothing.")
 
 
 # A kernel's memory faults told in the writer's words, the message itself not pasted ("Running

@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from gpu_audit.explain.prefixes import LINE_HEAD
 from gpu_audit.explain.signatures.registry import (
     Advice,
     AdviceContext,
@@ -281,21 +282,32 @@ def _cuda_failure(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -
     return advice(sig, numbers, explanation, _COLLECTIVE_REMEDY)
 
 
+# A socket's address as NCCL prints it (ncclSocketToString): host, then the port in angle
+# brackets; the host numeric ("10.0.0.2", "fe80::1%ib0") or a name ("node07").
+_SOCKET_ADDRESS = r"[\w.:%-]{1,255}<\d{1,5}>"
+
 fixed("nccl/network",
       # (retold without "with" or the colon: "NCCL WARN NET/IB Got completion error 12")
       r"(?:NCCL WARN |NET/\w{1,20} ?:? ?)[^\n]{0,200}?"
       r"(?:Got completion (?:from peer (?P<peer>\S+) )?"
       r"(?:with )?(?:error|status=)\s*(?P<status>\d+)|(?P<closed>Connection closed by remote peer|"
-      r"Connection reset by peer)|Call to (?P<call>ibv_\w+) failed|(?P<socket>socketProgress\w*|"
+      # (the peer as NCCL prints a socket's address: "10.0.0.2<35611>", "node07<48211>")
+      rf"Connection reset by peer)(?: (?P<peer__>{_SOCKET_ADDRESS}))?|"
+      r"Call to (?P<call>ibv_\w+) failed|(?P<socket>socketProgress\w*|"
       r"socketStartConnect|socketFinalizeAccept)[^\n]{0,500}?"
-      r"(?:fail|closed|refused|abort|wrong type)|"
+      r"(?:[Cc]onnect to (?P<peer_____>\S+) )?"
+      rf"(?:fail|closed(?: by remote peer (?P<peer____>{_SOCKET_ADDRESS}))?|refused|abort|"
+      r"wrong type)|"
       # (a connection to a peer that failed, in any NCCL version's words: "Connect to
-      # 10.0.0.2<35611> failed : Connection refused", "... returned 113(No route to host)")
-      r"\bConnect to (?P<peer_>\S+) (?:failed|returned \d+)|"
+      # 10.0.0.2<35611> failed : Connection refused", "... returned 113(No route to host)",
+      # "ncclSocketConnect: connect to ... failed", "... returned Connection refused, exceeded
+      # error retry count after 35 attempts", "ncclOsSocketPollConnect to ... failed with ...")
+      r"(?:\b|(?<=Poll))[Cc]onnect to (?P<peer_>\S+) (?:failed|returned (?:\d+|"
+      r"[A-Z][\w ]{2,40}, exceeded error retry count))|"
       # (the verbs device's asynchronous event for a failing link or adapter: "Got async event :
       # port error", "local catastrophic error"; not "port active" or "GID table change")
       r"Got async event ?: ?(?P<async_event>[\w ]{0,40}?(?:error|catastrophic|fatal)\b))|"
-      r"(?P<closed_>Connection closed by remote peer)|"
+      rf"(?P<closed_>Connection closed by remote peer)(?: (?P<peer___>{_SOCKET_ADDRESS}))?|"
       # (the last of NCCL's connect retries, after which it gives up: "NCCL INFO
       # socketPollConnect: connect returned No route to host, retrying (34/34) after sleep ...")
       r"\bconnect returned (?P<connect_error>[A-Z][\w ]{2,40}), retrying "
@@ -310,6 +322,29 @@ fixed("nccl/network",
       remedy="Check the other ranks' logs first; then the links (`ibstat`, port error counters) "
       "and NCCL_DEBUG=INFO output; set NCCL_IB_HCA / NCCL_SOCKET_IFNAME if the wrong interface is "
       "used.")
+
+
+# NCCL's socket transport, and its bootstrap, got a longer message from a peer than the
+# receive posted for it ("NET/Socket : peer 10.0.0.2<35611> message truncated : receiving
+# 1048576 bytes instead of 65536", "Message truncated : received 16 bytes instead of 8"): the
+# ranks disagree on a collective (its size, its order, or settings such as NCCL_PROTO that
+# differ between them), or the stream was corrupted.
+fixed("nccl/message-truncated",
+      rf"NET/Socket ?: peer (?P<peer>{_SOCKET_ADDRESS}) message truncated ?: receiving "
+      r"(?P<received_bytes>\d+) bytes instead of (?P<expected_bytes>\d+)|"
+      r"NCCL WARN Message truncated ?: received (?P<received_bytes_>\d+)(?:,\d+)? bytes instead "
+      r"of (?P<expected_bytes_>\d+)",
+      ("message truncated", "Message truncated"),
+      "A rank received a longer NCCL message than it expected", tier=2.0,
+      example="node04:2211:2302 [1] NCCL WARN NET/Socket : peer 10.0.0.2<35611> message "
+      "truncated : receiving 1048576 bytes instead of 65536.",
+      explanation="NCCL received more data from a peer than the operation it had posted "
+      "expects. The ranks disagree about a collective: a different size or order of "
+      "collectives on one rank, or an NCCL setting (NCCL_PROTO, NCCL_ALGO, the NCCL version) "
+      "that differs between them; more rarely a network that corrupts the stream.",
+      remedy="Run every rank with the same code, NCCL version and NCCL_* settings; set "
+      "TORCH_DISTRIBUTED_DEBUG=DETAIL to have PyTorch check that the ranks' collectives match; "
+      "then check the link to the peer named here.")
 
 
 @signature("nccl/communicator-aborted",
@@ -397,10 +432,7 @@ fixed("nccl/gloo-peer-closed",
 # peer" under the init_process_group frame): other Python libraries raise ConnectionError's
 # subclasses for these, not a RuntimeError or torch's DistNetworkError.
 fixed("nccl/store-connection",
-      # (a launcher's per-rank prefix may come first: torchrun's "[rank1]: ", "[default0]:",
-      # srun --label's "3: ")
-      r"^\s*(?:\[[\w.-]{1,24}\]:\s*|\d{1,5}:\s+)?"
-      r"(?:RuntimeError|(?:torch\.distributed\.)?DistNetworkError): (?P<socket_error>"
+      LINE_HEAD + r"(?:RuntimeError|(?:torch\.distributed\.)?DistNetworkError): (?P<socket_error>"
       r"Connection reset by peer|Connection refused|No route to host|Broken pipe|Connection "
       r"timed out)\s*$",
       ("RuntimeError: Connection", "RuntimeError: No route", "RuntimeError: Broken pipe",

@@ -60,6 +60,28 @@ _MISMATCH_ONLY = {"nvml-unavailable/nvrm-api-mismatch", "nvml-unavailable/librar
                   "nvml-unavailable/nvrm-kernel-version"}
 
 
+# Docker's daemon, asked for GPUs (`docker run --gpus all`, compose's `capabilities: [gpu]`),
+# has no device driver registered for them: the NVIDIA Container Toolkit is not installed, or
+# Docker was not configured and restarted after it was ('could not select device driver "" with
+# capabilities: [[gpu]]'; the driver's name in quotes when one was asked for).
+fixed("nvml-unavailable/docker-no-gpu-driver",
+      r"could not select device driver \"(?P<device_driver>[^\"\n]{0,40})\" with capabilities: "
+      r"\[\[(?P<capabilities>[^\]\n]{0,80}?\bgpu\b[^\]\n]{0,80})\]\]",
+      ("could not select device driver",),
+      "Docker has no GPU support: the NVIDIA Container Toolkit is missing or not configured",
+      tier=0.5,
+      example='docker: Error response from daemon: could not select device driver "" with '
+      "capabilities: [[gpu]].",
+      explanation="Docker was asked to give the container GPUs, but no device driver for GPUs "
+      "is registered with its daemon: the NVIDIA Container Toolkit is not installed on the "
+      "host, or Docker was not configured for it and restarted. The container did not start.",
+      remedy="Install the NVIDIA Container Toolkit (package nvidia-container-toolkit, from "
+      "NVIDIA's repository), then register it with Docker and restart the daemon:\n"
+      "sudo nvidia-ctk runtime configure --runtime=docker && sudo systemctl restart docker\n"
+      "Check with `docker run --rm --gpus all ubuntu nvidia-smi`. (Rootless Docker and Podman "
+      "use CDI instead: `sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml`.)")
+
+
 @signature("nvml-unavailable/nvrm-kernel-version",
            r"NVRM: this kernel module has the version (?P<kernel_version>[\d.]+)",
            ("this kernel module has",), "NVIDIA kernel module version", attach="only", window=4,

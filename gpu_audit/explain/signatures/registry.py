@@ -95,7 +95,9 @@ class Signature:
     extract: Extractor | None = named
     group: str | None = None  # occurrences merge into one incident per (cls, group); default id
     # "only": a continuation line that adds numbers to the latest incident of its class within
-    # ``window`` lines (ignored otherwise); "prefer": attach if possible, else a new incident.
+    # ``window`` lines (ignored otherwise); "prefer": attach if possible, else a new incident;
+    # "latest": as "only", to the latest incident of any class (a line naming the GPU of
+    # whatever error a program printed above it)
     attach: str | None = None
     window: int = 8
     # an attached line's numbers replace those of the line it continues (the kernel's "Killed
