@@ -84,6 +84,15 @@ def test_gpu_oom_before_errno_12_keeps_the_root() -> None:
     assert found == [("cuda-oom", "root-cause"), ("host-oom", "consequence")]
 
 
+def test_gpu_oom_after_a_page_file_failure_is_the_root() -> None:
+    text = ("Epoch 1\nOSError: [WinError 1455] The paging file is too small for this operation "
+            "to complete.\nEpoch 2\ntorch.cuda.OutOfMemoryError: CUDA out of memory. Tried to "
+            "allocate 2.00 GiB.\n")
+    found = [(i.cls, i.role) for i in classify_text(text, torch_version=None) if i.is_failure]
+    assert found[0] == ("cuda-oom", "root-cause")
+    assert ("host-oom", "consequence") in found
+
+
 def test_windows_paging_file_is_host_memory() -> None:
     found = root("windows_paging_file_workers.log")
     assert (found.cls, found.numbers["os_error"]) == ("host-oom", "paging-file")
@@ -120,6 +129,7 @@ _TOLD = ("host-oom/host-memory-told", "host-oom/ram-full-told")
     # the GPU's memory, a condition, advice, an explainer's comparison
     ("训练中断\n\nGPU内存爆掉了，日志最后是killed\n", []),
     ("训练中断\n\n如果系统内存不足，可以减少workers\n", []),
+    ("训练中断\n\n一般系统内存不足会导致程序被杀\n", []),
     ("Notes\n\nTo avoid a RAM OOM, lower the number of workers.\n", []),
     ("Notes\n\nDiagnose host OOM vs cgroup limits with dmesg.\n", []),
 ])

@@ -458,9 +458,10 @@ fixed("host-oom/ram-full-told",
 # system's memory and not the GPU's ("The error is system memory, not VRAM"); and in Chinese,
 # where 内存 is the host's memory (显存 the GPU's): the system's memory told full or overflowing
 # ("系统内存溢出了"), or memory told full on a line that says the run was killed ("内存爆掉，最终
-# 触发killed"). Not on a line that asks how to fix or avoid it, nor in a condition.
+# 触发killed"). Not on a line that asks how to fix or avoid it, nor in a condition or a rule
+# ("一般系统内存不足会...").
 _HOST_SHORT_ZH = r"(?:占用)?(?:过大|爆掉|爆了|溢出|不足|不够|耗尽|用完|占满|满了)"
-_NOT_ZH_CONDITION = r"(?<!如果)(?<!若)(?<!避免)(?<!防止)(?<!可能)(?<!当)"
+_NOT_ZH_CONDITION = r"(?<!如果)(?<!若)(?<!避免)(?<!防止)(?<!可能)(?<!当)(?<!一般)(?<!通常)"
 fixed("host-oom/host-memory-told",
       r"^(?i:(?:(?!\b(?:if|whether|unless|avoid\w*|prevent\w*|you|your|should|would|how|fix\w*|"
       r"diagnos\w*|vs)\b)[^\n])*?(?<![\w-])(?<!GPU )(?<!video )(?:RAM|CPU|host|system|"
@@ -469,8 +470,8 @@ fixed("host-oom/host-memory-told",
       r"CPU|machine) (?:memory|RAM)\b|\b(?:system|host|CPU|machine) (?:memory|RAM),? not (?:the )?"
       r"(?:VRAM|GPU))|"
       rf"{_NOT_ZH_CONDITION}(?:系统|机器|主机|物理|运行|CPU ?)内存{_HOST_SHORT_ZH}|"
-      r"^(?![^\n]*(?:显存|顯存|显卡|CUDA|VRAM))(?=[^\n]*(?:[Kk]ill|杀死|杀掉|被杀))[^\n]*?"
-      rf"{_NOT_ZH_CONDITION}(?<!GPU)(?<!GPU )内存{_HOST_SHORT_ZH}",
+      r"^(?![^\n]*(?:显存|顯存|显卡|CUDA|VRAM|如果|若|避免|防止|一般|通常))"
+      r"(?=[^\n]*(?:[Kk]ill|杀死|杀掉|被杀))[^\n]*?(?<!GPU)(?<!GPU )内存" + _HOST_SHORT_ZH,
       ("OOM", "out of memory", "out-of-memory", "system memory", "System memory", "host memory",
        "CPU memory", "machine memory", "RAM", "内存"),
       "The host ran out of memory (told in the writer's words)", tier=1.5,
