@@ -4,7 +4,9 @@ This is the machine's RAM, not the GPU's. In training it usually comes from Data
 (each holds its own copy of the dataset's Python objects), pinned-memory buffers, loading a
 whole checkpoint into RAM, or a leak that grows every step. The evidence is in the kernel log,
 the scheduler's messages, a launcher's exit status (137, -9), or a bare ``Killed`` from the
-shell, in the shell's language (``已杀死``, ``Getötet``, ...) at the end of the log.
+shell, in the shell's language (``已杀死``, ``Getötet``, ...) at the end of the log; or in the
+system's refusal of an allocation (``[Errno 12] Cannot allocate memory``, Windows' ``The paging
+file is too small``).
 DataLoader workers also pass batches through /dev/shm, which is 64 MB in a container unless
 configured.
 
