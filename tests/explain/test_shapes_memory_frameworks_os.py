@@ -125,6 +125,11 @@ _TOLD = ("host-oom/host-memory-told", "host-oom/ram-full-told")
     ("Training stops\n\nThe training fails because the machine memory is used up.\n",
      ["host-oom"]),
     ("保存时中断\n\nmaintainer · comment\n应该是系统内存溢出了\n", ["host-oom"]),
+    ("Merging shards\n\nMy laptop, which has 16GB of RAM, kills the process at 90%.\n",
+     ["host-oom"]),
+    ("Merging shards\n\nWhen the machine kills the process for its RAM, lower the shard "
+     "size.\n", []),
+    ("Merging shards\n\nMy server kills the job when the GPU RAM is full.\n", []),
     ("训练中断\n\n训练时内存占用太高，内存爆掉以后进程被killed\n", ["host-oom"]),
     # the GPU's memory, a condition, advice, an explainer's comparison
     ("训练中断\n\nGPU内存爆掉了，日志最后是killed\n", []),

@@ -461,7 +461,8 @@ fixed("host-oom/ram-full-told",
 # where 内存 is the host's memory (显存 the GPU's): the system's memory told full or overflowing
 # ("系统内存溢出了"), or memory told full on a line that says the run was killed ("内存爆掉，最终
 # 触发killed"). Not on a line that asks how to fix or avoid it, nor in a condition or a rule
-# ("一般系统内存不足会...").
+# ("一般系统内存不足会..."). And the writer's machine told killing the run on a line that names
+# its RAM.
 _HOST_SHORT_ZH = r"(?:占用)?(?:过大|爆掉|爆了|溢出|不足|不够|耗尽|用完|占满|满了)"
 _NOT_ZH_CONDITION = r"(?<!如果)(?<!若)(?<!避免)(?<!防止)(?<!可能)(?<!当)(?<!一般)(?<!通常)"
 fixed("host-oom/host-memory-told",
@@ -471,6 +472,12 @@ fixed("host-oom/host-memory-told",
       r"(?i:(?<!\bif )\b(?:error|problem|issue|crash|culprit) (?:is|was) (?:the )?(?:system|host|"
       r"CPU|machine) (?:memory|RAM)\b|\b(?:system|host|CPU|machine) (?:memory|RAM),? not (?:the )?"
       r"(?:VRAM|GPU))|"
+      # (the machine told killing the run, on a line that names its RAM: "my computer, which has
+      # 32GB of RAM, kills the process near the end"; not the GPU's)
+      r"^(?=[^\n]*(?<![\w-])RAM\b)(?![^\n]*\b(?:GPU|VRAM|CUDA)\b)(?i:[^\n]*?(?<!\bif )"
+      r"(?<!\bwhen )\b(?:my|our|the) (?:computer|machine|system|laptop|server|OS)\b[^.\n]{0,60}?"
+      r"\b(?:kills|killed) (?:the|my|our) (?:python )?(?:process|training|job|script|program|run)"
+      r"\b)|"
       rf"{_NOT_ZH_CONDITION}(?:系统|机器|主机|物理|运行|CPU ?)内存{_HOST_SHORT_ZH}|"
       r"^(?![^\n]*(?:显存|顯存|显卡|CUDA|VRAM|如果|若|避免|防止|一般|通常))"
       r"(?=[^\n]*(?:[Kk]ill|杀死|杀掉|被杀))[^\n]*?(?<!GPU)(?<!GPU )内存" + _HOST_SHORT_ZH,
