@@ -317,6 +317,9 @@ class Classifier:
         quoting = {i for i, head in self._heads.items() if head.pull_request or (
             head.about_message and not head.fenced and i not in self._own_run)}
         issues = {i for i, head in self._heads.items() if head.issue_thread}
+        # (a web page that shows a log without a word of the writer's own run illustrates)
+        quoting |= {i for i, head in self._heads.items()
+                    if head.web_page and not head.own_run and i not in self._own_run}
         for i, cues in self._cues.items():
             if len(cues) >= EXPLAINER_MIN_CUES or (cues and i not in self._own_run | issues):
                 quoting.add(i)

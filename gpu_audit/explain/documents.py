@@ -377,6 +377,9 @@ class Head:
     # failure it handles (its text may still paste a failing run: CI, a reviewer's test)
     change_thread: bool = False
     issue_thread: bool = False  # ... an issue: a report, where a reply's one phrase explains it
+    # ... a web page (an article, a guide, a post): a log it shows illustrates its words unless
+    # the writer says they met the failure
+    web_page: bool = False
     fenced: bool = False  # a pasted block (``` or a table) below the title
     virtual_gpu: bool = False  # the first lines put the GPU behind a hypervisor (vGPU, VFIO)
     lines: list[str] = field(default_factory=list)
@@ -399,6 +402,7 @@ def read_head(data: bytes, whole: bool) -> Head:
     numbered = [(n, line.strip()) for n, line in enumerate(lines, 1) if line.strip()]
     head.change_thread = bool(numbered and _PULL_SOURCE.match(numbered[0][1]))
     head.issue_thread = bool(numbered and _ISSUE_SOURCE.match(numbered[0][1]))
+    head.web_page = bool(numbered and _WEB_PAGE_SOURCE.match(numbered[0][1]))
     numbered = _after_source_line(numbered)
     if not numbered:
         return head
@@ -427,6 +431,8 @@ _SOURCE_LINE = re.compile(r"^[\w.-]+/[\w.-]+ · (?:issue|pull request|discussion
 _LABELS_LINE = re.compile(r"^labels: ")
 _PULL_SOURCE = re.compile(r"^[\w.-]+/[\w.-]+ · pull request #\d+\b")
 _ISSUE_SOURCE = re.compile(r"^[\w.-]+/[\w.-]+ · issue #\d+\b")
+# A web page copied with the line that says where it is from ("example.com · web page").
+_WEB_PAGE_SOURCE = re.compile(r"^[\w-]+(?:\.[\w-]+)+ · web page\b")
 
 
 def _after_source_line(numbered: list[tuple[int, str]]) -> list[tuple[int, str]]:

@@ -64,7 +64,11 @@ _REPORTED_BEFORE = re.compile(
     r"\b(?:fails?|failed|crash(?:es|ed)?|stops?|stopped|dies|died)\b[^.`!?]{0,60}?\b(?:and|then)"
     r" (?:gives?|gave|throws?|threw|shows?|showed|prints?|printed|spits? out)(?: me)?"
     r"(?: (?:this|the|an?))?(?: error| message)?:?\s*$|"
-    r"(?:报错|出现了?|遇到了?|提示|エラーが出|발생)[^`]{0,10}$",
+    r"(?:报错|出现了?|遇到了?|提示|エラーが出|발생)[^`]{0,10}$|"
+    # an answer that reads the writer's error from what it printed: "This error seems related
+    # to the system's memory, given the `X` and the `Y`" (this error: the thread's own)
+    r"\b(?:this|your) (?:error|issue|problem|crash|failure)\b[^.!?]{0,160}?\b(?:given|"
+    r"judging (?:by|from)|based on|pointing to|points to)\b[^.!?]{0,60}$",
     re.IGNORECASE)
 # Phrases that announce a message as an example or a possibility, not as what happened.
 HYPOTHETICAL = re.compile(
@@ -234,6 +238,20 @@ def _in_code_literal(text: str, match: re.Match[str]) -> bool:
 
 
 _TRIPLE_QUOTE = re.compile(r'"""|\'\'\'')
+# Python's worker pools print a worker's traceback between triple quotes under this head
+# ("multiprocessing.pool.RemoteTraceback:", concurrent.futures' "_RemoteTraceback:"): a
+# traceback that happened, not a string literal.
+_REMOTE_TRACEBACK = re.compile(r"\bRemoteTraceback:\s*$")
+
+
+def _remote_traceback(candidate: Candidate) -> bool:
+    """Is the last triple quote above the candidate the one a worker pool opens its remote
+    traceback with, under the pool's head?"""
+    lines = [line for _, line in candidate.before]
+    for index in range(len(lines) - 1, -1, -1):
+        if _TRIPLE_QUOTE.search(lines[index]):
+            return index > 0 and bool(_REMOTE_TRACEBACK.search(lines[index - 1]))
+    return False
 
 
 def _in_string_literal(candidate: Candidate, text: str, match: re.Match[str]) -> bool:
@@ -241,7 +259,7 @@ def _in_string_literal(candidate: Candidate, text: str, match: re.Match[str]) ->
     it, within the context kept) and a closing one (on its line or in the lines after)?"""
     opened = sum(len(_TRIPLE_QUOTE.findall(line)) for _, line in candidate.before)
     opened += len(_TRIPLE_QUOTE.findall(text, 0, match.start()))
-    if opened % 2 == 0:
+    if opened % 2 == 0 or _remote_traceback(candidate):
         return False
     return bool(_TRIPLE_QUOTE.search(text, match.end())) or any(
         _TRIPLE_QUOTE.search(line) for _, line in candidate.after)
@@ -301,6 +319,8 @@ _QUOTED = r"(?:«[^»\n]{1,80}»|\"[^\"\n]{1,80}\"|'[^'\n]{1,80}')"
 _EXPLAINER_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (key, re.compile(pattern, re.IGNORECASE)) for key, pattern in (
         ("this-article", r"\bin this (?:post|article|tutorial|guide|blog|write-?up|video)\b|"
+                         # a page of questions and answers, by its heading
+                         r"^(?:frequently asked questions|FAQs?)$|"
                          r"\bthis (?:post|article|tutorial|guide) (?:explains|covers|shows|"
                          r"addresses|describes|discusses|explores|walks)\b|"
                          r"\b(?:this|the first) (?:blog )?post (?:is )?about\b|"
@@ -333,7 +353,9 @@ _EXPLAINER_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         # ("... and then the error occurs." tells what happened: an explainer says when; and so
         # do "the error happens specifically on the line model.generate(...)", "the error occurs
         # when I call it": the writer's own run, its line or their doing)
-        ("error-means", r"\b(?:this|the|that) (?:error|message|exception) (?:usually |"
+        ("error-means", r"\bas the (?:error )?(?:message|error) (?:suggests|says|states|"
+                        r"indicates)\b|"
+                        r"\b(?:this|the|that) (?:error|message|exception) (?:usually |"
                         r"typically |simply |generally )?(?:(?:means|indicates|is caused|"
                         r"is thrown|is raised|tells you)\b|(?:occurs|happens|appears)\b"
                         r"(?!\s*(?:[.!?;,)]|$|again\b|(?:\w+ )?(?:on|at|in) (?:the )?line\b|"

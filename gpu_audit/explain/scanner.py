@@ -153,7 +153,9 @@ KEYS: tuple[Key, ...] = (
         rb"|UDA-capable device"
         # (the CUDA a log states, where no "CUDA " is: nvcc's "Cuda compilation tools, release
         # 9.0", CMake's "Found CUDA: /usr/local/cuda (found version "9.0")")
-        rb"|uda compilation tools|UDA: (?<=Found CUDA: ))",
+        rb"|uda compilation tools|UDA: (?<=Found CUDA: )"
+        # (Theano's CNMeM pool out of memory, on a line without "memory" in lower case)
+        rb"|NMEM_STATUS_OUT_OF_MEMORY)",
         (b"CUDA ", b"CUDA_", b"CUDACachingAllocator", b"CUDAAllocatorConfig",
          *(b"CUDA" + bytes([lead]) for lead in range(0xE3, 0xEE)), b"CUBLAS_STATUS",
          b"CUSOLVER_STATUS", b"CUSPARSE_STATUS", b"CUFFT_", b"CUDNN_STATUS", b"CUDNN_BACKEND",
@@ -166,7 +168,8 @@ KEYS: tuple[Key, ...] = (
          b"Create cublas handle", b"CUBLAS initialization", b"CUBLAS initialisation",
          b"CPUExecutionProvider'", b'CPUExecutionProvider"', b"Check failed: ",
          *(b"CUDA%d" % digit for digit in range(10)), b"CuDNN library",
-         b"CUDA-capable device", b"Cuda compilation tools", b"Found CUDA: ")),
+         b"CUDA-capable device", b"Cuda compilation tools", b"Found CUDA: ",
+         b"CNMEM_STATUS_OUT_OF_MEMORY")),
     # (and TensorFlow 1's node under its OOM: '[[Node: ... _device=".../device:GPU:0"]')
     # (and a GPU lost, told: "we lost 1 GPU", "one GPU is loss after reboot", "Lost GPU")
     Key(rb"G(?:PU(?: is lost| lost from the bus| has fallen| \d+ has a total|\d+ [^\n]{0,80}?"
@@ -282,10 +285,13 @@ KEYS: tuple[Key, ...] = (
     # (and TensorFlow's out-of-memory without its status, "OOM when allocating tensor ...": a
     # title, or the line a person kept of it)
     # (and the kubelet's event for a kill on its node: "System OOM encountered, victim ...")
-    Key(rb"O(?:(?:OM|om)[- _]?(?:kill|Kill|KILL)|OM when allocating|OM encountered)",
+    # (and the host's memory named before OOM: "a CPU OOM", "the host OOM came back")
+    Key(rb"O(?:(?:OM|om)[- _]?(?:kill|Kill|KILL)|OM when allocating|OM encountered"
+        rb"|(?:(?<=CPU O)|(?<=host O)|(?<=Host O)|(?<=system O)|(?<=System O))OM)",
         (*(first + sep + kill for first in (b"OOM", b"Oom") for sep in (b"", b" ", b"-", b"_")
            for kill in (b"kill", b"Kill", b"KILL")), b"OOM when allocating",
-         b"OOM encountered")),
+         b"OOM encountered", b"CPU OOM", b"host OOM", b"Host OOM", b"system OOM",
+         b"System OOM")),
     # the numbers of the cudaMallocAsync backend's OOM message, one per line
     # ("Requested" and "(according to CUDA)": in the R and C passes)
     # (and TensorFlow's "kernel version 470.57.2 does not match DSO version 510.47.3", in this

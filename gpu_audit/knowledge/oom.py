@@ -76,6 +76,11 @@ MASKED_OOM_PATTERN = (r"NVML_SUCCESS == .{0,120}INTERNAL ASSERT FAILED"
 # A raw allocation outside the caching allocator: runtime errors from every era of PyTorch,
 # the driver API's and NCCL's spellings.
 DEVICE_OOM_PATTERN = (r"(?:CUDA|HIP|cuda runtime|cuda) error(?: \(\d+\))?\s*:\s*out of memory"
+                      # (the status's number against the word, and a comma: "cuda error(2),
+                      # out of memory", as people retype it)
+                      r"|\b(?:CUDA|Cuda|cuda) (?:runtime )?error ?\(2\)\s*[:,]\s*out of memory"
+                      # CTranslate2 (faster-whisper, ...): "CUDA failed with error out of memory"
+                      r"|\bCUDA failed with error out of memory"
                       # a C++ program's own spellings of the runtime's status: "CUDA runtime
                       # error: out of memory" (TurboMind), "Warp CUDA error 2: out of memory",
                       # the CUDA samples' "GPUassert: out of memory", TensorFlow's kernel

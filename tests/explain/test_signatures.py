@@ -498,6 +498,10 @@ SINGLE_LINES = [
      "host-oom/killed-for-memory-told"),
     ("By epoch 9 the system RAM was completely full and the trainer crashed.", "host-oom",
      "host-oom/ram-full-told"),
+    ("With six workers the host OOM came back at epoch 4.", "host-oom",
+     "host-oom/host-memory-told"),
+    # the operating system refusing memory: ENOMEM, Windows' commit limit
+    ("OSError: [Errno 12] Cannot allocate memory", "host-oom", "host-oom/os-allocation"),
     ("frame #1: c10d::ProcessGroupNCCL::WorkNCCL::checkTimeout(std::optional<std::chrono::"
      "duration<long, std::ratio<1l, 1000l> > >) + 0x282 (0x7f6a in libtorch_cuda.so)", "nccl",
      "nccl/watchdog-timeout-frame"),

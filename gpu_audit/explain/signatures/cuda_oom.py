@@ -10,7 +10,7 @@ PyTorch's cache (the CUDA context, library workspaces, NCCL buffers) fail with a
 without numbers. TensorFlow's (``ResourceExhaustedError: OOM when allocating tensor ... by
 allocator GPU_0_bfc``) and JAX/XLA's (``RESOURCE_EXHAUSTED: Out of memory while trying to
 allocate N bytes``) out-of-memory on the same GPUs are read too, with their size and GPU, and
-so are MXNet's, PaddlePaddle's and ONNX Runtime's allocators' own messages.
+so are MXNet's, PaddlePaddle's, ONNX Runtime's, CuPy's and Theano's allocators' own messages.
 
 Why it matters: the step that failed is lost, and the run stops unless the program catches
 it; the same job rerun unchanged fails at the same point.
@@ -141,7 +141,8 @@ def _oom(match: re.Match[str], line: str) -> dict[str, Any]:
         return {**_translated_fields(line), "backend": "CUDA"}
     found = extract_oom_fields(line)
     backend = match.groupdict().get("backend") or (
-        "CUDA" if any(match.groupdict().get(key) for key in ("retyped", "retyped_", "retyped__"))
+        "CUDA" if any(match.groupdict().get(key)
+                     for key in ("retyped", "retyped_", "retyped__", "retyped___"))
         else None)
     if backend:
         found["backend"] = backend
@@ -205,10 +206,18 @@ def _stated(numbers: dict[str, Any], key: str, text: str) -> str:
            # ("OutOfMemoryError      Traceback (most recent call last)")
            rf"{LINE_HEAD}(?:torch\.(?:cuda\.)?)?OutOfMemoryError"
            r"(?= {2,}Traceback \(most recent call)|"
+           # ... or as a program's error report names it after what it was doing, the
+           # traceback below ("loading the model: OutOfMemoryError")
+           rf"{LINE_HEAD}[A-Za-z][A-Za-z ]{{2,80}}: OutOfMemoryError\s*$|"
+           # PyTorch's head retyped in capitals ("the log says CUDA OUT OF MEMORY"), on a line
+           # that does not ask how to fix or avoid it
+           r"^(?![^\n]*\b(?i:how|why|fix\w*|solv\w*|avoid\w*|prevent\w*|if|whether|you|your)\b)"
+           r"[^\n]*?(?<![A-Za-z_])(?P<retyped___>CUDA) OUT OF MEMORY\b|"
            rf"(?P<translated>{_TRANSLATED_OOM})|" + _TOLD_OOM + "|" + _TOLD_OOM_DONE + "|"
            # (retyped or lower-cased by a logger: "runtimeerror: cuda out of memory.")
            + TORCH_OOM_RETYPED_PATTERN,
-           ("out of memory", "Out of memory", "Out Of Memory", "CUDA", "Allocation on device",
+           ("out of memory", "Out of memory", "Out Of Memory", "OUT OF MEMORY", "CUDA",
+            "Allocation on device",
             "OutOfMemoryError", "CUDA OOM", "CUDA oom", "Cuda OOM", "Cuda oom", "cuda OOM",
             "cuda oom", "GPU OOM", "GPU oom", "GPU memory", "GPU's memory", "gpu memory",
             "video memory", "VRAM", "out of resource"),
@@ -560,6 +569,10 @@ _COUNT = r"\d{1,3}(?:,\d{3}){1,6}|\d{1,20}"
 _ARRAY_OOM = (
     rf"\bOutOfMemoryError: Out of memory allocating (?P<req>{_COUNT}) bytes(?P<cupy>)"
     rf"|\bOut of memory allocating (?P<req_>{_COUNT}) bytes \(allocated so far(?P<cupy_>)"
+    # (CuPy before 6 and Chainer on it: "out of memory to allocate 205520896 bytes (total
+    # 16068929536 bytes)", the total being what its pool held)
+    rf"|\bout of memory to allocate (?P<req__>{_COUNT}) bytes(?P<cupy__>)"
+    rf"(?: \(total (?P<total>{_COUNT}) bytes\))?"
     # (RMM's pool at its maximum, a limiting adaptor's limit, older RMM's cudaMalloc; not its
     # other failures, "Initial pool size required to be a multiple of 256 bytes")
     r"|\bRMM failure at: ?[^\n]{0,300}?: (?:Maximum pool size exceeded|Exceeded memory limit|"
@@ -577,12 +590,14 @@ def _array_oom(match: re.Match[str], line: str) -> dict[str, Any]:
         found["requested_bytes"] = int(groups["req"].replace(",", ""))
     if held := _CUPY_ALLOCATED.search(line):
         found["allocated_bytes"] = int(held[1].replace(",", ""))
+    elif "total" in groups:
+        found["allocated_bytes"] = int(groups["total"].replace(",", ""))
     return found
 
 
 @signature("cuda-oom/array-library", _ARRAY_OOM,
            ("Out of memory allocating", "RMM failure at", "out_of_memory: CUDA error at",
-            "bad_alloc: CUDA error at"),
+            "bad_alloc: CUDA error at", "out of memory to allocate"),
            "GPU out of memory (CuPy or RAPIDS)", extract=_array_oom, group="cuda-oom-array",
            example="cupy.cuda.memory.OutOfMemoryError: Out of memory allocating 1,073,741,824 "
            "bytes (allocated so far: 8,589,934,592 bytes).")
@@ -706,13 +721,19 @@ _FRAMEWORK_OOM = (
     # before 1.0 without the unit; its exception type, NCudaLib::TOutOfMemoryError, on its own)
     r"|\bOut of memory\. Requested \d{1,12}(?:\.\d{1,12})?(?: ?MB)?; Free \d(?P<catboost>)"
     r"|\bNCudaLib::TOutOfMemoryError\b(?P<catboost_>)"
+    # Theano's CNMeM pool, at start ("cnmemInit call failed! Reason=CNMEM_STATUS_OUT_OF_MEMORY")
+    # or on an allocation ("Error allocating 25165824 bytes of device memory
+    # (CNMEM_STATUS_OUT_OF_MEMORY)"), and Theano's own allocator's words ("... of device memory
+    # (out of memory)")
+    r"|\bError allocating (?P<bytes____>\d+) bytes of device memory \((?:out of memory|"
+    r"CNMEM_STATUS_OUT_OF_MEMORY)\)(?P<theano>)|\bCNMEM_STATUS_OUT_OF_MEMORY\b(?P<theano_>)"
     # PaddlePaddle's "Fail to alloc memory of N size" is its CPU allocator's (host-oom), unless
     # the line names a GPU place
     r"|\bFail to alloc memory of (?P<bytes__>\d+) size\b(?P<paddle_>)[^\n]{0,200}?"
     + _paddle_gpu_place("gpu__") + "|" + _paddle_gpu_place("gpu____")
     + r"[^\n]{0,200}?\bFail to alloc memory of (?P<bytes___>\d+) size\b(?P<paddle__>)")
 _FRAMEWORK_NAMES = {"mxnet": "MXNet", "paddle": "PaddlePaddle", "onnxruntime": "ONNX Runtime",
-                    "catboost": "CatBoost"}
+                    "catboost": "CatBoost", "theano": "Theano"}
 _PADDLE_FIELDS = (("free_bytes", re.compile(rf"available memory is only ({_PADDLE_SIZE})")),
                   ("allocated_bytes", re.compile(rf"({_PADDLE_SIZE}) memory has been allocated")))
 
@@ -824,6 +845,9 @@ _FRAMEWORK_REMEDIES = {
                 "(gpu_ram_part, 0.95 by default) and the request must fit what the pool has "
                 "left: lower depth (the memory a tree needs doubles with each level), "
                 "border_count and max_ctr_complexity, or train on fewer rows or features.",
+    "theano": "Theano's CNMeM pool takes the share of the GPU set by lib.cnmem when it starts "
+              "(a fraction, or MB above 1): lower it (THEANO_FLAGS=lib.cnmem=0.5, or 0 to turn "
+              "the pool off), and stop other processes on the GPU first.",
     "onnxruntime": "Cap ONNX Runtime's arena on the CUDA execution provider (gpu_mem_limit) and "
                    "let it grow only by what is requested "
                    "(arena_extend_strategy=kSameAsRequested), or run fewer sessions per GPU.",
@@ -833,8 +857,9 @@ _FRAMEWORK_REMEDIES = {
 @signature("cuda-oom/framework-allocator", _FRAMEWORK_OOM,
            ("out of memory", "Out of memory error on GPU", "BFCArena::AllocateRawInternal",
             "requested buffer of size", "Fail to alloc memory of", "cudaSuccess (2 vs. 0)",
-            "Out of memory. Requested", "TOutOfMemoryError"),
-           "GPU out of memory (MXNet, PaddlePaddle, ONNX Runtime or CatBoost)",
+            "Out of memory. Requested", "TOutOfMemoryError", "of device memory",
+            "CNMEM_STATUS_OUT_OF_MEMORY"),
+           "GPU out of memory (MXNet, PaddlePaddle, ONNX Runtime, CatBoost or Theano)",
            extract=_framework_oom,
            group="cuda-oom-framework",
            example="Out of memory error on GPU 0. Cannot allocate 1.500000GB memory on GPU 0, "

@@ -4,7 +4,9 @@ This is the machine's RAM, not the GPU's. In training it usually comes from Data
 (each holds its own copy of the dataset's Python objects), pinned-memory buffers, loading a
 whole checkpoint into RAM, or a leak that grows every step. The evidence is in the kernel log,
 the scheduler's messages, a launcher's exit status (137, -9), or a bare ``Killed`` from the
-shell, in the shell's language (``已杀死``, ``Getötet``, ...) at the end of the log.
+shell, in the shell's language (``已杀死``, ``Getötet``, ...) at the end of the log; or in the
+system's refusal of an allocation (``[Errno 12] Cannot allocate memory``, Windows' ``The paging
+file is too small``).
 DataLoader workers also pass batches through /dev/shm, which is 64 MB in a container unless
 configured.
 
@@ -419,13 +421,14 @@ fixed("host-oom/killed-for-memory-told",
 # session always crashes" in Colab). RAM alone is the host's; not the GPU's RAM, nor after "if",
 # "when" or "your" (a condition, advice).
 _RAM = (r"(?<![\w-])(?<!GPU )(?<!GPU's )(?<!video )(?<!\bif )(?<!\bwhen )(?<!\byour )"
-        r"(?<!\bif the )(?<!\bwhen the )(?<!\bonce the )(?:RAM|(?:system|host|CPU|physical|main) "
-        r"memory)\b")
+        r"(?<!\bif the )(?<!\bwhen the )(?<!\bonce the )(?:RAM|(?:system|host|CPU|physical|main|"
+        r"machine) memory)\b")
 _RAM_FULL = (r"(?:(?:completely |almost |nearly |totally )?full\b|fill(?:s|ed|ing)? up\b|"
+             r"(?:is |was |gets |got )?used up\b|"
              r"exhausted\b|r[au]n(?:s|ning)? out\b|max(?:es|ed)? out\b|(?:nearly|almost) at \d|"
              r"at 100 ?%|(?:reach(?:es|ed)?|hit(?:s|ting)?) (?:its |the )?(?:max\w*|limit|100 ?%)|"
              r"occup(?:y|ies|ied) (?:the |all )(?:\w+ ){0,2}?(?:available|entire|whole))")
-_RUN_ENDED = (r"(?:crash(?:es|ed|ing)?|killed|kills|terminated|dies|died|froze|freezes|"
+_RUN_ENDED = (r"(?:crash(?:es|ed|ing)?|killed|kills|terminated|dies|died|froze|freezes|fails|"
               r"(?:system |host )?OOM)\b")
 fixed("host-oom/ram-full-told",
       # (the RAM and the first word of it full taken as one: a line of "RAM full RAM full ..."
@@ -452,6 +455,45 @@ fixed("host-oom/ram-full-told",
       remedy="Watch the process's memory across epochs (`free -h`, `top`, `gpu-audit scan`); "
       "if it grows every epoch, look for what keeps references (history lists of tensors: "
       "append `loss.item()`, not `loss`); otherwise: " + _HOST_MEMORY)
+
+
+# The host's memory told as the failure in other words: "the RAM OOM occurred", "workers=8
+# caused a CPU OOM" (the host's memory named before OOM); a reply that says the error is the
+# system's memory and not the GPU's ("The error is system memory, not VRAM"); and in Chinese,
+# where 内存 is the host's memory (显存 the GPU's): the system's memory told full or overflowing
+# ("系统内存溢出了"), or memory told full on a line that says the run was killed ("内存爆掉，最终
+# 触发killed"). Not on a line that asks how to fix or avoid it, nor in a condition or a rule
+# ("一般系统内存不足会..."). And the writer's machine told killing the run on a line that names
+# its RAM.
+_HOST_SHORT_ZH = r"(?:占用)?(?:过大|爆掉|爆了|溢出|不足|不够|耗尽|用完|占满|满了)"
+_NOT_ZH_CONDITION = r"(?<!如果)(?<!若)(?<!避免)(?<!防止)(?<!可能)(?<!当)(?<!一般)(?<!通常)"
+fixed("host-oom/host-memory-told",
+      r"^(?i:(?:(?!\b(?:if|whether|unless|avoid\w*|prevent\w*|you|your|should|would|how|fix\w*|"
+      r"diagnos\w*|vs)\b)[^\n])*?(?<![\w-])(?<!GPU )(?<!video )(?:RAM|CPU|host|system|"
+      r"(?:system|host|CPU|machine) memory) (?:OOM|out[- ]of[- ]memory)\b(?![- ]?kill))|"
+      r"(?i:(?<!\bif )\b(?:error|problem|issue|crash|culprit) (?:is|was) (?:the )?(?:system|host|"
+      r"CPU|machine) (?:memory|RAM)\b|\b(?:system|host|CPU|machine) (?:memory|RAM),? not (?:the )?"
+      r"(?:VRAM|GPU))|"
+      # (the machine told killing the run, on a line that names its RAM: "my computer, which has
+      # 32GB of RAM, kills the process near the end"; not the GPU's)
+      r"^(?=[^\n]*(?<![\w-])RAM\b)(?![^\n]*\b(?:GPU|VRAM|CUDA)\b)(?i:[^\n]*?(?<!\bif )"
+      r"(?<!\bwhen )\b(?:my|our|the) (?:computer|machine|system|laptop|server|OS)\b[^.\n]{0,60}?"
+      r"\b(?:kills|killed) (?:the|my|our) (?:python )?(?:process|training|job|script|program|run)"
+      r"\b)|"
+      rf"{_NOT_ZH_CONDITION}(?:系统|机器|主机|物理|运行|CPU ?)内存{_HOST_SHORT_ZH}|"
+      r"^(?![^\n]*(?:显存|顯存|显卡|CUDA|VRAM|如果|若|避免|防止|一般|通常))"
+      r"(?=[^\n]*(?:[Kk]ill|杀死|杀掉|被杀))[^\n]*?(?<!GPU)(?<!GPU )内存" + _HOST_SHORT_ZH,
+      ("OOM", "out of memory", "out-of-memory", "system memory", "System memory", "host memory",
+       "CPU memory", "machine memory", "RAM", "内存"),
+      "The host ran out of memory (told in the writer's words)", tier=1.5,
+      example="With eight workers the RAM OOM came back after two epochs.",
+      explanation="The text says the machine's memory (RAM, the host's; not the GPU's) ran out: "
+      "a process then fails to allocate or is killed from outside (the kernel's OOM killer, the "
+      "job's memory limit) without an error of its own. Each DataLoader worker holds its own "
+      "copy of the dataset's Python objects, and saving a checkpoint gathers it in host memory "
+      "too.",
+      remedy="Watch the process's memory (`free -h`, `top`, `gpu-audit scan`) as it runs; then "
+      + _HOST_MEMORY)
 
 
 _DATALOADER = (r"(?i:DataLoader) (?:worker|process)"
@@ -562,37 +604,53 @@ fixed("host-oom/cpu-allocator",
 # explain turns that one into this signature where the log says the arena was the CPU's.
 def _host_allocator(match: re.Match[str], line: str) -> dict[str, Any]:
     found = named(match, line)
+    if found.pop("mxnet", None) is not None:
+        found["framework"] = "mxnet"
     found.setdefault("framework", "paddle")
     return found
 
 
+_HOST_FRAMEWORKS = {"onnxruntime": ("ONNX Runtime's CPU arena", "ONNX Runtime"),
+                    "mxnet": ("MXNet's CPU storage", "MXNet"),
+                    "paddle": ("PaddlePaddle's CPU allocator", "PaddlePaddle")}
+
+
 @signature("host-oom/framework-allocator",
            r"\bFail to alloc memory of (?P<requested_bytes>\d+) size\b"
-           r"(?:, error code is (?P<error_code>\d+))?",
-           ("Fail to alloc memory of",),
-           "A framework could not allocate host memory (PaddlePaddle, ONNX Runtime)",
+           r"(?:, error code is (?P<error_code>\d+))?|"
+           # MXNet's CPU storage, plain or shared (what its DataLoader workers pass batches in)
+           r"\bFailed to allocate CPU (?i:memory)\b(?P<mxnet>)",
+           ("Fail to alloc memory of", "Failed to allocate CPU"),
+           "A framework could not allocate host memory (PaddlePaddle, ONNX Runtime, MXNet)",
            extract=_host_allocator,
            example="ResourceExhaustedError: Fail to alloc memory of 5060694016 size, error code "
            "is 12.")
 def _framework_host_allocator(sig: Signature, numbers: dict[str, Any],
                               ctx: AdviceContext) -> Advice:
-    onnxruntime = numbers.get("framework") == "onnxruntime"
-    name = "ONNX Runtime's CPU arena" if onnxruntime else "PaddlePaddle's CPU allocator"
+    framework = str(numbers.get("framework"))
+    name, short = _HOST_FRAMEWORKS.get(framework, _HOST_FRAMEWORKS["paddle"])
     size = (f" {size_text(numbers['requested_bytes'])}" if numbers.get("requested_bytes")
             else " memory")
     explanation = (
         f"{name} could not get{size} of host memory (RAM, not the GPU's): the machine or the "
         "job's memory limit is full, or one request is larger than the RAM there is (a large "
         "input, a model loaded on the CPU, many sessions or workers in one process).")
-    own = ("ONNX Runtime keeps freed memory in its arena: turn the CPU arena off "
-           "(SessionOptions.enable_cpu_mem_arena = False) or run fewer sessions per process; "
-           "check which execution providers the session really uses (a CUDA provider that failed "
-           "to load leaves the model on the CPU)." if onnxruntime else
-           "PaddlePaddle's CPU allocator asked the system for it: lower the input size or the "
-           "batch (rec_batch_num, the image's longest side in OCR), and check that the GPU "
-           "build is installed and used when a GPU was meant.")
-    return advice(sig, numbers, explanation, f"{own}\n{_HOST_MEMORY}",
-                  title=f"Host out of memory ({'ONNX Runtime' if onnxruntime else 'PaddlePaddle'})")
+    return advice(sig, numbers, explanation, f"{_HOST_FRAMEWORK_REMEDIES[short]}\n{_HOST_MEMORY}",
+                  title=f"Host out of memory ({short})")
+
+
+_HOST_FRAMEWORK_REMEDIES = {
+    "ONNX Runtime": "ONNX Runtime keeps freed memory in its arena: turn the CPU arena off "
+                    "(SessionOptions.enable_cpu_mem_arena = False) or run fewer sessions per "
+                    "process; check which execution providers the session really uses (a CUDA "
+                    "provider that failed to load leaves the model on the CPU).",
+    "PaddlePaddle": "PaddlePaddle's CPU allocator asked the system for it: lower the input size "
+                    "or the batch (rec_batch_num, the image's longest side in OCR), and check "
+                    "that the GPU build is installed and used when a GPU was meant.",
+    "MXNet": "MXNet's DataLoader workers pass each batch to the main process in shared CPU "
+             "memory: lower num_workers and the batch size, give a container a larger /dev/shm "
+             "(docker run --shm-size=16g), or set thread_pool=True on the DataLoader.",
+}
 
 
 fixed("host-oom/numpy",
@@ -602,6 +660,51 @@ fixed("host-oom/numpy",
       example="numpy.core._exceptions._ArrayMemoryError: Unable to allocate 3.20 GiB for an "
       "array with shape (1000, 1000, 430) and data type float64",
       explanation="NumPy could not allocate host memory for an array.", remedy=_HOST_MEMORY)
+
+# The operating system refusing memory, in its own words: ENOMEM from fork, mmap or an allocation
+# ("OSError: [Errno 12] Cannot allocate memory", "bash: fork: Cannot allocate memory") and
+# Windows' commit limit, RAM and page file together ("OSError: [WinError 1455] The paging file is
+# too small for this operation to complete"). Both are the host's memory, never the GPU's; a
+# kill or a GPU's out-of-memory elsewhere in the log comes first (the tier of a kill).
+def _os_allocation(match: re.Match[str], _line: str) -> dict[str, Any]:
+    return {"os_error": "paging-file" if match["paging"] is not None else "enomem"}
+
+
+@signature("host-oom/os-allocation",
+           r"\[Errno 12\] Cannot allocate memory|"
+           r"\b(?:fork|vfork|clone|mmap|posix_spawn|pthread_create)(?:\(\))?: (?:retry: )?"
+           r"Cannot allocate memory|"
+           r"(?P<paging>\bWinError 1455\b|\bThe paging file is too small for this operation\b)",
+           ("Cannot allocate memory", "WinError 1455", "paging file is too small"),
+           "The operating system refused memory to the process", tier=1.5,
+           extract=_os_allocation,
+           example="OSError: [Errno 12] Cannot allocate memory")
+def _os_refused(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    if numbers.get("os_error") == "paging-file":
+        explanation = (
+            "Windows could not commit more virtual memory (WinError 1455): the RAM and the page "
+            "file together are smaller than what the processes asked for. With PyTorch on "
+            "Windows it comes most often from DataLoader workers: each worker is a process of "
+            "its own that loads the CUDA libraries (cuDNN, cuBLAS: gigabytes of commit each), so "
+            "many workers use up the commit limit. It is the host's memory, not the GPU's.")
+        remedy = ("Lower the DataLoader's num_workers (0 or 2 to check); let Windows manage the "
+                  "page file's size, or raise it (System Properties > Advanced > Performance > "
+                  "Virtual memory) on a drive with free space; close other programs. "
+                  + _HOST_MEMORY)
+        return advice(sig, numbers, explanation, remedy,
+                      title="Windows' page file is too small (host memory)")
+    explanation = (
+        "The kernel refused the process memory (errno 12, ENOMEM, 'Cannot allocate memory'): "
+        "from fork, mmap or an allocation. In training it comes most often when DataLoader "
+        "workers start (fork of a parent that holds much RAM, refused under the kernel's "
+        "overcommit rules) or when the host's RAM or the job's memory limit is full. It is the "
+        "host's memory, not the GPU's.")
+    remedy = ("Lower num_workers (persistent_workers=True starts them once); check `free -h` "
+              "and the overcommit mode (`cat /proc/sys/vm/overcommit_memory`: 2 refuses a large "
+              "process's forks). " + _HOST_MEMORY)
+    return advice(sig, numbers, explanation, remedy,
+                  title="The system could not allocate host memory (errno 12)")
+
 
 fixed("host-oom/memory-error", rf"(?:{LINE_HEAD}|[\]>]\s*|:\s)MemoryError(?::\s|\s*$)",
       ("MemoryError",),
