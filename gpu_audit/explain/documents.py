@@ -168,6 +168,9 @@ _EDGE_BEFORE, _EDGE_AFTER = r"(?<![A-Za-z0-9_])", r"(?![A-Za-z0-9_])"
 # ("OOM-killer" is the host's; "out-of-memory" as a compound in a title)
 _OOM_WORDS = r"(?:out[- ]of[- ]memory|OOM(?![- ]?kill))"
 _TITLE_XID = r"\bXid\W{0,3}(?P<xid>\d{1,3})\b"
+_TITLE_ARCH = (r"\b(?P<capability>sm_\d{2,3}a?)\)? (?:is |are )?(?:not (?:yet )?supported|"
+               r"unsupported)\b|\b(?:no|missing|lacks?|without) (?:support|kernels?) for "
+               r"(?P<capability_>sm_\d{2,3}a?)\b")
 # A failure named in a thread's title, by class: the signature whose advice it gets.
 _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (sig_id, re.compile(pattern, re.IGNORECASE)) for sig_id, pattern in (
@@ -261,6 +264,9 @@ _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                                               r"(?:were|was) found\b"),
         ("driver-mismatch/driver-too-old", r"\b(?:NVIDIA|CUDA|GPU) driver(?: version)? (?:is )?"
                                            r"too old\b"),
+        # a new GPU's architecture the installed build has no kernels for, told ("CUDA error on
+        # an RTX 5050 (sm_120 not supported)", "SM_120 is unsupported", "no support for sm_120")
+        ("driver-mismatch/arch-not-compiled", _TITLE_ARCH),
         # an InfiniBand completion that exhausted its transport retries (verbs' status 12)
         ("nccl/network", r"\b(?:IBV_WC_|TRANSPORT_)?RETRY_EXC_ERR\b|"
                          r"\btransport retry count(?:er)? exceeded\b"),
@@ -516,6 +522,9 @@ def title_numbers(head: Head, sig_id: str) -> dict[str, Any]:
     if sig_id == "gpu-hardware/xid":
         xid = re.search(_TITLE_XID, head.title, re.IGNORECASE)
         return {"xid": int(xid["xid"])} if xid else {}
+    if sig_id == "driver-mismatch/arch-not-compiled":
+        arch = re.search(_TITLE_ARCH, head.title, re.IGNORECASE)
+        return {"capability": (arch["capability"] or arch["capability_"]).lower()} if arch else {}
     position = _SOURCE_POSITION.search(head.title)
     if position is None or not sig_id.startswith("nvml-assert-oom/"):
         return {}

@@ -1,0 +1,60 @@
+"""Shapes read since the thirtieth held-out set: reference and platform pages that show an Xid
+line as an example, a driver or toolkit failure retyped or told in a title (PTX "complied",
+llama.cpp's CUDA initialisation failure mid-log, a new architecture "not supported"), ONNX
+Runtime's words for a failed cuBLAS call, nvidia-smi told failing in a title, NCCL's
+peer-to-peer transport told failing on consumer cards, a bootstrap that only ever retried, and
+a card or a reset told at fault. Synthetic fixtures in fixtures/shapes/."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpu_audit.explain.mentions import explainer_cues
+from tests.explain.helpers import shape_incidents as incidents
+from tests.explain.helpers import shape_root as root
+
+
+@pytest.mark.parametrize("name", ["explainer_xid_reference_page.log",
+                                  "explainer_platform_log_format.log"])
+def test_pages_that_show_an_xid_line_as_an_example_raise_no_failure(name: str) -> None:
+    found = incidents(name)
+    assert [i.cls for i in found] == ["gpu-hardware"]
+    assert not [i for i in found if i.is_failure]
+
+
+@pytest.mark.parametrize(("line", "cue"), [
+    ("What it means", "error-means"),
+    ("Xid 48 means the GPU's memory returned a bad value", "error-means"),
+    ("How to diagnose it", "how-to-fix"),
+    ("What to do", "how-to-fix"),
+    ("Typical kernel-log signature", "log-format"),
+    ("These logs are in the following format: [hw] [LEVEL] MESSAGE", "log-format"),
+    ("The event log looks like this:", "log-format"),
+    ("A classic critical Xid error is the bus one.", "you-have-seen"),
+])
+def test_reference_page_phrases(line: str, cue: str) -> None:
+    assert cue in explainer_cues([line])
+
+
+@pytest.mark.parametrize("line", ["I don't know what to do", "The error looks like this:",
+                                  "this means my run died", "What to do now?"])
+def test_the_writers_own_words_are_no_reference_phrase(line: str) -> None:
+    assert not explainer_cues([line])
+
+
+@pytest.mark.parametrize(("name", "signature"), [
+    ("ptx_toolchain_slip_title.log", "driver-mismatch/unsupported-ptx"),
+    ("llama_server_display_driver_combo.log", "driver-mismatch/cuda-init"),
+    ("new_arch_not_supported_title.log", "driver-mismatch/arch-not-compiled"),
+    ("onnxruntime_cublas_error_executing.log", "cublas-failure/call-failed"),
+])
+def test_root_cause(name: str, signature: str) -> None:
+    assert root(name).signature == signature
+
+
+def test_the_architecture_a_title_names_is_read() -> None:
+    assert root("new_arch_not_supported_title.log").numbers["capability"] == "sm_120"
+
+
+def test_onnx_runtimes_failed_cublas_call_is_named() -> None:
+    assert root("onnxruntime_cublas_error_executing.log").numbers["call"] == "cublasGemmHelper"
