@@ -40,7 +40,7 @@ from gpu_audit.explain.signatures.gpu_hardware import (
     OVERHEAT_TOLD,
     POWER_LOSS_TOLD,
 )
-from gpu_audit.explain.signatures.nvml_unavailable import DRIVER_NOT_LOADING_TITLE
+from gpu_audit.explain.signatures.nvml_unavailable import DRIVER_NOT_LOADING_TITLE, SMI_FAILS_TITLE
 
 HEAD_BYTES = 4096  # the first bytes of a source kept to read its title and its kind
 HEAD_LINES = 30
@@ -262,6 +262,9 @@ _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         # nvidia-smi's "No devices were found", retyped ("nvidia-smi No device were found")
         ("nvml-unavailable/no-devices-found", r"\bnvidia-smi\b[^\n]{0,60}?\bno devices? "
                                               r"(?:were|was) found\b"),
+        # nvidia-smi told failing: "nvidia-smi error", "Can't get nvidia-smi to work in a pod"
+        # (after the titles that name its message)
+        ("nvml-unavailable/smi-fails-told", SMI_FAILS_TITLE),
         ("driver-mismatch/driver-too-old", r"\b(?:NVIDIA|CUDA|GPU) driver(?: version)? (?:is )?"
                                            r"too old\b"),
         # a new GPU's architecture the installed build has no kernels for, told ("CUDA error on

@@ -58,3 +58,26 @@ def test_the_architecture_a_title_names_is_read() -> None:
 
 def test_onnx_runtimes_failed_cublas_call_is_named() -> None:
     assert root("onnxruntime_cublas_error_executing.log").numbers["call"] == "cublasGemmHelper"
+
+
+@pytest.mark.parametrize(("name", "signature"), [
+    ("smi_fails_in_pod_title.log", "nvml-unavailable/smi-fails-told"),
+    ("smi_fails_told_in_container.log", "nvml-unavailable/smi-fails-told"),
+    ("nvml_mismatch_told_by_link.log", "nvml-unavailable/init-failed"),
+])
+def test_nvidia_smi_and_nvml_told_failing(name: str, signature: str) -> None:
+    assert root(name).signature == signature
+
+
+def test_a_pod_without_the_runtime_class_is_in_the_advice() -> None:
+    assert "runtimeClassName: nvidia" in root("smi_fails_in_pod_title.log").remedy
+
+
+def test_a_mismatch_told_by_a_link_gets_the_reboot() -> None:
+    found = root("nvml_mismatch_told_by_link.log")
+    assert found.title == "NVML: driver/library version mismatch"
+    assert "Reboot" in found.remedy
+
+
+def test_advice_about_nvidia_smi_failing_raises_nothing() -> None:
+    assert not [i for i in incidents("smi_fails_condition_advice.log") if i.is_failure]

@@ -76,6 +76,7 @@ ORDER = (
     "nvml-unavailable/library-missing",
     "nvml-unavailable/smi-cannot-execute",
     "nvml-unavailable/smi-missing",
+    "nvml-unavailable/smi-fails-told",
     "nvml-unavailable/nvrm-api-mismatch",
     "nvml-unavailable/nvrm-kernel-version",
     "alloc-conf/deprecated-variable",
