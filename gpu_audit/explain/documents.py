@@ -40,6 +40,7 @@ from gpu_audit.explain.signatures.gpu_hardware import (
     OVERHEAT_TOLD,
     POWER_LOSS_TOLD,
 )
+from gpu_audit.explain.signatures.nccl import P2P_UNSUPPORTED_TOLD
 from gpu_audit.explain.signatures.nvml_unavailable import DRIVER_NOT_LOADING_TITLE, SMI_FAILS_TITLE
 
 HEAD_BYTES = 4096  # the first bytes of a source kept to read its title and its kind
@@ -273,6 +274,9 @@ _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         # an InfiniBand completion that exhausted its transport retries (verbs' status 12)
         ("nccl/network", r"\b(?:IBV_WC_|TRANSPORT_)?RETRY_EXC_ERR\b|"
                          r"\btransport retry count(?:er)? exceeded\b"),
+        # GPU peer-to-peer access told unavailable or failing under NCCL ("NCCL P2P issue
+        # using two RTX 5090", "Training Failure due to NCCL P2P Access Not Supported")
+        ("nccl/p2p-unsupported", P2P_UNSUPPORTED_TOLD),
         # (after the shapes above: an NCCL error is most often an echo of one of them)
         # (also NCCL's "unhandled cuda error" retold, "Unhandled CUDA error in
         # ProcessGroupNCCL.cpp": the words are NCCL's result, and torch's class names NCCL)

@@ -249,9 +249,13 @@ KEYS: tuple[Key, ...] = (
     # (and DCGM's "Pending page retirements together with a DBE were detected on GPU 1")
     Key(rb"P(?:yTorch|YTORCH_|rocess(?:(?P<table>es:)| \d+ has)|TX|BS: job killed"
         rb"|SU(?:s|'s?)? (?:OCP|OPP|UVP|OVP|SCP|[Oo]ver|[Uu]nder|(?:keeps |kept |was |is )?trip)"
-        rb"|ending page retirements together)",
+        rb"|ending page retirements together"
+        # (and GPU peer-to-peer told unavailable or failing: "P2P access is not supported",
+        # "NCCL P2P issue")
+        rb"|2P (?:[Aa]ccess |[Cc]ommunication |[Tt]ransport )?(?:is |was )?(?:[Nn]ot [Ss]upported"
+        rb"|[Uu]nsupported)|(?<=NCCL P)2P )",
         (b"PyTorch", b"PYTORCH_", b"Processes:", b"PTX", b"PBS: job killed", b"PSU",
-         b"Pending page retirements together",
+         b"Pending page retirements together", b"P2P ",
          *(b"Process %d" % digit for digit in range(10)))),
     # (and XLA's list of the buffers live at an out-of-memory)
     Key(rb"X(?:id|ID|LA Label: )", (b"Xid", b"XID", b"XLA Label: ")),

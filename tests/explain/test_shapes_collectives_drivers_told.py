@@ -81,3 +81,26 @@ def test_a_mismatch_told_by_a_link_gets_the_reboot() -> None:
 
 def test_advice_about_nvidia_smi_failing_raises_nothing() -> None:
     assert not [i for i in incidents("smi_fails_condition_advice.log") if i.is_failure]
+
+
+@pytest.mark.parametrize("name", ["nccl_p2p_told_consumer_cards.log",
+                                  "nccl_p2p_title_two_cards.log"])
+def test_peer_to_peer_told_unavailable_is_nccls_p2p_transport(name: str) -> None:
+    found = root(name)
+    assert found.signature == "nccl/p2p-unsupported"
+    assert "NCCL_P2P_DISABLE=1" in found.remedy
+
+
+def test_a_guide_about_p2p_settings_raises_nothing() -> None:
+    assert not [i for i in incidents("nccl_p2p_advice_guide.log") if i.is_failure]
+
+
+def test_a_log_that_ends_on_nccls_connect_retries_is_a_failed_start() -> None:
+    found = root("nccl_connect_refused_until_the_end.log")
+    assert found.signature == "nccl/connect-retrying"
+    assert found.title == "NCCL could not connect to a peer at start"
+    assert "Connection refused" in found.explanation
+
+
+def test_connect_retries_before_a_start_that_went_on_are_no_failure() -> None:
+    assert not [i for i in incidents("nccl_connect_refused_then_started.log") if i.is_failure]
