@@ -186,6 +186,13 @@ _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                                         # "Loses GPU"), not its memory or its support
                                         r"\blos(?:e|es|ing|t) (?:a |one |the |\d )?GPU\b"
                                         r"(?!s? (?:memory|support|acceleration|access|util))"),
+        # the GPU's firmware (GSP) that crashed or timed out, or a GPU that needed a reset
+        # ("NVLink GSP Crash", "GSP heartbeat timeout", "display loss and GSP/full-chip reset")
+        ("gpu-hardware/gsp-timeout", r"\bGSP\b[^\n]{0,30}?\b(?:crash\w*|resets?|timeouts?|"
+                                     r"timed out|heartbeat|halt\w*|hangs?|hung)\b|"
+                                     r"\bfull[- ]chip reset\b|\b(?:GPU|card) (?:needs|needed|"
+                                     r"requires|required|requiring) an? (?:full |hard )?"
+                                     r"reset\b"),
         # the writer's machine that powers off or restarts under load
         ("gpu-hardware/power-loss-told", POWER_LOSS_TOLD),
         # the writer's card (or its board) dead, or overheating, under load

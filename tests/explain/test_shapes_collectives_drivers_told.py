@@ -104,3 +104,15 @@ def test_a_log_that_ends_on_nccls_connect_retries_is_a_failed_start() -> None:
 
 def test_connect_retries_before_a_start_that_went_on_are_no_failure() -> None:
     assert not [i for i in incidents("nccl_connect_refused_then_started.log") if i.is_failure]
+
+
+@pytest.mark.parametrize(("name", "signature"), [
+    ("gsp_full_chip_reset_title.log", "gpu-hardware/gsp-timeout"),
+    ("faulty_card_told_in_a_paragraph.log", "gpu-hardware/card-swap-told"),
+])
+def test_the_gpu_told_at_fault(name: str, signature: str) -> None:
+    assert root(name).signature == signature
+
+
+def test_a_faulty_card_in_a_condition_raises_nothing() -> None:
+    assert not [i for i in incidents("faulty_card_condition.log") if i.is_failure]

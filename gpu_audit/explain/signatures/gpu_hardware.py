@@ -538,10 +538,21 @@ fixed("gpu-hardware/card-swap-told",
       r"errors?|problems?|issues?|crash\w*))|"
       r"\b(?i:turned out (?:to be )?(?:a |the )?)(?:faulty|defective) GPU|"
       r"换了?[一]?[张块个]?(?:新的?|同型号的?)?显卡[^\n?？]{0,12}?(?:没问题|没有问题|好了|正常|解决)|"
-      r"显卡(?:硬件)?(?:坏了|出问题了|出了问题))",
+      r"显卡(?:硬件)?(?:坏了|出问题了|出了问题))|"
+      # the writer's own machine found with a bad card, in a sentence of a longer paragraph
+      # ("On the other machine we simply have what appears to be a faulty card"; a condition
+      # or advice in that sentence still keeps it out; "a faulty card" is read where the line is
+      # a candidate anyway, as the Chinese tellings below, "a faulty GPU" wherever it is)
+      r"(?:^|(?<=[.!;:] ))(?i:(?:(?!\b(?:if|whether|you|your|may|might|maybe|should|try\w*)"
+      r"\b)[^\n?.!;])*?)\b(?i:(?:we|I) (?:\w+ )?(?:have|had|got) (?:what (?:appears|seems|"
+      r"turned out) to be )?an? (?:faulty|defective|bad|broken) (?:GPU|card|graphics card|"
+      r"video card))\b",
       # (the Chinese tellings are read where the line is a candidate anyway: a log's last
       # lines, or a line with another key)
-      ("ed the GPU", "ed my GPU", "ed our GPU", "faulty GPU", "defective GPU", "显卡"),
+      ("ed the GPU", "ed my GPU", "ed our GPU", "faulty GPU", "defective GPU", "显卡",
+       *(f"{word} {card}" for word in ("faulty", "defective", "bad", "broken", "Faulty",
+                                       "Defective", "Bad", "Broken")
+         for card in ("GPU", "card", "graphics card", "video card"))),
       "The card was at fault (told in the writer's words)", tier=0.0,
       example="Swapped the GPU for another of the same model and the launch failures are gone.",
       explanation="The writer found the GPU itself at fault: another card in its place runs the "
