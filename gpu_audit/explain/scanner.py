@@ -177,6 +177,7 @@ KEYS: tuple[Key, ...] = (
         # has a bad GPU", "node 3 came up short a GPU")
         rb"|(?<=bad G)PU|(?<=broken G)PU|(?<=failing G)PU|(?<=up short a G)PU"
         rb"|(?<=up short one G)PU|(?<=up missing a G)PU|(?<=up missing one G)PU"
+        rb"|(?<=back short a G)PU|(?<=back short one G)PU"
         # (and TensorFlow's "Blas GEMM launch failed", in a title or a line without "Error")
         rb"|EM[MV](?:Batched|StridedBatched)? launch failed"
         # (and a card told dead: "my GPU is toast", "the GPU died", "it burnt my GPU")
@@ -190,7 +191,7 @@ KEYS: tuple[Key, ...] = (
          b"losing the GPU", b"ed the GPU", b"ed my GPU", b"ed our GPU", b"faulty GPU",
          b"defective GPU", b"bad GPU", b"broken GPU", b"failing GPU",
          *(b"up " + word + b" " + count + b" GPU" for word in (b"short", b"missing")
-           for count in (b"a", b"one")), b"GEMM launch failed", b"GEMV launch failed",
+           for count in (b"a", b"one")), b"back short a GPU", b"back short one GPU", b"GEMM launch failed", b"GEMV launch failed",
          b"GEMMBatched launch failed", b"GEMMStridedBatched launch failed",
          b"rnt my GPU", b"urn my GPU",
          *(b"GPU" + plural + b" " + link + end for plural in (b"", b"s")

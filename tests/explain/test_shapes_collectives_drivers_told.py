@@ -116,3 +116,12 @@ def test_the_gpu_told_at_fault(name: str, signature: str) -> None:
 
 def test_a_faulty_card_in_a_condition_raises_nothing() -> None:
     assert not [i for i in incidents("faulty_card_condition.log") if i.is_failure]
+
+
+@pytest.mark.parametrize(("name", "signature"), [
+    ("node_gpu_replaced_by_vendor.log", "gpu-hardware/card-swap-told"),
+    ("node_back_short_a_gpu_title.log", "gpu-hardware/lost-told"),
+    ("card_in_node_died.log", "gpu-hardware/card-dead-told"),
+])
+def test_a_clusters_card_told_dead_replaced_or_missing(name: str, signature: str) -> None:
+    assert root(name).signature == signature

@@ -151,8 +151,11 @@ fixed("gpu-hardware/lost-told",
       r"acceleration|access|util\w*|hours?|time|cycles|compute|days|capacity|resources)\b)|"
       r"\bGPU is loss\b|"
       # (a node that came back from a reboot with a GPU fewer: "gpu-3 came up short a GPU")
-      r"(?i:\b(?:came|comes|come|booted|boots) up (?:short|missing) (?:a |one |\d )?GPUs?\b))",
-      ("lost", "Lost", "losing", "GPU is loss", "up short", "up missing"),
+      # (or will be put back into service so: "gpu-2-4 will be added back short a GPU")
+      r"(?i:\b(?:(?:came|comes|come|booted|boots) up|(?:added|brought|put|came|comes) back) "
+      r"(?:short|missing) (?:a |one |\d )?GPUs?\b))",
+      ("lost", "Lost", "losing", "GPU is loss", "up short", "up missing", "back short",
+       "back missing"),
       "A GPU was lost (told in the writer's words)",
       tier=0.0, group="off-the-bus",
       example="After the reboot we lost 1 GPU on node7, and slurmd does not start.",
@@ -470,7 +473,9 @@ _BOARD = r"(?:mother ?board|mainboard|laptop)"
 CARD_DEAD_TOLD = (
     r"^(?i:(?:(?!\b(?:if|whether|you|your|may|might|can|could|should|would|will|avoid\w*|"
     r"prevent\w*|risk\w*)\b)[^\n])*?)(?i:"
-    r"\b(?:my|our|the|this|one|a) (?:[\w-]+ ){0,2}?" + _CARD + r"s? (?:(?:is|was|are|were|has|"
+    # (also with where it sits: "a GTX 780 card in gpu-2-4 died", "the GPU in slot 3 is dead")
+    r"\b(?:my|our|the|this|one|a) (?:[\w-]+ ){0,2}?" + _CARD + r"s?(?: (?:in|on) (?:node |"
+    r"machine |server |slot |host )?[\w.-]{1,30})? (?:(?:is|was|are|were|has|"
     r"have|had|just|finally|now|got) ){0,2}(?:toast|dead|fried|bricked|died|burn(?:ed|t)(?: "
     r"(?:out|up))?)\b(?! (?:lock|code|slow))|"
     r"(?<![\w-])(?:burn(?:ed|t|s)?|fried|fry|destroyed|blew up) (?:up )?(?:my|our|the) "
@@ -537,6 +542,11 @@ fixed("gpu-hardware/card-swap-told",
       r"resolved|works|worked|working|(?:is|are) gone|went away|disappeared|no (?:more )?(?:"
       r"errors?|problems?|issues?|crash\w*))|"
       r"\b(?i:turned out (?:to be )?(?:a |the )?)(?:faulty|defective) GPU|"
+      # (a node that had its GPU replaced by the vendor: "CN 110 has had its GPU replaced,
+      # tested and put back into service", "the faulty GPU was swapped")
+      r"\b(?i:(?:has had|had|got) (?:its|the|their|one of its) (?:faulty |bad |broken |"
+      r"defective )?GPUs? (?:replaced|swapped)|the (?:faulty|bad|broken|defective) GPUs? (?:was|"
+      r"were|has been|have been|got) (?:replaced|swapped))\b|"
       r"换了?[一]?[张块个]?(?:新的?|同型号的?)?显卡[^\n?？]{0,12}?(?:没问题|没有问题|好了|正常|解决)|"
       r"显卡(?:硬件)?(?:坏了|出问题了|出了问题))|"
       # the writer's own machine found with a bad card, in a sentence of a longer paragraph
@@ -550,6 +560,7 @@ fixed("gpu-hardware/card-swap-told",
       # (the Chinese tellings are read where the line is a candidate anyway: a log's last
       # lines, or a line with another key)
       ("ed the GPU", "ed my GPU", "ed our GPU", "faulty GPU", "defective GPU", "显卡",
+       "its GPU", "the GPU", "their GPU", "GPU replaced", "GPUs replaced",
        *(f"{word} {card}" for word in ("faulty", "defective", "bad", "broken", "Faulty",
                                        "Defective", "Bad", "Broken")
          for card in ("GPU", "card", "graphics card", "video card"))),
