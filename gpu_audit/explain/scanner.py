@@ -152,7 +152,9 @@ KEYS: tuple[Key, ...] = (
         rb"|UDA-capable device"
         # (and llama.cpp's "ggml_cuda_init: failed to initialize CUDA: <reason>" whatever the
         # reason: "system has unsupported display driver / cuda driver combination")
-        rb"|(?<=initialize C)UDA: )",
+        rb"|(?<=initialize C)UDA: "
+        # (and a temperature in degrees Celsius: an overheat told, "crashes at 110°C")
+        rb"|(?<=\d\xc2\xb0C))",
         (b"CUDA ", b"CUDA_", b"CUDACachingAllocator", b"CUDAAllocatorConfig",
          *(b"CUDA" + bytes([lead]) for lead in range(0xE3, 0xEE)), b"CUBLAS_STATUS",
          b"CUSOLVER_STATUS", b"CUSPARSE_STATUS", b"CUFFT_", b"CUDNN_STATUS", b"CUDNN_BACKEND",
@@ -165,7 +167,7 @@ KEYS: tuple[Key, ...] = (
          b"Create cublas handle", b"CUBLAS initialization", b"CUBLAS initialisation",
          b"CPUExecutionProvider'", b'CPUExecutionProvider"', b"Check failed: ",
          *(b"CUDA%d" % digit for digit in range(10)), b"CuDNN library",
-         b"CUDA-capable device", b"initialize CUDA: ")),
+         b"CUDA-capable device", b"initialize CUDA: ", "°C".encode())),
     # (and TensorFlow 1's node under its OOM: '[[Node: ... _device=".../device:GPU:0"]')
     # (and a GPU lost, told: "we lost 1 GPU", "one GPU is loss after reboot", "Lost GPU")
     Key(rb"G(?:PU(?: is lost| lost from the bus| has fallen| \d+ has a total|\d+ [^\n]{0,80}?"

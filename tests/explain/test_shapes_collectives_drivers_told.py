@@ -125,3 +125,11 @@ def test_a_faulty_card_in_a_condition_raises_nothing() -> None:
 ])
 def test_a_clusters_card_told_dead_replaced_or_missing(name: str, signature: str) -> None:
     assert root(name).signature == signature
+
+
+def test_the_temperature_the_crashes_come_at_is_an_overheat() -> None:
+    assert root("overheat_told_by_temperature.log").signature == "gpu-hardware/overheat-told"
+
+
+def test_a_guide_naming_temperatures_raises_nothing() -> None:
+    assert not [i for i in incidents("temperature_guide_no_crash.log") if i.is_failure]

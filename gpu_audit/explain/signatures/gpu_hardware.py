@@ -508,6 +508,7 @@ fixed("gpu-hardware/card-dead-told", CARD_DEAD_TOLD,
 # overheating", "It seems to be an overheating problem", "my GPU keeps overheating". Not a
 # general statement or advice ("crashes are often caused by overheating", "check whether your
 # GPU overheats").
+_HOT = r"(?:9[5-9]|1[0-2]\d)(?:\.\d)?(?:-(?:9[5-9]|1[0-2]\d))? ?°C\b"  # a GPU too hot to run
 OVERHEAT_TOLD = (
     r"^(?i:(?:(?!\b(?:if|whether|you|your|may|might|can|could|should|would|check\w*|make sure|"
     r"often|usually|typically|common\w*|most|avoid\w*|prevent\w*)\b)[^\n])*?)(?i:"
@@ -517,9 +518,16 @@ OVERHEAT_TOLD = (
     r"(?: (?:due to|caused by|because of))?(?: an?| the)?(?: GPU)? (?:over-?heating|thermal)"
     r"(?: (?:issue|problem))?\b|"
     r"\b(?:my|our|the) (?:[\w-]+ )?(?:GPU|graphics card|video card|card)s? (?:(?:is|was|were|are|"
-    r"keeps|kept|started|starts) )?over-?heat(?:s|ed|ing)\b)")
+    r"keeps|kept|started|starts) )?over-?heat(?:s|ed|ing)\b|"
+    # the temperature the crashes come at, told: "temps around 110°C, which is the range where
+    # the crashes occur", "it crashed at 96°C" (95 °C and above: where GPUs throttle or shut down)
+    r"\btemp(?:erature)?s? (?:[\w-]+ ){0,3}?(?:around|of|at|reach\w*|hit\w*|to|over|above) ~?"
+    + _HOT + r"[^\n.]{0,80}?\b(?:crash\w*|hang\w*|hung|freez\w*|froze|shut\w* down|faults?|"
+    r"died|dies)\b|"
+    r"\b(?:crash\w*|hangs|hung|froze|freezes|shuts? down|died|dies)\b[^\n.]{0,40}?\bat "
+    r"(?:about |around )?~?" + _HOT + r")")
 fixed("gpu-hardware/overheat-told", OVERHEAT_TOLD,
-      ("heat", "thermal", "Thermal"),
+      ("heat", "thermal", "Thermal", "°C"),
       "The GPU overheated (told in the writer's words)", tier=3.0, group="overheat",
       example="This was more than likely due to overheating.",
       explanation="The writer says the crash or shutdown came from heat: a GPU (or the machine "
