@@ -497,8 +497,10 @@ fixed("nccl/p2p-unsupported",
 # Connection refused, retrying"): a start prints a few of them and goes on; a log that ends on
 # them is a bootstrap that never connected (the peer died, or listens elsewhere).
 @signature("nccl/connect-retrying",
-           r"\b(?:Call to )?connect returned (?P<connect_error>[A-Z][\w ]{2,40}), retrying\b",
-           ("connect returned",), "NCCL retried a connection to a peer",
+           # (older NCCL's words; newer NCCL counts its retries, "retrying (34/34)", and its
+           # last one is nccl/network)
+           r"\bCall to connect returned (?P<connect_error>[A-Z][\w ]{2,40}), retrying\b",
+           ("Call to connect returned",), "NCCL retried a connection to a peer",
            severity=Severity.WARNING, tier=4.0, group="connect-retrying",
            example="node1:16:63 [0] NCCL INFO Call to connect returned Connection refused, "
            "retrying")
