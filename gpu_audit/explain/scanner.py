@@ -193,7 +193,8 @@ KEYS: tuple[Key, ...] = (
          b"losing the GPU", b"ed the GPU", b"ed my GPU", b"ed our GPU", b"faulty GPU",
          b"defective GPU", b"bad GPU", b"broken GPU", b"failing GPU",
          *(b"up " + word + b" " + count + b" GPU" for word in (b"short", b"missing")
-           for count in (b"a", b"one")), b"back short a GPU", b"back short one GPU", b"GEMM launch failed", b"GEMV launch failed",
+           for count in (b"a", b"one")), b"back short a GPU", b"back short one GPU",
+         b"GEMM launch failed", b"GEMV launch failed",
          b"GEMMBatched launch failed", b"GEMMStridedBatched launch failed",
          b"rnt my GPU", b"urn my GPU",
          *(b"GPU" + plural + b" " + link + end for plural in (b"", b"s")
