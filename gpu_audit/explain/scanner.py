@@ -269,9 +269,11 @@ KEYS: tuple[Key, ...] = (
         rb"|equested +: "  # (and cudaMallocAsync's "Requested : ", one pass fewer)
         # (and the host's RAM named: a notebook's "Your session crashed after using all
         # available RAM", a writer's "the RAM is full and the process is killed"; not VRAM)
-        rb"|(?<![A-Za-z]R)AM\b)",
+        rb"|(?<![A-Za-z]R)AM\b"
+        # (and an RDMA library's "MR registration failed: Bad address")
+        rb"|(?<=MR) registration)",
         (b"Resource exhausted", b"Resource Exhausted", b"Resourceexhausted", b"ResourceExhausted",
-         b"RESOURCE_EXHAUSTED", b"Requested ", b"RAM")),
+         b"RESOURCE_EXHAUSTED", b"Requested ", b"RAM", b"MR registration")),
     # the shell's word for Killed in another language, alone at the start of a line (after
     # a job number): the hit is the line after the newline (group "at")
     # (the look-ahead turns most lines away at their first byte: half this pass's cost)

@@ -133,3 +133,15 @@ def test_the_temperature_the_crashes_come_at_is_an_overheat() -> None:
 
 def test_a_guide_naming_temperatures_raises_nothing() -> None:
     assert not [i for i in incidents("temperature_guide_no_crash.log") if i.is_failure]
+
+
+def test_rdma_registration_of_expandable_segments_is_the_setting() -> None:
+    found = root("expandable_rdma_registration_bad_address.log")
+    assert found.signature == "alloc-conf/expandable-rdma-registration"
+    assert "expandable_segments:False" in found.remedy
+
+
+def test_rdma_registration_without_expandable_segments_is_context() -> None:
+    found = incidents("rdma_registration_bad_address_alone.log")
+    assert [i.signature for i in found] == ["alloc-conf/expandable-rdma-registration"]
+    assert not found[0].is_failure

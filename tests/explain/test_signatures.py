@@ -343,6 +343,8 @@ SINGLE_LINES = [
      "peer access is not supported between these two devices", "nccl", "nccl/p2p-unsupported"),
     ("node1:16:63 [0] NCCL INFO Call to connect returned Connection refused, retrying", "nccl",
      "nccl/connect-retrying"),
+    ("RDMA buffer MR registration failed: Bad address", "alloc-conf",
+     "alloc-conf/expandable-rdma-registration"),
     ("RuntimeError: !block->expandable_segment_ INTERNAL ASSERT FAILED at "
      '"../c10/cuda/CUDACachingAllocator.cpp":2814, please report a bug to PyTorch.',
      "alloc-conf", "alloc-conf/expandable-assert"),

@@ -92,6 +92,7 @@ ORDER = (
     "alloc-conf/expandable-mapping-assert",
     "alloc-conf/async-assert",
     "alloc-conf/expandable-ipc-kernel",
+    "alloc-conf/expandable-rdma-registration",
     "alloc-conf/mempool-expandable",
     "alloc-conf/sleep-freed-nothing",
     "alloc-conf/expandable-told",
