@@ -190,6 +190,9 @@ class Classifier:
         self._catalogues: set[int] = set()  # sources that are error catalogues, not logs
         self._cues: dict[int, set[str]] = {}  # per source: the explainer phrases seen
         self._cue_lines: dict[int, int] = {}  # per source: the last line read for them
+        # per source: the last line seen (a log's last lines are always candidates, so this is
+        # where it ends)
+        self._last_line: dict[int, int] = {}
         self._own_run: set[int] = set()  # sources whose text says the writer met a failure
         self._heads: dict[int, Head] = {}  # per source: what its first lines say
         self._words: dict[str, tuple[frozenset[str], bool]] = {}  # see _line_words
@@ -227,6 +230,8 @@ class Classifier:
                     continue
 
     def feed(self, source_index: int, candidate: Candidate) -> None:
+        if candidate.line > self._last_line.get(source_index, 0):
+            self._last_line[source_index] = candidate.line
         read_to = self._read_to.get(source_index, 0)
         if candidate.line <= read_to:
             return  # already read as part of a joined message
@@ -564,6 +569,9 @@ class Classifier:
         if len(group.ranks) > 1:
             numbers["_ranks"] = sorted(group.ranks)  # for the text only
         numbers["_count"] = group.count  # some messages matter only when they repeat
+        # ... or when the log ends on them (retries that never succeeded)
+        numbers["_log_end"] = (group.latest.line + _LOG_END_LINES
+                               >= self._last_line.get(group.latest.source_index, 0))
         advice = occ.signature.advise(numbers, self._ctx)
         if group.handled >= group.count and advice.severity >= Severity.ERROR:
             advice = replace(advice, severity=Severity.WARNING, tier=5.0,
@@ -604,6 +612,9 @@ class Classifier:
 
 
 _AFTER_TEXT = 1 << 62  # the reading order of a message seen only in a heading
+# lines after a message that still count as the log ending on it (a cut line, a code fence
+# closing a paste, a blank line and a last remark)
+_LOG_END_LINES = 4
 _MORE = object()  # the key value of the incident that counts the values past MAX_KEYED
 _LIBRARY_CLASSES = ("cublas-failure", "cudnn-failure")
 

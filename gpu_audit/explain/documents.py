@@ -40,7 +40,8 @@ from gpu_audit.explain.signatures.gpu_hardware import (
     OVERHEAT_TOLD,
     POWER_LOSS_TOLD,
 )
-from gpu_audit.explain.signatures.nvml_unavailable import DRIVER_NOT_LOADING_TITLE
+from gpu_audit.explain.signatures.nccl import P2P_UNSUPPORTED_TOLD
+from gpu_audit.explain.signatures.nvml_unavailable import DRIVER_NOT_LOADING_TITLE, SMI_FAILS_TITLE
 
 HEAD_BYTES = 4096  # the first bytes of a source kept to read its title and its kind
 HEAD_LINES = 30
@@ -168,6 +169,9 @@ _EDGE_BEFORE, _EDGE_AFTER = r"(?<![A-Za-z0-9_])", r"(?![A-Za-z0-9_])"
 # ("OOM-killer" is the host's; "out-of-memory" as a compound in a title)
 _OOM_WORDS = r"(?:out[- ]of[- ]memory|OOM(?![- ]?kill))"
 _TITLE_XID = r"\bXid\W{0,3}(?P<xid>\d{1,3})\b"
+_TITLE_ARCH = (r"\b(?P<capability>sm_\d{2,3}a?)\)? (?:is |are )?(?:not (?:yet )?supported|"
+               r"unsupported)\b|\b(?:no|missing|lacks?|without) (?:support|kernels?) for "
+               r"(?P<capability_>sm_\d{2,3}a?)\b")
 # A failure named in a thread's title, by class: the signature whose advice it gets.
 _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (sig_id, re.compile(pattern, re.IGNORECASE)) for sig_id, pattern in (
@@ -182,6 +186,13 @@ _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                                         # "Loses GPU"), not its memory or its support
                                         r"\blos(?:e|es|ing|t) (?:a |one |the |\d )?GPU\b"
                                         r"(?!s? (?:memory|support|acceleration|access|util))"),
+        # the GPU's firmware (GSP) that crashed or timed out, or a GPU that needed a reset
+        # ("NVLink GSP Crash", "GSP heartbeat timeout", "display loss and GSP/full-chip reset")
+        ("gpu-hardware/gsp-timeout", r"\bGSP\b[^\n]{0,30}?\b(?:crash\w*|resets?|timeouts?|"
+                                     r"timed out|heartbeat|halt\w*|hangs?|hung)\b|"
+                                     r"\bfull[- ]chip reset\b|\b(?:GPU|card) (?:needs|needed|"
+                                     r"requires|required|requiring) an? (?:full |hard )?"
+                                     r"reset\b"),
         # the writer's machine that powers off or restarts under load
         ("gpu-hardware/power-loss-told", POWER_LOSS_TOLD),
         # the writer's card (or its board) dead, or overheating, under load
@@ -259,11 +270,20 @@ _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         # nvidia-smi's "No devices were found", retyped ("nvidia-smi No device were found")
         ("nvml-unavailable/no-devices-found", r"\bnvidia-smi\b[^\n]{0,60}?\bno devices? "
                                               r"(?:were|was) found\b"),
+        # nvidia-smi told failing: "nvidia-smi error", "Can't get nvidia-smi to work in a pod"
+        # (after the titles that name its message)
+        ("nvml-unavailable/smi-fails-told", SMI_FAILS_TITLE),
         ("driver-mismatch/driver-too-old", r"\b(?:NVIDIA|CUDA|GPU) driver(?: version)? (?:is )?"
                                            r"too old\b"),
+        # a new GPU's architecture the installed build has no kernels for, told ("CUDA error on
+        # an RTX 5050 (sm_120 not supported)", "SM_120 is unsupported", "no support for sm_120")
+        ("driver-mismatch/arch-not-compiled", _TITLE_ARCH),
         # an InfiniBand completion that exhausted its transport retries (verbs' status 12)
         ("nccl/network", r"\b(?:IBV_WC_|TRANSPORT_)?RETRY_EXC_ERR\b|"
                          r"\btransport retry count(?:er)? exceeded\b"),
+        # GPU peer-to-peer access told unavailable or failing under NCCL ("NCCL P2P issue
+        # using two RTX 5090", "Training Failure due to NCCL P2P Access Not Supported")
+        ("nccl/p2p-unsupported", P2P_UNSUPPORTED_TOLD),
         # (after the shapes above: an NCCL error is most often an echo of one of them)
         # (also NCCL's "unhandled cuda error" retold, "Unhandled CUDA error in
         # ProcessGroupNCCL.cpp": the words are NCCL's result, and torch's class names NCCL)
@@ -522,6 +542,9 @@ def title_numbers(head: Head, sig_id: str) -> dict[str, Any]:
     if sig_id == "gpu-hardware/xid":
         xid = re.search(_TITLE_XID, head.title, re.IGNORECASE)
         return {"xid": int(xid["xid"])} if xid else {}
+    if sig_id == "driver-mismatch/arch-not-compiled":
+        arch = re.search(_TITLE_ARCH, head.title, re.IGNORECASE)
+        return {"capability": (arch["capability"] or arch["capability_"]).lower()} if arch else {}
     position = _SOURCE_POSITION.search(head.title)
     if position is None or not sig_id.startswith("nvml-assert-oom/"):
         return {}

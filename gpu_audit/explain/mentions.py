@@ -401,7 +401,14 @@ _EXPLAINER_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                         # Indonesian and Malay: "Kesalahan ini terjadi ketika", "ralat ini
                         # bermaksud"
                         r"\b(?:kesalahan|galat|ralat|error) ini (?:biasanya |umumnya )?(?:terjadi|"
-                        r"muncul|berarti|bermaksud|menunjukkan|disebabkan)\b"),
+                        r"muncul|berarti|bermaksud|menunjukkan|disebabkan)\b|"
+                        # a reference page's sections: "What it means" as a heading, and a code
+                        # defined by its number ("Xid 79 means the driver ...", "status 13
+                        # indicates"); not the writer's "this means my run ..."
+                        r"^\W{0,4}what (?:it|this|that)(?: (?:error|message|code|xid|event))? "
+                        r"means\W{0,4}$|"
+                        r"\b(?:xid|sxid|error|status|code|exit code) \d{1,3} (?:usually |"
+                        r"typically |generally |always )?(?:means|indicates) (?:the|that|a|an)\b"),
         ("you-have-seen", r"\bif you(?:'re| are)? (?:ever )?(?:encounter|get|see|hit|run into|"
                           r"face|receive|getting|seeing|facing)(?:ing)? (?:this|the|that|a "
                           r"similar|such an?) (?:error|message|issue|problem|exception)\b|"
@@ -421,6 +428,8 @@ _EXPLAINER_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                           r"\b|\bthe dreaded\b|\bmust be familiar with\b|"
                           r"\bif you(?:'ve| have)? ever (?:seen|encountered|trained|run)\b|"
                           r"\b(?:a |one of the most )?common (?:error|problem|issue)s?\b|"
+                          # "A classic critical Xid error is the 'fell off the bus' report"
+                          r"\ba classic (?:[\w-]+ ){0,2}(?:error|failure|xid|fault)\b|"
                           # a scenario told to the reader: "You launch a week-long job on ...",
                           # "Imagine that ...": what could happen, not what did
                           r"(?:^|[.!?]\s)(?:imagine (?:that|you)\b|picture this\b|suppose "
@@ -547,7 +556,21 @@ _EXPLAINER_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                        # an error page's list of what not to try ("Dead ends", "What doesn't
                        # work"): remedies weighed for every reader
                        r"|^\W{0,4}(?:dead[- ]ends?|what (?:doesn'?t|does not|won'?t) (?:work|help)|"
-                       r"what not to (?:try|do))\b|\bdo not try th(?:ese|is)\b"),
+                       r"what not to (?:try|do))\b|\bdo not try th(?:ese|is)\b"
+                       # a reference page's steps: "How to diagnose it", "What to do" as a
+                       # heading (not the writer's "I don't know what to do")
+                       r"|\bhow to (?:diagnose|troubleshoot|investigate) (?:it|this|that|the)\b"
+                       r"|^\W{0,4}what to do(?: (?:about it|next|when it happens))?\W{0,4}$"),
+        # a documentation page that shows what a log line looks like: "These logs are in the
+        # following format:", "The event log looks like this:", "Typical kernel-log signature";
+        # a writer's own paste says "I get this error:", not what a log's lines look like
+        ("log-format", r"\b(?:these|the|its|each|every) (?:[\w-]+ ){0,3}(?:logs?|log lines?|"
+                       r"entr(?:y|ies)|events?|messages?) (?:are|is) (?:written |printed "
+                       r")?in the following format\b|"
+                       r"\bthe (?:[\w-]+ ){0,3}(?:log|log line|log entry|event log|kernel log|"
+                       r"message|entry|record) (?:looks|will look|would look) like this\b|"
+                       r"^\W{0,4}(?:typical|example|sample) (?:[\w-]+ ){0,2}(?:signature|log "
+                       r"lines?|log entry|log output)\W{0,4}$"),
     ))
 EXPLAINER_MIN_CUES = 2
 # The reporter's question without its question mark: "how to fix this".

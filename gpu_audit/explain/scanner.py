@@ -155,7 +155,12 @@ KEYS: tuple[Key, ...] = (
         # 9.0", CMake's "Found CUDA: /usr/local/cuda (found version "9.0")")
         rb"|uda compilation tools|UDA: (?<=Found CUDA: )"
         # (Theano's CNMeM pool out of memory, on a line without "memory" in lower case)
-        rb"|NMEM_STATUS_OUT_OF_MEMORY)",
+        rb"|NMEM_STATUS_OUT_OF_MEMORY"
+        # (and llama.cpp's "ggml_cuda_init: failed to initialize CUDA: <reason>" whatever the
+        # reason: "system has unsupported display driver / cuda driver combination")
+        rb"|(?<=initialize C)UDA: "
+        # (and a temperature in degrees Celsius: an overheat told, "crashes at 110°C")
+        rb"|(?<=\d\xc2\xb0C))",
         (b"CUDA ", b"CUDA_", b"CUDACachingAllocator", b"CUDAAllocatorConfig",
          *(b"CUDA" + bytes([lead]) for lead in range(0xE3, 0xEE)), b"CUBLAS_STATUS",
          b"CUSOLVER_STATUS", b"CUSPARSE_STATUS", b"CUFFT_", b"CUDNN_STATUS", b"CUDNN_BACKEND",
@@ -169,7 +174,7 @@ KEYS: tuple[Key, ...] = (
          b"CPUExecutionProvider'", b'CPUExecutionProvider"', b"Check failed: ",
          *(b"CUDA%d" % digit for digit in range(10)), b"CuDNN library",
          b"CUDA-capable device", b"Cuda compilation tools", b"Found CUDA: ",
-         b"CNMEM_STATUS_OUT_OF_MEMORY")),
+         b"CNMEM_STATUS_OUT_OF_MEMORY", b"initialize CUDA: ", "°C".encode())),
     # (and TensorFlow 1's node under its OOM: '[[Node: ... _device=".../device:GPU:0"]')
     # (and a GPU lost, told: "we lost 1 GPU", "one GPU is loss after reboot", "Lost GPU")
     Key(rb"G(?:PU(?: is lost| lost from the bus| has fallen| \d+ has a total|\d+ [^\n]{0,80}?"
@@ -181,6 +186,7 @@ KEYS: tuple[Key, ...] = (
         # has a bad GPU", "node 3 came up short a GPU")
         rb"|(?<=bad G)PU|(?<=broken G)PU|(?<=failing G)PU|(?<=up short a G)PU"
         rb"|(?<=up short one G)PU|(?<=up missing a G)PU|(?<=up missing one G)PU"
+        rb"|(?<=back short a G)PU|(?<=back short one G)PU"
         # (and TensorFlow's "Blas GEMM launch failed", in a title or a line without "Error")
         rb"|EM[MV](?:Batched|StridedBatched)? launch failed"
         # (and a card told dead: "my GPU is toast", "the GPU died", "it burnt my GPU")
@@ -194,7 +200,8 @@ KEYS: tuple[Key, ...] = (
          b"losing the GPU", b"ed the GPU", b"ed my GPU", b"ed our GPU", b"faulty GPU",
          b"defective GPU", b"bad GPU", b"broken GPU", b"failing GPU",
          *(b"up " + word + b" " + count + b" GPU" for word in (b"short", b"missing")
-           for count in (b"a", b"one")), b"GEMM launch failed", b"GEMV launch failed",
+           for count in (b"a", b"one")), b"back short a GPU", b"back short one GPU",
+         b"GEMM launch failed", b"GEMV launch failed",
          b"GEMMBatched launch failed", b"GEMMStridedBatched launch failed",
          b"rnt my GPU", b"urn my GPU",
          *(b"GPU" + plural + b" " + link + end for plural in (b"", b"s")
@@ -256,9 +263,13 @@ KEYS: tuple[Key, ...] = (
     # (and DCGM's "Pending page retirements together with a DBE were detected on GPU 1")
     Key(rb"P(?:yTorch|YTORCH_|rocess(?:(?P<table>es:)| \d+ has)|TX|BS: job killed"
         rb"|SU(?:s|'s?)? (?:OCP|OPP|UVP|OVP|SCP|[Oo]ver|[Uu]nder|(?:keeps |kept |was |is )?trip)"
-        rb"|ending page retirements together)",
+        rb"|ending page retirements together"
+        # (and GPU peer-to-peer told unavailable or failing: "P2P access is not supported",
+        # "NCCL P2P issue")
+        rb"|2P (?:[Aa]ccess |[Cc]ommunication |[Tt]ransport )?(?:is |was )?(?:[Nn]ot [Ss]upported"
+        rb"|[Uu]nsupported)|(?<=NCCL P)2P )",
         (b"PyTorch", b"PYTORCH_", b"Processes:", b"PTX", b"PBS: job killed", b"PSU",
-         b"Pending page retirements together",
+         b"Pending page retirements together", b"P2P ",
          *(b"Process %d" % digit for digit in range(10)))),
     # (and XLA's list of the buffers live at an out-of-memory)
     Key(rb"X(?:id|ID|LA Label: )", (b"Xid", b"XID", b"XLA Label: ")),
@@ -268,9 +279,11 @@ KEYS: tuple[Key, ...] = (
         rb"|equested +: "  # (and cudaMallocAsync's "Requested : ", one pass fewer)
         # (and the host's RAM named: a notebook's "Your session crashed after using all
         # available RAM", a writer's "the RAM is full and the process is killed"; not VRAM)
-        rb"|(?<![A-Za-z]R)AM\b)",
+        rb"|(?<![A-Za-z]R)AM\b"
+        # (and an RDMA library's "MR registration failed: Bad address")
+        rb"|(?<=MR) registration)",
         (b"Resource exhausted", b"Resource Exhausted", b"Resourceexhausted", b"ResourceExhausted",
-         b"RESOURCE_EXHAUSTED", b"Requested ", b"RAM")),
+         b"RESOURCE_EXHAUSTED", b"Requested ", b"RAM", b"MR registration")),
     # the shell's word for Killed in another language, alone at the start of a line (after
     # a job number): the hit is the line after the newline (group "at")
     # (the look-ahead turns most lines away at their first byte: half this pass's cost)

@@ -341,6 +341,14 @@ SINGLE_LINES = [
      "gpu-hardware/power-loss-told"),
     ("FileNotFoundError: [Errno 2] No such file or directory: 'nvidia-smi'",
      "nvml-unavailable", "nvml-unavailable/smi-missing"),
+    ("The host is fine, but nvidia-smi doesn't work inside the container.",
+     "nvml-unavailable", "nvml-unavailable/smi-fails-told"),
+    ("node1:812:930 [2] transport/p2p.cc:238 NCCL WARN failed to open CUDA IPC handle : 217 "
+     "peer access is not supported between these two devices", "nccl", "nccl/p2p-unsupported"),
+    ("node1:16:63 [0] NCCL INFO Call to connect returned Connection refused, retrying", "nccl",
+     "nccl/connect-retrying"),
+    ("RDMA buffer MR registration failed: Bad address", "alloc-conf",
+     "alloc-conf/expandable-rdma-registration"),
     ("RuntimeError: !block->expandable_segment_ INTERNAL ASSERT FAILED at "
      '"../c10/cuda/CUDACachingAllocator.cpp":2814, please report a bug to PyTorch.',
      "alloc-conf", "alloc-conf/expandable-assert"),

@@ -250,6 +250,41 @@ def _expandable_ipc_kernel(sig: Signature, numbers: dict[str, Any],
     return advice(sig, numbers, explanation, remedy)
 
 
+# An RDMA library registering GPU memory with the network adapter and failing with EFAULT
+# ("RDMA buffer MR registration failed: Bad address", "ibv_reg_mr failed: Bad address"): memory
+# that expandable segments map through CUDA's virtual memory API cannot be pinned through the
+# older peer-memory path, only through DMA-BUF. An error where the log sets expandable segments;
+# without them it is context (a buffer on the host, a driver without GPUDirect RDMA).
+@signature("alloc-conf/expandable-rdma-registration",
+           r"\b(?:(?:RDMA )?(?:buffer )?MR registration|memory registration|ibv_reg_(?:dmabuf_)?"
+           r"mr(?:\(\))?)[^\n]{0,60}?\b(?:failed|error)\b[^\n]{0,40}?\bBad address\b",
+           ("MR registration", "memory registration", "ibv_reg_"),
+           "RDMA could not register GPU memory from expandable segments", tier=0.0,
+           example="RDMA buffer MR registration failed: Bad address")
+def _expandable_rdma(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    if "expandable_segments:true" not in str(ctx.facts.get("alloc_conf") or "").lower():
+        return advice(sig, numbers, (
+            "Registering a buffer with the RDMA adapter failed with 'Bad address' (EFAULT): the "
+            "adapter's driver could not pin that memory. For GPU memory this means no "
+            "GPUDirect RDMA path to it (nvidia-peermem not loaded, no DMA-BUF support), or "
+            "memory the older peer-memory path cannot pin, such as PyTorch's expandable "
+            "segments; the log does not set those."),
+            "Load nvidia-peermem or use a stack with DMA-BUF registration; if the job sets "
+            "expandable_segments:True anywhere, turn it off for the buffers it registers.",
+            title="RDMA memory registration failed (Bad address)", severity=Severity.INFO,
+            tier=5.0)
+    explanation = (
+        "The job sets expandable_segments:True, and registering a GPU buffer with the RDMA "
+        "adapter failed with 'Bad address': expandable segments map memory through CUDA's "
+        "virtual memory API, which the peer-memory path (nvidia-peermem) cannot pin; only "
+        "DMA-BUF registration can. Communication libraries that allocate their RDMA buffers with "
+        "torch (torch.zeros, torch.empty) fail this way while the setting is on.")
+    remedy = ("Turn expandable segments off while the library allocates its RDMA buffers (or "
+              "for the job), or use a library and driver that register through DMA-BUF:\n"
+              + alloc_conf_export("expandable_segments:False", ctx.torch_version))
+    return advice(sig, numbers, explanation, remedy)
+
+
 # The log names the cudaMallocAsync backend: its name (a startup line that prints the device
 # with its allocator, "... : cudaMallocAsync"), or an application's option for it ("cuda-malloc",
 # "--disable-cuda-malloc"; "cudaMalloc" alone is the plain CUDA call, not the backend).

@@ -107,10 +107,14 @@ _SENTENCES = "|".join(re.escape(sentence) for sentence in CUBLAS_STATUS_SENTENCE
            example="mshadow/./stream_gpu-inl.h:115: Check failed: err == CUBLAS_STATUS_SUCCESS "
            "(1 vs. 0)")
 # DyNet's check of a cuBLAS call: "CUBLAS failure in cublasSgemm(dev.cublas_handle, ...)", its
-# status's number on the next line
+# status's number on the next line; ONNX Runtime's: "CUBLAS error executing cublasGemmHelper(
+# Base::CublasHandle(), ...)" (its CUDA provider's words for any cuBLAS call that failed)
 @signature("cublas-failure/call-failed",
-           r"\bCUBLAS failure in (?P<call>cublas\w{1,40})\(",
-           ("CUBLAS failure in ",), "A CUDA math library call failed", key_field="call",
+           r"\bCUBLAS failure in (?P<call>cublas\w{1,40})\(|"
+           r"\b(?:CUBLAS|cuBLAS|CUBLASLT|cuBLASLt) error executing (?P<call_>\w{1,60})\(",
+           ("CUBLAS failure in ", "CUBLAS error executing ", "cuBLAS error executing ",
+            "CUBLASLT error executing ", "cuBLASLt error executing "),
+           "A CUDA math library call failed", key_field="call",
            example="CUBLAS failure in cublasSgemm(dev.cublas_handle, CUBLAS_OP_N, CUBLAS_OP_N, "
            "m, n, k, one, a, lda, b, ldb, zero, c, ldc)")
 # TensorFlow's words when a cuBLAS call could not run: "Blas GEMM launch failed : a.shape=...",

@@ -372,7 +372,9 @@ def _gpu_not_supported(sig: Signature, numbers: dict[str, Any], ctx: AdviceConte
 @signature("driver-mismatch/unsupported-ptx",
            # (retyped without its first word in a title: "CUDA Error 222 - provided PTX ...";
            # or its number alone, 222)
-           r"(?:\b[Tt]he )?\b[Pp]rovided PTX was compiled with an unsupported toolchain|"
+           # (and retyped with "compiled" slipped to "complied")
+           r"(?:\b[Tt]he )?\b[Pp]rovided PTX was comp(?:iled|lied) with an unsupported "
+           r"toolchain|"
            r"CUDA_ERROR_UNSUPPORTED_PTX_VERSION|cudaErrorUnsupportedPtxVersion|"
            + status_check("cudaErrorUnsupportedPtxVersion") + "|" + reported_number(222),
            ("unsupported toolchain", "UNSUPPORTED_PTX", "UnsupportedPtx", "cudaSuccess",

@@ -152,8 +152,11 @@ fixed("gpu-hardware/lost-told",
       r"acceleration|access|util\w*|hours?|time|cycles|compute|days|capacity|resources)\b)|"
       r"\bGPU is loss\b|"
       # (a node that came back from a reboot with a GPU fewer: "gpu-3 came up short a GPU")
-      r"(?i:\b(?:came|comes|come|booted|boots) up (?:short|missing) (?:a |one |\d )?GPUs?\b))",
-      ("lost", "Lost", "losing", "GPU is loss", "up short", "up missing"),
+      # (or will be put back into service so: "gpu-2-4 will be added back short a GPU")
+      r"(?i:\b(?:(?:came|comes|come|booted|boots) up|(?:added|brought|put|came|comes) back) "
+      r"(?:short|missing) (?:a |one |\d )?GPUs?\b))",
+      ("lost", "Lost", "losing", "GPU is loss", "up short", "up missing", "back short",
+       "back missing"),
       "A GPU was lost (told in the writer's words)",
       tier=0.0, group="off-the-bus",
       example="After the reboot we lost 1 GPU on node7, and slurmd does not start.",
@@ -472,7 +475,9 @@ _BOARD = r"(?:mother ?board|mainboard|laptop)"
 CARD_DEAD_TOLD = (
     r"^(?i:(?:(?!\b(?:if|whether|you|your|may|might|can|could|should|would|will|avoid\w*|"
     r"prevent\w*|risk\w*)\b)[^\n])*?)(?i:"
-    r"\b(?:my|our|the|this|one|a) (?:[\w-]+ ){0,2}?" + _CARD + r"s? (?:(?:is|was|are|were|has|"
+    # (also with where it sits: "a GTX 780 card in gpu-2-4 died", "the GPU in slot 3 is dead")
+    r"\b(?:my|our|the|this|one|a) (?:[\w-]+ ){0,2}?" + _CARD + r"s?(?: (?:in|on) (?:node |"
+    r"machine |server |slot |host )?[\w.-]{1,30})? (?:(?:is|was|are|were|has|"
     r"have|had|just|finally|now|got) ){0,2}(?:toast|dead|fried|bricked|died|burn(?:ed|t)(?: "
     r"(?:out|up))?)\b(?! (?:lock|code|slow))|"
     r"(?<![\w-])(?:burn(?:ed|t|s)?|fried|fry|destroyed|blew up) (?:up )?(?:my|our|the) "
@@ -505,6 +510,7 @@ fixed("gpu-hardware/card-dead-told", CARD_DEAD_TOLD,
 # overheating", "It seems to be an overheating problem", "my GPU keeps overheating". Not a
 # general statement or advice ("crashes are often caused by overheating", "check whether your
 # GPU overheats").
+_HOT = r"(?:9[5-9]|1[0-2]\d)(?:\.\d)?(?:-(?:9[5-9]|1[0-2]\d))? ?°C\b"  # a GPU too hot to run
 OVERHEAT_TOLD = (
     r"^(?i:(?:(?!\b(?:if|whether|you|your|may|might|can|could|should|would|check\w*|make sure|"
     r"often|usually|typically|common\w*|most|avoid\w*|prevent\w*)\b)[^\n])*?)(?i:"
@@ -514,9 +520,16 @@ OVERHEAT_TOLD = (
     r"(?: (?:due to|caused by|because of))?(?: an?| the)?(?: GPU)? (?:over-?heating|thermal)"
     r"(?: (?:issue|problem))?\b|"
     r"\b(?:my|our|the) (?:[\w-]+ )?(?:GPU|graphics card|video card|card)s? (?:(?:is|was|were|are|"
-    r"keeps|kept|started|starts) )?over-?heat(?:s|ed|ing)\b)")
+    r"keeps|kept|started|starts) )?over-?heat(?:s|ed|ing)\b|"
+    # the temperature the crashes come at, told: "temps around 110°C, which is the range where
+    # the crashes occur", "it crashed at 96°C" (95 °C and above: where GPUs throttle or shut down)
+    r"\btemp(?:erature)?s? (?:[\w-]+ ){0,3}?(?:around|of|at|reach\w*|hit\w*|to|over|above) ~?"
+    + _HOT + r"[^\n.]{0,80}?\b(?:crash\w*|hang\w*|hung|freez\w*|froze|shut\w* down|faults?|"
+    r"died|dies)\b|"
+    r"\b(?:crash\w*|hangs|hung|froze|freezes|shuts? down|died|dies)\b[^\n.]{0,40}?\bat "
+    r"(?:about |around )?~?" + _HOT + r")")
 fixed("gpu-hardware/overheat-told", OVERHEAT_TOLD,
-      ("heat", "thermal", "Thermal"),
+      ("heat", "thermal", "Thermal", "°C"),
       "The GPU overheated (told in the writer's words)", tier=3.0, group="overheat",
       example="This was more than likely due to overheating.",
       explanation="The writer says the crash or shutdown came from heat: a GPU (or the machine "
@@ -539,11 +552,28 @@ fixed("gpu-hardware/card-swap-told",
       r"resolved|works|worked|working|(?:is|are) gone|went away|disappeared|no (?:more )?(?:"
       r"errors?|problems?|issues?|crash\w*))|"
       r"\b(?i:turned out (?:to be )?(?:a |the )?)(?:faulty|defective) GPU|"
+      # (a node that had its GPU replaced by the vendor: "CN 110 has had its GPU replaced,
+      # tested and put back into service", "the faulty GPU was swapped")
+      r"\b(?i:(?:has had|had|got) (?:its|the|their|one of its) (?:faulty |bad |broken |"
+      r"defective )?GPUs? (?:replaced|swapped)|the (?:faulty|bad|broken|defective) GPUs? (?:was|"
+      r"were|has been|have been|got) (?:replaced|swapped))\b|"
       r"换了?[一]?[张块个]?(?:新的?|同型号的?)?显卡[^\n?？]{0,12}?(?:没问题|没有问题|好了|正常|解决)|"
-      r"显卡(?:硬件)?(?:坏了|出问题了|出了问题))",
+      r"显卡(?:硬件)?(?:坏了|出问题了|出了问题))|"
+      # the writer's own machine found with a bad card, in a sentence of a longer paragraph
+      # ("On the other machine we simply have what appears to be a faulty card"; a condition
+      # or advice in that sentence still keeps it out; "a faulty card" is read where the line is
+      # a candidate anyway, as the Chinese tellings below, "a faulty GPU" wherever it is)
+      r"(?:^|(?<=[.!;:] ))(?i:(?:(?!\b(?:if|whether|you|your|may|might|maybe|should|try\w*)"
+      r"\b)[^\n?.!;])*?)\b(?i:(?:we|I) (?:\w+ )?(?:have|had|got) (?:what (?:appears|seems|"
+      r"turned out) to be )?an? (?:faulty|defective|bad|broken) (?:GPU|card|graphics card|"
+      r"video card))\b",
       # (the Chinese tellings are read where the line is a candidate anyway: a log's last
       # lines, or a line with another key)
-      ("ed the GPU", "ed my GPU", "ed our GPU", "faulty GPU", "defective GPU", "显卡"),
+      ("ed the GPU", "ed my GPU", "ed our GPU", "faulty GPU", "defective GPU", "显卡",
+       "its GPU", "the GPU", "their GPU", "GPU replaced", "GPUs replaced",
+       *(f"{word} {card}" for word in ("faulty", "defective", "bad", "broken", "Faulty",
+                                       "Defective", "Bad", "Broken")
+         for card in ("GPU", "card", "graphics card", "video card"))),
       "The card was at fault (told in the writer's words)", tier=0.0,
       example="Swapped the GPU for another of the same model and the launch failures are gone.",
       explanation="The writer found the GPU itself at fault: another card in its place runs the "

@@ -38,6 +38,7 @@ from gpu_audit.explain.signatures.registry import (
 )
 from gpu_audit.explain.signatures.texts import size_text
 from gpu_audit.knowledge.nccl import nccl_error_text
+from gpu_audit.model import Severity
 
 CLASS = document_class("nccl", __doc__)
 
@@ -490,3 +491,71 @@ fixed("nccl/no-interface",
       remedy="List the interfaces (`ip -brief address`) and set NCCL_SOCKET_IFNAME to one that "
       "is up on every node (a prefix such as `eth` matches eth0, eth1; `^docker,lo` excludes), "
       "or unset it to let NCCL choose.")
+
+
+# Peer-to-peer access between two GPUs that the platform does not offer: CUDA's status 217
+# ("peer access is not supported between these two devices", under NCCL's P2P transport), and
+# the same told by the writer ("NCCL P2P issue using two RTX 5090", "training fails with an NCCL
+# error saying P2P access is not supported"; not a condition, a question or advice). GeForce
+# cards (RTX 4090, 5090) have no P2P over PCIe, and an IOMMU or PCIe ACS can block it on others.
+_P2P = r"(?:P2P|peer-to-peer \(P2P\)|peer-to-peer)"
+P2P_UNSUPPORTED_TOLD = (
+    r"\b" + _P2P + r" (?:access |communication |transport )?(?:is |was )?(?:not supported|"
+    r"unsupported)\b|"
+    r"\bNCCL " + _P2P + r" (?:access |communication |transport )?(?:issues?|errors?|failures?|"
+    r"problems?|fail(?:s|ed)?|bug)\b")
+fixed("nccl/p2p-unsupported",
+      r"\bpeer access is not supported between these two devices\b|"
+      # (not a condition, advice or a guess: "if P2P is not supported ...", "maybe it is an
+      # NCCL P2P issue", "this looks like an NCCL P2P problem")
+      r"^(?i:(?:(?!\b(?:if|whether|you|your|should|could|would|might|may|check\w*|make sure|"
+      r"maybe|perhaps|probably|seems?|looks? like|guess|suspect)\b)[^\n?])*?)(?i:"
+      + P2P_UNSUPPORTED_TOLD + r")",
+      ("peer access is not supported", "P2P", "peer-to-peer"),
+      "GPU peer-to-peer (P2P) access is not available to NCCL", tier=0.5,
+      example="Training fails with an NCCL error: P2P access is not supported between the "
+      "GPUs.",
+      explanation="NCCL's peer-to-peer transport needs the GPUs to read each other's memory "
+      "directly over PCIe or NVLink. GeForce cards (RTX 3090 without NVLink, 4090, 5090) do not "
+      "offer P2P over PCIe, and on other cards an IOMMU or PCIe Access Control Services (ACS) "
+      "between them can block it; some NCCL and driver releases also failed on new consumer "
+      "GPUs. A collective then fails at its first call while a single GPU works.",
+      remedy="Turn the P2P transport off so NCCL goes through host memory: `export "
+      "NCCL_P2P_DISABLE=1` (set it in every rank's environment, e.g. the launcher's `env` or a "
+      "Ray runtime_env, not only in the driver script); vLLM can also skip its own P2P check "
+      "with `--disable-custom-all-reduce`. Check what the GPUs allow with `nvidia-smi topo -p2p "
+      "r`; on a server, turn off ACS on the PCIe switches or boot with `iommu=pt`. Update NCCL "
+      "and the driver on new GPUs (RTX 50-series needs NCCL 2.26 or later).")
+
+
+# NCCL's connect retries while a peer is not listening yet ("Call to connect returned
+# Connection refused, retrying"): a start prints a few of them and goes on; a log that ends on
+# them is a bootstrap that never connected (the peer died, or listens elsewhere).
+@signature("nccl/connect-retrying",
+           # (older NCCL's words; newer NCCL counts its retries, "retrying (34/34)", and its
+           # last one is nccl/network)
+           r"\bCall to connect returned (?P<connect_error>[A-Z][\w ]{2,40}), retrying\b",
+           ("Call to connect returned",), "NCCL retried a connection to a peer",
+           severity=Severity.WARNING, tier=4.0, group="connect-retrying",
+           example="node1:16:63 [0] NCCL INFO Call to connect returned Connection refused, "
+           "retrying")
+def _connect_retrying(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    error = numbers.get("connect_error", "an error")
+    count = int(numbers.get("_count") or 1)
+    remedy = ("Find why the peer was not listening: its own log (it died or is still starting), "
+              "the address NCCL chose (NCCL_DEBUG=INFO shows `NET/Socket : Using ...`; set "
+              "NCCL_SOCKET_IFNAME to the interface the nodes reach each other on), and a "
+              "firewall between the nodes.")
+    if numbers.get("_log_end") and count >= _RETRIES_THAT_END:
+        return advice(sig, numbers, f"The log ends while NCCL is still retrying its connection "
+                      f"to a peer ({count} times: '{error}'): the ranks never connected, so the "
+                      "distributed start failed. The peer process died before it listened, or "
+                      "it listens on another address or interface than the one this rank "
+                      "dials.", remedy, severity=Severity.ERROR, tier=2.0,
+                      title="NCCL could not connect to a peer at start")
+    return advice(sig, numbers, f"NCCL retried a connection to a peer ({error}): normal while "
+                  "the other ranks start; it matters only when the retries go on until the job "
+                  "fails.", remedy)
+
+
+_RETRIES_THAT_END = 3  # retries the log ends on that make a failed start, not a slow one

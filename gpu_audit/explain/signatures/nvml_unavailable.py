@@ -164,8 +164,16 @@ fixed("nvml-unavailable/docker-no-gpu-driver",
            example="NVML library version: 550.127")
 # (also without a reason: a tool that prints only "Error: Failed to initialize NVML")
 @signature("nvml-unavailable/init-failed",
-           r"Failed to initialize NVML(?:: (?P<reason>[^\n]+)|[\s.!]*$)",
-           ("initialize NVML",), "NVML could not be initialised", tier=0.5,
+           r"Failed to initialize NVML(?:: (?P<reason>[^\n]+)|[\s.!]*$)|"
+           # the writer's error told by a link to a thread named after it ("I got an error
+           # stated in https://.../nvidia-nvml-driver-library-version-mismatch"; not a link
+           # offered to the reader: "if you get ..., see ...")
+           r"^(?i:(?:(?!\b(?:if|whether|you|your|should|see)\b)[^\n])*?)(?i:\b(?:I|we)(?:'ve| "
+           r"have| had)? (?:got|get|getting|hit|had|ran into|encountered|am getting|are getting"
+           r"|keep getting)\b[^\n]{0,60}?\berror\b[^\n]{0,60}?https?://[^\s)]{0,200}?"
+           r"(?P<reason_>driver[-_]library[-_]version[-_]mismatch))",
+           ("initialize NVML", "version-mismatch", "version_mismatch"),
+           "NVML could not be initialised", tier=0.5,
            example="Failed to initialize NVML: Driver/library version mismatch")
 def _nvml_init(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
     reason = str(numbers.get("reason") or numbers.get("kind") or numbers.get("text") or "")
@@ -529,6 +537,37 @@ fixed("nvml-unavailable/smi-cannot-execute",
       "of Alpine (or build the program that needs the GPU into such an image); then "
       "`docker run --gpus all IMAGE nvidia-smi` shows the GPUs.")
 
+
+# nvidia-smi told failing, without its message: "I can't get nvidia-smi to work in the pod",
+# "nvidia-smi doesn't work inside the container" (not a condition or advice: "if nvidia-smi
+# fails in a container, ..."); as a thread's title, any "nvidia-smi error", "nvidia-smi not
+# working", "Unable to start nvidia-smi" (documents.py)
+SMI_FAILS_TITLE = (
+    r"\bnvidia-smi`?\b[^\n]{0,40}?\b(?:errors?\b|fail(?:s|ed|ing|ure)?\b|(?:is |are )?not "
+    r"working\b|(?:does|do|did|will|would)(?: not|n'?t) work\b|won'?t work\b|stop(?:s|ped)? "
+    r"working\b)|\b(?:can'?t|cannot|could ?n[o']t|unable to|impossible to) (?:get|make|run|"
+    r"start|use) `?nvidia-smi`?(?: to)?(?: work)?\b")
+fixed("nvml-unavailable/smi-fails-told",
+      r"^(?i:(?:(?!\b(?:if|whether|you|your|should|make sure|check|when)\b)[^\n])*?)(?i:"
+      r"\b(?:I|we) (?:still )?(?:can'?t|cannot|could ?n[o']t|am unable to|was unable to|were "
+      r"unable to) (?:get|make) `?nvidia-smi`? (?:to )?work\b|"
+      r"\bnvidia-smi`? (?:still |just )?(?:(?:does|did)(?: not|n'?t) work|won'?t work|(?:is |was )?"
+      r"not working|stopped working|fails|failed) (?:in|inside|within) (?:the|a|my|our|any) "
+      r"(?:pod|container|docker container)s?\b)",
+      ("nvidia-smi",), "nvidia-smi fails (told in the writer's words)", tier=0.5,
+      example="I can't get nvidia-smi to work in the pod, the same image works with docker.",
+      explanation="The writer says nvidia-smi does not work, without its message. The usual "
+      "causes: in a container or a Kubernetes pod, the NVIDIA runtime did not give it the GPUs "
+      "and the driver's files (a pod without `runtimeClassName: nvidia`, a container without "
+      "`--gpus`); on a host after a driver update, the loaded kernel module is older than the "
+      "new libraries (NVML's \"Driver/library version mismatch\", which a reboot cures); or "
+      "the NVIDIA kernel module is not loaded at all.",
+      remedy="Run `nvidia-smi` where it fails and read its one-line message. In a pod, set "
+      "`runtimeClassName: nvidia` (or make nvidia the default containerd runtime) and a "
+      "`nvidia.com/gpu` limit; with docker, `docker run --gpus all ...` with the NVIDIA "
+      "Container Toolkit configured (`sudo nvidia-ctk runtime configure`). On a host after a "
+      "driver update: " + REBOOT_MISMATCH + " If the module is not loaded (`lsmod | grep "
+      "nvidia`), reinstall the driver for the running kernel.")
 
 fixed("nvml-unavailable/smi-missing",
       r"\bnvidia-smi: (?:command )?not found|command not found: nvidia-smi\b|"
