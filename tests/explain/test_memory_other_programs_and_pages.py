@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from gpu_audit.explain import classify_text
 from gpu_audit.explain.documents import read_head
 from tests.explain.helpers import shape_incidents as incidents
 from tests.explain.helpers import shape_root as root
@@ -93,3 +94,18 @@ def test_web_page_with_its_address_is_a_web_page() -> None:
 def test_explainers_raise_no_failure(name: str) -> None:
     found = incidents(name)
     assert found and not [i for i in found if i.is_failure]
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("Stage 3 run\n\nThe job was killed at step 40 because the node ran out of memory.\n",
+     ["host-oom"]),
+    ("Stage 3 run\n\nThe job was killed at step 40 because it used too much host memory.\n",
+     ["host-oom"]),
+    # (the GPU's memory named after it is the GPU's, not the host's; advice is no telling)
+    ("Stage 3 run\n\nThe job was killed because it ran out of memory on the GPU.\n",
+     ["cuda-oom"]),
+    ("Stage 3 run\n\nIf your job is killed because it used too much CPU memory, add swap.\n",
+     []),
+])
+def test_killed_because_of_host_memory_in_words(text: str, expected: list[str]) -> None:
+    assert [i.cls for i in classify_text(text, torch_version=None) if i.is_failure] == expected
