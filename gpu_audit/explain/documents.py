@@ -244,6 +244,11 @@ _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                                        + _GPU_MEMORY_SHORT_ZH),
         ("host-oom/kernel-oom-killer", r"\boom[- ]?kill(?:er|ed)\b"),
         ("host-oom/shell-killed", r"^\W*killed\W*(?:error\W*)?$"),
+        # SIGKILL's number in a title, as people write it: "sigkill 9", "segkill 9", "killing
+        # process -9 error", "killed with signal 9"
+        ("host-oom/sigkill", r"\bs[ie]g[- ]?kill[- ]?\(?-?9\b|\bsignal[- ]9\b|"
+                             r"\bkill(?:ed|ing|s)?[- ](?:the[- ])?(?:sub)?process(?:es)?"
+                             r"[- ]\(?-?9\b"),
         # (a segmentation fault is the dataset's own crash, not memory)
         ("host-oom/dataloader-killed", r"\bDataLoader (?:worker|process)\b(?![^\n]*\b(?:"
                                        r"segmentation fault|SIGSEGV)\b)[^\n]{0,60}?\b(?:killed|"
@@ -451,8 +456,9 @@ _SOURCE_LINE = re.compile(r"^[\w.-]+/[\w.-]+ · (?:issue|pull request|discussion
 _LABELS_LINE = re.compile(r"^labels: ")
 _PULL_SOURCE = re.compile(r"^[\w.-]+/[\w.-]+ · pull request #\d+\b")
 _ISSUE_SOURCE = re.compile(r"^[\w.-]+/[\w.-]+ · issue #\d+\b")
-# A web page copied with the line that says where it is from ("example.com · web page").
-_WEB_PAGE_SOURCE = re.compile(r"^[\w-]+(?:\.[\w-]+)+ · web page\b")
+# A web page copied with the line that says where it is from ("example.com · web page", or the
+# site and the page's address: "docs.example.org · https://docs.example.org/faq/oom").
+_WEB_PAGE_SOURCE = re.compile(r"^[\w-]+(?:\.[\w-]+)+ · (?:web page\b|https?://[\w.-]+\.\w)")
 
 
 def _after_source_line(numbered: list[tuple[int, str]]) -> list[tuple[int, str]]:

@@ -308,6 +308,8 @@ def is_catalogue(text: str) -> bool:
 # A question to the reader ("Have you ever hit ...?", "...적 있나요?"): an article's opening,
 # read even though it ends with a question mark (the reporter's own questions are not cues).
 _RHETORICAL = (r"\bhave you ever (?:seen|encountered|hit|run into|gotten|got|been|faced|had)\b|"
+               # ("... and you get CUDA out of memory. Sound familiar?", "Знакомо?")
+               r"\bsounds? familiar\?|(?<!\w)знаком(?:о|ая ситуация|ая картина)\?|"
                r"적(?: ?이)? 있(?:나요|으신가요|으세요|습니까)|こと(?:は|が)?ありませんか|"
                r"你(?:是否|有没有|有沒有)(?:也)?(?:遇到|碰到|见过)")
 _RHETORICAL_QUESTION = re.compile(_RHETORICAL, re.IGNORECASE)

@@ -156,6 +156,8 @@ KEYS: tuple[Key, ...] = (
         rb"|uda compilation tools|UDA: (?<=Found CUDA: )"
         # (Theano's CNMeM pool out of memory, on a line without "memory" in lower case)
         rb"|NMEM_STATUS_OUT_OF_MEMORY"
+        # (and OpenCL's status for a buffer the device could not hold)
+        rb"|L_MEM_OBJECT_ALLOCATION_FAILURE"
         # (and llama.cpp's "ggml_cuda_init: failed to initialize CUDA: <reason>" whatever the
         # reason: "system has unsupported display driver / cuda driver combination")
         rb"|(?<=initialize C)UDA: "
@@ -174,7 +176,8 @@ KEYS: tuple[Key, ...] = (
          b"CPUExecutionProvider'", b'CPUExecutionProvider"', b"Check failed: ",
          *(b"CUDA%d" % digit for digit in range(10)), b"CuDNN library",
          b"CUDA-capable device", b"Cuda compilation tools", b"Found CUDA: ",
-         b"CNMEM_STATUS_OUT_OF_MEMORY", b"initialize CUDA: ", "°C".encode())),
+         b"CNMEM_STATUS_OUT_OF_MEMORY", b"CL_MEM_OBJECT_ALLOCATION_FAILURE",
+         b"initialize CUDA: ", "°C".encode())),
     # (and TensorFlow 1's node under its OOM: '[[Node: ... _device=".../device:GPU:0"]')
     # (and a GPU lost, told: "we lost 1 GPU", "one GPU is loss after reboot", "Lost GPU")
     Key(rb"G(?:PU(?: is lost| lost from the bus| has fallen| \d+ has a total|\d+ [^\n]{0,80}?"
@@ -325,12 +328,16 @@ KEYS: tuple[Key, ...] = (
         # "could not select device driver "" with capabilities: [[gpu]]" in a title; the
         # literal before the look-behind turns most "n"s away at their next byte)
         rb"|t device: \d(?<=current device: \d)"
-        rb"|ot select device driver(?<=could not select device driver))",
+        rb"|ot select device driver(?<=could not select device driver)"
+        # (and TensorFlow's "Failed to get convolution algorithm" cut after its first words, as
+        # a title quotes it: the "n" that ends "convolution")
+        rb"| algorithm(?<=Failed to get convolution algorithm))",
         (b"nvidia-smi", b"nvidia-ml", b"no kernel image", b"nvidia.ko: ", b"nvidia driver",
          b"nvidia Driver", *(b"nvidia " + kernel + b"ernel " + module + b"odule"
                              for kernel in (b"k", b"K") for module in (b"m", b"M")),
          b"insert 'nvidia", b"Module nvidia", b"kernel module 'nvidia", b"the 'nvidia",
-         b"current device: ", b"could not select device driver")),
+         b"current device: ", b"could not select device driver",
+         b"Failed to get convolution algorithm")),
 )
 PREFILTER: tuple[re.Pattern[bytes], ...] = tuple(re.compile(key.pattern) for key in KEYS)
 

@@ -111,6 +111,10 @@ DEVICE_OOM_PATTERN = (r"(?:CUDA|HIP|cuda runtime|cuda) error(?: \(\d+\))?\s*:\s*
                       # out of memory", "Cuda error in file 'k.cu' in line 55 : out of memory.")
                       r"|\bCUDA [Ee]rror (?:2 )?at \S{1,200}?:\d+(?::| -) out of memory"
                       r"|\b(?:CUDA|Cuda) error in file '[^'\n]{1,200}' in line \d+ ?: out of memory"
+                      # (miners' checks that name the function: "CUDA error in func init at
+                      # line 126 out of memory", "Cuda error in func 'search' at line 365 : out
+                      # of memory.")
+                      r"|\b(?:CUDA|Cuda) error in func '?\w{1,80}'? at line \d+ ?:? out of memory"
                       r"|implicit initialization on GPU:\d+ failed\. Status: out of memory"
                       r"|\bFailed to CUDA calloc(?: async)? \d+ bytes"
                       # (jaxlib's GPU kernels: "operation gpuGetLastError() failed: out of memory")

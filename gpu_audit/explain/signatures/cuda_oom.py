@@ -103,7 +103,8 @@ _TOLD_OOM = (
     r" was| were| keep| still| always)?(?: (?:still|always|also|again|now|constantly|"
     r"consistently|repeatedly|sometimes|often))? (?:get|"
     r"gets|got|getting|hit|hitting|ran|run|running|encounter(?:ed|ing)?|receiv(?:e|ed|ing)|see|"
-    r"saw|seeing|met|fac(?:e|ed|ing))(?: (?:the|an?|this|that|same))?(?: (?:error|issue|problem)"
+    r"saw|seeing|met|fac(?:e|ed|ing)|have|had|having)(?: (?:the|an?|this|that|same))?"
+    r"(?: (?:error|issue|problem)"
     # ... or what they tried "failed due to an out of memory error"
     r")?:? |\b[^\n.;?]{0,120}?\b(?:fail(?:ed|s)?|crash(?:ed|es)?|died|stopped|aborted) "
     r"(?:due to|because of|with|from) (?:an? |the )?)" + _GPU_OOM + ")")
@@ -719,8 +720,16 @@ _FRAMEWORK_OOM = (
     r"|\bFailed to allocate memory for requested buffer of size (?P<bytes_>\d+)(?P<onnxruntime_>)"
     # CatBoost's GPU memory pool ("Error: Out of memory. Requested 8880 MB; Free 5902.06 MB",
     # before 1.0 without the unit; its exception type, NCudaLib::TOutOfMemoryError, on its own)
-    r"|\bOut of memory\. Requested \d{1,12}(?:\.\d{1,12})?(?: ?MB)?; Free \d(?P<catboost>)"
+    # (also retyped in lower case: "out of memory. requested 1795MB; free 595 MB")
+    r"|\b(?i:Out of memory\. Requested) \d{1,12}(?:\.\d{1,12})?(?: ?MB)?; (?i:Free) \d"
+    r"(?P<catboost>)"
     r"|\bNCudaLib::TOutOfMemoryError\b(?P<catboost_>)"
+    # hashcat's check of its buffers against what the device lets one allocation take ("Not
+    # enough allocatable device memory for this attack."; not "... or free host memory for
+    # mapping", which may be the host's), and OpenCL's status for a buffer the device could not
+    # hold (CL_MEM_OBJECT_ALLOCATION_FAILURE)
+    r"|\bNot enough allocatable device memory\b(?! or free host)(?P<hashcat>)"
+    r"|\bCL_MEM_OBJECT_ALLOCATION_FAILURE\b(?P<opencl>)"
     # Theano's CNMeM pool, at start ("cnmemInit call failed! Reason=CNMEM_STATUS_OUT_OF_MEMORY")
     # or on an allocation ("Error allocating 25165824 bytes of device memory
     # (CNMEM_STATUS_OUT_OF_MEMORY)"), and Theano's own allocator's words ("... of device memory
@@ -733,7 +742,8 @@ _FRAMEWORK_OOM = (
     + _paddle_gpu_place("gpu__") + "|" + _paddle_gpu_place("gpu____")
     + r"[^\n]{0,200}?\bFail to alloc memory of (?P<bytes___>\d+) size\b(?P<paddle__>)")
 _FRAMEWORK_NAMES = {"mxnet": "MXNet", "paddle": "PaddlePaddle", "onnxruntime": "ONNX Runtime",
-                    "catboost": "CatBoost", "theano": "Theano"}
+                    "catboost": "CatBoost", "theano": "Theano", "hashcat": "hashcat",
+                    "opencl": "OpenCL"}
 _PADDLE_FIELDS = (("free_bytes", re.compile(rf"available memory is only ({_PADDLE_SIZE})")),
                   ("allocated_bytes", re.compile(rf"({_PADDLE_SIZE}) memory has been allocated")))
 
@@ -744,8 +754,8 @@ def _binary_size(text: str) -> int | None:
 
 
 # (its exception type comes first on the line when the message follows it)
-_CATBOOST_SIZES = re.compile(r"\bOut of memory\. Requested (\d{1,12}(?:\.\d{1,12})?)(?: ?MB)?; "
-                             r"Free (\d{1,12}(?:\.\d{1,12})?)")
+_CATBOOST_SIZES = re.compile(r"\b(?i:Out of memory\. Requested) (\d{1,12}(?:\.\d{1,12})?)"
+                             r"(?: ?MB)?; (?i:Free) (\d{1,12}(?:\.\d{1,12})?)")
 
 
 def _catboost_sizes(line: str) -> dict[str, Any]:
@@ -848,6 +858,12 @@ _FRAMEWORK_REMEDIES = {
     "theano": "Theano's CNMeM pool takes the share of the GPU set by lib.cnmem when it starts "
               "(a fraction, or MB above 1): lower it (THEANO_FLAGS=lib.cnmem=0.5, or 0 to turn "
               "the pool off), and stop other processes on the GPU first.",
+    "hashcat": "hashcat sizes its buffers from the attack and the device's largest single "
+               "allocation (the \"MB allocatable\" on its device line): lower the workload "
+               "(-w 1), use the optimised kernels (-O), split the hash list or the rule file, or "
+               "run the attack on a device with more memory.",
+    "opencl": "The OpenCL device could not hold a buffer the program created: lower the "
+              "program's batch, work size or intensity, and close other programs using the GPU.",
     "onnxruntime": "Cap ONNX Runtime's arena on the CUDA execution provider (gpu_mem_limit) and "
                    "let it grow only by what is requested "
                    "(arena_extend_strategy=kSameAsRequested), or run fewer sessions per GPU.",
@@ -858,8 +874,10 @@ _FRAMEWORK_REMEDIES = {
            ("out of memory", "Out of memory error on GPU", "BFCArena::AllocateRawInternal",
             "requested buffer of size", "Fail to alloc memory of", "cudaSuccess (2 vs. 0)",
             "Out of memory. Requested", "TOutOfMemoryError", "of device memory",
-            "CNMEM_STATUS_OUT_OF_MEMORY"),
-           "GPU out of memory (MXNet, PaddlePaddle, ONNX Runtime, CatBoost or Theano)",
+            "CNMEM_STATUS_OUT_OF_MEMORY", "allocatable device memory",
+            "CL_MEM_OBJECT_ALLOCATION_FAILURE"),
+           "GPU out of memory (MXNet, PaddlePaddle, ONNX Runtime, CatBoost, Theano, hashcat or "
+           "OpenCL)",
            extract=_framework_oom,
            group="cuda-oom-framework",
            example="Out of memory error on GPU 0. Cannot allocate 1.500000GB memory on GPU 0, "
@@ -1121,7 +1139,8 @@ def _told_cause(_match: re.Match[str], line: str) -> dict[str, Any]:
 @signature("cuda-oom/told-cause",
            r"(?i:(?<!\bif )(?<!\bwhether )\b(?:it|this|that)(?:'s| was| is| turned out to be| "
            r"turns out to be)(?: (?:just|merely|simply|actually|really|only|all|typically|"
-           r"typical|usually))?(?: (?:running|"
+           r"typical|usually|basically|essentially|clearly|definitely|likely|probably))?"
+           r"(?: (?:running|"
            rf"ran))? (?:an? )?(?:{_OOM_WORDS}|(?:GPU )?memory (?:issue|problem)\b)|"
            r"\bmask(?:s|ed|ing)? (?:the |an? )?(?:real |actual |"
            rf"underlying )?{_OOM_WORDS}|"

@@ -193,8 +193,9 @@ fixed("cudnn-failure/plan-rejected",
            r"Loaded runtime CuDNN library: (?P<loaded>[\d.]{1,12}) but source was compiled "
            r"with: (?P<built>[\d.]{1,12})|Found cuDNN version (?P<loaded_>\d{1,6}), but JAX was "
            r"built against version (?P<built_>\d{1,6})|(?P<init>DNN library initialization "
-           r"failed|Failed to get convolution algorithm\. This is probably because cuDNN failed "
-           r"to initialize)|"
+           r"failed|Failed to get convolution algorithm(?:\. This is probably because cuDNN "
+           # (cut after its first sentence, as a title quotes it)
+           r"failed to initialize|(?=\.?[\"'`]|\.?\s*$)))|"
            # (TensorFlow's kernels when a cuDNN call would not launch: "cuDNN launch failure :
            # input shape ([64,4,4,512])")
            r"(?P<launch>cuDNN launch failure : input shape ?\()",

@@ -398,10 +398,16 @@ fixed("host-oom/killed-for-memory-told",
       r"^(?i:(?:(?!\b(?:if|whether|unless|avoid\w*|prevent\w*|you|your|should|would|make sure)"
       r"\b)[^\n])*?\b(?:pods?|containers?|jobs?|process(?:es)?|workers?|tasks?|runs?|trainings?|"
       r"programs?|scripts?|they|it)\b[^\n]{0,40}?\b(?:is|are|was|were|gets?|got|being|been|keeps? "
-      r"(?:getting|being))(?: \w+)? (?:killed|kicked out|terminated)\b[^\n]{0,20}?\b(?:with|by|"
+      r"(?:getting|being))(?: \w+)? (?:killed|kicked out|terminated)\b(?:[^\n]{0,20}?\b(?:with|by|"
       r"due to|because of|for)(?: an?| the)? [`'\"]?(?:out[- ]of[- ]memory|OOM)\b(?![\s-]{0,3}kill)"
-      r"(?![^\n]{0,30}\b(?:GPU|CUDA|VRAM)\b))",
-      ("OOM", "out of memory", "out-of-memory", "Out of memory"),
+      r"(?![^\n]{0,30}\b(?:GPU|CUDA|VRAM)\b)|"
+      # (... or because it took too much of the host's memory: "the process is being killed
+      # during offload because it is consuming too much CPU memory")
+      r"[^\n.;]{0,40}?\b(?:because|as|since|due to)\b[^\n.;]{0,30}?\b(?:consum\w*|us(?:es|ed|"
+      r"ing)|tak(?:es|ing)|took|need(?:s|ed)|allocat\w*|exhaust\w*) (?:too much|to much|all"
+      r"(?: the)?|most of the|more) (?:CPU|host|system|machine) (?:memory|RAM)\b))",
+      ("OOM", "out of memory", "out-of-memory", "Out of memory", "CPU memory", "host memory",
+       "system memory", "machine memory", "CPU RAM", "host RAM", "system RAM", "machine RAM"),
       "A job was killed for memory (told in the writer's words)", tier=1.5,
       example="Our long jobs on the gpu nodes are kicked out with `out of memory` after a day.",
       explanation="The writer says a job, pod or process was killed for an out-of-memory. A "
@@ -467,6 +473,10 @@ fixed("host-oom/ram-full-told",
 # its RAM.
 _HOST_SHORT_ZH = r"(?:占用)?(?:过大|爆掉|爆了|溢出|不足|不够|耗尽|用完|占满|满了)"
 _NOT_ZH_CONDITION = r"(?<!如果)(?<!若)(?<!避免)(?<!防止)(?<!可能)(?<!当)(?<!一般)(?<!通常)"
+_KILLED_MEMORY_KO = (r"^(?![^\n]*(?:GPU|VRAM|CUDA|그래픽|비디오|显存))"
+                     r"(?=[^\n]*(?:[Kk]illed|강제 ?종료))"
+                     r"(?=[^\n]*(?:었습니다|았습니다|였습니다|됐습니다|었어요|었다|됐다|됐어요))"
+                     r"[^\n]*?메모리 ?(?:가 |이 )?(?:초과|부족)")
 fixed("host-oom/host-memory-told",
       r"^(?i:(?:(?!\b(?:if|whether|unless|avoid\w*|prevent\w*|you|your|should|would|how|fix\w*|"
       r"diagnos\w*|vs)\b)[^\n])*?(?<![\w-])(?<!GPU )(?<!video )(?:RAM|CPU|host|system|"
@@ -482,9 +492,12 @@ fixed("host-oom/host-memory-told",
       r"\b)|"
       rf"{_NOT_ZH_CONDITION}(?:系统|机器|主机|物理|运行|CPU ?)内存{_HOST_SHORT_ZH}|"
       r"^(?![^\n]*(?:显存|顯存|显卡|CUDA|VRAM|如果|若|避免|防止|一般|通常))"
-      r"(?=[^\n]*(?:[Kk]ill|杀死|杀掉|被杀))[^\n]*?(?<!GPU)(?<!GPU )内存" + _HOST_SHORT_ZH,
+      r"(?=[^\n]*(?:[Kk]ill|杀死|杀掉|被杀))[^\n]*?(?<!GPU)(?<!GPU )内存" + _HOST_SHORT_ZH + "|"
+      # (in Korean: memory told exceeded or short on a line that says, in the past, that the
+      # run was killed: "메모리 초과 시에 ... killed 에러가 뜨면서 종료되었습니다")
+      + _KILLED_MEMORY_KO,
       ("OOM", "out of memory", "out-of-memory", "system memory", "System memory", "host memory",
-       "CPU memory", "machine memory", "RAM", "内存"),
+       "CPU memory", "machine memory", "RAM", "内存", "메모리"),
       "The host ran out of memory (told in the writer's words)", tier=1.5,
       example="With eight workers the RAM OOM came back after two epochs.",
       explanation="The text says the machine's memory (RAM, the host's; not the GPU's) ran out: "
