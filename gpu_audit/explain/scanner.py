@@ -333,13 +333,16 @@ KEYS: tuple[Key, ...] = (
         # call's name with no "error": hashcat's "cuMemcpyHtoDAsync(): unspecified launch
         # failure", "cuCtxCreate(): misaligned address")
         rb"|specified launch failure(?<=nspecified launch failure)"
-        rb"|ed address(?<=misaligned address))",
+        rb"|ed address(?<=misaligned address)"
+        # ("cuStreamSynchronize(): the launch timed out and was terminated", "cuLaunchKernel():
+        # an illegal instruction was encountered")
+        rb"|ch timed out(?<=launch timed out)| illegal instruction(?<=an illegal instruction))",
         (b"nvidia-smi", b"nvidia-ml", b"no kernel image", b"nvidia.ko: ", b"nvidia driver",
          b"nvidia Driver", *(b"nvidia " + kernel + b"ernel " + module + b"odule"
                              for kernel in (b"k", b"K") for module in (b"m", b"M")),
          b"insert 'nvidia", b"Module nvidia", b"kernel module 'nvidia", b"the 'nvidia",
          b"current device: ", b"could not select device driver", b"nspecified launch failure",
-         b"misaligned address")),
+         b"misaligned address", b"launch timed out", b"an illegal instruction")),
 )
 PREFILTER: tuple[re.Pattern[bytes], ...] = tuple(re.compile(key.pattern) for key in KEYS)
 

@@ -5,11 +5,14 @@ cluster's GPU told failing. Synthetic fixtures in fixtures/shapes/."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from gpu_audit.explain.documents import read_head, title_failure
 from tests.explain.helpers import shape_incidents as incidents
 from tests.explain.helpers import shape_root as root
+from tests.explain.helpers import text_incidents
 
 
 def test_a_driver_calls_name_before_a_misaligned_address() -> None:
@@ -47,6 +50,15 @@ def test_a_memory_downclock_told_as_the_fix_makes_the_card_the_root() -> None:
     assert any(i.signature == "illegal-memory-access/launch-failure" for i in found)
 
 
+def test_an_unknown_error_after_a_driver_calls_name_is_not_read_as_the_gpus(tmp_path: Path
+                                                                           ) -> None:
+    # the JIT linker's call answers "unknown error" for a kernel it cannot link: no GPU fault
+    body = "\n".join(f"* Device #{n}: skipped" for n in range(1, 9))
+    found = text_incidents(tmp_path, f"Session..........: crack\ncuLinkComplete(): unknown error"
+                                     f"\n{body}\n")
+    assert not [i for i in found if i.is_failure]
+
+
 def test_a_guide_on_clocks_and_temperatures_raises_nothing() -> None:
     assert not [i for i in incidents("overclock_temperature_guide.log") if i.is_failure]
 
@@ -80,3 +92,18 @@ def test_clocks_and_cooling_told_as_the_cause(line: str, expected: str | None) -
     from gpu_audit.explain.classify import match_signature
     found = match_signature(line)
     assert (found[0].id if found else None) == expected
+
+
+@pytest.mark.parametrize(("line", "expected"), [
+    ("cuStreamSynchronize(): the launch timed out and was terminated",
+     "gpu-hardware/launch-timeout"),
+    ("cuLaunchKernel(): an illegal instruction was encountered",
+     "illegal-memory-access/illegal-instruction"),
+    ("cuEventSynchronize(): misaligned address", "illegal-memory-access/misaligned-address"),
+])
+def test_cuda_words_after_a_driver_calls_name_mid_log(tmp_path: Path, line: str,
+                                                      expected: str) -> None:
+    # the call's line sits mid-log, with no "error" and no other key on it
+    body = "\n".join(f"Progress.........: {n}/9000 ({n / 90:.2f}%)" for n in range(0, 900, 90))
+    found = text_incidents(tmp_path, f"Session..........: crack\n{line}\n{body}\n")
+    assert [i.signature for i in found if i.role == "root-cause"] == [expected]
