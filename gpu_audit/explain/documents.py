@@ -283,6 +283,10 @@ _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         # a new GPU's architecture the installed build has no kernels for, told ("CUDA error on
         # an RTX 5050 (sm_120 not supported)", "SM_120 is unsupported", "no support for sm_120")
         ("driver-mismatch/arch-not-compiled", _TITLE_ARCH),
+        # PTX newer than the driver, named by CUDA's status in words ("Cant start the cracker
+        # because of unsupported PTX version", "PTX compiled with an unsupported toolchain")
+        ("driver-mismatch/unsupported-ptx", r"\bunsupported PTX(?: version)?\b|"
+                                            r"\bPTX\b[^\n]{0,40}?\bunsupported toolchain\b"),
         # an InfiniBand completion that exhausted its transport retries (verbs' status 12)
         ("nccl/network", r"\b(?:IBV_WC_|TRANSPORT_)?RETRY_EXC_ERR\b|"
                          r"\btransport retry count(?:er)? exceeded\b"),

@@ -194,7 +194,10 @@ KEYS: tuple[Key, ...] = (
         rb"|EM[MV](?:Batched|StridedBatched)? launch failed"
         # (and a card told dead: "my GPU is toast", "the GPU died", "it burnt my GPU")
         rb"|PUs? (?:(?:is|was|just) )?(?:toast|dead|died|fried|burn)|(?<=rnt my G)PU"
-        rb"|(?<=urn my G)PU)",
+        rb"|(?<=urn my G)PU"
+        # (and a program's abort at its temperature limit: hashcat's "Temperature limit on GPU
+        # #1 reached, aborting")
+        rb"|PU #(?<=emperature limit on GPU #))",
         (b"GPU is lost", b"GPU lost from the bus", b"GPU has fallen", b" has a total",
          b"which is of cuda capability", *(b"GPU:%d" % digit for digit in range(10)),
          b"GET was unable", b"GPU is loss",
@@ -206,7 +209,7 @@ KEYS: tuple[Key, ...] = (
            for count in (b"a", b"one")), b"back short a GPU", b"back short one GPU",
          b"GEMM launch failed", b"GEMV launch failed",
          b"GEMMBatched launch failed", b"GEMMStridedBatched launch failed",
-         b"rnt my GPU", b"urn my GPU",
+         b"rnt my GPU", b"urn my GPU", b"emperature limit on GPU #",
          *(b"GPU" + plural + b" " + link + end for plural in (b"", b"s")
            for link in (b"", b"is ", b"was ", b"just ")
            for end in (b"toast", b"dead", b"died", b"fried", b"burn")))),
@@ -331,13 +334,22 @@ KEYS: tuple[Key, ...] = (
         rb"|ot select device driver(?<=could not select device driver)"
         # (and TensorFlow's "Failed to get convolution algorithm" cut after its first words, as
         # a title quotes it: the "n" that ends "convolution")
-        rb"| algorithm(?<=Failed to get convolution algorithm))",
+        rb"| algorithm(?<=Failed to get convolution algorithm)"
+        # (and CUDA's kernel faults in its own words, where a program prints them after the
+        # call's name with no "error": hashcat's "cuMemcpyHtoDAsync(): unspecified launch
+        # failure", "cuCtxCreate(): misaligned address")
+        rb"|specified launch failure(?<=nspecified launch failure)"
+        rb"|ed address(?<=misaligned address)"
+        # ("cuStreamSynchronize(): the launch timed out and was terminated", "cuLaunchKernel():
+        # an illegal instruction was encountered")
+        rb"|ch timed out(?<=launch timed out)| illegal instruction(?<=an illegal instruction))",
         (b"nvidia-smi", b"nvidia-ml", b"no kernel image", b"nvidia.ko: ", b"nvidia driver",
          b"nvidia Driver", *(b"nvidia " + kernel + b"ernel " + module + b"odule"
                              for kernel in (b"k", b"K") for module in (b"m", b"M")),
          b"insert 'nvidia", b"Module nvidia", b"kernel module 'nvidia", b"the 'nvidia",
          b"current device: ", b"could not select device driver",
-         b"Failed to get convolution algorithm")),
+         b"Failed to get convolution algorithm", b"nspecified launch failure",
+         b"misaligned address", b"launch timed out", b"an illegal instruction")),
 )
 PREFILTER: tuple[re.Pattern[bytes], ...] = tuple(re.compile(key.pattern) for key in KEYS)
 

@@ -501,6 +501,10 @@ SINGLE_LINES = [
     ("Quick note: my GPU is dead since the weekend.", "gpu-hardware",
      "gpu-hardware/card-dead-told"),
     ("In the end it was an overheating problem.", "gpu-hardware", "gpu-hardware/overheat-told"),
+    # a program's own words for the GPU's heat and its memory: a cracker, a miner
+    ("Temperature limit on GPU #2 reached, aborting", "gpu-hardware",
+     "gpu-hardware/temperature-abort"),
+    ("Unrecoverable memory error by GPU 1.", "gpu-hardware", "gpu-hardware/miner-memory-error"),
     # host memory told in the writer's words; the NCCL watchdog's timeout in its stack trace
     ("Our array jobs on the big nodes were killed due to OOM during the merge step.", "host-oom",
      "host-oom/killed-for-memory-told"),

@@ -128,6 +128,8 @@ ORDER = (
     "gpu-hardware/overclock-told",
     "gpu-hardware/card-dead-told",
     "gpu-hardware/overheat-told",
+    "gpu-hardware/temperature-abort",
+    "gpu-hardware/miner-memory-error",
     "gpu-hardware/gsp-timeout",
     "gpu-hardware/reset-required",
     "gpu-hardware/uncorrectable-ecc",

@@ -488,11 +488,16 @@ CARD_DEAD_TOLD = (
     # faulty gpu")
     r"\b(?:node|machine|server|host|box|worker)\b[\w .-]{0,20}? (?:has|had|with) (?:a|one|\d) "
     r"(?:bad|faulty|defective|broken|failing) GPUs?\b|"
+    # (one of a machine's or a cluster's GPUs told failing or dead: "One of the cluster GPUs is
+    # failing", "two of our GPUs have died"; not failing to do something)
+    r"\b(?:one|two|some|several|\d+) of (?:the|our|my|its|their) (?:[\w-]+ ){0,2}?GPUs (?:is|"
+    r"are|was|were|has|have|had|just|keeps?) ?(?:(?:been|now|started|begun|begin) )?(?:failing|"
+    r"failed|dead|died|fried|broken|faulty|defective)\b(?! to\b)|"
     r"显卡(?:被)?(?:烧了|烧坏|烧毁)|烧(?:坏|毁)?了?(?:我的|一张)?显卡)")
 fixed("gpu-hardware/card-dead-told", CARD_DEAD_TOLD,
       ("toast", "dead", "died", "fried", "bricked", "burn", "Burn", "fry", "destroyed", "blew up",
-       "烧", *(f"{word} {gpu}" for word in ("bad", "faulty", "defective", "broken", "failing")
-              for gpu in ("GPU", "gpu", "Gpu"))),
+       "烧", "GPUs ", *(f"{word} {gpu}" for word in ("bad", "faulty", "defective", "broken",
+                                                    "failing") for gpu in ("GPU", "gpu", "Gpu"))),
       "The card (or its board) died under GPU load (told in the writer's words)", tier=0.0,
       group="card-dead",
       example="FYI: my GPU is toast after last week's long renders.",
@@ -515,10 +520,15 @@ OVERHEAT_TOLD = (
     r"^(?i:(?:(?!\b(?:if|whether|you|your|may|might|can|could|should|would|check\w*|make sure|"
     r"often|usually|typically|common\w*|most|avoid\w*|prevent\w*)\b)[^\n])*?)(?i:"
     r"\b(?:it|this|that|the (?:issue|problem|crash\w*|cause|shutdowns?|reboots?|restarts?))"
-    r"(?:'s| is| was| seems to be| seemed to be| turned out to be| turns out to be)"
+    r"(?:'s| is| was| seems to be| seemed to be| turned out to be| turns out to be| sounds like|"
+    r" looks like)"
     r"(?: (?:more than |very )?likely| probably| definitely| clearly)?"
     r"(?: (?:due to|caused by|because of))?(?: an?| the)?(?: GPU)? (?:over-?heating|thermal)"
     r"(?: (?:issue|problem))?\b|"
+    # (the card's cooling named as what failed: "this sounds like a cooling issue on your side")
+    r"\b(?:it|this|that|the (?:issue|problem|crash\w*|cause))(?:'s| is| was| seems to be| "
+    r"sounds like| looks like| turned out to be)(?: (?:more than |very )?likely| probably)? "
+    r"(?:an? |the )?(?:GPU )?cooling (?:issue|problem|failure)\b|"
     r"\b(?:my|our|the) (?:[\w-]+ )?(?:GPU|graphics card|video card|card)s? (?:(?:is|was|were|are|"
     r"keeps|kept|started|starts) )?over-?heat(?:s|ed|ing)\b|"
     # the temperature the crashes come at, told: "temps around 110°C, which is the range where
@@ -527,9 +537,20 @@ OVERHEAT_TOLD = (
     + _HOT + r"[^\n.]{0,80}?\b(?:crash\w*|hang\w*|hung|freez\w*|froze|shut\w* down|faults?|"
     r"died|dies)\b|"
     r"\b(?:crash\w*|hangs|hung|froze|freezes|shuts? down|died|dies)\b[^\n.]{0,40}?\bat "
-    r"(?:about |around )?~?" + _HOT + r")")
+    r"(?:about |around )?~?" + _HOT + r"|"
+    # the temperature read just before the machine went off: "Condition just before shutdown:
+    # GPU 97°C" (90 °C and up: where consumer cards hold at their limit)
+    r"\b(?:just )?(?:before|at the time of) (?:the |a |each |every )?(?:thermal )?(?:shut ?down|"
+    r"crash|freeze|reboot)s?\b[^\n.]{0,60}?\b(?:GPU|card)\b[^\n.]{0,20}?"
+    r"(?:9\d|1[0-2]\d)(?:\.\d)? ?°C\b|"
+    # thermal shutdowns the writer's machine gets: "I am getting constant thermal shutdowns
+    # when I run ...", "the rig keeps doing thermal shutdowns"
+    r"\b(?:I|we|it|my \w+|our \w+|the (?:PC|machine|computer|rig|system|laptop|GPU|card))"
+    r"(?:'m| am| are| is| was| were| keeps?| kept)? (?:getting|get|got|having|had|hitting|hit|"
+    r"doing|did|experienc\w+|suffer\w*)(?: (?:a|an|constant|frequent|repeated|random|several|"
+    r"many|these))? thermal (?:shut ?downs?|shutoffs?|trips?)\b)")
 fixed("gpu-hardware/overheat-told", OVERHEAT_TOLD,
-      ("heat", "thermal", "Thermal", "°C"),
+      ("heat", "thermal", "Thermal", "°C", "cooling"),
       "The GPU overheated (told in the writer's words)", tier=3.0, group="overheat",
       example="This was more than likely due to overheating.",
       explanation="The writer says the crash or shutdown came from heat: a GPU (or the machine "
@@ -540,6 +561,43 @@ fixed("gpu-hardware/overheat-told", OVERHEAT_TOLD,
       "the case's air flow or set a firmer fan curve; cap the power (`sudo nvidia-smi -pl "
       "<watts>`) to run cooler; a card that overheats at normal load needs its cooling "
       "serviced.")
+
+# A program that stopped itself at its temperature limit: hashcat's watchdog ("Temperature limit on
+# GPU #3 reached, aborting"; its device number counts from 1). The GPU's heat ended the run.
+fixed("gpu-hardware/temperature-abort",
+      r"\bTemperature limit on GPU #(?P<device>\d{1,3}) reached\b",
+      ("Temperature limit on GPU",),
+      "The program aborted at its GPU temperature limit", tier=0.0, group="overheat",
+      key_field="device",
+      example="Temperature limit on GPU #1 reached, aborting",
+      explanation="The program's watchdog read the GPU's temperature above its abort limit (90 "
+      "°C by default in hashcat) and stopped the run to protect the card: the GPU could not "
+      "shed the heat of a sustained full load (a clogged or weak cooler, poor air flow, a "
+      "laptop on mains power running at its highest clocks).",
+      remedy="Watch the temperature during a run (`nvidia-smi --query-gpu=temperature.gpu,"
+      "clocks_throttle_reasons.active,power.draw --format=csv -l 1`); clean the cooler, improve "
+      "the air flow or set a firmer fan curve; cap the power (`sudo nvidia-smi -pl <watts>`) or "
+      "lower the workload (hashcat's `-w 1`) to run cooler. Raise the program's limit "
+      "(`--hwmon-temp-abort`) only within the card's rated maximum.")
+
+
+# A miner's own check of the GPU's memory failing: lolMiner's "Unrecoverable memory error by GPU 2."
+# (followed by its "Reset of all Cuda GPUs required." and advice to check the memory overclock and
+# undervolt). The card returned wrong data from its memory: clocks or voltages it is not stable at.
+fixed("gpu-hardware/miner-memory-error",
+      r"\bUnrecoverable memory error by GPU (?P<gpu_index>\d{1,3})\b",
+      ("Unrecoverable memory error by GPU",),
+      "The GPU's memory returned wrong data (a miner's own check)", tier=0.0,
+      key_field="gpu_index",
+      example="Unrecoverable memory error by GPU 0.",
+      explanation="The miner checks what the GPU computes and found its memory returning wrong "
+      "data, past what it can recover from: the card's memory runs at a clock or a voltage it is "
+      "not stable at (an overclock or an undervolt, often after hours of heat), or the memory is "
+      "failing. The CUDA context on the card is unusable until the GPUs are reset.",
+      remedy="Lower the card's memory clock (and undo any undervolt) in steps until the error "
+      "stays away for a day of load, and watch the memory's temperature; reset the GPUs or "
+      "reboot to run again. A card that fails at its reference clocks has faulty memory.")
+
 
 # The writer's own finding that the card was at fault: another card of the same kind in its
 # place ran the same job ("swapped the GPU and the error is gone", "换了张显卡没问题了"), or the
@@ -591,14 +649,27 @@ fixed("gpu-hardware/card-swap-told",
 _OC = r"(?:\bOC(?:'d|ed)?\b|(?i:\bover-?clock\w*))"
 OVERCLOCK_TOLD = (
     r"^(?i:(?:(?!\b(?:if|whether|you|your|may|might|maybe|could|should|would|perhaps|"
-    r"possibly|try\w*)\b)[^\n?])*?)(?:"
+    r"possibly|try\w*|often|usually|typically|generally|common\w*)\b)[^\n?])*?)(?:"
     r"\b(?i:turn(?:s|ed) out|(?:was|were) caused by|(?:was|were) due to|the (?:issue|problem|"
     r"culprit|cause) (?:was|is))\b[^\n?]{0,80}?" + _OC + r"|"
     r"\b(?i:disabl(?:ed|ing)|remov(?:ed|ing)|turn(?:ed|ing) off|revert(?:ed|ing)|undo(?:ing)?|"
     r"undid) (?:the |my |its |our )?(?:[\w-]+ ){0,2}?" + _OC + r"[^\n?]{0,60}?\b(?i:fixed|"
-    r"solved|resolved|stable|no (?:more )?(?:crash\w*|errors?|problems?|issues?)))")
+    r"solved|resolved|stable|no (?:more )?(?:crash\w*|errors?|problems?|issues?))|"
+    # the card's clocks told too high, or lowering them told as the fix: "it looks like my
+    # memory clock was too high", "I beat it with a little memory downclock", "lowering the
+    # memory clock fixed the crashes"
+    r"(?i:\b(?:my|the|our|its) (?:memory |mem |core |GPU |VRAM )?clocks? (?:(?:was|were|is|are)"
+    r" (?:set |just |simply )?|(?:set )?)too high\b|"
+    r"\b(?:beat|fixed|solved|cured|resolved|stopped) (?:it|this|that|the (?:issue|problem|"
+    r"crash\w*|errors?|freez\w*)) (?:with|by) (?:an? (?:little |small |slight )?)?(?:memory |"
+    r"mem |core |GPU )?(?:down-?clock\w*|under-?clock\w*|lower\w* (?:the |my )?(?:memory |mem |"
+    r"core )?clocks?)\b|"
+    r"\b(?:lower(?:ed|ing)|reduc(?:ed|ing)|turn(?:ed|ing) down|dropp(?:ed|ing)|decreas(?:ed|ing)"
+    r"|down-?clock(?:ed|ing)) (?:the |my |our )?(?:memory |mem |core |GPU |VRAM )?(?:clocks?|"
+    r"over-?clock|OC)?\b[^\n?]{0,40}?\b(?:fixed|solved|resolved|cured|did the trick|"
+    r"stable now|no (?:more )?(?:crash\w*|errors?|freez\w*))))")
 fixed("gpu-hardware/overclock-told", OVERCLOCK_TOLD,
-      ("OC", "verclock", "ver-clock"),
+      ("OC", "verclock", "ver-clock", "clock", "Clock"),
       "The GPU's overclock made it unstable (told in the writer's words)", tier=0.0,
       example="It turns out the renderer does not play well with the factory OC mode of my card.",
       explanation="The writer found the card's overclock (a factory OC mode, a tool's profile) "

@@ -63,7 +63,10 @@ _DRIVER_WORDS = r"\bCUDA error(?: at cu\w{{1,40}})?: {words}\b"
            r"(?:error|Error)(?: \[CUDA\])?: misaligned address|Cuda failure 'misaligned address|"
            r"\berror=\d+ : misaligned address|"  # THCudaCheck FAIL file=... line=... error=74
            r"cudaSuccess \(\d+ vs\. 0\)\s+misaligned address|"
-           r"MISALIGNED_ADDRESS|cudaErrorMisalignedAddress",
+           r"MISALIGNED_ADDRESS|cudaErrorMisalignedAddress|"
+           # (a driver API call's name before CUDA's words, as hashcat prints its calls'
+           # failures: "cuStreamSynchronize(): misaligned address")
+           r"\b(?:cu|hip)[A-Z]\w{1,40}\(\): misaligned address",
            ("isaligned",), "Misaligned memory access in a CUDA kernel",
            example="RuntimeError: CUDA error: misaligned address")
 @signature("illegal-memory-access/illegal-address",
