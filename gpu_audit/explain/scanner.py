@@ -134,6 +134,8 @@ KEYS: tuple[Key, ...] = (
         # cuBLAS call, "CUBLAS failure in cublasSgemm(...)")
         rb"|UDNN_(?:NOT_SUPPORTED|NOT_INITIALIZED|BAD_PARAM|EXECUTION_FAILED|INTERNAL_ERROR"
         rb"|ALLOC_FAILED|ARCH_MISMATCH|MAPPING_ERROR)|UBLAS failure in "
+        # (ONNX Runtime's checks of a cuDNN call: "CUDNN failure 4", "CUDNN error executing")
+        rb"|UDNN failure \d|UDNN2? error executing "
         rb"|uda failure|achingAllocator|aught collective|onnection closed by (?:remote )?peer"
         rb"|an't initialize NVML|urrently allocated +: "
         # (cudaMallocAsync's "Free (according to CUDA): ", in this pass: one pass fewer)
@@ -167,7 +169,8 @@ KEYS: tuple[Key, ...] = (
          *(b"CUDNN_" + short for short in (b"NOT_SUPPORTED", b"NOT_INITIALIZED", b"BAD_PARAM",
                                            b"EXECUTION_FAILED", b"INTERNAL_ERROR",
                                            b"ALLOC_FAILED", b"ARCH_MISMATCH", b"MAPPING_ERROR")),
-         b"CUBLAS failure in ",
+         b"CUBLAS failure in ", b"CUDNN failure ", b"CUDNN error executing ",
+         b"CUDNN2 error executing ",
          b"Cuda failure", b"CachingAllocator", b"Caught collective", b"Connection closed by ",
          b"Can't initialize NVML", b"Currently allocated ", b"(according to CUDA): ",
          b"Create cublas handle", b"CUBLAS initialization", b"CUBLAS initialisation",
@@ -325,12 +328,16 @@ KEYS: tuple[Key, ...] = (
         # "could not select device driver "" with capabilities: [[gpu]]" in a title; the
         # literal before the look-behind turns most "n"s away at their next byte)
         rb"|t device: \d(?<=current device: \d)"
-        rb"|ot select device driver(?<=could not select device driver))",
+        rb"|ot select device driver(?<=could not select device driver)"
+        # (and CUDA's words for a kernel not built for this GPU, after the kernel's name
+        # without "error": "filterH: invalid device function")
+        rb"|ction(?<=invalid device function))",
         (b"nvidia-smi", b"nvidia-ml", b"no kernel image", b"nvidia.ko: ", b"nvidia driver",
          b"nvidia Driver", *(b"nvidia " + kernel + b"ernel " + module + b"odule"
                              for kernel in (b"k", b"K") for module in (b"m", b"M")),
          b"insert 'nvidia", b"Module nvidia", b"kernel module 'nvidia", b"the 'nvidia",
-         b"current device: ", b"could not select device driver")),
+         b"current device: ", b"could not select device driver",
+         b"invalid device function")),
 )
 PREFILTER: tuple[re.Pattern[bytes], ...] = tuple(re.compile(key.pattern) for key in KEYS)
 
