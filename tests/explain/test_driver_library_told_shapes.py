@@ -80,6 +80,7 @@ def test_smi_missing_retold(line: str, found: bool) -> None:
 @pytest.mark.parametrize(("line", "found"), [
     ("Since I launch with --cuda-malloc the face-swap extension stopped working.", True),
     ("cudaMallocAsync breaks the tiled upscaler on my 1070.", True),
+    ("cudaMallocAsync not working is a known problem on the GTX 950M.", True),
     ("Launching with --disable-cuda-malloc fixed it, before that it crashed.", False),
     ("If --cuda-malloc breaks something, turn it off.", False),
 ])

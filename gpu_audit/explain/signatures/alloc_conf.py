@@ -376,7 +376,7 @@ def _async_card_warning(sig: Signature, numbers: dict[str, Any], ctx: AdviceCont
 ASYNC_FAILS_TOLD = (
     r"^(?i:(?:(?!\b(?:if|whether|unless|you|your|should|try|make sure)\b)[^\n])*?)"
     r"(?:(?<!disable-)(?<!disable )(?<!disabling )(?<!no-)\bcuda-malloc\b|\bcudaMallocAsync\b)"
-    r"[^\n]{0,100}?\b(?i:not works?|(?:does|do|did)(?: not|n'?t) work|won'?t work|"
+    r"[^\n]{0,100}?\b(?i:not work(?:s|ing)?|(?:does|do|did)(?: not|n'?t) work|won'?t work|"
     r"stop(?:s|ped)? working|no longer works?|breaks?|broke|crash(?:es|ed)?|fails?|failed)\b")
 
 
