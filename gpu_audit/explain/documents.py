@@ -34,7 +34,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpu_audit.explain.signatures.alloc_conf import EXPANDABLE_FAILS_TOLD, OPTION_IGNORED_TOLD
+from gpu_audit.explain.signatures.alloc_conf import (
+    ASYNC_FAILS_TOLD,
+    EXPANDABLE_FAILS_TOLD,
+    OPTION_IGNORED_TOLD,
+)
 from gpu_audit.explain.signatures.gpu_hardware import (
     CARD_DEAD_TOLD,
     OVERHEAT_TOLD,
@@ -60,11 +64,14 @@ _PULL_REQUEST_HEAD = re.compile(
     rf"(?:also |now |simply |just |only )?(?:{_CHANGE_VERBS})\b|"
     # GitHub's closing keywords on a line of their own: a pull request's body ("Fixes #1877")
     r"^(?:[Ff]ix(?:es)?|[Cc]loses?|[Rr]esolves?) #\d+\s*$|"
-    # a pull request template's headings: "#### Test in your PR that fails without your code"
-    r"^#{1,6}[^\n]*\b(?:your|this) (?:PR|pull request|patch|change)\b|"
     # a reviewer's or a maintainer's words on a change: "LGTM", "Merging now."
     r"^LGTM\b|(?:^|[.!] )Merging (?:now|this|it)\b",
     re.MULTILINE)
+# A pull request template's headings below the title: "#### Test in your PR that fails without
+# your code" (not the title itself: "[DO NOT MERGE] this PR is used to debug X" names a thread
+# whose replies paste the failing run)
+_TEMPLATE_HEADING = re.compile(r"^#{1,6}[^\n]*\b(?:your|this) (?:PR|pull request|patch|change)\b",
+                               re.MULTILINE)
 # A conventional commit title ("fix(nvidia/xid): ...", "docs: ...") as a source's first line,
 # or one that says what the change does, in the third person ("Adds a flag that ...").
 _COMMIT_TITLE = re.compile(
@@ -310,6 +317,9 @@ _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("alloc-conf/backend", r"\bcudaMallocAsync\b[^\n]{0,80}?\b(?:bug|error|fail\w*|crash\w*|"
                                r"broken|not work\w*)\b|\b(?:bug|error|fail\w*|crash\w*)\b"
                                r"[^\n]{0,80}?\bcudaMallocAsync\b"),
+        # ... or by the option applications turn it on with: "with --cuda-malloc parameter
+        # not works reactor" (not their option to turn it off)
+        ("alloc-conf/async-fails-told", ASYNC_FAILS_TOLD),
         # no cuDNN convolution algorithm could run (PyTorch's words, XLA's autotuner's)
         ("cudnn-failure/no-engine", r"\bUnable to find a valid cuDNN algorithm\b|"
                                     r"\bFailed to determine best cudnn convolution algorithm\b"),
@@ -386,6 +396,9 @@ _STILL_FAILS = re.compile(r"(?:仍然|还是|依然|一直|总是|老是)报错|
                           r"timing out|hangs?)\b", re.IGNORECASE)
 _QUESTION_TITLE = re.compile(r"^\s*(?:(?:how (?:to|do|can)|what is|why)\b|如何|怎么|怎样|为什么)",
                              re.IGNORECASE)
+# A title that asks what a term is, in Korean, Japanese or Chinese, after the term ("OOM-killer
+# 란?", "OOM Killerとは", "device-side assert是什么"): an explainer's subject, not a report.
+_DEFINITION_TITLE = re.compile(r"[A-Za-z0-9)]\s?(?:이?란\s*[?？]|とは|是什么|是什麼|是啥)")
 # A log's own first line (a timestamp, a bracketed prefix, a log level) is no thread's title.
 # ("[Bug]: ..." and "[Troubleshoot]: ..." are titles; "[I 12:00:01]" and "[  5.1]" are not.)
 _LOG_LINE = re.compile(r"^(?:\[[IWEF]?\s*\d|\d{2,4}[-/:. ]\d|[IWEF]\d{4} )|"
@@ -437,8 +450,11 @@ def read_head(data: bytes, whole: bool) -> Head:
         return head
     head.title_line, head.title = numbered[0]
     body = "\n".join(line for _, line in numbered[1:])
+    unfenced = _unfenced(lines)
+    below_title = _unfenced([*lines[:head.title_line - 1], "", *lines[head.title_line:]])
     head.pull_request = bool(_COMMIT_TITLE.match(head.title)
-                             or _PULL_REQUEST_HEAD.search("\n".join(_unfenced(lines))))
+                             or _PULL_REQUEST_HEAD.search("\n".join(unfenced))
+                             or _TEMPLATE_HEADING.search("\n".join(below_title)))
     head.heading = head.title.startswith("#") or (
         len(lines) > 1 and not lines[1].strip() and not _LOG_LINE.search(head.title))
     head.about_message = bool(_ABOUT_A_MESSAGE.search(head.title.lstrip("#").strip()))
@@ -524,14 +540,21 @@ def _spelled(title: str) -> str:
     return _WORD.sub(fix, title)
 
 
+# Where a Chinese, Japanese or Korean title runs into an English term without a space ("请问
+# device-side assert triggered怎么解决"): no word boundary there, as a CJK character is a word
+# character; a space put in lets the title's patterns read the term.
+_CJK = r"\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af"
+_CJK_LATIN = re.compile(rf"(?<=[{_CJK}])(?=[A-Za-z0-9])|(?<=[A-Za-z0-9])(?=[{_CJK}])")
+
+
 def title_failure(head: Head, logged: bool = False, gpu_oom: str | None = None) -> str | None:
     """The signature id of the failure a thread's title names, if its text says it happened
     (``logged``: a message of the run, even a warning, was read in the text; ``gpu_oom``: the
     signature of a GPU out-of-memory the text's messages show, for a title that does not say
     whose memory ran out)."""
-    title = _spelled(head.title.lstrip("#").strip())
+    title = _spelled(_CJK_LATIN.sub(" ", head.title.lstrip("#").strip()))
     if (not title or head.pull_request or head.change_thread or head.about_message
-            or _QUESTION_TITLE.match(title)
+            or _QUESTION_TITLE.match(title) or _DEFINITION_TITLE.search(title)
             or _REQUEST_TITLE.match(title)
             or _LOG_LINE.search(title)):
         return None

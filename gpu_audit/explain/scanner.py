@@ -134,6 +134,8 @@ KEYS: tuple[Key, ...] = (
         # cuBLAS call, "CUBLAS failure in cublasSgemm(...)")
         rb"|UDNN_(?:NOT_SUPPORTED|NOT_INITIALIZED|BAD_PARAM|EXECUTION_FAILED|INTERNAL_ERROR"
         rb"|ALLOC_FAILED|ARCH_MISMATCH|MAPPING_ERROR)|UBLAS failure in "
+        # (ONNX Runtime's checks of a cuDNN call: "CUDNN failure 4", "CUDNN error executing")
+        rb"|UDNN failure \d|UDNN2? error executing "
         rb"|uda failure|achingAllocator|aught collective|onnection closed by (?:remote )?peer"
         rb"|an't initialize NVML|urrently allocated +: "
         # (cudaMallocAsync's "Free (according to CUDA): ", in this pass: one pass fewer)
@@ -169,7 +171,8 @@ KEYS: tuple[Key, ...] = (
          *(b"CUDNN_" + short for short in (b"NOT_SUPPORTED", b"NOT_INITIALIZED", b"BAD_PARAM",
                                            b"EXECUTION_FAILED", b"INTERNAL_ERROR",
                                            b"ALLOC_FAILED", b"ARCH_MISMATCH", b"MAPPING_ERROR")),
-         b"CUBLAS failure in ",
+         b"CUBLAS failure in ", b"CUDNN failure ", b"CUDNN error executing ",
+         b"CUDNN2 error executing ",
          b"Cuda failure", b"CachingAllocator", b"Caught collective", b"Connection closed by ",
          b"Can't initialize NVML", b"Currently allocated ", b"(according to CUDA): ",
          b"Create cublas handle", b"CUBLAS initialization", b"CUBLAS initialisation",
@@ -342,14 +345,18 @@ KEYS: tuple[Key, ...] = (
         rb"|ed address(?<=misaligned address)"
         # ("cuStreamSynchronize(): the launch timed out and was terminated", "cuLaunchKernel():
         # an illegal instruction was encountered")
-        rb"|ch timed out(?<=launch timed out)| illegal instruction(?<=an illegal instruction))",
+        rb"|ch timed out(?<=launch timed out)| illegal instruction(?<=an illegal instruction)"
+        # (and CUDA's words for a kernel not built for this GPU, after the kernel's name
+        # without "error": "filterH: invalid device function")
+        rb"|ction(?<=invalid device function))",
         (b"nvidia-smi", b"nvidia-ml", b"no kernel image", b"nvidia.ko: ", b"nvidia driver",
          b"nvidia Driver", *(b"nvidia " + kernel + b"ernel " + module + b"odule"
                              for kernel in (b"k", b"K") for module in (b"m", b"M")),
          b"insert 'nvidia", b"Module nvidia", b"kernel module 'nvidia", b"the 'nvidia",
          b"current device: ", b"could not select device driver",
          b"Failed to get convolution algorithm", b"nspecified launch failure",
-         b"misaligned address", b"launch timed out", b"an illegal instruction")),
+         b"misaligned address", b"launch timed out", b"an illegal instruction",
+         b"invalid device function")),
 )
 PREFILTER: tuple[re.Pattern[bytes], ...] = tuple(re.compile(key.pattern) for key in KEYS)
 

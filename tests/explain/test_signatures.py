@@ -197,6 +197,8 @@ SINGLE_LINES = [
     ("RuntimeError: CUDA error: the provided PTX was compiled with an unsupported toolchain.",
      "driver-mismatch", "driver-mismatch/unsupported-ptx"),
     ("RuntimeError: No CUDA GPUs are available", "driver-mismatch", "driver-mismatch/cuda-init"),
+    ("RuntimeError: CUDA error: invalid device function", "driver-mismatch",
+     "driver-mismatch/invalid-device-function"),
     # kernel faults
     ("RuntimeError: cuda runtime error (77) : an illegal memory access was encountered at "
      "/pytorch/aten/src/THC/THCCachingHostAllocator.cpp:265", "illegal-memory-access",
@@ -330,6 +332,8 @@ SINGLE_LINES = [
      "please run with: --disable-cuda-malloc", "alloc-conf", "alloc-conf/async-card-warning"),
     ("RuntimeError: torch.cuda.MemPool doesn't currently support expandable_segments.",
      "alloc-conf", "alloc-conf/mempool-expandable"),
+    ("With --cuda-malloc on, the upscaler extension no longer works.", "alloc-conf",
+     "alloc-conf/async-fails-told"),
     ("Loading the model crashes when using `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`",
      "alloc-conf", "alloc-conf/expandable-told"),
     ("With our build the allocator silently ignores `max_split_size_mb:64` on every run",

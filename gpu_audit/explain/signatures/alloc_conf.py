@@ -29,6 +29,7 @@ from gpu_audit.explain.signatures.registry import (
     Signature,
     advice,
     document_class,
+    fixed,
     named,
     signature,
 )
@@ -366,6 +367,34 @@ def _async_card_warning(sig: Signature, numbers: dict[str, Any], ctx: AdviceCont
         "data-centre and virtualised GPUs): the first allocation that needs it fails with "
         "'CUDA error: operation not supported' or another CUDA error.")
     return advice(sig, numbers, explanation, _ASYNC_REMEDY)
+
+
+# The writer's words for a program, or an extension of it, that stopped working once the
+# cudaMallocAsync backend was on, by its name or by the option applications turn it on with
+# ("with --cuda-malloc parameter the face-swap extension not works", "cudaMallocAsync breaks
+# the upscaler"); not the option that turns it off, nor a condition or advice to the reader.
+ASYNC_FAILS_TOLD = (
+    r"^(?i:(?:(?!\b(?:if|whether|unless|you|your|should|try|make sure)\b)[^\n])*?)"
+    r"(?:(?<!disable-)(?<!disable )(?<!disabling )(?<!no-)\bcuda-malloc\b|\bcudaMallocAsync\b)"
+    r"[^\n]{0,100}?\b(?i:not work(?:s|ing)?|(?:does|do|did)(?: not|n'?t) work|won'?t work|"
+    r"stop(?:s|ped)? working|no longer works?|breaks?|broke|crash(?:es|ed)?|fails?|failed)\b")
+
+
+fixed("alloc-conf/async-fails-told", ASYNC_FAILS_TOLD, ("cuda-malloc", "cudaMallocAsync"),
+      "The program fails with the cudaMallocAsync allocator backend on (told in the writer's "
+      "words)", tier=3.0,
+      example="After I added --cuda-malloc to the launch options the face-swap extension "
+      "stopped working.",
+      explanation="The writer says the program, or an extension of it, stopped working once "
+      "PyTorch's cudaMallocAsync allocator backend was turned on (an application's cuda-malloc "
+      "option sets backend:cudaMallocAsync). That backend hands allocation to the driver's "
+      "stream-ordered allocator: older GPUs and some drivers cannot run it, and code that "
+      "relies on the native caching allocator (CUDA graphs, its memory statistics and "
+      "snapshots, libraries with their own memory handling such as ONNX Runtime next to "
+      "torch) fails under it.",
+      remedy="Run without it: drop the application's --cuda-malloc option (or pass its "
+      "--disable-cuda-malloc, where it turns the backend on by default), and remove "
+      "backend:cudaMallocAsync from PYTORCH_CUDA_ALLOC_CONF; then restart the process.")
 
 
 @signature("alloc-conf/async-backend-named", _ASYNC_NAMED,

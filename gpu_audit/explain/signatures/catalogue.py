@@ -163,6 +163,7 @@ ORDER = (
     "driver-mismatch/arch-not-compiled",
     "driver-mismatch/supported-capabilities",
     "driver-mismatch/no-kernel-image",
+    "driver-mismatch/invalid-device-function",
     "driver-mismatch/gpu-too-old",
     "driver-mismatch/gpu-too-old-for-library",
     "driver-mismatch/capability-range",
@@ -228,6 +229,7 @@ ORDER = (
     "host-oom/shell-killed",
     # a line that only names the async allocator backend, when nothing else reads it
     "alloc-conf/async-card-warning",
+    "alloc-conf/async-fails-told",
     "alloc-conf/async-backend-named",
     "alloc-conf/async-default-app",
     # ONNX Runtime's arenas and providers: which device an arena's failure was on

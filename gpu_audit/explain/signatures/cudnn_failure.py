@@ -121,8 +121,15 @@ _HOW_TO_TELL = (
            # ("RuntimeError: CUDNN_BACKEND_TENSOR_DESCRIPTOR cudnnFinalize failed"); not the
            # warning for one plan turned down ("... cudnnException: ..._PLAN_DESCRIPTOR: ...")
            r"\b(?:RuntimeError|Error): CUDNN_BACKEND_[A-Z_]{1,40}_DESCRIPTOR:? cudnnFinalize "
-           r"(?:Descriptor )?[Ff]ailed\b",
-           ("CUDNN_",), "cuDNN call failed", key_field="status", extract=_status,
+           r"(?:Descriptor )?[Ff]ailed\b|"
+           # ONNX Runtime's (and CNTK's) check of a cuDNN call: "CUDNN failure 4:
+           # CUDNN_STATUS_INTERNAL_ERROR ; GPU=0 ; ...", the number alone where a title keeps
+           # it; and ONNX Runtime's kernels' "CUDNN error executing cudnnConvolutionForward(...)",
+           # which names the call and no status
+           r"(?<![A-Za-z0-9_])(?:CUDNN|cuDNN) failure (?P<code__>[1-9]\d{0,3})(?![\d.])|"
+           r"(?<![A-Za-z0-9_])CUDNN2? error executing (?P<call>cudnn\w{1,60})\(",
+           ("CUDNN_", "CUDNN failure ", "cuDNN failure ", "CUDNN error executing ",
+            "CUDNN2 error executing "), "cuDNN call failed", key_field="status", extract=_status,
            example="RuntimeError: cuDNN error: CUDNN_STATUS_NOT_INITIALIZED")
 def _cudnn(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
     status = str(numbers.get("status") or "")

@@ -270,9 +270,35 @@ def _container_requirement(sig: Signature, numbers: dict[str, Any],
     return advice(sig, numbers, explanation, remedy)
 
 
+@signature("driver-mismatch/invalid-device-function",
+           # CUDA's words for a kernel launched on a GPU it was not compiled for
+           # (cudaErrorInvalidDeviceFunction: "the requested device function does not exist or is
+           # not compiled for the proper device architecture"), printed after a kernel's or a
+           # call's name ("filterH: invalid device function") or as a CUDA or HIP error
+           r"(?<![A-Za-z0-9_])[Ii]nvalid device function\b|"
+           r"(?:cuda|hip)ErrorInvalidDeviceFunction\b",
+           ("invalid device function", "Invalid device function", "InvalidDeviceFunction"),
+           "A kernel was not compiled for this GPU's architecture", tier=0.0,
+           group="no-kernel-image",
+           example="RuntimeError: CUDA error: invalid device function")
+def _invalid_device_function(sig: Signature, numbers: dict[str, Any],
+                             ctx: AdviceContext) -> Advice:
+    explanation = ("A CUDA kernel was launched on a GPU whose architecture the program (or a "
+                   "library or extension it loads) was not compiled for: the binary holds "
+                   "kernels for other GPUs only, and no PTX the driver could compile for this "
+                   "one. A program built on one machine and run on a GPU of another generation "
+                   "(a laptop's, a newer card) fails this way on its first kernel.")
+    remedy = ("Rebuild with this GPU's architecture in the list (`nvidia-smi --query-gpu="
+              "compute_cap --format=csv` shows it): CMake's CMAKE_CUDA_ARCHITECTURES (or the "
+              "project's multi-architecture option), nvcc's -gencode flags, TORCH_CUDA_ARCH_LIST "
+              "for PyTorch extensions; or install a prebuilt release made for it.")
+    return advice(sig, numbers, explanation, remedy)
+
+
 @signature("driver-mismatch/no-kernel-image",
-           # (also capitalised, where a title or a sentence starts with it)
-           r"[Nn]o kernel image is available for execution on the device|"
+           # (also capitalised, where a title or a sentence starts with it; and cut after
+           # "available" where a title or a terminal kept only that much, at the line's end)
+           r"[Nn]o kernel image is available(?: for execution on the device|[.!]?\s*$)|"
            r"cudaErrorNoKernelImageForDevice|CUDA_ERROR_NO_BINARY_FOR_GPU|"
            + status_check("cudaErrorNoKernelImageForDevice"),
            ("no kernel image", "No kernel image", "NoKernelImage", "NO_BINARY_FOR_GPU",

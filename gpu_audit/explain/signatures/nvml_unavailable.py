@@ -580,6 +580,11 @@ fixed("nvml-unavailable/smi-missing",
       r"'?nvidia-smi'? is not recognized as an internal or external command|"
       r"^(?i:(?:(?!\b(?:if|whether|you|your|should|make sure|check)\b)[^\n])*?)(?:"
       r"\bnvidia-smi`? (?:is |was )?(?:not found|missing)\b|"
+      # (or the shell's answer retold: "nvidia-smi shows command not found", "running
+      # nvidia-smi gives me 'command not found'")
+      r"\bnvidia-smi`? (?:still |now |just )?(?:shows|showed|says|said|gives|gave|returns|"
+      r"returned|reports|prints|printed|displays|outputs)(?: me)?(?: an?| the)?:? [\"'`]?"
+      r"command not found\b|"
       # (or told not found: "failing to find nvidia-smi means we don't find gpu nodes")
       r"(?i:\b(?:can'?t|can ?not|could ?n[o']t|unable to|fail(?:s|ed|ing)? to|does ?n[o']t) "
       r"(?:find|locate) `?nvidia-smi\b))",
