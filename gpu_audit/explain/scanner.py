@@ -218,7 +218,8 @@ KEYS: tuple[Key, ...] = (
            for end in (b"toast", b"dead", b"died", b"fried", b"burn")))),
     Key(rb"K(?:ill|ILL)", (b"Kill", b"KILL")),
     # a kill told in the writer's words, wherever it is ("my process gets killed in the pod")
-    Key(rb"killed\b", (b"killed",)),
+    # (and in Chinese with the English verb: "程序在加载模型中被kill了")
+    Key(rb"kill(?:ed\b|(?<=\xe8\xa2\xabkill))", (b"killed", "被kill".encode())),
     # ("ProcessGroupNCCL'" at a line's end: a terminal cut "ProcessGroupNCCL's" there)
     # (and lspci's line for a GPU that no longer answers on the bus: "NVIDIA Corporation ...
     # (rev ff)")

@@ -518,6 +518,13 @@ SINGLE_LINES = [
      "host-oom/host-memory-told"),
     # the operating system refusing memory: ENOMEM, Windows' commit limit
     ("OSError: [Errno 12] Cannot allocate memory", "host-oom", "host-oom/os-allocation"),
+    # systemd's kill lines, OpenCV's allocator, a dataset cache told filling RAM
+    ("Jun 02 11:40:07 gpu-host systemd[1]: trainer.service: Failed with result 'oom-kill'.",
+     "host-oom", "host-oom/systemd-oom-kill"),
+    ("cv2.error: OpenCV(4.8.0) alloc.cpp:73: error: (-4:Insufficient memory) Failed to allocate "
+     "1228800 bytes in function 'OutOfMemoryError'", "host-oom", "host-oom/opencv-allocator"),
+    ("With --cache ram the val images take all the remaining memory and the training crashes.",
+     "host-oom", "host-oom/dataset-cache-told"),
     ("frame #1: c10d::ProcessGroupNCCL::WorkNCCL::checkTimeout(std::optional<std::chrono::"
      "duration<long, std::ratio<1l, 1000l> > >) + 0x282 (0x7f6a in libtorch_cuda.so)", "nccl",
      "nccl/watchdog-timeout-frame"),

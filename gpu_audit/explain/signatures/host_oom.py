@@ -202,6 +202,58 @@ def _oom_killer_at_work(sig: Signature, numbers: dict[str, Any]) -> Advice:
     return advice(sig, numbers, explanation, _HOST_MEMORY, title=title)
 
 
+def _systemd_unit(match: re.Match[str], line: str) -> dict[str, Any]:
+    found = named(match, line)
+    # the unit's name systemd writes before its message: "ollama.service: Failed with ..."
+    unit = re.search(r"([\w@.\\:-]{1,256}\.(?:service|scope|slice)): *$",
+                     line[max(0, match.start() - 300):match.start()])
+    if unit and "cgroup" not in found:
+        found["unit"] = unit[1]
+    if isinstance(found.get("oomd_reason"), str):  # systemd-oomd's: pressure, or swap in use
+        found["oomd_reason"] = "pressure" if found["oomd_reason"].startswith("pressure") else "swap"
+    return found
+
+
+# systemd's own words when a unit's process was killed for memory: the unit's result after the
+# kernel's OOM killer chose one of its processes ("ollama.service: Failed with result
+# 'oom-kill'.", "A process of this unit has been killed by the OOM killer."; older releases
+# "A process has been killed by the OOM killer."), and systemd-oomd killing (or, in newer
+# releases, marking for killing) a whole cgroup for memory pressure or for swap in use
+# ("Killed /user.slice/.../app.scope due to memory pressure for /user.slice/... being 61.20% >
+# 50.00% for > 20s with reclaim activity", "... due to memory used (N) / total (N) and swap
+# used (N) / total (N) being more than 90.00%").
+@signature("host-oom/systemd-oom-kill",
+           r"\bFailed with result 'oom-kill'|"
+           r"\bA process (?:of this unit )?has been killed by the OOM killer\b|"
+           r"\b(?:Killed|Marked) (?P<cgroup>/[^\s]{1,512}) (?:for killing )?due to memory "
+           r"(?P<oomd_reason>pressure for|used \()",
+           ("result 'oom-kill'", "killed by the OOM killer", "due to memory pressure for",
+            "due to memory used ("),
+           "systemd reported a unit's process killed for memory", extract=_systemd_unit,
+           example="Jun 02 11:40:07 gpu-host systemd[1]: trainer.service: Failed with result "
+           "'oom-kill'.")
+def _systemd_oom_kill(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    unit = numbers.get("unit") or numbers.get("cgroup") or "a unit"
+    if numbers.get("oomd_reason"):
+        reason = ("its memory pressure" if numbers["oomd_reason"] == "pressure"
+                  else "the host's memory and swap in use")
+        explanation = (
+            f"systemd-oomd killed {unit} (the whole control group, with SIGKILL) for {reason}: "
+            "the host was short of RAM. The program is killed without an error of its own; it "
+            "is host memory, not GPU memory.")
+    else:
+        explanation = (
+            f"systemd says the kernel's OOM killer killed a process of {unit}: the host's RAM, "
+            "or the unit's own MemoryMax=, ran out. The program is killed without an error of "
+            "its own (a model server's runner, a training script); it is host memory, not GPU "
+            "memory.")
+    remedy = ("Read the kill in the kernel log (`journalctl -k | grep -i 'killed process'`) and "
+              "the unit's limits (`systemctl show UNIT -p MemoryMax -p MemoryHigh`); raise "
+              "MemoryMax= or add RAM or swap, or use less host memory (a smaller model or "
+              "quantisation, fewer workers). " + _HOST_MEMORY)
+    return advice(sig, numbers, explanation, remedy)
+
+
 fixed("host-oom/slurm-oom-kill",
       # (also cut after "event(s)", as a title keeps it)
       r"Detected (?P<events>\d+) oom[-_]kill events?(?:\(s\))?(?: in (?:StepId=|step )?"
@@ -463,6 +515,43 @@ fixed("host-oom/ram-full-told",
       "append `loss.item()`, not `loss`); otherwise: " + _HOST_MEMORY)
 
 
+# A dataset cache in RAM told filling the host's memory and ending the run, in one line of the
+# writer's: detectors that keep every decoded image in RAM (YOLOv5's --cache, Ultralytics'
+# cache=ram) do it for the training and the validation set ("after the cache is turned on, the
+# memory taken by the val data is too large and the training crashes", "even with --cache off
+# a memory shortage stops training in colab"). Not the trainer's own notice that it will not
+# cache ("... GB RAM required to cache images ... not caching images": no run ended), not the
+# GPU's or an LLM's KV cache, and not advice ("if you", "to avoid", "may cause").
+_DATA_CACHE = (r"(?:--cache\b|\bcache ?= ?['\"]?(?:ram|true|disk|false)\b|\bcach(?:e|ing) "
+               r"(?:the |all )?(?:images|dataset|data|val\w*|train\w*)\b|(?<!KV )(?<!kv )"
+               r"\bcache (?:is|was) (?:turned|switched) on\b|\b(?:turn|switch|enabl)\w* on "
+               r"(?:the )?cache\b)")
+_CACHE_SHORT = (r"(?:\b(?:memory|RAM) (?:shortage|(?:\w+ ){0,6}?(?:is|was|becomes|became|gets|got) "
+                r"(?:too (?:large|high|big|much)|not enough|full|exhausted|used up)\b|fills? up|"
+                r"r[au]ns? out)|\b(?:not enough|insufficient|lack of|shortage of|out of) "
+                r"(?:memory|RAM)\b|\b(?:occup|us|fill|tak|eat|consum)\w* (?:up )?all (?:of )?"
+                r"(?:the |my )?(?:remaining |available |free )?(?:memory|RAM)\b)")
+fixed("host-oom/dataset-cache-told",
+      r"^(?!(?i:[^\n]*\b(?:GPU|CUDA|VRAM|KV|empty_cache|if you|you should|to avoid|to prevent|"
+      r"make sure|whether|may|might|would|can cause|could cause)\b))"
+      rf"(?i:(?=[^\n]*{_DATA_CACHE})(?=[^\n]*{_CACHE_SHORT})"
+      r"[^\n]*?(?:\b(?:crash(?:es|ed|ing)?|killed|stops?|stopped|terminat\w*|dies|died|"
+      r"froze|freezes)\b|\^C))",
+      ("cach", "Cach"),
+      "A dataset cache filled the host's RAM and the run ended (told in the writer's words)",
+      tier=1.5,
+      example="With --cache ram the images of the val set take all the remaining memory and the "
+      "training crashes.",
+      explanation="The writer says the dataset cache filled the machine's memory and the run "
+      "ended. A cache in RAM (YOLOv5's --cache, Ultralytics' cache=ram or cache=True) keeps "
+      "every decoded image of the training and the validation set in host memory (not the "
+      "GPU's), about width x height x 3 bytes each at the training size, in every DDP process; "
+      "the run is then killed or fails to allocate.",
+      remedy="Cache on disk (--cache disk, cache=disk) or not at all, train at a smaller image "
+      "size, lower the DataLoader workers; the trainer prints the RAM it needs to cache before "
+      "it starts ('GB RAM required to cache images'). " + _HOST_MEMORY)
+
+
 # The host's memory told as the failure in other words: "the RAM OOM occurred", "workers=8
 # caused a CPU OOM" (the host's memory named before OOM); a reply that says the error is the
 # system's memory and not the GPU's ("The error is system memory, not VRAM"); and in Chinese,
@@ -490,6 +579,12 @@ fixed("host-oom/host-memory-told",
       r"(?<!\bwhen )\b(?:my|our|the) (?:computer|machine|system|laptop|server|OS)\b[^.\n]{0,60}?"
       r"\b(?:kills|killed) (?:the|my|our) (?:python )?(?:process|training|job|script|program|run)"
       r"\b)|"
+      # (the writer's machine told running out of memory: "after 20 epochs my system runs out
+      # of memory", "the server ran out of RAM"; not the GPU's, not a condition)
+      r"^(?![^\n]*\b(?:GPU|VRAM|CUDA|device)\b)(?i:[^\n]*?(?<!\bif )(?<!\bwhen )(?:\b(?:my|our) "
+      r"(?:system|machine|computer|PC|laptop|server|host|workstation)s? (?:\w+ )?(?:r[au]ns?|"
+      r"running)|\bthe (?:system|machine|computer|PC|laptop|server|host|workstation) (?:\w+ )?"
+      r"ran) out of (?:memory|RAM)\b)|"
       rf"{_NOT_ZH_CONDITION}(?:系统|机器|主机|物理|运行|CPU ?)内存{_HOST_SHORT_ZH}|"
       r"^(?![^\n]*(?:显存|顯存|显卡|CUDA|VRAM|如果|若|避免|防止|一般|通常))"
       r"(?=[^\n]*(?:[Kk]ill|杀死|杀掉|被杀))[^\n]*?(?<!GPU)(?<!GPU )内存" + _HOST_SHORT_ZH + "|"
@@ -666,6 +761,28 @@ _HOST_FRAMEWORK_REMEDIES = {
 }
 
 
+# OpenCV's allocator for host memory refusing a buffer (its error code -4, "Insufficient
+# memory", raised from cv::OutOfMemoryError), as OpenCV 3 and later print it and as OpenCV 2 did
+# ("OpenCV Error: Insufficient memory (Failed to allocate N bytes) in OutOfMemoryError"); its
+# CUDA module's failures read "Gpu API call" instead. In training it comes most often from a
+# detector's dataset cache that keeps every decoded image in RAM (YOLOv5's --cache,
+# Ultralytics' cache=ram).
+fixed("host-oom/opencv-allocator",
+      r"\(-4:Insufficient memory\)(?: Failed to allocate (?P<requested_bytes>\d+) bytes)?|"
+      r"\bOpenCV Error: Insufficient memory \(Failed to allocate (?P<requested_bytes_>\d+) bytes",
+      ("Insufficient memory",), "OpenCV could not allocate host memory",
+      example="cv2.error: OpenCV(4.8.0) /io/opencv/modules/core/src/alloc.cpp:73: error: "
+      "(-4:Insufficient memory) Failed to allocate 1228800 bytes in function "
+      "'OutOfMemoryError'",
+      explanation="OpenCV could not allocate a buffer in host memory (RAM, not the GPU's): the "
+      "machine or the job's memory limit is full. In training it comes most often from caching "
+      "the dataset's decoded images in RAM (YOLOv5's --cache, Ultralytics' cache=ram or "
+      "cache=True), which needs about width x height x 3 bytes per image at the training size, "
+      "for the training and the validation set, in every DDP process.",
+      remedy="Cache on disk instead (--cache disk, cache=disk) or not at all, train at a smaller "
+      "image size, lower the DataLoader workers; check `free -h` before caching. "
+      + _HOST_MEMORY)
+
 fixed("host-oom/numpy",
       rf"Unable to allocate (?P<requested>{SIZE}) for an array with shape (?P<shape>\([^)]*\))",
       ("Unable to allocate",), "NumPy could not allocate host memory",
@@ -737,7 +854,7 @@ _TOLD_KILLED = (
     # will be killed when executing the valid function")
     r"(?i:(?<!\bif )(?<!\bwhether )(?<!\bwhen )\b(?:the|my|our) (?:(?:running|whole|main|"
     r"entire|python) )?(?:training|process|program|application|"
-    r"job|script|run|container|pod|thread|task|python|server)(?: process| job)?(?:es|s)? "
+    r"job|script|run|container|pod|thread|task|python|server|runner)(?: process| job)?(?:es|s)? "
     r"(?:is|was|"
     r"gets?|got|were|has been|keeps? getting|will be)(?: (?:always|then|just|simply|suddenly|"
     r"immediately|eventually|randomly|still|also|automatically))? [\"'`*]?killed\b|"
@@ -747,8 +864,10 @@ _TOLD_KILLED = (
     r"(?<!\bif )(?<!\bif it )\b(?:fails|failed|crash(?:es|ed)|stops|stopped|exits|exited|dies|"
     r"died|ends|ended)\b(?: \S+){0,8}? with (?:the |a )?(?:message|output|error)s?:? "
     r"[\"'`*]+killed\b[\"'`*]+)|"
-    r"(?<!如果)(?<!若)(?<!可能)(?:程序|进程|训练|任务)(?:就|又|会|直接|突然|总是|还是)?(?:被(?:系统)?)?"
-    r"(?:[Kk]illed|[Kk]ill掉|杀死|杀掉)")
+    # (and where it was when killed: "程序在加载模型中被kill了", "训练到第3轮时被杀死")
+    r"(?<!如果)(?<!若)(?<!可能)(?:程序|进程|训练|任务)(?:[在到][^\n，。,！？!?]{1,16}?(?:中|时|的时候))?"
+    r"(?:就|又|会|直接|突然|总是|还是)?(?:被(?:系统)?)?"
+    r"(?:[Kk]illed|[Kk]ill[掉了]|杀死|杀掉)")
 
 
 @signature("host-oom/shell-killed",
@@ -758,7 +877,8 @@ _TOLD_KILLED = (
            rf"\w{{1,40}} \d+:\s+(?P<pid>\d+) (?:{_KILLED})\s+(?P<command>\S.*)|"
            rf"{LINE_HEAD}\[\d+\][+-]?\s+(?:(?P<pid_>\d+)\s+)?(?:{_KILLED}|killed)\s{{2,}}(?P<command_>\S.*)|"
            rf"{LINE_HEAD}zsh: killed\s+(?P<command__>\S.*)|" + _TOLD_KILLED,
-           ("Killed", "killed", *sorted(set(KILLED_WORDS.values()) - {"Killed"})),
+           ("Killed", "killed", "被kill", "被Kill",
+            *sorted(set(KILLED_WORDS.values()) - {"Killed"})),
            "The job was killed (SIGKILL)", tier=1.5,
            example="./train.sh: line 12: 48211 Killed                  python train.py")
 @signature("host-oom/sigkill",
@@ -780,8 +900,13 @@ _TOLD_KILLED = (
            # (PyCharm's "interrupted by signal 9: SIGKILL", also retyped in lower case)
            r"(?:terminated|killed) (?:by|with) signal (?:SIGKILL|9)\b|signal 9: (?i:SIGKILL)|"
            # Slurm's srun for a task that died of SIGKILL: "srun: error: node7: task 0: Killed"
-           r"srun: error: [^:\n]{1,64}: tasks? (?P<task>[\d,-]+): Killed\b",
-           ("SIGKILL", "-9", "137", ": Killed", ": sigkill", ": Sigkill"),
+           r"srun: error: [^:\n]{1,64}: tasks? (?P<task>[\d,-]+): Killed\b|"
+           # a Go program's words for its child's SIGKILL, after its own ("llama runner process
+           # has terminated: signal: killed", ollama's), and systemd's for a unit's main process
+           # ("Main process exited, code=killed, status=9/KILL")
+           r"(?:(?<=: )|(?<=[\"'`=]))signal: killed\b|\bcode=killed, status=9/KILL\b",
+           ("SIGKILL", "-9", "137", ": Killed", ": sigkill", ": Sigkill", "signal: killed",
+            "status=9/KILL"),
            "A worker was killed with SIGKILL", tier=1.5,
            example="torch.distributed.elastic.multiprocessing.api:[ERROR] failed (exitcode: -9) "
            "local_rank: 0 (pid: 88123) of binary: /usr/bin/python3 ... Signal 9 (SIGKILL) "
