@@ -68,7 +68,13 @@ _REPORTED_BEFORE = re.compile(
     # an answer that reads the writer's error from what it printed: "This error seems related
     # to the system's memory, given the `X` and the `Y`" (this error: the thread's own)
     r"\b(?:this|your) (?:error|issue|problem|crash|failure)\b[^.!?]{0,160}?\b(?:given|"
-    r"judging (?:by|from)|based on|pointing to|points to)\b[^.!?]{0,60}$",
+    r"judging (?:by|from)|based on|pointing to|points to)\b[^.!?]{0,60}$|"
+    # ... or quotes it from the log the writer attached ("From your log: `X`", "your log
+    # shows `X`"; not "if your log shows ...")
+    r"(?<!\bif )(?<!\bwhen )\b(?:from|in) (?:your|the attached|the posted|the uploaded) "
+    r"(?:logs?|log file|output|traceback)\s*[:,]?\s*$|"
+    r"(?<!\bif )(?<!\bwhen )\byour (?:logs?|log file|output|traceback) (?:says|shows|"
+    r"contains|has)\s*:?\s*$",
     re.IGNORECASE)
 # Phrases that announce a message as an example or a possibility, not as what happened.
 HYPOTHETICAL = re.compile(

@@ -89,7 +89,9 @@ def _translated_fields(line: str) -> dict[str, Any]:
 
 # What a writer calls a GPU's out-of-memory: PyTorch's words, or "CUDA OOM", "GPU
 # OutOfMemoryError" with the device named.
-_GPU_OOM = r"(?:(?:CUDA |GPU )?out of memory\b|(?:CUDA|GPU) (?:OOM|OutOfMemoryError)\b)"
+# ("... the error that CUDA is out of memory": the device said to be out of it)
+_GPU_OOM = (r"(?:(?:CUDA |GPU )?out of memory\b|(?:CUDA|GPU) (?:OOM|OutOfMemoryError)\b|"
+            r"(?:CUDA|GPU) (?:is|was|ran|runs|went) out of memory\b)")
 # The writer telling a GPU's out-of-memory in their own words, in a line that names the GPU
 # ("I am still getting the error Out of memory" on "a single 24G GPU", "I'm running out of
 # memory ... on an A6000"), not the host's (RAM, CPU, swap, the OOM killer) and not in a
@@ -104,7 +106,7 @@ _TOLD_OOM = (
     r"consistently|repeatedly|sometimes|often))? (?:get|"
     r"gets|got|getting|hit|hitting|ran|run|running|encounter(?:ed|ing)?|receiv(?:e|ed|ing)|see|"
     r"saw|seeing|met|fac(?:e|ed|ing)|have|had|having)(?: (?:the|an?|this|that|same))?"
-    r"(?: (?:error|issue|problem)"
+    r"(?: (?:error|issue|problem)(?: (?:that|saying|says))?"
     # ... or what they tried "failed due to an out of memory error"
     r")?:? |\b[^\n.;?]{0,120}?\b(?:fail(?:ed|s)?|crash(?:ed|es)?|died|stopped|aborted) "
     r"(?:due to|because of|with|from) (?:an? |the )?)" + _GPU_OOM + ")")
@@ -131,11 +133,18 @@ _TOLD_OOM_DONE = (
     r"(?![^\n]*?\b(?:(?<!GPU )RAM|CPU|host memory|swap|oom[- ]?kill\w*)\b)"
     r"[^\n]*?(?<!\bif )(?<!\bwhether )(?<!\bwhen )\b(?P<told___>it|training|the (?:training|"
     r"model|job|run|script|program|process))(?: (?:always|still|then|just|also|now))? "
-    r"(?:ran|runs|run|running) out of (?:GPU |CUDA |video )?(?:memory|resources?|VRAM)\b)")
+    r"(?:ran|runs|run|running) out of (?:GPU |CUDA |video )?(?:memory|resources?|VRAM)\b)|"
+    # ... or, in Russian, what the program wrote or gave ("пишет что out of memory в gpu",
+    # "выдаёт CUDA out of memory"; also with the common slip "out off memory")
+    r"(?i:(?<!\bесли )(?<!\bкогда )\b(?P<told____>пишет|пишут|выда[её]т|выдает|выдаю|"
+    r"получаю|получил[аи]?|пада[ею]т с|вылета[ею]т с)(?: что| ошибку)?:? "
+    r"(?:(?:CUDA|GPU) out off? memory\b|"
+    r"out off? memory (?:в|на) (?:GPU|CUDA|видеокарт\w*)(?![^\W\d_])))")
 
 
 def _oom(match: re.Match[str], line: str) -> dict[str, Any]:
-    if any(match.groupdict().get(key) for key in ("told", "told_", "told__", "told___")):
+    if any(match.groupdict().get(key)
+           for key in ("told", "told_", "told__", "told___", "told____")):
         # prose: its sizes are the card's, not the message's
         return {}
     if match.groupdict().get("translated"):
@@ -221,7 +230,7 @@ def _stated(numbers: dict[str, Any], key: str, text: str) -> str:
             "Allocation on device",
             "OutOfMemoryError", "CUDA OOM", "CUDA oom", "Cuda OOM", "Cuda oom", "cuda OOM",
             "cuda oom", "GPU OOM", "GPU oom", "GPU memory", "GPU's memory", "gpu memory",
-            "video memory", "VRAM", "out of resource"),
+            "video memory", "VRAM", "out of resource", "out off memory"),
            "CUDA out of memory", extract=_oom, group="cuda-oom",
            example="torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 "
            "has a total capacity of 79.15 GiB of which 1.52 GiB is free. Including non-PyTorch "
@@ -436,7 +445,9 @@ _GGML_OOM = (
     rf"\bggml_backend_cuda_buffer_type_alloc_buffer: allocating (?P<size>{SIZE}) on device "
     r"(?P<gpu>\d+): cudaMalloc failed(?:: out of memory)?"
     r"|\b(?:failed|unable) to allocate CUDA(?P<gpu_>\d+) buffer(?: of size (?P<bytes>\d+))?"
-    r"|\bllama runner process has terminated: cudaMalloc failed: out of memory")
+    # (Ollama before 0.1.33: "llama runner process no longer running: -1 cudaMalloc failed")
+    r"|\bllama runner process (?:has terminated|no longer running):(?: -?\d{1,4})? cudaMalloc "
+    r"failed: out of memory")
 
 
 def _ggml_oom(match: re.Match[str], line: str) -> dict[str, Any]:
@@ -579,14 +590,30 @@ _ARRAY_OOM = (
     r"|\bRMM failure at: ?[^\n]{0,300}?: (?:Maximum pool size exceeded|Exceeded memory limit|"
     r"cudaErrorMemoryAllocation out of memory)(?P<rmm>)"
     r"|\b(?:out_of_memory|std::bad_alloc): CUDA error at: [^\n]{0,300}?"
-    r"cudaErrorMemoryAllocation(?P<rmm_>)")
+    r"cudaErrorMemoryAllocation(?P<rmm_>)"
+    # (RMM's allocation check throws its bad_alloc on whatever CUDA error the allocation
+    # returned, and its out_of_memory on cudaErrorMemoryAllocation; since 24.x it states the
+    # request's size: "CUDA error (failed to allocate 1024 bytes) at: ..."; and a bad_alloc cut
+    # inside RMM's headers, before the error's name, as cuDF's MemoryError is often pasted)
+    r"|\bout_of_memory: CUDA error \(failed to allocate (?P<req___>\d{1,20}) bytes\) at: "
+    r"(?P<rmm__>)"
+    r"|\bstd::bad_alloc: CUDA error \(failed to allocate (?P<req____>\d{1,20}) bytes\) at: "
+    r"[^\n]{0,300}?cudaErrorMemoryAllocation(?P<rmm___>)"
+    r"|\bstd::bad_alloc: CUDA error at: [^\s:]{0,300}?/rmm/[^\s:]{0,200}/\s*$(?P<rmm____>)"
+    # thrust's CUDA back end (in XGBoost, cuDF, cuML and CUDA C++ programs): an algorithm's
+    # temporary storage or launch failed with the CUDA status's text ("parallel_for failed: out
+    # of memory", "radix_sort: failed on 1st step: out of memory")
+    r"|\b(?:parallel_for|for_each|transform|reduce|reduce_by_key|scan|scan_by_key|radix_sort|"
+    r"merge_sort|copy_if|unique|unique_by_key|get_temporary_buffer)(?: failed|: failed "
+    r"(?:on|to) [a-z0-9 ]{1,30}): (?:cudaErrorMemoryAllocation: )?out of memory\b(?P<thrust>)")
 _CUPY_ALLOCATED = re.compile(rf"allocated so far: ({_COUNT}) bytes")
 
 
 def _array_oom(match: re.Match[str], line: str) -> dict[str, Any]:
     groups = {key.rstrip("_"): value for key, value in match.groupdict().items()
               if value is not None}
-    found: dict[str, Any] = {"library": "cupy" if "cupy" in groups else "rmm"}
+    library = next((name for name in ("cupy", "thrust") if name in groups), "rmm")
+    found: dict[str, Any] = {"library": library}
     if "req" in groups:
         found["requested_bytes"] = int(groups["req"].replace(",", ""))
     if held := _CUPY_ALLOCATED.search(line):
@@ -597,9 +624,9 @@ def _array_oom(match: re.Match[str], line: str) -> dict[str, Any]:
 
 
 @signature("cuda-oom/array-library", _ARRAY_OOM,
-           ("Out of memory allocating", "RMM failure at", "out_of_memory: CUDA error at",
-            "bad_alloc: CUDA error at", "out of memory to allocate"),
-           "GPU out of memory (CuPy or RAPIDS)", extract=_array_oom, group="cuda-oom-array",
+           ("Out of memory allocating", "RMM failure at", "out_of_memory: CUDA error",
+            "bad_alloc: CUDA error", "out of memory to allocate", "out of memory"),
+           "GPU out of memory (CuPy, RAPIDS or thrust)", extract=_array_oom, group="cuda-oom-array",
            example="cupy.cuda.memory.OutOfMemoryError: Out of memory allocating 1,073,741,824 "
            "bytes (allocated so far: 8,589,934,592 bytes).")
 def _array_library(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
@@ -615,6 +642,16 @@ def _array_library(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) 
                   "shared (export CUPY_GPU_MEMORY_LIMIT=50%), or process the data in smaller "
                   "chunks.")
         name = "CuPy"
+    elif numbers.get("library") == "thrust":
+        explanation = (
+            "A thrust algorithm (the CUDA C++ template library under XGBoost, cuDF, cuML and "
+            "many CUDA programs) could not get device memory for its temporary storage: the "
+            "GPU was full, held by this job's own data or by another process.")
+        remedy = (f"{SCAN_OTHERS}\nThen give the step less data at once: smaller batches or "
+                  "partitions, fewer rows or features on the GPU (XGBoost: a QuantileDMatrix, "
+                  "lower max_bin), and leave room outside a memory pool set to take the whole "
+                  "GPU (RAPIDS: a smaller initial_pool_size in rmm.reinitialize(...)).")
+        name = "thrust"
     else:
         explanation = (
             "RAPIDS' memory manager (RMM, under cuDF, cuML and dask-cuda) could not allocate "
