@@ -121,6 +121,9 @@ OWN_RUN = re.compile(
     r"\bam I doing (?:\w+ )?(?:anything|something) wrong\b|"
     r"\bI (?:have|had|got|get|see|saw|met|hit) the same (?:problem|issue|error)\b|"
     r"\bI(?:'m| am) having (?:the same|a similar) (?:problem|issue|error)\b|"
+    # a link to the CI job that failed, given as the case at hand ("... even when the GPU has
+    # crashed, for example https://github.com/o/r/actions/runs/123/job/456")
+    r"\bhttps?://github\.com/[\w.-]{1,60}/[\w.-]{1,100}/actions/runs/\d+|"
     # a failure that happened, in the past, introducing the paste below it: "... prompt
     # encoding aborted the server with:", "the second epoch crashed with the following error:"
     r"\b(?:crashed|aborted|failed|died|terminated|errored out)(?: (?:the|our|my) (?:server|"

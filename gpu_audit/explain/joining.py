@@ -84,6 +84,8 @@ _DANGLING_END = re.compile(r"(?:[,(\[{=:;/\\+&|-]|==|->|\bTried)$")
 _LAST_WORD = re.compile(r"([A-Za-z]+)$")
 _SENTENCE_END = re.compile(r"[.!?]$")
 _DIGITS = re.compile(r"\d+")
+# A row of a table drawn with ASCII bars, closed on both sides: "|   0  Tesla V100 ...  |".
+_BOX_ROW = re.compile(r"^\s*\|[^\n]*\|\s*$")
 # A fence, a rule or a box border: never part of a message.
 _FENCE = re.compile(r"^\s*(?:```|~~~|[╭╰┏┗╔╚┌└]|[─━═=_*-]{3,})")
 _STARTS_LOWER = re.compile(r"^(?:[a-z]|\(|\")")
@@ -156,6 +158,8 @@ def continues(a: _Piece, b: _Piece, widths: dict[int, bool], so_far: str) -> str
     it; ``so_far``: the text joined up to and including ``a``."""
     if _FENCE.match(a.raw) or _FENCE.match(b.raw) or a.raw.strip() == b.raw.strip():
         return None
+    if _BOX_ROW.match(a.raw) and _BOX_ROW.match(b.raw):
+        return None  # rows of a table drawn with bars (nvidia-smi's): each is whole
     if not b.kind and _APOSTROPHE_CUT.search(a.raw) and _APOSTROPHE_REST.match(b.raw):
         return ""  # cut inside a word at its apostrophe: nothing lost, nothing to add
     fixed = a.width in widths

@@ -153,7 +153,10 @@ def is_mention(candidate: Candidate, text: str, match: re.Match[str],
         return True
     if in_diff([line for _, line in candidate.before], text):
         return True
-    if (HYPOTHETICAL.search(text[:match.start()]) or _TABLE_ROW.match(text)
+    # (nvidia-smi's boxed table is a tool's output, not a markdown list of errors: a field it
+    # could not read, "ERR!", is reported there)
+    if (HYPOTHETICAL.search(text[:match.start()])
+            or (_TABLE_ROW.match(text) and "ERR!" not in match.group(0))
             or _status_table_row(candidate)):
         return True
     if _ASKS_STATUS_MEANING.match(text) and not _FIRST_PERSON.search(text):

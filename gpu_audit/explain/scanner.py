@@ -142,6 +142,8 @@ KEYS: tuple[Key, ...] = (
         rb"|(?<=\(according to C)UDA\): "
         # (cuBLAS's handle, in words: "Create cublas handle failed", "CUBLAS initialization")
         rb"|reate cublas handle|UBLAS initiali[sz]ation"
+        # (a program's own check of a cuBLAS call in its short words: "CUBLAS: execution failed")
+        rb"|UBLAS: "
         # (ONNX Runtime's CPU provider in a list: which device a session runs on)
         rb"|PUExecutionProvider['\"]"
         # (a glog check of a CUDA call's status, on a line without "error": "Check failed: e ==
@@ -171,7 +173,7 @@ KEYS: tuple[Key, ...] = (
          *(b"CUDNN_" + short for short in (b"NOT_SUPPORTED", b"NOT_INITIALIZED", b"BAD_PARAM",
                                            b"EXECUTION_FAILED", b"INTERNAL_ERROR",
                                            b"ALLOC_FAILED", b"ARCH_MISMATCH", b"MAPPING_ERROR")),
-         b"CUBLAS failure in ", b"CUDNN failure ", b"CUDNN error executing ",
+         b"CUBLAS failure in ", b"CUBLAS: ", b"CUDNN failure ", b"CUDNN error executing ",
          b"CUDNN2 error executing ",
          b"Cuda failure", b"CachingAllocator", b"Caught collective", b"Connection closed by ",
          b"Can't initialize NVML", b"Currently allocated ", b"(according to CUDA): ",
@@ -246,6 +248,8 @@ KEYS: tuple[Key, ...] = (
         rb"|CCL ?[\xe3-\xe9]"
         # (a writer's "... and reports NCCL timeout")
         rb"|CCL [Tt]ime ?out"
+        # (a writer's "NCCLAllReduce ... causes a crash", "the NCCL all-reduce fails")
+        rb"|(?:CCL|ccl)[ -]?[Aa]ll[ -]?[Rr]educe"
         # (DCGM's "Detected fatal errors on NvSwitch 2 link 17", "Detected fatal NvSwitch SXID
         # 12028", "... nvlink_replay_error_count_total NvLink errors on GPU 3's NVLink")
         rb"|(?<=fatal errors on N)vSwitch|vSwitch SXID(?<=fatal NvSwitch SXID)"
@@ -264,6 +268,9 @@ KEYS: tuple[Key, ...] = (
          *(b"NCCL" + bytes([lead]) for lead in range(0xE3, 0xEA)),
          *(b"NCCL " + bytes([lead]) for lead in range(0xE3, 0xEA)),
          b"NCCL timeout", b"NCCL Timeout", b"NCCL time out", b"NCCL Time out",
+         *(first + sep + all_ + sep_ + reduce for first in (b"NCCL", b"Nccl")
+           for sep in (b"", b" ", b"-") for all_ in (b"All", b"all")
+           for sep_ in (b"", b" ", b"-") for reduce in (b"Reduce", b"reduce")),
          *(b" -> %d" % code for code in range(1, 8)), b"fatal errors on NvSwitch",
          b"fatal NvSwitch SXID", b" NvLink errors ")),
     # (an nvidia-smi table's "Processes:" row: who holds the GPU, in the rows below it)
@@ -291,9 +298,11 @@ KEYS: tuple[Key, ...] = (
         # available RAM", a writer's "the RAM is full and the process is killed"; not VRAM)
         rb"|(?<![A-Za-z]R)AM\b"
         # (and an RDMA library's "MR registration failed: Bad address")
-        rb"|(?<=MR) registration)",
+        rb"|(?<=MR) registration"
+        # (and nvidia-smi's "ERR!" in a table's field NVML could not read)
+        rb"|!(?<=ERR!))",
         (b"Resource exhausted", b"Resource Exhausted", b"Resourceexhausted", b"ResourceExhausted",
-         b"RESOURCE_EXHAUSTED", b"Requested ", b"RAM", b"MR registration")),
+         b"RESOURCE_EXHAUSTED", b"Requested ", b"RAM", b"MR registration", b"ERR!")),
     # the shell's word for Killed in another language, alone at the start of a line (after
     # a job number): the hit is the line after the newline (group "at")
     # (the look-ahead turns most lines away at their first byte: half this pass's cost)
@@ -349,7 +358,11 @@ KEYS: tuple[Key, ...] = (
         rb"|ch timed out(?<=launch timed out)| illegal instruction(?<=an illegal instruction)"
         # (and CUDA's words for a kernel not built for this GPU, after the kernel's name
         # without "error": "filterH: invalid device function")
-        rb"|ction(?<=invalid device function))",
+        rb"|ction(?<=invalid device function)"
+        # (and CUDA's description of status 35, as libraries' hints print it and writers retell
+        # it: "the installed NVIDIA CUDA driver is older than the CUDA runtime library", "gpu
+        # driver is older than gpu runtime version")
+        rb"|(?<=is older tha)n (?:the )?(?:GPU |gpu |CUDA |cuda )?run ?time)",
         (b"nvidia-smi", b"nvidia-ml", b"no kernel image", b"nvidia.ko: ", b"nvidia driver",
          b"nvidia Driver", *(b"nvidia " + kernel + b"ernel " + module + b"odule"
                              for kernel in (b"k", b"K") for module in (b"m", b"M")),
@@ -357,7 +370,7 @@ KEYS: tuple[Key, ...] = (
          b"current device: ", b"could not select device driver",
          b"Failed to get convolution algorithm", b"nspecified launch failure",
          b"misaligned address", b"launch timed out", b"an illegal instruction",
-         b"invalid device function")),
+         b"invalid device function", b"is older than ")),
 )
 PREFILTER: tuple[re.Pattern[bytes], ...] = tuple(re.compile(key.pattern) for key in KEYS)
 

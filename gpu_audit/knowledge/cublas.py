@@ -46,3 +46,22 @@ CUBLAS_STATUS_SENTENCES: dict[str, str] = {
     "an invalid value was used as an argument": "CUBLAS_STATUS_INVALID_VALUE",
     "an invalid numerical value was used as an argument": "CUBLAS_STATUS_INVALID_VALUE",
 }
+
+
+# The short words programs' own cuBLAS checks print after "CUBLAS: " (PaddlePaddle's enforce,
+# Chainer-style and GPUmat-style wrappers: "CUBLAS: execution failed, at ..."), lower-cased.
+CUBLAS_STATUS_SHORT_WORDS: dict[str, str] = {
+    "not initialized": "CUBLAS_STATUS_NOT_INITIALIZED",
+    "alloc failed": "CUBLAS_STATUS_ALLOC_FAILED",
+    "out of memory": "CUBLAS_STATUS_ALLOC_FAILED",
+    "invalid value": "CUBLAS_STATUS_INVALID_VALUE",
+    "arch mismatch": "CUBLAS_STATUS_ARCH_MISMATCH",
+    "architecture mismatch": "CUBLAS_STATUS_ARCH_MISMATCH",
+    "mapping error": "CUBLAS_STATUS_MAPPING_ERROR",
+    "memory mapping error": "CUBLAS_STATUS_MAPPING_ERROR",
+    "execution failed": "CUBLAS_STATUS_EXECUTION_FAILED",
+    "internal error": "CUBLAS_STATUS_INTERNAL_ERROR",
+    "not supported": "CUBLAS_STATUS_NOT_SUPPORTED",
+    "functionality not supported": "CUBLAS_STATUS_NOT_SUPPORTED",
+    "license error": "CUBLAS_STATUS_LICENSE_ERROR",
+}

@@ -365,6 +365,10 @@ SINGLE_LINES = [
     ("RuntimeError: CUDA driver error: operation not supported", "alloc-conf",
      "alloc-conf/driver-vmm"),
     ("训练到第12个epoch卡住，30分钟后报NCCL超时错误", "nccl", "nccl/timeout-told"),
+    ("The NCCL all-reduce in our mirrored strategy crashes on 8 GPUs.", "nccl",
+     "nccl/allreduce-fails-told"),
+    ("|   2  ERR!                 On  | 00000000:3B:00.0 Off |                 ERR! |",
+     "gpu-hardware", "gpu-hardware/smi-unreadable"),
     ("RuntimeError: The kernel on this machine does not support the pidfd_getfd syscall needed "
      "to use IPC for CUDA tensors when expandable_segments:True is set.", "alloc-conf",
      "alloc-conf/expandable-ipc-kernel"),

@@ -498,7 +498,11 @@ def _expandable_mapping_assert(sig: Signature, numbers: dict[str, Any],
            r"INTERNAL ASSERT FAILED at [\"'`]?(?P<source_file>[^\"'`\s:]*"
            r"CUDAMallocAsyncAllocator\.cpp)[\"'`]?:?(?P<source_line>\d+)?|"
            # the backend's own condition, without the file (a title, a line cut short)
-           r"free_upper_bound \+ pytorch_used_bytes\[device\] <= device_total INTERNAL ASSERT",
+           r"free_upper_bound \+ pytorch_used_bytes\[device\] <= device_total INTERNAL ASSERT|"
+           # (or cut sooner, after the exception's name: a title keeps only the condition's
+           # start, "RuntimeError: free_upper_bound + pytorch_used_bytes[device]")
+           r"\b(?:RuntimeError|Error): free_upper_bound \+ pytorch_used_bytes\[device\]"
+           r"(?! <= device_total INTERNAL)",
            ("CUDAMallocAsyncAllocator", "free_upper_bound"),
            "The cudaMallocAsync allocator backend failed an internal check", tier=0.0,
            example='RuntimeError: free_upper_bound + pytorch_used_bytes[device] <= device_total '

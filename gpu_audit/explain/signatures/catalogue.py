@@ -119,6 +119,7 @@ ORDER = (
     "gpu-hardware/device-plugin-xid",
     "gpu-hardware/xid-mention",
     "gpu-hardware/device-handle",
+    "gpu-hardware/smi-unreadable",
     "gpu-hardware/fallen-off-bus",
     "gpu-hardware/lspci-rev-ff",
     "gpu-hardware/lost-told",
@@ -175,6 +176,7 @@ ORDER = (
     # collectives: mostly echoes of a failure named above
     "nccl/watchdog-timeout",
     "nccl/timeout-told",
+    "nccl/allreduce-fails-told",
     "nccl/timeout-progress",
     "nccl/heartbeat",
     "nccl/duplicate-gpu",

@@ -33,7 +33,11 @@ from gpu_audit.explain.signatures.registry import (
     signature,
 )
 from gpu_audit.explain.signatures.texts import FIND_FAULTING_KERNEL, REDUCE_MEMORY, SCAN_OTHERS
-from gpu_audit.knowledge.cublas import CUBLAS_STATUS_SENTENCES, cublas_status_name
+from gpu_audit.knowledge.cublas import (
+    CUBLAS_STATUS_SENTENCES,
+    CUBLAS_STATUS_SHORT_WORDS,
+    cublas_status_name,
+)
 
 CLASS = document_class("cublas-failure", __doc__)
 
@@ -69,10 +73,14 @@ def _status_code(match: re.Match[str], line: str) -> dict[str, Any]:
 
 def _status_sentence(match: re.Match[str], line: str) -> dict[str, Any]:
     """A status printed as its sentence: its name, for the same advice as the name itself."""
-    return {"status": CUBLAS_STATUS_SENTENCES[match["sentence"]]}
+    if match["sentence"]:
+        return {"status": CUBLAS_STATUS_SENTENCES[match["sentence"]]}
+    return {"status": CUBLAS_STATUS_SHORT_WORDS[match["words"].lower()]}
 
 
 _SENTENCES = "|".join(re.escape(sentence) for sentence in CUBLAS_STATUS_SENTENCES)
+_SHORT_WORDS = "|".join(re.escape(words) for words in sorted(CUBLAS_STATUS_SHORT_WORDS,
+                                                              key=len, reverse=True))
 
 
 # a status printed as cublasGetStatusString's sentence after the CUDA error checker's words
@@ -80,11 +88,17 @@ _SENTENCES = "|".join(re.escape(sentence) for sentence in CUBLAS_STATUS_SENTENCE
 # Transformer Engine's check of a cuBLAS call: "check_cublas_: CUBLAS Error: the requested
 # functionality is not supported")
 @signature("cublas-failure/status-sentence",
-           rf"(?<![A-Za-z0-9_])(?:CUDA|cuBLAS|CUBLAS|cuSOLVER|CUSOLVER) (?:error|Error): "
-           rf"(?P<sentence>{_SENTENCES})(?![A-Za-z0-9_])",
+           # (or quoted after the library's name, Theano's "CUBLAS error 'an access to GPU
+           # memory space failed' while copying ..."; and a program's own check that prints its
+           # short words, PaddlePaddle's "EnforceNotMet: CUBLAS: execution failed, at ...")
+           rf"(?<![A-Za-z0-9_])(?:CUDA|cuBLAS|CUBLAS|cuSOLVER|CUSOLVER) (?:error|Error)"
+           rf"(?:: |: ?['\"]| ['\"])(?P<sentence>{_SENTENCES})(?![A-Za-z0-9_])|"
+           rf"(?<![A-Za-z0-9_])CUBLAS: (?P<words>(?i:{_SHORT_WORDS}))"
+           rf"(?=[,.;!]|$)",
            ("CUDA error: ", "cuBLAS error: ", "CUBLAS error: ", "cuSOLVER error: ",
             "CUSOLVER error: ", "CUDA Error: ", "cuBLAS Error: ", "CUBLAS Error: ",
-            "cuSOLVER Error: ", "CUSOLVER Error: "),
+            "cuSOLVER Error: ", "CUSOLVER Error: ", "CUBLAS error '", "cuBLAS error '",
+            'CUBLAS error "', 'cuBLAS error "', "CUBLAS: "),
            "A CUDA math library call failed", extract=_status_sentence, key_field="status",
            example="CUDA error: an internal operation failed")
 @signature("cublas-failure/status-code",

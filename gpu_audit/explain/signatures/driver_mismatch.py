@@ -70,10 +70,19 @@ def _capability_range(match: re.Match[str], line: str) -> dict[str, Any]:
            # (also cut before its last word, as titles and quotes often keep it, and lower-cased
            # by a writer who retyped it; and Caffe's check with the status's number, 35, as
            # TensorRT's start-up also prints it)
-           r"(?i:CUDA driver version is insufficient for CUDA runtime)(?: version|\b)|"
+           # (also with "run time" in two words, as a writer retypes it)
+           r"(?i:CUDA driver version is insufficient for CUDA run ?time)(?: version|\b)|"
+           # (CUDA's description of the status, as libraries' hints print it, PaddlePaddle's
+           # "This indicates that the installed NVIDIA CUDA driver is older than the CUDA
+           # runtime library", and as a writer retells it, "it told me that gpu driver is older
+           # than gpu runtime version"; not a condition or advice: "if your driver is older")
+           r"^(?i:(?:(?!\b(?:if|whether|you|your|when|unless|check)\b)[^\n])*?)"
+           r"(?i:\b(?:GPU|CUDA|NVIDIA|display) driver(?: version)? is older than (?:the )?"
+           r"(?:GPU |CUDA )?run ?time\b)|"
            r"cudaErrorInsufficientDriver|\bCUDA initiali[sz]ation failure with error:? ?35\b|"
            + status_check("cudaErrorInsufficientDriver"),
-           ("insufficient", "InsufficientDriver", "cudaSuccess", "failure with error"),
+           ("insufficient", "InsufficientDriver", "cudaSuccess", "failure with error",
+            "is older than "),
            "The NVIDIA driver is older than the CUDA runtime PyTorch was built with", tier=0.0,
            example="RuntimeError: cuda runtime error (35) : CUDA driver version is insufficient "
            "for CUDA runtime version at /pytorch/aten/src/THC/THCGeneral.cpp:74")

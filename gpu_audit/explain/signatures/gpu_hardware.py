@@ -398,6 +398,23 @@ fixed("gpu-hardware/device-handle",
       "79, or PCIe errors). Jobs on it are dead or hung.",
       remedy=xid_info(79).action)
 
+# nvidia-smi prints "ERR!" in a field NVML could not read. One field alone (the power draw, the
+# utilisation) is often a passing sensor read and says little; the GPU's name unreadable, or its
+# fan, temperature and performance state all at once, means the driver no longer reaches the GPU
+# even though nvidia-smi itself exits 0.
+fixed("gpu-hardware/smi-unreadable",
+      rf"{LINE_HEAD}\|\s{{0,6}}(?P<gpu_index>\d{{1,2}})\s{{1,6}}ERR!\s|"
+      rf"{LINE_HEAD}\|\s{{0,3}}ERR!\s{{1,6}}ERR!\s{{1,6}}ERR!\s",
+      ("ERR!",), "nvidia-smi cannot read a GPU (its table shows ERR!)",
+      severity=Severity.CRITICAL, tier=0.1,
+      example="|   0  ERR!                Off  | 00000000:00:1E.0 Off |                 ERR! |",
+      explanation="nvidia-smi lists the GPU but reads ERR! for its name, or for its fan, "
+      "temperature and performance state together: NVML cannot query the GPU, which has crashed, "
+      "hangs, or fell off the bus (the kernel log has the Xid, often 79). nvidia-smi still exits "
+      "0, so a health check that trusts its exit status passes. Jobs on this GPU are dead or "
+      "hung.",
+      remedy=xid_info(79).action)
+
 fixed("gpu-hardware/gsp-timeout",
       r"NVRM: [^\n]*?(?:GSP Timeout|Heartbeat timed out|Memory Subsystem Error detected|"
       r"Timeout waiting for RPC from GSP)",

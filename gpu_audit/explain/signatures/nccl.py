@@ -132,6 +132,29 @@ fixed("nccl/timeout-told",
       remedy=_COLLECTIVE_REMEDY)
 
 
+# NCCL's all-reduce told failing by the writer, the message not pasted: "NCCLAllReduce in
+# MirroredStrategy causes a crash", "the NCCL all-reduce crashes with CUDA 12" (TensorFlow's
+# cross-device op by its class name, or in words). Not a condition, a question or the reader's:
+# "if NCCL all-reduce fails, ...", "does NcclAllReduce crash for you?"
+fixed("nccl/allreduce-fails-told",
+      r"^(?i:(?:(?!\b(?:if|whether|when|how|why|you|your|can|could|may|might|would|does|do)\b)"
+      r"[^\n])*?\bNCCL[ -]?all[ -]?reduce\b(?!\w)[^\n]{0,60}?\b"
+      r"(?:causes? (?:a |the )?(?:crash|segfault|segmentation fault|core dump)|crash(?:es|ed)|"
+      r"segfaults|fails|failed|aborts|aborted)\b)",
+      ("NCCL", "Nccl", "nccl"), "NCCL's all-reduce fails (told in the writer's words)",
+      tier=3.0,
+      example="NCCLAllReduce when used in MirroredStrategy causes a crash.",
+      explanation="The writer says the job fails inside NCCL's all-reduce, without pasting "
+      "NCCL's message. A failing all-reduce is most often NCCL not matching the CUDA or driver "
+      "(a build against another CUDA), a transport the machine cannot use (peer-to-peer or "
+      "shared memory in a container or VM), or an earlier error on one rank.",
+      remedy="Rerun with NCCL_DEBUG=INFO (and NCCL_DEBUG_SUBSYS=INIT,NET) to get NCCL's own "
+      "message; check that NCCL was built for this CUDA; try NCCL_P2P_DISABLE=1 and "
+      "NCCL_SHM_DISABLE=1 to rule out a transport; in TensorFlow, "
+      "tf.distribute.HierarchicalCopyAllReduce() or ReductionToOneDevice() avoid NCCL to "
+      "confirm it is the cause.")
+
+
 @signature("nccl/heartbeat",
            # from the class name on: a line cut inside "ProcessGroupNCCL's" is read from its
            # first part, the one the prefilter finds

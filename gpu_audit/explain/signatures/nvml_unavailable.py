@@ -364,11 +364,13 @@ fixed("nvml-unavailable/guest-device-handle",
            # (... and in Chinese: "`nvidia-smi`报了找不到`libnvidia-ml.so`的错误")
            r"(?i:nvidia-smi)[^\n]{0,30}?(?:找不到|无法找到)\W{0,2}(?P<missing__>libnvidia-ml\.so)"
            r"(?![.\d])",
-           # a symptom: a kernel message about why the driver did not load ranks before it
+           # a symptom: a kernel message about why the driver did not load ranks before it;
+           # but a cause of CUDA's "no device" (cuInit's CUDA_ERROR_NO_DEVICE, tier 0.5): with
+           # no driver to talk to, CUDA finds no GPU either, so this ranks just before that
            ("NVIDIA-SMI", "libnvidia-ml.so library", "找不到", "无法找到", "communicate with",
             "connect to the", "talk to the", "talk with the"),
            "nvidia-smi cannot talk to the NVIDIA driver",
-           tier=0.5,
+           tier=0.45,
            example="NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA "
            "driver. Make sure that the latest NVIDIA driver is installed and running.")
 def _nvidia_smi_no_driver(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
