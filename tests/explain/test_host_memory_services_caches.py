@@ -148,3 +148,21 @@ def test_cache_notice_alone_is_no_failure() -> None:
             "180.2/251.6GB available, not caching images\n"
             "train: Scanning /data/labels/train.cache... 180000 images, 0 corrupt\n")
     assert signatures(text) == []
+
+
+@pytest.mark.parametrize("text", [
+    # a setting's value is no RAM: "cache=ram" in a condition put to the reader
+    "If you use cache=ram and run out of memory, the training may crash.\n",
+    "With cache='ram' set you should watch free -h; running out crashes the run.\n",
+])
+def test_a_cache_setting_is_no_ram_told_full(text: str) -> None:
+    assert "host-oom/ram-full-told" not in signatures(text)
+
+
+@pytest.mark.parametrize("text", [
+    # a rule and the advice that follows it, not a run that ended
+    "When the RAM is full with --cache the process crashes, so use cache=disk.\n",
+    "Once the memory runs out with cache=ram training stops; try cache=disk instead.\n",
+])
+def test_a_rule_about_the_cache_is_no_telling(text: str) -> None:
+    assert "host-oom/dataset-cache-told" not in signatures(text)

@@ -477,8 +477,8 @@ fixed("host-oom/killed-for-memory-told",
 # application was terminated", "memory use occupies the entire available CPU memory, leading to
 # system OOM errors"); and a notebook's session told crashing on a line that names its RAM ("the
 # session always crashes" in Colab). RAM alone is the host's; not the GPU's RAM, nor after "if",
-# "when" or "your" (a condition, advice).
-_RAM = (r"(?<![\w-])(?<!GPU )(?<!GPU's )(?<!video )(?<!\bif )(?<!\bwhen )(?<!\byour )"
+# "when" or "your" (a condition, advice), nor a setting's value ("cache=ram", "'ram'").
+_RAM = (r"(?<![\w='\"-])(?<!GPU )(?<!GPU's )(?<!video )(?<!\bif )(?<!\bwhen )(?<!\byour )"
         r"(?<!\bif the )(?<!\bwhen the )(?<!\bonce the )(?:RAM|(?:system|host|CPU|physical|main|"
         r"machine) memory)\b")
 _RAM_FULL = (r"(?:(?:completely |almost |nearly |totally )?full\b|fill(?:s|ed|ing)? up\b|"
@@ -521,7 +521,8 @@ fixed("host-oom/ram-full-told",
 # memory taken by the val data is too large and the training crashes", "even with --cache off
 # a memory shortage stops training in colab"). Not the trainer's own notice that it will not
 # cache ("... GB RAM required to cache images ... not caching images": no run ended), not the
-# GPU's or an LLM's KV cache, and not advice ("if you", "to avoid", "may cause").
+# GPU's or an LLM's KV cache, and not advice or a rule ("if you", "to avoid", "may cause", "when
+# the RAM is full ..., so use cache=disk").
 _DATA_CACHE = (r"(?:--cache\b|\bcache ?= ?['\"]?(?:ram|true|disk|false)\b|\bcach(?:e|ing) "
                r"(?:the |all )?(?:images|dataset|data|val\w*|train\w*)\b|(?<!KV )(?<!kv )"
                r"\bcache (?:is|was) (?:turned|switched) on\b|\b(?:turn|switch|enabl)\w* on "
@@ -533,7 +534,8 @@ _CACHE_SHORT = (r"(?:\b(?:memory|RAM) (?:shortage|(?:\w+ ){0,6}?(?:is|was|become
                 r"(?:the |my )?(?:remaining |available |free )?(?:memory|RAM)\b)")
 fixed("host-oom/dataset-cache-told",
       r"^(?!(?i:[^\n]*\b(?:GPU|CUDA|VRAM|KV|empty_cache|if you|you should|to avoid|to prevent|"
-      r"make sure|whether|may|might|would|can cause|could cause)\b))"
+      r"make sure|whether|may|might|would|can cause|could cause|when (?:the |your )?(?:RAM|memory)|"
+      r"once (?:the |your )?(?:RAM|memory)|so use|instead use|try)\b))"
       rf"(?i:(?=[^\n]*{_DATA_CACHE})(?=[^\n]*{_CACHE_SHORT})"
       r"[^\n]*?(?:\b(?:crash(?:es|ed|ing)?|killed|stops?|stopped|terminat\w*|dies|died|"
       r"froze|freezes)\b|\^C))",
