@@ -138,7 +138,8 @@ def is_mention(candidate: Candidate, text: str, match: re.Match[str],
     if quoted is not None and _opens_paste(candidate, text, quoted):
         quoted = None
     if quoted is not None:
-        rest = text[quoted.end():].split("`", 1)[0]
+        rest = "" if _closes_own_line(candidate, text, quoted) else (
+            text[quoted.end():].split("`", 1)[0])
         before = text[:quoted.start()] or _sentence_above(candidate, text)
         heading_told = bool(_HEADING_OPEN.fullmatch(text[:quoted.start()])
                             and _WHEN_AFTER.match(rest))
@@ -193,6 +194,15 @@ def _status_table_row(candidate: Candidate) -> bool:
         if not _STATUS_FIRST.match(line):
             return False
     return False
+
+
+def _closes_own_line(candidate: Candidate, text: str, quoted: re.Match[str]) -> bool:
+    """Does the quote close at the end of the candidate's own line? The words after it then come
+    from the next line, joined on as if a terminal had wrapped a long line: the writer set the
+    message on a line of its own, as a short line's quote is read (no sentence goes on after)."""
+    own = candidate.text.rstrip()
+    at = text.find(own)
+    return own.endswith("`") and at >= 0 and quoted.end() == at + len(own)
 
 
 def _opens_paste(candidate: Candidate, text: str, quoted: re.Match[str]) -> bool:

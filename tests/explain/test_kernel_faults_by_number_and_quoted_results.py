@@ -80,3 +80,23 @@ def test_explainer_that_says_what_raises_a_message_stays_a_mention() -> None:
     text = ("If the labels are out of range, PyTorch raises `RuntimeError: CUDA error: "
             "device-side assert triggered` when you call backward, as you will see below.")
     assert not [i for i in classify_text(text, torch_version=None) if i.is_failure]
+
+
+def test_a_long_message_on_its_own_line_in_backticks_is_the_writers() -> None:
+    # (160 characters, a usual terminal width: the prose line after it is joined on as if a
+    # terminal had wrapped the long line; the quote still closes its own line, as a short
+    # line's does, and its sizes are read)
+    found = root("long_message_own_line_in_backticks.log")
+    assert found.signature == "cuda-oom/caching-allocator"
+    assert found.numbers["requested_bytes"] == 512 * 1024 ** 2
+
+
+@pytest.mark.parametrize("text", [
+    # a quote that a sentence goes on after, on its own line, is still an example
+    "You will see:\n`RuntimeError: CUDA out of memory. Tried to allocate 512.00 MiB (GPU 0; "
+    "7.79 GiB total capacity; 6.10 GiB already allocated; 301.44 MiB free)`\n"
+    "It means the batch does not fit.\n",
+    "The error `CUDA out of memory` means the batch does not fit.\n",
+])
+def test_a_quote_that_a_sentence_goes_on_after_is_no_report(text: str) -> None:
+    assert [i for i in classify_text(text, torch_version=None) if i.is_failure] == []
