@@ -48,6 +48,7 @@ def test_systemd_unit_failed_with_oom_kill() -> None:
     found = root("systemd_unit_failed_oom_kill.log")
     assert (found.cls, found.signature) == ("host-oom", "host-oom/systemd-oom-kill")
     assert found.numbers.get("unit") == "inference.service"
+    assert "journalctl -k" in found.remedy  # the kernel's OOM killer chose the process
 
 
 def test_systemd_oomd_killed_a_scope_for_pressure() -> None:
@@ -55,6 +56,9 @@ def test_systemd_oomd_killed_a_scope_for_pressure() -> None:
     assert (found.cls, found.signature) == ("host-oom", "host-oom/systemd-oom-kill")
     assert found.numbers.get("oomd_reason") == "pressure"
     assert str(found.numbers.get("cgroup", "")).endswith("app-train-4f2a.scope")
+    # systemd-oomd kills from user space: its own log has the kill, the kernel's has none
+    assert "journalctl -u systemd-oomd" in found.remedy
+    assert "journalctl -k" not in found.remedy
 
 
 @pytest.mark.parametrize(("text", "expected"), [

@@ -247,10 +247,13 @@ def _systemd_oom_kill(sig: Signature, numbers: dict[str, Any], ctx: AdviceContex
             "or the unit's own MemoryMax=, ran out. The program is killed without an error of "
             "its own (a model server's runner, a training script); it is host memory, not GPU "
             "memory.")
-    remedy = ("Read the kill in the kernel log (`journalctl -k | grep -i 'killed process'`) and "
-              "the unit's limits (`systemctl show UNIT -p MemoryMax -p MemoryHigh`); raise "
-              "MemoryMax= or add RAM or swap, or use less host memory (a smaller model or "
-              "quantisation, fewer workers). " + _HOST_MEMORY)
+    # (systemd-oomd kills from user space: the kernel log has no "Killed process" line then)
+    where = ("systemd-oomd's log (`journalctl -u systemd-oomd`, `oomctl` for its limits)"
+             if numbers.get("oomd_reason") else
+             "the kernel log (`journalctl -k | grep -i 'killed process'`)")
+    remedy = (f"Read the kill in {where} and the unit's limits (`systemctl show UNIT -p "
+              "MemoryMax -p MemoryHigh`); raise MemoryMax= or add RAM or swap, or use less host "
+              "memory (a smaller model or quantisation, fewer workers). " + _HOST_MEMORY)
     return advice(sig, numbers, explanation, remedy)
 
 
