@@ -23,6 +23,7 @@ import difflib
 import re
 from typing import Any
 
+from gpu_audit.explain.signatures.guards import unless_words
 from gpu_audit.explain.signatures.registry import (
     Advice,
     AdviceContext,
@@ -374,7 +375,7 @@ def _async_card_warning(sig: Signature, numbers: dict[str, Any], ctx: AdviceCont
 # ("with --cuda-malloc parameter the face-swap extension not works", "cudaMallocAsync breaks
 # the upscaler"); not the option that turns it off, nor a condition or advice to the reader.
 ASYNC_FAILS_TOLD = (
-    r"^(?i:(?:(?!\b(?:if|whether|unless|you|your|should|try|make sure)\b)[^\n])*?)"
+    unless_words("if|whether|unless|you|your|should|try|make sure") +
     r"(?:(?<!disable-)(?<!disable )(?<!disabling )(?<!no-)\bcuda-malloc\b|\bcudaMallocAsync\b)"
     r"[^\n]{0,100}?\b(?i:not work(?:s|ing)?|(?:does|do|did)(?: not|n'?t) work|won'?t work|"
     r"stop(?:s|ped)? working|no longer works?|breaks?|broke|crash(?:es|ed)?|fails?|failed)\b")
@@ -618,7 +619,7 @@ EXPANDABLE_FAILS_TOLD = (
 
 
 @signature("alloc-conf/expandable-told",
-           r"^(?i:(?:(?!\b(?:if|whether|you|your|should|might|may|does not|doesn't)\b)[^\n])*?)"
+           unless_words("if|whether|you|your|should|might|may|does not|doesn't") +
            r"(?:" + EXPANDABLE_FAILS_TOLD + r"|"
            r"(?:(?:\bcrash(?:es|ed)?|\bfails?|\bfailed|\baborts?|\bbreaks?) (?:on \w+ )?"
            r"(?:when|while) (?:using|setting|enabling) [`\"']?(?:(?:PYTORCH_(?:CUDA_)?ALLOC_CONF)"

@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from gpu_audit.explain.signatures.guards import unless_words
 from gpu_audit.explain.signatures.registry import (
     Advice,
     AdviceContext,
@@ -76,7 +77,7 @@ def _capability_range(match: re.Match[str], line: str) -> dict[str, Any]:
            # "This indicates that the installed NVIDIA CUDA driver is older than the CUDA
            # runtime library", and as a writer retells it, "it told me that gpu driver is older
            # than gpu runtime version"; not a condition or advice: "if your driver is older")
-           r"^(?i:(?:(?!\b(?:if|whether|you|your|when|unless|check)\b)[^\n])*?)"
+           + unless_words("if|whether|you|your|when|unless|check") +
            r"(?i:\b(?:GPU|CUDA|NVIDIA|display) driver(?: version)? is older than (?:the )?"
            r"(?:GPU |CUDA )?run ?time\b)|"
            r"cudaErrorInsufficientDriver|\bCUDA initiali[sz]ation failure with error:? ?35\b|"
@@ -119,7 +120,7 @@ def _driver_too_old(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext)
            # (or told as the cause: "an error that turned out to be caused by the nvidia driver
            # being too old", "it failed because our NVIDIA driver was too old")
            # (not a condition or a guess: "if it is caused by the driver being too old")
-           r"^(?i:(?:(?!\b(?:if|whether|you|your|may|might|could|maybe|possibly)\b)[^\n])*?)"
+           + unless_words("if|whether|you|your|may|might|could|maybe|possibly") +
            r"\b(?:caused by|due to|because(?: of)?) (?:the|my|our) (?i:nvidia )?(?i:GPU )?"
            r"driver(?:'s version)? (?:being|is|was) too old\b|"
            # the CUDA runtime's own words for a call the driver is too old to run
@@ -588,7 +589,7 @@ def _no_nvidia_gpu(sig: Signature, numbers: dict[str, Any]) -> Advice:
 # The owner saying the machine has no NVIDIA GPU: "I don't have any NVIDIA adapter on my
 # laptop", "my laptop only has an Intel GPU", "I'm using the CPU", "on a CPU-only server",
 # "我使用的是cpu", "电脑没有显卡". Not a condition or advice ("if you don't have an NVIDIA GPU").
-_NOT_TOLD = r"^(?i:(?:(?!\b(?:if|whether|you|your|when|unless)\b|如果)[^\n])*?)"
+_NOT_TOLD = unless_words("if|whether|you|your|when|unless", also="如果")
 _MACHINE = r"(?:laptop|notebook|computer|PC|machine|server|desktop|mac ?book|mac|system)"
 NO_NVIDIA_GPU_TOLD = (
     _NOT_TOLD + r"(?i:"

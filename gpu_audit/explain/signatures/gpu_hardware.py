@@ -22,6 +22,7 @@ import re
 from typing import Any
 
 from gpu_audit.explain.prefixes import LINE_HEAD
+from gpu_audit.explain.signatures.guards import unless_words
 from gpu_audit.explain.signatures.registry import (
     Advice,
     AdviceContext,
@@ -147,8 +148,8 @@ fixed("gpu-hardware/fallen-off-bus",
 # "Lost GPU occurs again"): not its memory, its support or its hours, not in a condition or
 # advice to the reader ("if you lose a GPU", "to avoid losing the GPU").
 fixed("gpu-hardware/lost-told",
-      r"^(?i:(?:(?!\b(?:if|whether|you|your|may|might|prevent\w*|avoid\w*)\b)"
-      r"[^\n])*?)(?:\b(?:[Ll]ost|losing) (?:a |one |the |\d )?GPUs?\b(?!s? (?:memory|support|"
+      unless_words(r"if|whether|you|your|may|might|prevent\w*|avoid\w*") +
+      r"(?:\b(?:[Ll]ost|losing) (?:a |one |the |\d )?GPUs?\b(?!s? (?:memory|support|"
       r"acceleration|access|util\w*|hours?|time|cycles|compute|days|capacity|resources)\b)|"
       r"\bGPU is loss\b|"
       # (a node that came back from a reboot with a GPU fewer: "gpu-3 came up short a GPU")
@@ -181,8 +182,8 @@ _UNDER_LOAD = (r"[^\n]{0,40}?\b(?:during|while|in the middle of)\b|[^\n]{0,40}?\
                r"benchmark\w*)")
 POWER_LOSS_TOLD = (
     # (not in a condition, a possibility or advice: "if your PC restarts when ...")
-    r"^(?i:(?:(?!\b(?:if|whether|you|your|may|might|can|could|should|would|avoid\w*|"
-    r"prevent\w*)\b)[^\n])*?)(?i:"
+    unless_words(r"if|whether|you|your|may|might|can|could|should|would|avoid\w*|prevent\w*") +
+    r"(?i:"
     r"\b(?:PC|computer|machine|desktop|system|workstation|laptop|rig|monitor|screen|display|"
     r"server)s? (?:just |suddenly |randomly |always |then |keeps? |hard )?" + _GOES_OFF
     + r"(?: automatically| by itself)?\b(?:"
@@ -237,8 +238,8 @@ _POWER_SUPPLY = r"(?:PSUs?|power suppl(?:y|ies))"
 _PROTECTION = (r"(?:OCP|OPP|UVP|OVP|SCP|over-?current|over-?power|under-?voltage)"
                r"(?:/(?:OCP|OPP|UVP|OVP|SCP))*\b")
 POWER_SUPPLY_TOLD = (
-    r"^(?i:(?:(?!\b(?:if|whether|you|your|may|might|can|could|should|would|check\w*|make sure|"
-    r"often|usually|typically|common\w*|most)\b)[^\n])*?)(?i:"
+    unless_words(r"if|whether|you|your|may|might|can|could|should|would|check\w*|make sure|often|"
+                 r"usually|typically|common\w*|most") + r"(?i:"
     r"\b(?:it|this|that|the (?:issue|problem|crash\w*|cause))(?:'s| is| was| turned out to be| "
     r"turns out to be)(?: a| an| the)?(?: hardware)? " + _POWER_SUPPLY
     + r" (?:issue|problem|fault|failure)\b|"
@@ -301,7 +302,7 @@ fixed("gpu-hardware/uncorrectable-ecc",
 # of what the jobs on it then print (a CUDA out-of-memory, a launch failure). Not a condition or
 # a general statement ("if a GPU hits an uncorrectable ECC error, ...").
 fixed("gpu-hardware/uncorrectable-ecc-told",
-      r"^(?i:(?:(?!\b(?:if|whether|you|your|may|might|could|should|would|once)\b)[^\n])*?)"
+      unless_words("if|whether|you|your|may|might|could|should|would|once") +
       r"(?i:\b(?:GPU|card|device|it)s?\b[^\n]{0,60}?\b(?:due to|because of|caused by|has|had|"
       r"hit|hits|got|gets|ran into|runs? into|shows?|showed|reports?|reported|with) (?:an? |the |"
       r"\d+ )?(?:volatile )?uncorrectable ECC errors?)\b",
@@ -490,8 +491,8 @@ def _aer_corrected(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) 
 _CARD = r"(?:GPU|graphics card|graphic card|video card|card|显卡)"
 _BOARD = r"(?:mother ?board|mainboard|laptop)"
 CARD_DEAD_TOLD = (
-    r"^(?i:(?:(?!\b(?:if|whether|you|your|may|might|can|could|should|would|will|avoid\w*|"
-    r"prevent\w*|risk\w*)\b)[^\n])*?)(?i:"
+    unless_words(r"if|whether|you|your|may|might|can|could|should|would|will|avoid\w*|prevent\w*|"
+                 r"risk\w*") + r"(?i:"
     # (also with where it sits: "a GTX 780 card in gpu-2-4 died", "the GPU in slot 3 is dead")
     r"\b(?:my|our|the|this|one|a) (?:[\w-]+ ){0,2}?" + _CARD + r"s?(?: (?:in|on) (?:node |"
     r"machine |server |slot |host )?[\w.-]{1,30})? (?:(?:is|was|are|were|has|"
@@ -534,8 +535,8 @@ fixed("gpu-hardware/card-dead-told", CARD_DEAD_TOLD,
 # GPU overheats").
 _HOT = r"(?:9[5-9]|1[0-2]\d)(?:\.\d)?(?:-(?:9[5-9]|1[0-2]\d))? ?°C\b"  # a GPU too hot to run
 OVERHEAT_TOLD = (
-    r"^(?i:(?:(?!\b(?:if|whether|you|your|may|might|can|could|should|would|check\w*|make sure|"
-    r"often|usually|typically|common\w*|most|avoid\w*|prevent\w*)\b)[^\n])*?)(?i:"
+    unless_words(r"if|whether|you|your|may|might|can|could|should|would|check\w*|make sure|often|"
+                 r"usually|typically|common\w*|most|avoid\w*|prevent\w*") + r"(?i:"
     r"\b(?:it|this|that|the (?:issue|problem|crash\w*|cause|shutdowns?|reboots?|restarts?))"
     r"(?:'s| is| was| seems to be| seemed to be| turned out to be| turns out to be| sounds like|"
     r" looks like)"

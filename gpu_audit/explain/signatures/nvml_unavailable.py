@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpu_audit.explain.signatures.guards import unless_words
 from gpu_audit.explain.signatures.nvml_assert_oom import NVML_ASSERT, nvml_assert
 from gpu_audit.explain.signatures.registry import (
     Advice,
@@ -135,13 +136,13 @@ fixed("nvml-unavailable/docker-no-gpu-driver",
            r"found|not be loaded)|"
            r"(?:\w{0,40}[Cc]heck_?[Rr]eturn|raise NVMLError)\(NVML_ERROR_LIBRARY_NOT_FOUND\)|"
            # the library told missing ("`libnvidia-ml.so.1` missing in the pod"; not "if ...")
-           r"^(?i:(?:(?!\b(?:if|whether|you|your|make sure)\b)[^\n])*?)(?P<library__>"
+           + unless_words("if|whether|you|your|make sure") + r"(?P<library__>"
            r"libnvidia-ml\.so(?:\.\d+)?)`? (?:is |was )?missing\b|"
            # ... or told not found, in English and in Chinese ("can't find libnvidia-ml.so.1",
            # "`libnvidia-ml.so.1` could not be found", ldd's "libnvidia-ml.so.1 => not found",
            # "找不到libnvidia-ml.so.1"; not in a condition, nor a loader that goes on to the next
            # name: "Failed to load libnvidia-ml.so. Trying libnvidia-ml.so.1")
-           r"^(?i:(?:(?!\b(?:if|whether|you|your|make sure)\b|如果|若|是否)[^\n])*?)(?i:"
+           + unless_words("if|whether|you|your|make sure", also="如果|若|是否") + r"(?i:"
            # (also "fails to find the `nvidia-ml.so.1` library", "doesn't find libnvidia-ml")
            r"(?:can'?t|can ?not|could ?n[o']t|unable to|fail(?:s|ed|ing)? to|does ?n[o']t|"
            r"did ?n[o']t) (?:find|load|locate) (?:the )?"
@@ -168,7 +169,7 @@ fixed("nvml-unavailable/docker-no-gpu-driver",
            # the writer's error told by a link to a thread named after it ("I got an error
            # stated in https://.../nvidia-nvml-driver-library-version-mismatch"; not a link
            # offered to the reader: "if you get ..., see ...")
-           r"^(?i:(?:(?!\b(?:if|whether|you|your|should|see)\b)[^\n])*?)(?i:\b(?:I|we)(?:'ve| "
+           + unless_words("if|whether|you|your|should|see") + r"(?i:\b(?:I|we)(?:'ve| "
            r"have| had)? (?:got|get|getting|hit|had|ran into|encountered|am getting|are getting"
            r"|keep getting)\b[^\n]{0,60}?\berror\b[^\n]{0,60}?https?://[^\s)]{0,200}?"
            r"(?P<reason_>driver[-_]library[-_]version[-_]mismatch))",
@@ -353,7 +354,7 @@ fixed("nvml-unavailable/guest-device-handle",
            # (its words without its name, as a title or a quote keeps them, and retold after
            # "nvidia-smi" in the writer's words: "nvidia-smi tells me it could not connect to the
            # Nvidia driver"; not in a condition or advice: "if nvidia-smi can't talk to ...")
-           r"^(?i:(?:(?!\b(?:if|whether|you|your|should|make sure|check)\b)[^\n])*?)(?i:"
+           + unless_words("if|whether|you|your|should|make sure|check") + r"(?i:"
            r"\b(?:could ?n[o']t|can'?t|can ?not|unable to) communicate with the NVIDIA driver\b|"
            r"\bnvidia-smi\b[^\n]{0,60}?\b(?:could ?n[o']t|can'?t|can ?not|unable to|fail(?:s|ed)? "
            r"to) (?:communicate|connect|talk) (?:with|to) the NVIDIA driver\b)|"
@@ -550,7 +551,7 @@ SMI_FAILS_TITLE = (
     r"working\b)|\b(?:can'?t|cannot|could ?n[o']t|unable to|impossible to) (?:get|make|run|"
     r"start|use) `?nvidia-smi`?(?: to)?(?: work)?\b")
 fixed("nvml-unavailable/smi-fails-told",
-      r"^(?i:(?:(?!\b(?:if|whether|you|your|should|make sure|check|when)\b)[^\n])*?)(?i:"
+      unless_words("if|whether|you|your|should|make sure|check|when") + r"(?i:"
       r"\b(?:I|we) (?:still )?(?:can'?t|cannot|could ?n[o']t|am unable to|was unable to|were "
       r"unable to) (?:get|make) `?nvidia-smi`? (?:to )?work\b|"
       r"\bnvidia-smi`? (?:still |just )?(?:(?:does|did)(?: not|n'?t) work|won'?t work|(?:is |was )?"
@@ -580,7 +581,7 @@ fixed("nvml-unavailable/smi-missing",
       r"failed to run command .nvidia-smi.: No such file|"
       r"No such file or directory: .nvidia-smi.|"
       r"'?nvidia-smi'? is not recognized as an internal or external command|"
-      r"^(?i:(?:(?!\b(?:if|whether|you|your|should|make sure|check)\b)[^\n])*?)(?:"
+      + unless_words("if|whether|you|your|should|make sure|check") + r"(?:"
       r"\bnvidia-smi`? (?:is |was )?(?:not found|missing)\b|"
       # (or the shell's answer retold: "nvidia-smi shows command not found", "running
       # nvidia-smi gives me 'command not found'")
