@@ -4,10 +4,11 @@
 #   bash bench/gpu/prepare.sh
 #
 # The GPU machine (Python 3.12, no network) has torch, nvidia-ml-py, psutil, pandas, matplotlib,
-# prometheus-client, pytest and pytest-timeout, but no nvitop or gpustat (the peers the benches
-# time), an unknown typer, and none of the test suite's junitparser. The versions below are the
-# ones the test suite runs with here; typer is checked against pyproject.toml's range. .whl/ is
-# ignored through .git/info/exclude (never .gitignore) and travels with `carry: [".whl"]`.
+# prometheus-client, pytest, pytest-timeout and pytest-xdist, but no msgspec (a dependency), no
+# nvitop or gpustat (the peers the benches time), an unknown typer, and none of the test suite's
+# junitparser. The versions below are the ones the test suite runs with here; typer is checked
+# against pyproject.toml's range. .whl/ is ignored through .git/info/exclude (never .gitignore)
+# and travels with `carry: [".whl"]`.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$ROOT"
@@ -20,6 +21,7 @@ WHEELS=(
   nvitop==1.7.2
   gpustat==1.1.1 blessed==1.52.0 jinxed==2.1.0 wcwidth==0.9.4
   junitparser==5.0.3
+  msgspec==0.22.0
 )
 
 # The pinned typer must satisfy pyproject.toml's requirement.

@@ -16,7 +16,8 @@
 # Settings (environment): GT_BUDGET_S the phase's time budget in seconds (default per phase,
 # below); GT_WORK the work folder, emptied first (default /tmp/gt-work/PHASE); GT_PYTHON the
 # interpreter (default /opt/torch/.venv/bin/python3 when present, else python3); GT_MAX_TAR_MB
-# (15); GT_NO_WHEELS=1 skips installing .whl/; GT_ONLY="NAME ..." runs only those steps.
+# (15); GT_NO_WHEELS=1 skips installing .whl/; GT_ONLY="NAME ..." runs only those steps;
+# GT_PYTEST_WORKERS the test phase's pytest-xdist workers (4).
 set -u
 PHASE=${1:-}
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -182,8 +183,11 @@ phase_tests() {
     timeout_flag="--timeout 240"
   fi
   local common="-m gpu -v -rA -p no:cacheprovider --durations=0 $timeout_flag"
-  step pytest-gpu 300 "$PY -m pytest $common --junitxml $W/junit-gpu.xml $(gpu_test_files -v tests/diag/)"
-  step pytest-gpu-diag 200 "$PY -m pytest $common --junitxml $W/junit-gpu-diag.xml $(gpu_test_files tests/diag/)"
+  # Test modules run side by side on the one GPU (each file on one worker, as in CI); diag's
+  # measure bandwidth and throughput, so they run alone.
+  local workers="-n ${GT_PYTEST_WORKERS:-4} --dist loadfile"
+  step pytest-gpu 300 "$PY -m pytest $common $workers --junitxml $W/junit-gpu.xml $(gpu_test_files -v tests/diag/)"
+  step pytest-gpu-diag 200 "$PY -m pytest $common -n 0 --junitxml $W/junit-gpu-diag.xml $(gpu_test_files tests/diag/)"
 }
 
 phase_validate() {
