@@ -43,7 +43,10 @@ def nvidia_smi_rows() -> list[dict[str, str]]:
 def test_real_driver_agrees_with_nvidia_smi():
     if shutil.which("nvidia-smi") is None:
         pytest.skip("nvidia-smi is not installed")
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+    # The source tree first, then whatever the interpreter was given (a GPU machine without
+    # network gets gpu-audit's dependencies through PYTHONPATH).
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
     env.pop("FAKE_NVML_SCENARIO", None)
     completed = subprocess.run(
         [sys.executable, "-c", READ], env=env, capture_output=True, text=True, timeout=60
