@@ -18,7 +18,7 @@ from gpu_audit.knowledge.allocator import CUDA_VAR, NEW_VAR, NO_CACHING_VAR
 from gpu_audit.model import AllocatorConfig, Finding, Scan, Severity
 from gpu_audit.redact import redact_settings, redact_text
 from gpu_audit.rules import rule
-from gpu_audit.units import GIB, Release, torch_release
+from gpu_audit.units import GIB, Release, release_text, torch_release
 
 
 def judged_torch_version(scan: Scan) -> str | None:
@@ -299,8 +299,8 @@ def _winner(version: Release | None) -> str:
         return CUDA_VAR
     if era == "unified":
         return f"{NEW_VAR} for the shared keys, {CUDA_VAR} for the CUDA-only keys"
-    return (f"{CUDA_VAR} on torch <= 2.9 and >= 2.12; {NEW_VAR} for the shared keys on "
-            "2.10-2.11")
+    return (f"{CUDA_VAR} on torch <= 2.9 and >= {release_text(ac.ALIAS_RELEASE)}; {NEW_VAR} "
+            "for the shared keys on 2.10")
 
 
 @rule("alloc-conf-conflict")
@@ -308,10 +308,11 @@ def alloc_conf_conflict(scan: Scan, policy: Policy) -> Iterator[Finding]:
     """Both variable names are set, to different strings.
 
     Which one wins depends on the torch version: up to 2.9 the CUDA allocator reads only
-    `PYTORCH_CUDA_ALLOC_CONF`; 2.10 and 2.11 take the shared keys (`max_split_size_mb`,
+    `PYTORCH_CUDA_ALLOC_CONF`; 2.10 takes the shared keys (`max_split_size_mb`,
     `expandable_segments`, `garbage_collection_threshold`, `roundup_power2_divisions`, ...) from
     `PYTORCH_ALLOC_CONF` and the CUDA-only keys (`backend`, `pinned_*`, ...) from
-    `PYTORCH_CUDA_ALLOC_CONF`; from 2.12 `PYTORCH_CUDA_ALLOC_CONF` wins outright. The finding
+    `PYTORCH_CUDA_ALLOC_CONF` (read from its source); from 2.11 `PYTORCH_CUDA_ALLOC_CONF` wins
+    outright, even when empty (2.11.0 checked on a GPU). The finding
     names the winner for the installed torch and shows what takes effect.
 
     Why it matters: some of the settings are silently not applied, and a torch upgrade can change

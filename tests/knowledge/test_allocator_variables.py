@@ -29,7 +29,7 @@ def test_torch_release_reads_release_nightly_and_local_versions():
 
 @pytest.mark.parametrize("version,era,warns", [
     ((2, 8), "legacy", False), ((2, 9), "split", True), ((2, 10), "unified", True),
-    ((2, 11), "unified", True), ((2, 12), "alias", False), ((2, 13), "alias", False),
+    ((2, 11), "alias", True), ((2, 12), "alias", False), ((2, 13), "alias", False),
     (None, "unknown", False),
 ])
 def test_env_behaviour_by_release(version, era, warns):
@@ -45,9 +45,19 @@ def test_resolve_new_name_alone_is_ignored_up_to_2_9():
     assert res.text == "expandable_segments:True" and res.ignored == []
 
 
-def test_resolve_old_name_wins_from_2_12_even_when_empty():
-    res = ac.resolve("", "expandable_segments:True", (2, 13))
-    assert res.text == "" and res.ignored == [ac.NEW_VAR]
+def test_resolve_old_name_wins_from_2_11_even_when_empty():
+    for version in ((2, 11), (2, 13)):
+        res = ac.resolve("", "expandable_segments:True", version)
+        assert res.text == "" and res.ignored == [ac.NEW_VAR]
+        res = ac.resolve("expandable_segments:False", "expandable_segments:True", version)
+        assert res.text == "expandable_segments:False" and res.ignored == [ac.NEW_VAR]
+
+
+def test_2_11_is_read_as_seen_on_a_gpu_and_says_it_still_warns():
+    behaviour = ac.env_behaviour((2, 11))
+    assert behaviour.confirmed and behaviour.warns_on_old_name
+    assert "reads PYTORCH_CUDA_ALLOC_CONF first (though it warns" in behaviour.summary
+    assert "(an alias, no warning)" in ac.env_behaviour((2, 12)).summary
 
 
 def test_resolve_2_10_merges_shared_keys_from_new_and_cuda_keys_from_old():

@@ -22,6 +22,8 @@ _EXPORTS = {
     "EXPANDABLE_CONFLICTS_FIXED_IN": "gpu_audit.knowledge.allocator.keys",
     "EnvBehaviour": "gpu_audit.knowledge.allocator.variables",
     "HIP_VAR": "gpu_audit.knowledge.allocator.names",
+    "ALIAS_RELEASE": "gpu_audit.knowledge.allocator.variables",
+    "FRAGMENTATION_MIN_BYTES": "gpu_audit.knowledge.allocator.keys",
     "KEYS": "gpu_audit.knowledge.allocator.keys",
     "KeySpec": "gpu_audit.knowledge.allocator.keys",
     "LARGE_BUFFER_MB": "gpu_audit.knowledge.allocator.keys",

@@ -2,8 +2,10 @@
 
 Which variable a torch version reads moved between releases (:func:`env_behaviour`): up to 2.8
 only ``PYTORCH_CUDA_ALLOC_CONF``; 2.9 warns that this name is deprecated while its CUDA
-allocator still reads only it; 2.10 and 2.11 read ``PYTORCH_ALLOC_CONF`` first; from 2.12 the old
-name is an alias again and is read first, even when empty. Setting both names to the same string
+allocator still reads only it; 2.10 reads ``PYTORCH_ALLOC_CONF`` first for the shared keys (from
+its source); from 2.11 the old name is read first again, even when empty (2.11.0 was checked on a
+GPU: whichever value ``PYTORCH_CUDA_ALLOC_CONF`` holds, empty included, is what the CUDA allocator
+uses). Setting both names to the same string
 works on every version, which is what :func:`export_line` writes from 2.9 on and when the version
 is unknown. Every remedy line that sets an allocator variable comes from :func:`export_line`,
 which single-quotes the string so that ``>`` and ``[`` never reach the shell, and masks any secret
@@ -47,6 +49,13 @@ def deprecation_alias_release() -> str:
     return release_text(DEPRECATION_WARNING_RELEASES[1])
 
 
+# The first release whose CUDA allocator takes PYTORCH_CUDA_ALLOC_CONF before PYTORCH_ALLOC_CONF
+# again, whole and even when empty; and the releases in which that was seen on a GPU (a child
+# process's allocator_settings under each pair of values, tests/knowledge, `gpu`-marked).
+ALIAS_RELEASE: Release = (2, 11)
+CONFIRMED_ALIAS_RELEASES: tuple[Release, ...] = ((2, 11),)
+
+
 @dataclass(frozen=True)
 class EnvBehaviour:
     """How one torch release treats the two variable names."""
@@ -69,14 +78,16 @@ def env_behaviour(version: Release | None) -> EnvBehaviour:
             "split", f"torch 2.9 warns that {CUDA_VAR} is deprecated, yet its CUDA allocator "
             f"reads only {CUDA_VAR} and ignores {NEW_VAR} (pytorch/pytorch#183387)",
             warns_on_old_name(version), True)
-    if version < (2, 12):
+    if version < ALIAS_RELEASE:
         return EnvBehaviour(
             "unified", f"torch {release_text(version)} reads {NEW_VAR} first and warns when "
             f"only {CUDA_VAR} is set", warns_on_old_name(version), False)
+    warns = warns_on_old_name(version)
+    how = "though it warns that the name is deprecated" if warns else "an alias, no warning"
     return EnvBehaviour(
-        "alias", f"torch {release_text(version)} reads {CUDA_VAR} first (an alias, no warning), "
-        f"then {NEW_VAR}; a set but empty {CUDA_VAR} still wins", warns_on_old_name(version),
-        version >= (2, 13))
+        "alias", f"torch {release_text(version)} reads {CUDA_VAR} first ({how}), then "
+        f"{NEW_VAR}; a set but empty {CUDA_VAR} still wins", warns,
+        version[:2] in CONFIRMED_ALIAS_RELEASES or version >= (2, 13))
 
 
 @dataclass(frozen=True)
@@ -106,7 +117,7 @@ def resolve(cuda_value: str | None, new_value: str | None, version: Release | No
                               behaviour.summary)
         return Resolution(new_value, [NEW_VAR] if new_value is not None else [], [],
                           behaviour.summary)
-    # unified (2.10, 2.11): the shared parser takes PYTORCH_ALLOC_CONF first; the CUDA-specific
+    # unified (2.10): the shared parser takes PYTORCH_ALLOC_CONF first; the CUDA-specific
     # parser takes PYTORCH_CUDA_ALLOC_CONF first, even when empty (inferred from the source).
     if not both:
         only = cuda_value if cuda_value is not None else new_value
