@@ -6,13 +6,13 @@ import itertools
 from collections.abc import Iterator
 
 from gpu_audit.config import Policy
+from gpu_audit.knowledge.allocator.keys import FRAGMENTATION_MIN_BYTES
 from gpu_audit.model import Finding, GpuProcess, ProcessAllocatorState, Scan, Severity
 from gpu_audit.rules import rule
-from gpu_audit.units import MIB, fmt_bytes, fmt_pct, noun, parse_utc, plural
+from gpu_audit.units import fmt_bytes, fmt_pct, noun, parse_utc, plural
 
-# Below this much reserved-but-unallocated memory a high percentage is noise (a small process
-# with one cached 20 MiB segment is "90% fragmented" and harmless).
-MIN_SLACK_BYTES = 256 * MIB
+# Below FRAGMENTATION_MIN_BYTES of reserved-but-unallocated memory a high percentage is noise (a
+# small process with one cached 20 MiB segment is "90% fragmented" and harmless).
 # When less than this share of the slack sits inside split segments, the rest is whole free
 # segments, which the allocator itself releases before it would raise an OOM.
 TRAPPED_SHARE_WORTH_A_WARNING = 0.25
@@ -91,7 +91,7 @@ def allocator_fragmentation(scan: Scan, policy: Policy) -> Iterator[Finding]:
         if a is None or a.backend == "cudaMallocAsync":
             continue
         frag, slack = a.fragmentation_pct, a.reserved_unallocated_bytes
-        if frag is None or slack is None or frag <= threshold or slack < MIN_SLACK_BYTES:
+        if frag is None or slack is None or frag <= threshold or slack < FRAGMENTATION_MIN_BYTES:
             continue
         trapped = a.inactive_split_bytes
         numbers = (f"PyTorch reserves {fmt_bytes(a.reserved_bytes)} but tensors use "

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gpu_audit.errors import UsageError
+from gpu_audit.knowledge.allocator.keys import FRAGMENTATION_MIN_BYTES
 from gpu_audit.units import MIB, fmt_bytes, fmt_pct, parse_size, plural
 
 if TYPE_CHECKING:
@@ -95,6 +96,9 @@ class LegSummary:
     peak_allocated_bytes: int | None
     peak_reserved_bytes: int | None
     worst_fragmentation_pct: float | None
+    # The worst share among the cycles holding FRAGMENTATION_MIN_BYTES or more in split blocks:
+    # what the fragmentation gate judges (None: no cycle did, or no CUDA figures).
+    worst_judged_fragmentation_pct: float | None
     worst_cache_slack_pct: float | None
     alloc_retries: int | None
     ooms: int | None
@@ -175,7 +179,7 @@ def check_requirement(req: Requirement, records: Sequence[dict[str, Any]]) -> Ga
 
 # The per-cycle telemetry a summary reads: counts of whole things, then measurements.
 _WHOLE = ("allocated_peak_bytes", "reserved_peak_bytes", "reserved_bytes", "rss_bytes",
-          "swap_used_bytes", "alloc_retries", "ooms")
+          "swap_used_bytes", "alloc_retries", "ooms", "inactive_split_bytes")
 _REAL = ("cycle_s", "fragmentation_pct", "cache_slack_pct", "batch_scale")
 
 
@@ -211,6 +215,8 @@ def summarize(records: Sequence[dict[str, Any]]) -> LegSummary:
         peak_allocated_bytes=plain_int(peaks["allocated_peak_bytes"]),
         peak_reserved_bytes=plain_int(peaks["reserved_peak_bytes"]),
         worst_fragmentation_pct=plain_float(peaks["fragmentation_pct"]),
+        worst_judged_fragmentation_pct=plain_float(frame.loc[
+            frame["inactive_split_bytes"] >= FRAGMENTATION_MIN_BYTES, "fragmentation_pct"].max()),
         worst_cache_slack_pct=plain_float(peaks["cache_slack_pct"]),
         alloc_retries=plain_int(totals["alloc_retries"]),
         ooms=plain_int(totals["ooms"]),
@@ -273,12 +279,21 @@ def default_gates(records: Sequence[dict[str, Any]], summary: LegSummary, *, pla
         gates.append(GateResult("fragmentation", None,
                                 "no CUDA allocator figures (the stage ran on the CPU)",
                                 None, max_fragmentation_pct))
-    else:
-        gates.append(GateResult("fragmentation", frag < max_fragmentation_pct,
+    elif summary.worst_judged_fragmentation_pct is None:
+        gates.append(GateResult("fragmentation", True,
                                 f"worst inactive-split share of reserved memory "
-                                f"{fmt_pct(frag, decimals=1)} "
-                                f"(limit {fmt_pct(max_fragmentation_pct)})",
+                                f"{fmt_pct(frag, decimals=1)}, but never "
+                                f"{fmt_bytes(FRAGMENTATION_MIN_BYTES)} or more in split blocks "
+                                f"(limit {fmt_pct(max_fragmentation_pct)} above that)",
                                 frag, max_fragmentation_pct))
+    else:
+        judged = summary.worst_judged_fragmentation_pct
+        gates.append(GateResult("fragmentation", judged < max_fragmentation_pct,
+                                f"worst inactive-split share of reserved memory "
+                                f"{fmt_pct(judged, decimals=1)} "
+                                f"(limit {fmt_pct(max_fragmentation_pct)}, judged where "
+                                f"{fmt_bytes(FRAGMENTATION_MIN_BYTES)} or more is split)",
+                                judged, max_fragmentation_pct))
     swap = summary.max_swap_used_bytes
     if swap is None:
         gates.append(GateResult("swap", None, "swap use unknown", None, max_swap_used_bytes))

@@ -109,6 +109,26 @@ def test_default_gates_fragmentation_and_swap() -> None:
     assert gates["swap"].passed is False and gates["fragmentation"].passed is True
 
 
+def test_a_small_pools_split_slack_is_no_fragmentation() -> None:
+    """2 MiB reserved with 8 KiB in use is 99.6% split, and costs nothing (seen on an H200)."""
+    plan = build_plan(ValidateOptions(cycles=10, stages=["full"]), Policy(), environ={})
+    tiny = [cuda_cycle(i, reserved=2 * MIB, split=2 * MIB - 8192, allocated=8192)
+            for i in range(3)]
+    steady = [cuda_cycle(i, split=300 * MIB) for i in range(3, 10)]  # 2 GiB reserved: 14.6%
+    gates = {g.name: g for g in leg_gates(plan, "default/full", tiny + steady, completed=True)}
+    assert gates["fragmentation"].passed is True
+    assert gates["fragmentation"].value == pytest.approx(100 * 300 / 2048)
+    assert "judged where 256.0 MiB or more is split" in gates["fragmentation"].detail
+    gates = {g.name: g for g in leg_gates(plan, "default/full", tiny, completed=False)}
+    assert gates["fragmentation"].passed is True
+    assert "99.6%, but never 256.0 MiB or more in split blocks" in gates["fragmentation"].detail
+    # 300 MiB split of 400 MiB reserved is judged, and fails.
+    trapped = [cuda_cycle(i, reserved=400 * MIB, split=300 * MIB, allocated=90 * MIB)
+               for i in range(10)]
+    gates = {g.name: g for g in leg_gates(plan, "default/full", trapped, completed=True)}
+    assert gates["fragmentation"].passed is False
+
+
 def test_on_the_cpu_the_fragmentation_gate_does_not_apply() -> None:
     plan = build_plan(ValidateOptions(cycles=4, stages=["full"]), Policy(), environ={})
     gates = {g.name: g for g in leg_gates(plan, "default/full", [cpu_cycle(i) for i in range(4)],
