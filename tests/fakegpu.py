@@ -41,6 +41,12 @@ this GPU only.
 ``multiprocessor_count``, ``gpu_instance_slice_count``, ``compute_instance_slice_count``,
 ``shared_*_count`` (``nvmlDeviceGetAttributes``) and ``unsupported``/``hang``/``errors``; a MIG
 handle lists the parent's processes whose instance ids are its own. See :func:`h100_mig_gpu`.
+``nvlinks``: a GPU's NVLinks, a list of ``{"remote_type"`` ("gpu", "ibmnpu", "switch" or
+"unknown")``, "remote_pci_bus_id"}`` (``nvmlDeviceGetNvLinkRemoteDeviceType``,
+``nvmlDeviceGetNvLinkRemotePciInfo_v2``; a link past the list is an invalid argument). Without
+it the GPU has no NVLink and those calls answer NOT_SUPPORTED; ``nvmlDeviceGetGpuFabricInfoV``
+always does (no scenario is in an NVLink fabric). PyTorch resolves these at its first CUDA
+allocation, so they exist even though gpu-audit does not call them.
 
 The fake rejects unknown keys (``nvmlInit`` then fails with NVML_ERROR_UNKNOWN and says why on
 stderr), so a misspelt field never passes for an unsupported one.
@@ -110,6 +116,7 @@ UNSUPPORTED_GROUPS = (
     "display",
     "processes",
     "process_utilization",
+    "nvlink",  # NVLink remote device type and PCI info, GPU fabric info
 )
 
 # NVML return codes a scenario may inject.

@@ -23,6 +23,12 @@ at its own moment); power limits (enforced, default, minimum, maximum) within 0.
 rounds to 0.01 W); a process's memory within 1 MiB; max clocks and pending ECC/MIG modes
 exact. Processes are compared per GPU as sets of PIDs, then each common PID's memory and type.
 
+Where the driver prints temperature thresholds relative to T.Limit (r580 on), the shutdown,
+slowdown and max operating thresholds are derived from the same document (T.Limit = the GPU's
+temperature + its T.Limit margin, minus each threshold's offset), compared exactly and marked
+``derived`` in the note; the memory threshold has no printed memory T.Limit, so it is not derived
+(``only-gpu-audit`` with a note saying so).
+
 Exit status: 0 no disagreement, 1 at least one, 3 an input could not be read. The JSON written
 by ``--json-out`` holds every row (schema ``nvsmi-compare/1``).
 
@@ -208,6 +214,48 @@ def clock_event_reasons(gpu: ET.Element) -> list[str] | Missing:
     return ABSENT
 
 
+@dataclass(frozen=True)
+class Derived:
+    """A value nvidia-smi does not print as such but that follows from what it prints."""
+
+    value: Any
+    how: str
+
+
+def temperature_threshold(gpu: ET.Element, kind: str) -> int | Derived | Missing:
+    """A threshold in absolute C (``kind``: ``max``, ``slow``, ``max_gpu`` or ``max_mem``).
+
+    Older drivers print ``gpu_temp_<kind>_threshold`` in C. Drivers from r580 on may print
+    ``gpu_temp_<kind>_tlimit_threshold`` instead: the threshold's distance below T.Limit, with
+    ``gpu_temp_tlimit`` the current temperature's margin below it. So T.Limit is
+    ``gpu_temp + gpu_temp_tlimit`` and the threshold T.Limit minus its own figure; both readings
+    come from one document, so the temperature moving between samples cancels out. The memory
+    threshold is relative to a memory T.Limit whose margin nvidia-smi does not print: no value.
+    """
+    node = gpu.find("temperature")
+    if node is None:
+        return ABSENT
+    absolute = raw(node, f"gpu_temp_{kind}_threshold")
+    relative = raw(node, f"gpu_temp_{kind}_tlimit_threshold")
+    if not isinstance(absolute, Missing) or relative is ABSENT:
+        return integer(absolute)
+    if isinstance(relative, Missing):
+        return relative
+    offset = number(relative)
+    if isinstance(offset, Missing):
+        return offset
+    if kind == "max_mem":
+        return Missing("nvidia-smi prints it relative to the memory T.Limit, whose margin it "
+                       "does not print: not derivable")
+    temp, margin = number(raw(node, "gpu_temp")), number(raw(node, "gpu_temp_tlimit"))
+    if isinstance(temp, Missing) or isinstance(margin, Missing):
+        return Missing("nvidia-smi prints it relative to T.Limit, and the current temperature "
+                       "or its T.Limit margin is N/A: not derivable")
+    tlimit = temp + margin
+    return Derived(int(tlimit - offset), f"derived: T.Limit {tlimit:g} (= gpu_temp {temp:g} + "
+                                         f"margin {margin:g}) minus {offset:g}")
+
+
 def process_type(text: str | Missing) -> str | Missing:
     if isinstance(text, Missing):
         return text
@@ -291,16 +339,12 @@ GPU_FIELDS: list[Field] = [
     field("throttle_reasons", clock_event_reasons, lambda a, b: moving()(sorted(a), b)),
     # temperatures
     field("temperature_c", lambda g: integer(raw(g, "temperature/gpu_temp")), moving(2)),
-    field("temperature_shutdown_c",
-          lambda g: integer(raw(g, "temperature/gpu_temp_max_threshold"))),
-    field("temperature_slowdown_c",
-          lambda g: integer(raw(g, "temperature/gpu_temp_slow_threshold"))),
-    field("temperature_max_operating_c",
-          lambda g: integer(raw(g, "temperature/gpu_temp_max_gpu_threshold"))),
+    field("temperature_shutdown_c", lambda g: temperature_threshold(g, "max")),
+    field("temperature_slowdown_c", lambda g: temperature_threshold(g, "slow")),
+    field("temperature_max_operating_c", lambda g: temperature_threshold(g, "max_gpu")),
     field("memory_temperature_c", lambda g: integer(raw(g, "temperature/memory_temp")),
           moving(2)),
-    field("memory_temperature_max_c",
-          lambda g: integer(raw(g, "temperature/gpu_temp_max_mem_threshold"))),
+    field("memory_temperature_max_c", lambda g: temperature_threshold(g, "max_mem")),
     # power
     field("power_draw_w", power_draw, within_watts(0.05, 2.0)),
     field("power_limit_w", lambda g: number(raw(
@@ -379,6 +423,10 @@ def _shown(value: Any) -> Any:
 def judge(gpu: str, name: str, ours: Any, theirs: Any, compare: Callable[[Any, Any], str],
           collected: bool = True) -> Row:
     tolerance = getattr(compare, "tolerance", "exact")
+    if isinstance(theirs, Derived):  # compared as the value, the note says how it was derived
+        row = judge(gpu, name, ours, theirs.value, compare, collected)
+        row.note = "; ".join(filter(None, [theirs.how, row.note]))
+        return row
     theirs_missing = isinstance(theirs, Missing)
     if not collected:
         status = "absent-both" if theirs_missing else "only-nvidia-smi"
@@ -501,10 +549,6 @@ def compare(smi_root: ET.Element, scan: dict[str, Any]) -> list[Row]:
             ours = gpu.get(spec.scan_key) if spec.scan_key else None
             rows.append(judge(label, spec.name, ours, spec.read(element), spec.compare,
                               collected=spec.scan_key is not None))
-        if any(element.find(f"temperature/{t}") is not None for t in (
-                "gpu_temp_max_tlimit_threshold", "gpu_temp_slow_tlimit_threshold")):
-            rows.append(Row(label, "temperature thresholds", None, None, "absent-both",
-                            note="nvidia-smi prints them relative to TLimit: not compared"))
         rows.extend(_processes(label, element, gpu, list(scan.get("processes") or [])))
     return rows
 

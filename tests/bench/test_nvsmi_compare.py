@@ -1,8 +1,10 @@
 """bench/gpu/nvsmi_compare.py: nvidia-smi's XML beside a real ``gpu-audit scan --json``.
 
 The XML fixtures are written to describe the machines that the fake NVML plays here (same
-values), one in the layout of current drivers and one in that of older ones; the scan is the
-real command run against the fake. A disagreement planted on either side must be reported.
+values), one in the layout of current drivers, one in that of older ones, and one with the
+temperature thresholds relative to T.Limit (the temperatures and offsets an H200 on r580.159
+printed); the scan is the real command run against the fake. A disagreement planted on either
+side must be reported.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 H100_XML = FIXTURES / "h100_r580.xml"
 GTX_XML = FIXTURES / "gtx1650_r525.xml"
+TLIMIT_XML = FIXTURES / "h100_r580_tlimit.xml"  # thresholds relative to T.Limit, as on r580
 OOM_PID = fakegpu.ABSENT_PID_BASE + 5
 
 
@@ -247,13 +250,62 @@ def test_ecc_totals_in_both_layouts():
     assert nvsmi.ecc_total(old, "volatile", False) == 0
 
 
-def test_thresholds_relative_to_tlimit_are_not_compared(scan_of, tmp_path):
-    xml = planted(tmp_path, H100_XML, "<gpu_temp_slow_threshold>90 C</gpu_temp_slow_threshold>",
-                  "<gpu_temp_slow_tlimit_threshold>-3 C</gpu_temp_slow_tlimit_threshold>")
-    code, _, document = run_compare(xml, scan_of(h100_scenario()), tmp_path)
+def tlimit_scenario() -> dict:
+    """The machine h100_r580_tlimit.xml describes: thresholds as NVML gives them in C."""
+    scenario = h100_scenario()
+    scenario["driver_version"] = "580.159.04"
+    scenario["gpus"][0].update(temperature_c=33, temperature_shutdown_c=95,
+                               temperature_slowdown_c=89, temperature_max_operating_c=87,
+                               memory_temperature_c=36, memory_temperature_max_c=95)
+    return scenario
+
+
+def row_of(document: dict, field: str) -> dict:
+    return next(r for r in document["rows"] if r["field"] == field)
+
+
+def test_thresholds_relative_to_tlimit_are_derived_and_agree(scan_of, tmp_path):
+    code, out, document = run_compare(TLIMIT_XML, scan_of(tlimit_scenario()), tmp_path)
+    assert code == 0, out
+    # T.Limit = 33 + 54 = 87; shutdown 87 - (-8), slowdown 87 - (-2), max operating 87 - 0.
+    for field, value in (("temperature_shutdown_c", 95), ("temperature_slowdown_c", 89),
+                         ("temperature_max_operating_c", 87)):
+        row = row_of(document, field)
+        assert (row["status"], row["gpu_audit"], row["nvidia_smi"]) == ("agree", value, value)
+        assert row["note"].startswith("derived: T.Limit 87"), row
+    # No memory T.Limit is printed: the memory threshold stays a gap, said so in the note.
+    memory = row_of(document, "memory_temperature_max_c")
+    assert memory["status"] == "only-gpu-audit" and memory["gpu_audit"] == 95
+    assert "not derivable" in memory["note"]
+    assert "temperature thresholds" not in {r["field"] for r in document["rows"]}
+    assert document["counts"]["only-gpu-audit"] == 1
+
+
+def test_a_wrong_threshold_beside_a_tlimit_layout_disagrees(scan_of, tmp_path):
+    scenario = tlimit_scenario()
+    scenario["gpus"][0].update(temperature_shutdown_c=92, temperature_slowdown_c=90)
+    code, _, document = run_compare(TLIMIT_XML, scan_of(scenario), tmp_path)
+    assert code == 1
+    assert {r["field"] for r in document["disagreements"]} == {
+        "temperature_shutdown_c", "temperature_slowdown_c"}
+    assert row_of(document, "temperature_shutdown_c")["nvidia_smi"] == 95
+
+
+def test_the_moving_temperature_cancels_out_of_derived_thresholds(scan_of, tmp_path):
+    xml = planted(tmp_path, TLIMIT_XML, "<gpu_temp>33 C", "<gpu_temp>40 C")
+    xml = planted(tmp_path, xml, "<gpu_temp_tlimit>54 C", "<gpu_temp_tlimit>47 C")
+    code, _, document = run_compare(xml, scan_of(tlimit_scenario()), tmp_path)
+    assert status_of(document, "temperature_max_operating_c") == "agree"
+    assert status_of(document, "temperature_c") == "disagree"  # beyond 2 C: the only one
+    assert code == 1 and len(document["disagreements"]) == 1
+
+
+def test_a_tlimit_layout_without_the_margin_is_not_derived(scan_of, tmp_path):
+    xml = planted(tmp_path, TLIMIT_XML, "<gpu_temp_tlimit>54 C", "<gpu_temp_tlimit>N/A")
+    code, _, document = run_compare(xml, scan_of(tlimit_scenario()), tmp_path)
     assert code == 0
-    assert status_of(document, "temperature_slowdown_c") == "only-gpu-audit"
-    assert status_of(document, "temperature thresholds") == "absent-both"
+    row = row_of(document, "temperature_slowdown_c")
+    assert row["status"] == "only-gpu-audit" and "not derivable" in row["note"]
 
 
 def test_unreadable_input_is_one_line_and_exit_3(tmp_path):

@@ -202,7 +202,7 @@ static const char *const GPU_KEYS[] = {
     "memory_temperature_c", "memory_temperature_max_c", "power_min_limit_w", "power_max_limit_w",
     "mig_mode_pending",
     "processes", "lost", "unsupported", "unsupported_field_ids", "hang", "errors",
-    "mig_devices", NULL};
+    "mig_devices", "nvlinks", NULL};
 
 static const char *const MIG_KEYS[] = {
     "uuid", "name", "gpu_instance_id", "compute_instance_id", "memory_total_bytes",
@@ -210,6 +210,12 @@ static const char *const MIG_KEYS[] = {
     "compute_instance_slice_count", "shared_copy_engine_count", "shared_decoder_count",
     "shared_encoder_count", "shared_jpeg_count", "shared_ofa_count", "unsupported", "hang",
     "errors", NULL};
+
+static const char *const NVLINK_KEYS[] = {"remote_type", "remote_pci_bus_id", NULL};
+
+/* nvmlIntNvLinkDeviceType_t, by the names a scenario's links use. */
+static const char *const NVLINK_REMOTE_TYPES[] = {"gpu", "ibmnpu", "switch", NULL};
+#define NVML_NVLINK_DEVICE_TYPE_UNKNOWN 0xFF
 
 static const char *const PROCESS_KEYS[] = {
     "pid", "used_memory_bytes", "type", "sm_util_pct", "gpu_instance_id", "compute_instance_id",
@@ -349,6 +355,37 @@ static int load_mig_devices(fake_gpu *gpu, const char *where) {
     return 1;
 }
 
+static int lookup_name(const char *const *names, const char *value, int *out);
+
+/* A GPU's NVLinks: a list of {"remote_type", "remote_pci_bus_id"}, checked when loaded. */
+static int load_nvlinks(const fake_gpu *gpu, const char *where) {
+    const jnode *list = json_get(gpu->json, "nvlinks");
+    if (!list) return 1;
+    if (list->type != J_ARRAY) {
+        snprintf(g_error_text, sizeof g_error_text, "%s.nvlinks must be a list", where);
+        return 0;
+    }
+    for (size_t i = 0; i < list->length; i++) {
+        const jnode *link = list->items[i];
+        char lwhere[96];
+        snprintf(lwhere, sizeof lwhere, "%s.nvlinks[%zu]", where, i);
+        if (link->type != J_OBJECT) {
+            snprintf(g_error_text, sizeof g_error_text, "%s must be an object", lwhere);
+            return 0;
+        }
+        if (!check_keys(link, NVLINK_KEYS, lwhere)) return 0;
+        const char *type = json_get_string(link, "remote_type");
+        int value;
+        if (type && !lookup_name(NVLINK_REMOTE_TYPES, type, &value) &&
+            strcmp(type, "unknown") != 0) {
+            snprintf(g_error_text, sizeof g_error_text,
+                     "%s.remote_type must be gpu, ibmnpu, switch or unknown", lwhere);
+            return 0;
+        }
+    }
+    return 1;
+}
+
 static int load_scenario_tree(void) {
     if (g_root->type != J_OBJECT) {
         snprintf(g_error_text, sizeof g_error_text, "the document must be an object");
@@ -379,6 +416,7 @@ static int load_scenario_tree(void) {
         json_get_bool(gpu->json, "lost", &gpu->lost);
         if (!load_processes(gpu, where)) return 0;
         if (!load_mig_devices(gpu, where)) return 0;
+        if (!load_nvlinks(gpu, where)) return 0;
     }
     return 1;
 }
@@ -785,22 +823,27 @@ EXPORT nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, int 
     return NVML_SUCCESS;
 }
 
-static nvmlReturn_t pci_info_as(const char *name, nvmlDevice_t device, nvmlPciInfo_t *pci) {
-    ENTER_DEVICE_AS(name, "pci");
-    const char *bus_id = json_get_string(gpu->json, "pci_bus_id");
-    if (!bus_id) return NVML_ERROR_NOT_SUPPORTED;
-    if (!pci) return NVML_ERROR_INVALID_ARGUMENT;
+/* Clears pci and fills what a bus id ("00000000:18:00.0") says. */
+static void fill_pci_bus_id(nvmlPciInfo_t *pci, const char *bus_id) {
     memset(pci, 0, sizeof *pci);
     unsigned int domain = 0, bus = 0, dev = 0, fn = 0;
     sscanf(bus_id, "%x:%x:%x.%x", &domain, &bus, &dev, &fn);
     pci->domain = domain;
     pci->bus = bus;
     pci->device = dev;
-    get_uint(gpu, "pci_device_id", &pci->pciDeviceId);
-    get_uint(gpu, "pci_subsystem_id", &pci->pciSubSystemId);
     snprintf(pci->busId, sizeof pci->busId, "%s", bus_id);
     snprintf(pci->busIdLegacy, sizeof pci->busIdLegacy, "%04X:%02X:%02X.%X", domain & 0xFFFF, bus,
              dev, fn);
+}
+
+static nvmlReturn_t pci_info_as(const char *name, nvmlDevice_t device, nvmlPciInfo_t *pci) {
+    ENTER_DEVICE_AS(name, "pci");
+    const char *bus_id = json_get_string(gpu->json, "pci_bus_id");
+    if (!bus_id) return NVML_ERROR_NOT_SUPPORTED;
+    if (!pci) return NVML_ERROR_INVALID_ARGUMENT;
+    fill_pci_bus_id(pci, bus_id);
+    get_uint(gpu, "pci_device_id", &pci->pciDeviceId);
+    get_uint(gpu, "pci_subsystem_id", &pci->pciSubSystemId);
     return NVML_SUCCESS;
 }
 
@@ -1437,6 +1480,53 @@ EXPORT nvmlReturn_t nvmlDeviceGetPcieThroughput(nvmlDevice_t device, int counter
     ENTER_DEVICE("pcie");
     if (counter != 0 && counter != 1) return NVML_ERROR_INVALID_ARGUMENT;
     return read_uint(gpu, counter == 0 ? "pcie_tx_kbps" : "pcie_rx_kbps", kbps);
+}
+
+/* ------------------------------------------------------------------------- NVLink and fabric */
+
+/* PyTorch resolves these at its first CUDA allocation (c10/cuda/driver_api.h) and asserts when
+ * one is missing. A GPU whose scenario declares no "nvlinks" has no NVLink: NOT_SUPPORTED, as
+ * nvml.h says; a link past those declared is an invalid argument. */
+static nvmlReturn_t nvlink_of(fake_gpu *gpu, unsigned int link, const void *out,
+                              const jnode **found) {
+    const jnode *links = json_get(gpu->json, "nvlinks");
+    if (!links || links->type != J_ARRAY) return NVML_ERROR_NOT_SUPPORTED;
+    if (!out || link >= links->length) return NVML_ERROR_INVALID_ARGUMENT;
+    *found = links->items[link];
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t device, unsigned int link,
+                                                        int *type) {
+    ENTER_DEVICE("nvlink");
+    const jnode *found = NULL;
+    nvmlReturn_t ret = nvlink_of(gpu, link, type, &found);
+    if (ret != NVML_SUCCESS) return ret;
+    const char *name = json_get_string(found, "remote_type");
+    if (!name || !lookup_name(NVLINK_REMOTE_TYPES, name, type))
+        *type = NVML_NVLINK_DEVICE_TYPE_UNKNOWN;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, unsigned int link,
+                                                        nvmlPciInfo_t *pci) {
+    ENTER_DEVICE("nvlink");
+    const jnode *found = NULL;
+    nvmlReturn_t ret = nvlink_of(gpu, link, pci, &found);
+    if (ret != NVML_SUCCESS) return ret;
+    const char *bus_id = json_get_string(found, "remote_pci_bus_id");
+    if (!bus_id) return NVML_ERROR_NOT_SUPPORTED;
+    fill_pci_bus_id(pci, bus_id);
+    return NVML_SUCCESS;
+}
+
+/* No scenario puts a GPU in an NVLink fabric (NVSwitch domain): NOT_SUPPORTED, as nvml.h
+ * answers for a device that does not support the GPU fabric. The structure is left untouched. */
+EXPORT nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(nvmlDevice_t device, void *info) {
+    ENTER_DEVICE("nvlink");
+    (void)gpu;
+    if (!info) return NVML_ERROR_INVALID_ARGUMENT;
+    return NVML_ERROR_NOT_SUPPORTED;
 }
 
 /* ---------------------------------------------------------------------------------- processes */
