@@ -175,8 +175,8 @@ def alloc_conf_ignored(scan: Scan, policy: Policy) -> Iterator[Finding]:
     - torch 2.9 prints "PYTORCH_CUDA_ALLOC_CONF is deprecated, use PYTORCH_ALLOC_CONF instead",
       yet its CUDA allocator still reads only the old name: following the warning silently
       turns the settings off (pytorch/pytorch#183387);
-    - from torch 2.12 the old name is read first even when it is set to an empty string, which
-      then hides `PYTORCH_ALLOC_CONF`;
+    - from torch 2.11 the old name is read first even when it is set to an empty string, which
+      then hides `PYTORCH_ALLOC_CONF` (seen on 2.11.0 with a GPU);
     - `PYTORCH_NO_CUDA_MEMORY_CACHING` (any value) bypasses the caching allocator, and with it
       every setting (reported once, by `caching-allocator-disabled`);
     - expandable segments are not supported on Windows (torch warns "not supported on this
@@ -318,7 +318,7 @@ def alloc_conf_conflict(scan: Scan, policy: Policy) -> Iterator[Finding]:
     Why it matters: some of the settings are silently not applied, and a torch upgrade can change
     which ones behind your back.
 
-    Example: `PYTORCH_CUDA_ALLOC_CONF and PYTORCH_ALLOC_CONF differ; torch 2.12.0 uses
+    Example: `PYTORCH_CUDA_ALLOC_CONF and PYTORCH_ALLOC_CONF differ; torch 2.11.0 uses
     PYTORCH_CUDA_ALLOC_CONF` (evidence: `winner`, `effective`).
 
     Fix: the remedy sets both names to the string that takes effect, so an upgrade cannot change

@@ -29,7 +29,7 @@ def test_torch_release_reads_release_nightly_and_local_versions():
 
 @pytest.mark.parametrize("version,era,warns", [
     ((2, 8), "legacy", False), ((2, 9), "split", True), ((2, 10), "unified", True),
-    ((2, 11), "alias", True), ((2, 12), "alias", False), ((2, 13), "alias", False),
+    ((2, 11), "alias", False), ((2, 12), "alias", False), ((2, 13), "alias", False),
     (None, "unknown", False),
 ])
 def test_env_behaviour_by_release(version, era, warns):
@@ -53,11 +53,11 @@ def test_resolve_old_name_wins_from_2_11_even_when_empty():
         assert res.text == "expandable_segments:False" and res.ignored == [ac.NEW_VAR]
 
 
-def test_2_11_is_read_as_seen_on_a_gpu_and_says_it_still_warns():
+def test_2_11_is_read_as_seen_on_a_gpu():
     behaviour = ac.env_behaviour((2, 11))
-    assert behaviour.confirmed and behaviour.warns_on_old_name
-    assert "reads PYTORCH_CUDA_ALLOC_CONF first (though it warns" in behaviour.summary
-    assert "(an alias, no warning)" in ac.env_behaviour((2, 12)).summary
+    assert behaviour.confirmed and not behaviour.warns_on_old_name
+    assert "reads PYTORCH_CUDA_ALLOC_CONF first (an alias, no warning)" in behaviour.summary
+    assert not ac.env_behaviour((2, 12)).confirmed  # not seen: read from the source
 
 
 def test_resolve_2_10_merges_shared_keys_from_new_and_cuda_keys_from_old():
@@ -174,12 +174,12 @@ def test_the_deprecation_warning_releases_are_one_fact_quoted_everywhere():
     from tests.explain.helpers import fixture_incidents
 
     releases = variables.deprecation_warning_releases()
-    assert releases == "2.9, 2.10 and 2.11" and variables.deprecation_alias_release() == "2.12"
-    assert [v for v in ((2, 8), (2, 9), (2, 11), (2, 12), (2, 13))
-            if ac.env_behaviour(v).warns_on_old_name] == [(2, 9), (2, 11)]
+    assert releases == "2.9 and 2.10" and variables.deprecation_alias_release() == "2.11"
+    assert [v for v in ((2, 8), (2, 9), (2, 10), (2, 11), (2, 12), (2, 13))
+            if ac.env_behaviour(v).warns_on_old_name] == [(2, 9), (2, 10)]
     doc = all_entries()["alloc-conf-deprecated-name"].sections
     assert f"torch {releases} print this" in doc.meaning
-    assert "From 2.12 the old name" in doc.meaning
+    assert "From 2.11 the old name" in doc.meaning
     (incident,) = fixture_incidents("torch29_deprecated_alloc_conf_healthy.log")
     assert f"torch {releases} print this" in incident.explanation
     assert "and later" not in incident.explanation

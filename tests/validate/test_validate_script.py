@@ -267,7 +267,9 @@ def test_emulate_memory_caps_the_script_before_its_first_allocation(tmp_path, cl
     finding = findings_of(report_of(run), "oom-unrecovered")[0]
     assert finding["evidence"]["cycles_done"] <= 4  # 5 x 256 MiB never fits under 1 GiB
     records = cycles_of(run, "default/full")
-    assert records and all(r["reserved_bytes"] is not None for r in records)
+    # Fast steps are sampled (a read per interval, the first cycle's always): not every record
+    # carries the allocator's figures.
+    assert records and records[0]["reserved_bytes"] is not None
     ready = state_of(run)["legs"]["default/full"]["ready"]
     assert ready["memory_fraction"] is not None and ready["cuda_visible_devices"] is not None
 

@@ -3,9 +3,9 @@
 Which variable a torch version reads moved between releases (:func:`env_behaviour`): up to 2.8
 only ``PYTORCH_CUDA_ALLOC_CONF``; 2.9 warns that this name is deprecated while its CUDA
 allocator still reads only it; 2.10 reads ``PYTORCH_ALLOC_CONF`` first for the shared keys (from
-its source); from 2.11 the old name is read first again, even when empty (2.11.0 was checked on a
-GPU: whichever value ``PYTORCH_CUDA_ALLOC_CONF`` holds, empty included, is what the CUDA allocator
-uses). Setting both names to the same string
+its source); from 2.11 the old name is an alias again, read first, even when empty, and without
+a warning (2.11.0 was checked on a GPU: whichever value ``PYTORCH_CUDA_ALLOC_CONF`` holds, empty
+included, is what the CUDA allocator uses). Setting both names to the same string
 works on every version, which is what :func:`export_line` writes from 2.9 on and when the version
 is unknown. Every remedy line that sets an allocator variable comes from :func:`export_line`,
 which single-quotes the string so that ``>`` and ``[`` never reach the shell, and masks any secret
@@ -25,10 +25,11 @@ from gpu_audit.units import Release, release_text, torch_release
 
 # The torch releases that print "PYTORCH_CUDA_ALLOC_CONF is deprecated, use PYTORCH_ALLOC_CONF
 # instead" (once per process, when only the old name is set): from the first release here up to,
-# not including, the second. 2.9.0 is the first confirmed to print it; from 2.12 the old name is
-# a documented alias again, read first and without a warning. Quoted by the scan rule
-# alloc-conf-deprecated-name and by explain's signature for the warning.
-DEPRECATION_WARNING_RELEASES: tuple[Release, Release] = ((2, 9), (2, 12))
+# not including, the second. 2.9.0 is the first confirmed to print it; from 2.11 the old name is
+# an alias again, read first and without a warning (2.11.0 on a GPU: no warning with the old
+# name alone, and the old name's value wins over the new one's, even when empty). Quoted by the
+# scan rule alloc-conf-deprecated-name and by explain's signature for the warning.
+DEPRECATION_WARNING_RELEASES: tuple[Release, Release] = ((2, 9), (2, 11))
 
 
 def warns_on_old_name(version: Release | None) -> bool:
@@ -45,14 +46,15 @@ def deprecation_warning_releases() -> str:
 
 
 def deprecation_alias_release() -> str:
-    """The first release that reads the old name as an alias again, with no warning: "2.12"."""
+    """The first release that reads the old name as an alias again, with no warning: "2.11"."""
     return release_text(DEPRECATION_WARNING_RELEASES[1])
 
 
 # The first release whose CUDA allocator takes PYTORCH_CUDA_ALLOC_CONF before PYTORCH_ALLOC_CONF
-# again, whole and even when empty; and the releases in which that was seen on a GPU (a child
-# process's allocator_settings under each pair of values, tests/knowledge, `gpu`-marked).
-ALIAS_RELEASE: Release = (2, 11)
+# again, whole and even when empty: the first that no longer warns. And the releases in which
+# that was seen on a GPU (a child process's allocator_settings under each pair of values,
+# tests/knowledge, `gpu`-marked).
+ALIAS_RELEASE: Release = DEPRECATION_WARNING_RELEASES[1]
 CONFIRMED_ALIAS_RELEASES: tuple[Release, ...] = ((2, 11),)
 
 
