@@ -118,13 +118,17 @@ KEYS: tuple[Key, ...] = (
         rb"|ttempting to perform BLAS operation"
         # (and ONNX Runtime's arena grown, with its device: "AllocateRawInternal] Extending
         # BFCArena for Cpu")
-        rb"|llocateRawInternal\] Extending BFCArena)",
+        rb"|llocateRawInternal\] Extending BFCArena"
+        # (and a kernel's assertion after its block and thread, its quotes lost: "thread:
+        # [31,0,0] Assertion index >= -sizes[i] && ... failed.")
+        rb"|ssertion (?<=\] Assertion ))",
         (b"Assertion `", *(b"Assertion " + quote + word for quote in (b"", b"'", b'"')
                            for word in (b"srcIndex", b"idx_dim", b"t >= 0", b"input_val",
                                         b"target_val")),
          b"ALLOC_CONF", b"ASSERT FAILED", b"Async does not ", b"Async support for ",
          b"Allocation on device", b"MallocAsync", b"BLAS API failed", b"BLASLt API failed",
-         b"AllocateRawInternal] Extending", b"Attempting to perform BLAS operation")),
+         b"AllocateRawInternal] Extending", b"Attempting to perform BLAS operation",
+         b"] Assertion ")),
     # (and "CUDA" right before a word in Chinese, Japanese or Korean: a translated message,
     # "CUDA内存不足"; their UTF-8 lead bytes)
     Key(rb"C(?:UDA(?:[ _]|CachingAllocator|AllocatorConfig|[\xe3-\xed])"
