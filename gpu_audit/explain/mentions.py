@@ -512,7 +512,7 @@ _EXPLAINER_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                 r"\bcauses? (?:&|and) (?:fixes|solutions)\b|"
                 # ("Typical error causes include:")
                 r"^quick fix\b|^(?:(?:possible|common|typical|frequent|main) )?(?:error )?"
-                r"causes\b|为什么会|原因[:：]|原因$|原因は|(?:常见|常見|主要|可能的?)原因|"
+                r"causes\b|为什么会|原因[:：]|原因$|原因は|(?:常见|常見)原因|"
                 r"발생 원인|причин[аы]|^common misconceptions?\s*[:：]|"
                 # "Почему так? Даже если ...": a question asked and answered on one line
                 r"^\W{0,4}почему так\?\s+\S[^\n]{20}|"
@@ -538,7 +538,7 @@ _EXPLAINER_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                        r"(?:causes|reasons|fixes|solutions)|(?:solution|fix|method|workaround) "
                        r"#?[1-9]\b|^#+\s*step [1-9]\b|"
                        r"let's (?:look|see|fix|dive|walk|break))|解决(?:方法|方案|办法)[:：]?$|"
-                       r"解决方法如下|原因(?:分析|及解决)|解決(?:方法|策)|^#*\s*如何(?:修复|修復|解决|解決)|"
+                       r"解决方法如下|原因(?:分析|及解决)|解決(?:方法|策)|^#*\s*如何(?:修复|修復)|"
                        r"分步(?:过程|過程|指南)|対処法|해결 방법|"
                        r"트러블 ?슈팅 방법|해결할 수 있(?:다|습니다|어요)|"
                        r"способы решения|решение проблемы|l[öo]sung(?:en)?:|soluci[oó]n(?:es)?:|"
