@@ -78,3 +78,14 @@ def test_one_chinese_guide_phrase_alone_is_not_an_explainer() -> None:
 ])
 def test_power_off_wordings(line: str, told: bool) -> None:
     assert bool(_POWER_LOSS.regex.search(line)) is told
+
+
+@pytest.mark.parametrize(("line", "signature"), [
+    ("GPU 1: solver loop ErrorMisalignedAddress", "illegal-memory-access/misaligned-address"),
+    ("GPU 1: solver loop ErrorIllegalInstruction", "illegal-memory-access/illegal-instruction"),
+    ("GPU 1: solver loop ErrorLaunchFailed", "illegal-memory-access/launch-failure"),
+])
+def test_dotnet_status_names(line: str, signature: str) -> None:
+    sig = next(sig for sig in SIGNATURES if sig.id == signature)
+    assert sig.regex.search(line)
+    assert not sig.regex.search(line.replace("Error", "NoError"))

@@ -75,7 +75,8 @@ _DRIVER_WORDS = r"\bCUDA error(?: at cu\w{{1,40}})?: {words}\b"
 @signature("illegal-memory-access/illegal-address",
            # (the runtime's enum, and the driver's as .NET bindings name it, "ErrorIllegalAddress";
            # and CUDA's description of the status, which such bindings print after it)
-           r"illegal memory access was encountered|ILLEGAL_ADDRESS|(?:cuda|\b)ErrorIllegalAddress\b|"
+           r"illegal memory access was encountered|ILLEGAL_ADDRESS|"
+           r"(?:cuda|\b)ErrorIllegalAddress\b|"
            r"the device encountered a load or store instruction on an invalid memory address|"
            + status_check("cudaErrorIllegalAddress") + "|" + reported_number(700)
            + "|" + _DRIVER_WORDS.format(words="Illegal address"),
