@@ -1,9 +1,9 @@
 """Shapes read since the thirty-sixth held-out set: a kernel's assertion whose backticks a page
 dropped, kernel faults by the names .NET bindings give CUDA's statuses and by CUDA's own
 description, a program's padded "Cuda failure...: misaligned address", a program's check of a
-cuBLAS call by name, an RDMA completion queue's failed entry, an issue titled like a commit, a
-guide in Traditional Chinese, and power-offs told with the operating system or the power as
-subject. Synthetic fixtures in fixtures/shapes/."""
+cuBLAS call by name, an RDMA completion queue's failed entry, a segfault told with expandable
+segments, an issue titled like a commit, a guide in Traditional Chinese, and power-offs told
+with the operating system or the power as subject. Synthetic fixtures in fixtures/shapes/."""
 
 from __future__ import annotations
 
@@ -25,6 +25,8 @@ _POWER_LOSS = next(sig for sig in SIGNATURES if sig.id == "gpu-hardware/power-lo
     ("rdma_cqe_retry_exceeded.log", "nccl/network"),
     # an issue's "docs:" tag makes it no pull request: its title is the writer's failure
     ("docs_issue_nvml_mismatch_title.log", "nvml-unavailable/init-failed"),
+    # a crash met as a noun, with the setting: "We hit a segfault when ... with ...:True"
+    ("expandable_segfault_told_issue.log", "alloc-conf/expandable-told"),
 ])
 def test_the_failure_is_named(name: str, signature: str) -> None:
     found = root(name)
@@ -89,3 +91,17 @@ def test_dotnet_status_names(line: str, signature: str) -> None:
     sig = next(sig for sig in SIGNATURES if sig.id == signature)
     assert sig.regex.search(line)
     assert not sig.regex.search(line.replace("Error", "NoError"))
+
+
+_EXPANDABLE = next(sig for sig in SIGNATURES if sig.id == "alloc-conf/expandable-told")
+
+
+@pytest.mark.parametrize(("line", "told"), [
+    ("We ran into a segfault when loading models with expandable_segments:True", True),
+    ("Segmentation fault under PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True", True),
+    # advice, and the setting named with no crash
+    ("If you see a segfault with expandable_segments:True, turn it off", False),
+    ("We train with expandable_segments:True on every node", False),
+])
+def test_segfault_with_expandable_segments_wordings(line: str, told: bool) -> None:
+    assert bool(_EXPANDABLE.regex.search(line)) is told
