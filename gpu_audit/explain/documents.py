@@ -455,7 +455,9 @@ def read_head(data: bytes, whole: bool) -> Head:
     body = "\n".join(line for _, line in numbered[1:])
     unfenced = _unfenced(lines)
     below_title = _unfenced([*lines[:head.title_line - 1], "", *lines[head.title_line:]])
-    head.pull_request = bool(_COMMIT_TITLE.match(head.title)
+    # (an issue titled like a commit, "docs: Failed to initialize NVML: ...", tags its report:
+    # the thread says it is an issue, and the writer met the message following the docs)
+    head.pull_request = bool((_COMMIT_TITLE.match(head.title) and not head.issue_thread)
                              or _PULL_REQUEST_HEAD.search("\n".join(unfenced))
                              or _TEMPLATE_HEADING.search("\n".join(below_title)))
     head.heading = head.title.startswith("#") or (

@@ -346,7 +346,8 @@ _EXPLAINER_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                          r"addresses|describes|discusses|explores|walks)\b|"
                          r"\b(?:this|the first) (?:blog )?post (?:is )?about\b|"
                          r"\btroubleshooting guide\b|^(?:quick answer|tl;?dr)\b|一文|"
-                         r"本文|这篇文章|本篇|この記事|本記事|이 글|이번 글|설명해 ?드릴게요|"
+                         r"本文|这篇文章|這篇文章|本篇|本指南|本教程|"
+                         r"この記事|本記事|이 글|이번 글|설명해 ?드릴게요|"
                          r"설명해 ?드리겠습니다|в этой статье|"
                          r"in diesem (?:artikel|beitrag)|en este art[ií]culo|dans cet article|"
                          r"neste artigo|"
@@ -389,7 +390,9 @@ _EXPLAINER_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                         r"\bthe (?:real|root|underlying|actual) cause is (?:almost always|"
                         r"usually|typically|often|most often|generally)\b|"
                         r"を意味(?:する|します)|"
-                        r"这个错误(?:的意思|表示|是指|通常)|"
+                        r"这个错误(?:的意思|表示|是指|通常)|這個錯誤(?:的意思|表示|是指|通常)|"
+                        # "..., 會出現此錯誤" / "会出现此错误": when this error appears
+                        r"[会會](?:出现|出現|发生|發生)(?:此|这个|這個)(?:错误|錯誤)|"
                         r"このエラーは|이 오류는|эта ошибка (?:означает|возникает)|"
                         # "... 부족해 발생하는 문제이기 때문에": a post says what causes it
                         r"(?:때문에|[서해]|하여|인해) 발생하는 (?:문제|오류|에러)|"
@@ -510,7 +513,7 @@ _EXPLAINER_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                 r"\bcauses? (?:&|and) (?:fixes|solutions)\b|"
                 # ("Typical error causes include:")
                 r"^quick fix\b|^(?:(?:possible|common|typical|frequent|main) )?(?:error )?"
-                r"causes\b|为什么会|原因[:：]|原因$|原因は|"
+                r"causes\b|为什么会|原因[:：]|原因$|原因は|(?:常见|常見)原因|"
                 r"발생 원인|причин[аы]|^common misconceptions?\s*[:：]|"
                 # "Почему так? Даже если ...": a question asked and answered on one line
                 r"^\W{0,4}почему так\?\s+\S[^\n]{20}|"
@@ -536,7 +539,8 @@ _EXPLAINER_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                        r"(?:causes|reasons|fixes|solutions)|(?:solution|fix|method|workaround) "
                        r"#?[1-9]\b|^#+\s*step [1-9]\b|"
                        r"let's (?:look|see|fix|dive|walk|break))|解决(?:方法|方案|办法)[:：]?$|"
-                       r"解决方法如下|原因(?:分析|及解决)|解決(?:方法|策)|対処法|해결 방법|"
+                       r"解决方法如下|原因(?:分析|及解决)|解決(?:方法|策)|^#*\s*如何(?:修复|修復)|"
+                       r"分步(?:过程|過程|指南)|対処法|해결 방법|"
                        r"트러블 ?슈팅 방법|해결할 수 있(?:다|습니다|어요)|"
                        r"способы решения|решение проблемы|l[öo]sung(?:en)?:|soluci[oó]n(?:es)?:|"
                        r"\bso (?:beheben|l[öo]sen) sie\b|"

@@ -118,13 +118,20 @@ KEYS: tuple[Key, ...] = (
         rb"|ttempting to perform BLAS operation"
         # (and ONNX Runtime's arena grown, with its device: "AllocateRawInternal] Extending
         # BFCArena for Cpu")
-        rb"|llocateRawInternal\] Extending BFCArena)",
+        rb"|llocateRawInternal\] Extending BFCArena"
+        # (and a kernel's assertion after its block and thread, its quotes lost: "thread:
+        # [31,0,0] Assertion index >= -sizes[i] && ... failed.")
+        rb"|ssertion (?<=\] Assertion )"
+        # (and a program's check of a cuBLAS call by name: "cuBLAS call cublasLtMatmul(...)
+        # failed at ...", "cuBLASLt call ...")
+        rb"|S call (?<=BLAS call )|SLt call (?<=BLASLt call )|SLT call (?<=BLASLT call ))",
         (b"Assertion `", *(b"Assertion " + quote + word for quote in (b"", b"'", b'"')
                            for word in (b"srcIndex", b"idx_dim", b"t >= 0", b"input_val",
                                         b"target_val")),
          b"ALLOC_CONF", b"ASSERT FAILED", b"Async does not ", b"Async support for ",
          b"Allocation on device", b"MallocAsync", b"BLAS API failed", b"BLASLt API failed",
-         b"AllocateRawInternal] Extending", b"Attempting to perform BLAS operation")),
+         b"AllocateRawInternal] Extending", b"Attempting to perform BLAS operation",
+         b"] Assertion ", b"BLAS call ", b"BLASLt call ", b"BLASLT call ")),
     # (and "CUDA" right before a word in Chinese, Japanese or Korean: a translated message,
     # "CUDA内存不足"; their UTF-8 lead bytes)
     Key(rb"C(?:UDA(?:[ _]|CachingAllocator|AllocatorConfig|[\xe3-\xed])"
@@ -166,7 +173,9 @@ KEYS: tuple[Key, ...] = (
         # reason: "system has unsupported display driver / cuda driver combination")
         rb"|(?<=initialize C)UDA: "
         # (and a temperature in degrees Celsius: an overheat told, "crashes at 110°C")
-        rb"|(?<=\d\xc2\xb0C))",
+        rb"|(?<=\d\xc2\xb0C)"
+        # (and an RDMA completion queue's failed entry: "CQE ERROR wr_id=3 status=12(...)")
+        rb"|QE (?:ERROR|[Ee]rror))",
         (b"CUDA ", b"CUDA_", b"CUDACachingAllocator", b"CUDAAllocatorConfig",
          *(b"CUDA" + bytes([lead]) for lead in range(0xE3, 0xEE)), b"CUBLAS_STATUS",
          b"CUSOLVER_STATUS", b"CUSPARSE_STATUS", b"CUFFT_", b"CUDNN_STATUS", b"CUDNN_BACKEND",
@@ -182,7 +191,7 @@ KEYS: tuple[Key, ...] = (
          *(b"CUDA%d" % digit for digit in range(10)), b"CuDNN library",
          b"CUDA-capable device", b"Cuda compilation tools", b"Found CUDA: ",
          b"CNMEM_STATUS_OUT_OF_MEMORY", b"CL_MEM_OBJECT_ALLOCATION_FAILURE",
-         b"initialize CUDA: ", "°C".encode())),
+         b"initialize CUDA: ", "°C".encode(), b"CQE ERROR", b"CQE error", b"CQE Error")),
     # (and TensorFlow 1's node under its OOM: '[[Node: ... _device=".../device:GPU:0"]')
     # (and a GPU lost, told: "we lost 1 GPU", "one GPU is loss after reboot", "Lost GPU")
     Key(rb"G(?:PU(?: is lost| lost from the bus| has fallen| \d+ has a total|\d+ [^\n]{0,80}?"

@@ -615,7 +615,12 @@ EXPANDABLE_FAILS_TOLD = (
     r"\b(?i:when|after|once) (?:I |we )?(?:enabl(?:e|ed|ing)|us(?:e|ed|ing)|set(?:ting)?|"
     r"turn(?:ed|ing)? on) [`\"']?(?:PYTORCH_(?:CUDA_)?ALLOC_CONF=)?(?P<option_____>"
     r"expandable_segments)\b[^\n,;.]{0,20}[,;]?[^\n.;]{0,60}?\b(?:failed|crashed|broke|"
-    r"errored|aborted)\b")
+    r"errored|aborted)\b|"
+    # ... and a crash met, as a noun, with the setting: "We ran into a segfault when loading
+    # models with `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`"
+    r"\b(?:(?i:segfaults?|segmentation faults?|crash(?:es)?|core dumps?)|SIGSEGV)\b[^\n]{0,60}?"
+    r"\b(?:with|when using|when enabling|while using|under) [`\"']?(?:PYTORCH_(?:CUDA_)?ALLOC_CONF="
+    r")?(?P<option______>expandable_segments)\s*[:=]\s*True\b")
 
 
 @signature("alloc-conf/expandable-told",

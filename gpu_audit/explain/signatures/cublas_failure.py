@@ -125,9 +125,14 @@ _SHORT_WORDS = "|".join(re.escape(words) for words in sorted(CUBLAS_STATUS_SHORT
 # Base::CublasHandle(), ...)" (its CUDA provider's words for any cuBLAS call that failed)
 @signature("cublas-failure/call-failed",
            r"\bCUBLAS failure in (?P<call>cublas\w{1,40})\(|"
-           r"\b(?:CUBLAS|cuBLAS|CUBLASLT|cuBLASLt) error executing (?P<call_>\w{1,60})\(",
+           r"\b(?:CUBLAS|cuBLAS|CUBLASLT|cuBLASLt) error executing (?P<call_>\w{1,60})\(|"
+           # (a benchmark's own check: "cuBLAS call cublasLtMatmulAlgoGetHeuristic(handle, ...)
+           # failed at gemm.cc:98 'the requested functionality is not supported'")
+           r"\b(?:CUBLAS|cuBLAS|CUBLASLT|cuBLASLt) call (?P<call__>cublas\w{1,60})\("
+           r"[^\n]{0,1000}?\) failed\b",
            ("CUBLAS failure in ", "CUBLAS error executing ", "cuBLAS error executing ",
-            "CUBLASLT error executing ", "cuBLASLt error executing "),
+            "CUBLASLT error executing ", "cuBLASLt error executing ", "BLAS call ",
+            "BLASLt call ", "BLASLT call "),
            "A CUDA math library call failed", key_field="call",
            example="CUBLAS failure in cublasSgemm(dev.cublas_handle, CUBLAS_OP_N, CUBLAS_OP_N, "
            "m, n, k, one, a, lda, b, ldb, zero, c, ldc)")

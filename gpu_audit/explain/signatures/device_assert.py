@@ -92,8 +92,11 @@ _FULL_WIDTH = str.maketrans({"\uff1c": "<", "\uff1e": ">", "\uff1d": "="})
            r"\[(?P<block>\d+,\s*\d+,\s*\d+)\],?\s*thread: \[(?P<thread>\d+,\s*\d+,\s*\d+)\]\s*"
            # (a terminal or a page that wraps at a fixed width may cut "failed" in two; Lua
            # Torch's THCUNN prints the same words)
-           r"Assertion `(?P<assertion>.{1,500}?)` fail(?:\s{0,2}ed|\s*$)",
-           ("Assertion `",), "A device-side assertion failed in a CUDA kernel",
+           # (a page that renders backticks as code drops them: "thread: [31,0,0] Assertion
+           # index >= -sizes[i] && ... failed.")
+           r"Assertion (?:`(?P<assertion>.{1,500}?)`|(?P<assertion_>[^`\n]{1,500}?)) "
+           r"fail(?:\s{0,2}ed|\s*$)",
+           ("Assertion `", "] Assertion "), "A device-side assertion failed in a CUDA kernel",
            group="device-assert",
            example="/pytorch/aten/src/ATen/native/cuda/Loss.cu:92: operator(): block: [33,0,0], "
            "thread: [31,0,0] Assertion `input_val >= zero && input_val <= one` failed.")

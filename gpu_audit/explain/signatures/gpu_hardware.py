@@ -184,8 +184,10 @@ POWER_LOSS_TOLD = (
     # (not in a condition, a possibility or advice: "if your PC restarts when ...")
     unless_words(r"if|whether|you|your|may|might|can|could|should|would|avoid\w*|prevent\w*") +
     r"(?i:"
+    # (and the operating system named for the machine: "Windows 10 shuts down when ...")
     r"\b(?:PC|computer|machine|desktop|system|workstation|laptop|rig|monitor|screen|display|"
-    r"server)s? (?:just |suddenly |randomly |always |then |keeps? |hard )?" + _GOES_OFF
+    r"server|Windows(?: \d{1,2})?|Ubuntu|Linux)s? (?:just |suddenly |randomly |always |then |"
+    r"keeps? |hard )?" + _GOES_OFF
     + r"(?: automatically| by itself)?\b(?:"
     + _UNDER_LOAD + r")|"
     r"\b(?:shuts? ?down|shutdowns?|reboots|restarts|turns? off) (?:my |the |our )?(?:PC|"
@@ -204,8 +206,9 @@ POWER_LOSS_TOLD = (
     # (when first, then the machine going off: "every time I run train.py, my computer
     # restarts"; not a program that restarts something: "the server restarts the job")
     r"\b(?:every ?time|whenever|each time|as soon as|when|while)\b[^\n]{0,60}?\b(?:run|start|"
+    # (and the power itself: "when I train it on my laptop, after a while the power goes off")
     r"launch|train)\w*\b[^\n]{0,60}?\b(?:my|the|our) (?:PC|computer|machine|desktop|"
-    r"workstation|laptop|system|server)s? (?:just |suddenly |randomly |always |then |"
+    r"workstation|laptop|system|server|power)s? (?:just |suddenly |randomly |always |then |"
     r"immediately )?" + _GOES_OFF + r"(?! (?:the|a|an|my|its?|from|training|jobs?|process\w*|"
     r"services?)\b)|"
     r"(?:训练|跑|运行|推理)[^\n]{0,15}?(?:电脑|主机|机器|系统)?(?:会|就|直接|突然|自动)*"

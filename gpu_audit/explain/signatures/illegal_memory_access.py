@@ -55,26 +55,33 @@ _DRIVER_WORDS = r"\bCUDA error(?: at cu\w{{1,40}})?: {words}\b"
            example='Thread 137 "python" received signal CUDA_EXCEPTION_14, Warp Illegal Address.')
 @signature("illegal-memory-access/illegal-instruction",
            r"an illegal instruction was encountered|ILLEGAL_INSTRUCTION|"
-           r"cudaErrorIllegalInstruction",
+           r"(?:cuda|\b)ErrorIllegalInstruction\b",
            ("llegal instruction", "ILLEGAL_INSTRUCTION", "IllegalInstruction"),
            "Illegal instruction in a CUDA kernel",
            example="RuntimeError: CUDA error: an illegal instruction was encountered")
 @signature("illegal-memory-access/misaligned-address",
-           r"(?:error|Error)(?: \[CUDA\])?: misaligned address|Cuda failure 'misaligned address|"
+           # (NCCL's "Cuda failure 'misaligned address'"; a program's own check, its label
+           # padded with dots: "Cuda failure..........: misaligned address")
+           r"(?:error|Error)(?: \[CUDA\])?: misaligned address|"
+           r"Cuda failure(?: '|\.{0,40}: )misaligned address|"
            r"\berror=\d+ : misaligned address|"  # THCudaCheck FAIL file=... line=... error=74
            r"cudaSuccess \(\d+ vs\. 0\)\s+misaligned address|"
-           r"MISALIGNED_ADDRESS|cudaErrorMisalignedAddress|"
+           r"MISALIGNED_ADDRESS|(?:cuda|\b)ErrorMisalignedAddress\b|"
            # (a driver API call's name before CUDA's words, as hashcat prints its calls'
            # failures: "cuStreamSynchronize(): misaligned address")
            r"\b(?:cu|hip)[A-Z]\w{1,40}\(\): misaligned address",
            ("isaligned",), "Misaligned memory access in a CUDA kernel",
            example="RuntimeError: CUDA error: misaligned address")
 @signature("illegal-memory-access/illegal-address",
-           r"illegal memory access was encountered|ILLEGAL_ADDRESS|cudaErrorIllegalAddress|"
+           # (the runtime's enum, and the driver's as .NET bindings name it, "ErrorIllegalAddress";
+           # and CUDA's description of the status, which such bindings print after it)
+           r"illegal memory access was encountered|ILLEGAL_ADDRESS|"
+           r"(?:cuda|\b)ErrorIllegalAddress\b|"
+           r"the device encountered a load or store instruction on an invalid memory address|"
            + status_check("cudaErrorIllegalAddress") + "|" + reported_number(700)
            + "|" + _DRIVER_WORDS.format(words="Illegal address"),
            ("llegal memory access", "ILLEGAL_ADDRESS", "IllegalAddress", "cudaSuccess",
-            *number_needles(700), "Illegal address"),
+            *number_needles(700), "Illegal address", "load or store instruction"),
            "Illegal memory access in a CUDA kernel",
            example="RuntimeError: CUDA error: an illegal memory access was encountered")
 def _illegal(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
@@ -102,9 +109,11 @@ def _illegal(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Adv
 # kernel log (48, 79, 94, 95, 109, ...) then sits before it as the root cause.
 fixed("illegal-memory-access/launch-failure",
       r"unspecified launch failure|CUDA_ERROR_LAUNCH_FAILED|cudaErrorLaunchFailure|"
+      r"\bErrorLaunchFailed\b|"
       + status_check("cudaErrorLaunchFailure") + "|" + reported_number(719)
       + "|" + _DRIVER_WORDS.format(words="Launch failed"),
-      ("unspecified launch failure", "LAUNCH_FAILED", "LaunchFailure", "cudaSuccess",
+      ("unspecified launch failure", "LAUNCH_FAILED", "LaunchFailure", "ErrorLaunchFailed",
+       "cudaSuccess",
        *number_needles(719), "Launch failed"),
       "Unspecified launch failure: a CUDA kernel crashed", tier=1.2,
       example="RuntimeError: CUDA error: unspecified launch failure",

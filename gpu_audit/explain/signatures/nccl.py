@@ -335,8 +335,11 @@ fixed("nccl/network",
       # (the last of NCCL's connect retries, after which it gives up: "NCCL INFO
       # socketPollConnect: connect returned No route to host, retrying (34/34) after sleep ...")
       r"\bconnect returned (?P<connect_error>[A-Z][\w ]{2,40}), retrying "
-      r"\((?P<connect_tries>\d+)/(?P=connect_tries)\)",
-      ("NCCL WARN", "NET/", "Connection closed by remote peer", "connect returned"),
+      r"\((?P<connect_tries>\d+)/(?P=connect_tries)\)|"
+      # (an RDMA completion queue's failed entry, as collective libraries on verbs print it:
+      # "CQE ERROR wr_id=3 status=12(transport retry counter exceeded) opcode=1 ...")
+      r"\bCQE (?:ERROR|[Ee]rror)\b[^\n]{0,120}?\bstatus ?[=:] ?(?P<status_>\d+)",
+      ("NCCL WARN", "NET/", "Connection closed by remote peer", "connect returned", "CQE "),
       "NCCL network failure between ranks", tier=2.0,
       example="node03:41377:41955 [3] transport/net_ib.cc:1696 NCCL WARN NET/IB : Got completion "
       "from peer 10.20.0.14<55437> with status=12 opcode=0 len=0 vendor err 129 (Send)",
