@@ -2,8 +2,8 @@
 sentence for its allocation status, TensorRT 7's allocator and tactic errors and the size its
 warning states, MXNet's message wrapped inside a word, PaddlePaddle 1.x's check, PBS
 Professional's sizes in bytes, the shell's Killed after a progress bar and a kill told in
-Chinese; and a pasted error followed by the writer's request for help (not an explainer).
-Synthetic fixtures in fixtures/shapes/."""
+Chinese, CUDA's no-kernel-image status retyped "on this device"; and a pasted error followed
+by the writer's request for help (not an explainer). Synthetic fixtures in fixtures/shapes/."""
 
 from __future__ import annotations
 
@@ -74,3 +74,8 @@ def test_a_kill_told_in_a_condition_is_still_not_read() -> None:
 def test_a_pasted_error_then_a_request_for_help_is_a_report() -> None:
     oom = root("cuda_error_pasted_then_asked_how_to_solve.log")
     assert oom.cls == "cuda-oom" and oom.severity.name == "ERROR"
+
+
+def test_no_kernel_image_retyped_on_this_device_in_a_title() -> None:
+    found = root("no_kernel_image_this_device_title.log")
+    assert (found.cls, found.signature) == ("driver-mismatch", "driver-mismatch/no-kernel-image")
