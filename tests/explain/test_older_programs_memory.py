@@ -79,3 +79,9 @@ def test_a_pasted_error_then_a_request_for_help_is_a_report() -> None:
 def test_no_kernel_image_retyped_on_this_device_in_a_title() -> None:
     found = root("no_kernel_image_this_device_title.log")
     assert (found.cls, found.signature) == ("driver-mismatch", "driver-mismatch/no-kernel-image")
+
+
+def test_out_of_memory_error_in_prose_is_not_tensorrts() -> None:
+    # (TensorRT 7 names a function and its status after "Error in"; prose names no function)
+    assert not classify_text("We hit an OutOfMemory Error in production last week",
+                             torch_version=None)

@@ -705,7 +705,7 @@ def _library_allocation(sig: Signature, numbers: dict[str, Any], ctx: AdviceCont
            # (TensorRT 7 and before: "Cuda Error in nvinfer1::internal::DefaultAllocator::
            # allocate: 2 (out of memory)", "OutOfMemory Error in nvinfer1::builder::...")
            r"|\bCuda Error in [\w:`'<>~-]{1,200}: 2 \(out of memory\)"
-           r"|\bOutOfMemory Error in \w",
+           r"|\bOutOfMemory Error in [\w:`'<>~-]{1,200}: \d",
            ("OutOfMemory", "(out of memory)"), "CUDA out of memory in TensorRT",
            group="cuda-oom-raw",
            example="[TRT] [E] 2: [globWriter.cpp::HybridGlobWriter::193] Error Code 2: "
