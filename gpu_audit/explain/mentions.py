@@ -609,6 +609,9 @@ _ASKED_INLINE = re.compile(
     r"\b(?:(?:do not|don'?t|didn'?t|did not|doesn'?t)\s+(?:\w+\s+)?(?:know|kown|konw|"
     r"understand)|no idea|not sure|wonder(?:ing)?|(?:want|like|need) to know)\s+how to (?:fix|"
     r"solve|resolve|avoid|handle|debug)\b|"
+    # "please tell me how to solve it? thanks a lot!": a request to be told, before a sign-off
+    r"\b(?:please|pls|plz|can you|could you|would you)\s+(?:tell|telle|show|teach)\s+(?:me|us)"
+    r"\s+how to (?:fix|solve|resolve|avoid|handle|debug)\b|"
     # "no sé cómo solucionarlo", "não sei como resolver", "je ne sais pas comment corriger"
     r"\bno (?:s[eé]|sabemos|entiendo) c[oó]mo \w+|\bn[aã]o (?:sei|sabemos) como \w+|"
     r"\bsab(?:e|es|en|éis) c[oó]mo \w+|\balgu[eé]m sabe como \w+|"

@@ -124,14 +124,18 @@ KEYS: tuple[Key, ...] = (
         rb"|ssertion (?<=\] Assertion )"
         # (and a program's check of a cuBLAS call by name: "cuBLAS call cublasLtMatmul(...)
         # failed at ...", "cuBLASLt call ...")
-        rb"|S call (?<=BLAS call )|SLt call (?<=BLASLt call )|SLT call (?<=BLASLT call ))",
+        rb"|S call (?<=BLAS call )|SLt call (?<=BLASLt call )|SLT call (?<=BLASLT call )"
+        # (and the shell's word for Killed in another language right after a progress bar's
+        # estimate, the bar having printed no newline: "ETA: 2621s" then the word)
+        rb"|(?<=ETA): ?\d{1,7}s[ \t]*(?:" + _OTHER_KILLED_WORDS + rb"))",
         (b"Assertion `", *(b"Assertion " + quote + word for quote in (b"", b"'", b'"')
                            for word in (b"srcIndex", b"idx_dim", b"t >= 0", b"input_val",
                                         b"target_val")),
          b"ALLOC_CONF", b"ASSERT FAILED", b"Async does not ", b"Async support for ",
          b"Allocation on device", b"MallocAsync", b"BLAS API failed", b"BLASLt API failed",
          b"AllocateRawInternal] Extending", b"Attempting to perform BLAS operation",
-         b"] Assertion ", b"BLAS call ", b"BLASLt call ", b"BLASLT call ")),
+         b"] Assertion ", b"BLAS call ", b"BLASLt call ", b"BLASLT call ",
+         *(word.encode() for word in _OTHER_KILLED))),
     # (and "CUDA" right before a word in Chinese, Japanese or Korean: a translated message,
     # "CUDA内存不足"; their UTF-8 lead bytes)
     Key(rb"C(?:UDA(?:[ _]|CachingAllocator|AllocatorConfig|[\xe3-\xed])"

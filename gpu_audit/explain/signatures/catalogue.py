@@ -43,6 +43,7 @@ ORDER = (
     "cuda-oom/cuda-error",
     "cuda-oom/library-allocation",
     "cuda-oom/tensorrt",
+    "cuda-oom/tensorrt-request",
     "cuda-oom/driver-api",
     # (before MXNet's "cudaMalloc failed: out of memory": llama.cpp's says where)
     "cuda-oom/ggml",

@@ -689,11 +689,23 @@ def _library_allocation(sig: Signature, numbers: dict[str, Any], ctx: AdviceCont
     return advice(sig, numbers, explanation, remedy, diagnosis="unknown")
 
 
+@signature("cuda-oom/tensorrt-request",
+           # TensorRT's warning beside its out-of-memory error: the size it could not get
+           r"\bRequested amount of GPU memory \((?P<requested_bytes>\d{1,20}) bytes\) could not "
+           r"be allocated",
+           ("Requested amount of GPU memory",), "CUDA out of memory in TensorRT (its size)",
+           group="cuda-oom-raw", attach="only", window=6,
+           example="[W] [TRT] Requested amount of GPU memory (8589934592 bytes) could not be "
+           "allocated. There may not be enough free memory for allocation to succeed.")
 @signature("cuda-oom/tensorrt",
            # TensorRT's logger: its builder or runtime could not get GPU memory ("Error Code 2:
            # OutOfMemory (no further information)", "Error Code 1: Cuda Runtime (out of memory)")
            r"Error Code \d{1,2}: (?:OutOfMemory|Cuda Runtime \(out of memory\))(?: \((?:"
-           r"Requested size was (?P<requested_bytes>\d+) bytes|[^)\n]{0,80})\))?",
+           r"Requested size was (?P<requested_bytes>\d+) bytes|[^)\n]{0,80})\))?"
+           # (TensorRT 7 and before: "Cuda Error in nvinfer1::internal::DefaultAllocator::
+           # allocate: 2 (out of memory)", "OutOfMemory Error in nvinfer1::builder::...")
+           r"|\bCuda Error in [\w:`'<>~-]{1,200}: 2 \(out of memory\)"
+           r"|\bOutOfMemory Error in [\w:`'<>~-]{1,200}: \d",
            ("OutOfMemory", "(out of memory)"), "CUDA out of memory in TensorRT",
            group="cuda-oom-raw",
            example="[TRT] [E] 2: [globWriter.cpp::HybridGlobWriter::193] Error Code 2: "
@@ -710,7 +722,7 @@ def _library_allocation(sig: Signature, numbers: dict[str, Any], ctx: AdviceCont
 def _outside_allocator(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
     size = (f" of {size_text(numbers['requested_bytes'])}" if numbers.get("requested_bytes")
             else "")
-    if sig.id.endswith("tensorrt"):
+    if "tensorrt" in sig.id:
         explanation = (
             f"TensorRT could not allocate GPU memory{size}: its builder needs room for the "
             "engine, its tactics' workspaces and the weights at once, outside the framework's "
@@ -747,11 +759,15 @@ def _paddle_gpu_place(group: str) -> str:
 
 
 _FRAMEWORK_OOM = (
-    r"\bcudaMalloc(?P<mxnet>)(?: retry)? failed: out of memory"
+    # (a paste wrapped inside the word and joined again with a space: "cudaMalloc fail ed: ...")
+    r"\bcudaMalloc(?P<mxnet>)(?: retry)? fail ?ed: out of memory"
     r"|\bCheck failed: e == cudaSuccess\b(?P<mxnet_>)[^\n]{0,80}?\bout of memory"
     r"|\bCheck failed: e == cudaSuccess \(2 vs\. 0\)(?P<mxnet__>)"  # (the message cut)
     rf"|\bOut of memory error on GPU ?(?P<gpu>\d+)(?P<paddle>)(?:\. Cannot allocate "
     rf"(?P<size>{_PADDLE_SIZE}) memory on GPU \d+)?"
+    # (PaddlePaddle 1.x's check of a CUDA call, the runtime's words after its exception type:
+    # "PaddleCheckError: out of memory at [.../device_context.cc:219]")
+    r"|\bPaddleCheckError: out of memory at \[(?P<paddle___>)"
     r"|\bBFCArena::AllocateRawInternal\b(?P<onnxruntime>)"
     r"(?:[^\n]{0,200}?requested buffer of size (?P<bytes>\d+))?"
     r"|\bFailed to allocate memory for requested buffer of size (?P<bytes_>\d+)(?P<onnxruntime_>)"
@@ -760,13 +776,17 @@ _FRAMEWORK_OOM = (
     # (also retyped in lower case: "out of memory. requested 1795MB; free 595 MB")
     r"|\b(?i:Out of memory\. Requested) \d{1,12}(?:\.\d{1,12})?(?: ?MB)?; (?i:Free) \d"
     r"(?P<catboost>)"
-    r"|\bNCudaLib::TOutOfMemoryError\b(?P<catboost_>)"
+    # (the type's name cut where a paste or a terminal cut it: "NCudaLib::TOutOfMemoryE")
+    r"|\bNCudaLib::TOutOfMemory(?:Error|Erro|Err|Er|E)?(?![A-Za-z])(?P<catboost_>)"
     # hashcat's check of its buffers against what the device lets one allocation take ("Not
     # enough allocatable device memory for this attack."; not "... or free host memory for
     # mapping", which may be the host's), and OpenCL's status for a buffer the device could not
     # hold (CL_MEM_OBJECT_ALLOCATION_FAILURE)
     r"|\bNot enough allocatable device memory\b(?! or free host)(?P<hashcat>)"
     r"|\bCL_MEM_OBJECT_ALLOCATION_FAILURE\b(?P<opencl>)"
+    # cuFFT's sentence for its status 2, CUFFT_ALLOC_FAILED, as wrappers print it (CUDA.jl's
+    # "CUFFTError(code 2, cuFFT failed to allocate GPU or CPU memory)"): a plan's work area
+    r"|\bcuFFT failed to allocate GPU or CPU memory\b(?P<cufft>)"
     # Theano's CNMeM pool, at start ("cnmemInit call failed! Reason=CNMEM_STATUS_OUT_OF_MEMORY")
     # or on an allocation ("Error allocating 25165824 bytes of device memory
     # (CNMEM_STATUS_OUT_OF_MEMORY)"), and Theano's own allocator's words ("... of device memory
@@ -780,7 +800,7 @@ _FRAMEWORK_OOM = (
     + r"[^\n]{0,200}?\bFail to alloc memory of (?P<bytes___>\d+) size\b(?P<paddle__>)")
 _FRAMEWORK_NAMES = {"mxnet": "MXNet", "paddle": "PaddlePaddle", "onnxruntime": "ONNX Runtime",
                     "catboost": "CatBoost", "theano": "Theano", "hashcat": "hashcat",
-                    "opencl": "OpenCL"}
+                    "opencl": "OpenCL", "cufft": "cuFFT"}
 _PADDLE_FIELDS = (("free_bytes", re.compile(rf"available memory is only ({_PADDLE_SIZE})")),
                   ("allocated_bytes", re.compile(rf"({_PADDLE_SIZE}) memory has been allocated")))
 
@@ -899,6 +919,9 @@ _FRAMEWORK_REMEDIES = {
                "allocation (the \"MB allocatable\" on its device line): lower the workload "
                "(-w 1), use the optimised kernels (-O), split the hash list or the rule file, or "
                "run the attack on a device with more memory.",
+    "cufft": "cuFFT allocates each plan's work area on the GPU when the plan is made: free "
+             "plans and arrays no longer used (and the framework's cache) before making new "
+             "ones, or transform smaller or fewer arrays at once.",
     "opencl": "The OpenCL device could not hold a buffer the program created: lower the "
               "program's batch, work size or intensity, and close other programs using the GPU.",
     "onnxruntime": "Cap ONNX Runtime's arena on the CUDA execution provider (gpu_mem_limit) and "
@@ -910,11 +933,12 @@ _FRAMEWORK_REMEDIES = {
 @signature("cuda-oom/framework-allocator", _FRAMEWORK_OOM,
            ("out of memory", "Out of memory error on GPU", "BFCArena::AllocateRawInternal",
             "requested buffer of size", "Fail to alloc memory of", "cudaSuccess (2 vs. 0)",
-            "Out of memory. Requested", "TOutOfMemoryError", "of device memory",
+            "Out of memory. Requested", "TOutOfMemory", "of device memory",
+            "failed to allocate GPU or CPU memory",
             "CNMEM_STATUS_OUT_OF_MEMORY", "allocatable device memory",
             "CL_MEM_OBJECT_ALLOCATION_FAILURE"),
-           "GPU out of memory (MXNet, PaddlePaddle, ONNX Runtime, CatBoost, Theano, hashcat or "
-           "OpenCL)",
+           "GPU out of memory (MXNet, PaddlePaddle, ONNX Runtime, CatBoost, Theano, hashcat, "
+           "OpenCL or cuFFT)",
            extract=_framework_oom,
            group="cuda-oom-framework",
            example="Out of memory error on GPU 0. Cannot allocate 1.500000GB memory on GPU 0, "

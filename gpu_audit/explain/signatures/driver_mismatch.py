@@ -307,8 +307,9 @@ def _invalid_device_function(sig: Signature, numbers: dict[str, Any],
 
 @signature("driver-mismatch/no-kernel-image",
            # (also capitalised, where a title or a sentence starts with it; and cut after
-           # "available" where a title or a terminal kept only that much, at the line's end)
-           r"[Nn]o kernel image is available(?: for execution on the device|[.!]?\s*$)|"
+           # "available" where a title or a terminal kept only that much, at the line's end;
+           # and retyped "on this device", a program's own check's wording or a title's)
+           r"[Nn]o kernel image is available(?: for execution on (?:the|this) device|[.!]?\s*$)|"
            r"cudaErrorNoKernelImageForDevice|CUDA_ERROR_NO_BINARY_FOR_GPU|"
            + status_check("cudaErrorNoKernelImageForDevice"),
            ("no kernel image", "No kernel image", "NoKernelImage", "NO_BINARY_FOR_GPU",

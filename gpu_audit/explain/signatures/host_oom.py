@@ -27,6 +27,7 @@ import re
 from typing import Any
 
 from gpu_audit.explain.prefixes import LINE_HEAD
+from gpu_audit.explain.signatures.guards import unless_words
 from gpu_audit.explain.signatures.registry import (
     Advice,
     AdviceContext,
@@ -276,6 +277,8 @@ def _slurm_limit(match: re.Match[str], line: str) -> dict[str, Any]:
             found[f"{key}_bytes"] = kib * 1024
         if isinstance(mib := found.pop(f"{key}_mib", None), int):
             found[f"{key}_bytes"] = mib << 20
+        if isinstance(count := found.pop(f"{key}_b", None), int):  # PBS Professional: bytes
+            found[f"{key}_bytes"] = count
     return found
 
 
@@ -309,8 +312,11 @@ def _slurm_memory_limit(sig: Signature, numbers: dict[str, Any], ctx: AdviceCont
            # PBS/Torque's node daemon: "=>> PBS: job killed: mem 9437184kb exceeded limit
            # 8388608kb" (vmem and pmem alike); Moab: "job 4242 exceeded MEM usage hard limit
            # (9216 > 8192)", in MB; LSF's exit reason TERM_MEMLIMIT
-           r"PBS: job killed: (?P<memory_kind>[pv]?mem) (?P<used_kib>\d+)kb exceeded limit "
-           r"(?P<limit_kib>\d+)kb|\b[Jj]ob (?P<job>\d+) exceeded MEM usage hard limit "
+           # (PBS Professional writes the sizes in bytes, without a unit: "vmem 59867090944
+           # exceeded limit 53687091200")
+           r"PBS: job killed: (?P<memory_kind>[pv]?mem) (?:(?P<used_kib>\d+)kb exceeded limit "
+           r"(?P<limit_kib>\d+)kb|(?P<used_b>\d+)b? exceeded limit (?P<limit_b>\d+)b?\b)|"
+           r"\b[Jj]ob (?P<job>\d+) exceeded MEM usage hard limit "
            r"\((?P<used_mib>\d+) > (?P<limit_mib>\d+)\)|TERM_MEMLIMIT: job killed after reaching "
            r"LSF memory usage limit",
            ("PBS: job killed", "exceeded MEM usage", "TERM_MEMLIMIT"),
@@ -870,15 +876,20 @@ _TOLD_KILLED = (
     r"died|ends|ended)\b(?: \S+){0,8}? with (?:the |a )?(?:message|output|error)s?:? "
     r"[\"'`*]+killed\b[\"'`*]+)|"
     # (and where it was when killed: "程序在加载模型中被kill了", "训练到第3轮时被杀死")
-    r"(?<!如果)(?<!若)(?<!可能)(?:程序|进程|训练|任务)(?:[在到][^\n，。,！？!?]{1,16}?(?:中|时|的时候))?"
-    r"(?:就|又|会|直接|突然|总是|还是)?(?:被(?:系统)?)?"
-    r"(?:[Kk]illed|[Kk]ill[掉了]|杀死|杀掉)")
+    # (not in a condition or a question anywhere before it on the line: "如果训练进程被kill")
+    + unless_words("if", also="如果|假如|要是|若|可能|是否") +
+    r"(?:程序|进程|训练|任务)(?:[在到][^\n，。,！？!?]{1,16}?(?:中|时|的时候))?"
+    # (up to two adverbs: "进程就会被kill", and the English verb before a comma: "被kill, ...")
+    r"(?:就|又|会|直接|突然|总是|还是){0,2}(?:被(?:系统)?)?"
+    r"(?:[Kk]illed|[Kk]ill(?:[掉了]|(?=[,，。.!！]))|杀死|杀掉)")
 
 
 @signature("host-oom/shell-killed",
            # the shell's word alone on its line (bold in markdown, or right after a progress
            # bar that had no newline), after "line N: PID", or after a job number
            rf"{LINE_HEAD}[\s*_`>]*(?:{_KILLED})[\s*_`.!]*$|(?<=[\]|])\s*(?:{_KILLED})\s*$|"
+           # (or after a progress bar that ends on its estimate, mmcv's "... ETA: 2621s")
+           rf"\bETA: ?\d{{1,7}}s\s*(?:{_KILLED})\s*$|"
            rf"\w{{1,40}} \d+:\s+(?P<pid>\d+) (?:{_KILLED})\s+(?P<command>\S.*)|"
            rf"{LINE_HEAD}\[\d+\][+-]?\s+(?:(?P<pid_>\d+)\s+)?(?:{_KILLED}|killed)\s{{2,}}(?P<command_>\S.*)|"
            rf"{LINE_HEAD}zsh: killed\s+(?P<command__>\S.*)|" + _TOLD_KILLED,
