@@ -3,7 +3,9 @@
 nvidia-smi, pynvml, the container runtime and PyTorch itself all use NVML. It fails when its
 library (installed with the driver, in user space) and the loaded kernel module have different
 versions (a driver upgraded without a reboot), when the library is missing (a container started
-without the driver's libraries), when the kernel module is not loaded, or when a container has
+without the driver's libraries), when the library loaded lacks a function a program needs (the
+CUDA toolkit's stub or an old copy found ahead of the driver's, or an old driver: torch then stops
+at its first CUDA allocation), when the kernel module is not loaded, or when a container has
 lost access to the GPU device files. While NVML is broken, an out-of-memory in PyTorch turns
 into an NVML INTERNAL ASSERT (class `nvml-assert-oom`).
 """
