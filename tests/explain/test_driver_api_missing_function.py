@@ -2,7 +2,7 @@
 and libcuda functions at its first CUDA allocation (c10/cuda/driver_api.cpp) and stops with an
 INTERNAL ASSERT naming the one it could not find. For NVML that is a stub or an old copy of
 libnvidia-ml.so.1 ahead of the driver's (or an old driver); for libcuda a driver older than the
-CUDA torch needs. Synthetic fixtures in fixtures/shapes/."""
+CUDA torch needs. Synthetic fixtures in fixtures/ (the whole failure) and fixtures/shapes/."""
 
 from __future__ import annotations
 
@@ -10,17 +10,28 @@ from pathlib import Path
 
 import pytest
 
-from gpu_audit.explain import classify_text
+from gpu_audit.explain import Incident, classify_text
 from gpu_audit.model import Severity
-from tests.explain.helpers import shape_incidents, text_incidents
-from tests.explain.helpers import shape_root as root
+from tests.explain.helpers import fixture_incidents, shape_incidents, text_incidents
+
+WHOLE = "nvml_library_lacks_function_first_allocation.log"  # in fixtures/, the others in shapes/
+
+
+def incidents(name: str) -> list[Incident]:
+    return fixture_incidents(name) if name == WHOLE else shape_incidents(name)
+
+
+def root(name: str) -> Incident:
+    found = [i for i in incidents(name) if i.role == "root-cause"]
+    assert found, f"{name}: no failure found"
+    return found[0]
 
 MISSING = "nvml-unavailable/library-function-missing"
 
 
 @pytest.mark.parametrize(("name", "function", "library"), [
     # the warning, then the traceback of the first allocation
-    ("nvml_function_missing_first_allocation.log", "nvmlDeviceGetNvLinkRemoteDeviceType",
+    (WHOLE, "nvmlDeviceGetNvLinkRemoteDeviceType",
      "/srv/jobs/venv/lib/nvidia-shim/libnvidia-ml.so.1"),
     # every line behind torchrun's "[rank0]: "
     ("nvml_function_missing_torchrun.log", "nvmlSystemGetCudaDriverVersion_v2",
@@ -37,12 +48,12 @@ def test_the_missing_function_is_the_root_cause(name: str, function: str, librar
     assert found.numbers["library"] == library
     assert found.numbers["source_line"] == 37
     # the warning before it stays context, after it
-    warning = [i for i in shape_incidents(name) if i.signature == "nvml-unavailable/torch-warning"]
+    warning = [i for i in incidents(name) if i.signature == "nvml-unavailable/torch-warning"]
     assert warning and warning[0].role == "context" and not warning[0].is_failure
 
 
 def test_the_advice_says_how_to_find_the_library_loaded() -> None:
-    found = root("nvml_function_missing_first_allocation.log")
+    found = root(WHOLE)
     for paste in ("ldconfig -p | grep libnvidia-ml", 'echo "$LD_LIBRARY_PATH"',
                   "grep libnvidia-ml /proc/<pid>/maps", "ctypes.CDLL('libnvidia-ml.so.1')",
                   "update the NVIDIA driver"):
