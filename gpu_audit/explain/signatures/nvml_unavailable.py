@@ -510,6 +510,8 @@ DRIVER_API_NVML = (
     rf"\bCan't find (?P<function_>{_NVML_FUNCTION}):(?: (?P<library_>[^\n:]{{1,300}}?): "
     r"undefined symbol\b|\s*$)|"
     # the loader's own words, from torch or any program that asks the library for the function
+    # (the path read from its start only: a scan from every byte would cost the square)
+    r"(?:^|(?<=[\s'\"`(=]))"
     rf"(?P<library__>[^\s:'\"`]{{0,300}}libnvidia-ml\.so[.\d]{{0,8}}): undefined symbol: "
     rf"(?P<function__>{_NVML_FUNCTION})\b")
 _WHICH_NVML = (
