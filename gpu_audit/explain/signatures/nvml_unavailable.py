@@ -532,7 +532,7 @@ _WHICH_NVML = (
 
 @signature("nvml-unavailable/library-function-missing", DRIVER_API_NVML,
            ("_ INTERNAL ASSERT", "Can't find nvml", "undefined symbol: nvml"),
-           "The NVML library torch loaded lacks a function torch needs", tier=0.0,
+           "The NVML library loaded lacks a function the program needs", tier=0.0,
            example='RuntimeError: r.nvmlDeviceGetNvLinkRemoteDeviceType_ INTERNAL ASSERT FAILED '
            'at "/pytorch/c10/cuda/driver_api.cpp":37, please report a bug to PyTorch. Can\'t '
            'find nvmlDeviceGetNvLinkRemoteDeviceType: /usr/local/cuda/lib64/stubs/'
@@ -543,10 +543,10 @@ def _nvml_function_missing(sig: Signature, numbers: dict[str, Any],
     library = str(numbers.get("library") or "")
     where = f" ({library})" if library else ""
     explanation = (
-        f"torch looked up {function} in the NVML library it loaded{where} and the library does "
-        "not have it, so torch stopped at its first CUDA allocation (c10/cuda/driver_api.cpp); "
-        "the \"Can't initialize NVML\" warning before it is the same library. "
-        + _nvml_copy_kind(library))
+        f"The NVML library this process loaded{where} has no {function}, and the program needs "
+        "it: torch looks NVML's functions up at its first CUDA allocation "
+        "(c10/cuda/driver_api.cpp) and stops there (its \"Can't initialize NVML\" warning, where "
+        "one came earlier, is the same library). " + _nvml_copy_kind(library))
     return advice(sig, numbers, explanation, _WHICH_NVML)
 
 
