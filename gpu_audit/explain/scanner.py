@@ -148,7 +148,9 @@ KEYS: tuple[Key, ...] = (
         # (ONNX Runtime's checks of a cuDNN call: "CUDNN failure 4", "CUDNN error executing")
         rb"|UDNN failure \d|UDNN2? error executing "
         rb"|uda failure|achingAllocator|aught collective|onnection closed by (?:remote )?peer"
-        rb"|an't initialize NVML|urrently allocated +: "
+        # (and torch's "Can't find nvml<function>:" of a library that lacks it, where a log
+        # cut the line before the library's name)
+        rb"|an't (?:initialize NVML|find nvml)|urrently allocated +: "
         # (cudaMallocAsync's "Free (according to CUDA): ", in this pass: one pass fewer)
         rb"|(?<=\(according to C)UDA\): "
         # (cuBLAS's handle, in words: "Create cublas handle failed", "CUBLAS initialization")
@@ -189,7 +191,8 @@ KEYS: tuple[Key, ...] = (
          b"CUBLAS failure in ", b"CUBLAS: ", b"CUDNN failure ", b"CUDNN error executing ",
          b"CUDNN2 error executing ",
          b"Cuda failure", b"CachingAllocator", b"Caught collective", b"Connection closed by ",
-         b"Can't initialize NVML", b"Currently allocated ", b"(according to CUDA): ",
+         b"Can't initialize NVML", b"Can't find nvml", b"Currently allocated ",
+         b"(according to CUDA): ",
          b"Create cublas handle", b"CUBLAS initialization", b"CUBLAS initialisation",
          b"CPUExecutionProvider'", b'CPUExecutionProvider"', b"Check failed: ",
          *(b"CUDA%d" % digit for digit in range(10)), b"CuDNN library",

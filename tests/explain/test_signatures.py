@@ -25,6 +25,9 @@ FIXTURE_INCIDENTS = {
     "container_without_driver_libraries.log": [
         ("nvml-unavailable", "nvml-unavailable/container-cli")],
     "dmesg_nvrm_api_mismatch.log": [("nvml-unavailable", "nvml-unavailable/nvrm-api-mismatch")],
+    "nvml_library_lacks_function_first_allocation.log": [
+        ("nvml-unavailable", "nvml-unavailable/library-function-missing"),
+        ("nvml-unavailable", "nvml-unavailable/torch-warning")],
     "torch29_deprecated_alloc_conf_healthy.log": [
         ("alloc-conf", "alloc-conf/deprecated-variable")],
     "torch201_expandable_segments_unknown.log": [

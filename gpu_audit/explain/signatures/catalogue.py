@@ -32,6 +32,8 @@ ORDER = (
     # an NVML assert: an OOM when the caching allocator raised it, an NVML failure elsewhere
     "nvml-assert-oom/caching-allocator",
     "nvml-unavailable/nvml-assert",
+    # a function missing from the NVML library torch loaded (its driver_api.cpp assert)
+    "nvml-unavailable/library-function-missing",
     # out of memory, before NCCL's "Cuda failure 'out of memory'"
     "cuda-oom/caching-allocator",
     # (before the driver's status: pinned host memory is the host's)

@@ -133,12 +133,17 @@ def _driver_too_old(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext)
            # library has the cu[A-Z]... functions; cublas..., cudnn..., cuda... are others')
            r"\bFunction \"(?P<function>cu[A-Z]\w{2,60})\" not found\b|"
            r"\.so[.\d]{0,12}: undefined symbol: (?P<function_>cu[A-Z]\w{2,60})|"
+           # (torch's lookup of the driver functions it needs, in c10/cuda/driver_api.cpp:
+           # 'r.cuMemCreate_ INTERNAL ASSERT FAILED at ".../driver_api.cpp":15, ... Can't find
+           # cuMemCreate', with dlerror's words after it in older releases, without in newer)
+           # (the "r." and "_" around the name are that file's; a log may cut the rest)
+           r"\br\.(?P<function__>cu[A-Z]\w{2,60}?)_ INTERNAL ASSERT FAILED\b|"
            r"cudaErrorCallRequiresNewerDriver|"
            + status_check("cudaErrorCallRequiresNewerDriver", group="cuda_status"),
            ("driver is too old", "driver being too old", "driver was too old",
             "is not supported by", "version is too old",
             "API call is not supported in the installed", "cudaErrorCallRequiresNewerDriver",
-            "cudaSuccess", 'Function "cu', "undefined symbol: cu"),
+            "cudaSuccess", 'Function "cu', "undefined symbol: cu", "_ INTERNAL ASSERT"),
            "The NVIDIA driver is older than the CUDA the program needs", tier=0.0,
            extract=lambda match, line: _status_numbering(named(match, line), line),
            example="ERROR: LoadError: CUDA 10.0 is not supported by your driver (which supports "

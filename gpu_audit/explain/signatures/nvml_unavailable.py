@@ -3,7 +3,9 @@
 nvidia-smi, pynvml, the container runtime and PyTorch itself all use NVML. It fails when its
 library (installed with the driver, in user space) and the loaded kernel module have different
 versions (a driver upgraded without a reboot), when the library is missing (a container started
-without the driver's libraries), when the kernel module is not loaded, or when a container has
+without the driver's libraries), when the library loaded lacks a function a program needs (the
+CUDA toolkit's stub or an old copy found ahead of the driver's, or an old driver: torch then stops
+at its first CUDA allocation), when the kernel module is not loaded, or when a container has
 lost access to the GPU device files. While NVML is broken, an out-of-memory in PyTorch turns
 into an NVML INTERNAL ASSERT (class `nvml-assert-oom`).
 """
@@ -491,6 +493,74 @@ def _nvml_torch_warning(sig: Signature, numbers: dict[str, Any], ctx: AdviceCont
     remedy = ("Check with `nvidia-smi` or `gpu-audit scan`; a \"Driver/library version mismatch\" "
               "needs a reboot.")
     return advice(sig, numbers, explanation, remedy)
+
+
+# torch resolves a fixed list of NVML functions from the libnvidia-ml.so.1 it loads
+# (c10/cuda/driver_api.cpp, at the first CUDA allocation), each with
+# `TORCH_INTERNAL_ASSERT(<fn>_, "Can't find <fn>: ", dlerror())`: a library that lacks one (the
+# CUDA toolkit's stub, an old copy ahead of the driver's on the loader path, WSL's, an old
+# driver) stops the job there. The assert's head names the function (`r.<fn>_`), dlerror's
+# "<library>: undefined symbol: <fn>" the library; a log that wraps or cuts the line keeps one
+# or the other.
+_NVML_FUNCTION = r"nvml[A-Z]\w{1,60}?"
+DRIVER_API_NVML = (
+    rf"\br\.(?P<function>{_NVML_FUNCTION})_ INTERNAL ASSERT FAILED\b(?: at [\"'`]?"
+    r"[^\"'`\n]{0,200}?driver_api\.cpp[\"'`]?(?::(?P<source_line>\d+))?"
+    r"(?:[^\n]{0,120}?Can't find \w{1,80}: (?P<library>[^\n:]{1,300}?): undefined symbol\b)?)?|"
+    rf"\bCan't find (?P<function_>{_NVML_FUNCTION}):(?: (?P<library_>[^\n:]{{1,300}}?): "
+    r"undefined symbol\b|\s*$)|"
+    # the loader's own words, from torch or any program that asks the library for the function
+    # (the path read from its start only: a scan from every byte would cost the square)
+    r"(?:^|(?<=[\s'\"`(=]))"
+    rf"(?P<library__>[^\s:'\"`]{{0,300}}libnvidia-ml\.so[.\d]{{0,8}}): undefined symbol: "
+    rf"(?P<function__>{_NVML_FUNCTION})\b")
+_WHICH_NVML = (
+    "See which libnvidia-ml.so.1 the job loads, in the job's own environment:\n"
+    "echo \"$LD_LIBRARY_PATH\"; ldconfig -p | grep libnvidia-ml\n"
+    "python -c \"import ctypes; ctypes.CDLL('libnvidia-ml.so.1'); "
+    "print(open('/proc/self/maps').read())\" | grep libnvidia-ml\n"
+    "(for a running process: `grep libnvidia-ml /proc/<pid>/maps`). The driver's own copy lives "
+    "in the system's library directory (/usr/lib/x86_64-linux-gnu, /usr/lib64) with the "
+    "driver's version in its name (libnvidia-ml.so.<driver version>). Remove the other copy "
+    "from the path: take its directory (a CUDA toolkit's stubs/, a copy shipped in the image "
+    "or a virtual environment) out of LD_LIBRARY_PATH and /etc/ld.so.conf.d (then `sudo "
+    "ldconfig`), or delete the copy from the image and let the NVIDIA Container Toolkit mount "
+    "the host's (`docker run --gpus all`). If the driver's own library is the one loaded, the "
+    "driver is older than this torch needs: update the NVIDIA driver (`nvidia-smi` shows its "
+    "version).")
+
+
+@signature("nvml-unavailable/library-function-missing", DRIVER_API_NVML,
+           ("_ INTERNAL ASSERT", "Can't find nvml", "undefined symbol: nvml"),
+           "The NVML library loaded lacks a function the program needs", tier=0.0,
+           example='RuntimeError: r.nvmlDeviceGetNvLinkRemoteDeviceType_ INTERNAL ASSERT FAILED '
+           'at "/pytorch/c10/cuda/driver_api.cpp":37, please report a bug to PyTorch. Can\'t '
+           'find nvmlDeviceGetNvLinkRemoteDeviceType: /usr/local/cuda/lib64/stubs/'
+           'libnvidia-ml.so.1: undefined symbol: nvmlDeviceGetNvLinkRemoteDeviceType')
+def _nvml_function_missing(sig: Signature, numbers: dict[str, Any],
+                           ctx: AdviceContext) -> Advice:
+    function = numbers.get("function") or "an NVML function"
+    library = str(numbers.get("library") or "")
+    where = f" ({library})" if library else ""
+    explanation = (
+        f"The NVML library this process loaded{where} has no {function}, and the program needs "
+        "it: torch looks NVML's functions up at its first CUDA allocation "
+        "(c10/cuda/driver_api.cpp) and stops there (its \"Can't initialize NVML\" warning, where "
+        "one came earlier, is the same library). " + _nvml_copy_kind(library))
+    return advice(sig, numbers, explanation, _WHICH_NVML)
+
+
+def _nvml_copy_kind(library: str) -> str:
+    """What the library's path says about whose copy it is."""
+    if "/stubs/" in library:
+        return ("It is the CUDA toolkit's stub (under stubs/), which only lets programs link "
+                "and has no driver behind it, found ahead of the driver's own library.")
+    if "/wsl/" in library:
+        return ("It is WSL's copy (/usr/lib/wsl/lib), which comes with the Windows driver: "
+                "that driver is older than this torch needs.")
+    return ("Such a library is not the running driver's own: a container's stub, a copy in a "
+            "directory on LD_LIBRARY_PATH (a toolkit, a virtual environment, an image) or WSL's "
+            "found ahead of it; or the driver itself is older than this torch needs.")
 
 
 @signature("nvml-unavailable/nvml-assert", NVML_ASSERT, ("NVML_SUCCESS",),
