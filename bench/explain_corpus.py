@@ -24,6 +24,12 @@ bench/explain-corpus/.
 
     python bench/explain_corpus.py CORPUS [--min-accuracy 0.97] [--min-logs N] [--min-per-class N]
                                           [--min-negatives N] [--min-not-english N]
+                                          [--without-source-line]
+
+A collected text opens with a line saying where it was posted (``owner/repo · issue #12 ·
+closed``, ``example.org · web page``), which a user's own log never has, and explain reads it (an
+issue's replies report, a copied web page illustrates). ``--without-source-line`` scores each
+text with that first line removed: the figure for logs as users have them.
 
 Exit status: 0 when the accuracy is at least --min-accuracy, no negative raised an alarm, every
 number was read and the corpus is as large as asked; 1 when not; 3 when the corpus cannot be
@@ -33,7 +39,9 @@ read.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
+import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -136,11 +144,30 @@ def _same(expected: str, got: Any) -> bool:
     return str(got).strip().lower() == expected.strip().lower()
 
 
-def score(corpus: Path, row: Row) -> Outcome:
-    """Explain one log and compare the root cause and its numbers with the index."""
+# The collectors' first line: where the text was posted, its parts joined by " · ".
+SOURCE_LINE = re.compile(rb"[^\s\xc2]+ \xc2\xb7 [^\n]*\n")
+
+
+def without_source_line(path: Path, scratch: Path) -> Path:
+    """The log as a user would have it: a copy without the collector's first line, if any."""
+    data = path.read_bytes()
+    match = SOURCE_LINE.match(data)
+    if match is None:
+        return path
+    copy = scratch / path.name
+    copy.write_bytes(data[match.end():])
+    return copy
+
+
+def score(corpus: Path, row: Row, scratch: Path | None = None) -> Outcome:
+    """Explain one log and compare the root cause and its numbers with the index; with a
+    ``scratch`` folder, the log without its source line."""
     from gpu_audit.explain import explain_sources
 
-    result = explain_sources([str(corpus / row.file)], torch_version=TORCH_VERSION, workers=1)
+    path = corpus / row.file
+    if scratch is not None:
+        path = without_source_line(path, scratch)
+    result = explain_sources([str(path)], torch_version=TORCH_VERSION, workers=1)
     root = next((i for i in result.incidents if i.role == "root-cause"), None)
     outcome = Outcome(row, root.cls if root else NEGATIVE, root=root)
     if root is None or not outcome.right:
@@ -249,14 +276,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--min-per-class", type=int, default=0)
     parser.add_argument("--min-negatives", type=int, default=0)
     parser.add_argument("--min-not-english", type=int, default=0)
+    parser.add_argument("--without-source-line", action="store_true",
+                        help="score each text without the collector's first line")
     args = parser.parse_args(argv)
     try:
         rows = read_index(args.corpus)
     except CorpusError as exc:
         print(f"explain_corpus: {exc}", file=sys.stderr)
         return 3
-    report = Report([score(args.corpus, row) for row in rows],
-                    with_evidence=any(row.evidence is not None for row in rows))
+    with tempfile.TemporaryDirectory(prefix="explain-corpus-") as scratch:
+        folder = Path(scratch) if args.without_source_line else None
+        report = Report([score(args.corpus, row, folder) for row in rows],
+                        with_evidence=any(row.evidence is not None for row in rows))
     counts = corpus_counts(rows)
     print(report.text())
     print(f"corpus: {counts}")

@@ -134,3 +134,23 @@ def test_a_failure_row_needs_message_or_none_as_its_evidence(tmp_path, capsys, e
     make_evidence_corpus(tmp_path, [("a100_fragmented_oom_torch23.log", "cuda-oom", evidence)])
     assert scorer.main([str(tmp_path)]) == 3
     assert f"evidence {evidence!r} is not one of message, none" in capsys.readouterr().err
+
+
+def test_the_source_line_is_removed_only_where_there_is_one(tmp_path):
+    text = "torch.OutOfMemoryError: CUDA out of memory.\n"
+    posted = tmp_path / "posted.log"
+    posted.write_text("acme/trainer · issue #12 · closed\n" + text, encoding="utf-8")
+    own = tmp_path / "own.log"
+    own.write_text(text, encoding="utf-8")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    assert scorer.without_source_line(posted, scratch).read_text(encoding="utf-8") == text
+    assert scorer.without_source_line(own, scratch) == own  # a user's own log: as it is
+
+
+def test_scoring_without_source_lines(tmp_path, capsys):
+    corpus = make_corpus(tmp_path)
+    for log in corpus.glob("*/*.log"):
+        log.write_bytes("example.org · web page\n".encode() + log.read_bytes())
+    assert scorer.main([str(corpus), "--without-source-line"]) == 0
+    assert "root-class accuracy: 4/4 = 100.0%" in capsys.readouterr().out
