@@ -6,7 +6,7 @@ import itertools
 from collections.abc import Iterator
 
 from gpu_audit.config import Policy
-from gpu_audit.knowledge.allocator.keys import FRAGMENTATION_MIN_BYTES
+from gpu_audit.knowledge.allocator.limits import FRAGMENTATION_MIN_BYTES
 from gpu_audit.model import Finding, GpuProcess, ProcessAllocatorState, Scan, Severity
 from gpu_audit.rules import rule
 from gpu_audit.units import fmt_bytes, fmt_pct, noun, parse_utc, plural

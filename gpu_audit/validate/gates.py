@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gpu_audit.errors import UsageError
-from gpu_audit.knowledge.allocator.keys import FRAGMENTATION_MIN_BYTES
+from gpu_audit.knowledge.allocator.limits import FRAGMENTATION_MIN_BYTES
 from gpu_audit.units import MIB, fmt_bytes, fmt_pct, parse_size, plural
 
 if TYPE_CHECKING:

@@ -12,6 +12,13 @@ from tests.explain.helpers import FIXTURES, fixture_incidents
 
 # fixture log -> the incidents it must yield, root cause first: (class, signature)
 FIXTURE_INCIDENTS = {
+    # torch 2.11 on an H200 (tests/explain/test_torch211_real_shapes.py)
+    "torch211_h200_oom_twice.log": [("cuda-oom", "cuda-oom/caching-allocator")],
+    "torch211_nccl_duplicate_gpu_rank0.log": [("nccl", "nccl/duplicate-gpu"),
+                                              ("nccl", "nccl/error")],
+    "torch211_nvml_init_assert_oom.log": [
+        ("nvml-assert-oom", "nvml-assert-oom/caching-allocator"),
+        ("nvml-unavailable", "nvml-unavailable/torch-warning")],
     "a100_fragmented_oom_torch23.log": [("cuda-oom", "cuda-oom/caching-allocator")],
     "gtx1650_oom_too_big_torch113.log": [("cuda-oom", "cuda-oom/caching-allocator")],
     "k80_oom_torch10_cached.log": [("cuda-oom", "cuda-oom/caching-allocator")],

@@ -23,7 +23,7 @@ _EXPORTS = {
     "EnvBehaviour": "gpu_audit.knowledge.allocator.variables",
     "HIP_VAR": "gpu_audit.knowledge.allocator.names",
     "ALIAS_RELEASE": "gpu_audit.knowledge.allocator.variables",
-    "FRAGMENTATION_MIN_BYTES": "gpu_audit.knowledge.allocator.keys",
+    "FRAGMENTATION_MIN_BYTES": "gpu_audit.knowledge.allocator.limits",
     "KEYS": "gpu_audit.knowledge.allocator.keys",
     "KeySpec": "gpu_audit.knowledge.allocator.keys",
     "LARGE_BUFFER_MB": "gpu_audit.knowledge.allocator.keys",

@@ -14,12 +14,8 @@ import difflib
 from dataclasses import dataclass
 from typing import Any
 
-from gpu_audit.units import MIB, Release, torch_release
+from gpu_audit.units import Release, torch_release
 
-# Unused reserved memory below which fragmentation is worth neither a finding nor a failed stage.
-# The small pool's 2 MiB segments are always split, so a job holding little shows a share near
-# 100% that costs nothing (seen on an H200: 2 MiB reserved, 99.6% of it in split blocks).
-FRAGMENTATION_MIN_BYTES = 256 * MIB
 LARGE_BUFFER_MB = 20  # kLargeBuffer: the floor for max_split_size_mb before large_segment_size_mb
 
 
