@@ -229,6 +229,8 @@ _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                                                   r"\billegal memory errors?\b|"
                                                   # ("accessing memory illegally")
                                                   r"\baccess(?:es|ed|ing)? memory illegally\b"),
+        # CUDA's status 716 in a title's words ("... - CUDA Misaligned Address Error")
+        ("illegal-memory-access/misaligned-address", r"\bmisaligned (?:memory )?address(?:es)?\b"),
         ("nccl/watchdog-timeout", r"(?:\b|ProcessGroup)NCCL\b[^\n]{0,80}?\b(?:tim(?:ed|es|ing) ?"
                                   r"out|timeouts?|hangs?|hanging|stuck)\b|\bWorkNCCL\([^\n]*\bTimeout\b|"
                                   # (torch's "Watchdog caught collective operation timeout",

@@ -298,8 +298,12 @@ def _reported(before: str, change: bool = False) -> bool:
 # reference's "returns `CUBLAS_STATUS_NOT_SUPPORTED` if ..." names a status, not a failure.
 _RESULT_BEFORE = re.compile(
     r"\b(?:returns|returned|results in|resulted in|produces|produced|leads to|led to|throws|"
-    r"threw|gives|gave|raises|raised|ends with|ended with)\b[^.`!?]{0,60}?:?\s*$")
-_PRINTED = re.compile(r"`{1,2}[^`\n]{0,40}?(?:error|Error|ERROR|Exception)\b[^`\n:]{0,40}?: ")
+    r"threw|gives|gave|raises|raised|ends with|ended with|"
+    # ("rank 1 on node 7 logged the first `X`": a log of the writer's run held it)
+    r"logged|printed)\b[^.`!?]{0,60}?:?\s*$")
+# (a status's name, then its description: "CUDA_ERROR_CONTAINED: Invalid access of ...")
+_PRINTED = re.compile(r"`{1,2}[^`\n]{0,40}?(?:(?:error|Error|ERROR|Exception)\b[^`\n:]{0,40}?|"
+                      r"\b[A-Z][A-Z0-9]*_(?:ERROR|STATUS)_[A-Z0-9_]+): ")
 # ... and not a rule an explainer states: "if the labels are out of range, PyTorch raises `X`
 # when you call backward" (a condition, the reader, a modal verb)
 _GENERAL = re.compile(r"\b(?:if|when|whenever|unless|once|you|your|may|might|can|could|would|"

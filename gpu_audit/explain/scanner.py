@@ -181,7 +181,11 @@ KEYS: tuple[Key, ...] = (
         # (and a temperature in degrees Celsius: an overheat told, "crashes at 110°C")
         rb"|(?<=\d\xc2\xb0C)"
         # (and an RDMA completion queue's failed entry: "CQE ERROR wr_id=3 status=12(...)")
-        rb"|QE (?:ERROR|[Ee]rror))",
+        rb"|QE (?:ERROR|[Ee]rror)"
+        # (and NVIDIA DALI's device allocator: "Can't allocate 129499136 bytes on device 0.")
+        rb"|an't allocate \d{1,20} bytes on device"
+        # (and NCCL's socket connect named by its function: "socketStartConnect: Connect to")
+        rb"|onnect: (?<=StartConnect: )|onnect: (?<=PollConnect: )|onnect: (?<=SocketConnect: ))",
         (b"CUDA ", b"CUDA_", b"CUDACachingAllocator", b"CUDAAllocatorConfig",
          *(b"CUDA" + bytes([lead]) for lead in range(0xE3, 0xEE)), b"CUBLAS_STATUS",
          b"CUSOLVER_STATUS", b"CUSPARSE_STATUS", b"CUFFT_", b"CUDNN_STATUS", b"CUDNN_BACKEND",
@@ -198,7 +202,8 @@ KEYS: tuple[Key, ...] = (
          *(b"CUDA%d" % digit for digit in range(10)), b"CuDNN library",
          b"CUDA-capable device", b"Cuda compilation tools", b"Found CUDA: ",
          b"CNMEM_STATUS_OUT_OF_MEMORY", b"CL_MEM_OBJECT_ALLOCATION_FAILURE",
-         b"initialize CUDA: ", "°C".encode(), b"CQE ERROR", b"CQE error", b"CQE Error")),
+         b"initialize CUDA: ", "°C".encode(), b"CQE ERROR", b"CQE error", b"CQE Error",
+         b"Can't allocate ", b"StartConnect: ", b"PollConnect: ", b"SocketConnect: ")),
     # (and TensorFlow 1's node under its OOM: '[[Node: ... _device=".../device:GPU:0"]')
     # (and a GPU lost, told: "we lost 1 GPU", "one GPU is loss after reboot", "Lost GPU")
     Key(rb"G(?:PU(?: is lost| lost from the bus| has fallen| \d+ has a total|\d+ [^\n]{0,80}?"
@@ -241,8 +246,9 @@ KEYS: tuple[Key, ...] = (
     # ("ProcessGroupNCCL'" at a line's end: a terminal cut "ProcessGroupNCCL's" there)
     # (and lspci's line for a GPU that no longer answers on the bus: "NVIDIA Corporation ...
     # (rev ff)")
+    # (and nvJPEG's status for its failed allocator, on a line without "error")
     Key(rb"N(?:V(?:RM|ML|IDIA(?:-SMI| driver| Display Driver\. By default"
-        rb"| Corporation [^\n]{0,160}?\(rev ff\))|Link|LINK)"
+        rb"| Corporation [^\n]{0,160}?\(rev ff\))|Link|LINK|JPEG_STATUS_ALLOCATOR_FAILURE)"
         rb"|CCL(?: WARN| error| comm| oper| work|\(|"
         rb"\.cpp|'(?:s|\r?\n)| INFO [\w/.-]+\.(?:cc|h|cu|cpp|hpp):\d+ -> [1-7]\b"
         # (the watchdog's timeout in its stack trace: "WorkNCCL::checkTimeout(")
@@ -250,7 +256,7 @@ KEYS: tuple[Key, ...] = (
         # (an InfiniBand completion error without "NCCL WARN": a title, a retold line)
         rb"|ET/\w+ ?:? ?Got completion"
         # (nvtop's words when NVML gave it no GPU, and nvidia-smi's)
-        rb"|o GPU to monitor|o devices were found"
+        rb"|o GPU to monitor|o devices were found|o NVIDIA GPU device is present"
         # (CUDA's "no kernel image is available" capitalised, as a title or a sentence starts it)
         rb"|o kernel image"
         # (an NGC container's banner: "This container was built for NVIDIA Driver Release ...")
@@ -271,10 +277,11 @@ KEYS: tuple[Key, ...] = (
         rb"|(?<=fatal errors on N)vSwitch|vSwitch SXID(?<=fatal NvSwitch SXID)"
         rb"|vLink errors (?<= NvLink errors ))",
         (b"NVRM", b"NVML", b"NVIDIA-SMI", b"NVIDIA driver", b"NVIDIA Display Driver. By default",
+         b"NVJPEG_STATUS_ALLOCATOR_FAILURE",
          b"NVIDIA Corporation ",
          b"NVLink", b"NVLINK", b"NCCL WARN", b"NCCL error", b"NCCL comm", b"NCCL oper",
          b"NCCL work", b"NCCL(", b"NCCL.cpp", b"NCCL'", b"NCCL::checkTimeout", b"NET/",
-         b"No GPU to monitor",
+         b"No GPU to monitor", b"No NVIDIA GPU device is present",
          b"No devices were found", b"No kernel image",
          b"Nvidia driver is too old", b"Nvidia version is too old",
          b"NVIDIA Driver Release",
@@ -378,7 +385,13 @@ KEYS: tuple[Key, ...] = (
         # (and CUDA's description of status 35, as libraries' hints print it and writers retell
         # it: "the installed NVIDIA CUDA driver is older than the CUDA runtime library", "gpu
         # driver is older than gpu runtime version")
-        rb"|(?<=is older tha)n (?:the )?(?:GPU |gpu |CUDA |cuda )?run ?time)",
+        rb"|(?<=is older tha)n (?:the )?(?:GPU |gpu |CUDA |cuda )?run ?time"
+        # (and a GPU's device node missing: "no NVIDIA GPU device is present: /dev/nvidia0 does
+        # not exist")
+        rb"|o NVIDIA GPU device is present|(?<=/dev/n)vidia\d{1,2} does not exist"
+        # (and a thermal shutdown told as a sentence of its own: "thermal shutdown. bringing
+        # hosts back up")
+        rb"|[.!](?<=hermal shutdown[.!])|[.!](?<=hermal shut down[.!]))",
         (b"nvidia-smi", b"nvidia-ml", b"no kernel image", b"nvidia.ko: ", b"nvidia driver",
          b"nvidia Driver", *(b"nvidia " + kernel + b"ernel " + module + b"odule"
                              for kernel in (b"k", b"K") for module in (b"m", b"M")),
@@ -386,7 +399,9 @@ KEYS: tuple[Key, ...] = (
          b"current device: ", b"could not select device driver",
          b"Failed to get convolution algorithm", b"nspecified launch failure",
          b"misaligned address", b"launch timed out", b"an illegal instruction",
-         b"invalid device function", b"is older than ")),
+         b"invalid device function", b"is older than ", b"no NVIDIA GPU device is present",
+         b"/dev/nvidia", b"hermal shutdown.", b"hermal shutdown!", b"hermal shut down.",
+         b"hermal shut down!")),
 )
 PREFILTER: tuple[re.Pattern[bytes], ...] = tuple(re.compile(key.pattern) for key in KEYS)
 

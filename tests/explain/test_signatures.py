@@ -149,6 +149,8 @@ SINGLE_LINES = [
      "unknown", "nvml-unavailable", "nvml-unavailable/container-cli"),
     ('docker: Error response from daemon: could not select device driver "" with capabilities: '
      "[[gpu]].", "nvml-unavailable", "nvml-unavailable/docker-no-gpu-driver"),
+    ("runner: no NVIDIA GPU device is present: /dev/nvidia0 does not exist", "nvml-unavailable",
+     "nvml-unavailable/no-device-node"),
     # allocator configuration
     ("RuntimeError: Error parsing CachingAllocator settings, expected :", "alloc-conf",
      "alloc-conf/malformed"),

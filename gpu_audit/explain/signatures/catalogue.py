@@ -77,6 +77,7 @@ ORDER = (
     "nvml-unavailable/torch-warning",
     "nvml-unavailable/container-cli",
     "nvml-unavailable/docker-no-gpu-driver",
+    "nvml-unavailable/no-device-node",
     "driver-mismatch/cuda-version-stated",
     "nvml-unavailable/library-missing",
     "nvml-unavailable/smi-cannot-execute",

@@ -787,6 +787,15 @@ _FRAMEWORK_OOM = (
     # cuFFT's sentence for its status 2, CUFFT_ALLOC_FAILED, as wrappers print it (CUDA.jl's
     # "CUFFTError(code 2, cuFFT failed to allocate GPU or CPU memory)"): a plan's work area
     r"|\bcuFFT failed to allocate GPU or CPU memory\b(?P<cufft>)"
+    # NVIDIA DALI's device allocator ("Can't allocate 129499136 bytes on device 0."; not its
+    # pinned host buffers', "... on host") and its exception's words alone on the line under
+    # an operator's failure ("Error when executing Mixed operator ImageDecoder encountered:" then
+    # "CUDA allocation failed"), and nvJPEG's status for an allocator that failed under its
+    # decoders (NVJPEG_STATUS_ALLOCATOR_FAILURE, status 5)
+    r"|\bCan't allocate (?P<bytes_____>\d{1,20}) bytes on device (?P<gpu_>\d{1,3})\b(?P<dali>)"
+    rf"|(?:{LINE_HEAD}|\bencountered: ?|\bwhat\(\): +|Error: )CUDA allocation failed\.?\s*$"
+    r"(?P<dali_>)"
+    r"|\bNVJPEG_STATUS_ALLOCATOR_FAILURE\b(?P<nvjpeg>)"
     # Theano's CNMeM pool, at start ("cnmemInit call failed! Reason=CNMEM_STATUS_OUT_OF_MEMORY")
     # or on an allocation ("Error allocating 25165824 bytes of device memory
     # (CNMEM_STATUS_OUT_OF_MEMORY)"), and Theano's own allocator's words ("... of device memory
@@ -800,7 +809,7 @@ _FRAMEWORK_OOM = (
     + r"[^\n]{0,200}?\bFail to alloc memory of (?P<bytes___>\d+) size\b(?P<paddle__>)")
 _FRAMEWORK_NAMES = {"mxnet": "MXNet", "paddle": "PaddlePaddle", "onnxruntime": "ONNX Runtime",
                     "catboost": "CatBoost", "theano": "Theano", "hashcat": "hashcat",
-                    "opencl": "OpenCL", "cufft": "cuFFT"}
+                    "opencl": "OpenCL", "cufft": "cuFFT", "dali": "DALI", "nvjpeg": "nvJPEG"}
 _PADDLE_FIELDS = (("free_bytes", re.compile(rf"available memory is only ({_PADDLE_SIZE})")),
                   ("allocated_bytes", re.compile(rf"({_PADDLE_SIZE}) memory has been allocated")))
 
@@ -922,6 +931,13 @@ _FRAMEWORK_REMEDIES = {
     "cufft": "cuFFT allocates each plan's work area on the GPU when the plan is made: free "
              "plans and arrays no longer used (and the framework's cache) before making new "
              "ones, or transform smaller or fewer arrays at once.",
+    "dali": "DALI's GPU decoders and operators allocate per sample and per thread, and the "
+            "largest image sets the size: lower the pipeline's batch_size and num_threads, "
+            "reserve room for large images up front (the decoder's device_memory_padding and "
+            "host_memory_padding), or downscale the few oversized images in the data set.",
+    "nvjpeg": "nvJPEG's decoder grows its buffers with the largest image it decodes: lower the "
+              "batch size and the number of decoding threads, reserve room up front (DALI's "
+              "device_memory_padding), or downscale the oversized images in the data set.",
     "opencl": "The OpenCL device could not hold a buffer the program created: lower the "
               "program's batch, work size or intensity, and close other programs using the GPU.",
     "onnxruntime": "Cap ONNX Runtime's arena on the CUDA execution provider (gpu_mem_limit) and "
@@ -936,9 +952,10 @@ _FRAMEWORK_REMEDIES = {
             "Out of memory. Requested", "TOutOfMemory", "of device memory",
             "failed to allocate GPU or CPU memory",
             "CNMEM_STATUS_OUT_OF_MEMORY", "allocatable device memory",
-            "CL_MEM_OBJECT_ALLOCATION_FAILURE"),
+            "CL_MEM_OBJECT_ALLOCATION_FAILURE", "Can't allocate", "CUDA allocation failed",
+            "NVJPEG_STATUS_ALLOCATOR_FAILURE"),
            "GPU out of memory (MXNet, PaddlePaddle, ONNX Runtime, CatBoost, Theano, hashcat, "
-           "OpenCL or cuFFT)",
+           "OpenCL, cuFFT, DALI or nvJPEG)",
            extract=_framework_oom,
            group="cuda-oom-framework",
            example="Out of memory error on GPU 0. Cannot allocate 1.500000GB memory on GPU 0, "

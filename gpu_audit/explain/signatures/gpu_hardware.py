@@ -569,7 +569,14 @@ OVERHEAT_TOLD = (
     r"\b(?:I|we|it|my \w+|our \w+|the (?:PC|machine|computer|rig|system|laptop|GPU|card))"
     r"(?:'m| am| are| is| was| were| keeps?| kept)? (?:getting|get|got|having|had|hitting|hit|"
     r"doing|did|experienc\w+|suffer\w*)(?: (?:a|an|constant|frequent|repeated|random|several|"
-    r"many|these))? thermal (?:shut ?downs?|shutoffs?|trips?)\b)")
+    r"many|these))? thermal (?:shut ?downs?|shutoffs?|trips?)\b|"
+    # an operator's terse answer, the cause as a sentence of its own at a line's or a
+    # sentence's start: "thermal shutdown. bringing hosts back up", "Nodes down. Thermal
+    # shutdown!" (not a heading of a guide, its next sentence a condition or the reader's:
+    # "Thermal shutdown. When you let the core pass ...")
+    r"(?:(?<![^\n])|(?<=[.!?] ))[>*_ ]{0,4}thermal shut ?down[.!](?=\s|$)"
+    r"(?![^\n.!?]{0,300}?\b(?:if|when|whenever|once|you|your|may|might|can|could|should|would|"
+    r"will)\b))")
 fixed("gpu-hardware/overheat-told", OVERHEAT_TOLD,
       ("heat", "thermal", "Thermal", "°C", "cooling"),
       "The GPU overheated (told in the writer's words)", tier=3.0, group="overheat",

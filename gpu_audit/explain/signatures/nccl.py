@@ -338,8 +338,13 @@ fixed("nccl/network",
       r"\((?P<connect_tries>\d+)/(?P=connect_tries)\)|"
       # (an RDMA completion queue's failed entry, as collective libraries on verbs print it:
       # "CQE ERROR wr_id=3 status=12(transport retry counter exceeded) opcode=1 ...")
-      r"\bCQE (?:ERROR|[Ee]rror)\b[^\n]{0,120}?\bstatus ?[=:] ?(?P<status_>\d+)",
-      ("NCCL WARN", "NET/", "Connection closed by remote peer", "connect returned", "CQE "),
+      r"\bCQE (?:ERROR|[Ee]rror)\b[^\n]{0,120}?\bstatus ?[=:] ?(?P<status_>\d+)|"
+      # (NCCL's socket connect that failed, named by its function without "NCCL WARN": the
+      # last error torch's NCCL error repeats, a title ("socketStartConnect: Connect to
+      # 10.0.0.2<35611> failed : Software caused connection abort"))
+      r"\b(?:nccl)?[Ss]ocket(?:Start|Poll)?Connect: [Cc]onnect to (?P<peer______>\S+) failed",
+      ("NCCL WARN", "NET/", "Connection closed by remote peer", "connect returned", "CQE ",
+       "StartConnect: ", "PollConnect: ", "SocketConnect: "),
       "NCCL network failure between ranks", tier=2.0,
       example="node03:41377:41955 [3] transport/net_ib.cc:1696 NCCL WARN NET/IB : Got completion "
       "from peer 10.20.0.14<55437> with status=12 opcode=0 len=0 vendor err 129 (Send)",

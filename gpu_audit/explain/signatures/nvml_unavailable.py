@@ -85,6 +85,25 @@ fixed("nvml-unavailable/docker-no-gpu-driver",
       "use CDI instead: `sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml`.)")
 
 
+# A GPU's device node missing where a program looked for it ("no NVIDIA GPU device is present:
+# /dev/nvidia0 does not exist", as container runtimes and GPU tools say it): the container was
+# started without the GPUs, or the host's driver never created the nodes.
+fixed("nvml-unavailable/no-device-node",
+      r"\b[Nn]o NVIDIA GPU device is present\b|: ?/dev/nvidia\d{1,2} does not exist\b",
+      ("NVIDIA GPU device is present", "does not exist"),
+      "No NVIDIA GPU device node (/dev/nvidia*) where the program ran", tier=0.5,
+      example="no NVIDIA GPU device is present: /dev/nvidia0 does not exist",
+      explanation="The program found no GPU device node: /dev/nvidia0 (and its siblings) do not "
+      "exist where it ran. In a container, the GPUs were not given to it (no `--gpus`, no NVIDIA "
+      "runtime, or a device plugin that allotted none); on the host, the NVIDIA driver is not "
+      "loaded, so it never created the nodes.",
+      remedy="On the host: `ls -l /dev/nvidia*` and `nvidia-smi`; if both fail, load or reinstall "
+      "the driver (`sudo modprobe nvidia`, `dmesg | grep -i nvrm`). For a container, start it "
+      "with `--gpus all` (or `--runtime=nvidia`, or the device plugin's `nvidia.com/gpu` "
+      "request) with the NVIDIA Container Toolkit installed and configured "
+      "(`sudo nvidia-ctk runtime configure --runtime=docker`, then restart the daemon).")
+
+
 @signature("nvml-unavailable/nvrm-kernel-version",
            r"NVRM: this kernel module has the version (?P<kernel_version>[\d.]+)",
            ("this kernel module has",), "NVIDIA kernel module version", attach="only", window=4,
