@@ -218,7 +218,14 @@ KEYS: tuple[Key, ...] = (
         rb"|(?<=urn my G)PU"
         # (and a program's abort at its temperature limit: hashcat's "Temperature limit on GPU
         # #1 reached, aborting")
-        rb"|PU #(?<=emperature limit on GPU #))",
+        rb"|PU #(?<=emperature limit on GPU #)"
+        # (and a build without this GPU's architecture, in the program's words: "ggml-cuda was
+        # compiled without support for the current GPU architecture")
+        rb"|PU architecture(?<=current GPU architecture)"
+        # (and a GPU told disconnected: "the GPU disconnected during training", "GPU
+        # disconnection")
+        rb"|PUs? (?:(?:was|were|got|has|had|have|just|suddenly|randomly|keeps?|kept) ){0,2}"
+        rb"disconnect)",
         (b"GPU is lost", b"GPU lost from the bus", b"GPU has fallen", b" has a total",
          b"which is of cuda capability", *(b"GPU:%d" % digit for digit in range(10)),
          b"GET was unable", b"GPU is loss",
@@ -231,6 +238,7 @@ KEYS: tuple[Key, ...] = (
          b"GEMM launch failed", b"GEMV launch failed",
          b"GEMMBatched launch failed", b"GEMMStridedBatched launch failed",
          b"rnt my GPU", b"urn my GPU", b"emperature limit on GPU #",
+         b"current GPU architecture", b"disconnect",
          *(b"GPU" + plural + b" " + link + end for plural in (b"", b"s")
            for link in (b"", b"is ", b"was ", b"just ")
            for end in (b"toast", b"dead", b"died", b"fried", b"burn")))),
@@ -327,7 +335,9 @@ KEYS: tuple[Key, ...] = (
         + _OTHER_KILLED_WORDS + rb"))",
         tuple(word.encode() for word in _OTHER_KILLED)),
     # the kernel's OOM killer at work: "invoked oom-killer"; a writer's "oom killer"
-    Key(rb"oom(?:[- ]?kill|_reaper)", (b"oom-kill", b"oom kill", b"oomkill", b"oom_reaper")),
+    # (and a GPU's out-of-memory told in lower case: "the node3 failed with cuda oom")
+    Key(rb"oom(?:[- ]?kill|_reaper|(?<=[Cc]uda oom)\b)",
+        (b"oom-kill", b"oom kill", b"oomkill", b"oom_reaper", b"cuda oom", b"Cuda oom")),
     # ... and in capitals, mid-log or in prose ("killed by the OOM killer", "OOM-killed"), on a
     # line with no other key ("Out of memory: Killed process" has "emory" and "Kill")
     # (and TensorFlow's out-of-memory without its status, "OOM when allocating tensor ...": a
@@ -378,7 +388,10 @@ KEYS: tuple[Key, ...] = (
         # (and CUDA's description of status 35, as libraries' hints print it and writers retell
         # it: "the installed NVIDIA CUDA driver is older than the CUDA runtime library", "gpu
         # driver is older than gpu runtime version")
-        rb"|(?<=is older tha)n (?:the )?(?:GPU |gpu |CUDA |cuda )?run ?time)",
+        rb"|(?<=is older tha)n (?:the )?(?:GPU |gpu |CUDA |cuda )?run ?time"
+        # (and C++'s allocation failure nothing caught: "terminate called after throwing an
+        # instance of 'std::bad_alloc'")
+        rb"|stance of 'std::bad_alloc'(?<=instance of 'std::bad_alloc'))",
         (b"nvidia-smi", b"nvidia-ml", b"no kernel image", b"nvidia.ko: ", b"nvidia driver",
          b"nvidia Driver", *(b"nvidia " + kernel + b"ernel " + module + b"odule"
                              for kernel in (b"k", b"K") for module in (b"m", b"M")),
@@ -386,7 +399,7 @@ KEYS: tuple[Key, ...] = (
          b"current device: ", b"could not select device driver",
          b"Failed to get convolution algorithm", b"nspecified launch failure",
          b"misaligned address", b"launch timed out", b"an illegal instruction",
-         b"invalid device function", b"is older than ")),
+         b"invalid device function", b"is older than ", b"nstance of 'std::bad_alloc'")),
 )
 PREFILTER: tuple[re.Pattern[bytes], ...] = tuple(re.compile(key.pattern) for key in KEYS)
 

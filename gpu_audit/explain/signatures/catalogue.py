@@ -129,6 +129,7 @@ ORDER = (
     "gpu-hardware/power-loss-told",
     "gpu-hardware/power-supply-told",
     "gpu-hardware/card-swap-told",
+    "gpu-hardware/board-swap-told",
     "gpu-hardware/overclock-told",
     "gpu-hardware/card-dead-told",
     "gpu-hardware/overheat-told",
@@ -165,6 +166,7 @@ ORDER = (
     "driver-mismatch/container-requirement",
     "driver-mismatch/insufficient-driver",
     "driver-mismatch/arch-not-compiled",
+    "driver-mismatch/gpu-needs-newer-cuda-told",
     "driver-mismatch/supported-capabilities",
     "driver-mismatch/no-kernel-image",
     "driver-mismatch/invalid-device-function",
@@ -233,6 +235,7 @@ ORDER = (
     "host-oom/numpy",
     "host-oom/os-allocation",
     "host-oom/memory-error",
+    "host-oom/native-allocation",
     "host-oom/sigkill",
     "host-oom/shell-killed",
     # a line that only names the async allocator backend, when nothing else reads it
