@@ -168,7 +168,8 @@ fixed("gpu-hardware/lost-told",
       example="After the reboot we lost 1 GPU on node7, and slurmd does not start.",
       explanation="The writer says a GPU disappeared (or disconnected) from the machine: what "
       "the driver logs as Xid 79 (\"GPU has fallen off the bus\") and lspci shows as a device "
-      "whose revision reads ff. Jobs on it die, and it stays unusable until it is reset, usually by a reboot.",
+      "whose revision reads ff. Jobs on it die, and it stays unusable until it is reset, "
+      "usually by a reboot.",
       remedy=xid_info(79).action)
 
 # A machine that powers off, reboots or goes dark under GPU load, told in the writer's words
