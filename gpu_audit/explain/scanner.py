@@ -168,6 +168,8 @@ KEYS: tuple[Key, ...] = (
         # (and "no CUDA-capable device is detected" on a line without "error": llama.cpp's
         # "ggml_cuda_init: failed to initialize CUDA: no CUDA-capable device is detected")
         rb"|UDA-capable device"
+        # (and AliceVision's "This program needs a CUDA-Enabled GPU", with no "error" in a title)
+        rb"|UDA-Enabled GPU"
         # (the CUDA a log states, where no "CUDA " is: nvcc's "Cuda compilation tools, release
         # 9.0", CMake's "Found CUDA: /usr/local/cuda (found version "9.0")")
         rb"|uda compilation tools|UDA: (?<=Found CUDA: )"
@@ -196,7 +198,7 @@ KEYS: tuple[Key, ...] = (
          b"Create cublas handle", b"CUBLAS initialization", b"CUBLAS initialisation",
          b"CPUExecutionProvider'", b'CPUExecutionProvider"', b"Check failed: ",
          *(b"CUDA%d" % digit for digit in range(10)), b"CuDNN library",
-         b"CUDA-capable device", b"Cuda compilation tools", b"Found CUDA: ",
+         b"CUDA-capable device", b"CUDA-Enabled GPU", b"Cuda compilation tools", b"Found CUDA: ",
          b"CNMEM_STATUS_OUT_OF_MEMORY", b"CL_MEM_OBJECT_ALLOCATION_FAILURE",
          b"initialize CUDA: ", "°C".encode(), b"CQE ERROR", b"CQE error", b"CQE Error")),
     # (and TensorFlow 1's node under its OOM: '[[Node: ... _device=".../device:GPU:0"]')

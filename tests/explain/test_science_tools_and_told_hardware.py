@@ -11,6 +11,8 @@ from __future__ import annotations
 import pytest
 
 from gpu_audit.explain import classify_text
+from gpu_audit.model import Severity
+from tests.explain.helpers import shape_incidents
 from tests.explain.helpers import shape_root as root
 
 
@@ -99,3 +101,15 @@ def test_a_gpu_told_to_need_a_newer_cuda_over_cudnns_status() -> None:
 
 def test_a_kill_in_a_titles_brackets() -> None:
     assert root("title_kill_in_brackets.log").cls == "host-oom"
+
+
+def test_a_photogrammetry_programs_check_for_a_cuda_gpu() -> None:
+    found = root("depth_map_needs_cuda_gpu.log")
+    assert (found.cls, found.signature) == ("driver-mismatch",
+                                            "driver-mismatch/no-usable-cuda-gpu")
+    assert "driver" in found.remedy
+
+
+def test_the_same_check_on_a_machine_told_without_an_nvidia_card_is_no_failure() -> None:
+    incidents = shape_incidents("depth_map_needs_cuda_gpu_no_nvidia.log")
+    assert incidents and all(i.severity != Severity.ERROR for i in incidents)

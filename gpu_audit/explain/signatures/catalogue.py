@@ -169,6 +169,7 @@ ORDER = (
     "driver-mismatch/gpu-needs-newer-cuda-told",
     "driver-mismatch/supported-capabilities",
     "driver-mismatch/no-kernel-image",
+    "driver-mismatch/no-usable-cuda-gpu",
     "driver-mismatch/invalid-device-function",
     "driver-mismatch/gpu-too-old",
     "driver-mismatch/gpu-too-old-for-library",

@@ -623,6 +623,33 @@ def _no_nvidia_gpu(sig: Signature, numbers: dict[str, Any]) -> Advice:
                   title="CUDA was asked for on a machine without an NVIDIA GPU")
 
 
+# AliceVision's (Meshroom's) check before its depth maps: "This program needs a CUDA-Enabled GPU
+# (with at least compute capability 2.0)", with "No CUDA-Enabled GPU." and "Can't find
+# CUDA-Enabled GPU." before it. CUDA found no device it can use: on a machine with an NVIDIA
+# card, a driver too old for the program's CUDA (cudaGetDeviceCount fails); on one without, no
+# failure at all (a warning, where the text says so).
+@signature("driver-mismatch/no-usable-cuda-gpu",
+           r"\b[Tt]his program needs a CUDA-Enabled GPU\b|\bCan't find CUDA-Enabled GPU\b",
+           ("CUDA-Enabled GPU",),
+           "The program found no CUDA GPU it can use", tier=0.5,
+           example="[error] This program needs a CUDA-Enabled GPU (with at least compute "
+           "capability 2.0).")
+def _no_usable_cuda_gpu(sig: Signature, numbers: dict[str, Any],
+                        ctx: AdviceContext) -> Advice:
+    if ctx.facts.get("no_nvidia_gpu"):
+        return _no_nvidia_gpu(sig, numbers)
+    explanation = ("The program asked CUDA for a GPU and got none it can use. On a machine "
+                   "with an NVIDIA card this is most often a driver older than the CUDA the "
+                   "program was built with (CUDA's device count fails with 'CUDA driver version "
+                   "is insufficient for CUDA runtime version'), or no NVIDIA driver at all (a "
+                   "laptop running on its integrated GPU, a driver removed by an update).")
+    remedy = ("Install the latest NVIDIA driver for the card from "
+              "https://www.nvidia.com/Download/index.aspx (on a laptop, also make the program "
+              "run on the NVIDIA GPU), then check that `nvidia-smi` lists the card and shows a "
+              "CUDA version at least the program's.")
+    return advice(sig, numbers, explanation, remedy)
+
+
 # The owner saying the machine has no NVIDIA GPU: "I don't have any NVIDIA adapter on my
 # laptop", "my laptop only has an Intel GPU", "I'm using the CPU", "on a CPU-only server",
 # "我使用的是cpu", "电脑没有显卡". Not a condition or advice ("if you don't have an NVIDIA GPU").
@@ -641,11 +668,16 @@ NO_NVIDIA_GPU_TOLD = (
     r"(?:the |a |my )?CPU(?: only)?\b(?! (?:RAM|memory|cores?|threads?|offload))|"
     r"\bon (?:a|my|our) CPU[- ]only " + _MACHINE + r"\b)|"
     r"(?:我|我们)(?:使用|用|跑)的是\s?(?i:cpu)|只有\s?(?i:cpu)|(?:没有|无)(?:NVIDIA|英伟达|N卡|独立显卡|独显|显卡|"
-    r"(?i:gpu))")
+    r"(?i:gpu))|"
+    # (and an answer that tells the writer to get one: "You need a NVIDIA graphic card or have
+    # to wait for the next release"; not one with more of something, "... with more memory")
+    + unless_words("if|whether|when|unless", also="如果") +
+    r"\b(?i:you(?:'ll| will)? (?:need|have to (?:get|buy|use)|must (?:get|buy|use)) (?:an? )?"
+    r"NVIDIA (?:graphics? card|GPU|card|video card)s?)\b(?! with\b)")
 
 
 @signature("driver-mismatch/no-nvidia-gpu-told", NO_NVIDIA_GPU_TOLD,
-           ("have", "has", "CPU", "cpu", "没有", "无"),
+           ("have", "has", "CPU", "cpu", "没有", "无", "need", "must"),
            "The text says the machine has no NVIDIA GPU", severity=Severity.INFO, tier=5.0,
            fact=True, extract=lambda match, _line: {"no_nvidia_gpu": match[0].strip()[-80:]},
            example="I don't have any NVIDIA card on my laptop, it only has an Intel GPU.")
