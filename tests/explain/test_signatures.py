@@ -546,6 +546,8 @@ SINGLE_LINES = [
      "gpu-hardware/board-swap-told"),
     ("The card is an RTX 3090 and it only supports CUDA 11.0 or newer.", "driver-mismatch",
      "driver-mismatch/gpu-needs-newer-cuda-told"),
+    ("[error] This program needs a CUDA-Enabled GPU (with at least compute capability 2.0).",
+     "driver-mismatch", "driver-mismatch/no-usable-cuda-gpu"),
 ]
 
 
