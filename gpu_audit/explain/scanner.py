@@ -177,6 +177,8 @@ KEYS: tuple[Key, ...] = (
         rb"|NMEM_STATUS_OUT_OF_MEMORY"
         # (and OpenCL's status for a buffer the device could not hold)
         rb"|L_MEM_OBJECT_ALLOCATION_FAILURE"
+        # (and OpenCL's status for its runtime's host memory, "CL_OUT_OF_HOST_MEMORY")
+        rb"|L_OUT_OF_HOST_MEMORY"
         # (and llama.cpp's "ggml_cuda_init: failed to initialize CUDA: <reason>" whatever the
         # reason: "system has unsupported display driver / cuda driver combination")
         rb"|(?<=initialize C)UDA: "
@@ -200,6 +202,7 @@ KEYS: tuple[Key, ...] = (
          *(b"CUDA%d" % digit for digit in range(10)), b"CuDNN library",
          b"CUDA-capable device", b"CUDA-Enabled GPU", b"Cuda compilation tools", b"Found CUDA: ",
          b"CNMEM_STATUS_OUT_OF_MEMORY", b"CL_MEM_OBJECT_ALLOCATION_FAILURE",
+         b"CL_OUT_OF_HOST_MEMORY",
          b"initialize CUDA: ", "°C".encode(), b"CQE ERROR", b"CQE error", b"CQE Error")),
     # (and TensorFlow 1's node under its OOM: '[[Node: ... _device=".../device:GPU:0"]')
     # (and a GPU lost, told: "we lost 1 GPU", "one GPU is loss after reboot", "Lost GPU")

@@ -34,7 +34,8 @@ def test_a_miners_check_naming_a_qualified_function() -> None:
 
 
 @pytest.mark.parametrize("name", ["llvm_out_of_memory_small_ram.log",
-                                  "native_bad_alloc_mpi_rank.log"])
+                                  "native_bad_alloc_mpi_rank.log",
+                                  "opencl_host_memory_status.log"])
 def test_native_host_allocation_failures(name: str) -> None:
     found = root(name)
     assert (found.cls, found.signature) == ("host-oom", "host-oom/native-allocation")
