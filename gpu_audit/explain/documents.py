@@ -273,7 +273,10 @@ _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("host-oom/shell-killed", r"\b(?:training|job|process|script|run|program|python|"
                                   r"container|pod)s?\b[^\n]{0,20}?\b(?:(?:gets?|got|was|is|were|"
                                   r"being) )?killed\b|\bkilled (?:without|with no) (?:any )?"
-                                  r"(?:error|message|reason|traceback)\b"),
+                                  r"(?:error|message|reason|traceback)\b|"
+                                  # (the kill as the title's last word in brackets: "stereo
+                                  # fusion bug (killed)")
+                                  r"\((?:(?:gets?|got|was|is|being) )?killed\)\W*$"),
         # a tool's own words: "failed to initialize NVML", "Impossible to initialize nvidia nvml",
         # "unable to initialise NVML", "NVML: Driver/library version mismatch"
         ("nvml-unavailable/init-failed", r"\b(?:fail(?:ed|s|ure)?|unable|impossible|can ?not|"

@@ -94,9 +94,11 @@ _STARTS_LOWER = re.compile(r"^(?:[a-z]|\(|\")")
 _APOSTROPHE_CUT = re.compile(r"[A-Za-z]'$")
 _APOSTROPHE_REST = re.compile(r"^(?:s|t|ll|re|ve|d|m)\b")
 # PyTorch's out-of-memory message pasted one sentence per line: its head, then the size asked
-# for on a line of its own (which carries no prefilter key, so it is read only joined).
-_OOM_HEAD_END = re.compile(r"\bout of memory\.$")
-_OOM_REQUEST = re.compile(r"^Tried to allocate \d")
+# for on a line of its own (which carries no prefilter key, so it is read only joined); and an
+# allocator that prints its request as a field below its head (RELION's "... out of memory" over
+# "[requestedSpace: 44135424 B]").
+_OOM_HEAD_END = re.compile(r"\bout of memory\.?$")
+_OOM_REQUEST = re.compile(r"^(?:Tried to allocate \d|\[requestedSpace: *\d)")
 
 
 @dataclass(frozen=True)

@@ -168,6 +168,8 @@ KEYS: tuple[Key, ...] = (
         # (and "no CUDA-capable device is detected" on a line without "error": llama.cpp's
         # "ggml_cuda_init: failed to initialize CUDA: no CUDA-capable device is detected")
         rb"|UDA-capable device"
+        # (and AliceVision's "This program needs a CUDA-Enabled GPU", with no "error" in a title)
+        rb"|UDA-Enabled GPU"
         # (the CUDA a log states, where no "CUDA " is: nvcc's "Cuda compilation tools, release
         # 9.0", CMake's "Found CUDA: /usr/local/cuda (found version "9.0")")
         rb"|uda compilation tools|UDA: (?<=Found CUDA: )"
@@ -175,6 +177,8 @@ KEYS: tuple[Key, ...] = (
         rb"|NMEM_STATUS_OUT_OF_MEMORY"
         # (and OpenCL's status for a buffer the device could not hold)
         rb"|L_MEM_OBJECT_ALLOCATION_FAILURE"
+        # (and OpenCL's status for its runtime's host memory, "CL_OUT_OF_HOST_MEMORY")
+        rb"|L_OUT_OF_HOST_MEMORY"
         # (and llama.cpp's "ggml_cuda_init: failed to initialize CUDA: <reason>" whatever the
         # reason: "system has unsupported display driver / cuda driver combination")
         rb"|(?<=initialize C)UDA: "
@@ -200,8 +204,9 @@ KEYS: tuple[Key, ...] = (
          b"Create cublas handle", b"CUBLAS initialization", b"CUBLAS initialisation",
          b"CPUExecutionProvider'", b'CPUExecutionProvider"', b"Check failed: ",
          *(b"CUDA%d" % digit for digit in range(10)), b"CuDNN library",
-         b"CUDA-capable device", b"Cuda compilation tools", b"Found CUDA: ",
+         b"CUDA-capable device", b"CUDA-Enabled GPU", b"Cuda compilation tools", b"Found CUDA: ",
          b"CNMEM_STATUS_OUT_OF_MEMORY", b"CL_MEM_OBJECT_ALLOCATION_FAILURE",
+         b"CL_OUT_OF_HOST_MEMORY",
          b"initialize CUDA: ", "°C".encode(), b"CQE ERROR", b"CQE error", b"CQE Error",
          b"Can't allocate ", b"StartConnect: ", b"PollConnect: ", b"SocketConnect: ")),
     # (and TensorFlow 1's node under its OOM: '[[Node: ... _device=".../device:GPU:0"]')
@@ -223,7 +228,14 @@ KEYS: tuple[Key, ...] = (
         rb"|(?<=urn my G)PU"
         # (and a program's abort at its temperature limit: hashcat's "Temperature limit on GPU
         # #1 reached, aborting")
-        rb"|PU #(?<=emperature limit on GPU #))",
+        rb"|PU #(?<=emperature limit on GPU #)"
+        # (and a build without this GPU's architecture, in the program's words: "ggml-cuda was
+        # compiled without support for the current GPU architecture")
+        rb"|PU architecture(?<=current GPU architecture)"
+        # (and a GPU told disconnected: "the GPU disconnected during training", "GPU
+        # disconnection")
+        rb"|PUs? (?:(?:was|were|got|has|had|have|just|suddenly|randomly|keeps?|kept) ){0,2}"
+        rb"disconnect)",
         (b"GPU is lost", b"GPU lost from the bus", b"GPU has fallen", b" has a total",
          b"which is of cuda capability", *(b"GPU:%d" % digit for digit in range(10)),
          b"GET was unable", b"GPU is loss",
@@ -236,6 +248,7 @@ KEYS: tuple[Key, ...] = (
          b"GEMM launch failed", b"GEMV launch failed",
          b"GEMMBatched launch failed", b"GEMMStridedBatched launch failed",
          b"rnt my GPU", b"urn my GPU", b"emperature limit on GPU #",
+         b"current GPU architecture", b"disconnect",
          *(b"GPU" + plural + b" " + link + end for plural in (b"", b"s")
            for link in (b"", b"is ", b"was ", b"just ")
            for end in (b"toast", b"dead", b"died", b"fried", b"burn")))),
@@ -334,7 +347,9 @@ KEYS: tuple[Key, ...] = (
         + _OTHER_KILLED_WORDS + rb"))",
         tuple(word.encode() for word in _OTHER_KILLED)),
     # the kernel's OOM killer at work: "invoked oom-killer"; a writer's "oom killer"
-    Key(rb"oom(?:[- ]?kill|_reaper)", (b"oom-kill", b"oom kill", b"oomkill", b"oom_reaper")),
+    # (and a GPU's out-of-memory told in lower case: "the node3 failed with cuda oom")
+    Key(rb"oom(?:[- ]?kill|_reaper|(?<=[Cc]uda oom)\b)",
+        (b"oom-kill", b"oom kill", b"oomkill", b"oom_reaper", b"cuda oom", b"Cuda oom")),
     # ... and in capitals, mid-log or in prose ("killed by the OOM killer", "OOM-killed"), on a
     # line with no other key ("Out of memory: Killed process" has "emory" and "Kill")
     # (and TensorFlow's out-of-memory without its status, "OOM when allocating tensor ...": a
@@ -391,7 +406,10 @@ KEYS: tuple[Key, ...] = (
         rb"|o NVIDIA GPU device is present|(?<=/dev/n)vidia\d{1,2} does not exist"
         # (and a thermal shutdown told as a sentence of its own: "thermal shutdown. bringing
         # hosts back up")
-        rb"|[.!](?<=hermal shutdown[.!])|[.!](?<=hermal shut down[.!]))",
+        rb"|[.!](?<=hermal shutdown[.!])|[.!](?<=hermal shut down[.!])"
+        # (and C++'s allocation failure nothing caught: "terminate called after throwing an
+        # instance of 'std::bad_alloc'")
+        rb"|stance of 'std::bad_alloc'(?<=instance of 'std::bad_alloc'))",
         (b"nvidia-smi", b"nvidia-ml", b"no kernel image", b"nvidia.ko: ", b"nvidia driver",
          b"nvidia Driver", *(b"nvidia " + kernel + b"ernel " + module + b"odule"
                              for kernel in (b"k", b"K") for module in (b"m", b"M")),
@@ -401,7 +419,7 @@ KEYS: tuple[Key, ...] = (
          b"misaligned address", b"launch timed out", b"an illegal instruction",
          b"invalid device function", b"is older than ", b"no NVIDIA GPU device is present",
          b"/dev/nvidia", b"hermal shutdown.", b"hermal shutdown!", b"hermal shut down.",
-         b"hermal shut down!")),
+         b"hermal shut down!", b"nstance of 'std::bad_alloc'")),
 )
 PREFILTER: tuple[re.Pattern[bytes], ...] = tuple(re.compile(key.pattern) for key in KEYS)
 

@@ -113,8 +113,11 @@ DEVICE_OOM_PATTERN = (r"(?:CUDA|HIP|cuda runtime|cuda) error(?: \(\d+\))?\s*:\s*
                       r"|\b(?:CUDA|Cuda) error in file '[^'\n]{1,200}' in line \d+ ?: out of memory"
                       # (miners' checks that name the function: "CUDA error in func init at
                       # line 126 out of memory", "Cuda error in func 'search' at line 365 : out
-                      # of memory.")
-                      r"|\b(?:CUDA|Cuda) error in func '?\w{1,80}'? at line \d+ ?:? out of memory"
+                      # of memory."; a method's qualified name, ethminer's "CUDA error in func
+                      # dev::eth::CUDAMiner::initEpoch_internal at line 123 out of memory on
+                      # CUDA device 01:00.0")
+                      r"|\b(?:CUDA|Cuda) error in func '?\w{1,80}(?:::\w{1,80}){0,8}'? at line "
+                      r"\d+ ?:? out of memory"
                       r"|implicit initialization on GPU:\d+ failed\. Status: out of memory"
                       r"|\bFailed to CUDA calloc(?: async)? \d+ bytes"
                       # (jaxlib's GPU kernels: "operation gpuGetLastError() failed: out of memory")

@@ -548,6 +548,15 @@ SINGLE_LINES = [
      "gpu-hardware/uncorrectable-ecc-told"),
     ("It turned out the card's factory OC mode was the cause; at stock clocks it renders fine.",
      "gpu-hardware", "gpu-hardware/overclock-told"),
+    # a native program's host allocation; a board found at fault; a GPU told to need a newer CUDA
+    ("terminate called after throwing an instance of 'std::bad_alloc'", "host-oom",
+     "host-oom/native-allocation"),
+    ("We replaced the mainboard and now it works, no more launch failures.", "gpu-hardware",
+     "gpu-hardware/board-swap-told"),
+    ("The card is an RTX 3090 and it only supports CUDA 11.0 or newer.", "driver-mismatch",
+     "driver-mismatch/gpu-needs-newer-cuda-told"),
+    ("[error] This program needs a CUDA-Enabled GPU (with at least compute capability 2.0).",
+     "driver-mismatch", "driver-mismatch/no-usable-cuda-gpu"),
 ]
 
 

@@ -114,8 +114,12 @@ _SHORT_WORDS = "|".join(re.escape(words) for words in sorted(CUBLAS_STATUS_SHORT
            r"(?<![A-Za-z0-9_])(?i:cublas(?:Lt)?) (?:API failed|(?:API |call )?error)[^\n]{0,24}?"
            r"\bstatus(?: code)?[ :=]{1,3}(?P<code_>\d{1,3})(?![A-Za-z0-9_])|"
            # PaddlePaddle's "(External) CUBLAS error(7)."
-           r"(?<![A-Za-z0-9_])CUBLAS error\((?P<code__>\d{1,3})\)",
-           ("CUBLAS_STATUS_SUCCESS", "status", "CUBLAS error("),
+           r"(?<![A-Za-z0-9_])CUBLAS error\((?P<code__>\d{1,3})\)|"
+           # a CUDA project's own check, with the file and line of the call or without them:
+           # "cuBLAS error at src/gemm.cu:125 code=15", "cuBLAS error code=15 in fp8_gemm"
+           r"(?<![A-Za-z0-9_])(?i:cublas(?:Lt)?) error(?: at [^\s:]{1,300}:\d{1,6})? code ?= ?"
+           r"(?P<code____>\d{1,3})(?![A-Za-z0-9_])",
+           ("CUBLAS_STATUS_SUCCESS", "status", "CUBLAS error(", "code="),
            "A CUDA math library call failed",
            extract=_status_code, key_field="status",
            example="mshadow/./stream_gpu-inl.h:115: Check failed: err == CUBLAS_STATUS_SUCCESS "

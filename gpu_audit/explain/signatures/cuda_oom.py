@@ -114,8 +114,10 @@ _TOLD_OOM = (
 # ("at batch 64 it raises a GPU OOM", "the run failed after two hours with a CUDA
 # OutOfMemoryError"; not "if it raises ...")
 _TOLD_OOM_DONE = (
+    # (or of one node, rank or worker of a multi-node job: "the node3 failed with cuda oom")
     r"(?i:(?<!\bif )(?<!\bwhether )(?<!\bwhen )\b(?P<told_>it|training|job(?: \d+)?|run|"
-    r"the (?:training|model|job|run|script|program|process))(?: (?:always|still|then|just|also|"
+    r"the (?:training|model|job|run|script|program|process)|(?:the )?(?:node|rank|worker)[ -]?"
+    r"\d{1,5})(?: (?:always|still|then|just|also|"
     r"now))? (?:(?:throws|threw|gives|gave|raises|raised|hits|runs into|ran into) (?:an? |the )?|"
     r"(?:fail(?:ed|s)?|crash(?:ed|es)?|died|aborted)(?: after [^\n.;?,]{1,30}?)? (?:due to|"
     r"because of|with|from|on) (?:an? |the )?(?:(?:genuine|real|plain|actual) )?)"
@@ -783,6 +785,14 @@ _FRAMEWORK_OOM = (
     # mapping", which may be the host's), and OpenCL's status for a buffer the device could not
     # hold (CL_MEM_OBJECT_ALLOCATION_FAILURE)
     r"|\bNot enough allocatable device memory\b(?! or free host)(?P<hashcat>)"
+    # (hashcat 3's words for it: "Device #1: Device does not provide enough allocatable
+    # device-memory to handle this attack")
+    r"|\bdoes not provide enough allocatable device-memory\b(?P<hashcat_>)"
+    # RELION's own GPU allocator ("ERROR: CudaCustomAllocator out of memory", the size it was
+    # asked for on the next line, "[requestedSpace: 44135424 B]", read joined; a title's
+    # "CudaCustomAlloc out of memory")
+    r"|\b(?i:cuda ?custom ?alloc(?:ator)?) out of memory\b(?P<relion>)"
+    r"(?:\s{0,8}\[requestedSpace: {0,40}(?P<bytes_____>\d{1,20}) ?B\])?"
     r"|\bCL_MEM_OBJECT_ALLOCATION_FAILURE\b(?P<opencl>)"
     # cuFFT's sentence for its status 2, CUFFT_ALLOC_FAILED, as wrappers print it (CUDA.jl's
     # "CUFFTError(code 2, cuFFT failed to allocate GPU or CPU memory)"): a plan's work area
@@ -809,7 +819,8 @@ _FRAMEWORK_OOM = (
     + r"[^\n]{0,200}?\bFail to alloc memory of (?P<bytes___>\d+) size\b(?P<paddle__>)")
 _FRAMEWORK_NAMES = {"mxnet": "MXNet", "paddle": "PaddlePaddle", "onnxruntime": "ONNX Runtime",
                     "catboost": "CatBoost", "theano": "Theano", "hashcat": "hashcat",
-                    "opencl": "OpenCL", "cufft": "cuFFT", "dali": "DALI", "nvjpeg": "nvJPEG"}
+                    "opencl": "OpenCL", "cufft": "cuFFT", "dali": "DALI", "nvjpeg": "nvJPEG",
+                    "relion": "RELION"}
 _PADDLE_FIELDS = (("free_bytes", re.compile(rf"available memory is only ({_PADDLE_SIZE})")),
                   ("allocated_bytes", re.compile(rf"({_PADDLE_SIZE}) memory has been allocated")))
 
@@ -928,6 +939,11 @@ _FRAMEWORK_REMEDIES = {
                "allocation (the \"MB allocatable\" on its device line): lower the workload "
                "(-w 1), use the optimised kernels (-O), split the hash list or the rule file, or "
                "run the attack on a device with more memory.",
+    "relion": "RELION's allocator takes a share of the GPU for every MPI rank on it and needs "
+              "more for more classes and larger boxes: run fewer MPI ranks per GPU (or spread "
+              "them over more GPUs), bin the particles to a smaller box, classify into fewer "
+              "classes, or leave more of the GPU free for what RELION allocates outside its "
+              "allocator (--free_gpu_memory, in MB).",
     "cufft": "cuFFT allocates each plan's work area on the GPU when the plan is made: free "
              "plans and arrays no longer used (and the framework's cache) before making new "
              "ones, or transform smaller or fewer arrays at once.",
@@ -952,10 +968,11 @@ _FRAMEWORK_REMEDIES = {
             "Out of memory. Requested", "TOutOfMemory", "of device memory",
             "failed to allocate GPU or CPU memory",
             "CNMEM_STATUS_OUT_OF_MEMORY", "allocatable device memory",
+            "allocatable device-memory",
             "CL_MEM_OBJECT_ALLOCATION_FAILURE", "Can't allocate", "CUDA allocation failed",
             "NVJPEG_STATUS_ALLOCATOR_FAILURE"),
            "GPU out of memory (MXNet, PaddlePaddle, ONNX Runtime, CatBoost, Theano, hashcat, "
-           "OpenCL, cuFFT, DALI or nvJPEG)",
+           "OpenCL, cuFFT, DALI, nvJPEG or RELION)",
            extract=_framework_oom,
            group="cuda-oom-framework",
            example="Out of memory error on GPU 0. Cannot allocate 1.500000GB memory on GPU 0, "

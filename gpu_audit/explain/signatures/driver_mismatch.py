@@ -29,6 +29,7 @@ from gpu_audit.explain.signatures.registry import (
     Signature,
     advice,
     document_class,
+    fixed,
     named,
     signature,
 )
@@ -291,8 +292,12 @@ def _container_requirement(sig: Signature, numbers: dict[str, Any],
            # not compiled for the proper device architecture"), printed after a kernel's or a
            # call's name ("filterH: invalid device function") or as a CUDA or HIP error
            r"(?<![A-Za-z0-9_])[Ii]nvalid device function\b|"
-           r"(?:cuda|hip)ErrorInvalidDeviceFunction\b",
-           ("invalid device function", "Invalid device function", "InvalidDeviceFunction"),
+           r"(?:cuda|hip)ErrorInvalidDeviceFunction\b|"
+           # (a program's own check before its first kernel, ggml's "ERROR: ggml-cuda was
+           # compiled without support for the current GPU architecture")
+           r"\bcompiled without support for the current GPU architecture\b",
+           ("invalid device function", "Invalid device function", "InvalidDeviceFunction",
+            "compiled without support for the current GPU"),
            "A kernel was not compiled for this GPU's architecture", tier=0.0,
            group="no-kernel-image",
            example="RuntimeError: CUDA error: invalid device function")
@@ -355,6 +360,32 @@ def _no_kernel(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> A
               "sm_90 needs cu118 or later, sm_100/sm_120 need cu128 or later); rebuild custom "
               "extensions with TORCH_CUDA_ARCH_LIST set to include it.")
     return advice(sig, numbers, explanation, remedy)
+
+
+# A GPU told to need a newer CUDA than the build the program runs on: "the gpu I use is a 3090
+# while it only supports cuda 11.0 or newer", "an RTX 4090 requires CUDA 11.8 or later". The
+# build has no kernels for the card's architecture, and its first kernels fail in whatever
+# library runs them (cuDNN's causeless statuses, an illegal access). Not a condition, a question
+# or advice ("does the 3090 only support cuda 11?", "you need CUDA 11 or newer").
+fixed("driver-mismatch/gpu-needs-newer-cuda-told",
+      unless_words(r"if|whether|you|your|may|might|maybe|should|would|could|does|do|is it") +
+      r"(?i:\b(?:GPUs?|cards?|RTX ?\d{4}(?: ?Ti)?|GTX ?\d{3,4}(?: ?Ti)?|[2-5]0[5-9]0(?: ?Ti)?|A100|"
+      r"H100|H200|L40S?)\b[^\n.?]{0,40}?\b(?:only )?(?:supports?|needs?|requires?) (?:only )?"
+      r"(?:CUDA|cuda)(?: version)? ?(?:=|>=|≥)? ?(?P<required_cuda>\d{1,2}(?:\.\d)?)"
+      r"(?: or (?:newer|later|above|higher)|\+| and (?:newer|later|above|up)))",
+      ("upport", "need", "equire"),
+      "The GPU needs a newer CUDA than the build (told in the writer's words)", tier=0.0,
+      group="no-kernel-image",
+      example="The gpu I use is a 3090, and it only supports cuda 11.0 or newer.",
+      explanation="The writer says this GPU needs a newer CUDA than the one the program was "
+      "built for: a build for an older CUDA has no kernels for the card's architecture (an "
+      "Ampere card needs CUDA 11, Ada 11.8, Blackwell 12.8), so its first kernels fail, often "
+      "as a library's status that names no cause (cuDNN's CUDNN_STATUS_EXECUTION_FAILED or "
+      "_INTERNAL_ERROR) or an illegal access, not as 'no kernel image'.",
+      remedy="Install the framework built for a CUDA this GPU supports (PyTorch: the cu118 or "
+      "newer wheels from https://pytorch.org/get-started/locally/; the matching TensorFlow or "
+      "cuDNN), with a driver new enough for it (`nvidia-smi` shows the CUDA it supports), and "
+      "rebuild custom extensions against it.")
 
 
 @signature("driver-mismatch/capability-range",
@@ -592,6 +623,33 @@ def _no_nvidia_gpu(sig: Signature, numbers: dict[str, Any]) -> Advice:
                   title="CUDA was asked for on a machine without an NVIDIA GPU")
 
 
+# AliceVision's (Meshroom's) check before its depth maps: "This program needs a CUDA-Enabled GPU
+# (with at least compute capability 2.0)", with "No CUDA-Enabled GPU." and "Can't find
+# CUDA-Enabled GPU." before it. CUDA found no device it can use: on a machine with an NVIDIA
+# card, a driver too old for the program's CUDA (cudaGetDeviceCount fails); on one without, no
+# failure at all (a warning, where the text says so).
+@signature("driver-mismatch/no-usable-cuda-gpu",
+           r"\b[Tt]his program needs a CUDA-Enabled GPU\b|\bCan't find CUDA-Enabled GPU\b",
+           ("CUDA-Enabled GPU",),
+           "The program found no CUDA GPU it can use", tier=0.5,
+           example="[error] This program needs a CUDA-Enabled GPU (with at least compute "
+           "capability 2.0).")
+def _no_usable_cuda_gpu(sig: Signature, numbers: dict[str, Any],
+                        ctx: AdviceContext) -> Advice:
+    if ctx.facts.get("no_nvidia_gpu"):
+        return _no_nvidia_gpu(sig, numbers)
+    explanation = ("The program asked CUDA for a GPU and got none it can use. On a machine "
+                   "with an NVIDIA card this is most often a driver older than the CUDA the "
+                   "program was built with (CUDA's device count fails with 'CUDA driver version "
+                   "is insufficient for CUDA runtime version'), or no NVIDIA driver at all (a "
+                   "laptop running on its integrated GPU, a driver removed by an update).")
+    remedy = ("Install the latest NVIDIA driver for the card from "
+              "https://www.nvidia.com/Download/index.aspx (on a laptop, also make the program "
+              "run on the NVIDIA GPU), then check that `nvidia-smi` lists the card and shows a "
+              "CUDA version at least the program's.")
+    return advice(sig, numbers, explanation, remedy)
+
+
 # The owner saying the machine has no NVIDIA GPU: "I don't have any NVIDIA adapter on my
 # laptop", "my laptop only has an Intel GPU", "I'm using the CPU", "on a CPU-only server",
 # "我使用的是cpu", "电脑没有显卡". Not a condition or advice ("if you don't have an NVIDIA GPU").
@@ -610,11 +668,16 @@ NO_NVIDIA_GPU_TOLD = (
     r"(?:the |a |my )?CPU(?: only)?\b(?! (?:RAM|memory|cores?|threads?|offload))|"
     r"\bon (?:a|my|our) CPU[- ]only " + _MACHINE + r"\b)|"
     r"(?:我|我们)(?:使用|用|跑)的是\s?(?i:cpu)|只有\s?(?i:cpu)|(?:没有|无)(?:NVIDIA|英伟达|N卡|独立显卡|独显|显卡|"
-    r"(?i:gpu))")
+    r"(?i:gpu))|"
+    # (and an answer that tells the writer to get one: "You need a NVIDIA graphic card or have
+    # to wait for the next release"; not one with more of something, "... with more memory")
+    + unless_words("if|whether|when|unless", also="如果") +
+    r"\b(?i:you(?:'ll| will)? (?:need|have to (?:get|buy|use)|must (?:get|buy|use)) (?:an? )?"
+    r"NVIDIA (?:graphics? card|GPU|card|video card)s?)\b(?! with\b)")
 
 
 @signature("driver-mismatch/no-nvidia-gpu-told", NO_NVIDIA_GPU_TOLD,
-           ("have", "has", "CPU", "cpu", "没有", "无"),
+           ("have", "has", "CPU", "cpu", "没有", "无", "need", "must"),
            "The text says the machine has no NVIDIA GPU", severity=Severity.INFO, tier=5.0,
            fact=True, extract=lambda match, _line: {"no_nvidia_gpu": match[0].strip()[-80:]},
            example="I don't have any NVIDIA card on my laptop, it only has an Intel GPU.")

@@ -152,18 +152,24 @@ fixed("gpu-hardware/lost-told",
       r"(?:\b(?:[Ll]ost|losing) (?:a |one |the |\d )?GPUs?\b(?!s? (?:memory|support|"
       r"acceleration|access|util\w*|hours?|time|cycles|compute|days|capacity|resources)\b)|"
       r"\bGPU is loss\b|"
+      # (or disconnected from the machine: "during training the GPU disconnected", "GPU
+      # disconnection leads to training failure"; not a display or a session disconnected)
+      r"\b(?:(?:the|my|our|one|a) (?:[\w-]+ )?)?GPUs? (?:(?:was|were|got|has|had|have|just|"
+      r"suddenly|randomly|keeps?|kept) ){0,2}disconnect(?:ed|s|ing)?\b(?! from (?:the )?(?:"
+      r"display|monitor|session))|\bGPU disconnections?\b|"
       # (a node that came back from a reboot with a GPU fewer: "gpu-3 came up short a GPU")
       # (or will be put back into service so: "gpu-2-4 will be added back short a GPU")
       r"(?i:\b(?:(?:came|comes|come|booted|boots) up|(?:added|brought|put|came|comes) back) "
       r"(?:short|missing) (?:a |one |\d )?GPUs?\b))",
       ("lost", "Lost", "losing", "GPU is loss", "up short", "up missing", "back short",
-       "back missing"),
+       "back missing", "disconnect"),
       "A GPU was lost (told in the writer's words)",
       tier=0.0, group="off-the-bus",
       example="After the reboot we lost 1 GPU on node7, and slurmd does not start.",
-      explanation="The writer says a GPU disappeared from the machine: what the driver logs as "
-      "Xid 79 (\"GPU has fallen off the bus\") and lspci shows as a device whose revision reads "
-      "ff. Jobs on it die, and it stays unusable until it is reset, usually by a reboot.",
+      explanation="The writer says a GPU disappeared (or disconnected) from the machine: what "
+      "the driver logs as Xid 79 (\"GPU has fallen off the bus\") and lspci shows as a device "
+      "whose revision reads ff. Jobs on it die, and it stays unusable until it is reset, "
+      "usually by a reboot.",
       remedy=xid_info(79).action)
 
 # A machine that powers off, reboots or goes dark under GPU load, told in the writer's words
@@ -257,9 +263,17 @@ POWER_SUPPLY_TOLD = (
     # (not any supply: "a PSU's OCP trips when ...")
     r"(?<!\ba )" + _POWER_SUPPLY + r"(?:'s?)? " + _PROTECTION + r"(?: protection)? (?:(?:was |got "
     r"|is )?(?:trip(?:s|ped|ping)?|latch(?:es|ed|ing)?|triggered|kick(?:s|ed)? in))\b|"
-    r"(?<!\ba )" + _POWER_SUPPLY + r" (?:(?:keeps |kept |was |is )?tripping|trips|tripped)\b)")
+    r"(?<!\ba )" + _POWER_SUPPLY + r" (?:(?:keeps |kept |was |is )?tripping|trips|tripped)\b|"
+    # the card's power cable found at fault: "it seems to be because of a weak power cable",
+    # "the culprit was a loose PCIe power connector"
+    r"\b(?:because of|due to|caused by|culprit (?:was|is)|cause (?:was|is)|problem (?:was|is)|"
+    r"issue (?:was|is)) (?:an? |the |my |our )?(?:weak|faulty|bad|loose|broken|damaged|"
+    r"defective|burnt|melted|cheap) (?:PCIe |PCI-E |GPU |[68][- ]?pin |12VHPWR )?power "
+    r"(?:cables?|connectors?|leads?|plugs?)\b)")
 fixed("gpu-hardware/power-supply-told", POWER_SUPPLY_TOLD,
-      ("PSU", "power suppl", "Power suppl"),
+      ("PSU", "power suppl", "Power suppl",
+       *(f"ower {part}" for part in ("cable", "Cable", "connector", "Connector", "lead", "Lead",
+                                     "plug", "Plug"))),
       "The power supply failed under GPU load (told in the writer's words)",
       tier=3.0, group="power-loss",
       example="It is a hardware PSU issue: the card trips the supply's limiter at full load.",
@@ -552,6 +566,11 @@ OVERHEAT_TOLD = (
     r"(?:an? |the )?(?:GPU )?cooling (?:issue|problem|failure)\b|"
     r"\b(?:my|our|the) (?:[\w-]+ )?(?:GPU|graphics card|video card|card)s? (?:(?:is|was|were|are|"
     r"keeps|kept|started|starts) )?over-?heat(?:s|ed|ing)\b|"
+    # (the card's temperature told too high: "The graphics card temperature is too high", "my
+    # GPU's temps get way too high")
+    r"\b(?:my|our|the) (?:[\w-]+ )?(?:GPU|graphics card|video card|card)(?:s|'s|s')? "
+    r"temp(?:erature)?s? (?:(?:is|was|were|are|gets?|got|goes|went|runs?|ran|keeps?|kept) )?"
+    r"(?:(?:way|much|far) )?(?:too|very|extremely|dangerously) high\b|"
     # the temperature the crashes come at, told: "temps around 110°C, which is the range where
     # the crashes occur", "it crashed at 96°C" (95 °C and above: where GPUs throttle or shut down)
     r"\btemp(?:erature)?s? (?:[\w-]+ ){0,3}?(?:around|of|at|reach\w*|hit\w*|to|over|above) ~?"
@@ -578,7 +597,7 @@ OVERHEAT_TOLD = (
     r"(?![^\n.!?]{0,300}?\b(?:if|when|whenever|once|you|your|may|might|can|could|should|would|"
     r"will)\b))")
 fixed("gpu-hardware/overheat-told", OVERHEAT_TOLD,
-      ("heat", "thermal", "Thermal", "°C", "cooling"),
+      ("heat", "thermal", "Thermal", "°C", "cooling", "temp"),
       "The GPU overheated (told in the writer's words)", tier=3.0, group="overheat",
       example="This was more than likely due to overheating.",
       explanation="The writer says the crash or shutdown came from heat: a GPU (or the machine "
@@ -668,6 +687,30 @@ fixed("gpu-hardware/card-swap-told",
       remedy="Keep the card out of service (drain the node or remove it) and return it; on a "
       "shared machine, run `gpu-audit diag` and look for Xids (`sudo dmesg -T | grep -i xid`) on "
       "the card that replaced it.")
+
+# The board under the card found at fault, told: a new motherboard (often with a new CPU) and
+# the same GPU, and the crashes are gone ("Bought a new CPU and motherboard, now everything works
+# perfectly"). The GPU's slot, its PCIe link or the board's power to it made kernels fail. Not a
+# condition, a plan or advice ("if you replace the motherboard ...", "try another board").
+fixed("gpu-hardware/board-swap-told",
+      unless_words(r"if|whether|you|your|may|might|maybe|should|would|could|try\w*|plan\w*|"
+                   r"going to|will") +
+      r"(?i:\b(?:bought|got|installed|replaced|swapped|changed)(?: (?:out|in))? (?:an? |the |my |"
+      r"our )?(?:new |another |different )?(?:(?:CPU|processor) (?:and|\+|&) )?(?:the )?"
+      r"(?:mother ?board|mainboard)s?(?: (?:and|\+|&) (?:the |a )?(?:new )?(?:CPU|processor))?\b"
+      r"[^\n?]{0,160}?\b(?:fixed|solved|resolved|works?|worked|working|(?:is|are) gone|went away|"
+      r"no (?:more )?(?:errors?|crash\w*|problems?|issues?))\b)",
+      ("otherboard", "other board", "ainboard"),
+      "The board under the card was at fault (told in the writer's words)", tier=0.0,
+      example="Bought a new CPU and motherboard and now everything is working, no more crashes.",
+      explanation="The writer replaced the motherboard (with the same GPU) and the failures "
+      "stopped: the slot, the PCIe link or the board's power to the card made the GPU's work "
+      "fail. Kernel crashes such as an illegal memory access or an unspecified launch failure "
+      "on that machine were the hardware's, not the program's.",
+      remedy="Keep the old board out of service; on a machine that shows the same crashes, "
+      "check the PCIe link the card trained at (`nvidia-smi -q | grep -A2 'Link Width'`, "
+      "`sudo lspci -vv` for its LnkSta), reseat the card in another slot, drop a riser or "
+      "extension cable, and look for corrected PCIe errors and Xids in `sudo dmesg -T`.")
 
 
 # The card's overclock found to be the cause ("it turns out that Blender doesn't play well with

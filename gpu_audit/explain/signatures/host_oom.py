@@ -854,6 +854,30 @@ fixed("host-oom/memory-error", rf"(?:{LINE_HEAD}|[\]>]\s*|:\s)MemoryError(?::\s|
       remedy=_HOST_MEMORY)
 
 
+# A native program's own allocation of host memory failing: C++'s operator new throwing
+# std::bad_alloc with nothing to catch it ("terminate called after throwing an instance of
+# 'std::bad_alloc'"), and LLVM's handler for a failed allocation ("LLVM ERROR: out of memory",
+# in a GPU program: the OpenCL or CUDA compiler building its kernels in host memory). Not
+# thrust's or RAPIDS' device allocators, which throw their own types or add the CUDA status.
+# (And OpenCL's status for the runtime's own host memory, as hashcat prints a call's result:
+# "clCreateBuffer(): CL_OUT_OF_HOST_MEMORY"; the device's is CL_MEM_OBJECT_ALLOCATION_FAILURE.)
+fixed("host-oom/native-allocation",
+      r"\bterminate called after throwing an instance of 'std::bad_alloc'|"
+      r"\bLLVM ERROR: out of memory\b|\bCL_OUT_OF_HOST_MEMORY\b",
+      ("instance of 'std::bad_alloc'", "LLVM ERROR: out of memory", "CL_OUT_OF_HOST_MEMORY"),
+      "A native program could not allocate host memory", tier=1.5,
+      example="terminate called after throwing an instance of 'std::bad_alloc'",
+      explanation="The program's own allocation of host memory (RAM, not the GPU's) failed: C++'s "
+      "operator new threw std::bad_alloc and nothing caught it, or LLVM (the compiler a GPU "
+      "runtime builds its kernels with) or the OpenCL runtime could not get host memory. The "
+      "machine's RAM, or the job's memory limit, was too small for what the program holds: "
+      "data loaded into RAM, one process per GPU or MPI rank each with its own copy, kernels "
+      "compiled for several GPUs at once.",
+      remedy="Check `free -h` and the job's memory limit while the program runs; load less into "
+      "RAM (read from disk instead of preloading, smaller inputs), run fewer processes or MPI "
+      "ranks per machine, or add RAM. " + _HOST_MEMORY)
+
+
 _KILLED = killed_words_pattern()
 # The writer telling that their run was killed, with no word of who killed it ("my training
 # gets killed at epoch 3", "I get a Killed message", "程序被杀死"; not "if the process is

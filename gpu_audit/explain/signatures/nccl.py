@@ -117,8 +117,9 @@ def _nccl_timeout(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -
 fixed("nccl/timeout-told",
       # (not after a question or a condition: "如何解决出现NCCL超时", "如果NCCL报超时")
       r"^(?:(?!如何|怎么|怎样|如果|若是|是否|为什么)[^\n])*?"
-      r"(?:(?:报|出现|提示)了?\s?NCCL\s?(?:的)?(?:通信|通讯)?(?:超时|timeout)|"
-      r"NCCL\s?(?:会|就|又|也|一直)?(?:报|出现)了?\s?(?:通信|通讯)?(?:超时|timeout))|"
+      # (and met, "我也遇到了NCCL Timeout问题": I ran into the NCCL timeout problem too)
+      r"(?:(?:报|出现|提示|遇到|碰到)了?\s?NCCL\s?(?:的)?(?:通信|通讯)?(?:超时|[Tt]ime ?out)|"
+      r"NCCL\s?(?:会|就|又|也|一直)?(?:报|出现)了?\s?(?:通信|通讯)?(?:超时|[Tt]ime ?out))|"
       # ... and in English, "it is stuck for 30 minutes and reports NCCL timeout" (not a
       # condition, a question of how or when, nor the reader's: "When do you hit NCCL timeouts?")
       r"^(?i:(?:(?!\b(?:if|whether|when|how|you|can|could|may|might|would)\b)[^\n])*?"
