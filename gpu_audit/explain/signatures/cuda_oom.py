@@ -802,7 +802,7 @@ _FRAMEWORK_OOM = (
     # an operator's failure ("Error when executing Mixed operator ImageDecoder encountered:" then
     # "CUDA allocation failed"), and nvJPEG's status for an allocator that failed under its
     # decoders (NVJPEG_STATUS_ALLOCATOR_FAILURE, status 5)
-    r"|\bCan't allocate (?P<bytes_____>\d{1,20}) bytes on device (?P<gpu_>\d{1,3})\b(?P<dali>)"
+    r"|\bCan't allocate (?P<bytes______>\d{1,20}) bytes on device (?P<gpu_>\d{1,3})\b(?P<dali>)"
     rf"|(?:{LINE_HEAD}|\bencountered: ?|\bwhat\(\): +|Error: )CUDA allocation failed\.?\s*$"
     r"(?P<dali_>)"
     r"|\bNVJPEG_STATUS_ALLOCATOR_FAILURE\b(?P<nvjpeg>)"
