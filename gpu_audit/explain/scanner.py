@@ -409,7 +409,9 @@ KEYS: tuple[Key, ...] = (
         rb"|[.!](?<=hermal shutdown[.!])|[.!](?<=hermal shut down[.!])"
         # (and C++'s allocation failure nothing caught: "terminate called after throwing an
         # instance of 'std::bad_alloc'")
-        rb"|stance of 'std::bad_alloc'(?<=instance of 'std::bad_alloc'))",
+        rb"|stance of 'std::bad_alloc'(?<=instance of 'std::bad_alloc')"
+        # (and NCCL's shared-memory helper named by a writer or a backtrace: "ncclShmOpen")
+        rb"|cclShmOpen)",
         (b"nvidia-smi", b"nvidia-ml", b"no kernel image", b"nvidia.ko: ", b"nvidia driver",
          b"nvidia Driver", *(b"nvidia " + kernel + b"ernel " + module + b"odule"
                              for kernel in (b"k", b"K") for module in (b"m", b"M")),
@@ -419,7 +421,7 @@ KEYS: tuple[Key, ...] = (
          b"misaligned address", b"launch timed out", b"an illegal instruction",
          b"invalid device function", b"is older than ", b"no NVIDIA GPU device is present",
          b"/dev/nvidia", b"hermal shutdown.", b"hermal shutdown!", b"hermal shut down.",
-         b"hermal shut down!", b"nstance of 'std::bad_alloc'")),
+         b"hermal shut down!", b"nstance of 'std::bad_alloc'", b"ncclShmOpen")),
 )
 PREFILTER: tuple[re.Pattern[bytes], ...] = tuple(re.compile(key.pattern) for key in KEYS)
 

@@ -121,7 +121,13 @@ DEVICE_OOM_PATTERN = (r"(?:CUDA|HIP|cuda runtime|cuda) error(?: \(\d+\))?\s*:\s*
                       r"|implicit initialization on GPU:\d+ failed\. Status: out of memory"
                       r"|\bFailed to CUDA calloc(?: async)? \d+ bytes"
                       # (jaxlib's GPU kernels: "operation gpuGetLastError() failed: out of memory")
-                      r"|\boperation gpu\w{1,40}\([^)\n]{0,80}\) failed: out of memory")
+                      r"|\boperation gpu\w{1,40}\([^)\n]{0,80}\) failed: out of memory"
+                      # (miners' checks that print the function in angle brackets, its line and
+                      # the runtime's words quoted: xmrig's CUDA plugin "thread #0 failed with
+                      # error <randomx_prepare>:45 \"out of memory\"", xmrig-nvidia's "[CUDA]
+                      # Error gpu 1: <cryptonight_extra_cpu_init>:193 \"out of memory\"", and
+                      # its exception's text, "[CUDA] Error: out of memory")
+                      r"|<\w{1,80}>:\d{1,6} \"out of memory\"|\[CUDA\] Error: out of memory")
 LIBRARY_OOM_PATTERN = (r"CUBLAS_STATUS_ALLOC_FAILED|CUDNN_STATUS_ALLOC_FAILED|CUFFT_ALLOC_FAILED"
                        r"|CUSOLVER_STATUS_ALLOC_FAILED|CUSPARSE_STATUS_ALLOC_FAILED")
 HOST_OOM_PATTERN = r"DefaultCPUAllocator: (?:can't|not enough memory)"

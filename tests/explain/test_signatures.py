@@ -557,6 +557,8 @@ SINGLE_LINES = [
      "driver-mismatch/gpu-needs-newer-cuda-told"),
     ("[error] This program needs a CUDA-Enabled GPU (with at least compute capability 2.0).",
      "driver-mismatch", "driver-mismatch/no-usable-cuda-gpu"),
+    ("The ncclShmOpen error shows the container's /dev/shm was too small for NCCL.", "nccl",
+     "nccl/shm-open-told"),
 ]
 
 

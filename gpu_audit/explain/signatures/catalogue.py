@@ -193,6 +193,7 @@ ORDER = (
     "nccl/error-kind",
     "nccl/error-text",
     "nccl/shm-segment",
+    "nccl/shm-open-told",
     "nccl/no-interface",
     "nccl/cuda-failure",
     "nccl/message-truncated",

@@ -27,6 +27,7 @@ import re
 from typing import Any
 
 from gpu_audit.explain.prefixes import LINE_HEAD
+from gpu_audit.explain.signatures.guards import unless_words
 from gpu_audit.explain.signatures.registry import (
     Advice,
     AdviceContext,
@@ -265,7 +266,9 @@ def _nccl_error(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> 
     tier, explanation, remedy = _NCCL_KINDS.get(kind, (
         3.0, "An NCCL call failed; NCCL errors usually follow a failure elsewhere (a crashed "
         "rank, a CUDA error) or a network problem.", _COLLECTIVE_REMEDY))
-    if numbers.get("shm_path"):
+    if numbers.get("shm_path") and numbers.get("_shm_attach"):
+        explanation, remedy, tier = _shm_attach_text(numbers["shm_path"]), _SHM_ATTACH_REMEDY, 1.0
+    elif numbers.get("shm_path"):
         explanation = (
             f"NCCL could not create its shared-memory segment {numbers['shm_path']} "
             f"({size_text(numbers.get('shm_size_bytes'))}): /dev/shm is too small or full, "
@@ -282,19 +285,45 @@ def _nccl_error(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> 
     return advice(sig, numbers, explanation, remedy, tier=tier, title=title)
 
 
+def _shm_attach_text(path: str) -> str:
+    where = f" ({path})" if path else " in /dev/shm"
+    return (f"An NCCL rank could not attach to the shared-memory segment{where} that another "
+            "rank on the same machine created: the ranks do not share one /dev/shm (separate "
+            "containers or IPC namespaces), or /dev/shm is too small or was cleaned while they "
+            "started.")
+
+
+_SHM_ATTACH_REMEDY = (f"{_BIGGER_SHM}, and run the ranks of one machine in one container or "
+                      f"all with --ipc=host); {_SHM_DISABLE}")
+
+
 @signature("nccl/shm-segment",
-           r"Error while creating shared memory segment (?P<shm_path>\S+) "
-           r"\(size (?P<shm_size_bytes>\d+)\)|"
+           # NCCL's shared-memory helper (ncclShmOpen) in its own words: "Error while creating
+           # shared memory segment PATH (size N)", and the peer's side, "Error while attaching
+           # to shared memory segment PATH (size N)" (the path and size cut off where a title
+           # quotes it; the path's name garbled or empty in some NCCL versions)
+           r"Error while (?:creating|(?P<_shm_attach>attaching to)) shared memory segment"
+           r"(?: (?P<shm_path>\S+) \(size (?P<shm_size_bytes>\d+)\))?|"
            # (newer NCCL: "Error: failed to extend /dev/shm/nccl-Ab12Cd to 9637892 bytes")
-           r"\bfailed to extend (?P<shm_path_>/dev/shm/\S+) to (?P<shm_size_bytes_>\d+) bytes",
-           ("shared memory segment", "failed to extend /dev/shm/"),
+           r"\bfailed to extend (?P<shm_path_>/dev/shm/\S+) to (?P<shm_size_bytes_>\d+) bytes|"
+           # (and its other steps: the file not created, "Error: failed to create shared memory
+           # file /dev/shm/nccl-XXXXXX, error No space left on device (28)", or not mapped,
+           # "Error: Could not map /dev/shm/nccl-Ab12Cd size 9637892, error: ...")
+           r"\bfailed to create shared memory file (?P<shm_path__>/dev/shm/[^\s,]+)|"
+           r"\bCould not map (?P<shm_path___>/dev/shm/\S+) size (?P<shm_size_bytes__>\d+)",
+           ("shared memory segment", "failed to extend /dev/shm/", "shared memory file",
+            "Could not map /dev/shm/"),
            "NCCL could not create a shared-memory segment",
            attach="prefer", window=8, tier=2.0,
            example="node01:4101:4188 [0] include/shm.h:28 NCCL WARN Error while creating shared "
            "memory segment /dev/shm/nccl-vzIpS6 (size 9637888)")
 def _shm_segment(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
-    explanation = (f"NCCL could not create a shared-memory segment "
-                   f"({numbers.get('shm_path', '?')}): /dev/shm is too small or full.")
+    path = str(numbers.get("shm_path") or "")
+    if numbers.get("_shm_attach"):
+        return advice(sig, numbers, _shm_attach_text(path), _SHM_ATTACH_REMEDY,
+                      title="NCCL could not attach to a shared-memory segment")
+    explanation = (f"NCCL could not create a shared-memory segment ({path or '?'}): /dev/shm "
+                   "is too small or full, as in containers with Docker's 64 MB default.")
     return advice(sig, numbers, explanation, f"{_BIGGER_SHM}); {_SHM_DISABLE}")
 
 
@@ -305,6 +334,23 @@ def _shm_segment(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) ->
 def _cuda_failure(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
     explanation = f"A CUDA call inside NCCL failed with '{numbers.get('cuda_error', '?')}'."
     return advice(sig, numbers, explanation, _COLLECTIVE_REMEDY)
+
+
+# NCCL's shared-memory helper named failing by a writer, its own message not pasted: "the
+# `ncclShmOpen` error means torch could not allocate shared memory for NCCL", "ncclShmOpen
+# failed in the container". Not a condition, a question or advice to the reader ("if
+# ncclShmOpen fails, ..."), nor an explainer's "an ncclShmOpen error".
+fixed("nccl/shm-open-told",
+      unless_words("if|whether|when|unless|you|your|can|could|may|might|would|should") +
+      r"(?:\b(?:the|this|that|same|my|our)\W{1,2}ncclShmOpen\W{0,2} (?:error|failure)|"
+      r"\bncclShmOpen\W{0,2} (?:failed|fails|failure|error)\b)",
+      ("ncclShmOpen",), "NCCL could not set up shared memory (told in the writer's words)",
+      tier=2.0,
+      example="The ncclShmOpen error shows the container's /dev/shm was too small for NCCL.",
+      explanation="The writer says NCCL's shared-memory helper (ncclShmOpen) failed: NCCL could "
+      "not create or attach to its segment in /dev/shm, which in a container is 64 MB unless "
+      "configured.",
+      remedy=f"{_BIGGER_SHM}); {_SHM_DISABLE}")
 
 
 # A socket's address as NCCL prints it (ncclSocketToString): host, then the port in angle
