@@ -127,7 +127,18 @@ DEVICE_OOM_PATTERN = (r"(?:CUDA|HIP|cuda runtime|cuda) error(?: \(\d+\))?\s*:\s*
                       # error <randomx_prepare>:45 \"out of memory\"", xmrig-nvidia's "[CUDA]
                       # Error gpu 1: <cryptonight_extra_cpu_init>:193 \"out of memory\"", and
                       # its exception's text, "[CUDA] Error: out of memory")
-                      r"|<\w{1,80}>:\d{1,6} \"out of memory\"|\[CUDA\] Error: out of memory")
+                      r"|<\w{1,80}>:\d{1,6} \"out of memory\"|\[CUDA\] Error: out of memory"
+                      # (the check of "CUDA by Example" that many C++ programs copied, the
+                      # runtime's words, then the file and line: "out of memory in
+                      # src/acc/cuda/allocator.cuh at line 436 (error-code 2)"; a CUDA source
+                      # or a GPU directory's: a host program may say the same of its malloc)
+                      r"|\bout of memory in (?=\S{0,200}?(?i:cuda|gpu|\.cuh? ))"
+                      r"\S{1,200}?\.(?:cuh?|cpp|cc|cxx|c|hpp|h) at line \d"
+                      # (a program's GPU component named before the runtime's words, with the
+                      # step that failed between them or not: "GPUEngine: out of memory",
+                      # "CudaWorker: Launch: out of memory")
+                      r"|\b(?:GPU|Gpu|CUDA|Cuda)[A-Z][a-z][A-Za-z]{0,30}(?:: [A-Z][A-Za-z]{1,30})?"
+                      r": out of memory\b")
 LIBRARY_OOM_PATTERN = (r"CUBLAS_STATUS_ALLOC_FAILED|CUDNN_STATUS_ALLOC_FAILED|CUFFT_ALLOC_FAILED"
                        r"|CUSOLVER_STATUS_ALLOC_FAILED|CUSPARSE_STATUS_ALLOC_FAILED")
 HOST_OOM_PATTERN = r"DefaultCPUAllocator: (?:can't|not enough memory)"

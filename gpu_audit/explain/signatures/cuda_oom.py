@@ -794,6 +794,14 @@ _FRAMEWORK_OOM = (
     r"|\b(?i:cuda ?custom ?alloc(?:ator)?) out of memory\b(?P<relion>)"
     r"(?:\s{0,8}\[requestedSpace: {0,40}(?P<bytes_____>\d{1,20}) ?B\])?"
     r"|\bCL_MEM_OBJECT_ALLOCATION_FAILURE\b(?P<opencl>)"
+    # a miner's DAG (the data set an Ethash-family coin grows every epoch) that does not fit
+    # the card: "GPU 0: insufficient memory for DAG epoch 387.", "Allocation of DAG failed with
+    # error: ...", "Error when allocating memory for the DAG", "not enough memory to allocate
+    # DAG", "DAG doesn't fit in GPU memory"
+    r"|(?i:\b(?:insufficient|not enough) (?:GPU |device |video )?memory (?:for|to (?:allocate|"
+    r"place|store|fit|create|generate)) (?:the )?DAG\b|\b(?:Allocation of|allocating) (?:memory "
+    r"for )?(?:the )?DAG(?: buffer)? failed\b|\berror when allocating (?:memory for )?(?:the )?"
+    r"DAG\b|\bDAG (?:does ?n[o']t|doesn't|won't|cannot|can't) fit\b)(?P<dag>)"
     # cuFFT's sentence for its status 2, CUFFT_ALLOC_FAILED, as wrappers print it (CUDA.jl's
     # "CUFFTError(code 2, cuFFT failed to allocate GPU or CPU memory)"): a plan's work area
     r"|\bcuFFT failed to allocate GPU or CPU memory\b(?P<cufft>)"
@@ -820,7 +828,7 @@ _FRAMEWORK_OOM = (
 _FRAMEWORK_NAMES = {"mxnet": "MXNet", "paddle": "PaddlePaddle", "onnxruntime": "ONNX Runtime",
                     "catboost": "CatBoost", "theano": "Theano", "hashcat": "hashcat",
                     "opencl": "OpenCL", "cufft": "cuFFT", "dali": "DALI", "nvjpeg": "nvJPEG",
-                    "relion": "RELION"}
+                    "relion": "RELION", "dag": "the miner"}
 _PADDLE_FIELDS = (("free_bytes", re.compile(rf"available memory is only ({_PADDLE_SIZE})")),
                   ("allocated_bytes", re.compile(rf"({_PADDLE_SIZE}) memory has been allocated")))
 
@@ -970,15 +978,17 @@ _FRAMEWORK_REMEDIES = {
             "CNMEM_STATUS_OUT_OF_MEMORY", "allocatable device memory",
             "allocatable device-memory",
             "CL_MEM_OBJECT_ALLOCATION_FAILURE", "Can't allocate", "CUDA allocation failed",
-            "NVJPEG_STATUS_ALLOCATOR_FAILURE"),
+            "NVJPEG_STATUS_ALLOCATOR_FAILURE", "DAG", "dag"),
            "GPU out of memory (MXNet, PaddlePaddle, ONNX Runtime, CatBoost, Theano, hashcat, "
-           "OpenCL, cuFFT, DALI, nvJPEG or RELION)",
+           "OpenCL, cuFFT, DALI, nvJPEG, RELION or a miner's DAG)",
            extract=_framework_oom,
            group="cuda-oom-framework",
            example="Out of memory error on GPU 0. Cannot allocate 1.500000GB memory on GPU 0, "
            "available memory is only 512.000000MB.")
 def _framework_allocator(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
     framework = str(numbers.get("framework"))
+    if framework == "dag":
+        return _miner_dag(sig, numbers)
     name = _FRAMEWORK_NAMES.get(framework, framework)
     gpu = numbers.get("gpu_index")
     size = (f" {size_text(numbers['requested_bytes'])}" if numbers.get("requested_bytes")
@@ -994,6 +1004,20 @@ def _framework_allocator(sig: Signature, numbers: dict[str, Any], ctx: AdviceCon
               f"{_FRAMEWORK_REMEDIES.get(framework, '')}").rstrip()
     return advice(sig, numbers, explanation, remedy,
                   title=f"GPU out of memory ({name})", diagnosis="unknown")
+
+
+def _miner_dag(sig: Signature, numbers: dict[str, Any]) -> Advice:
+    explanation = (
+        "The miner could not place the coin's DAG in the GPU's memory. An Ethash-family coin's "
+        "DAG grows with every epoch, so a card that mined it before runs out once the DAG "
+        "outgrows what the card has free (its memory less the display's and other programs').")
+    remedy = ("Mine a coin or algorithm whose DAG fits this card (the miner's documentation "
+              "lists each one's size), or move the work to a card with more memory; close "
+              "other programs using the GPU, and update the miner (newer releases fit the DAG "
+              "into less memory).")
+    return advice(sig, numbers, explanation, remedy,
+                  title="GPU out of memory: the miner's DAG does not fit the card",
+                  diagnosis="too-large")
 
 
 # A process row of an nvidia-smi table: GPU, GI and CI (since driver 450), PID, type, name,
@@ -1159,8 +1183,9 @@ def _jax_oom(match: re.Match[str], line: str) -> dict[str, Any]:
            extract=_jax_oom, group="xla", attach="prefer", window=240,
            example="        XLA Label: fusion")
 @signature("cuda-oom/xla",
-           r"(?i:RESOURCE[_ ]EXHAUSTED): (?:Out of memory (?:while trying to allocate|allocating) "
-           rf"(?:(?P<bytes>\d+) bytes|(?P<size>{SIZE}|[\d.]+[KMGT]iB))"
+           # (also cut after "Out of memory", as a title or a writer keeps the status)
+           r"(?i:RESOURCE[_ ]EXHAUSTED): (?:Out of memory(?: (?:while trying to allocate|"
+           rf"allocating) (?:(?P<bytes>\d+) bytes|(?P<size>{SIZE}|[\d.]+[KMGT]iB)))?(?![A-Za-z])"
            r"|Failed to allocate request for [^(\n]{0,20}\((?P<bytes_>\d+)B\) on device "
            r"ordinal (?P<gpu>\d+))|"
            # (XLA's own words, quoted without the status before them, as in a title)

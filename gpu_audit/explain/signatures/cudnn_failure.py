@@ -102,7 +102,10 @@ _HOW_TO_TELL = (
            # "(Triggered internally at ...)", which it writes only after a warning)
            # (its ends are not word boundaries: a Chinese sentence runs on into the name,
            # "报了CUDNN_STATUS_EXECUTION_FAILED错误", and a CJK character is a word character)
-           r"(?P<status>CUDNN_STATUS_(?!SUCCESS(?![A-Za-z0-9_]))[A-Z_]+(?![A-Za-z0-9_])"
+           # (nor is its end a date: a paste that lost its line ends runs the next line's
+           # timestamp into the name, "CUDNN_STATUS_INTERNAL_ERROR2020-01-05 15:14:13")
+           r"(?P<status>CUDNN_STATUS_(?!SUCCESS(?![A-Za-z0-9_]))[A-Z_]+(?![A-Za-z_])"
+           r"(?!\d(?!\d{3}-\d\d-\d\d[T ]))"
            r"(?!\s+warnings?\b|\s*\(Triggered internally\b)|"
            r"CUDNN_BACKEND_API_FAILED)|"
            # a check that the status is CUDNN_STATUS_SUCCESS, with the number it got (Caffe's

@@ -140,13 +140,19 @@ def _driver_too_old(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext)
            # (the "r." and "_" around the name are that file's; a log may cut the rest)
            r"\br\.(?P<function__>cu[A-Z]\w{2,60}?)_ INTERNAL ASSERT FAILED\b|"
            r"cudaErrorCallRequiresNewerDriver|"
+           # a program's own check of the driver against the CUDA it was built with, naming the
+           # newest CUDA the driver supports as cudaDriverGetVersion gives it (ethminer's
+           # "Insufficient CUDA driver: 9010": CUDA 9.1)
+           r"\bInsufficient CUDA driver: (?P<found_version_>\d{4,6})\b|"
            + status_check("cudaErrorCallRequiresNewerDriver", group="cuda_status"),
            ("driver is too old", "driver being too old", "driver was too old",
             "is not supported by", "version is too old",
             "API call is not supported in the installed", "cudaErrorCallRequiresNewerDriver",
-            "cudaSuccess", 'Function "cu', "undefined symbol: cu", "_ INTERNAL ASSERT"),
+            "cudaSuccess", 'Function "cu', "undefined symbol: cu", "_ INTERNAL ASSERT",
+            "Insufficient CUDA driver: "),
            "The NVIDIA driver is older than the CUDA the program needs", tier=0.0,
-           extract=lambda match, line: _status_numbering(named(match, line), line),
+           extract=lambda match, line: _status_numbering(_driver_cuda_version(match, line),
+                                                         line),
            example="ERROR: LoadError: CUDA 10.0 is not supported by your driver (which supports "
            "up to 9.0)")
 def _driver_older_than_cuda(sig: Signature, numbers: dict[str, Any],
