@@ -181,6 +181,7 @@ def doc_values() -> dict[str, str]:
     from gpu_audit.config import CheckPolicy
     from gpu_audit.config.policy import NOT_KEYS
     from gpu_audit.diag.sustain import DECAY_BOUND, POWER_CAP_SHARE
+    from gpu_audit.knowledge.allocator.limits import FRAGMENTATION_MIN_BYTES
     from gpu_audit.knowledge.allocator.variables import (
         deprecation_alias_release,
         deprecation_warning_releases,
@@ -198,6 +199,7 @@ def doc_values() -> dict[str, str]:
     values["drift_min_cycles"] = str(DRIFT_MIN_CYCLES)
     values["alloc_conf_warning_releases"] = deprecation_warning_releases()
     values["alloc_conf_alias_release"] = deprecation_alias_release()
+    values["fragmentation_min_mib"] = f"{FRAGMENTATION_MIN_BYTES / 2**20:g}"
     return values
 
 

@@ -126,7 +126,9 @@ Fix: free space on the run folder's disk (`df -h <run folder>`), then continue w
 Fragmentation above the limit during a stage.
 
 The share of reserved memory held in inactive split blocks passed the gate
-(`alloc_fragmentation_pct`, {alloc_fragmentation_pct}% by default).
+(`alloc_fragmentation_pct`, {alloc_fragmentation_pct}% by default) in a cycle that held
+{fragmentation_min_mib} MiB or more in such blocks. Below that it is no fragmentation: the small
+pool's 2 MiB segments are always split, so a job that holds little can show a share near 100%.
 
 Why it matters: the allocator keeps memory it cannot hand out for the requests the workload
 makes, so a long run meets `CUDA out of memory` with memory nominally free.
