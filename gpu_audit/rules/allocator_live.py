@@ -69,10 +69,10 @@ def allocator_fragmentation(scan: Scan, policy: Policy) -> Iterator[Finding]:
     never how much of it PyTorch is using. Fragmentation here is the share of reserved memory
     that is not allocated ("reserved by PyTorch but unallocated" in PyTorch's OOM message), and
     the finding appears when it passes `alloc_fragmentation_pct` (default
-    {alloc_fragmentation_pct}) and the slack is at least {fragmentation_min_mib} MiB. When the slack is mostly whole
-    free segments, the allocator releases them itself before an OOM, so the finding is
-    informational. Processes using the cudaMallocAsync backend are skipped: their statistics do
-    not describe fragmentation.
+    {alloc_fragmentation_pct}) and the slack is at least {fragmentation_min_mib} MiB. When the
+    slack is mostly whole free segments, the allocator releases them itself before an OOM, so the
+    finding is informational. Processes using the cudaMallocAsync backend are skipped: their
+    statistics do not describe fragmentation.
 
     Why it matters: when the slack is trapped in split segments (`inactive_split_bytes`), nothing
     releases it and the next large request can fail although the total looks free; whole free
