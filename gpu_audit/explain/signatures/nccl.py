@@ -586,8 +586,9 @@ fixed("nccl/p2p-unsupported",
       r"\bpeer access is not supported between these two devices\b|"
       # (not a condition, advice or a guess: "if P2P is not supported ...", "maybe it is an
       # NCCL P2P issue", "this looks like an NCCL P2P problem")
-      r"^(?i:(?:(?!\b(?:if|whether|you|your|should|could|would|might|may|check\w*|make sure|"
-      r"maybe|perhaps|probably|seems?|looks? like|guess|suspect)\b)[^\n?])*?)(?i:"
+      + unless_words(r"if|whether|you|your|should|could|would|might|may|check\w*|make sure|"
+                     r"maybe|perhaps|probably|seems?|looks? like|guess|suspect", stop=r"\n?")
+      + r"(?i:"
       + P2P_UNSUPPORTED_TOLD + r")",
       ("peer access is not supported", "P2P", "peer-to-peer"),
       "GPU peer-to-peer (P2P) access is not available to NCCL", tier=0.5,
