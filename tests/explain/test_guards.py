@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from gpu_audit.explain.signatures.guards import unless_words
+from gpu_audit.explain.signatures.guards import unless_marks, unless_words
 
 TOLD = r"\bthe card died\b"
 
@@ -52,3 +52,19 @@ def test_an_empty_start_leaves_the_place_to_the_pattern_around_it() -> None:
 
 def test_the_default_guard_is_the_lines_from_its_start() -> None:
     assert unless_words("if|you") == r"^(?i:(?:(?!\b(?:if|you)\b)[^\n])*?)"
+
+
+def test_marks_are_refused_anywhere_and_as_written() -> None:
+    guard = unless_marks("如果|若是|是否")
+    assert re.search(guard + "报NCCL超时", "训练卡住，30分钟后报NCCL超时") is not None
+    assert re.search(guard + "报NCCL超时", "如果训练卡住后报NCCL超时") is None
+    assert re.search(guard + "报NCCL超时", "是否会报NCCL超时？") is None
+    # the marks need no word boundary, and nothing else on the line stops the guard
+    assert re.search(guard + "X", "ab-if X") is not None
+
+
+def test_marks_guard_stops_where_told() -> None:
+    guard = unless_marks("如果", stop=r"\n。")
+    assert re.search(guard + "X", "好了 X") is not None
+    assert re.search(guard + "X", "好了。X") is None
+    assert unless_marks("如果") == r"^(?:(?!如果)[^\n])*?"

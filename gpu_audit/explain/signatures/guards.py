@@ -23,3 +23,11 @@ def unless_words(words: str, also: str = "", *, start: str = "^", stop: str = r"
     of ``stop`` (a character class's body: ``r"\\n?"`` keeps a question out as well)."""
     other = f"|{also}" if also else ""
     return rf"{start}(?i:(?:(?!\b(?:{words})\b{other})[^{stop}])*?)"
+
+
+def unless_marks(marks: str, *, start: str = "^", stop: str = r"\n") -> str:
+    """A pattern for the text before a telling that holds none of ``marks`` (an alternation
+    matched anywhere and as written: a condition's or a question's words in a script without
+    word boundaries, ``"如果|若|是否"``), from ``start`` and without the characters of ``stop``
+    as in :func:`unless_words`."""
+    return rf"{start}(?:(?!{marks})[^{stop}])*?"
