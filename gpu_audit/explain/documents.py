@@ -44,6 +44,7 @@ from gpu_audit.explain.signatures.gpu_hardware import (
     OVERHEAT_TOLD,
     POWER_LOSS_TOLD,
 )
+from gpu_audit.explain.signatures.guards import unless_marks
 from gpu_audit.explain.signatures.nccl import P2P_UNSUPPORTED_TOLD
 from gpu_audit.explain.signatures.nvml_unavailable import DRIVER_NOT_LOADING_TITLE, SMI_FAILS_TITLE
 
@@ -337,7 +338,7 @@ _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("host-oom/shell-killed", r"(?<!如果)(?<!若)(?:程序|进程|训练|任务|加载|模型)"
                                   r"[^\n，,。]{0,8}?(?:被\s*)?(?:kill(?:ed)?|杀死|杀掉)|"
                                   # (anything "被killed", got killed: "合并权重自动被killed")
-                                  r"^(?:(?!如果|若|假如|万一)[^\n])*?被\s*(?:系统)?\s*"
+                                  + unless_marks("如果|若|假如|万一") + r"被\s*(?:系统)?\s*"
                                   r"(?:kill(?:ed)?|杀死|杀掉)|"
                                   # (the shell's word first, then when: "Killed when saving")
                                   r"^\W*killed (?:when|while|during|after|before|at|on)\b|"

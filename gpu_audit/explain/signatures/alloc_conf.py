@@ -654,8 +654,8 @@ _OPTION_NAMES = "|".join(re.escape(key) for key in sorted(KEYS, key=len, reverse
 # "PYTORCH_ALLOC_CONF=expandable_segments:True silently ignored", is about which variable this
 # torch reads (alloc-conf/deprecated-variable says it), not an option's value.
 OPTION_IGNORED_TOLD = (
-    r"^(?![^\n]*\bcudaMallocAsync\b)"
-    r"(?i:(?:(?!\b(?:if|whether|unless|you|your|should|note|make sure)\b)[^\n])*?)"
+    unless_words("if|whether|unless|you|your|should|note|make sure",
+                 start=r"^(?![^\n]*\bcudaMallocAsync\b)") +
     rf"(?:(?<!ALLOC_CONF=)(?P<option>{_OPTION_NAMES})\b(?:\s*[:=]\s*[^\s`\"',]{{1,24}})?[`\"']?"
     r"(?: (?:option|setting|value|flag))? (?:is |are |was |were |gets |got |being )?"
     r"(?:(?:silently|completely|just|always|still) )?(?:ignored|ignores)\b|"

@@ -89,8 +89,8 @@ def _device_plugin_xid(sig: Signature, numbers: dict[str, Any], ctx: AdviceConte
            # the Xid ("the GPU encountered Xid 79 again", "we hit an Xid 31"; not "if you hit
            # Xid 79"); prose about Xids in general does not
            r"^(?=[^\n]*?(?:\bGPU ?#?\d|\bPCI\b|[0-9a-fA-F]{2}:[0-9a-fA-F]{2}[.:]|\bnode\w*\d)|"
-           r"(?i:(?:(?!\b(?:if|whether|you|your|may|might|can|could|should|would|when)\b)[^\n])*?)"
-           r"\b(?i:encounter(?:ed|s|ing)?|hit|hits|hitting|got|gets|getting|threw|throws|"
+           + unless_words("if|whether|you|your|may|might|can|could|should|would|when", start="")
+           + r"\b(?i:encounter(?:ed|s|ing)?|hit|hits|hitting|got|gets|getting|threw|throws|"
            r"reported|logged|triggered|experienc(?:ed|es|ing)|saw|noticed|observed|"
            # (a tool's report of its GPU: "the device plugin reports that there is XID 94")
            r"reports?(?: that)? there (?:is|was|are|were)) (?:an? |the |another )?X[Ii][Dd]\b)"
@@ -651,8 +651,8 @@ fixed("gpu-hardware/miner-memory-error",
 # card turned out faulty. Not a condition or advice to the reader ("if it persists, replace the
 # GPU"), not a question.
 fixed("gpu-hardware/card-swap-told",
-      r"^(?i:(?:(?!\b(?:if|whether|you|your|may|might|maybe|should|try\w*)\b|如果|是否|可能)"
-      r"[^\n?？])*?)(?:"
+      unless_words(r"if|whether|you|your|may|might|maybe|should|try\w*", also="如果|是否|可能",
+                   stop=r"\n?？") + r"(?:"
       r"\b(?i:replac|swapp|chang)ed (?:the|my|our) GPUs?\b[^\n.?]{0,60}?\b(?i:fixed|solved|"
       r"resolved|works|worked|working|(?:is|are) gone|went away|disappeared|no (?:more )?(?:"
       r"errors?|problems?|issues?|crash\w*))|"
@@ -668,8 +668,9 @@ fixed("gpu-hardware/card-swap-told",
       # ("On the other machine we simply have what appears to be a faulty card"; a condition
       # or advice in that sentence still keeps it out; "a faulty card" is read where the line is
       # a candidate anyway, as the Chinese tellings below, "a faulty GPU" wherever it is)
-      r"(?:^|(?<=[.!;:] ))(?i:(?:(?!\b(?:if|whether|you|your|may|might|maybe|should|try\w*)"
-      r"\b)[^\n?.!;])*?)\b(?i:(?:we|I) (?:\w+ )?(?:have|had|got) (?:what (?:appears|seems|"
+      + unless_words(r"if|whether|you|your|may|might|maybe|should|try\w*",
+                     start=r"(?:^|(?<=[.!;:] ))", stop=r"\n?.!;")
+      + r"\b(?i:(?:we|I) (?:\w+ )?(?:have|had|got) (?:what (?:appears|seems|"
       r"turned out) to be )?an? (?:faulty|defective|bad|broken) (?:GPU|card|graphics card|"
       r"video card))\b",
       # (the Chinese tellings are read where the line is a candidate anyway: a log's last
@@ -719,8 +720,8 @@ fixed("gpu-hardware/board-swap-told",
 # condition, a guess or advice ("if you overclock ...", "maybe it is the OC").
 _OC = r"(?:\bOC(?:'d|ed)?\b|(?i:\bover-?clock\w*))"
 OVERCLOCK_TOLD = (
-    r"^(?i:(?:(?!\b(?:if|whether|you|your|may|might|maybe|could|should|would|perhaps|"
-    r"possibly|try\w*|often|usually|typically|generally|common\w*)\b)[^\n?])*?)(?:"
+    unless_words(r"if|whether|you|your|may|might|maybe|could|should|would|perhaps|possibly|"
+                 r"try\w*|often|usually|typically|generally|common\w*", stop=r"\n?") + r"(?:"
     r"\b(?i:turn(?:s|ed) out|(?:was|were) caused by|(?:was|were) due to|the (?:issue|problem|"
     r"culprit|cause) (?:was|is))\b[^\n?]{0,80}?" + _OC + r"|"
     r"\b(?i:disabl(?:ed|ing)|remov(?:ed|ing)|turn(?:ed|ing) off|revert(?:ed|ing)|undo(?:ing)?|"

@@ -428,8 +428,8 @@ fixed("host-oom/container-exit-137",
 # evicted because the node ran out of memory"; not in a condition or advice: "if a container
 # exceeds its memory limit, ...", "to avoid pods being evicted for memory, ...").
 fixed("host-oom/memory-limit-told",
-      r"^(?i:(?:(?!\b(?:if|whether|unless|avoid\w*|prevent\w*|you|your|should|would|make sure)"
-      r"\b)[^\n])*?\b(?:pods?|containers?|jobs?|process(?:es)?|workers?|tasks?|replicas?|"
+      unless_words(r"if|whether|unless|avoid\w*|prevent\w*|you|your|should|would|make sure")
+      + r"(?i:\b(?:pods?|containers?|jobs?|process(?:es)?|workers?|tasks?|replicas?|"
       r"predictors?|servers?)\b[^\n]{0,60}?(?:\bexceed(?:s|ed|ing)? (?:(?:its|their|the|my|our) )?"
       r"(?:(?!GPU|CUDA|VRAM|video|device|graphics)[\w-]+ ){0,2}memory limits?\b"
       r"(?![^\n]{0,30}\b(?:GPU|CUDA|VRAM)\b)|\b(?:was|were|got|gets?|is|are|being|been|keeps? "
@@ -456,8 +456,8 @@ fixed("host-oom/memory-limit-told",
 # condition or advice ("if a job is killed for OOM, ..."), not a GPU's ("killed due to CUDA
 # OOM" does not read: the word before OOM is the GPU's).
 fixed("host-oom/killed-for-memory-told",
-      r"^(?i:(?:(?!\b(?:if|whether|unless|avoid\w*|prevent\w*|you|your|should|would|make sure)"
-      r"\b)[^\n])*?\b(?:pods?|containers?|jobs?|process(?:es)?|workers?|tasks?|runs?|trainings?|"
+      unless_words(r"if|whether|unless|avoid\w*|prevent\w*|you|your|should|would|make sure")
+      + r"(?i:\b(?:pods?|containers?|jobs?|process(?:es)?|workers?|tasks?|runs?|trainings?|"
       r"programs?|scripts?|they|it)\b[^\n]{0,40}?\b(?:is|are|was|were|gets?|got|being|been|keeps? "
       r"(?:getting|being))(?: \w+)? (?:killed|kicked out|terminated)\b(?:[^\n]{0,20}?\b(?:with|by|"
       r"due to|because of|for)(?: an?| the)? [`'\"]?(?:out[- ]of[- ]memory|OOM)\b(?![\s-]{0,3}kill)"
@@ -578,8 +578,9 @@ _KILLED_MEMORY_KO = (r"^(?![^\n]*(?:GPU|VRAM|CUDA|그래픽|비디오|显存))"
                      r"(?=[^\n]*(?:었습니다|았습니다|였습니다|됐습니다|었어요|었다|됐다|됐어요))"
                      r"[^\n]*?메모리 ?(?:가 |이 )?(?:초과|부족)")
 fixed("host-oom/host-memory-told",
-      r"^(?i:(?:(?!\b(?:if|whether|unless|avoid\w*|prevent\w*|you|your|should|would|how|fix\w*|"
-      r"diagnos\w*|vs)\b)[^\n])*?(?<![\w-])(?<!GPU )(?<!video )(?:RAM|CPU|host|system|"
+      unless_words(r"if|whether|unless|avoid\w*|prevent\w*|you|your|should|would|how|fix\w*|"
+                   r"diagnos\w*|vs")
+      + r"(?i:(?<![\w-])(?<!GPU )(?<!video )(?:RAM|CPU|host|system|"
       r"(?:system|host|CPU|machine) memory) (?:OOM|out[- ]of[- ]memory)\b(?![- ]?kill))|"
       r"(?i:(?<!\bif )\b(?:error|problem|issue|crash|culprit) (?:is|was) (?:the )?(?:system|host|"
       r"CPU|machine) (?:memory|RAM)\b|\b(?:system|host|CPU|machine) (?:memory|RAM),? not (?:the )?"

@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpu_audit.explain.prefixes import LINE_HEAD
+from gpu_audit.explain.signatures.guards import unless_words
 from gpu_audit.explain.signatures.registry import (
     Advice,
     AdviceContext,
@@ -145,8 +146,8 @@ fixed("illegal-memory-access/ggml-current-device",
 # ranks before a library's execution failure (tier 2), which such a fault leaves behind, and
 # after a printed fault.
 fixed("illegal-memory-access/told",
-      r"^(?i:(?:(?!\b(?:if|whether|you|your|can|could|may|might|would)\b)[^\n])*?"
-      r"\b(?:I(?:'m| am|'ve| have| keep)?|we(?:'re| are|'ve| have| keep)?) (?:been )?"
+      unless_words("if|whether|you|your|can|could|may|might|would") +
+      r"(?i:\b(?:I(?:'m| am|'ve| have| keep)?|we(?:'re| are|'ve| have| keep)?) (?:been )?"
       r"(?:getting|get|got|seeing|see|saw|hit|hitting|encounter(?:ed|ing)?|run into|ran into|"
       r"running into) (?:various |random |intermittent |occasional |several |some |these |"
       r"many |an? )?(?:(?:CUDA|GPU|device|kernel) )?"

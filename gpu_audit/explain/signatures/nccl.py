@@ -27,7 +27,7 @@ import re
 from typing import Any
 
 from gpu_audit.explain.prefixes import LINE_HEAD
-from gpu_audit.explain.signatures.guards import unless_words
+from gpu_audit.explain.signatures.guards import unless_marks, unless_words
 from gpu_audit.explain.signatures.registry import (
     Advice,
     AdviceContext,
@@ -117,14 +117,14 @@ def _nccl_timeout(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -
 # starts at the line's start: its excerpt is the writer's sentence.)
 fixed("nccl/timeout-told",
       # (not after a question or a condition: "如何解决出现NCCL超时", "如果NCCL报超时")
-      r"^(?:(?!如何|怎么|怎样|如果|若是|是否|为什么)[^\n])*?"
+      unless_marks("如何|怎么|怎样|如果|若是|是否|为什么") +
       # (and met, "我也遇到了NCCL Timeout问题": I ran into the NCCL timeout problem too)
       r"(?:(?:报|出现|提示|遇到|碰到)了?\s?NCCL\s?(?:的)?(?:通信|通讯)?(?:超时|[Tt]ime ?out)|"
       r"NCCL\s?(?:会|就|又|也|一直)?(?:报|出现)了?\s?(?:通信|通讯)?(?:超时|[Tt]ime ?out))|"
       # ... and in English, "it is stuck for 30 minutes and reports NCCL timeout" (not a
       # condition, a question of how or when, nor the reader's: "When do you hit NCCL timeouts?")
-      r"^(?i:(?:(?!\b(?:if|whether|when|how|you|can|could|may|might|would)\b)[^\n])*?"
-      r"\b(?:reports?|reported|reporting|throws?|threw|gets?|got|getting|hits?|hitting|"
+      + unless_words("if|whether|when|how|you|can|could|may|might|would")
+      + r"(?i:\b(?:reports?|reported|reporting|throws?|threw|gets?|got|getting|hits?|hitting|"
       r"raised?|raises) (?:an? |the )?)NCCL [Tt]ime ?outs?\b",
       ("NCCL",), "NCCL collective timed out (told in the writer's words)", tier=3.0,
       group="nccl-timeout",
@@ -139,8 +139,8 @@ fixed("nccl/timeout-told",
 # cross-device op by its class name, or in words). Not a condition, a question or the reader's:
 # "if NCCL all-reduce fails, ...", "does NcclAllReduce crash for you?"
 fixed("nccl/allreduce-fails-told",
-      r"^(?i:(?:(?!\b(?:if|whether|when|how|why|you|your|can|could|may|might|would|does|do)\b)"
-      r"[^\n])*?\bNCCL[ -]?all[ -]?reduce\b(?!\w)[^\n]{0,60}?\b"
+      unless_words("if|whether|when|how|why|you|your|can|could|may|might|would|does|do")
+      + r"(?i:\bNCCL[ -]?all[ -]?reduce\b(?!\w)[^\n]{0,60}?\b"
       r"(?:causes? (?:a |the )?(?:crash|segfault|segmentation fault|core dump)|crash(?:es|ed)|"
       r"segfaults|fails|failed|aborts|aborted)\b)",
       ("NCCL", "Nccl", "nccl"), "NCCL's all-reduce fails (told in the writer's words)",
@@ -586,8 +586,9 @@ fixed("nccl/p2p-unsupported",
       r"\bpeer access is not supported between these two devices\b|"
       # (not a condition, advice or a guess: "if P2P is not supported ...", "maybe it is an
       # NCCL P2P issue", "this looks like an NCCL P2P problem")
-      r"^(?i:(?:(?!\b(?:if|whether|you|your|should|could|would|might|may|check\w*|make sure|"
-      r"maybe|perhaps|probably|seems?|looks? like|guess|suspect)\b)[^\n?])*?)(?i:"
+      + unless_words(r"if|whether|you|your|should|could|would|might|may|check\w*|make sure|"
+                     r"maybe|perhaps|probably|seems?|looks? like|guess|suspect", stop=r"\n?")
+      + r"(?i:"
       + P2P_UNSUPPORTED_TOLD + r")",
       ("peer access is not supported", "P2P", "peer-to-peer"),
       "GPU peer-to-peer (P2P) access is not available to NCCL", tier=0.5,

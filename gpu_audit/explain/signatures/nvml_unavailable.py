@@ -330,7 +330,7 @@ def _no_gpu_to_monitor(sig: Signature, numbers: dict[str, Any], ctx: AdviceConte
 # or advice: "if nvidia-smi says no devices were found, ..."), or "device not found"
 fixed("nvml-unavailable/no-devices-found",
       r"\bNo devices were found\b|"
-      r"^(?i:(?:(?!\b(?:if|whether|you|your|should|make sure)\b)[^\n])*?\bnvidia-smi\b"
+      + unless_words("if|whether|you|your|should|make sure") + r"(?i:\bnvidia-smi\b"
       r"[^\n]{0,60}?\b(?:no (?:GPU )?devices? (?:(?:were|was) )?found|"
       # (or retold as 'nvidia-smi displays the message "Device not found"')
       r"(?:the |GPU )?devices? (?:(?:was|were|is) )?not found)\b)",
