@@ -159,7 +159,25 @@ OWN_RUN = re.compile(
     # of a problem being reported, not a condition ("如果触发这个错误", "이 오류가 뜨면") nor a
     # post's past anecdote ("에러가 떴습니다", "遇到以下问题")
     r"(?<!如果)(?<!若)(?<!可能)(?<![你您会])(?:触发|报)了?(?:这个|这种|该)(?:错误|报错|问题)|"
-    r"(?:뜨는데|뜹니다|떠요|뜨네요|뜨고 있)",
+    r"(?:뜨는데|뜹니다|떠요|뜨네요|뜨고 있)|"
+    # a run that went wrong, or a fix that did not help, told in a clause of its own ("GPU训练
+    # 出错", "调小到1后仍然不能解决", "重装驱动还是不行"), not in a condition a guide sets ("如果
+    # 还是不行，...", "还是报错的话")
+    r"(?:^|[。！？!?；;])(?:(?!如果|假如|若|要是|万一|可能|容易|经常|一旦)[^。！？!?；;\n]){0,30}?"
+    r"(?:(?:仍然|依然|还是|仍|一直)(?:不能解决|无法解决|解决不了|不行|没用|没有用|报错|出错|失败)|"
+    r"(?:训练|运行|推理|编译|安装|加载|启动|执行)(?:时|的时候|过程中)?(?:出错|失败)了?)"
+    r"(?!的话)(?=[\s，,。.！!；;]|$)|"
+    # a label over the writer's paste in a report ("报错信息：", "**错误信息：**" as a bug
+    # template sets it in bold); a guide's plain "错误信息" heading only introduces its example
+    r"^\W{0,4}(?:报错(?:信息|日志|内容|截图)?|\*\*(?:错误|报错)(?:信息|日志|内容)\s*[:：]?\*\*)"
+    r"\s*[:：]?\W{0,4}$|"
+    # the writer at a loss, or the writer's setup said to be current ("not sure what to do",
+    # "I have the latest nvidia driver"), and a reply that met the same ("Getting same error")
+    r"(?<!you're )(?<!you are )\bnot sure what (?:to do|else to (?:do|try))\b|"
+    r"\bI (?:do not|don'?t) know what (?:else )?to do\b|"
+    r"\bI(?:'ve| have) (?:the )?(?:latest|newest) (?:[\w.-]+ ){0,2}(?:drivers?|versions?)\b|"
+    r"^(?:also |still )?(?:getting|got|having|seeing|facing) (?:the |a )?same (?:error|issue|"
+    r"problem)\b",
     re.IGNORECASE | re.MULTILINE)
 
 # Words beside "OOM" in a title that make it the GPU's memory, not the host's.
