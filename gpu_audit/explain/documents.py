@@ -165,7 +165,8 @@ OWN_RUN = re.compile(
     # 还是不行，...", "还是报错的话")
     r"(?:^|[。！？!?；;])(?:(?!如果|假如|若|要是|万一|可能|容易|经常|一旦)[^。！？!?；;\n]){0,30}?"
     r"(?:(?:仍然|依然|还是|仍|一直)(?:不能解决|无法解决|解决不了|不行|没用|没有用|报错|出错|失败)|"
-    r"(?:训练|运行|推理|编译|安装|加载|启动|执行)(?:时|的时候|过程中)?(?:出错|失败)了?)"
+    r"(?:训练|运行|推理|微调|编译|安装|加载|启动|执行)\w{0,4}?(?:时|的时候|过程中)?"
+    r"(?:出错了?|失败了?|报错了))"
     r"(?!的话)(?=[\s，,。.！!；;]|$)|"
     # a label over the writer's paste in a report ("报错信息：", "**错误信息：**" as a bug
     # template sets it in bold); a guide's plain "错误信息" heading only introduces its example
@@ -511,9 +512,8 @@ _WEB_PAGE_SOURCE = re.compile(r"^[\w-]+(?:\.[\w-]+)+ · (?:web page\b|https?://[
 
 def _after_source_line(numbered: list[tuple[int, str]]) -> list[tuple[int, str]]:
     """``numbered`` from the title on: without a thread's source line and labels above it."""
-    if not numbered or not _SOURCE_LINE.match(numbered[0][1]):
-        return numbered
-    rest = numbered[1:]
+    # (the labels line names no failure even where the source line above it was left off)
+    rest = numbered[1:] if numbered and _SOURCE_LINE.match(numbered[0][1]) else numbered
     return rest[1:] if rest and _LABELS_LINE.match(rest[0][1]) else rest
 
 

@@ -17,6 +17,7 @@ from tests.explain.helpers import shape_root as root
 
 @pytest.mark.parametrize(("line", "own"), [
     ("GPU训练出错", True),
+    ("评测是正常的，但是运行微调报错了，怎么解决呢？", True),
     ("按照文档调小了 batch_size，还是不行。", True),
     ("可我调到1后仍然不能解决", True),
     ("报错信息：", True),
@@ -28,6 +29,7 @@ from tests.explain.helpers import shape_root as root
     ("如果调小之后还是不行，再打开梯度检查点", False),
     ("还是报错的话，重启机器", False),
     ("训练出错的解决办法", False),
+    ("运行报错了怎么办", False),
     ("错误信息:", False),
     ("If you're not sure what to do, start with the driver.", False),
 ])
@@ -40,6 +42,8 @@ def test_own_report_words(line: str, own: bool) -> None:
     ("report_run_went_wrong_zh.log", "cudnn-failure"),
     ("report_at_a_loss_latest_driver.log", "illegal-memory-access"),
     ("report_same_error_in_a_reply.log", "driver-mismatch"),
+    # (a thread's labels line above its title, its source line left off: the title is below it)
+    ("report_labels_line_first.log", "nccl"),
 ])
 def test_a_thread_reporting_its_own_failure_without_its_source_line(name: str, cls: str) -> None:
     assert root(name).cls == cls
