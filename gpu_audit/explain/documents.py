@@ -472,6 +472,9 @@ def read_head(data: bytes, whole: bool) -> Head:
     head.change_thread = bool(numbered and _PULL_SOURCE.match(numbered[0][1]))
     head.issue_thread = bool(numbered and _ISSUE_SOURCE.match(numbered[0][1]))
     head.web_page = bool(numbered and _WEB_PAGE_SOURCE.match(numbered[0][1]))
+    # (a thread whose labels line comes first, its source line left off, may be an issue or a
+    # pull request: its title shaped like a commit does not say which)
+    labelled = bool(numbered and _LABELS_LINE.match(numbered[0][1]))
     numbered = _after_source_line(numbered)
     if not numbered:
         return head
@@ -481,7 +484,8 @@ def read_head(data: bytes, whole: bool) -> Head:
     below_title = _unfenced([*lines[:head.title_line - 1], "", *lines[head.title_line:]])
     # (an issue titled like a commit, "docs: Failed to initialize NVML: ...", tags its report:
     # the thread says it is an issue, and the writer met the message following the docs)
-    head.pull_request = bool((_COMMIT_TITLE.match(head.title) and not head.issue_thread)
+    head.pull_request = bool((_COMMIT_TITLE.match(head.title)
+                              and not (head.issue_thread or labelled))
                              or _PULL_REQUEST_HEAD.search("\n".join(unfenced))
                              or _TEMPLATE_HEADING.search("\n".join(below_title)))
     head.heading = head.title.startswith("#") or (

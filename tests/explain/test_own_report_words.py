@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpu_audit.explain.documents import OWN_RUN
+from gpu_audit.explain.documents import OWN_RUN, read_head
 from tests.explain.helpers import shape_incidents as incidents
 from tests.explain.helpers import shape_root as root
 
@@ -51,3 +51,11 @@ def test_a_thread_reporting_its_own_failure_without_its_source_line(name: str, c
 
 def test_a_guide_with_conditions_and_a_plain_heading_stays_quoted() -> None:
     assert [i.cls for i in incidents("guide_if_still_failing_zh.log") if i.is_failure] == []
+
+
+def test_a_commit_shaped_title_below_a_labels_line_is_no_pull_request() -> None:
+    text = (b"labels: docs-bug\n# docs: Failed to initialize NVML: Driver/library version "
+            b"mismatch\n\nI installed the driver and ran nvidia-smi:\n")
+    head = read_head(text, whole=True)
+    assert head.title.startswith("# docs:")
+    assert head.pull_request is False
