@@ -160,7 +160,26 @@ OWN_RUN = re.compile(
     # of a problem being reported, not a condition ("如果触发这个错误", "이 오류가 뜨면") nor a
     # post's past anecdote ("에러가 떴습니다", "遇到以下问题")
     r"(?<!如果)(?<!若)(?<!可能)(?<![你您会])(?:触发|报)了?(?:这个|这种|该)(?:错误|报错|问题)|"
-    r"(?:뜨는데|뜹니다|떠요|뜨네요|뜨고 있)",
+    r"(?:뜨는데|뜹니다|떠요|뜨네요|뜨고 있)|"
+    # a run that went wrong, or a fix that did not help, told in a clause of its own ("GPU训练
+    # 出错", "调小到1后仍然不能解决", "重装驱动还是不行"), not in a condition a guide sets ("如果
+    # 还是不行，...", "还是报错的话")
+    r"(?:^|[。！？!?；;])(?:(?!如果|假如|若|要是|万一|可能|容易|经常|一旦)[^。！？!?；;\n]){0,30}?"
+    r"(?:(?:仍然|依然|还是|仍|一直)(?:不能解决|无法解决|解决不了|不行|没用|没有用|报错|出错|失败)|"
+    r"(?:训练|运行|推理|微调|编译|安装|加载|启动|执行)\w{0,4}?(?:时|的时候|过程中)?"
+    r"(?:出错了?|失败了?|报错了))"
+    r"(?!的话)(?=[\s，,。.！!；;]|$)|"
+    # a label over the writer's paste in a report ("报错信息：", "**错误信息：**" as a bug
+    # template sets it in bold); a guide's plain "错误信息" heading only introduces its example
+    r"^\W{0,4}(?:报错(?:信息|日志|内容|截图)?|\*\*(?:错误|报错)(?:信息|日志|内容)\s*[:：]?\*\*)"
+    r"\s*[:：]?\W{0,4}$|"
+    # the writer at a loss, or the writer's setup said to be current ("not sure what to do",
+    # "I have the latest nvidia driver"), and a reply that met the same ("Getting same error")
+    r"(?<!you're )(?<!you are )\bnot sure what (?:to do|else to (?:do|try))\b|"
+    r"\bI (?:do not|don'?t) know what (?:else )?to do\b|"
+    r"\bI(?:'ve| have) (?:the )?(?:latest|newest) (?:[\w.-]+ ){0,2}(?:drivers?|versions?)\b|"
+    r"^(?:also |still )?(?:getting|got|having|seeing|facing) (?:the |a )?same (?:error|issue|"
+    r"problem)\b",
     re.IGNORECASE | re.MULTILINE)
 
 # Words beside "OOM" in a title that make it the GPU's memory, not the host's.
@@ -454,6 +473,9 @@ def read_head(data: bytes, whole: bool) -> Head:
     head.change_thread = bool(numbered and _PULL_SOURCE.match(numbered[0][1]))
     head.issue_thread = bool(numbered and _ISSUE_SOURCE.match(numbered[0][1]))
     head.web_page = bool(numbered and _WEB_PAGE_SOURCE.match(numbered[0][1]))
+    # (a thread whose labels line comes first, its source line left off, may be an issue or a
+    # pull request: its title shaped like a commit does not say which)
+    labelled = bool(numbered and _LABELS_LINE.match(numbered[0][1]))
     numbered = _after_source_line(numbered)
     if not numbered:
         return head
@@ -463,7 +485,8 @@ def read_head(data: bytes, whole: bool) -> Head:
     below_title = _unfenced([*lines[:head.title_line - 1], "", *lines[head.title_line:]])
     # (an issue titled like a commit, "docs: Failed to initialize NVML: ...", tags its report:
     # the thread says it is an issue, and the writer met the message following the docs)
-    head.pull_request = bool((_COMMIT_TITLE.match(head.title) and not head.issue_thread)
+    head.pull_request = bool((_COMMIT_TITLE.match(head.title)
+                              and not (head.issue_thread or labelled))
                              or _PULL_REQUEST_HEAD.search("\n".join(unfenced))
                              or _TEMPLATE_HEADING.search("\n".join(below_title)))
     head.heading = head.title.startswith("#") or (
@@ -494,9 +517,8 @@ _WEB_PAGE_SOURCE = re.compile(r"^[\w-]+(?:\.[\w-]+)+ · (?:web page\b|https?://[
 
 def _after_source_line(numbered: list[tuple[int, str]]) -> list[tuple[int, str]]:
     """``numbered`` from the title on: without a thread's source line and labels above it."""
-    if not numbered or not _SOURCE_LINE.match(numbered[0][1]):
-        return numbered
-    rest = numbered[1:]
+    # (the labels line names no failure even where the source line above it was left off)
+    rest = numbered[1:] if numbered and _SOURCE_LINE.match(numbered[0][1]) else numbered
     return rest[1:] if rest and _LABELS_LINE.match(rest[0][1]) else rest
 
 
