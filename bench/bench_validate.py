@@ -4,7 +4,8 @@ workload?
 Per cycle the validation harness wraps the workload's ``cycle`` in the OOM retrier, samples
 telemetry (RSS every cycle, swap at most every 0.5 s, allocator counters on CUDA), appends and
 flushes one JSON line (fsynced at most once a second), reports to the runner (at most four times a
-second) and, every 10% of the stage, serialises a checkpoint that a background thread writes.
+second) and, every 10% of the stage, copies the workload's state into host memory for a background
+thread to serialise and write.
 This benchmark runs a stage through the real runner and worker and, alternately, the same
 workload in a bare ``for`` loop in a fresh interpreter, and compares the time per cycle after two
 warm-up cycles (process start, imports and set-up are paid once per stage, not per cycle, and are

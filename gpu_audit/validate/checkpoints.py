@@ -7,16 +7,23 @@ checkpoint must not run code: the envelope is plain data read without resolving 
 (:mod:`gpu_audit.plain_pickle`), random states are stored as bytes and lists, and the workload's
 state is read by ``torch.load(weights_only=True)`` (tensors, containers, numbers) or, when torch
 was not loaded, as plain data.
+
+Taking a checkpoint costs the cycle loop only a copy of the workload's state into host memory
+(:func:`host_copy`); serialising it and writing it happen on the writer's thread. On a GPU the
+state of a mid-sized model runs to hundreds of megabytes, and serialising it on the cycle's
+thread cost more than the cycles themselves in a short stage.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import io
 import pickle
 import random
 import sys
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -54,6 +61,84 @@ def save_checkpoint(path: Path, checkpoint: Checkpoint) -> None:
     write_atomic(path, checkpoint_bytes(checkpoint))
 
 
+@dataclass(frozen=True)
+class SerialisedState:
+    """A workload's state already serialised (``codec``: "torch" or "plain")."""
+
+    data: bytes
+    codec: str
+
+
+def serialise_state(state: Any) -> SerialisedState:
+    """The state through torch.save if torch is loaded, else pickled as plain data (read back
+    without resolving any global)."""
+    torch = sys.modules.get("torch")
+    buffer = io.BytesIO()
+    if torch is not None:
+        torch.save(state, buffer)
+        return SerialisedState(buffer.getvalue(), "torch")
+    pickle.dump(state, buffer, protocol=pickle.HIGHEST_PROTOCOL)
+    return SerialisedState(buffer.getvalue(), "plain")
+
+
+class _NotCopyable(Exception):
+    """A state holding an object :func:`host_copy` does not copy."""
+
+
+_ATOMS = (int, float, complex, bool, str, bytes, type(None))
+
+
+def host_copy(state: Any) -> Any:
+    """A copy of a workload's state that shares nothing the workload goes on changing.
+
+    Tensors are copied into host memory (a tensor named twice is copied once and stays one, as
+    torch.save would keep it), dicts, lists and tuples are rebuilt around their copied values
+    (a dict's attributes too: ``state_dict()`` keeps its version metadata there), numbers and
+    strings are kept, numpy arrays copied. Any other object raises :class:`_NotCopyable`: it
+    might hold device memory that a deep copy would double.
+    """
+    torch = sys.modules.get("torch")
+    memo: dict[int, Any] = {}
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, _ATOMS):
+            return value
+        if id(value) in memo:
+            return memo[id(value)]
+        kind = type(value)
+        if torch is not None and isinstance(value, torch.Tensor):
+            out = value.detach().to("cpu", copy=True)
+        elif kind.__module__ == "numpy":
+            out = copy.deepcopy(value)
+        elif kind in (dict, OrderedDict):
+            out = kind()
+            memo[id(value)] = out
+            out.update((key, walk(item)) for key, item in value.items())
+            if getattr(value, "__dict__", None):
+                out.__dict__.update(walk(vars(value)))
+        elif kind is list:
+            out = []
+            memo[id(value)] = out
+            out.extend(walk(item) for item in value)
+        elif kind is tuple:
+            out = tuple(walk(item) for item in value)
+        else:
+            raise _NotCopyable(kind.__qualname__)
+        memo[id(value)] = out
+        return out
+
+    return walk(state)
+
+
+def detached_state(state: Any) -> Any:
+    """The workload's state, detached so that serialising it can wait for the writer's thread:
+    a :func:`host_copy`, or, for a state holding other objects, the state serialised now."""
+    try:
+        return host_copy(state)
+    except _NotCopyable:
+        return serialise_state(state)
+
+
 def checkpoint_bytes(checkpoint: Checkpoint) -> bytes:
     """The checkpoint file's content; the workload's state goes through torch.save if loaded.
 
@@ -61,15 +146,9 @@ def checkpoint_bytes(checkpoint: Checkpoint) -> bytes:
     """
     state_bytes, codec = b"", None
     if checkpoint.has_workload_state:
-        torch = sys.modules.get("torch")
-        buffer = io.BytesIO()
-        if torch is not None:
-            torch.save(checkpoint.workload_state, buffer)
-            codec = "torch"
-        else:  # plain data only: it is read back without resolving any global
-            pickle.dump(checkpoint.workload_state, buffer, protocol=pickle.HIGHEST_PROTOCOL)
-            codec = "plain"
-        state_bytes = buffer.getvalue()
+        state = checkpoint.workload_state
+        serialised = state if isinstance(state, SerialisedState) else serialise_state(state)
+        state_bytes, codec = serialised.data, serialised.codec
     envelope = {
         "format": CHECKPOINT_FORMAT,
         "leg": checkpoint.leg,
@@ -86,11 +165,11 @@ def checkpoint_bytes(checkpoint: Checkpoint) -> bytes:
 class CheckpointWriter:
     """Writes checkpoints on a background thread, one at a time, each after syncing the log.
 
-    Writing and fsyncing a checkpoint can take tens of milliseconds (much more on a busy disk);
-    the cycle loop only serialises the state and goes on. The order that makes resume exact is
-    kept: the log is fsynced, with every record appended so far, before the checkpoint that
-    vouches for them is renamed into place. A crash before that leaves the previous checkpoint,
-    and the records after it are re-run on resume.
+    Serialising, writing and fsyncing a checkpoint can take tens of milliseconds (seconds for a
+    large model or on a busy disk); the cycle loop only copies the state and goes on. The order
+    that makes resume exact is kept: the log is fsynced, with every record appended so far,
+    before the checkpoint that vouches for them is renamed into place. A crash before that
+    leaves the previous checkpoint, and the records after it are re-run on resume.
     """
 
     def __init__(self, log: CycleLog) -> None:
@@ -98,9 +177,11 @@ class CheckpointWriter:
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
 
-    def submit(self, path: Path, data: bytes) -> None:
+    def submit(self, path: Path, checkpoint: Checkpoint) -> None:
+        """Write ``checkpoint`` in the background. It is serialised there, so its state must not
+        change once submitted: pass the workload's state through :func:`detached_state`."""
         self.wait()  # one in flight at a time; a failed write surfaces here
-        self._thread = threading.Thread(target=self._write, args=(path, data),
+        self._thread = threading.Thread(target=self._write, args=(path, checkpoint),
                                         name="checkpoint-writer")
         self._thread.start()
 
@@ -112,8 +193,9 @@ class CheckpointWriter:
             error, self._error = self._error, None
             raise error
 
-    def _write(self, path: Path, data: bytes) -> None:
+    def _write(self, path: Path, checkpoint: Checkpoint) -> None:
         try:
+            data = checkpoint_bytes(checkpoint)
             self.log.sync()
             write_atomic(path, data)
         except BaseException as exc:

@@ -37,7 +37,7 @@ from gpu_audit.validate.checkpoints import (
     Checkpoint,
     CheckpointWriter,
     capture_rng,
-    checkpoint_bytes,
+    detached_state,
     load_checkpoint,
     restore_rng,
 )
@@ -258,12 +258,13 @@ class StageWorker(StageLeg):
 
         state = None
         if stateful:
-            state = self._call_workload(workload.state_dict, None, "state_dict", pass_arg=False)
-        data = checkpoint_bytes(Checkpoint(leg=self.leg, next_cycle=next_cycle,
-                                           batch_scale=batch_scale, workload_state=state,
-                                           has_workload_state=stateful, rng=capture_rng()))
+            state = detached_state(self._call_workload(workload.state_dict, None, "state_dict",
+                                                       pass_arg=False))
+        checkpoint = Checkpoint(leg=self.leg, next_cycle=next_cycle, batch_scale=batch_scale,
+                                workload_state=state, has_workload_state=stateful,
+                                rng=capture_rng())
         try:
-            self.writer.submit(self.run.checkpoint_path(self.leg), data)
+            self.writer.submit(self.run.checkpoint_path(self.leg), checkpoint)
             if wait:
                 self.writer.wait()
         except OSError as exc:

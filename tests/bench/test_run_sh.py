@@ -32,9 +32,9 @@ def env(**extra: str) -> dict[str, str]:
     return {**base, "GT_PYTHON": sys.executable, "COLUMNS": "200", **extra}
 
 
-def dry_run(phase: str) -> list[tuple[str, int, str]]:
-    done = subprocess.run(["bash", str(RUN_SH), phase], env=env(GT_DRY_RUN="1"), cwd="/",
-                          capture_output=True, text=True, timeout=60)
+def dry_run(phase: str, **extra: str) -> list[tuple[str, int, str]]:
+    done = subprocess.run(["bash", str(RUN_SH), phase], env=env(GT_DRY_RUN="1", **extra),
+                          cwd="/", capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     steps = []
     for line in done.stdout.splitlines():
@@ -195,3 +195,15 @@ def test_the_readme_calls_fit_the_run_tool():
             total += int(budget or budgets[phase]) + 20  # the phase ends before the call
         assert total <= int(timeout), command
     assert sorted(set(called)) == sorted(PHASES)
+
+
+def test_named_tests_are_rerun_alone_and_diag_s_on_one_worker():
+    """GT_TESTS re-runs what failed on a lease: the named tests only, diag's apart."""
+    ctrl_c = "tests/diag/test_diag_gpu.py::test_ctrl_c_frees_the_gpu"
+    script = "tests/validate/test_validate_script.py"
+    steps = {name: command for name, _, command in dry_run("tests", GT_TESTS=f"{ctrl_c} {script}")}
+    assert set(steps) == {"pytest-gpu", "pytest-gpu-diag"}
+    assert steps["pytest-gpu"].split()[-1] == script and "-n 4" in steps["pytest-gpu"]
+    assert steps["pytest-gpu-diag"].split()[-1] == ctrl_c and "-n 0" in steps["pytest-gpu-diag"]
+    only_diag = dry_run("tests", GT_TESTS=ctrl_c)
+    assert [name for name, _, _ in only_diag] == ["pytest-gpu-diag"]

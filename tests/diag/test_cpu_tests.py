@@ -47,7 +47,9 @@ def test_round_trip_and_matmul_check_on_cpu() -> None:
     assert probes.round_trip(torch, CPU, 1 << 20)["ok"]
     check = probes.matmul_check(torch, CPU, n=128)
     assert check["ok"] and check["max_abs_error"] < check["bound"]
-    assert probes.kernel_launch(torch, CPU)["ok"]
+    launch = probes.kernel_launch(torch, CPU)
+    assert launch["ok"] and launch["result"] == launch["expected"] == 1048576.0
+    assert launch["latency_us"] > 0 and launch["first_launch_us"] > 0
     assert probes.host_bandwidth(torch, CPU, 1024, 0.1) == {
         "skipped": "the CPU device has no host link"}
 
