@@ -15,6 +15,7 @@ import msgspec
 
 from gpu_audit import __version__
 from gpu_audit.knowledge.allocator import CUDA_VAR, alloc_conf_export
+from gpu_audit.knowledge.allocator.limits import FRAGMENTATION_MIN_BYTES
 from gpu_audit.model import Finding
 from gpu_audit.redact import redact_settings
 from gpu_audit.report.escape import Markdown, md_code, md_document, md_prose, md_row, md_text
@@ -230,18 +231,22 @@ def compare_variants(plan: Plan, variants: list[dict[str, Any]], state: RunState
                      ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """One row per variant of an allocator sweep: its outcome, and its stages' summaries
     aggregated (highest peak and fragmentation, total retries and OOMs, the deepest stage's
-    median cycle), then the recommendation."""
+    median cycle), then the recommendation. Fragmentation is shown as measured and ranked as
+    judged: only where a cycle had FRAGMENTATION_MIN_BYTES or more in split blocks (below that
+    the share is a small pool's noise, as the stage gate has it)."""
     import pandas as pd
 
     summaries = pd.DataFrame(
         [{"label": variant["label"], **stage["summary"]}
          for variant in variants for stage in variant["stages"] if stage["summary"]],
-        columns=["label", "peak_reserved_bytes", "worst_fragmentation_pct", "alloc_retries",
-                 "ooms", "oom_retries", "median_cycle_s", "iqr_cycle_s"])
+        columns=["label", "peak_reserved_bytes", "worst_fragmentation_pct",
+                 "worst_judged_fragmentation_pct", "alloc_retries", "ooms", "oom_retries",
+                 "median_cycle_s", "iqr_cycle_s"])
     numbers = summaries.set_index("label").apply(pd.to_numeric, errors="coerce")
     per_variant = numbers.astype("float64").groupby(level="label", sort=False).agg({
         "peak_reserved_bytes": "max",
         "worst_fragmentation_pct": "max",
+        "worst_judged_fragmentation_pct": "max",
         "alloc_retries": lambda column: column.sum(min_count=1),
         "ooms": lambda column: column.sum(min_count=1),
         "oom_retries": "sum",
@@ -261,6 +266,7 @@ def compare_variants(plan: Plan, variants: list[dict[str, Any]], state: RunState
             f"{failed['status']} at {failed['name']}" if failed else "not run",
             "peak_reserved_bytes": plain_int(figures["peak_reserved_bytes"]),
             "worst_fragmentation_pct": plain_float(figures["worst_fragmentation_pct"]),
+            "judged_fragmentation_pct": plain_float(figures["worst_judged_fragmentation_pct"]),
             "alloc_retries": plain_int(figures["alloc_retries"]),
             "ooms": plain_int(figures["ooms"]),
             "oom_retries": plain_int(figures["oom_retries"]) or 0,
@@ -290,8 +296,9 @@ def faster_beyond_noise(fast: dict[str, Any], slow: dict[str, Any]) -> bool:
 
 def recommend(rows: list[dict[str, Any]], *, on_cpu: bool = False,
               torch_version: str | None = None) -> dict[str, Any]:
-    """The value to use: among variants that passed, fewest OOMs and retries, then least
-    fragmentation (in 5-point steps, finer differences are noise), then a faster median cycle,
+    """The value to use: among variants that passed, fewest OOMs and retries, then least judged
+    fragmentation (``judged_fragmentation_pct``: none judged counts as 0; in 5-point steps,
+    finer differences are noise), then a faster median cycle,
     but only beyond the run-to-run spread (:data:`NOISE_RULE`). None on the CPU, where allocator
     settings do nothing, and none when the variants differ only within the spread."""
     if on_cpu:
@@ -306,7 +313,7 @@ def recommend(rows: list[dict[str, Any]], *, on_cpu: bool = False,
                         "this run: see the findings (a smaller batch, or expandable_segments)."}
 
     def memory_score(row: dict[str, Any]) -> tuple[Any, ...]:
-        frag = row["worst_fragmentation_pct"]
+        frag = row.get("judged_fragmentation_pct")
         return (row["oom_retries"], row["alloc_retries"] or 0, int((frag or 0) // 5))
 
     best_score = min(memory_score(r) for r in passed)
@@ -328,8 +335,8 @@ def recommend(rows: list[dict[str, Any]], *, on_cpu: bool = False,
         best = winners[0]
         timing = "; its median cycle is faster than the others' by more than their spread"
     facts = (f"passed every stage with {best['oom_retries']} OOM retries and "
-             f"{best['alloc_retries'] or 0} allocator cache flushes, worst fragmentation "
-             f"{fmt_pct(best['worst_fragmentation_pct'], decimals=1)}, median cycle "
+             f"{best['alloc_retries'] or 0} allocator cache flushes, "
+             f"{fragmentation_words(best)}, median cycle "
              f"{fmt_seconds(best['median_cycle_s'])}{timing}")
     if best["alloc_conf"]:
         text = (f"{best['label']} {facts}. For the real run: "
@@ -338,6 +345,26 @@ def recommend(rows: list[dict[str, Any]], *, on_cpu: bool = False,
         text = f"the default allocator settings {facts}: leave max_split_size_mb unset"
     return {"label": best["label"], "alloc_conf": best["alloc_conf"], "text": text,
             "rule": NOISE_RULE}
+
+
+def fragmentation_words(row: dict[str, Any]) -> str:
+    """A sweep row's fragmentation as the recommendation ranks it."""
+    judged = row.get("judged_fragmentation_pct")
+    if judged is not None:
+        return f"worst fragmentation {fmt_pct(judged, decimals=1)}"
+    worst = row["worst_fragmentation_pct"]
+    if worst is None:
+        return "no fragmentation figures"
+    return (f"worst fragmentation {fmt_pct(worst, decimals=1)} (never "
+            f"{fmt_bytes(FRAGMENTATION_MIN_BYTES)} or more in split blocks, so not judged)")
+
+
+def fragmentation_cell(row: dict[str, Any]) -> str:
+    """The sweep table's fragmentation: as measured, marked where it was too small to judge."""
+    cell = fmt_pct(row["worst_fragmentation_pct"], decimals=1)
+    if row["worst_fragmentation_pct"] is not None and row.get("judged_fragmentation_pct") is None:
+        cell += f" (under {fmt_bytes(FRAGMENTATION_MIN_BYTES)} split, not judged)"
+    return cell
 
 
 def render_markdown(doc: dict[str, Any]) -> str:
@@ -374,8 +401,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
             lines.append(md_row([
                 Markdown(md_code(row["label"]).replace("|", "\\|")), row["status"],
                 fmt_bytes(row["peak_reserved_bytes"]),
-                fmt_pct(row["worst_fragmentation_pct"], decimals=1), retries,
-                f"{ooms} ({row['oom_retries']})",
+                fragmentation_cell(row), retries, f"{ooms} ({row['oom_retries']})",
                 f"{fmt_seconds(row['median_cycle_s'])} ({fmt_seconds(row.get('iqr_cycle_s'))})"]))
     for variant in doc["variants"]:
         lines += _variant_markdown(variant, len(doc["variants"]) > 1)

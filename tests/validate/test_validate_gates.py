@@ -16,7 +16,7 @@ from gpu_audit.validate.gates import (
     summarize,
 )
 from gpu_audit.validate.plan import ValidateOptions, build_plan
-from gpu_audit.validate.report import compare_variants, recommend
+from gpu_audit.validate.report import compare_variants, fragmentation_cell, recommend
 from gpu_audit.validate.state import DeviceChoice, LegState, RunState
 
 MIB, GIB = 1024**2, 1024**3
@@ -189,13 +189,15 @@ def test_settings_that_did_not_take_effect_are_an_error() -> None:
 def test_recommendation_prefers_fewer_retries_then_less_fragmentation_then_speed() -> None:
     def row(label, conf, **kw):
         base = {"label": label, "alloc_conf": conf, "passed": True, "oom_retries": 0,
-                "alloc_retries": 0, "worst_fragmentation_pct": 10.0, "median_cycle_s": 0.05}
+                "alloc_retries": 0, "worst_fragmentation_pct": 10.0,
+                "judged_fragmentation_pct": 10.0, "median_cycle_s": 0.05}
         return base | kw
 
     rows = [row("max-split-none", None, oom_retries=2),
             row("max-split-128", "max_split_size_mb:128", worst_fragmentation_pct=3.0,
-                median_cycle_s=0.06),
-            row("max-split-512", "max_split_size_mb:512", worst_fragmentation_pct=12.0),
+                judged_fragmentation_pct=3.0, median_cycle_s=0.06),
+            row("max-split-512", "max_split_size_mb:512", worst_fragmentation_pct=12.0,
+                judged_fragmentation_pct=12.0),
             row("max-split-64", "max_split_size_mb:64", passed=False)]
     best = recommend(rows, torch_version="2.13.0")
     assert best["label"] == "max-split-128"
@@ -203,6 +205,24 @@ def test_recommendation_prefers_fewer_retries_then_less_fragmentation_then_speed
     assert "PYTORCH_CUDA_ALLOC_CONF='max_split_size_mb:128'" in best["text"]
     none_passed = recommend([row("max-split-64", "x", passed=False)])
     assert none_passed["label"] is None and "No value passed" in none_passed["text"]
+
+
+def test_a_small_pool_s_split_share_does_not_rank_a_sweep() -> None:
+    """99.6% of a 2 MiB small-pool segment split (as a real H200 showed) is not fragmentation
+    worth choosing a setting for: only shares judged over the floor rank the variants."""
+    def row(label, conf, worst, judged):
+        return {"label": label, "alloc_conf": conf, "passed": True, "oom_retries": 0,
+                "alloc_retries": 0, "worst_fragmentation_pct": worst,
+                "judged_fragmentation_pct": judged, "median_cycle_s": 0.05, "iqr_cycle_s": 0.001}
+
+    rows = [row("max-split-none", None, 99.6, None),
+            row("max-split-128", "max_split_size_mb:128", 6.0, 6.0)]
+    best = recommend(rows, torch_version="2.13.0")
+    assert best["label"] == "max-split-none"
+    assert "worst fragmentation 99.6% (never 256.0 MiB or more in split blocks, so not " \
+           "judged)" in best["text"]
+    assert fragmentation_cell(rows[0]) == "99.6% (under 256.0 MiB split, not judged)"
+    assert fragmentation_cell(rows[1]) == "6.0%"
 
 
 def test_a_sweep_compares_each_variant_over_its_stages() -> None:
@@ -214,6 +234,7 @@ def test_a_sweep_compares_each_variant_over_its_stages() -> None:
 
     def summary(peak, frag, retries, ooms, oom_retries, median):
         return {"peak_reserved_bytes": peak, "worst_fragmentation_pct": frag,
+                "worst_judged_fragmentation_pct": frag if frag >= 10 else None,
                 "alloc_retries": retries, "ooms": ooms, "oom_retries": oom_retries,
                 "median_cycle_s": median}
 
@@ -242,6 +263,8 @@ def test_a_sweep_compares_each_variant_over_its_stages() -> None:
     assert type(rows[0]["peak_reserved_bytes"]) is int and type(rows[0]["ooms"]) is int
     assert (rows[1]["alloc_retries"], rows[1]["ooms"], rows[1]["oom_retries"],
             rows[1]["median_cycle_s"]) == (None, None, 1, 0.04)
+    assert (rows[0]["judged_fragmentation_pct"], rows[1]["judged_fragmentation_pct"]) == (30.0,
+                                                                                          None)
     assert rows[2]["peak_reserved_bytes"] is None and rows[2]["oom_retries"] == 0
     assert rows[2]["status"] == "skipped at smoke"
     assert best["label"] == "max-split-128"
