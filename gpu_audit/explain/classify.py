@@ -63,7 +63,8 @@ _WORDS_MEMO = 4096  # context lines whose explainer and first-person words are r
 # Rank prefixes written by torchrun/torchelastic, PyTorch's own logging and vLLM workers.
 _RANK = re.compile(
     r"\[(?:rank|Rank|RANK)[ :=]?(\d+)\]|\[PG (?:ID \d+ PG GUID \S+ )?Rank (\d+)\]|"
-    r"\brank=(\d+)\b|^\[default(\d+)\]:"
+    r"\brank=(\d+)\b|^\[default(\d+)\]:|"
+    r"^\[\d{1,9},(\d{1,6})\]<std(?:out|err)>:"  # Open MPI's --tag-output: [job,rank]<stream>:
 )
 
 

@@ -165,3 +165,11 @@ def test_a_rank_prefixed_line_cut_inside_its_fields_is_joined(tmp_path: Path,
     nccl = [i for i in text_incidents(tmp_path, log) if i.cls == "nccl"]
     assert nccl and (nccl[0].numbers.get("seq_num"), nccl[0].numbers.get("timeout_ms")) == (
         4410, 600000)
+
+
+def test_open_mpi_s_tagged_lines_name_their_ranks(tmp_path: Path) -> None:
+    log = "".join(f"[1,{rank}]<stderr>:torch.OutOfMemoryError: CUDA out of memory. Tried to "
+                  f"allocate 2.00 GiB. GPU {rank} has a total capacity of 79.15 GiB of which "
+                  "1.02 GiB is free.\n" for rank in (3, 1))
+    oom = [i for i in text_incidents(tmp_path, log) if i.cls == "cuda-oom"]
+    assert oom and oom[0].ranks == [1, 3]
