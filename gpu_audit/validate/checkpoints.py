@@ -195,7 +195,15 @@ class CheckpointWriter:
 
     def _write(self, path: Path, checkpoint: Checkpoint) -> None:
         try:
+            # The host copy is let go once serialised: a large model's state is then held
+            # three times at most (copy, buffer, bytes), as when it was serialised in place.
+            state, checkpoint.workload_state = checkpoint.workload_state, None
+            if checkpoint.has_workload_state and not isinstance(state, SerialisedState):
+                state = serialise_state(state)
+            checkpoint.workload_state = state
+            del state
             data = checkpoint_bytes(checkpoint)
+            checkpoint.workload_state = None
             self.log.sync()
             write_atomic(path, data)
         except BaseException as exc:

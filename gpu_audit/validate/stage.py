@@ -256,13 +256,11 @@ class StageWorker(StageLeg):
         """Checkpoint "resume at ``next_cycle``"; ``wait=False`` leaves the writing to the
         background writer (periodic checkpoints), the others return once it is on disk."""
 
-        state = None
-        if stateful:
-            state = detached_state(self._call_workload(workload.state_dict, None, "state_dict",
-                                                       pass_arg=False))
         checkpoint = Checkpoint(leg=self.leg, next_cycle=next_cycle, batch_scale=batch_scale,
-                                workload_state=state, has_workload_state=stateful,
-                                rng=capture_rng())
+                                has_workload_state=stateful, rng=capture_rng())
+        if stateful:  # held by the checkpoint alone, so the writer can let it go
+            checkpoint.workload_state = detached_state(self._call_workload(
+                workload.state_dict, None, "state_dict", pass_arg=False))
         try:
             self.writer.submit(self.run.checkpoint_path(self.leg), checkpoint)
             if wait:

@@ -86,12 +86,14 @@ def test_the_writer_writes_the_state_as_it_was_when_submitted(tmp_path: Path,
         original_sync()
 
     log.sync = slow_sync  # type: ignore[method-assign]
-    writer.submit(path, Checkpoint(leg="v/full", next_cycle=5, batch_scale=1.0,
-                                   workload_state=detached_state({"w": weights}),
-                                   has_workload_state=True))
+    submitted = Checkpoint(leg="v/full", next_cycle=5, batch_scale=1.0,
+                           workload_state=detached_state({"w": weights}),
+                           has_workload_state=True)
+    writer.submit(path, submitted)
     weights.fill_(7.0)
     gate.set()
     writer.wait()
+    assert submitted.workload_state is None  # the host copy is let go once written
     loaded = load_checkpoint(path)
     assert loaded is not None and loaded.next_cycle == 5
     assert float(loaded.workload_state["w"].sum()) == 0.0
