@@ -529,7 +529,9 @@ _SOURCE_LINE = re.compile(r"^[\w.-]+/[\w.-]+ · (?:issue|pull request|discussion
 _LABELS_LINE = re.compile(r"^labels: ")
 # A thread's post under the line naming its writer, what the post is and its date: "alice ·
 # description · 2024-05-01" opens the first post, "bob · comment · 2024-05-02" a reply.
-_POST_LINE = re.compile(r"^[\w.-]{1,60} · (?:description|comment) · \d{4}-\d\d-\d\d\b")
+# (or a numbered turn with its writer: "[turn 0 by alice, continued]")
+_POST_LINE = re.compile(r"^(?:[\w.-]{1,60} · (?:description|comment) · \d{4}-\d\d-\d\d\b|"
+                        r"\[turn \d{1,4} by [\w.-]{1,60}(?:, continued)?\])")
 _REVIEW_POST = re.compile(r"^[\w.-]{1,60} · review(?: thread)? · \d{4}-\d\d-\d\d\b")
 _THREAD_LINES = 4  # a thread's first post starts within the lines after its title
 # A title in the imperative that names a change ("Dump the batch on OOM", "Find OOM batches

@@ -4,8 +4,14 @@ line does; a thread titled as a change, or with a review's post, stays a change.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from gpu_audit.explain.documents import read_head
-from tests.explain.helpers import shape_incidents, shape_root
+from tests.explain.helpers import SHAPES, shape_incidents, shape_root, text_incidents
+
+
+def shape_path(name: str) -> Path:
+    return SHAPES / name
 
 _THREAD = ("# Loader stalls after the first epoch\n\nalice-ml · description · 2025-01-05\n"
            "The loader stops.\n\nbob-dev · comment · 2025-01-06\nWhich version?\n")
@@ -49,3 +55,12 @@ def test_title_names_the_failure_of_a_thread_without_words_of_its_writer() -> No
 def test_change_titled_thread_quoting_the_message_raises_nothing() -> None:
     found = shape_incidents("thread_shape_change_title_oom.log")
     assert not any(i.role == "root-cause" for i in found)
+
+
+def test_numbered_turns_with_their_writer_make_an_issue_thread(tmp_path: Path) -> None:
+    turns = (shape_path("thread_shape_reply_explains_oom.log").read_text(encoding="utf-8")
+             .replace("kestrel-ml · description · 2025-03-02", "[turn 0 by kestrel-ml, continued]")
+             .replace("maintainer-b · comment · 2025-03-03", "[turn 1 by maintainer-b]"))
+    assert read_head(turns.encode(), True).issue_thread
+    found = text_incidents(tmp_path, turns)
+    assert [i.cls for i in found if i.role == "root-cause"] == ["cuda-oom"]
