@@ -25,7 +25,9 @@ typing slip ("initalize", "singal"). A thread copied with a line saying where it
 pull request's title there names the change, so it names no failure; an issue's source line
 says the thread reports a problem: its title's failure counts without more words of the
 writer's, and one explaining phrase in a reply ("that error usually means") does not make it an
-explainer.
+explainer. Without that line, a thread's own shape says the same: its posts each under a line
+naming the writer and date ("alice · description · 2025-01-05") make it an issue, unless its
+title says what a change does or a review is posted, which make it a pull request.
 """
 
 from __future__ import annotations
@@ -494,7 +496,24 @@ def read_head(data: bytes, whole: bool) -> Head:
     head.about_message = bool(_ABOUT_A_MESSAGE.search(head.title.lstrip("#").strip()))
     head.own_run = bool(OWN_RUN.search(body))
     head.fenced = "```" in body or bool(re.search(r"^\s*[|+][-=+|]{8,}", body, re.MULTILINE))
+    if not (head.issue_thread or head.change_thread or head.web_page):
+        _thread_by_shape(head, numbered)
     return head
+
+
+def _thread_by_shape(head: Head, numbered: list[tuple[int, str]]) -> None:
+    """Read a text without its source line as a thread by its own shape: a title, then its
+    posts, each under a line naming its writer and date ("alice · description · 2024-05-01").
+    It is a change where its title says what a change does ("Dump the batch on OOM",
+    "Fix(loader): ...") or a review is posted; else an issue, a report, unless its first post
+    reads as a pull request's."""
+    if not any(_POST_LINE.match(line) for _, line in numbered[1:_THREAD_LINES]):
+        return
+    if (_CHANGE_TITLE.match(head.title.lstrip("#").strip())
+            or any(_REVIEW_POST.match(line) for _, line in numbered)):
+        head.change_thread = True
+    elif not (head.pull_request or _COMMIT_TITLE.match(head.title)):
+        head.issue_thread = True
 
 
 # A GPU behind a hypervisor: a virtual GPU's driver (vGPU, GRID, a mediated device), or a GPU
@@ -508,6 +527,24 @@ VIRTUAL_GPU = re.compile(r"\bv-?GPUs?\b|\bGRID (?:vGPU|drivers?|K\d)|\bvfio(?:-p
 # Python") and its labels ("labels: bug") above its title: the title is the line after them.
 _SOURCE_LINE = re.compile(r"^[\w.-]+/[\w.-]+ · (?:issue|pull request|discussion) #\d+\b")
 _LABELS_LINE = re.compile(r"^labels: ")
+# A thread's post under the line naming its writer, what the post is and its date: "alice ·
+# description · 2024-05-01" opens the first post, "bob · comment · 2024-05-02" a reply.
+# (or a numbered turn with its writer: "[turn 0 by alice, continued]")
+_POST_LINE = re.compile(r"^(?:[\w.-]{1,60} · (?:description|comment) · \d{4}-\d\d-\d\d\b|"
+                        r"\[turn \d{1,4} by [\w.-]{1,60}(?:, continued)?\])")
+_REVIEW_POST = re.compile(r"^[\w.-]{1,60} · review(?: thread)? · \d{4}-\d\d-\d\d\b")
+_THREAD_LINES = 4  # a thread's first post starts within the lines after its title
+# A title in the imperative that names a change ("Dump the batch on OOM", "Find OOM batches
+# before training", "Fix CUDNN_STATUS_NOT_SUPPORTED for bn"): a pull request's.
+_CHANGE_TITLE = re.compile(
+    r"^(?:\[[\w. -]{1,30}\]\s*)?(?:add|fix|dump|find|remove|support|use|make|allow|enable|"
+    r"disable|handle|avoid|catch|skip|update|move|refactor|improve|implement|introduce|expose|"
+    r"rename|separate|detect|report|log|raise|retry|reduce|decrease|increase|set|bump|revert|"
+    r"auto[- ]?detect|document|clarify|replace|ignore|guard|check|free|release|limit)"
+    # (a scope as a commit writes it, "Fix(loader): ..."; not the noun or a failure told:
+    # "Check failed: ...", "Log shows ...", "Use of ...")
+    r"(?:\([^)\n]{1,60}\)!?: | (?!(?:error|errors|failed|fails|of|is|was|shows|says|file|"
+    r"output|from)\b))", re.IGNORECASE)
 _PULL_SOURCE = re.compile(r"^[\w.-]+/[\w.-]+ · pull request #\d+\b")
 _ISSUE_SOURCE = re.compile(r"^[\w.-]+/[\w.-]+ · issue #\d+\b")
 # A web page copied with the line that says where it is from ("example.com · web page", or the
