@@ -258,6 +258,10 @@ _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                                   # (torch's "Watchdog caught collective operation timeout",
                                   # retold: "training fails under collective operation timeout")
                                   r"\bcollective operation tim(?:e|ed) ?out\b|"
+                                  # (the hang first: "Hang with nccl all_reduce_perf on 8
+                                  # cards", "stuck in NCCL init")
+                                  r"\b(?:hangs?|hanging|stuck)\b (?:with|in|on|during|at) "
+                                  r"(?:the )?(?:ProcessGroup)?NCCL\b|"
                                   # ("NCCL超时", "nccl 超时时间": a timeout, in Chinese)
                                   r"\bNCCL(?![A-Za-z])[^\n]{0,40}?(?:超时|卡住|卡死)|"
                                   # a distributed run that hangs and then times out: its
@@ -276,7 +280,10 @@ _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                                        rf"{_EDGE_BEFORE}{_GPU_MEMORY}{_EDGE_AFTER}|"
                                        r"\bOutOfMemoryError\b|\bCUDA_ERROR_OUT_OF_MEMORY\b|"
                                        + _GPU_MEMORY_SHORT_ZH),
-        ("host-oom/kernel-oom-killer", r"\boom[- ]?kill(?:er|ed)\b"),
+        # (also the kernel's and cgroups' own noun, "oom-kill while using two MPI ranks per node";
+        # not docker's --oom-kill-disable or the kernel's oom_score_adj)
+        ("host-oom/kernel-oom-killer", r"\boom[- ]?kill(?:er|ed|s)?\b"
+                                       r"(?![-_](?:disable|score|adj))"),
         ("host-oom/shell-killed", r"^\W*killed\W*(?:error\W*)?$"),
         # SIGKILL's number in a title, as people write it: "sigkill 9", "segkill 9", "killing
         # process -9 error", "killed with signal 9"
@@ -378,7 +385,14 @@ _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                                           r" (?:up )?all (?:the )?(?:\w{1,12} )?RAM\b|"
                                           r"\bsession (?:keeps |kept )?crash(?:ed|es|ing)?\b"
                                           r"[^\n]{0,40}?(?<!GPU )"
-                                          r"\bRAM\b|(?<!GPU )\bRAM\b[^\n]{0,40}?\bsession crash"),
+                                          r"\bRAM\b|(?<!GPU )\bRAM\b[^\n]{0,40}?\bsession crash|"
+                                          # (the host's RAM, then the notebook told crashing
+                                          # on a title that names the notebook's service: "(Colab)
+                                          # High RAM use when converting, notebook crashing")
+                                          r"^(?=[^\n]*\b(?:colab|kaggle|jupyter)\b)[^\n]*?"
+                                          r"(?<!GPU )(?<!video )\bRAM\b[^\n]{0,60}?\b(?:notebook|"
+                                          r"session|runtime|kernel)s? (?:\w+ )?crash(?:es|ed|ing)?"
+                                          r"\b"),
         # the host's RAM told run out or full ("phase 2 running out of RAM", "RAM gets full
         # after a few epochs"); not the GPU's ("out of GPU RAM")
         ("host-oom/ram-full-told", r"\b(?:run(?:s|ning)?|ran) out of (?:(?:system|host|CPU|main) "
@@ -398,6 +412,28 @@ _HOST_MEMORY_WORDS = re.compile(r"\b(?:RAM|CPU memory|host memory|swap)\b|内存
 # An out-of-memory named without saying whose ("OOM after the fifth epoch"): the GPU's
 # when the text's own messages are the GPU allocator's (even its notes that it retried).
 _BARE_OOM = re.compile(r"\bout[- ]of[- ]memory\b|\bOOM\b(?![- ]?kill)", re.IGNORECASE)
+# The shell's word as the title's message, with no word of why ('"Killed" message on the
+# example data', "Killed error when running the demo"): a kill for memory only where the text
+# below names the host's memory ("only 1gb of RAM in the VM", "a 4G memory limit", exit 137).
+_KILLED_MESSAGE_TITLE = re.compile(r"^\W*killed\W*(?:message|error|output)\b", re.IGNORECASE)
+_HOST_MEMORY_BELOW = re.compile(
+    r"\b(?:RAM|CPU memory|host memory|system memory|swap|memory limit|--memory|mem_limit|"
+    r"exit(?:ed)? (?:code )?\(?137)\b", re.IGNORECASE)
+# The host's memory named in a title beside the failure it came with ("When CPU Virtual Memory
+# Used=137GB, problem occurs", "CPU memory grows until the job crashes"; not the GPU's)
+_HOST_MEMORY_FAILURE_TITLE = re.compile(
+    r"^(?![^\n]*\b(?:GPU|VRAM|CUDA|video)\b)[^\n]*?\b(?:CPU|host|system)(?: virtual)? "
+    r"(?:memory|RAM)\b[^\n]{0,60}?\b(?:problems? (?:occurs?|occurred|happens?|appears?)|"
+    r"crash(?:es|ed)?|(?:gets?|got|is|was) killed|dies|died)\b", re.IGNORECASE)
+# A title that asks in general what to do about a failure ("显存溢出怎么办？", "What to do when
+# CUDA runs out of memory?") over a first post that answers it with advice ("... 可以通过调小
+# batch size 降低显存占用", "it can be avoided by ..."): a maintainer's FAQ, not a report.
+_WHAT_TO_DO_TITLE = re.compile(r"(?:怎么办|怎么处理|如何处理|咋办|"
+                               r"\bwhat (?:to|should (?:I|we|one)) do\b[^\n]{0,60}?)\s*[?？]+\s*$",
+                               re.IGNORECASE)
+_ANSWERS_IN_GENERAL = re.compile(
+    r"可以?通过|可通过|\bcan be (?:reduced|avoided|fixed|solved|lowered|prevented|worked around) "
+    r"by\b|\byou can (?:reduce|lower|decrease|try|use|set)\b", re.IGNORECASE)
 # "killed ... (not a RAM problem)": the writer rules host memory out.
 _NOT_MEMORY = re.compile(r"\bnot (?:an? |the )?(?:RAM|memory|OOM|out of memory)\b", re.IGNORECASE)
 # A feature request's or proposal's title ("FR: ...", "[Feature] ...") asks for something; the
@@ -626,7 +662,7 @@ def title_failure(head: Head, logged: bool = False, gpu_oom: str | None = None) 
     if (not title or head.pull_request or head.change_thread or head.about_message
             or _QUESTION_TITLE.match(title) or _DEFINITION_TITLE.search(title)
             or _REQUEST_TITLE.match(title)
-            or _LOG_LINE.search(title)):
+            or _LOG_LINE.search(title) or _faq_answered(head, title, logged)):
         return None
     if not (head.own_run or head.fenced or logged or _SOURCE_POSITION.search(title)
             or _QUOTED_WHEN.match(title) or _STILL_FAILS.search(title)
@@ -637,7 +673,28 @@ def title_failure(head: Head, logged: bool = False, gpu_oom: str | None = None) 
                   and not (sig_id.startswith("host-oom/") and _NOT_MEMORY.search(title))), None)
     if named is None and gpu_oom and _BARE_OOM.search(title):
         return gpu_oom
+    if named is None and not _NOT_MEMORY.search(title):
+        if _HOST_MEMORY_FAILURE_TITLE.search(title):
+            return "host-oom/ram-full-told"
+        below = "\n".join(head.lines[head.title_line:])
+        if _KILLED_MESSAGE_TITLE.search(title) and _HOST_MEMORY_BELOW.search(below):
+            return "host-oom/shell-killed"
     return named
+
+
+def _faq_answered(head: Head, title: str, logged: bool) -> bool:
+    """Does the title ask what to do about a failure and the thread's first post answer it in
+    general, with no run of its own (no message, no pasted block, no first-person report)?"""
+    if logged or head.own_run or head.fenced or not _WHAT_TO_DO_TITLE.search(title):
+        return False
+    first: list[str] = []
+    posts = 0
+    for line in head.lines[head.title_line:]:
+        posts += bool(_POST_LINE.match(line.strip()))
+        if posts > 1:
+            break  # the first reply: the answer is the first post's
+        first.append(line)
+    return bool(_ANSWERS_IN_GENERAL.search("\n".join(first)))
 
 
 def title_numbers(head: Head, sig_id: str) -> dict[str, Any]:

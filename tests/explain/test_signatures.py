@@ -555,6 +555,8 @@ SINGLE_LINES = [
      "gpu-hardware/board-swap-told"),
     ("The card is an RTX 3090 and it only supports CUDA 11.0 or newer.", "driver-mismatch",
      "driver-mismatch/gpu-needs-newer-cuda-told"),
+    ("The error was a mismatch of the CUDA_ARCH_BIN value; the board needs 8.7.",
+     "driver-mismatch", "driver-mismatch/wrong-arch-told"),
     ("[error] This program needs a CUDA-Enabled GPU (with at least compute capability 2.0).",
      "driver-mismatch", "driver-mismatch/no-usable-cuda-gpu"),
     ("The ncclShmOpen error shows the container's /dev/shm was too small for NCCL.", "nccl",

@@ -168,6 +168,7 @@ ORDER = (
     "driver-mismatch/insufficient-driver",
     "driver-mismatch/arch-not-compiled",
     "driver-mismatch/gpu-needs-newer-cuda-told",
+    "driver-mismatch/wrong-arch-told",
     "driver-mismatch/supported-capabilities",
     "driver-mismatch/no-kernel-image",
     "driver-mismatch/no-usable-cuda-gpu",

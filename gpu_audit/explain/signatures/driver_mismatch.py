@@ -118,6 +118,13 @@ def _driver_too_old(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext)
            r"(?P<driver_cuda_version>\d+\.\d+)\))?|\s*$)|"
            # ... and the writer's retelling of it: "the msg is that my Nvidia version is too old"
            r"\b(?:my|our) (?i:nvidia) (?:driver|version) is too old\b|"
+           # (or as not supported by the framework's build: "My Nvidia driver is not supported
+           # for the pytorch-gpu version", "our driver doesn't support the CUDA torch needs")
+           # (not a condition or a guess: "if my driver is not supported by torch, ...")
+           + unless_words("if|whether|maybe|might|may|perhaps|possibly") +
+           r"\b(?i:my|our) (?i:nvidia )?(?i:GPU )?driver(?: version)? (?:(?:is not|isn't|was not|"
+           r"wasn't) (?:supported|compatible) (?:for|by|with)|(?:does not|doesn't|did not|"
+           r"didn't) support) (?:the |this )?(?i:pytorch|torch|tensorflow|cuda|jax)\b|"
            # (or told as the cause: "an error that turned out to be caused by the nvidia driver
            # being too old", "it failed because our NVIDIA driver was too old")
            # (not a condition or a guess: "if it is caused by the driver being too old")
@@ -149,7 +156,9 @@ def _driver_too_old(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext)
             "is not supported by", "version is too old",
             "API call is not supported in the installed", "cudaErrorCallRequiresNewerDriver",
             "cudaSuccess", 'Function "cu', "undefined symbol: cu", "_ INTERNAL ASSERT",
-            "Insufficient CUDA driver: "),
+            "Insufficient CUDA driver: ", "driver is not", "driver isn't", "driver was not",
+            "driver wasn't", "driver does", "driver doesn't", "driver did", "driver version is",
+            "driver version was", "driver version does", "driver version did"),
            "The NVIDIA driver is older than the CUDA the program needs", tier=0.0,
            extract=lambda match, line: _status_numbering(_driver_cuda_version(match, line),
                                                          line),
@@ -392,6 +401,36 @@ fixed("driver-mismatch/gpu-needs-newer-cuda-told",
       "newer wheels from https://pytorch.org/get-started/locally/; the matching TensorFlow or "
       "cuDNN), with a driver new enough for it (`nvidia-smi` shows the CUDA it supports), and "
       "rebuild custom extensions against it.")
+
+
+# A build for the wrong GPU architecture told as the cause, in the writer's words: "the error was
+# the mismatch of the CUDA_ARCH_BIN index; for the Jetson TX2 it must be 6.2", "the problem was
+# a wrong compute capability in the build", "we had compiled it for the wrong arch". Kernels
+# built for another architecture do not load, and the first CUDA call fails as whatever the
+# library reports (OpenCV's "Gpu API call (unknown error)", "invalid device function"). Not a
+# condition, a guess or advice ("check that CUDA_ARCH_BIN matches", "if the arch is wrong ...").
+fixed("driver-mismatch/wrong-arch-told",
+      unless_words(r"if|whether|you|your|may|might|maybe|should|could|check|make sure|possibly") +
+      r"(?i:\b(?:error|problem|issue|cause|crash|failure|it)\b[^\n.?]{0,20}?\b(?:was|is|were)"
+      r"\b (?:(?:the|a|an|because of|due to|caused by) )?(?:the |a |an )?(?:mismatch\w*|wrong|"
+      r"incorrect|bad)\b[^\n.?]{0,30}?(?:\bcuda[_ ]arch(?:_bin|_ptx|_list|itecture)?\b|"
+      r"\bcompute capabilit(?:y|ies)\b|\bTORCH_CUDA_ARCH_LIST\b|\bsm_\d{2,3}\b|"
+      r"\b(?:GPU )?arch(?:itecture)? (?:flags?|settings?|index|numbers?|values?)\b)|"
+      r"\b(?:I|we) (?:had |have )?(?:compiled|built)\b[^\n.?]{0,40}?\bfor (?:the |a )?"
+      r"(?:wrong|incorrect) (?:CUDA |GPU )?(?:arch(?:itecture)?|compute capability|sm)\b)",
+      ("arch", "ARCH", "Arch", "capabilit", "sm_"),
+      "The program was built for another GPU architecture (told in the writer's words)",
+      tier=0.0, group="no-kernel-image",
+      example="The error was the mismatch of the CUDA_ARCH_BIN index: for this Jetson the "
+      "library has to be compiled with 7.2.",
+      explanation="The writer says the program (or a library it uses, such as OpenCV built with "
+      "CUDA) was compiled for another GPU architecture than the card's. Its kernels then do not "
+      "load on this GPU, and the first CUDA call fails as whatever the library reports: an "
+      "'unknown error' from OpenCV's GpuMat, 'invalid device function', 'no kernel image'.",
+      remedy="Rebuild for the card's compute capability (`nvidia-smi --query-gpu=compute_cap "
+      "--format=csv`; a Jetson's is listed by NVIDIA: TX2 6.2, Xavier 7.2, Orin 8.7): OpenCV's "
+      "CUDA_ARCH_BIN, CMake's CMAKE_CUDA_ARCHITECTURES, nvcc's -gencode, PyTorch extensions' "
+      "TORCH_CUDA_ARCH_LIST.")
 
 
 @signature("driver-mismatch/capability-range",

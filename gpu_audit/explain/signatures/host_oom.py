@@ -916,7 +916,11 @@ _TOLD_KILLED = (
            # (or after a progress bar that ends on its estimate, mmcv's "... ETA: 2621s")
            rf"\bETA: ?\d{{1,7}}s\s*(?:{_KILLED})\s*$|"
            rf"\w{{1,40}} \d+:\s+(?P<pid>\d+) (?:{_KILLED})\s+(?P<command>\S.*)|"
-           rf"{LINE_HEAD}\[\d+\][+-]?\s+(?:(?P<pid_>\d+)\s+)?(?:{_KILLED}|killed)\s{{2,}}(?P<command_>\S.*)|"
+           # (a job's notice from bash or zsh, "[1]    14875 killed     python main.py", also
+           # right after a progress bar that had no newline: "... 7/8 [00:12<00:01][1]  ...")
+           # (zsh marks the current job after spaces: "[2]  + 5120 killed ...")
+           rf"(?:{LINE_HEAD}|(?<=[\]|]))\[\d+\](?:\s*[+-])?\s+(?:(?P<pid_>\d+)\s+)?(?:{_KILLED}|killed)"
+           rf"\s{{2,}}(?P<command_>\S.*)|"
            rf"{LINE_HEAD}zsh: killed\s+(?P<command__>\S.*)|" + _TOLD_KILLED,
            ("Killed", "killed", "被kill", "被Kill",
             *sorted(set(KILLED_WORDS.values()) - {"Killed"})),

@@ -136,7 +136,11 @@ fixed("nvml-unavailable/no-device-node",
            ("NVML", "NvmlError"), "NVML is not usable (pynvml)", tier=0.0,
            example="pynvml.NVMLError_LibraryNotFound: NVML Shared Library Not Found")
 @signature("nvml-unavailable/library-missing",
-           r"(?P<library>libnvidia-ml\.so(?:\.\d+)?): (?:cannot open shared object file|"
+           # (also retyped without dlopen's colon, as a title keeps it: "libnvidia-ml.so.1 cannot
+           # open shared object file: permission denied")
+           # (and dlopen's reason when the file is there but may not be read: "permission denied")
+           r"(?P<library>libnvidia-ml\.so(?:\.\d+)?):? (?:cannot open shared object file"
+           r"(?::\s*(?P<reason>[Pp]ermission denied))?|"
            # (the same dlopen error in a Chinese or Japanese locale)
            r"无法打开共享对象文件|共有オブジェクトファイルを開けません)|"
            r"(?:[Cc]an't|[Cc]annot|[Ff]ailed to|[Cc]ould not|[Uu]nable to) (?:load|find|open) "
@@ -218,6 +222,17 @@ def _nvml_init(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> A
             "device rules of running containers); on the host it points at a driver fault.")
         remedy = ("Restart the container; run `nvidia-smi` on the host; if the host fails too, "
                   "check `sudo dmesg -T | grep -i -e nvrm -e xid` and reboot.")
+    elif numbers.get("library") and "permission" in low:  # the library, not the devices
+        explanation = (
+            f"{numbers.get('library', _LINUX_LIBRARY)} (NVML) is there but this process may not "
+            "open it (permission denied): the file's or its directory's mode, an SELinux or "
+            "AppArmor policy, or a container runtime (nvidia-container-cli) running as a user, "
+            "or in a user namespace, without access to the driver's files.")
+        remedy = ("Check the library and its links as that user (`ls -lL $(ldconfig -p | grep "
+                  "libnvidia-ml.so.1 | awk '{print $NF}')`), the security policy's denials "
+                  "(`sudo dmesg -T | grep -i -e denied -e apparmor`, `getenforce`), and run the "
+                  "container runtime as root or with the driver's files readable.")
+        title = f"The NVML library ({numbers.get('library', _LINUX_LIBRARY)}) may not be opened"
     elif "permission" in low:
         explanation = ("This user cannot open the GPU device files (/dev/nvidia*); or, in a "
                        "container given one MIG instance, NVML refuses queries about the whole "
