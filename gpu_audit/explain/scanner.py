@@ -348,8 +348,11 @@ KEYS: tuple[Key, ...] = (
         tuple(word.encode() for word in _OTHER_KILLED)),
     # the kernel's OOM killer at work: "invoked oom-killer"; a writer's "oom killer"
     # (and a GPU's out-of-memory told in lower case: "the node3 failed with cuda oom")
-    Key(rb"oom(?:[- ]?kill|_reaper|(?<=[Cc]uda oom)\b)",
-        (b"oom-kill", b"oom kill", b"oomkill", b"oom_reaper", b"cuda oom", b"Cuda oom")),
+    # (and faiss's failed allocation with its size, on a line of its own: "details: Failed to
+    # cudaMalloc 16000000000 bytes")
+    Key(rb"o(?:om(?:[- ]?kill|_reaper|(?<=[Cc]uda oom)\b)| cudaMalloc)",
+        (b"oom-kill", b"oom kill", b"oomkill", b"oom_reaper", b"cuda oom", b"Cuda oom",
+         b"o cudaMalloc")),
     # ... and in capitals, mid-log or in prose ("killed by the OOM killer", "OOM-killed"), on a
     # line with no other key ("Out of memory: Killed process" has "emory" and "Kill")
     # (and TensorFlow's out-of-memory without its status, "OOM when allocating tensor ...": a
@@ -411,7 +414,10 @@ KEYS: tuple[Key, ...] = (
         # instance of 'std::bad_alloc'")
         rb"|stance of 'std::bad_alloc'(?<=instance of 'std::bad_alloc')"
         # (and NCCL's shared-memory helper named by a writer or a backtrace: "ncclShmOpen")
-        rb"|cclShmOpen)",
+        rb"|cclShmOpen"
+        # (and PaddlePaddle Fluid's check of a GPU request against the free memory: "enforce
+        # allocating <= available failed, N > M")
+        rb"|g <= available(?<=allocating <= available))",
         (b"nvidia-smi", b"nvidia-ml", b"no kernel image", b"nvidia.ko: ", b"nvidia driver",
          b"nvidia Driver", *(b"nvidia " + kernel + b"ernel " + module + b"odule"
                              for kernel in (b"k", b"K") for module in (b"m", b"M")),
@@ -421,7 +427,8 @@ KEYS: tuple[Key, ...] = (
          b"misaligned address", b"launch timed out", b"an illegal instruction",
          b"invalid device function", b"is older than ", b"no NVIDIA GPU device is present",
          b"/dev/nvidia", b"hermal shutdown.", b"hermal shutdown!", b"hermal shut down.",
-         b"hermal shut down!", b"nstance of 'std::bad_alloc'", b"ncclShmOpen")),
+         b"hermal shut down!", b"nstance of 'std::bad_alloc'", b"ncclShmOpen",
+         b"allocating <= available")),
 )
 PREFILTER: tuple[re.Pattern[bytes], ...] = tuple(re.compile(key.pattern) for key in KEYS)
 
