@@ -10,7 +10,8 @@ PyTorch's cache (the CUDA context, library workspaces, NCCL buffers) fail with a
 without numbers. TensorFlow's (``ResourceExhaustedError: OOM when allocating tensor ... by
 allocator GPU_0_bfc``) and JAX/XLA's (``RESOURCE_EXHAUSTED: Out of memory while trying to
 allocate N bytes``) out-of-memory on the same GPUs are read too, with their size and GPU, and
-so are MXNet's, PaddlePaddle's, ONNX Runtime's, CuPy's and Theano's allocators' own messages.
+so are MXNet's, PaddlePaddle's, ONNX Runtime's, CuPy's, Theano's and faiss's allocators' own
+messages.
 
 Why it matters: the step that failed is lost, and the run stops unless the program catches
 it; the same job rerun unchanged fails at the same point.
