@@ -348,11 +348,8 @@ KEYS: tuple[Key, ...] = (
         tuple(word.encode() for word in _OTHER_KILLED)),
     # the kernel's OOM killer at work: "invoked oom-killer"; a writer's "oom killer"
     # (and a GPU's out-of-memory told in lower case: "the node3 failed with cuda oom")
-    # (and faiss's failed allocation with its size, on a line of its own: "details: Failed to
-    # cudaMalloc 16000000000 bytes")
-    Key(rb"o(?:om(?:[- ]?kill|_reaper|(?<=[Cc]uda oom)\b)| cudaMalloc)",
-        (b"oom-kill", b"oom kill", b"oomkill", b"oom_reaper", b"cuda oom", b"Cuda oom",
-         b"o cudaMalloc")),
+    Key(rb"oom(?:[- ]?kill|_reaper|(?<=[Cc]uda oom)\b)",
+        (b"oom-kill", b"oom kill", b"oomkill", b"oom_reaper", b"cuda oom", b"Cuda oom")),
     # ... and in capitals, mid-log or in prose ("killed by the OOM killer", "OOM-killed"), on a
     # line with no other key ("Out of memory: Killed process" has "emory" and "Kill")
     # (and TensorFlow's out-of-memory without its status, "OOM when allocating tensor ...": a

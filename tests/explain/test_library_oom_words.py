@@ -146,7 +146,10 @@ def test_an_out_of_memory_in_a_condition_or_the_hosts_tells_nothing(text: str) -
 # --- the prefilter finds them in a long log -------------------------------------------------
 
 @pytest.mark.parametrize(("line", "title"), [
-    ("details: Failed to cudaMalloc 12000000000 bytes", "GPU out of memory (faiss)"),
+    # (faiss's assertion names its allocation function, "allocMemorySpace", on the same line)
+    ("Faiss assertion 'cudaMalloc(p, size) == cudaSuccess' failed in void faiss::gpu::"
+     "allocMemorySpace(faiss::gpu::MemorySpace, void**, size_t) at utils/MemorySpace.cpp:20; "
+     "details: Failed to cudaMalloc 12000000000 bytes", "GPU out of memory (faiss)"),
     ("paddle.fluid.core.EnforceNotMet: enforce allocating <= available failed, 8589934592 > "
      "1073741824", "GPU out of memory (PaddlePaddle)"),
 ])
