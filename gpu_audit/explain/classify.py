@@ -38,6 +38,7 @@ from gpu_audit.explain.mentions import (
 from gpu_audit.explain.scanner import Candidate
 from gpu_audit.explain.signatures import SIGNATURE_BY_ID, SIGNATURES, AdviceContext, Signature
 from gpu_audit.explain.signatures.cuda_oom import (
+    BARE,
     MASKED_OOM_REMEDY,
     masked_oom_explanation,
     onnxruntime_arena,
@@ -54,6 +55,10 @@ MAX_KEYED = 256
 EXCERPT_CHARS = 300
 MAX_FACT_ITEMS = MAX_PROCESSES  # rows of a listed fact (nvidia-smi's process table) kept
 _RECENT_PER_CLASS = 16
+# A message this many lines below an exception's type printed alone (PaddlePaddle's
+# "ResourceExhaustedError:", a blank line, then "Out of memory error on GPU 0 ...") is that
+# type's message.
+_BARE_HEAD_REACH = 4
 # A line's words are read in its first this many characters: phrases that tell an explainer or
 # the writer's own run open their sentence, and fifty patterns over a hostile 8 KiB line each
 # would cost more than everything else explain does with it.
@@ -247,7 +252,8 @@ class Classifier:
         self._read_cues(source_index, candidate)
         head = self._heads.get(source_index)
         change = head is not None and (head.pull_request or head.change_thread)
-        if is_mention(candidate, text, match, change):
+        issue = head is not None and head.issue_thread
+        if is_mention(candidate, text, match, change, issue):
             return
         try:
             numbers = in_range(sig.extract(match, text)) if sig.extract else {}
@@ -266,6 +272,7 @@ class Classifier:
         if sig.attach in ("only", "latest"):
             return
         key = _group_key(sig, numbers)
+        self._drop_bare_head(occ, key)
         group = self._groups.get(key)
         if group is None:
             key = self._bounded(key)
@@ -389,6 +396,21 @@ class Classifier:
             return list(reversed(self._recent.get(sig.cls, ())))
         found = [pair for pairs in self._recent.values() for pair in pairs]
         return sorted(found, key=lambda pair: pair[1].line, reverse=True)
+
+    def _drop_bare_head(self, occ: _Occurrence, key: tuple[Any, ...]) -> None:
+        """An exception's type alone on its line, just above a message of its class that
+        another signature reads, is that message's head: it leaves no incident of its own (its
+        group would name another framework)."""
+        recent = self._recent.get(occ.signature.cls)
+        if not recent:
+            return
+        group, head = recent[-1]
+        if (head.numbers.get(BARE) and group.count == 1 and group.key != key
+                and head.source_index == occ.source_index
+                and 0 < occ.line - head.line <= _BARE_HEAD_REACH
+                and self._groups.get(group.key) is group):
+            del self._groups[group.key]
+            recent.pop()
 
     def _attach(self, occ: _Occurrence) -> bool:
         """Merge a continuation line's numbers into the occurrence it continues."""

@@ -129,10 +129,17 @@ def _asked_after(rest: str) -> bool:
     return rest.rstrip().endswith(("?", "？")) and _FIRST_PERSON.search(rest) is not None
 
 
+# "Please note that this error `X` indicates ...", "your error `X` means ...": in an issue's
+# thread, a reply that points at the error in front of it (this, that, your) reads the
+# thread's own failure, whatever it goes on to explain (not "the error `X` usually means").
+_THREADS_ERROR = re.compile(r"\b(?:this|that|your|the same) (?:error|exception)(?: message)?"
+                            r"\s*[:,]?\s*$", re.IGNORECASE)
+
+
 def is_mention(candidate: Candidate, text: str, match: re.Match[str],
-               change: bool = False) -> bool:
+               change: bool = False, issue: bool = False) -> bool:
     """Is the message matched in ``text`` quoted as an example rather than reported?
-    (``change``: the text is a pull request or a patch.)"""
+    (``change``: the text is a pull request or a patch; ``issue``: an issue's thread.)"""
     quoted = next((span for span in _CODE_SPAN.finditer(text)
                    if span.start() <= match.start() and match.end() <= span.end()), None)
     if quoted is not None and _opens_paste(candidate, text, quoted):
@@ -143,8 +150,9 @@ def is_mention(candidate: Candidate, text: str, match: re.Match[str],
         before = text[:quoted.start()] or _sentence_above(candidate, text)
         heading_told = bool(_HEADING_OPEN.fullmatch(text[:quoted.start()])
                             and _WHEN_AFTER.match(rest))
-        if not (heading_told or _reported(before, change) or _run_printed(before, quoted, text)
-                ) and (
+        thread_error = issue and bool(_THREADS_ERROR.search(text[:quoted.start()]))
+        if not (heading_told or thread_error or _reported(before, change)
+                or _run_printed(before, quoted, text)) and (
                 (_WORDS_AFTER.search(rest) and not _OWN_REPORT.match(rest)
                  and not _asked_after(rest))
                 or _CODE_VERB.search(before)):

@@ -411,7 +411,10 @@ KEYS: tuple[Key, ...] = (
         # instance of 'std::bad_alloc'")
         rb"|stance of 'std::bad_alloc'(?<=instance of 'std::bad_alloc')"
         # (and NCCL's shared-memory helper named by a writer or a backtrace: "ncclShmOpen")
-        rb"|cclShmOpen)",
+        rb"|cclShmOpen"
+        # (and PaddlePaddle Fluid's check of a GPU request against the free memory: "enforce
+        # allocating <= available failed, N > M")
+        rb"|g <= available(?<=allocating <= available))",
         (b"nvidia-smi", b"nvidia-ml", b"no kernel image", b"nvidia.ko: ", b"nvidia driver",
          b"nvidia Driver", *(b"nvidia " + kernel + b"ernel " + module + b"odule"
                              for kernel in (b"k", b"K") for module in (b"m", b"M")),
@@ -421,7 +424,8 @@ KEYS: tuple[Key, ...] = (
          b"misaligned address", b"launch timed out", b"an illegal instruction",
          b"invalid device function", b"is older than ", b"no NVIDIA GPU device is present",
          b"/dev/nvidia", b"hermal shutdown.", b"hermal shutdown!", b"hermal shut down.",
-         b"hermal shut down!", b"nstance of 'std::bad_alloc'", b"ncclShmOpen")),
+         b"hermal shut down!", b"nstance of 'std::bad_alloc'", b"ncclShmOpen",
+         b"allocating <= available")),
 )
 PREFILTER: tuple[re.Pattern[bytes], ...] = tuple(re.compile(key.pattern) for key in KEYS)
 

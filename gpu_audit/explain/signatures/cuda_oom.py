@@ -10,7 +10,8 @@ PyTorch's cache (the CUDA context, library workspaces, NCCL buffers) fail with a
 without numbers. TensorFlow's (``ResourceExhaustedError: OOM when allocating tensor ... by
 allocator GPU_0_bfc``) and JAX/XLA's (``RESOURCE_EXHAUSTED: Out of memory while trying to
 allocate N bytes``) out-of-memory on the same GPUs are read too, with their size and GPU, and
-so are MXNet's, PaddlePaddle's, ONNX Runtime's, CuPy's and Theano's allocators' own messages.
+so are MXNet's, PaddlePaddle's, ONNX Runtime's, CuPy's, Theano's and faiss's allocators' own
+messages.
 
 Why it matters: the step that failed is lost, and the run stops unless the program catches
 it; the same job rerun unchanged fails at the same point.
@@ -57,6 +58,9 @@ from gpu_audit.model import Severity
 from gpu_audit.units import SIZE, fmt_pct, size_or_none
 
 CLASS = document_class("cuda-oom", __doc__)
+# An exception's type printed alone on its line, with no message: the message of its class
+# read a few lines below it names the failure instead (an internal number, never shown).
+BARE = "_bare"
 
 
 # PyTorch's message translated (a machine translation pasted into a title or a post, in
@@ -119,6 +123,9 @@ _TOLD_OOM_DONE = (
     r"the (?:training|model|job|run|script|program|process)|(?:the )?(?:node|rank|worker)[ -]?"
     r"\d{1,5})(?: (?:always|still|then|just|also|"
     r"now))? (?:(?:throws|threw|gives|gave|raises|raised|hits|runs into|ran into) (?:an? |the )?|"
+    # ("it reported an error that the cuda out of memory")
+    r"(?:reports|reported|shows|showed|says|said) (?:an? |the )?(?:error|exception)"
+    r"(?: (?:that|saying|of|like))?:? (?:the )?|"
     r"(?:fail(?:ed|s)?|crash(?:ed|es)?|died|aborted)(?: after [^\n.;?,]{1,30}?)? (?:due to|"
     r"because of|with|from|on) (?:an? |the )?(?:(?:genuine|real|plain|actual) )?)"
     r"(?:CUDA|GPU) (?:OOM|OutOfMemoryError|out of memory)\b)|"
@@ -141,12 +148,26 @@ _TOLD_OOM_DONE = (
     r"(?i:(?<!\bесли )(?<!\bкогда )\b(?P<told____>пишет|пишут|выда[её]т|выдает|выдаю|"
     r"получаю|получил[аи]?|пада[ею]т с|вылета[ею]т с)(?: что| ошибку)?:? "
     r"(?:(?:CUDA|GPU) out off? memory\b|"
-    r"out off? memory (?:в|на) (?:GPU|CUDA|видеокарт\w*)(?![^\W\d_])))")
+    r"out off? memory (?:в|на) (?:GPU|CUDA|видеокарт\w*)(?![^\W\d_])))|"
+    # ... or, in Chinese, that it is still out of memory after what the writer changed
+    # ("调整了参数，还是cuda out of memory", "改小了batch仍然报CUDA out of memory"; not in a
+    # condition, "如果还是...")
+    r"(?<!如果)(?<!假如)(?<!要是)(?<!若)(?P<told_____>还是|仍然|依然|依旧|一直|总是|老是)(?:会|在)?(?:报错?|出现|提示|显示)?[:：]?\s?"
+    r"(?i:cuda|gpu) ?out of memory\b|"
+    # ... or a reply telling the writer that they ran out of it, the GPU named on the line
+    # ("The main problem seems that you are out of memory ... your card has 4Gb of VRAM"; not
+    # "if you are out of memory")
+    rf"(?i:^(?=[^\n]*?{_GPU_WORD})"
+    r"(?![^\n]*?\b(?:(?<!GPU )RAM|CPU|host memory|swap|oom[- ]?kill\w*)\b)"
+    r"[^\n]*?\b(?:seems?|looks? like|appears?|(?:problem|issue) is)(?: to be)?(?: that)? "
+    r"(?P<told______>you)(?:'re| are)(?: simply| just)? (?:running |run )?out of "
+    r"(?:GPU |CUDA |video )?(?:memory|VRAM)\b)")
 
 
 def _oom(match: re.Match[str], line: str) -> dict[str, Any]:
     if any(match.groupdict().get(key)
-           for key in ("told", "told_", "told__", "told___", "told____")):
+           for key in ("told", "told_", "told__", "told___", "told____", "told_____",
+                       "told______")):
         # prose: its sizes are the card's, not the message's
         return {}
     if match.groupdict().get("translated"):
@@ -221,10 +242,11 @@ def _stated(numbers: dict[str, Any], key: str, text: str) -> str:
            # ... or as a program's error report names it after what it was doing, the
            # traceback below ("loading the model: OutOfMemoryError")
            rf"{LINE_HEAD}[A-Za-z][A-Za-z ]{{2,80}}: OutOfMemoryError\s*$|"
-           # PyTorch's head retyped in capitals ("the log says CUDA OUT OF MEMORY"), on a line
-           # that does not ask how to fix or avoid it
+           # PyTorch's head retyped in capitals ("the log says CUDA OUT OF MEMORY"), also as a
+           # constant's name ("CUDA_OUT_OF_MEMORY"), on a line that does not ask how to fix or
+           # avoid it
            r"^(?![^\n]*\b(?i:how|why|fix\w*|solv\w*|avoid\w*|prevent\w*|if|whether|you|your)\b)"
-           r"[^\n]*?(?<![A-Za-z_])(?P<retyped___>CUDA) OUT OF MEMORY\b|"
+           r"[^\n]*?(?<![A-Za-z_])(?P<retyped___>CUDA)(?: OUT OF |_OUT_OF_)MEMORY\b|"
            rf"(?P<translated>{_TRANSLATED_OOM})|" + _TOLD_OOM + "|" + _TOLD_OOM_DONE + "|"
            # (retyped or lower-cased by a logger: "runtimeerror: cuda out of memory.")
            + TORCH_OOM_RETYPED_PATTERN,
@@ -770,6 +792,13 @@ _FRAMEWORK_OOM = (
     # (PaddlePaddle 1.x's check of a CUDA call, the runtime's words after its exception type:
     # "PaddleCheckError: out of memory at [.../device_context.cc:219]")
     r"|\bPaddleCheckError: out of memory at \[(?P<paddle___>)"
+    # (PaddlePaddle Fluid's check of a request against the GPU's free memory, bytes against
+    # bytes: "enforce allocating <= available failed, 10737418240 > 2147483648"; since 1.5
+    # "Expected allocating <= available, but received allocating:N > available:M.")
+    r"|\benforce allocating <= available failed, (?P<bytes_________>\d{1,20}) > "
+    r"(?P<avail>\d{1,20})(?P<paddle____>)"
+    r"|\bExpected allocating <= available, but received allocating:(?P<bytes__________>\d{1,20})"
+    r" > available:(?P<avail_>\d{1,20})(?P<paddle_____>)"
     r"|\bBFCArena::AllocateRawInternal\b(?P<onnxruntime>)"
     r"(?:[^\n]{0,200}?requested buffer of size (?P<bytes>\d+))?"
     r"|\bFailed to allocate memory for requested buffer of size (?P<bytes_>\d+)(?P<onnxruntime_>)"
@@ -814,6 +843,16 @@ _FRAMEWORK_OOM = (
     rf"|(?:{LINE_HEAD}|\bencountered: ?|\bwhat\(\): +|Error: )CUDA allocation failed\.?\s*$"
     r"(?P<dali_>)"
     r"|\bNVJPEG_STATUS_ALLOCATOR_FAILURE\b(?P<nvjpeg>)"
+    # faiss's GPU resources, with the size in bytes, in each version's words: "failed to
+    # cudaMalloc N bytes (error 2 out of memory)", "Failed to cudaMalloc N bytes on device 1
+    # (error 2 out of memory" (its outstanding allocations listed below), the oldest "details:
+    # Failed to cudaMalloc N bytes" without a status (not another status: "(error 700 ...)"),
+    # and its allocator's request: "StandardGpuResources: alloc fail type TemporaryMemoryBuffer
+    # dev 0 space Device stream 0x1f00 size N bytes (cudaMalloc error out of memory [2])"
+    r"|\b[Ff]ailed to cudaMalloc(?:Managed)? (?P<bytes_______>\d{1,20}) bytes"
+    r"(?: on device (?P<gpu______>\d{1,3}))?(?! ?\(error (?!2\b)\d)(?P<faiss>)"
+    r"|(?:\bsize (?P<bytes________>\d{1,20}) bytes )?\(cudaMalloc(?:Managed)? error out of "
+    r"memory \[2\]\)(?P<faiss_>)"
     # Theano's CNMeM pool, at start ("cnmemInit call failed! Reason=CNMEM_STATUS_OUT_OF_MEMORY")
     # or on an allocation ("Error allocating 25165824 bytes of device memory
     # (CNMEM_STATUS_OUT_OF_MEMORY)"), and Theano's own allocator's words ("... of device memory
@@ -828,7 +867,7 @@ _FRAMEWORK_OOM = (
 _FRAMEWORK_NAMES = {"mxnet": "MXNet", "paddle": "PaddlePaddle", "onnxruntime": "ONNX Runtime",
                     "catboost": "CatBoost", "theano": "Theano", "hashcat": "hashcat",
                     "opencl": "OpenCL", "cufft": "cuFFT", "dali": "DALI", "nvjpeg": "nvJPEG",
-                    "relion": "RELION", "dag": "the miner"}
+                    "relion": "RELION", "dag": "the miner", "faiss": "faiss"}
 _PADDLE_FIELDS = (("free_bytes", re.compile(rf"available memory is only ({_PADDLE_SIZE})")),
                   ("allocated_bytes", re.compile(rf"({_PADDLE_SIZE}) memory has been allocated")))
 
@@ -864,6 +903,8 @@ def _framework_oom(match: re.Match[str], line: str) -> dict[str, Any]:
         found["gpu_index"] = int(groups["gpu"])
     if "bytes" in groups:
         found["requested_bytes"] = int(groups["bytes"])
+        if "avail" in groups:
+            found["free_bytes"] = int(groups["avail"])
     elif "size" in groups:
         found["requested_bytes"] = _binary_size(groups["size"])
     if found["framework"] == "paddle":
@@ -962,6 +1003,11 @@ _FRAMEWORK_REMEDIES = {
     "nvjpeg": "nvJPEG's decoder grows its buffers with the largest image it decodes: lower the "
               "batch size and the number of decoding threads, reserve room up front (DALI's "
               "device_memory_padding), or downscale the oversized images in the data set.",
+    "faiss": "faiss's GPU resources keep a temporary buffer beside the index (up to 1.5 GiB "
+             "by default): shrink it (res.setTempMemory(256 * 1024 * 1024)), add and search in "
+             "smaller batches, store the index in float16 (useFloat16 in its config), shard it "
+             "over several GPUs (index_cpu_to_all_gpus(..., co) with co.shard = True), and free "
+             "PyTorch's cache first (torch.cuda.empty_cache()) when both share the GPU.",
     "opencl": "The OpenCL device could not hold a buffer the program created: lower the "
               "program's batch, work size or intensity, and close other programs using the GPU.",
     "onnxruntime": "Cap ONNX Runtime's arena on the CUDA execution provider (gpu_mem_limit) and "
@@ -978,9 +1024,11 @@ _FRAMEWORK_REMEDIES = {
             "CNMEM_STATUS_OUT_OF_MEMORY", "allocatable device memory",
             "allocatable device-memory",
             "CL_MEM_OBJECT_ALLOCATION_FAILURE", "Can't allocate", "CUDA allocation failed",
-            "NVJPEG_STATUS_ALLOCATOR_FAILURE", "DAG", "dag"),
+            "NVJPEG_STATUS_ALLOCATOR_FAILURE", "DAG", "dag", "to cudaMalloc",
+            "cudaMalloc error out of memory", "cudaMallocManaged error out of memory",
+            "allocating <= available"),
            "GPU out of memory (MXNet, PaddlePaddle, ONNX Runtime, CatBoost, Theano, hashcat, "
-           "OpenCL, cuFFT, DALI, nvJPEG, RELION or a miner's DAG)",
+           "OpenCL, cuFFT, DALI, nvJPEG, RELION, faiss or a miner's DAG)",
            extract=_framework_oom,
            group="cuda-oom-framework",
            example="Out of memory error on GPU 0. Cannot allocate 1.500000GB memory on GPU 0, "
@@ -1056,6 +1104,8 @@ def _tensorflow_oom(match: re.Match[str], line: str) -> dict[str, Any]:
     allocator states ("rounded to N")."""
     found = named(match, line)
     found.pop("shape", None), found.pop("dtype", None)
+    if found.pop("bare", None) is not None:
+        found[BARE] = True
     # (XLA keeps its own copy of the allocator: JAX's log names its source under xla/)
     found["framework"] = "jax" if "xla/" in line else "tensorflow"
     if "gpu" in found:
@@ -1102,8 +1152,10 @@ _TF_SHAPE = (r"(?: (?:with|of) shape ?\[(?P<shape>[\d, ]{0,200})\])?"
            rf"\bRan out of memory trying to allocate (?P<size_>{SIZE}|[\d.]+[KMGT]iB)\.? +"
            r"See logs for memory state|ResourceExhaustedError: failed to allocate memory|"
            # a notebook's traceback header, or a heading: only the exception's class is left
+           # (the type alone on its line is also PaddlePaddle's head over its own message:
+           # BARE marks it, see classify.py)
            r"\bResourceExhaustedError(?= *Traceback)|" + LINE_HEAD + r"[#>*\s]*(?:[\w.]+\.)?"
-           r"ResourceExhaustedError"
+           r"ResourceExhaustedError(?P<bare>)"
            r"[:\s]*$|"
            # (a copy to the GPU whose destination the allocator could not create)
            r"\bDst tensor is not initialized",
