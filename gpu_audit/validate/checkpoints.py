@@ -93,9 +93,10 @@ def host_copy(state: Any) -> Any:
 
     Tensors are copied into host memory (a tensor named twice is copied once and stays one, as
     torch.save would keep it), dicts, lists and tuples are rebuilt around their copied values
-    (a dict's attributes too: ``state_dict()`` keeps its version metadata there), numbers and
-    strings are kept, numpy arrays copied. Any other object raises :class:`_NotCopyable`: it
-    might hold device memory that a deep copy would double.
+    (a dict's attributes too: ``state_dict()`` keeps its version metadata there), numbers,
+    strings and torch's dtypes, devices and sizes are kept, numpy arrays copied. Any other
+    object raises :class:`_NotCopyable`: it might hold device memory that a deep copy would
+    double.
     """
     torch = sys.modules.get("torch")
     memo: dict[int, Any] = {}
@@ -106,6 +107,8 @@ def host_copy(state: Any) -> Any:
         if id(value) in memo:
             return memo[id(value)]
         kind = type(value)
+        if torch is not None and isinstance(value, (torch.dtype, torch.device, torch.Size)):
+            return value  # immutable
         if torch is not None and isinstance(value, torch.Tensor):
             out = value.detach().to("cpu", copy=True)
         elif kind.__module__ == "numpy":

@@ -47,6 +47,11 @@ def test_a_tensor_named_twice_stays_one_and_a_state_dict_keeps_its_metadata(torc
     assert torch.equal(other.weight, model.weight)
 
 
+def test_torch_s_immutable_descriptions_are_kept(torch: Any) -> None:
+    state = {"dtype": torch.float16, "device": torch.device("cpu"), "shape": torch.Size([2, 3])}
+    assert host_copy(state) == state
+
+
 def test_tuples_and_numpy_arrays_are_copied() -> None:
     numpy = pytest.importorskip("numpy")
     array = numpy.arange(4)
