@@ -462,6 +462,14 @@ _STILL_FAILS = re.compile(r"(?:仍然|还是|依然|一直|总是|老是)报错|
                           r"timing out|hangs?)\b", re.IGNORECASE)
 _QUESTION_TITLE = re.compile(r"^\s*(?:(?:how (?:to|do|can)|what is|why)\b|如何|怎么|怎样|为什么)",
                              re.IGNORECASE)
+# A title that asks ahead whether a run would fail ("Does training 13B on one A100 run out of
+# memory?", "Can I run the 70B model on 24 GB without OOM?"): with no run of the writer's in the
+# text, no failure happened. (Not "Does anyone else get OOM ...?", "Is it normal that ...?":
+# reports phrased as questions; nor "Can't ...".)
+_AHEAD_TITLE = re.compile(
+    r"^\s*(?:does|do|will|would|can|could|should)(?!['’]|n['’]?t\b)\b"
+    r"(?![^?\n]*\b(?:anyone|anybody|someone|else|others|everyone|normal|expected|a bug)\b)"
+    r"[^?\n]*\?\s*$", re.IGNORECASE)
 # A title that asks what a term is, in Korean, Japanese or Chinese, after the term ("OOM-killer
 # 란?", "OOM Killerとは", "device-side assert是什么"): an explainer's subject, not a report.
 _DEFINITION_TITLE = re.compile(r"[A-Za-z0-9)]\s?(?:이?란\s*[?？]|とは|是什么|是什麼|是啥)")
@@ -662,7 +670,8 @@ def title_failure(head: Head, logged: bool = False, gpu_oom: str | None = None) 
     if (not title or head.pull_request or head.change_thread or head.about_message
             or _QUESTION_TITLE.match(title) or _DEFINITION_TITLE.search(title)
             or _REQUEST_TITLE.match(title)
-            or _LOG_LINE.search(title) or _faq_answered(head, title, logged)):
+            or _LOG_LINE.search(title) or _faq_answered(head, title, logged)
+            or (_AHEAD_TITLE.match(title) and not (logged or head.own_run or head.fenced))):
         return None
     if not (head.own_run or head.fenced or logged or _SOURCE_POSITION.search(title)
             or _QUOTED_WHEN.match(title) or _STILL_FAILS.search(title)

@@ -91,7 +91,9 @@ class Key:
 KEYS: tuple[Key, ...] = (
     # RuntimeError, CUDA error, NCCL error, ...Error: ("errors" is prose)
     Key(rb"rror(?!s)", (b"rror",), then_not=b"s"),
-    Key(rb"emory", (b"emory",)),  # out of memory, Out Of Memory, MemoryError, illegal memory access
+    # out of memory, Out Of Memory, MemoryError, illegal memory access (and the Spanish and
+    # Portuguese words a writer tells a GPU's memory running out in: "memoria", "memória")
+    Key(rb"emo(?:ry|ria)", (b"emory", b"emoria")),
     # a launcher's exit status for a process killed with SIGKILL (137, -9)
     # (also when a terminal or logger wrapped the line before the number)
     # (and Moab's "job 4242 exceeded MEM usage hard limit", in this pass: one pass fewer)
@@ -333,6 +335,8 @@ KEYS: tuple[Key, ...] = (
         # (and the host's RAM named: a notebook's "Your session crashed after using all
         # available RAM", a writer's "the RAM is full and the process is killed"; not VRAM)
         rb"|(?<![A-Za-z]R)AM\b"
+        # (and the GPU's memory as a writer names it: "runs out of VRAM")
+        rb"|(?<=VR)AM\b"
         # (and an RDMA library's "MR registration failed: Bad address")
         rb"|(?<=MR) registration"
         # (and nvidia-smi's "ERR!" in a table's field NVML could not read)
@@ -356,12 +360,20 @@ KEYS: tuple[Key, ...] = (
     # title, or the line a person kept of it)
     # (and the kubelet's event for a kill on its node: "System OOM encountered, victim ...")
     # (and the host's memory named before OOM: "a CPU OOM", "the host OOM came back")
-    Key(rb"O(?:(?:OM|om)[- _]?(?:kill|Kill|KILL)|OM when allocating|OM encountered"
+    # (and an out-of-memory told in capitals as a word of its own: "getting OOM on an A100",
+    # "OOMs at step 500"; the signatures tell the GPU's from the host's)
+    Key(rb"O(?:(?:OM|om)[- _]?(?:kill|Kill|KILL)|OM when allocating|OM encountered|OMs?\b"
         rb"|(?:(?<=CPU O)|(?<=host O)|(?<=Host O)|(?<=system O)|(?<=System O))OM)",
         (*(first + sep + kill for first in (b"OOM", b"Oom") for sep in (b"", b" ", b"-", b"_")
            for kill in (b"kill", b"Kill", b"KILL")), b"OOM when allocating",
          b"OOM encountered", b"CPU OOM", b"host OOM", b"Host OOM", b"system OOM",
-         b"System OOM")),
+         b"System OOM", b"OOM")),
+    # a GPU's memory told running out in Chinese, Japanese, Korean, Russian, German and French
+    # ("显存不足", "GPUメモリが不足", "GPU 메모리가 부족", "не хватает видеопамяти",
+    # "Grafikspeicher läuft voll", "mémoire GPU saturée"): one literal each
+    *(Key(word, (word,)) for word in ("显存".encode(), "メモリ".encode(), "메모리".encode(),
+                                       "памят".encode(), b"peicher", "émoire".encode(),
+                                       "mória".encode())),
     # the numbers of the cudaMallocAsync backend's OOM message, one per line
     # ("Requested" and "(according to CUDA)": in the R and C passes)
     # (and TensorFlow's "kernel version 470.57.2 does not match DSO version 510.47.3", in this

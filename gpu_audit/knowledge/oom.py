@@ -119,6 +119,9 @@ DEVICE_OOM_PATTERN = (r"(?:CUDA|HIP|cuda runtime|cuda) error(?: \(\d+\))?\s*:\s*
                       r"|\b(?:CUDA|Cuda) error in func '?\w{1,80}(?:::\w{1,80}){0,8}'? at line "
                       r"\d+ ?:? out of memory"
                       r"|implicit initialization on GPU:\d+ failed\. Status: out of memory"
+                      # (OpenCV's CUDA modules: "error: (-217:Gpu API call) out of memory in
+                      # function 'allocate'")
+                      r"|\(-217:Gpu API call\) out of memory"
                       r"|\bFailed to CUDA calloc(?: async)? \d+ bytes"
                       # (jaxlib's GPU kernels: "operation gpuGetLastError() failed: out of memory")
                       r"|\boperation gpu\w{1,40}\([^)\n]{0,80}\) failed: out of memory"

@@ -62,6 +62,8 @@ ORDER = (
     "cuda-oom/smi-processes",
     # (before cuDNN's status: a line that names it and says it was an out-of-memory)
     "cuda-oom/told-cause",
+    # (a GPU's memory told running out in words: after every printed message of it)
+    "cuda-oom/memory-told",
     "nvml-unavailable/init-failed",
     "nvml-unavailable/library-version",
     # (the module that would not load, before nvidia-smi's complaint that follows from it)

@@ -1368,3 +1368,95 @@ def masked_oom_explanation(status: str, library: str = "cuDNN") -> str:
             f"workspace outside the framework's cache, so a full GPU surfaces as a {library} "
             "failure instead of the framework's out-of-memory message.")
 
+
+
+
+# A GPU's memory told running out in the writer's own words, in the languages people report in,
+# where no message of the program's was kept: "my 3060 runs out of VRAM at 1024x1024", "the GPU
+# memory fills up after a few epochs", "getting OOM on an A100 with batch 1", "训练一半就爆显存了",
+# "не хватает видеопамяти", "la mémoire GPU est saturée". Told as a fact only: not in a condition,
+# a question, advice to the reader or a guide's sentence ("if the GPU runs out of memory",
+# "when your VRAM is full", "to avoid OOM", "当显存不足时"), which the words before it say; "when
+# I ..." is the writer's own run. Not the host's memory (RAM, swap, the OOM killer).
+_TOLD_GUARD = (
+    r"\b(?:if|whether|unless|whenever|in case|avoid\w*|prevent\w*|how|why|might|may|could|"
+    r"would|will|can|should|does|without|you|your|you're|tips?|guide|FAQ|reduce|reducing|"
+    r"wenn|falls|vermeiden|wie|si|quand|éviter|comment|cuando|quando|evitar|cómo|como|para|"
+    r"если|чтобы|как|fix(?:ed|es)|bug where|before|possible|such as|e\.g|errors? like)\b|"
+    r"\bwhen(?! (?:I|we|i)\b)|"
+    r"如果|假如|要是|若|当|避免|防止|怎么|如何|为什么|可以|推测|猜测|可能|是不是|是否|估计|怀疑|"
+    r"場合|なら|ように|경우|려면")
+# ... a telling that says the memory is the GPU's ...
+_GPU_MEMORY_GONE = (
+    r"\bout of (?:GPU|CUDA|video|graphics) memory\b|\bout of VRAM\b|"
+    r"\b(?:GPU|CUDA|video|graphics|VRAM)(?:'s)?(?: card)?(?: memory| RAM)?(?: usage)? "
+    r"(?:(?:fill|fills|filled) up|(?:gets|got|becomes|became|is|was|runs|ran)"
+    r"(?: completely| totally)? (?:full|exhausted|maxed out|out)\b|overflow(?:s|ed)?\b|"
+    r"max(?:es|ed) out|(?:is|was|isn't|wasn't|is not|was not) (?:enough|sufficient)\b|"
+    r"(?:is|was) insufficient\b)|"
+    r"\b(?:not enough|insufficient) (?:GPU|video|graphics) memory\b|"
+    r"\b(?:not enough|insufficient) VRAM\b|"
+    r"\b(?:memory|OOM) errors? on (?:the |my |a |an |our )?(?:GPU|CUDA|VRAM)\b|"
+    # German, French, Spanish, Portuguese
+    r"\b(?:Grafikspeicher|Videospeicher|GPU-Speicher|VRAM)\w* (?:läuft|lief|ist|war) "
+    r"(?:voll|über)|\b(?:nicht genug|zu wenig|nicht genügend) (?:Grafikspeicher|Videospeicher|"
+    r"GPU-Speicher|VRAM)|\b(?:läuft|lief) (?:der |mein |dann )?(?:Grafikspeicher|Videospeicher|"
+    r"GPU-Speicher|VRAM) (?:voll|über)|"
+    r"\b(?:Grafikspeicher|Videospeicher|GPU-Speicher|VRAM) reichte? nicht|"
+    r"\bmémoire (?:GPU|vidéo|graphique)(?: est| était| a été)? (?:saturée|pleine|insuffisante|"
+    r"épuisée)|\b(?:manque|plus) de (?:mémoire (?:GPU|vidéo|graphique)|VRAM)\b|"
+    r"\bsin (?:memoria (?:en|de) (?:la )?(?:GPU|gráfica|tarjeta gráfica)|VRAM)\b|"
+    r"\bfalta de (?:memoria (?:en|de) (?:la )?(?:GPU|gráfica)|memória (?:na|da) (?:GPU|placa)|"
+    r"VRAM)\b|\bsem memória (?:na|da) (?:GPU|placa)|"
+    r"\bmemoria (?:de (?:la )?)?(?:GPU|gráfica|VRAM) (?:insuficiente|llena|agotada)|"
+    r"\bmemória (?:da )?(?:GPU|placa de vídeo|VRAM) (?:insuficiente|cheia|esgotada)|"
+    # Russian, Chinese, Japanese, Korean
+    r"(?:не хватает|не хватило|нехватка|недостаточно|закончилась|кончилась|кончается) "
+    r"(?:видеопамяти|памяти (?:на |в |у )?(?:GPU|видеокарт\w*|гпу))|"
+    r"видеопамять (?:кончилась|закончилась|кончается|заканчивается|переполн\w*|забивается)|"
+    r"(?:显存(?:不足|不够|溢出|爆了?|炸了?|占满|满了|耗尽|用完|用尽|爆满)|爆显存|"
+    r"(?:GPU|gpu)(?:的)?内存(?:不足|不够|溢出|爆了?))"
+    r"(?![^\n，。,]{0,4}?(?:时|的时候|的话|会|吗|怎么办|呢|可以|可通过|需要))|"
+    r"(?:(?:GPU|VRAM|ビデオ|グラフィック)(?:の)?メモリー?(?:が|は)?(?:不足|足りな|足らな|溢れ|あふれ)|"
+    r"VRAM(?:が|は)?(?:不足|足りな))(?![^\n]{0,6}?(?:場合|なら|時|とき))|"
+    r"(?:GPU|그래픽|그래픽 ?카드|VRAM) ?메모리(?:가|는)? ?(?:부족|모자라|초과)"
+    r"(?![^\n]{0,3}?(?:경우|면|때))")
+# ... and one that leaves the memory unnamed, on a line that names the GPU: run out of it, not
+# enough of it, an OOM met ("OOM at step 500 on 4x V100").
+_MEMORY_GONE_GPU_NAMED = (
+    r"\b(?:runs?|running|ran|gone|going|went|goes) out of memory\b|"
+    r"\b(?:not enough|insufficient) memory\b|"
+    r"\b(?:get|gets|got|getting|hit|hits|hitting|see|seeing|saw|having|had|cause[sd]?|"
+    r"trigger(?:s|ed)?|throws?|threw|raise[sd]?)(?: an?| the| this| that| same| constant)?"
+    r" (?:CUDA |GPU )?OOMs?\b|"
+    r"^[\W_]{0,4}(?:CUDA |GPU )?OOMs?(?: errors?)? (?:on|at|with|after|during|in)\b")
+# The words that say the host's memory: a line naming them is not read as the GPU's.
+_HOST_MEMORY_WORDS = (r"\b(?:(?<!GPU )(?<!V)RAM|CPU|host memory|system memory|swap|"
+                      r"oom[- ]?kill\w*)\b")
+# A line that says the failure is over ("it works fine now") tells of an earlier one.
+# (Not "small sizes work fine": the run told of is another one.)
+_OVER_NOW = (r"\b(?:(?:works?|working|runs?|running)(?: fine| well| again)? now\b|no longer\b|"
+             r"(?:not|n't)\b[^\n]{0,30}?\bany ?more\b|(?:now )?(?:fixed|solved|resolved)"
+             r"(?: now)?[.!]?$)")
+# The guard runs over the words before the telling only (a tempered token: linear time), so
+# "runs out of VRAM when I generate" is read and "if it runs out of VRAM" is not.
+_BEFORE_TELLING = rf"(?:(?!{_TOLD_GUARD})[^\n])*?"
+# ... nor one its sentence asks ("Is it because of insufficient GPU memory?", "是我的显存不够吗？");
+# a plea for help after the telling asks nothing of it ("OOM at step 500, any suggestions?")
+_NOT_ASKED = (r"(?:(?![^\n.!。！]{0,60}?[?？])|(?=[^\n.!。！?？]{0,60}?\b(?:any|what|how)\b"
+              r"[^\n.!。！?？]{0,30}[?？]))")
+MEMORY_TOLD = (rf"(?i:^(?![^\n]*?{_HOST_MEMORY_WORDS})(?![^\n]*?{_OVER_NOW})"
+               rf"(?:{_BEFORE_TELLING}(?:{_GPU_MEMORY_GONE})|"
+               rf"(?=[^\n]*?{_GPU_WORD}){_BEFORE_TELLING}(?:{_MEMORY_GONE_GPU_NAMED})){_NOT_ASKED})")
+
+fixed("cuda-oom/memory-told", MEMORY_TOLD,
+      ("memory", "Memory", "MEMORY", "VRAM", "vram", "OOM", "显存", "内存", "メモリ", "메모리",
+       "памяти", "видеопамять", "speicher", "Speicher", "mémoire", "memoria", "memória"),
+      # (below any other failure the text shows or tells: a telling of a GPU's memory running
+      # out is the weakest evidence, often a remark on another run or another card)
+      "The GPU ran out of memory (told in the writer's words)", tier=3.5,
+      example="My RTX 3060 runs out of VRAM at 1024x1024 and the program crashes.",
+      explanation="The writer says the GPU's memory ran out; no message of the program's was "
+      "kept, so its sizes are unknown. The job (and what else holds the GPU) needed more memory "
+      "than the card has free.",
+      remedy=f"{SCAN_OTHERS}\nThen reduce memory use:\n{REDUCE_MEMORY}")
