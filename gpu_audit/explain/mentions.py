@@ -357,6 +357,9 @@ _EXPLAINER_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                          r"\bthis (?:post|article|tutorial|guide) (?:explains|covers|shows|"
                          r"addresses|describes|discusses|explores|walks)\b|"
                          r"\b(?:this|the first) (?:blog )?post (?:is )?about\b|"
+                         # (not a program's pointer to one: SageMaker's "Check troubleshooting
+                         # guide for common errors")
+                         r"(?<!\bcheck )(?<!\bsee )(?<!\bcheck the )(?<!\bsee the )"
                          r"\btroubleshooting guide\b|^(?:quick answer|tl;?dr)\b|一文|"
                          r"本文|这篇文章|這篇文章|本篇|本指南|本教程|"
                          r"この記事|本記事|이 글|이번 글|설명해 ?드릴게요|"
@@ -463,7 +466,10 @@ _EXPLAINER_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                           r"(?:surely |certainly )?)(?:seen|encountered|run into|hit|come across)"
                           r"\b|\bthe dreaded\b|\bmust be familiar with\b|"
                           r"\bif you(?:'ve| have)? ever (?:seen|encountered|trained|run)\b|"
-                          r"\b(?:a |one of the most )?common (?:error|problem|issue)s?\b|"
+                          # (not a program's pointer: "Check troubleshooting guide for common
+                          # errors")
+                          r"(?<!guide for )\b(?:a |one of the most )?common (?:error|problem|"
+                          r"issue)s?\b|"
                           # "A classic critical Xid error is the 'fell off the bus' report"
                           r"\ba classic (?:[\w-]+ ){0,2}(?:error|failure|xid|fault)\b|"
                           # a scenario told to the reader: "You launch a week-long job on ...",

@@ -122,6 +122,9 @@ DEVICE_OOM_PATTERN = (r"(?:CUDA|HIP|cuda runtime|cuda) error(?: \(\d+\))?\s*:\s*
                       # (OpenCV's CUDA modules: "error: (-217:Gpu API call) out of memory in
                       # function 'allocate'")
                       r"|\(-217:Gpu API call\) out of memory"
+                      # (ONNX Runtime's CUDA provider: "CUDA failure 2: out of memory ; GPU=0";
+                      # LightGBM's CUDA build: "[LightGBM] [Fatal] [CUDA] out of memory")
+                      r"|\bCUDA failure 2: out of memory|\[CUDA\] out of memory"
                       r"|\bFailed to CUDA calloc(?: async)? \d+ bytes"
                       # (jaxlib's GPU kernels: "operation gpuGetLastError() failed: out of memory")
                       r"|\boperation gpu\w{1,40}\([^)\n]{0,80}\) failed: out of memory"

@@ -352,6 +352,8 @@ SINGLE_LINES = [
      "alloc-conf", "alloc-conf/option-ignored-told"),
     ("At 1024x1024 the card runs out of VRAM halfway through and the program closes.",
      "cuda-oom", "cuda-oom/memory-told"),
+    ("distributed.nanny.memory - WARNING - Worker tcp://10.0.0.9:40001 (pid=311) exceeded 95% "
+     "memory budget. Restarting...", "host-oom", "host-oom/dask-nanny-restart"),
     ("INFO 03-01 10:05:12 worker.py:133] Sleep mode freed 0.00 GiB memory, 41.20 GiB memory is "
      "still in use.", "alloc-conf", "alloc-conf/sleep-freed-nothing"),
     ("export PYTORCH_NO_CUDA_MEMORY_CACHING=0", "alloc-conf", "alloc-conf/no-caching-zero"),

@@ -231,6 +231,7 @@ ORDER = (
     "host-oom/host-memory-told",
     "host-oom/container-exit-137",
     "host-oom/ray-oom-killer",
+    "host-oom/dask-nanny-restart",
     "host-oom/dataloader-crashed",
     "host-oom/dataloader-killed",
     "host-oom/shared-memory",

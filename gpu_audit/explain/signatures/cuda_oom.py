@@ -520,7 +520,13 @@ _SERVING_OOM = (
     r"on startup is less than desired GPU memory utilization(?P<startup>)"
     rf"(?: \((?P<util>[01](?:\.\d+)?), (?P<want>{_GIB}) GiB\))?"
     r"|\bNo available memory for the cache blocks(?P<vllm>)"
-    r"|\bNot enough memory\. Please try to increase --mem-fraction-static(?P<sglang>)")
+    r"|\bNot enough memory\. Please try to increase --mem-fraction-static(?P<sglang>)"
+    # (vLLM's check that one request of the model's length fits in the KV cache it could
+    # allocate: "The model's max seq len (32768) is larger than the maximum number of tokens that
+    # can be stored in KV cache (16384)", and its later "... KV cache is needed, which is larger
+    # than the available KV cache memory (2.5 GiB)")
+    r"|\bis larger than the maximum number of tokens that can be stored in KV cache(?P<vllm_>)"
+    r"|\bKV cache is needed, which is larger than the available KV cache memory(?P<vllm__>)")
 
 
 def _serving_oom(match: re.Match[str], _line: str) -> dict[str, Any]:
@@ -534,12 +540,14 @@ def _serving_oom(match: re.Match[str], _line: str) -> dict[str, Any]:
         found["memory_utilization"] = float(groups["util"])
     if groups["startup"] is not None:
         found["check"] = "startup"
+    if groups["vllm_"] is not None or groups["vllm__"] is not None:
+        found["check"] = "max-model-len"
     return found
 
 
 @signature("cuda-oom/serving-engine", _SERVING_OOM,
            ("Free memory on device", "No available memory for the cache blocks",
-            "--mem-fraction-static"),
+            "--mem-fraction-static", "stored in KV cache", "available KV cache memory"),
            "GPU memory short for an LLM serving engine", extract=_serving_oom,
            group="cuda-oom-serving",
            example="ValueError: No available memory for the cache blocks. Try increasing "
@@ -556,6 +564,17 @@ def _serving(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Adv
                   "share of the GPU.")
         return advice(sig, numbers, explanation, remedy, diagnosis="other-processes",
                       title="GPU out of memory (vLLM): the GPU was not free at start")
+    if numbers.get("check") == "max-model-len":
+        explanation = (
+            "vLLM loaded the model and sized the KV cache from what was left of its share of the "
+            "GPU (gpu_memory_utilization): it cannot hold one request of the model's full length "
+            "(max_model_len), so the engine refuses to start.")
+        remedy = (f"{SCAN_OTHERS}\nThen lower --max-model-len to what the KV cache holds, raise "
+                  "--gpu-memory-utilization (e.g. 0.95) if nothing else uses the GPU, shard the "
+                  "model over more GPUs (--tensor-parallel-size), or use a quantised model or KV "
+                  "cache (--kv-cache-dtype fp8).")
+        return advice(sig, numbers, explanation, remedy, diagnosis="too-large",
+                      title="GPU out of memory (vLLM): the KV cache cannot hold one full request")
     if numbers.get("engine") == "sglang":
         name, share, knobs = ("SGLang", "--mem-fraction-static",
                               "--max-running-requests, --chunked-prefill-size")
@@ -1384,6 +1403,9 @@ _TOLD_GUARD = (
     r"wenn|falls|vermeiden|wie|si|quand|éviter|comment|cuando|quando|evitar|cómo|como|para|"
     r"если|чтобы|как|fix(?:ed|es)|bug where|before|possible|such as|e\.g|errors? like)\b|"
     r"\bwhen(?! (?:I|we|i)\b)|"
+    # (a negation just before it: "we did not get OOM", "never runs out of VRAM")
+    r"\b(?:not|never|didn't|don't|doesn't|wasn't|isn't|won't|no)\b"
+    r"(?=[^\n.,;]{0,30}?(?:OOM|out of|memory|VRAM))|"
     r"如果|假如|要是|若|当|避免|防止|怎么|如何|为什么|可以|推测|猜测|可能|是不是|是否|估计|怀疑|"
     r"場合|なら|ように|경우|려면")
 # ... a telling that says the memory is the GPU's ...
@@ -1436,6 +1458,10 @@ _HOST_MEMORY_WORDS = (r"\b(?:(?<!GPU )(?<!V)RAM|CPU|host memory|system memory|sw
 # A line that says the failure is over ("it works fine now") tells of an earlier one.
 # (Not "small sizes work fine": the run told of is another one.)
 _OVER_NOW = (r"\b(?:(?:works?|working|runs?|running)(?: fine| well| again)? now\b|no longer\b|"
+             # (or that the run goes on, or that a full memory is the program's way: "training
+             # continues fine", "JAX preallocates ... this is expected")
+             r"continu\w* (?:fine|normally|to train|training)|keeps? (?:running|training)\b|"
+             r"still (?:runs|trains|works)\b|expected\b|preallocat\w*|"
              r"(?:not|n't)\b[^\n]{0,30}?\bany ?more\b|(?:now )?(?:fixed|solved|resolved)"
              r"(?: now)?[.!]?$)")
 # The guard runs over the words before the telling only (a tempered token: linear time), so

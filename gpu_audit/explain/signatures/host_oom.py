@@ -377,6 +377,22 @@ fixed("host-oom/ray-oom-killer",
       remedy="Give the task more memory (num_cpus/memory in its resources, fewer tasks per node), "
       "or use less host memory: " + _HOST_MEMORY)
 
+# Dask's nanny restarting (killing) a worker that passed its memory limit's terminate share:
+# "Worker exceeded 95% memory budget. Restarting", "Worker tcp://10.0.0.5:40001 (pid=4242)
+# exceeded 95% memory budget. Restarting..."
+fixed("host-oom/dask-nanny-restart",
+      r"\bWorker (?:[\w:/.-]{1,80} )?(?:\(pid=\d{1,10}\) )?exceeded (?P<share>\d{1,3})% memory "
+      r"budget\. Restarting",
+      ("memory budget. Restarting",),
+      "Dask's nanny killed a worker over its memory limit", tier=1.5,
+      example="distributed.nanny.memory - WARNING - Worker tcp://10.0.0.5:40001 (pid=4242) "
+      "exceeded 95% memory budget. Restarting...",
+      explanation="The worker's host memory passed the share of its memory limit at which Dask's "
+      "nanny terminates it (distributed.worker.memory.terminate, 95% by default): the nanny "
+      "killed and restarted it, losing the tasks it held. Host RAM, not GPU memory.",
+      remedy="Give each worker more memory (--memory-limit, fewer workers per node), use smaller "
+      "partitions, or use less host memory: " + _HOST_MEMORY)
+
 fixed("host-oom/kubernetes-evicted",
       # (and the kubelet's words when it evicts or turns away pods for the node's memory
       # pressure: "The node had condition: [MemoryPressure].")
@@ -934,7 +950,8 @@ _TOLD_KILLED = (
            r"exitcode\s*: -9 \(pid: (?P<pid__>\d+)\)|"
            r"(?:exit(?:ed)?(?: with)?(?: a)? (?:status|code)(?: code)?|returned non-zero exit "
            r"status|return ?code|"
-           r"exit_code|error code|"
+           # (SageMaker's "ExitCode 137" of the user's script)
+           r"exit_code|error code|ExitCode|"
            # (YARN's "Container killed on request. Exit code is 137")
            r"[Ee]xit code is)[\s:=]*(?:137|-9)(?!\d|\.\d)|"
            r"died with (?:<Signals\.)?SIGKILL|"
