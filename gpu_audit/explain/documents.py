@@ -211,7 +211,11 @@ _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         # NVML internal assert fires instead of an OOM")
         ("nvml-assert-oom/caching-allocator", r"\bCUDACachingAllocator\b[^\n]{0,80}?\bNVML\b"
                                               r"[^\n]{0,30}?\bassert|\bNVML\b[^\n]{0,30}?\bassert"
-                                              r"[^\n]{0,80}?\bCUDACachingAllocator\b"),
+                                              r"[^\n]{0,80}?\bCUDACachingAllocator\b|"
+                                              # (the assert's own words, cut before its file:
+                                              # "NVML_SUCCESS == r INTERNAL ASSERT FAILED")
+                                              r"\bNVML_SUCCESS == \S{1,60} INTERNAL ASSERT "
+                                              r"FAILED\b"),
         ("gpu-hardware/fallen-off-bus", r"\b(?:fall(?:s|en|ing)?|fell) off (?:of )?the bus\b|"
                                         r"\bGPU is lost\b|\blost from the bus\b|\bXid\W{0,3}79\b|"
                                         # a node or a server that lost a GPU ("has lost a GPU",

@@ -213,7 +213,12 @@ KEYS: tuple[Key, ...] = (
          b"Can't allocate ", b"StartConnect: ", b"PollConnect: ", b"SocketConnect: ")),
     # (and TensorFlow 1's node under its OOM: '[[Node: ... _device=".../device:GPU:0"]')
     # (and a GPU lost, told: "we lost 1 GPU", "one GPU is loss after reboot", "Lost GPU")
-    Key(rb"G(?:PU(?: is lost| lost from the bus| has fallen| \d+ has a total|\d+ [^\n]{0,80}?"
+    # (and nvidia-smi's "GPU requires reset" for a GPU only a reset brings back)
+    # (and PaddlePaddle's "The GPU architecture in your current machine is Ampere, which is
+    # not compatible with Paddle installation with arch: ...")
+    Key(rb"G(?:PU(?: is lost| lost from the bus| has fallen| requires reset| \d+ has a total|"
+        rb" architecture in your current machine|"
+        rb"\d+ [^\n]{0,80}?"
         rb"which is of cuda capability|:\d+\"\]| is loss)|ET was unable"
         rb"|(?<=[Ll]ost G)PU|(?<=[Ll]ost [a\d] G)PU|(?<=[Ll]ost one G)PU|(?<=losing the G)PU"
         # (and a card found at fault, told: "swapped the GPU", "a faulty GPU")
@@ -238,7 +243,9 @@ KEYS: tuple[Key, ...] = (
         # disconnection")
         rb"|PUs? (?:(?:was|were|got|has|had|have|just|suddenly|randomly|keeps?|kept) ){0,2}"
         rb"disconnect)",
-        (b"GPU is lost", b"GPU lost from the bus", b"GPU has fallen", b" has a total",
+        (b"GPU is lost", b"GPU lost from the bus", b"GPU has fallen", b"GPU requires reset",
+         b"GPU architecture in your current machine",
+         b" has a total",
          b"which is of cuda capability", *(b"GPU:%d" % digit for digit in range(10)),
          b"GET was unable", b"GPU is loss",
          *(first + b"ost " + between + b"GPU" for first in (b"l", b"L")
@@ -426,7 +433,9 @@ KEYS: tuple[Key, ...] = (
         rb"|cclShmOpen"
         # (and PaddlePaddle Fluid's check of a GPU request against the free memory: "enforce
         # allocating <= available failed, N > M")
-        rb"|g <= available(?<=allocating <= available))",
+        rb"|g <= available(?<=allocating <= available)"
+        # (and go-nvml's failed start as a Go program prints it: "nvml.Init() failed: ...")
+        rb"|vml\.(?:Init|Shutdown)\(\) failed)",
         (b"nvidia-smi", b"nvidia-ml", b"no kernel image", b"nvidia.ko: ", b"nvidia driver",
          b"nvidia Driver", *(b"nvidia " + kernel + b"ernel " + module + b"odule"
                              for kernel in (b"k", b"K") for module in (b"m", b"M")),
@@ -437,7 +446,7 @@ KEYS: tuple[Key, ...] = (
          b"invalid device function", b"is older than ", b"no NVIDIA GPU device is present",
          b"/dev/nvidia", b"hermal shutdown.", b"hermal shutdown!", b"hermal shut down.",
          b"hermal shut down!", b"nstance of 'std::bad_alloc'", b"ncclShmOpen",
-         b"allocating <= available")),
+         b"allocating <= available", b"nvml.Init() failed", b"nvml.Shutdown() failed")),
 )
 PREFILTER: tuple[re.Pattern[bytes], ...] = tuple(re.compile(key.pattern) for key in KEYS)
 

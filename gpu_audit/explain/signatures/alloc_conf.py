@@ -607,9 +607,10 @@ EXPANDABLE_FAILS_TOLD = (
     r"\b(?P<option___>expandable_segments)\s*[:=]\s*True\b|"
     # ... and the setting as the subject: "expandable_segments does not work for
     # CUDAPluggableAllocator + MemPool", "expandable_segments:True doesn't work with ..."
-    r"\b(?P<option____>expandable_segments)(?:\s*[:=]\s*True)?[`\"']? (?:doesn't|does not|"
-    r"didn't|did not|won't) (?:work|function)(?: properly| correctly)? (?:for|with|on|in|"
-    r"under|when)\b|"
+    # (and as a title says it: "expandable_segments not working on Windows")
+    r"\b(?P<option____>expandable_segments)(?:\s*[:=]\s*True)?[`\"']? (?:(?:doesn't|does not|"
+    r"didn't|did not|won't) (?:work|function)|(?:is |are )?not working|isn't working)"
+    r"(?: properly| correctly)? (?:for|with|on|in|under|when)\b|"
     # ... and the setting as the condition of a failure that happened, in the past: "When
     # enabling expandable_segments, the RDMA registration of the buffers failed"
     r"\b(?i:when|after|once) (?:I |we )?(?:enabl(?:e|ed|ing)|us(?:e|ed|ing)|set(?:ting)?|"

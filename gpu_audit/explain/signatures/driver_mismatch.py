@@ -335,10 +335,21 @@ def _invalid_device_function(sig: Signature, numbers: dict[str, Any],
            # "available" where a title or a terminal kept only that much, at the line's end;
            # and retyped "on this device", a program's own check's wording or a title's)
            r"[Nn]o kernel image is available(?: for execution on (?:the|this) device|[.!]?\s*$)|"
+           # (and as a title shortens it: "no kernel image available on RTX 5090")
+           r"\b[Nn]o kernel image (?:is )?available (?=(?:on|for|with) )|"
+           # (the runtime's status 200 as a launcher prints it: Triton's "Triton Error [CUDA]:
+           # device kernel image is invalid", CUDA's cudaErrorInvalidKernelImage)
+           r"\bdevice kernel image is invalid\b|cudaErrorInvalidKernelImage|"
+           r"CUDA_ERROR_INVALID_IMAGE\b|"
+           # (PaddlePaddle's check of its wheel's architectures against the GPU's: "The GPU
+           # architecture in your current machine is Ampere, which is not compatible with Paddle
+           # installation with arch: 35 50 52 60 61 70 75")
+           r"\bwhich is not compatible with Paddle installation with arch\b|"
            r"cudaErrorNoKernelImageForDevice|CUDA_ERROR_NO_BINARY_FOR_GPU|"
            + status_check("cudaErrorNoKernelImageForDevice"),
            ("no kernel image", "No kernel image", "NoKernelImage", "NO_BINARY_FOR_GPU",
-            "cudaSuccess"),
+            "cudaSuccess", "kernel image is invalid", "InvalidKernelImage", "INVALID_IMAGE",
+            "Paddle installation with arch"),
            "No kernel image for this GPU in the installed PyTorch/CUDA build", tier=0.0,
            group="no-kernel-image",
            example="torch.AcceleratorError: CUDA error: no kernel image is available for "

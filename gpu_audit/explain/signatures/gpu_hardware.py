@@ -447,8 +447,10 @@ fixed("gpu-hardware/gsp-timeout",
       remedy=xid_info(119).action)
 
 fixed("gpu-hardware/reset-required",
-      r"NVRM: [^\n]{0,300}?NV_ERR_RESET_REQUIRED",
-      ("NV_ERR_RESET_REQUIRED",),
+      # (and nvidia-smi's words for such a GPU: "Unable to determine the device handle for GPU
+      # 0000:41:00.0: GPU requires reset"; not "if the GPU requires reset")
+      r"NVRM: [^\n]{0,300}?NV_ERR_RESET_REQUIRED|(?<!\bif the )(?<!\bif )\bGPU requires reset\b",
+      ("NV_ERR_RESET_REQUIRED", "GPU requires reset"),
       "The driver says the GPU needs a reset", severity=Severity.CRITICAL, tier=0.0,
       example="[ 1204.118302] NVRM: nvAssertOkFailedNoLog: Assertion failed: Reset required "
       "[NV_ERR_RESET_REQUIRED] (0x00000062) returned from status @ kernel_channel.c:2827",

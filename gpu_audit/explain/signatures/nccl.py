@@ -361,7 +361,9 @@ fixed("nccl/network",
       # (retold without "with" or the colon: "NCCL WARN NET/IB Got completion error 12")
       r"(?:NCCL WARN |NET/\w{1,20} ?:? ?)[^\n]{0,200}?"
       r"(?:Got completion (?:from peer (?P<peer>\S+) )?"
-      r"(?:with )?(?:error|status=)\s*(?P<status>\d+)|(?P<closed>Connection closed by remote peer|"
+      # (newer NCCL names the status before its number: "with status=IBV_WC_RETRY_EXC_ERR(12)")
+      r"(?:with )?(?:error|status=)\s*(?:IBV_WC_[A-Z_]{2,40}\()?(?P<status>\d+)|"
+      r"(?P<closed>Connection closed by remote peer|"
       # (the peer as NCCL prints a socket's address: "10.0.0.2<35611>", "node07<48211>")
       rf"Connection reset by peer)(?: (?P<peer__>{_SOCKET_ADDRESS}))?|"
       r"Call to (?P<call>ibv_\w+) failed|(?P<socket>socketProgress\w*|"

@@ -132,8 +132,12 @@ fixed("nvml-unavailable/no-device-node",
            r"NoPermission|Uninitialized|Unknown)\b|(?P<text>NVML Shared Library Not Found|RM has "
            r"detected an NVML/RM version mismatch)|"
            # Rust's nvml-wrapper, as its error-chain and its enum print the kind
-           r"(?:NVMLError\(Error\(|NvmlError::)(?P<kind_>[A-Z]\w+)",
-           ("NVML", "NvmlError"), "NVML is not usable (pynvml)", tier=0.0,
+           r"(?:NVMLError\(Error\(|NvmlError::)(?P<kind_>[A-Z]\w+)|"
+           # go-nvml's return codes, as a Go program (a device plugin, an exporter) prints them
+           r"\bnvml\.(?:Init|Shutdown)\(\) failed: (?:NVML_)?ERROR_(?P<kind__>LIBRARY_NOT_FOUND|"
+           r"DRIVER_NOT_LOADED|LIB_RM_VERSION_MISMATCH|NO_PERMISSION|UNKNOWN)\b",
+           ("NVML", "NvmlError", "nvml.Init() failed", "nvml.Shutdown() failed"),
+           "NVML is not usable (pynvml)", tier=0.0,
            example="pynvml.NVMLError_LibraryNotFound: NVML Shared Library Not Found")
 @signature("nvml-unavailable/library-missing",
            # (also retyped without dlopen's colon, as a title keeps it: "libnvidia-ml.so.1 cannot
@@ -203,7 +207,8 @@ fixed("nvml-unavailable/no-device-node",
            example="Failed to initialize NVML: Driver/library version mismatch")
 def _nvml_init(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
     reason = str(numbers.get("reason") or numbers.get("kind") or numbers.get("text") or "")
-    low = reason.lower()
+    # (go-nvml spells the kind as a constant: "LIBRARY_NOT_FOUND" reads as "LibraryNotFound")
+    low = reason.lower().replace("_", "")
     title = sig.title
     if "mismatch" in low or sig.id in _MISMATCH_ONLY or "LibRmVersionMismatch" in reason:
         explanation, remedy = _NVML_MISMATCH, REBOOT_MISMATCH
