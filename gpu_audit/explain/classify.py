@@ -265,6 +265,9 @@ class Classifier:
         if sig.handles:
             self._handle(source_index, sig, first)
             return
+        if (not sig.reads_titles and head is not None and head.heading
+                and first == head.title_line):
+            return  # the title's reading (_titles) judges it
         occ = _Occurrence(source_index, first, last, text, match.start(), numbers, _rank(text),
                           sig, heading=_heading_only(text, match))
         if sig.attach and self._attach(occ):

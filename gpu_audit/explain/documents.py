@@ -41,6 +41,7 @@ from gpu_audit.explain.signatures.alloc_conf import (
     EXPANDABLE_FAILS_TOLD,
     OPTION_IGNORED_TOLD,
 )
+from gpu_audit.explain.signatures.cuda_oom import MEMORY_TOLD
 from gpu_audit.explain.signatures.gpu_hardware import (
     CARD_DEAD_TOLD,
     OVERHEAT_TOLD,
@@ -403,6 +404,9 @@ _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                                    r")?RAM\b|\bout of (?:system|host|"
                                    r"CPU|main) memory\b|(?<!GPU )(?<!video )\bRAM (?:is |gets |"
                                    r"got |getting )?(?:full|exhausted)\b"),
+        # the GPU's memory told run out, in any of the words and languages explain reads in a
+        # text (last: a title's other words for an out-of-memory come first)
+        ("cuda-oom/memory-told", MEMORY_TOLD),
     ))
 # A title that tells when the failure came ("... while training", "... after 3 epochs",
 # "训练过程中 ...", "启动训练后 ...", "突然"): an event the writer met, not a topic.

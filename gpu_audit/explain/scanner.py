@@ -91,9 +91,11 @@ class Key:
 KEYS: tuple[Key, ...] = (
     # RuntimeError, CUDA error, NCCL error, ...Error: ("errors" is prose)
     Key(rb"rror(?!s)", (b"rror",), then_not=b"s"),
-    # out of memory, Out Of Memory, MemoryError, illegal memory access (and the Spanish and
-    # Portuguese words a writer tells a GPU's memory running out in: "memoria", "memória")
-    Key(rb"emo(?:ry|ria)", (b"emory", b"emoria")),
+    # out of memory, Out Of Memory, MemoryError, illegal memory access (and the words a writer
+    # tells a GPU's memory running out in Spanish, Portuguese, German and French: "memoria",
+    # "memória", "Grafikspeicher", "mémoire", the last by its final "e")
+    Key(rb"e(?:mo(?:ry|ria)|m\xc3\xb3ria|icher|(?<=moire))",
+        (b"emory", b"emoria", "emória".encode(), b"eicher", b"moire")),
     # a launcher's exit status for a process killed with SIGKILL (137, -9)
     # (also when a terminal or logger wrapped the line before the number)
     # (and Moab's "job 4242 exceeded MEM usage hard limit", in this pass: one pass fewer)
@@ -215,9 +217,10 @@ KEYS: tuple[Key, ...] = (
     # (and a GPU lost, told: "we lost 1 GPU", "one GPU is loss after reboot", "Lost GPU")
     # (and nvidia-smi's "GPU requires reset" for a GPU only a reset brings back)
     # (and PaddlePaddle's "The GPU architecture in your current machine is Ampere, which is
-    # not compatible with Paddle installation with arch: ...")
+    # not compatible with Paddle installation with arch: ..."; short enough to stay whole on the
+    # first line when a terminal wraps it)
     Key(rb"G(?:PU(?: is lost| lost from the bus| has fallen| requires reset| \d+ has a total|"
-        rb" architecture in your current machine|"
+        rb" architecture in |"
         rb"\d+ [^\n]{0,80}?"
         rb"which is of cuda capability|:\d+\"\]| is loss)|ET was unable"
         rb"|(?<=[Ll]ost G)PU|(?<=[Ll]ost [a\d] G)PU|(?<=[Ll]ost one G)PU|(?<=losing the G)PU"
@@ -244,7 +247,7 @@ KEYS: tuple[Key, ...] = (
         rb"|PUs? (?:(?:was|were|got|has|had|have|just|suddenly|randomly|keeps?|kept) ){0,2}"
         rb"disconnect)",
         (b"GPU is lost", b"GPU lost from the bus", b"GPU has fallen", b"GPU requires reset",
-         b"GPU architecture in your current machine",
+         b"GPU architecture in ",
          b" has a total",
          b"which is of cuda capability", *(b"GPU:%d" % digit for digit in range(10)),
          b"GET was unable", b"GPU is loss",
@@ -375,12 +378,9 @@ KEYS: tuple[Key, ...] = (
            for kill in (b"kill", b"Kill", b"KILL")), b"OOM when allocating",
          b"OOM encountered", b"CPU OOM", b"host OOM", b"Host OOM", b"system OOM",
          b"System OOM", b"OOM")),
-    # a GPU's memory told running out in Chinese, Japanese, Korean, Russian, German and French
-    # ("显存不足", "GPUメモリが不足", "GPU 메모리가 부족", "не хватает видеопамяти",
-    # "Grafikspeicher läuft voll", "mémoire GPU saturée"): one literal each
-    *(Key(word, (word,)) for word in ("显存".encode(), "メモリ".encode(), "메모리".encode(),
-                                       "памят".encode(), b"peicher", "émoire".encode(),
-                                       "mória".encode())),
+    # a GPU's memory told running out in Chinese, the language most such reports not in
+    # English are in ("显存不足", "爆显存"): no other pass starts with its first byte
+    Key("显存".encode(), ("显存".encode(),)),
     # the numbers of the cudaMallocAsync backend's OOM message, one per line
     # ("Requested" and "(according to CUDA)": in the R and C passes)
     # (and TensorFlow's "kernel version 470.57.2 does not match DSO version 510.47.3", in this

@@ -1,7 +1,6 @@
 """Out-of-memory lines of more programs: Dask's nanny restarting a worker over its memory
-budget, SageMaker's ExitCode 137 under its pointer to a troubleshooting guide, vLLM's KV cache
-too small for one request of the model's length, ONNX Runtime's and LightGBM's CUDA allocation
-failures. Synthetic fixtures in fixtures/shapes/."""
+budget, SageMaker's ExitCode 137 under its pointer to a troubleshooting guide, ONNX Runtime's
+and LightGBM's CUDA allocation failures. Synthetic fixtures in fixtures/shapes/."""
 
 from __future__ import annotations
 
@@ -20,14 +19,6 @@ def test_sagemakers_exit_code_137_is_no_explainer_for_its_guide_pointer() -> Non
     assert (found.cls, found.signature) == ("host-oom", "host-oom/sigkill")
     assert found.severity.name == "ERROR"
     assert not found.title.startswith("Quoted")
-
-
-def test_vllms_kv_cache_too_small_for_the_models_length() -> None:
-    found = root("vllm_max_model_len_over_kv_cache.log")
-    assert (found.cls, found.signature) == ("cuda-oom", "cuda-oom/serving-engine")
-    assert found.numbers.get("check") == "max-model-len"
-    assert "--max-model-len" in found.remedy
-    assert found.title == "GPU out of memory (vLLM): the KV cache cannot hold one full request"
 
 
 def test_onnx_runtimes_cuda_failure_2_in_the_middle_of_a_log() -> None:

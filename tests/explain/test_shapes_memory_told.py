@@ -45,7 +45,11 @@ def test_pull_request_header_keeps_its_title_unread() -> None:
      "card.\n", ["cuda-oom"]),
     ("Nightly sweep\n\nThe run failed after 3h on a real CUDA OOM at step 900 of the "
      "attention sweep.\n", ["cuda-oom"]),
-    ("Sweep notes\n\nthe trainer throws a GPU OOM error at batch 64 on the small card\n", []),
+    # (any subject, told as a fact; not where the out-of-memory is the sweep's expected way)
+    ("Sweep notes\n\nthe trainer throws a GPU OOM error at batch 64 on the small card\n",
+     ["cuda-oom"]),
+    ("Sweep notes\n\nthe trainer throws a GPU OOM error at batch 64, as expected, and the sweep "
+     "goes on to 32\n", []),
     # a condition, and advice to the reader, tell nothing
     ("Batch size advice\n\nIf it throws a CUDA OOM error, halve the batch.\n", []),
     ("Batch size advice\n\nWhen you get a CUDA OOM error you need to lower the batch.\n", []),

@@ -520,13 +520,7 @@ _SERVING_OOM = (
     r"on startup is less than desired GPU memory utilization(?P<startup>)"
     rf"(?: \((?P<util>[01](?:\.\d+)?), (?P<want>{_GIB}) GiB\))?"
     r"|\bNo available memory for the cache blocks(?P<vllm>)"
-    r"|\bNot enough memory\. Please try to increase --mem-fraction-static(?P<sglang>)"
-    # (vLLM's check that one request of the model's length fits in the KV cache it could
-    # allocate: "The model's max seq len (32768) is larger than the maximum number of tokens that
-    # can be stored in KV cache (16384)", and its later "... KV cache is needed, which is larger
-    # than the available KV cache memory (2.5 GiB)")
-    r"|\bis larger than the maximum number of tokens that can be stored in KV cache(?P<vllm_>)"
-    r"|\bKV cache is needed, which is larger than the available KV cache memory(?P<vllm__>)")
+    r"|\bNot enough memory\. Please try to increase --mem-fraction-static(?P<sglang>)")
 
 
 def _serving_oom(match: re.Match[str], _line: str) -> dict[str, Any]:
@@ -540,14 +534,12 @@ def _serving_oom(match: re.Match[str], _line: str) -> dict[str, Any]:
         found["memory_utilization"] = float(groups["util"])
     if groups["startup"] is not None:
         found["check"] = "startup"
-    if groups["vllm_"] is not None or groups["vllm__"] is not None:
-        found["check"] = "max-model-len"
     return found
 
 
 @signature("cuda-oom/serving-engine", _SERVING_OOM,
            ("Free memory on device", "No available memory for the cache blocks",
-            "--mem-fraction-static", "stored in KV cache", "available KV cache memory"),
+            "--mem-fraction-static"),
            "GPU memory short for an LLM serving engine", extract=_serving_oom,
            group="cuda-oom-serving",
            example="ValueError: No available memory for the cache blocks. Try increasing "
@@ -564,17 +556,6 @@ def _serving(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Adv
                   "share of the GPU.")
         return advice(sig, numbers, explanation, remedy, diagnosis="other-processes",
                       title="GPU out of memory (vLLM): the GPU was not free at start")
-    if numbers.get("check") == "max-model-len":
-        explanation = (
-            "vLLM loaded the model and sized the KV cache from what was left of its share of the "
-            "GPU (gpu_memory_utilization): it cannot hold one request of the model's full length "
-            "(max_model_len), so the engine refuses to start.")
-        remedy = (f"{SCAN_OTHERS}\nThen lower --max-model-len to what the KV cache holds, raise "
-                  "--gpu-memory-utilization (e.g. 0.95) if nothing else uses the GPU, shard the "
-                  "model over more GPUs (--tensor-parallel-size), or use a quantised model or KV "
-                  "cache (--kv-cache-dtype fp8).")
-        return advice(sig, numbers, explanation, remedy, diagnosis="too-large",
-                      title="GPU out of memory (vLLM): the KV cache cannot hold one full request")
     if numbers.get("engine") == "sglang":
         name, share, knobs = ("SGLang", "--mem-fraction-static",
                               "--max-running-requests, --chunked-prefill-size")
@@ -1451,10 +1432,12 @@ _MEMORY_GONE_GPU_NAMED = (
     r"\b(?:get|gets|got|getting|hit|hits|hitting|see|seeing|saw|having|had|cause[sd]?|"
     r"trigger(?:s|ed)?|throws?|threw|raise[sd]?)(?: an?| the| this| that| same| constant)?"
     r" (?:CUDA |GPU )?OOMs?\b|"
-    r"^[\W_]{0,4}(?:CUDA |GPU )?OOMs?(?: errors?)? (?:on|at|with|after|during|in)\b")
+    rf"{LINE_HEAD}[\W_]{{0,4}}(?:CUDA |GPU )?OOMs?(?: errors?)? (?:on|at|with|after|during|in)\b")
 # The words that say the host's memory: a line naming them is not read as the GPU's.
 _HOST_MEMORY_WORDS = (r"\b(?:(?<!GPU )(?<!V)RAM|CPU|host memory|system memory|swap|"
                       r"oom[- ]?kill\w*)\b")
+# The GPU named in the writer's words, not a folder of a path ("c10/cuda/CUDACachingAllocator.cpp").
+_GPU_NAMED = rf"(?<![/\\.]){_GPU_WORD}(?![/\\])"
 # A line that says the failure is over ("it works fine now") tells of an earlier one.
 # (Not "small sizes work fine": the run told of is another one.)
 _OVER_NOW = (r"\b(?:(?:works?|working|runs?|running)(?: fine| well| again)? now\b|no longer\b|"
@@ -1473,14 +1456,14 @@ _NOT_ASKED = (r"(?:(?![^\n.!。！]{0,60}?[?？])|(?=[^\n.!。！?？]{0,60}?\b(
               r"[^\n.!。！?？]{0,30}[?？]))")
 MEMORY_TOLD = (rf"(?i:^(?![^\n]*?{_HOST_MEMORY_WORDS})(?![^\n]*?{_OVER_NOW})"
                rf"(?:{_BEFORE_TELLING}(?:{_GPU_MEMORY_GONE})|"
-               rf"(?=[^\n]*?{_GPU_WORD}){_BEFORE_TELLING}(?:{_MEMORY_GONE_GPU_NAMED})){_NOT_ASKED})")
+               rf"(?=[^\n]*?{_GPU_NAMED}){_BEFORE_TELLING}(?:{_MEMORY_GONE_GPU_NAMED})){_NOT_ASKED})")
 
 fixed("cuda-oom/memory-told", MEMORY_TOLD,
       ("memory", "Memory", "MEMORY", "VRAM", "vram", "OOM", "显存", "内存", "メモリ", "메모리",
        "памяти", "видеопамять", "speicher", "Speicher", "mémoire", "memoria", "memória"),
       # (below any other failure the text shows or tells: a telling of a GPU's memory running
       # out is the weakest evidence, often a remark on another run or another card)
-      "The GPU ran out of memory (told in the writer's words)", tier=3.5,
+      "The GPU ran out of memory (told in the writer's words)", tier=3.5, reads_titles=False,
       example="My RTX 3060 runs out of VRAM at 1024x1024 and the program crashes.",
       explanation="The writer says the GPU's memory ran out; no message of the program's was "
       "kept, so its sizes are unknown. The job (and what else holds the GPU) needed more memory "

@@ -344,7 +344,8 @@ def _invalid_device_function(sig: Signature, numbers: dict[str, Any],
            # (PaddlePaddle's check of its wheel's architectures against the GPU's: "The GPU
            # architecture in your current machine is Ampere, which is not compatible with Paddle
            # installation with arch: 35 50 52 60 61 70 75")
-           r"\bwhich is not compatible with Paddle installation with arch\b|"
+           r"\bGPU architecture in your current machine is [\w ]{1,30}, which is not compatible "
+           r"with Paddle installation with arch\b|"
            r"cudaErrorNoKernelImageForDevice|CUDA_ERROR_NO_BINARY_FOR_GPU|"
            + status_check("cudaErrorNoKernelImageForDevice"),
            ("no kernel image", "No kernel image", "NoKernelImage", "NO_BINARY_FOR_GPU",

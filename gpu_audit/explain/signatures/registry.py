@@ -109,6 +109,9 @@ class Signature:
     # a setting the user made that did not take effect (a warning where something else failed,
     # or in a plain log): the root cause of a report of a problem where nothing else is a failure
     alone_root: bool = False
+    # False: not read on a thread's title (a heading), which the title's reading judges (a
+    # question, an FAQ, a request, a text that says nothing happened)
+    reads_titles: bool = True
 
     def advise(self, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
         """What these numbers, read from a line of this shape, mean and what to do."""
