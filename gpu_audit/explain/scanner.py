@@ -98,7 +98,7 @@ KEYS: tuple[Key, ...] = (
     # (and the status alone after the verb: "Exited (137)", "exiting due to 137")
     # (and Kubernetes' fields for a container's last state: "Exit Code:    137", "exitCode: 137",
     # YARN's "Exit code is 137")
-    Key(rb"x(?:it(?:ed)?(?: with)?(?: a)?[ _]?(?:status|[Cc]ode\"?(?: is)?)(?: code)?[ :=]*"
+    Key(rb"x(?:it(?:ed|s)?(?: with)?(?: a)?[ _]?(?:status|[Cc]ode\"?(?: is)?)(?: code)?[ :=]*"
         rb"(?:\r?\n[ \t]*)?"
         rb"(?:137|-9)\b|it(?:ed|ing|s)?(?: with| due to)? \(?137\b|ceeded MEM usage)",
         (b"xit", b"xceeded MEM usage"), next_line=True),
