@@ -119,6 +119,7 @@ ORDER = (
     "device-assert/garbled-assertion",
     "device-assert/unquoted-condition",
     "device-assert/triggered",
+    "device-assert/told",
     "gpu-hardware/xid",
     "gpu-hardware/device-plugin-xid",
     "gpu-hardware/xid-mention",
@@ -187,7 +188,6 @@ ORDER = (
     "nccl/watchdog-timeout",
     "nccl/timeout-told",
     "nccl/allreduce-fails-told",
-    "nccl/hang-told",
     "nccl/timeout-progress",
     "nccl/heartbeat",
     "nccl/duplicate-gpu",
@@ -213,6 +213,7 @@ ORDER = (
     "nccl/return-code",
     "nccl/watchdog-terminated",
     "nccl/watchdog-timeout-frame",
+    "nccl/hang-told",
     # host memory, last: its needles ("Killed", "MemoryError") are the most general
     "host-oom/kernel-oom-killer",
     "host-oom/killed-process",
