@@ -504,8 +504,9 @@ class Classifier:
                 ) -> list[tuple[Incident, tuple[int, int]]]:
         """A failure named only in a thread's title, for each source where nothing else was
         found and the text says the failure happened to its writer."""
+        # (a hang told in words is an echo: the title may name what it echoes)
         failing = {name for incident, _ in built if incident.is_failure
-                   for name in incident.sources}
+                   and incident.signature not in _ECHOES_TOLD for name in incident.sources}
         # a message of the run itself (a warning, not a quotation) says the text reports a run
         logged = {name for incident, _ in built if incident.severity >= Severity.WARNING
                   for name in incident.sources}
@@ -726,6 +727,11 @@ _ALONE_SETTING = "this setting, which did not take effect, is what to fix."
 _ALONE_ROOT = {"gpu-hardware": "this GPU fault, recorded by the driver, is what the report is "
                "about."}
 
+
+# Collective hangs told in the writer's words: echoes of a failure a thread's title may name
+# ("... uncorrectable ECC error and NCCL timeout" over "the process crashed with an NCCL
+# timeout"), so they leave the title to be read.
+_ECHOES_TOLD = frozenset({"nccl/hang-told"})
 
 # Signatures that tell in words that an allocator setting had no effect.
 _SETTING_TOLD = frozenset({"alloc-conf/option-ignored-told"})

@@ -74,9 +74,6 @@ def _capability_range(match: re.Match[str], line: str) -> dict[str, Any]:
            # TensorRT's start-up also prints it)
            # (also with "run time" in two words, as a writer retypes it)
            r"(?i:CUDA driver version is insufficient for CUDA run ?time)(?: version|\b)|"
-           # (and cut right after "insufficient", as a title keeps it: "CUDA driver version is
-           # insufficient after upgrading PyTorch")
-           r"(?i:CUDA driver version is insufficient)\b|"
            # (CUDA's description of the status, as libraries' hints print it, PaddlePaddle's
            # "This indicates that the installed NVIDIA CUDA driver is older than the CUDA
            # runtime library", and as a writer retells it, "it told me that gpu driver is older
@@ -464,7 +461,9 @@ _OLD_DRIVER_OTHER = (
     + r"(?:驱动(?:程序)?(?:版本)?(?:太低|过低|太旧|过旧|太老|不够新)|"
     r"ドライ(?:バー|バ)(?:の|のバージョン)?(?:が|は)?(?:古すぎ|古い|低すぎ)|"
     r"드라이버(?: 버전)?(?:이|가)? (?:너무 )?(?:낮아|낮습|낮다|오래되|오래돼))"
-    r"(?![^\n]*?(?:怎么办|怎么解决|吗|ですか|나요|까요|[？?]))|"
+    r"(?![^\n]*?(?:怎么办|怎么解决|吗|ですか|나요|까요|[？?]))"
+    # (not a rule: "驱动版本过低会导致 ... 错误", a version that would cause an error)
+    r"(?![^\n]{0,6}?(?:会|可能|将|就会|则)(?:导致|引起|造成|引发|出现))|"
     r"^(?!(?i:[^\n]*\b(?:если|как|чтобы|wenn|falls|wie|si|cómo|para evitar|comment|"
     r"pour éviter|se (?:a|o|seu|o seu)|caso|como)\b))(?i:[^\n]*?(?:"
     r"\bдрайвер\w*(?: NVIDIA| nvidia)? (?:\w+ )?(?:слишком )?(?:старый|устарел\w*)|"

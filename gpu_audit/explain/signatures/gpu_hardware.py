@@ -187,8 +187,10 @@ _GONE_EN = (r"(?:disappear(?:s|ed)?|vanish(?:es|ed)?|drops? off|dropped off|drop
 fixed("gpu-hardware/vanished-told",
       unless_words(r"if|whether|you|your|may|might|could|would|should|can|prevent\w*|avoid\w*|"
                    r"when|how|what|why|typically|usually|often")
-      + r"(?i:(?<!\ba )(?<!\bany )\b(?:GPU|card|graphics card|video card)s?(?: #?\d{1,2})? (?:(?!that\b|which\b)"
-      r"\w+ ){0,2}?" + _GONE_EN + r"\b)|"
+      + r"(?i:(?<!\ba )(?<!\bany )\b(?:GPU|card|graphics card|video card|[AHLV]100|H200|A6000|"
+      r"A10G?|L40S?|T4|RTX ?\d{4}(?: ?Ti)?)s?(?: #?\d{1,2})? (?!(?:memory|usage|util\w*|load|"
+      r"process\w*|fans?|clocks?|temp\w*|power)\b)(?:(?!that\b|which\b)\w+ ){0,3}?"
+      + _GONE_EN + r"\b)|"
       + unless_marks("如何|怎么|怎样|如果|若|是否|为什么|避免|防止|可能|会不会|吗|もし|場合|方法|"
                      "ですか|만약|경우|방법|나요|까요")
       + r"(?:掉卡|显卡掉了|掉显卡|GPU掉了|卡掉了|显卡(?:突然|直接|就)?(?:消失|不见)了|"
@@ -200,9 +202,10 @@ fixed("gpu-hardware/vanished-told",
       r"(?:пропада\w*|пропал\w*|отвалива\w*|отвалил\w*|исчеза\w*|исчез\w*)|"
       r"\b(?:verschwindet|verschwand) (?:die |eine |meine )?(?:GPU|Grafikkarte)|"
       r"\b(?:GPU|Grafikkarte) (?:\w+ )?(?:verschwindet|verschwand)|"
-      r"\bGPU (?:\w+ )?(?:desaparece|desapareció|disparaît|disparait|a disparu|some|sumiu|"
+      r"\bGPU (?:\w+ ){0,3}?(?:desaparece|desapareció|disparaît|disparait|a disparu|some|sumiu|"
       r"desapareceu)\b|\bcarte graphique (?:\w+ )?(?:disparaît|a disparu)))",
-      ("GPU", "card", "Card", "掉", "显卡", "видеокарт", "Grafikkarte"),
+      ("GPU", "card", "Card", "掉", "显卡", "видеокарт", "Grafikkarte", "100", "H200", "A6000",
+       "A10", "L40", "T4", "RTX"),
       "A GPU vanished from the machine (told in the writer's words)",
       tier=0.0, group="off-the-bus",
       example="After a few hours the GPU disappears from nvidia-smi and only a reboot brings "

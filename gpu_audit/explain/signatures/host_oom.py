@@ -599,7 +599,8 @@ fixed("host-oom/host-memory-told",
       r"ran) out of (?:memory|RAM)\b)|"
       rf"{_NOT_ZH_CONDITION}(?:系统|机器|主机|物理|运行|CPU ?)内存{_HOST_SHORT_ZH}|"
       r"^(?![^\n]*(?:显存|顯存|显卡|CUDA|VRAM|如果|若|避免|防止|一般|通常))"
-      r"(?=[^\n]*(?:[Kk]ill|杀死|杀掉|被杀|退出|崩溃|挂掉|挂了|闪退|被终止))[^\n]*?(?<!GPU)(?<!GPU )内存" + _HOST_SHORT_ZH + "|"
+      r"(?=[^\n]*(?:[Kk]ill|杀死|杀掉|被杀|退出|崩溃|挂掉|挂了|闪退|被终止))"
+      r"[^\n]*?(?<!GPU)(?<!GPU )内存" + _HOST_SHORT_ZH + "|"
       # (in Korean: memory told exceeded or short on a line that says, in the past, that the
       # run was killed: "메모리 초과 시에 ... killed 에러가 뜨면서 종료되었습니다")
       + _KILLED_MEMORY_KO,
@@ -637,16 +638,19 @@ _RAM_TOLD_EN = (
 _RAM_TOLD_OTHER = (
     # (Japanese: memory short, then the process killed or ended)
     r"(?:メモリ|RAM)(?:が|の)?(?:不足|足りな|溢れ|あふれ|枯渇|いっぱい)[^\n]{0,30}?(?:強制終了|"
-    r"killed|Killed|殺され|落ち)|"
+    r"killed|Killed|殺され)(?![^\n]{0,20}?(?:ことがあ|ことも|かもしれ|可能性))|"
     # (Korean: the RAM short, then the process dead or ended, in the past)
-    r"(?:RAM|램)(?:이|가)? ?(?:부족|모자라|꽉 차)[^\n]{0,30}?(?:죽었|종료되었|종료됐|꺼졌|강제 ?종료)|"
+    r"(?:RAM|램)(?:이|가)? ?(?:부족|모자라|꽉 차)[^\n]{0,30}?"
+    r"(?:죽었|종료되었|종료됐|꺼졌|강제 ?종료)|"
     # (Russian: the OOM killer or the RAM, then killed)
     r"(?i:(?:убива\w*|убит\w*|убил\w*) (?:\w+ )?OOM[- ]?killer\w*|OOM[- ]?killer\w* "
     r"(?:убива\w*|убил\w*)|(?:оперативн\w* памят\w*|ОЗУ)[^\n.]{0,40}?(?:не хватает|кончается|"
-    r"заканчивается|закончилась|забивается)|(?:не хватает|кончается|заканчивается|закончилась) "
+    r"заканчивается|закончилась|забивается)|(?:не хватает|кончается|заканчивается|"
+    r"закончилась|нехватк\w*|не хватило) "
     r"(?:\w+ )?(?:оперативн\w* памят\w*|ОЗУ))|"
     # (German: the RAM running full, the process killed by the OOM killer)
-    r"(?i:\b(?:Arbeitsspeicher|RAM|Hauptspeicher)\b[^\n.]{0,20}?\b(?:läuft|lief) (?:\w+ )?voll\b|"
+    r"(?i:\b(?:Arbeitsspeicher|RAM|Hauptspeicher)\b[^\n.]{0,20}?\b(?:läuft|lief) "
+    r"(?:\w+ ){0,4}?voll\b|"
     r"\bvom OOM[- ]?Killer (?:\w+ )?(?:beendet|gekillt|abgeschossen)\b)|"
     # (French, Spanish, Portuguese: killed by the OOM killer, out of RAM)
     r"(?i:\b(?:tué|tuée|arrêté|arrêtée) par (?:le |l')?OOM[- ]?killer\b|\bmémoire (?:vive|RAM) "

@@ -170,12 +170,14 @@ fixed("illegal-memory-access/told",
       # illegal memory access ab", "报illegal memory access"; not a condition or a question)
       r"^(?![^\n]*(?:如果|若|是否|为什么|怎么|如何|可能|もし|場合|만약|경우|[？?]))"
       r"(?!(?i:[^\n]*\b(?:if|если|wenn|falls|si|se (?:o|a)|caso)\b))[^\n]*?"
-      r"(?:(?:出现|发生|报|遇到|碰到)了?\s?(?:非法内存访问|非法的内存访问|(?i:illegal memory access))|"
+      r"(?:(?:出现|发生|报|遇到|碰到)了?\s?"
+      r"(?:非法内存访问|非法的内存访问|(?i:illegal memory access))|"
       r"不正な?メモリアクセス(?:が|エラーが)?(?:発生|起き|出)|"
       r"(?i:illegal memory access)[^\n]{0,12}?(?:에러|오류)가? (?:나|발생|떠)|"
       r"(?i:(?:пада\w*|упал\w*|вылета\w*|stürzt|bricht|falla|fall[óo]|plante|planta|falha|"
       r"falhou|crasht)\b[^\n]{0,30}?illegal memory access))",
-      ("emory access", "非法内存访问", "非法的内存访问", "メモリアクセス"), "Illegal memory access in a CUDA kernel (told in the writer's words)",
+      ("emory access", "非法内存访问", "非法的内存访问", "メモリアクセス"),
+      "Illegal memory access in a CUDA kernel (told in the writer's words)",
       tier=1.5,
       example="Running the new kernel on an H100 I am getting various memory access faults.",
       explanation="The writer says a kernel faulted on memory, without pasting the message: "

@@ -169,10 +169,14 @@ _NCCL_TOLD_OTHER = (
     r"(?:止ま|固ま|フリーズ|ハング|タイムアウト|멈추|멈춥|멈췄|멈춰|타임아웃|행이 걸)|"
     # (Russian, German, Spanish, French, Portuguese: the run's stalling verb, then NCCL)
     r"^(?!(?i:[^\n]*\b(?:если|как|чтобы|почему|wenn|falls|wie|sollten?|si|cómo|para evitar|"
-    r"comment|pour éviter|vous|se (?:o|a|os|as|você|eu)|caso|como|você)\b))(?i:[^\n]*?\b(?:завис\w*|висн\w*|hängt|"
+    r"comment|pour éviter|vous|se (?:o|a|os|as|você|eu)|caso|como|você)\b))"
+    r"(?i:[^\n]*?\b(?:завис\w*|висн\w*|hängt|"
     r"hing|bleibt hängen|blieb hängen|se cuelga|se colgó|se queda (?:colgado|bloqueado|trabado)|"
     r"se bloquea|reste bloquée?|se bloque|bloque|trava|travou|fica travado|congela)\b)"
-    r"[^\n.]{0,40}?\bNCCL\b")
+    r"[^\n.]{0,40}?\bNCCL\b|"
+    # (German's verb split around NCCL: "das Training bleibt in NCCL hängen")
+    r"^(?!(?i:[^\n]*\b(?:wenn|falls|wie|sollten?)\b))[^\n]*?\b(?:bleibt|blieb)\b[^\n.]{0,40}?"
+    r"\bNCCL\b[^\n.]{0,20}?\bhängen\b")
 fixed("nccl/hang-told",
       f"{_NCCL_TOLD_EN}|{_NCCL_TOLD_ZH}|{_NCCL_TOLD_OTHER}",
       ("NCCL",), "A run hung or failed in NCCL (told in the writer's words)", tier=3.0,

@@ -666,7 +666,9 @@ fixed("nvml-unavailable/smi-fails-told",
       # fails with "Failed to initialize NVML"'; not a rule: "... when the module is not loaded")
       + unless_words("if|whether|you|your|should|make sure|check|when|how|why|usually|often|"
                      "typically|may|might|could|would")
-      + r"(?i:\bNVML (?:still |just )?(?:fails|failed|won'?t|can'?t|cannot|could ?n[o']t) "
+      + r"(?i:\bnvidia-smi`? (?:suddenly |just |has |then )?(?:stopped working|no longer works|"
+      r"(?:does|did)(?: not|n'?t) work any ?more)\b|"
+      r"\bNVML (?:still |just )?(?:fails|failed|won'?t|can'?t|cannot|could ?n[o']t) "
       r"(?:to )?(?:initiali[sz]e|init|load|start)\b|"
       r"\bnvidia-smi`? (?:still |just |now )?(?:can'?t|cannot|could ?n[o']t|is unable to|was "
       r"unable to|fails to|failed to|no longer) (?:talk|communicate|connect) (?:to|with) (?:the )?"
