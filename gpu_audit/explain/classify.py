@@ -456,7 +456,8 @@ class Classifier:
             built, [bool(group.primary.numbers.get("requested_over_1eb")) for group in groups])
         built = _library_faults_under_xids(built)
         built = self._titles_after_text(built)
-        built += self._titles(built, explainers)
+        titled = self._titles(built, explainers)
+        built = _told_under_titles(built, titled) + titled
         built = self._guest_device_handles(built)
         built = self._host_arenas(built)
         built = _cudnn_statuses_told_oom(built)
@@ -504,9 +505,9 @@ class Classifier:
                 ) -> list[tuple[Incident, tuple[int, int]]]:
         """A failure named only in a thread's title, for each source where nothing else was
         found and the text says the failure happened to its writer."""
-        # (a hang told in words is an echo: the title may name what it echoes)
+        # (a failure told in general words leaves the title to name it, or what it echoes)
         failing = {name for incident, _ in built if incident.is_failure
-                   and incident.signature not in _ECHOES_TOLD for name in incident.sources}
+                   and incident.signature not in _TOLD_UNDER_TITLE for name in incident.sources}
         # a message of the run itself (a warning, not a quotation) says the text reports a run
         logged = {name for incident, _ in built if incident.severity >= Severity.WARNING
                   for name in incident.sources}
@@ -728,10 +729,30 @@ _ALONE_ROOT = {"gpu-hardware": "this GPU fault, recorded by the driver, is what 
                "about."}
 
 
-# Collective hangs told in the writer's words: echoes of a failure a thread's title may name
-# ("... uncorrectable ECC error and NCCL timeout" over "the process crashed with an NCCL
-# timeout"), so they leave the title to be read.
-_ECHOES_TOLD = frozenset({"nccl/hang-told"})
+# Failures told in general words ("the card disappears", "nvidia-smi stopped working", "the
+# job hangs in NCCL"): a thread's title may name the same failure by its message ("GPU has
+# fallen off the bus", "Failed to initialize NVML: ...") or what a hang echoes ("uncorrectable
+# ECC error and NCCL timeout"), so they leave the title to be read, and a title of their class
+# takes their place.
+_TOLD_UNDER_TITLE = frozenset({
+    "nccl/hang-told", "gpu-hardware/vanished-told", "nvml-unavailable/smi-fails-told",
+    "driver-mismatch/driver-too-old-told", "host-oom/out-of-ram-told",
+    "illegal-memory-access/told", "device-assert/told"})
+
+
+def _told_under_titles(built: list[tuple[Incident, tuple[int, int]]],
+                       titled: list[tuple[Incident, tuple[int, int]]]
+                       ) -> list[tuple[Incident, tuple[int, int]]]:
+    """``built`` without the failures told in general words whose sources' titles, or
+    messages, name a failure of the same class (the title's or the message's is the more
+    precise)."""
+    named = {(incident.cls, name) for incident, _ in titled for name in incident.sources}
+    named |= {(incident.cls, name) for incident, _ in built
+              if incident.is_failure and incident.signature not in _TOLD_UNDER_TITLE
+              for name in incident.sources}
+    return [(incident, order) for incident, order in built
+            if not (incident.signature in _TOLD_UNDER_TITLE
+                    and all((incident.cls, name) in named for name in incident.sources))]
 
 # Signatures that tell in words that an allocator setting had no effect.
 _SETTING_TOLD = frozenset({"alloc-conf/option-ignored-told"})

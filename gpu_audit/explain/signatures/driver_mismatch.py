@@ -443,7 +443,7 @@ fixed("driver-mismatch/wrong-arch-told",
 # ...", "is my driver too old?", "make sure the driver is not too old", "驱动版本太低怎么办").
 _OLD_DRIVER_EN = (
     unless_words(r"if|whether|you|your|may|might|maybe|perhaps|possibly|should|could|would|"
-                 r"check|make sure|ensure|is it|when|unless")
+                 r"check|make sure|ensure|is it|when|unless|or|either")
     + r"(?i:\b(?:my|our|the|this|host'?s?) (?:(?:nvidia|GPU|CUDA|graphics|display|host|"
     r"installed|current) ){0,2}driver(?: version)? (?:is|was|seems|seemed|appears) (?:to be )?"
     r"(?:too old|too low|outdated|out of date|insufficient|not new enough)\b"

@@ -202,7 +202,8 @@ fixed("gpu-hardware/vanished-told",
       r"(?:пропада\w*|пропал\w*|отвалива\w*|отвалил\w*|исчеза\w*|исчез\w*)|"
       r"\b(?:verschwindet|verschwand) (?:die |eine |meine )?(?:GPU|Grafikkarte)|"
       r"\b(?:GPU|Grafikkarte) (?:\w+ )?(?:verschwindet|verschwand)|"
-      r"\bGPU (?:\w+ ){0,3}?(?:desaparece|desapareció|disparaît|disparait|a disparu|some|sumiu|"
+      r"\bGPU (?:\w+ ){0,3}?(?:desaparece|desapareció|disparaît|disparait|a disparu|"
+      r"some d[oae]s?|sumiu|"
       r"desapareceu)\b|\bcarte graphique (?:\w+ )?(?:disparaît|a disparu)))",
       ("GPU", "card", "Card", "掉", "显卡", "видеокарт", "Grafikkarte", "100", "H200", "A6000",
        "A10", "L40", "T4", "RTX"),

@@ -159,9 +159,11 @@ _NCCL_TOLD_EN = (
     r"(?:an? |the )?(?-i:NCCL) (?:errors?|failures?|timeouts?|exceptions?)\b)")
 _NCCL_TOLD_ZH = (
     unless_marks("如何|怎么|怎样|如果|若是|是否|为什么|避免|防止|可能")
+    # (a verb of stalling after NCCL; a timeout or an error only as an event, "NCCL又超时了",
+    # not the noun of a title or a topic, "NCCL超时问题")
     + r"(?:(?:卡在|卡住在|停在|挂在|hang在|卡死在)\s?NCCL|NCCL\s?(?:的)?(?:初始化|通信|通讯|"
-    r"allreduce|all_reduce)?\s?(?:时|的时候|阶段)?(?:就|会|一直|总是)?(?:卡住|卡死|hang住|挂住|超时|"
-    r"报错|出错|失败)|报\s?NCCL\s?(?:的)?(?:错误|错))")
+    r"allreduce|all_reduce)?\s?(?:时|的时候|阶段)?(?:就|一直|总是|又)?(?:卡住|卡死|hang住|挂住|"
+    r"(?:超时|报错|出错|失败)了)|报\s?NCCL\s?(?:的)?(?:错误|错))")
 _NCCL_TOLD_OTHER = (
     # (Japanese and Korean: NCCL, its phase, then where, then stopping or timing out)
     r"^(?![^\n]*(?:もし|場合|方法|避け|ですか|만약|경우|방법|나요|까요))[^\n]*?"
