@@ -445,7 +445,8 @@ _OLD_DRIVER_EN = (
     unless_words(r"if|whether|you|your|may|might|maybe|perhaps|possibly|should|could|would|"
                  r"check|make sure|ensure|is it|when|unless|or|either")
     + r"(?i:\b(?:my|our|the|this|host'?s?) (?:(?:nvidia|GPU|CUDA|graphics|display|host|"
-    r"installed|current) ){0,2}driver(?: version)? (?:is|was|seems|seemed|appears) (?:to be )?"
+    r"installed|current) ){0,2}driver(?: version)?(?: on (?:the|this|our|my|each|every) \w+)? "
+    r"(?:is|was|seems|seemed|appears) (?:to be )?"
     r"(?:too old|too low|outdated|out of date|insufficient|not new enough)\b"
     r"(?![^\n]{0,40}\?)|"
     r"\bdriver(?: version)? is (?:insufficient|too old|too low) for (?:the )?(?:CUDA|PyTorch|"

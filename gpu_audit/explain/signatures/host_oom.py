@@ -634,7 +634,10 @@ _RAM_TOLD_EN = (
     r"server|system|computer|PC|laptop|workstation|kernel|it)s? (?:\w+ ){0,2}?(?:r[au]ns?|"
     r"running|went|goes) out of " + _HOST_RAM + r"\b|"
     r"\bOOM[- ]?killer\b[^\n.]{0,20}?\b(?:killed|terminated|took out|reaped|stopped|shot down)"
-    r" (?:my|our|the)\b)")
+    r" (?:my|our|the)\b|"
+    # (the kernel as the killer: "the kernel killed my python process")
+    r"\bthe (?:Linux )?kernel (?:\w+ )?killed (?:my|our|the) (?:\w+ )?(?:process|job|training|"
+    r"script|program|run)\b)")
 _RAM_TOLD_OTHER = (
     # (Japanese: memory short, then the process killed or ended)
     r"(?:メモリ|RAM)(?:が|の)?(?:不足|足りな|溢れ|あふれ|枯渇|いっぱい)[^\n]{0,30}?(?:強制終了|"
