@@ -459,7 +459,8 @@ class Classifier:
             built, [bool(group.primary.numbers.get("requested_over_1eb")) for group in groups])
         built = _library_faults_under_xids(built)
         built = self._titles_after_text(built)
-        built += self._titles(built, explainers)
+        titled = self._titles(built, explainers)
+        built = _told_under_titles(built, titled) + titled
         built = self._guest_device_handles(built)
         built = self._host_arenas(built)
         built = _cudnn_statuses_told_oom(built)
@@ -507,8 +508,9 @@ class Classifier:
                 ) -> list[tuple[Incident, tuple[int, int]]]:
         """A failure named only in a thread's title, for each source where nothing else was
         found and the text says the failure happened to its writer."""
+        # (a failure told in general words leaves the title to name it, or what it echoes)
         failing = {name for incident, _ in built if incident.is_failure
-                   for name in incident.sources}
+                   and incident.signature not in _TOLD_UNDER_TITLE for name in incident.sources}
         # a message of the run itself (a warning, not a quotation) says the text reports a run
         logged = {name for incident, _ in built if incident.severity >= Severity.WARNING
                   for name in incident.sources}
@@ -729,6 +731,31 @@ _ALONE_SETTING = "this setting, which did not take effect, is what to fix."
 _ALONE_ROOT = {"gpu-hardware": "this GPU fault, recorded by the driver, is what the report is "
                "about."}
 
+
+# Failures told in general words ("the card disappears", "nvidia-smi stopped working", "the
+# job hangs in NCCL"): a thread's title may name the same failure by its message ("GPU has
+# fallen off the bus", "Failed to initialize NVML: ...") or what a hang echoes ("uncorrectable
+# ECC error and NCCL timeout"), so they leave the title to be read, and a title of their class
+# takes their place.
+_TOLD_UNDER_TITLE = frozenset({
+    "nccl/hang-told", "gpu-hardware/vanished-told", "nvml-unavailable/smi-fails-told",
+    "driver-mismatch/driver-too-old-told", "host-oom/out-of-ram-told",
+    "illegal-memory-access/told", "device-assert/told"})
+
+
+def _told_under_titles(built: list[tuple[Incident, tuple[int, int]]],
+                       titled: list[tuple[Incident, tuple[int, int]]]
+                       ) -> list[tuple[Incident, tuple[int, int]]]:
+    """``built`` without the failures told in general words whose sources' titles, or
+    messages, name a failure of the same class (the title's or the message's is the more
+    precise)."""
+    named = {(incident.cls, name) for incident, _ in titled for name in incident.sources}
+    named |= {(incident.cls, name) for incident, _ in built
+              if incident.is_failure and incident.signature not in _TOLD_UNDER_TITLE
+              for name in incident.sources}
+    return [(incident, order) for incident, order in built
+            if not (incident.signature in _TOLD_UNDER_TITLE
+                    and all((incident.cls, name) in named for name in incident.sources))]
 
 # Signatures that tell in words that an allocator setting had no effect.
 _SETTING_TOLD = frozenset({"alloc-conf/option-ignored-told"})

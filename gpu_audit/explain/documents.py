@@ -328,7 +328,10 @@ _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         # (after the titles that name its message)
         ("nvml-unavailable/smi-fails-told", SMI_FAILS_TITLE),
         ("driver-mismatch/driver-too-old", r"\b(?:NVIDIA|CUDA|GPU) driver(?: version)? (?:is )?"
-                                           r"too old\b"),
+                                           r"too old\b|"
+                                           # (CUDA's status cut after its first words: "CUDA
+                                           # driver version is insufficient after upgrading")
+                                           r"\bCUDA driver version is insufficient\b"),
         # a new GPU's architecture the installed build has no kernels for, told ("CUDA error on
         # an RTX 5050 (sm_120 not supported)", "SM_120 is unsupported", "no support for sm_120")
         ("driver-mismatch/arch-not-compiled", _TITLE_ARCH),

@@ -102,7 +102,7 @@ KEYS: tuple[Key, ...] = (
     # (and the status alone after the verb: "Exited (137)", "exiting due to 137")
     # (and Kubernetes' fields for a container's last state: "Exit Code:    137", "exitCode: 137",
     # YARN's "Exit code is 137")
-    Key(rb"x(?:it(?:ed)?(?: with)?(?: a)?[ _]?(?:status|[Cc]ode\"?(?: is)?)(?: code)?[ :=]*"
+    Key(rb"x(?:it(?:ed|s)?(?: with)?(?: a)?[ _]?(?:status|[Cc]ode\"?(?: is)?)(?: code)?[ :=]*"
         rb"(?:\r?\n[ \t]*)?"
         rb"(?:137|-9)\b|it(?:ed|ing|s)?(?: with| due to)? \(?137\b|ceeded MEM usage)",
         (b"xit", b"xceeded MEM usage"), next_line=True),
@@ -245,7 +245,9 @@ KEYS: tuple[Key, ...] = (
         # (and a GPU told disconnected: "the GPU disconnected during training", "GPU
         # disconnection")
         rb"|PUs? (?:(?:was|were|got|has|had|have|just|suddenly|randomly|keeps?|kept) ){0,2}"
-        rb"disconnect)",
+        rb"disconnect"
+        # (and a GPU told vanishing: "the GPU disappears from nvidia-smi", "GPU 3 vanished")
+        rb"|PUs?(?: #?\d{1,2})? (?:\w+ ){0,2}?(?:disappear|vanish))",
         (b"GPU is lost", b"GPU lost from the bus", b"GPU has fallen", b"GPU requires reset",
          b"GPU architecture in ",
          b" has a total",
@@ -260,7 +262,7 @@ KEYS: tuple[Key, ...] = (
          b"GEMM launch failed", b"GEMV launch failed",
          b"GEMMBatched launch failed", b"GEMMStridedBatched launch failed",
          b"rnt my GPU", b"urn my GPU", b"emperature limit on GPU #",
-         b"current GPU architecture", b"disconnect",
+         b"current GPU architecture", b"disconnect", b"disappear", b"vanish",
          *(b"GPU" + plural + b" " + link + end for plural in (b"", b"s")
            for link in (b"", b"is ", b"was ", b"just ")
            for end in (b"toast", b"dead", b"died", b"fried", b"burn")))),
@@ -292,9 +294,13 @@ KEYS: tuple[Key, ...] = (
         # Nvidia driver", "NVIDIA kernel module missing")
         rb"|vidia [Dd]river|VIDIA Driver|(?:vidia|VIDIA) [Kk]ernel [Mm]odule"
         # (and right before a Chinese word, "NCCL超时", "NCCL会报超时错误": UTF-8 lead bytes)
-        rb"|CCL ?[\xe3-\xe9]"
+        rb"|CCL ?[\xe3-\xed]"
         # (a writer's "... and reports NCCL timeout")
         rb"|CCL [Tt]ime ?out"
+        # (a writer's hang or failure in NCCL: "hangs at NCCL init", "NCCL hangs on two nodes",
+        # "stuck in NCCL", "NCCL-Initialisierung", "de NCCL", "do NCCL")
+        rb"|CCL[ -](?:[Ii]nit|[Hh]ang|[Dd]eadlock|[Ss]tuck|[Ff]reez|[Cc]rash|[Ff]ail)"
+        rb"|CCL\b(?<=in NCCL|at NCCL|on NCCL|de NCCL|do NCCL)"
         # (a writer's "NCCLAllReduce ... causes a crash", "the NCCL all-reduce fails")
         rb"|(?:CCL|ccl)[ -]?[Aa]ll[ -]?[Rr]educe"
         # (DCGM's "Detected fatal errors on NvSwitch 2 link 17", "Detected fatal NvSwitch SXID
@@ -313,8 +319,12 @@ KEYS: tuple[Key, ...] = (
          b"NVIDIA version is too old", b"Nvidia driver", b"Nvidia Driver", b"NVIDIA Driver",
          *(first + b" " + kernel + b"ernel " + module + b"odule" for first in (b"Nvidia", b"NVIDIA")
            for kernel in (b"k", b"K") for module in (b"m", b"M")),
-         *(b"NCCL" + bytes([lead]) for lead in range(0xE3, 0xEA)),
-         *(b"NCCL " + bytes([lead]) for lead in range(0xE3, 0xEA)),
+         *(b"NCCL" + bytes([lead]) for lead in range(0xE3, 0xEE)),
+         *(b"NCCL " + bytes([lead]) for lead in range(0xE3, 0xEE)),
+         *(b"NCCL" + sep + word for sep in (b" ", b"-")
+           for word in (b"Init", b"init", b"Hang", b"hang", b"Deadlock", b"deadlock", b"Stuck",
+                        b"stuck", b"Freez", b"freez", b"Crash", b"crash", b"Fail", b"fail")),
+         b"in NCCL", b"at NCCL", b"on NCCL", b"de NCCL", b"do NCCL",
          b"NCCL timeout", b"NCCL Timeout", b"NCCL time out", b"NCCL Time out",
          *(first + sep + all_ + sep_ + reduce for first in (b"NCCL", b"Nccl")
            for sep in (b"", b" ", b"-") for all_ in (b"All", b"all")
@@ -362,8 +372,13 @@ KEYS: tuple[Key, ...] = (
         tuple(word.encode() for word in _OTHER_KILLED)),
     # the kernel's OOM killer at work: "invoked oom-killer"; a writer's "oom killer"
     # (and a GPU's out-of-memory told in lower case: "the node3 failed with cuda oom")
-    Key(rb"oom(?:[- ]?kill|_reaper|(?<=[Cc]uda oom)\b)",
-        (b"oom-kill", b"oom kill", b"oomkill", b"oom_reaper", b"cuda oom", b"Cuda oom")),
+    # (and a writer's driver told too old, in this pass: "my driver is too old for CUDA 12.1")
+    Key(rb"oo(?:m(?:[- ]?kill|_reaper|(?<=[Cc]uda oom)\b)|(?: old| low)(?:(?<=driver is too old)"
+        rb"|(?<=driver was too old)|(?<=driver version is too old)|(?<=driver is too low)"
+        rb"|(?<=driver version is too low)))",
+        (b"oom-kill", b"oom kill", b"oomkill", b"oom_reaper", b"cuda oom", b"Cuda oom",
+         b"driver is too old", b"driver was too old", b"driver version is too old",
+         b"driver is too low", b"driver version is too low")),
     # ... and in capitals, mid-log or in prose ("killed by the OOM killer", "OOM-killed"), on a
     # line with no other key ("Out of memory: Killed process" has "emory" and "Kill")
     # (and TensorFlow's out-of-memory without its status, "OOM when allocating tensor ...": a
@@ -385,7 +400,9 @@ KEYS: tuple[Key, ...] = (
     # ("Requested" and "(according to CUDA)": in the R and C passes)
     # (and TensorFlow's "kernel version 470.57.2 does not match DSO version 510.47.3", in this
     # pass: one pass fewer)
-    Key(rb"D(?:evice limit +: |SO version \d)", (b"Device limit ", b"DSO version ")),
+    # (and a kernel's assertion told with a capital: "Device-side assert in the loss")
+    Key(rb"D(?:evice limit +: |SO version \d|evice[- ]side assert)",
+        (b"Device limit ", b"DSO version ", b"Device-side assert", b"Device side assert")),
     # the driver's tools and library named in lower case: "bash: nvidia-smi: command not found",
     # the runtime's `exec: "nvidia-smi": executable file not found`, "libnvidia-ml.so.1 missing"
     # (and "no kernel image is available" where a program, a miner or a server, printed it
@@ -434,9 +451,15 @@ KEYS: tuple[Key, ...] = (
         # (and PaddlePaddle Fluid's check of a GPU request against the free memory: "enforce
         # allocating <= available failed, N > M")
         rb"|g <= available(?<=allocating <= available)"
+        # (and a writer's driver told short of the CUDA the program needs: "the driver version
+        # is insufficient for ...", "the driver only supports CUDA 11.4", "needs a newer driver")
+        rb"|nsufficient(?:(?<=driver version is insufficient)|(?<=driver is insufficient))"
+        rb"|nly supports(?<=driver only supports)|ewer driver(?<=newer driver)"
         # (and go-nvml's failed start as a Go program prints it: "nvml.Init() failed: ...")
         rb"|vml\.(?:Init|Shutdown)\(\) failed)",
         (b"nvidia-smi", b"nvidia-ml", b"no kernel image", b"nvidia.ko: ", b"nvidia driver",
+         b"driver version is insufficient", b"driver is insufficient", b"driver only supports",
+         b"newer driver",
          b"nvidia Driver", *(b"nvidia " + kernel + b"ernel " + module + b"odule"
                              for kernel in (b"k", b"K") for module in (b"m", b"M")),
          b"insert 'nvidia", b"Module nvidia", b"kernel module 'nvidia", b"the 'nvidia",

@@ -565,6 +565,16 @@ SINGLE_LINES = [
      "driver-mismatch", "driver-mismatch/no-usable-cuda-gpu"),
     ("The ncclShmOpen error shows the container's /dev/shm was too small for NCCL.", "nccl",
      "nccl/shm-open-told"),
+    ("Every rank of the job gets stuck in NCCL all-gather after the second epoch.", "nccl",
+     "nccl/hang-told"),
+    ("The tokenizer job ran out of host memory on the login node.", "host-oom",
+     "host-oom/out-of-ram-told"),
+    ("Since the firmware update GPU 6 vanishes from nvidia-smi every night.", "gpu-hardware",
+     "gpu-hardware/vanished-told"),
+    ("Our GPU driver was outdated for the CUDA 12.4 image.", "driver-mismatch",
+     "driver-mismatch/driver-too-old-told"),
+    ("The sampler hit a device-side assert with the new vocabulary.", "device-assert",
+     "device-assert/told"),
 ]
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from gpu_audit.explain.signatures.guards import unless_words
 from gpu_audit.explain.signatures.registry import (
     Advice,
     AdviceContext,
@@ -74,6 +75,33 @@ _FULL_WIDTH = str.maketrans({"\uff1c": "<", "\uff1e": ">", "\uff1d": "="})
            ("Assertion",), "A device-side assertion failed in a CUDA kernel",
            group="device-assert", extract=_unquoted,
            example="Assertion srcIndex < srcSelectDimSize failed.")
+# A kernel's assertion told in the writer's words, the message not pasted: "I get a device-side
+# assertion when the labels contain -1", "the embedding lookup fails with an index out of bounds
+# assertion on the GPU", and CUDA's words inside a sentence of another language with a word of
+# happening or failing ("计算loss时触发了device-side assert", "device-side assertが発生します",
+# "device-side assert가 발생합니다", "падает с device-side assert", "kommt ein device-side
+# assert"). Not a condition, a question or a rule ("if you get a device-side assert, ...",
+# "a device-side assert is usually a label out of range").
+@signature("device-assert/told",
+           unless_words("if|whether|when|how|why|what|you|your|can|could|may|might|would|"
+                        "should|usually|often|typically|avoid|prevent")
+           + r"(?i:\b(?:get|gets|got|getting|hit|hits|hitting|see|saw|seeing|encounter(?:s|ed|"
+           r"ing)?|throws?|threw|raises?|raised|triggers?|triggered|(?:fails?|failed|crash(?:es|"
+           r"ed)?|dies|died|aborts?|aborted|errors? out|errored out)(?: \w+){0,2}? with) (?:an? "
+           r"|the |random |this )?(?:CUDA )?(?:device[- ]side assert(?:ion)?s?|index(?:ing)? out "
+           r"of (?:bounds|range) assert(?:ion)?s?)\b)|"
+           r"^(?![^\n]*(?:如果|若|是否|为什么|怎么|如何|もし|場合|만약|경우|[？?]))"
+           r"(?!(?i:[^\n]*\b(?:if|если|wenn|falls|si|se (?:o|a)|caso)\b))[^\n]*?"
+           r"(?:(?:触发|出现|发生|报|遇到|碰到)了?\s?(?i:device[- ]side assert)|"
+           r"(?i:device[- ]side assert(?:ion)?)\s?(?:(?:が|エラーが)(?:発生|起き|出)|(?:가|이)? "
+           r"?(?:발생|나|떠))|"
+           r"(?i:(?:пада\w*|упал\w*|вылета\w*|kommt|stürzt|tritt|falla|fall[óo]|aparece|plante|"
+           r"planta|falha|falhou)\b[^\n]{0,30}?device[- ]side assert))",
+           ("device-side assert", "device side assert", "Device-side assert",
+            "Device side assert", "out of bounds assert", "out of range assert"),
+           "A device-side assertion failed in a CUDA kernel (told in the writer's words)",
+           group="device-assert",
+           example="I get a device-side assertion when the labels contain -1.")
 @signature("device-assert/triggered",
            r"device-side assert(?:ion)? triggered|CUDA_ERROR_ASSERT\b|cudaErrorAssert\b",
            ("device-side assert", "CUDA_ERROR_ASSERT", "cudaErrorAssert"),

@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from gpu_audit.explain.signatures.guards import unless_words
+from gpu_audit.explain.signatures.guards import unless_marks, unless_words
 from gpu_audit.explain.signatures.registry import (
     Advice,
     AdviceContext,
@@ -443,6 +443,59 @@ fixed("driver-mismatch/wrong-arch-told",
       "--format=csv`; a Jetson's is listed by NVIDIA: TX2 6.2, Xavier 7.2, Orin 8.7): OpenCV's "
       "CUDA_ARCH_BIN, CMake's CMAKE_CUDA_ARCHITECTURES, nvcc's -gencode, PyTorch extensions' "
       "TORCH_CUDA_ARCH_LIST.")
+
+
+# The NVIDIA driver told too old for the CUDA the program needs, in the writer's words and in
+# the languages such reports are written in: "the error says my driver is too old for CUDA
+# 12.1", "it complains that the driver version is insufficient for the CUDA runtime", "my driver
+# only supports CUDA 11.4 and torch was built with 12.1", "the container needs a newer driver",
+# "驱动版本太低", "ドライバーが古すぎて", "드라이버 버전이 너무 낮아서", "драйвер слишком старый",
+# "der Treiber ist zu alt", "el driver es demasiado antiguo", "le pilote est trop ancien", "o
+# driver é muito antigo". Not a condition, a question or advice ("if your driver is too old,
+# ...", "is my driver too old?", "make sure the driver is not too old", "驱动版本太低怎么办").
+_OLD_DRIVER_EN = (
+    unless_words(r"if|whether|you|your|may|might|maybe|perhaps|possibly|should|could|would|"
+                 r"check|make sure|ensure|is it|when|unless|or|either")
+    + r"(?i:\b(?:my|our|the|this|host'?s?) (?:(?:nvidia|GPU|CUDA|graphics|display|host|"
+    r"installed|current) ){0,2}driver(?: version)?(?: on (?:the|this|our|my|each|every) \w+)? "
+    r"(?:is|was|seems|seemed|appears) (?:to be )?"
+    r"(?:too old|too low|outdated|out of date|insufficient|not new enough)\b"
+    r"(?![^\n]{0,40}\?)|"
+    r"\bdriver(?: version)? is (?:insufficient|too old|too low) for (?:the )?(?:CUDA|PyTorch|"
+    r"torch|TensorFlow)\b|"
+    r"\b(?:my|our|the) (?:(?:nvidia|GPU|installed|current) )?driver (?:only )?supports (?:up to "
+    r")?CUDA (?P<driver_cuda_version>\d{1,2}\.\d)\b[^\n]{0,60}?\b(?:built (?:with|for)|"
+    r"compiled (?:with|for)|needs|requires|wants)\b[^\n]{0,20}?\bCUDA "
+    r"(?P<required_cuda>\d{1,2}\.\d)\b|"
+    r"\b(?:needs|requires|needed|required|asks for|asked for) a newer (?:NVIDIA |GPU |CUDA )?"
+    r"driver\b)")
+_OLD_DRIVER_OTHER = (
+    unless_marks("如何|怎么|怎样|如果|若|是否|为什么|可能|会不会|もし|場合|方法|만약|경우|방법")
+    + r"(?:驱动(?:程序)?(?:版本)?(?:太低|过低|太旧|过旧|太老|不够新)|"
+    r"ドライ(?:バー|バ)(?:の|のバージョン)?(?:が|は)?(?:古すぎ|古い|低すぎ)|"
+    r"드라이버(?: 버전)?(?:이|가)? (?:너무 )?(?:낮아|낮습|낮다|오래되|오래돼))"
+    r"(?![^\n]*?(?:怎么办|怎么解决|吗|ですか|나요|까요|[？?]))"
+    # (not a rule: "驱动版本过低会导致 ... 错误", a version that would cause an error)
+    r"(?![^\n]{0,6}?(?:会|可能|将|就会|则)(?:导致|引起|造成|引发|出现))|"
+    r"^(?!(?i:[^\n]*\b(?:если|как|чтобы|wenn|falls|wie|si|cómo|para evitar|comment|"
+    r"pour éviter|se (?:a|o|seu|o seu)|caso|como)\b))(?i:[^\n]*?(?:"
+    r"\bдрайвер\w*(?: NVIDIA| nvidia)? (?:\w+ )?(?:слишком )?(?:старый|устарел\w*)|"
+    r"Treiber(?:version)? (?:ist|war) (?:\w+ )?(?:zu alt|veraltet)\b|"
+    r"\b(?:driver|controlador)(?: de NVIDIA| NVIDIA)? (?:es|está) (?:demasiado )?(?:antiguo|"
+    r"viejo|desactualizado)\b|"
+    r"\bpilote(?: NVIDIA)? (?:est )?(?:trop )?(?:ancien|vieux|obsolète)\b|"
+    r"\bdriver(?: da NVIDIA| NVIDIA)? (?:é|está) (?:muito )?(?:antigo|velho|desatualizado)\b))")
+fixed("driver-mismatch/driver-too-old-told",
+      f"{_OLD_DRIVER_EN}|{_OLD_DRIVER_OTHER}",
+      ("river", "驱动", "ドライバ", "드라이버", "драйвер", "Treiber", "pilote", "controlador"),
+      "The NVIDIA driver is too old for the CUDA the program needs (told in the writer's words)",
+      tier=0.0,
+      example="The error says my driver is too old for CUDA 12.1; I have 470 installed.",
+      explanation="The writer says the installed NVIDIA driver is too old for the CUDA the "
+      "program (or its container) was built with, without pasting the message: each CUDA "
+      "release needs a minimum driver (CUDA 11.8: 520, 12.x: 525 or newer), and `nvidia-smi` "
+      "shows the newest CUDA the installed one supports.",
+      remedy=_TORCH_FOR_DRIVER)
 
 
 @signature("driver-mismatch/capability-range",

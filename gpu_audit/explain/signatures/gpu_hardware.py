@@ -22,7 +22,7 @@ import re
 from typing import Any
 
 from gpu_audit.explain.prefixes import LINE_HEAD
-from gpu_audit.explain.signatures.guards import unless_words
+from gpu_audit.explain.signatures.guards import unless_marks, unless_words
 from gpu_audit.explain.signatures.registry import (
     Advice,
     AdviceContext,
@@ -170,6 +170,51 @@ fixed("gpu-hardware/lost-told",
       "the driver logs as Xid 79 (\"GPU has fallen off the bus\") and lspci shows as a device "
       "whose revision reads ff. Jobs on it die, and it stays unusable until it is reset, "
       "usually by a reboot.",
+      remedy=xid_info(79).action)
+
+# A GPU told vanishing from the machine in the writer's words and in the languages such reports
+# are written in: "after a few hours the GPU disappears from nvidia-smi", "GPU 3 no longer shows
+# up", "the card vanishes mid-training", "训练时经常掉卡", "GPUがnvidia-smiから消えて",
+# "GPU가 nvidia-smi에서 사라지고", "видеокарта пропадает из nvidia-smi", "verschwindet die GPU",
+# "la GPU desaparece", "le GPU disparaît", "a GPU some do nvidia-smi": what the driver logs as
+# Xid 79. The card, not a process on it ("the python process disappears from nvidia-smi"), not
+# a GPU described in general ("a GPU that falls off the bus disappears ..."), nor a condition,
+# a question or advice ("if the GPU disappears ...", "显卡掉了怎么办").
+_GONE_EN = (r"(?:disappear(?:s|ed)?|vanish(?:es|ed)?|drops? off|dropped off|drops? out|"
+            r"dropped out|goes missing|went missing|is no longer (?:detected|visible|recogni[sz]ed|"
+            r"listed|seen)|(?:no longer|stops?|stopped) (?:shows?|showing|appears?|appearing)"
+            r"(?: up)?|(?:does ?n[o']t|did ?n[o']t) show up any ?more)")
+fixed("gpu-hardware/vanished-told",
+      unless_words(r"if|whether|you|your|may|might|could|would|should|can|prevent\w*|avoid\w*|"
+                   r"when|how|what|why|typically|usually|often")
+      + r"(?i:(?<!\ba )(?<!\bany )\b(?:GPU|card|graphics card|video card|[AHLV]100|H200|A6000|"
+      r"A10G?|L40S?|T4|RTX ?\d{4}(?: ?Ti)?)s?(?: #?\d{1,2})? (?!(?:memory|usage|util\w*|load|"
+      r"process\w*|fans?|clocks?|temp\w*|power)\b)(?:(?!that\b|which\b)\w+ ){0,3}?"
+      + _GONE_EN + r"\b)|"
+      + unless_marks("如何|怎么|怎样|如果|若|是否|为什么|避免|防止|可能|会不会|吗|もし|場合|方法|"
+                     "ですか|만약|경우|방법|나요|까요")
+      + r"(?:掉卡|显卡掉了|掉显卡|GPU掉了|卡掉了|显卡(?:突然|直接|就)?(?:消失|不见)了|"
+      r"GPUが[^\n]{0,30}?(?:消え|認識されな|見えなくな)|"
+      r"GPU(?:가|이)[^\n]{0,30}?(?:사라지|사라졌|사라집|인식이 안|인식되지 않|안 보이))"
+      r"(?![^\n]*?(?:怎么办|怎么解决|吗|場合|ときは|경우|[？?]))|"
+      r"^(?!(?i:[^\n]*\b(?:если|как|чтобы|wenn|falls|wie|si|cómo|para evitar|comment|"
+      r"pour éviter|se (?:a|o)|caso|como)\b))(?i:[^\n]*?(?:(?:видеокарт\w*|GPU)[^\n.]{0,20}?"
+      r"(?:пропада\w*|пропал\w*|отвалива\w*|отвалил\w*|исчеза\w*|исчез\w*)|"
+      r"\b(?:verschwindet|verschwand) (?:die |eine |meine )?(?:GPU|Grafikkarte)|"
+      r"\b(?:GPU|Grafikkarte) (?:\w+ )?(?:verschwindet|verschwand)|"
+      r"\bGPU (?:\w+ ){0,3}?(?:desaparece|desapareció|disparaît|disparait|a disparu|"
+      r"some d[oae]s?|sumiu|"
+      r"desapareceu)\b|\bcarte graphique (?:\w+ )?(?:disparaît|a disparu)))",
+      ("GPU", "card", "Card", "掉", "显卡", "видеокарт", "Grafikkarte", "100", "H200", "A6000",
+       "A10", "L40", "T4", "RTX"),
+      "A GPU vanished from the machine (told in the writer's words)",
+      tier=0.0, group="off-the-bus",
+      example="After a few hours the GPU disappears from nvidia-smi and only a reboot brings "
+      "it back.",
+      explanation="The writer says a GPU disappeared from the machine (nvidia-smi no longer "
+      "lists it): what the driver logs as Xid 79 (\"GPU has fallen off the bus\") and lspci "
+      "shows as a device whose revision reads ff. Jobs on it die, and it stays unusable until "
+      "it is reset, usually by a reboot; a card that does it again needs service.",
       remedy=xid_info(79).action)
 
 # A machine that powers off, reboots or goes dark under GPU load, told in the writer's words

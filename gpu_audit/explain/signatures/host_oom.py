@@ -615,7 +615,8 @@ fixed("host-oom/host-memory-told",
       r"ran) out of (?:memory|RAM)\b)|"
       rf"{_NOT_ZH_CONDITION}(?:系统|机器|主机|物理|运行|CPU ?)内存{_HOST_SHORT_ZH}|"
       r"^(?![^\n]*(?:显存|顯存|显卡|CUDA|VRAM|如果|若|避免|防止|一般|通常))"
-      r"(?=[^\n]*(?:[Kk]ill|杀死|杀掉|被杀))[^\n]*?(?<!GPU)(?<!GPU )内存" + _HOST_SHORT_ZH + "|"
+      r"(?=[^\n]*(?:[Kk]ill|杀死|杀掉|被杀|退出|崩溃|挂掉|挂了|闪退|被终止))"
+      r"[^\n]*?(?<!GPU)(?<!GPU )内存" + _HOST_SHORT_ZH + "|"
       # (in Korean: memory told exceeded or short on a line that says, in the past, that the
       # run was killed: "메모리 초과 시에 ... killed 에러가 뜨면서 종료되었습니다")
       + _KILLED_MEMORY_KO,
@@ -630,6 +631,66 @@ fixed("host-oom/host-memory-told",
       "too.",
       remedy="Watch the process's memory (`free -h`, `top`, `gpu-audit scan`) as it runs; then "
       + _HOST_MEMORY)
+
+# The host's memory told running out under a run, or the OOM killer told ending it, in the
+# writer's words and in the languages such reports are written in: "the job runs out of RAM
+# during tokenization", "the Linux OOM killer terminated my training process", "加载时内存不足
+# 程序退出", "メモリ不足でプロセスが強制終了されました", "RAM이 부족해서 프로세스가 죽었습니다",
+# "процесс убивается OOM killer'ом", "der Arbeitsspeicher läuft voll", "tué par le OOM killer",
+# "se queda sin memoria RAM", "morto por falta de memória RAM". Only the host's memory (RAM, or
+# memory named the system's, the host's, the CPU's): a line that names the GPU, VRAM or CUDA is
+# the GPU's; not a condition, advice or a rule ("if the process is killed by the OOM killer",
+# "to avoid running out of RAM", "si el proceso se queda sin RAM", "もし ... 場合").
+_NOT_GPU_LINE = r"^(?![^\n]*(?:\b(?:GPU|VRAM|CUDA|vram)\b|显存|顯存|显卡|ビデオ|그래픽))"
+_HOST_RAM = (r"(?:RAM|(?:system|host|CPU|main|physical) memory|memory \((?:RAM|host)\))")
+_RAM_TOLD_EN = (
+    unless_words(r"if|whether|unless|avoid\w*|prevent\w*|you|your|should|would|could|might|"
+                 r"may|how|when|once|to fix")
+    + r"(?i:\b(?:job|process|training|script|program|run|notebook|container|machine|node|"
+    r"server|system|computer|PC|laptop|workstation|kernel|it)s? (?:\w+ ){0,2}?(?:r[au]ns?|"
+    r"running|went|goes) out of " + _HOST_RAM + r"\b|"
+    r"\bOOM[- ]?killer\b[^\n.]{0,20}?\b(?:killed|terminated|took out|reaped|stopped|shot down)"
+    r" (?:my|our|the)\b|"
+    # (the kernel as the killer: "the kernel killed my python process")
+    r"\bthe (?:Linux )?kernel (?:\w+ )?killed (?:my|our|the) (?:\w+ )?(?:process|job|training|"
+    r"script|program|run)\b)")
+_RAM_TOLD_OTHER = (
+    # (Japanese: memory short, then the process killed or ended)
+    r"(?:メモリ|RAM)(?:が|の)?(?:不足|足りな|溢れ|あふれ|枯渇|いっぱい)[^\n]{0,30}?(?:強制終了|"
+    r"killed|Killed|殺され)(?![^\n]{0,20}?(?:ことがあ|ことも|かもしれ|可能性))|"
+    # (Korean: the RAM short, then the process dead or ended, in the past)
+    r"(?:RAM|램)(?:이|가)? ?(?:부족|모자라|꽉 차)[^\n]{0,30}?"
+    r"(?:죽었|종료되었|종료됐|꺼졌|강제 ?종료)|"
+    # (Russian: the OOM killer or the RAM, then killed)
+    r"(?i:(?:убива\w*|убит\w*|убил\w*) (?:\w+ )?OOM[- ]?killer\w*|OOM[- ]?killer\w* "
+    r"(?:убива\w*|убил\w*)|(?:оперативн\w* памят\w*|ОЗУ)[^\n.]{0,40}?(?:не хватает|кончается|"
+    r"заканчивается|закончилась|забивается)|(?:не хватает|кончается|заканчивается|"
+    r"закончилась|нехватк\w*|не хватило) "
+    r"(?:\w+ )?(?:оперативн\w* памят\w*|ОЗУ))|"
+    # (German: the RAM running full, the process killed by the OOM killer)
+    r"(?i:\b(?:Arbeitsspeicher|RAM|Hauptspeicher)\b[^\n.]{0,20}?\b(?:läuft|lief) "
+    r"(?:\w+ ){0,4}?voll\b|"
+    r"\bvom OOM[- ]?Killer (?:\w+ )?(?:beendet|gekillt|abgeschossen)\b)|"
+    # (French, Spanish, Portuguese: killed by the OOM killer, out of RAM)
+    r"(?i:\b(?:tué|tuée|arrêté|arrêtée) par (?:le |l')?OOM[- ]?killer\b|\bmémoire (?:vive|RAM) "
+    r"(?:est |était )?(?:saturée|pleine)\b|"
+    r"\b(?:se queda|se quedó|me quedo|me quedé|nos quedamos) sin (?:memoria )?RAM\b|"
+    r"\bmatado por (?:el )?OOM[- ]?killer\b|"
+    r"\bmort[oa] (?:pelo OOM[- ]?killer|por (?:falta de )?(?:memória )?RAM)\b|"
+    r"\b(?:fica|ficou) sem (?:memória )?RAM\b)")
+fixed("host-oom/out-of-ram-told",
+      rf"(?:{_RAM_TOLD_EN})|{_NOT_GPU_LINE}(?!(?i:[^\n]*(?:\b(?:if|when|avoid|prevent|falls|"
+      r"wenn|si|pour éviter|para evitar|caso|если|чтобы|como|comment)\b|もし|場合|만약|경우)))"
+      rf"[^\n]*?(?:{_RAM_TOLD_OTHER})",
+      ("RAM", "memory", "OOM", "メモリ", "램", "ОЗУ", "памят", "Arbeitsspeicher",
+       "Hauptspeicher", "mémoire"),
+      "The host ran out of RAM (told in the writer's words)", tier=1.5,
+      example="The job runs out of RAM during tokenization and the node kills it.",
+      explanation="The writer says the machine's memory (RAM, the host's; not the GPU's) ran "
+      "out under the run, or that the kernel's OOM killer ended it: a process killed that way "
+      "gets SIGKILL and prints nothing of its own (the shell's \"Killed\", exit status 137).",
+      remedy="Confirm with `sudo dmesg -T | grep -i 'killed process'` and watch the process's "
+      "memory as it runs (`free -h`, `top`, `gpu-audit scan`); then " + _HOST_MEMORY)
 
 
 _DATALOADER = (r"(?i:DataLoader) (?:worker|process)"
@@ -904,7 +965,8 @@ _TOLD_KILLED = (
     # (a word before the noun, "the running process", and the shell's word in quotes: 'the
     # running process was "Killed" at epoch 25'; a server is the writer's program: "the server
     # will be killed when executing the valid function")
-    r"(?i:(?<!\bif )(?<!\bwhether )(?<!\bwhen )\b(?:the|my|our) (?:(?:running|whole|main|"
+    r"(?i:(?<!\bif )(?<!\bwhether )(?<!\bwhen )(?<!\bwill )(?<!\bwould )(?<!\bcan )"
+    r"(?<!\bcould )(?<!\bdoes )(?<!\bmight )\b(?:the|my|our) (?:(?:running|whole|main|"
     r"entire|python) )?(?:training|process|program|application|"
     r"job|script|run|container|pod|thread|task|python|server|runner)(?: process| job)?(?:es|s)? "
     r"(?:is|was|"
@@ -915,7 +977,14 @@ _TOLD_KILLED = (
     # 52% with message `killed`"; not "if it fails with ...")
     r"(?<!\bif )(?<!\bif it )\b(?:fails|failed|crash(?:es|ed)|stops|stopped|exits|exited|dies|"
     r"died|ends|ended)\b(?: \S+){0,8}? with (?:the |a )?(?:message|output|error)s?:? "
-    r"[\"'`*]+killed\b[\"'`*]+)|"
+    r"[\"'`*]+killed\b[\"'`*]+|"
+    # (the shell's word quoted as what the run printed: 'the script just prints "Killed" and
+    # exits', "python only says `Killed`"; not the shell's habit told in general, "... prints
+    # 'Killed' when the kernel ...")
+    r"(?<!\bif )\b(?:it|script|process|program|training|job|python|terminal|console|run)\b"
+    r"[^\n]{0,30}?\b(?:just |only |simply |then )?(?:prints|printed|says|said|shows|showed|"
+    r"outputs|output|displays|displayed|gives|gave)(?: me)? (?:a |the )?[\"'`*]+killed\b"
+    r"[\"'`*.!]+(?! (?:when|if|whenever|once)\b))|"
     # (and where it was when killed: "程序在加载模型中被kill了", "训练到第3轮时被杀死")
     # (not in a condition or a question anywhere before it on the line: "如果训练进程被kill")
     + unless_words("if", also="如果|假如|要是|若|可能|是否") +
@@ -948,7 +1017,7 @@ _TOLD_KILLED = (
            r"\btraceback ?: ?Signal 9 \(SIGKILL\)(?! received by PID)|"
            r"failed \(exitcode: -9\) local_rank: (?P<local_rank>\d+) \(pid: (?P<pid_>\d+)\)|"
            r"exitcode\s*: -9 \(pid: (?P<pid__>\d+)\)|"
-           r"(?:exit(?:ed)?(?: with)?(?: a)? (?:status|code)(?: code)?|returned non-zero exit "
+           r"(?:exit(?:ed|s)?(?: with)?(?: a)? (?:status|code)(?: code)?|returned non-zero exit "
            r"status|return ?code|"
            # (SageMaker's "ExitCode 137" of the user's script)
            r"exit_code|error code|ExitCode|"

@@ -152,8 +152,32 @@ fixed("illegal-memory-access/told",
       r"running into) (?:various |random |intermittent |occasional |several |some |these |"
       r"many |an? )?(?:(?:CUDA|GPU|device|kernel) )?"
       r"(?:(?:illegal|invalid) memory access(?:es)?(?: (?:faults?|violations?|errors?))?|"
-      r"memory access (?:faults?|violations?|errors?))\b)",
-      ("emory access",), "Illegal memory access in a CUDA kernel (told in the writer's words)",
+      r"memory access (?:faults?|violations?|errors?))\b)|"
+      # (the run as the subject: "it fails randomly with an illegal memory access", "training
+      # hits an illegal memory access at step 1200", "the kernel crashes with illegal memory
+      # access on H100"; not a condition, a question or a rule: "if you hit an illegal memory
+      # access, ...", "could an illegal memory access be caused by ...")
+      + unless_words("if|whether|when|how|why|you|your|can|could|may|might|would|should|will|"
+                     "avoid|prevent|fix|fixes|fixed|usually|often|typically")
+      + r"(?i:\b(?:(?:fails?|failed|crash(?:es|ed)?|dies|died|aborts?|aborted|errors? out|"
+      r"errored out|stops?|stopped|exits?|exited|breaks?|broke)\b(?: \w+){0,2}? with|"
+      r"(?:hits?|hitting|throws?|threw|raises?|raised|triggers?|triggered|produces?|produced|"
+      r"reports?|reported|gives?|gave|gets?|got|runs? into|ran into)) (?:an? |the |random |"
+      r"occasional |intermittent )?(?:CUDA )?(?:illegal|invalid) memory access(?:es)?\b)|"
+      # (and in the languages such reports are written in: "训练几百步后随机出现非法内存访问",
+      # "不正なメモリアクセスが発生して落ちます", and CUDA's words inside a sentence of another
+      # language with a word of failing: "падает с illegal memory access", "stürzt mit einem
+      # illegal memory access ab", "报illegal memory access"; not a condition or a question)
+      r"^(?![^\n]*(?:如果|若|是否|为什么|怎么|如何|可能|もし|場合|만약|경우|[？?]))"
+      r"(?!(?i:[^\n]*\b(?:if|если|wenn|falls|si|se (?:o|a)|caso)\b))[^\n]*?"
+      r"(?:(?:出现|发生|报|遇到|碰到)了?\s?"
+      r"(?:非法内存访问|非法的内存访问|(?i:illegal memory access))|"
+      r"不正な?メモリアクセス(?:が|エラーが)?(?:発生|起き|出)|"
+      r"(?i:illegal memory access)[^\n]{0,12}?(?:에러|오류)가? (?:나|발생|떠)|"
+      r"(?i:(?:пада\w*|упал\w*|вылета\w*|stürzt|bricht|falla|fall[óo]|plante|planta|falha|"
+      r"falhou|crasht)\b[^\n]{0,30}?illegal memory access))",
+      ("emory access", "非法内存访问", "非法的内存访问", "メモリアクセス"),
+      "Illegal memory access in a CUDA kernel (told in the writer's words)",
       tier=1.5,
       example="Running the new kernel on an H100 I am getting various memory access faults.",
       explanation="The writer says a kernel faulted on memory, without pasting the message: "

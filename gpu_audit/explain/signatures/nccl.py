@@ -134,6 +134,66 @@ fixed("nccl/timeout-told",
       remedy=_COLLECTIVE_REMEDY)
 
 
+# A hang, a timeout or a failure inside NCCL told in the writer's words, the message not pasted:
+# the run stuck at, in or during NCCL ("Multi-node training hangs at NCCL init", "all ranks
+# deadlock in NCCL"), NCCL as the subject ("NCCL hangs on two nodes"), a run that fails with an
+# NCCL error, and the same in Chinese, Japanese, Korean, Russian, German, Spanish, French and
+# Portuguese ("卡在NCCL初始化", "NCCLの初期化で止まる", "зависает на инициализации NCCL"). Not a
+# condition, a question, advice or the reader's ("if NCCL hangs, ...", "how to avoid NCCL
+# hangs", "to avoid NCCL timeouts set ...", "如果卡在NCCL").
+_STALLS = (r"(?:hangs|hung|is hanging|(?:gets?|got|is|was|are|were|remains?|stays?) stuck|stuck|"
+           r"freez(?:es|ing)|froze|deadlock(?:s|ed)?|stall(?:s|ed)|times? out|timed out|"
+           r"timing out|crash(?:es|ed)|fails|failed|dies|died|aborts|aborted)")
+_NCCL_PHASE = (r"(?:init\w*|communicat\w*|comm\b|all[- ]?reduce|all[- ]?gather|broadcast|"
+               r"barrier|setup|bootstrap|collectives?|operations?|calls?)")
+_NCCL_TOLD_EN = (
+    unless_words(r"if|whether|when|how|why|you|your|can|could|may|might|would|should|will|"
+                 r"avoid\w*|prevent\w*|to fix|unless|usually|often|typically|common\w*")
+    + r"(?i:\b" + _STALLS + r"\b(?: \S+){0,3}? (?:at|in|on|during|inside|within|while) (?:the )?"
+    r"(?-i:NCCL)\b(?:[ -]" + _NCCL_PHASE + r")?|"
+    r"(?<![\w-])(?-i:NCCL)(?: " + _NCCL_PHASE + r"){0,2} (?:always |then |just |sometimes |"
+    r"randomly |still |also )?(?:hangs|hung|is hanging|deadlocks|deadlocked|freezes|froze|"
+    r"(?:gets|got) stuck|times out|timed out|crashes|crashed|fails|failed)\b"
+    r"(?! (?:are|were|can|may|might|usually|often|typically|happen|occur))|"
+    r"\b(?:fails|failed|crash(?:es|ed)|dies|died|aborts|aborted|exits|exited|errors out) with "
+    r"(?:an? |the )?(?-i:NCCL) (?:errors?|failures?|timeouts?|exceptions?)\b)")
+_NCCL_TOLD_ZH = (
+    unless_marks("如何|怎么|怎样|如果|若是|是否|为什么|避免|防止|可能")
+    # (a verb of stalling after NCCL; a timeout or an error only as an event, "NCCL又超时了",
+    # not the noun of a title or a topic, "NCCL超时问题")
+    + r"(?:(?:卡在|卡住在|停在|挂在|hang在|卡死在)\s?NCCL|NCCL\s?(?:的)?(?:初始化|通信|通讯|"
+    r"allreduce|all_reduce)?\s?(?:时|的时候|阶段)?(?:就|一直|总是|又)?(?:卡住|卡死|hang住|挂住|"
+    r"(?:超时|报错|出错|失败)了)|报\s?NCCL\s?(?:的)?(?:错误|错))")
+_NCCL_TOLD_OTHER = (
+    # (Japanese and Korean: NCCL, its phase, then where, then stopping or timing out)
+    r"^(?![^\n]*(?:もし|場合|方法|避け|ですか|만약|경우|방법|나요|까요))[^\n]*?"
+    r"NCCL\s?(?:の)?\s?(?:初期化|通信|초기화|통신)?\s?(?:단계)?(?:で|中に|時に|에서|중에|중)?\s?"
+    r"(?:止ま|固ま|フリーズ|ハング|タイムアウト|멈추|멈춥|멈췄|멈춰|타임아웃|행이 걸)|"
+    # (Russian, German, Spanish, French, Portuguese: the run's stalling verb, then NCCL)
+    r"^(?!(?i:[^\n]*\b(?:если|как|чтобы|почему|wenn|falls|wie|sollten?|si|cómo|para evitar|"
+    r"comment|pour éviter|vous|se (?:o|a|os|as|você|eu)|caso|como|você)\b))"
+    r"(?i:[^\n]*?\b(?:завис\w*|висн\w*|hängt|"
+    r"hing|bleibt hängen|blieb hängen|se cuelga|se colgó|se queda (?:colgado|bloqueado|trabado)|"
+    r"se bloquea|reste bloquée?|se bloque|bloque|trava|travou|fica travado|congela)\b)"
+    r"[^\n.]{0,40}?\bNCCL\b|"
+    # (German's verb split around NCCL: "das Training bleibt in NCCL hängen")
+    r"^(?!(?i:[^\n]*\b(?:wenn|falls|wie|sollten?)\b))[^\n]*?\b(?:bleibt|blieb)\b[^\n.]{0,40}?"
+    r"\bNCCL\b[^\n.]{0,20}?\bhängen\b")
+fixed("nccl/hang-told",
+      f"{_NCCL_TOLD_EN}|{_NCCL_TOLD_ZH}|{_NCCL_TOLD_OTHER}",
+      ("NCCL",), "A run hung or failed in NCCL (told in the writer's words)", tier=3.0,
+      example="Multi-node training hangs at NCCL init and then times out after 30 minutes.",
+      explanation="The writer says the job hung, timed out or failed inside NCCL, without "
+      "pasting NCCL's or the watchdog's message. A hang at initialisation is most often the "
+      "ranks not reaching each other (a firewall, the wrong network interface, InfiniBand or "
+      "peer-to-peer unusable in a container or VM); a hang later in training is one rank that "
+      "crashed or stalled first. " + _COLLECTIVE_ECHO,
+      remedy="Rerun with NCCL_DEBUG=INFO (and NCCL_DEBUG_SUBSYS=INIT,NET) to get NCCL's own "
+      "messages and see where it stops; at initialisation, set NCCL_SOCKET_IFNAME to the "
+      "interface the nodes share and try NCCL_IB_DISABLE=1 or NCCL_P2P_DISABLE=1 to rule out a "
+      "transport. " + _COLLECTIVE_REMEDY)
+
+
 # NCCL's all-reduce told failing by the writer, the message not pasted: "NCCLAllReduce in
 # MirroredStrategy causes a crash", "the NCCL all-reduce crashes with CUDA 12" (TensorFlow's
 # cross-device op by its class name, or in words). Not a condition, a question or the reader's:

@@ -665,8 +665,35 @@ fixed("nvml-unavailable/smi-fails-told",
       r"unable to) (?:get|make) `?nvidia-smi`? (?:to )?work\b|"
       r"\bnvidia-smi`? (?:still |just )?(?:(?:does|did)(?: not|n'?t) work|won'?t work|(?:is |was )?"
       r"not working|stopped working|fails|failed) (?:in|inside|within) (?:the|a|my|our|any) "
-      r"(?:pod|container|docker container)s?\b)",
-      ("nvidia-smi",), "nvidia-smi fails (told in the writer's words)", tier=0.5,
+      r"(?:pod|container|docker container)s?\b)|"
+      # (NVML or nvidia-smi told failing in other words: "NVML fails to initialize inside the
+      # container", "nvidia-smi can't talk to the driver after the kernel update", 'nvidia-smi
+      # fails with "Failed to initialize NVML"'; not a rule: "... when the module is not loaded")
+      + unless_words("if|whether|you|your|should|make sure|check|when|how|why|usually|often|"
+                     "typically|may|might|could|would")
+      + r"(?i:\bnvidia-smi`? (?:suddenly |just |has |then )?(?:stopped working|no longer works|"
+      r"(?:does|did)(?: not|n'?t) work any ?more)\b|"
+      r"\bNVML (?:still |just )?(?:fails|failed|won'?t|can'?t|cannot|could ?n[o']t) "
+      r"(?:to )?(?:initiali[sz]e|init|load|start)\b|"
+      r"\bnvidia-smi`? (?:still |just |now )?(?:can'?t|cannot|could ?n[o']t|is unable to|was "
+      r"unable to|fails to|failed to|no longer) (?:talk|communicate|connect) (?:to|with) (?:the )?"
+      r"(?:NVIDIA |nvidia )?driver\b(?![^\n]{0,40}\b(?:when|if|unless|whenever)\b)|"
+      r"\bnvidia-smi`? (?:\w+ ){0,2}?(?:fails|failed|says|said|shows|showed|returns|returned|"
+      r"gives|gave|prints|printed|reports|reported|errors? out|errored out)(?: with)?:? "
+      r"[\"'`]?Failed to initiali[sz]e NVML\b)|"
+      # (and in the languages such reports are written in: "容器里nvidia-smi用不了",
+      # "nvidia-smi无法和驱动通信", "nvidia-smiが動きません", "nvidia-smi가 작동하지 않습니다",
+      # "nvidia-smi не видит драйвер", "nvidia-smi funktioniert nicht", "nvidia-smi no funciona",
+      # "nvidia-smi ne fonctionne pas", "nvidia-smi não funciona"; not a condition or a question)
+      r"^(?![^\n]*(?:如果|若|是否|为什么|怎么|如何|もし|場合|만약|경우|[？?]))"
+      r"(?!(?i:[^\n]*\b(?:if|если|wenn|falls|si|se|caso|quand)\b))[^\n]*?nvidia-smi`?\s?"
+      r"(?:(?:命令)?(?:用不了|无法使用|無法使用|不能用|不能使用|运行不了|没法用|(?:无法|不能)(?:和|与|跟)驱动通信)|"
+      r"(?:が|は)(?:動きません|動かない|使えない|使えません|動作しない|動作しません)|"
+      r"(?:가|이)? ?(?:작동하지 않|작동이 안|실행되지 않|실행이 안|안 됩니다|안 돼)|"
+      r"(?i:не (?:работает|запускается|видит (?:драйвер|видеокарт\w*))|(?:funktioniert|läuft) "
+      r"(?:\w+ ){0,3}?nicht\b|no (?:funciona|arranca)\b|ne (?:fonctionne|marche) (?:pas|plus)\b|"
+      r"não (?:funciona|roda)\b))",
+      ("nvidia-smi", "NVML"), "nvidia-smi fails (told in the writer's words)", tier=0.5,
       example="I can't get nvidia-smi to work in the pod, the same image works with docker.",
       explanation="The writer says nvidia-smi does not work, without its message. The usual "
       "causes: in a container or a Kubernetes pod, the NVIDIA runtime did not give it the GPUs "
