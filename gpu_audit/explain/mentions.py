@@ -355,12 +355,14 @@ _EXPLAINER_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                          # a page of questions and answers, by its heading
                          r"^(?:frequently asked questions|FAQs?)$|"
                          r"\bthis (?:post|article|tutorial|guide) (?:explains|covers|shows|"
-                         r"addresses|describes|discusses|explores|walks)\b|"
+                         r"addresses|describes|discusses|explores|walks|delves|examines)\b|"
                          r"\b(?:this|the first) (?:blog )?post (?:is )?about\b|"
                          # (not a program's pointer to one: SageMaker's "Check troubleshooting
                          # guide for common errors")
                          r"(?<!\bcheck )(?<!\bsee )(?<!\bcheck the )(?<!\bsee the )"
-                         r"\btroubleshooting guide\b|^(?:quick answer|tl;?dr)\b|一文|"
+                         r"\btroubleshooting guide\b|^(?:quick answer|tl;?dr)\b|"
+                         # (a guide's opening answer in Spanish, Portuguese, French)
+                         r"^(?:respuesta r[aá]pida|resposta r[aá]pida|r[ée]ponse rapide)\b|一文|"
                          r"本文|这篇文章|這篇文章|本篇|本指南|本教程|"
                          r"この記事|本記事|이 글|이번 글|설명해 ?드릴게요|"
                          r"설명해 ?드리겠습니다|в этой статье|"
@@ -394,13 +396,18 @@ _EXPLAINER_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                         r"indicates)\b|"
                         r"\b(?:this|the|that) (?:error|message|exception) (?:usually |"
                         r"typically |simply |generally )?(?:(?:means|indicates|is caused|"
-                        r"is thrown|is raised|tells you)\b|(?:occurs|happens|appears)\b"
+                        r"is thrown|is raised|tells you|signifies)\b|(?:occurs|happens|appears)\b"
                         r"(?!\s*(?:[.!?;,)]|$|again\b|(?:\w+ )?(?:on|at|in) (?:the )?line\b|"
                         r"(?:\w+ )?(?:when|while|after|if|as soon as) (?:I|we)\b)))|"
                         r"^this (?:(?:most )?(?:often|usually|typically|mostly|commonly|"
                         r"generally) )?(?:happens|occurs)(?: (?:most )?(?:often|usually|"
                         r"typically|mostly))? when\b|"
                         r"\b(?:occurs|happens|is raised|is thrown) when (?:your|the|a|you)\b|"
+                        # the message named in curly quotes between: "The “X” error signifies
+                        # that", "the error message clearly indicates"
+                        r"\b(?:this|the|that) (?:“[^”\n]{1,80}”\s*)?(?:error|message)(?: message)? "
+                        r"(?:(?:clearly|usually|typically|simply|generally) )?(?:means|"
+                        r"indicates|signifies)\b|"
                         # "the real cause is almost always that ...": a cause told in general
                         r"\bthe (?:real|root|underlying|actual) cause is (?:almost always|"
                         r"usually|typically|often|most often|generally)\b|"
@@ -576,6 +583,11 @@ _EXPLAINER_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                        # Spanish, Portuguese, French: "cómo solucionar", "7 soluciones que
                        # funcionan", "formas de arreglarlo", "como corrigir", "comment corriger"
                        r"|\bc[oó]mo (?:solucionar|arreglar|resolver|corregir|evitar)\b"
+                       # a guide's title or summary that offers the fix: "Solucionar errores de
+                       # memoria ...", "Resuelve errores OOM al entrenar ..."
+                       r"|^\W{0,4}(?:solucionar|solucion[ae]|resolver|resuelve|arreglar|arregla|"
+                       r"corregir|corrige|evitar|evita) (?:(?:los|las|el|la|tus|sus) )?"
+                       r"(?:errores|problemas|fallos)\b"
                        r"|\bsoluciones (?:que funcionan|r[aá]pidas|probadas|comunes|posibles|"
                        r"avanzadas)\b|\b(?:formas|maneras) (?:probadas )?de (?:arreglar|"
                        r"solucionar|resolver)\w*"

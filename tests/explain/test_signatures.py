@@ -575,6 +575,8 @@ SINGLE_LINES = [
      "driver-mismatch/driver-too-old-told"),
     ("The sampler hit a device-side assert with the new vocabulary.", "device-assert",
      "device-assert/told"),
+    ("Once I put both cards in the x16 slots it works fine, no more hangs.", "gpu-hardware",
+     "gpu-hardware/slot-told"),
 ]
 
 

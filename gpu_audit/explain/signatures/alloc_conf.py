@@ -375,10 +375,19 @@ def _async_card_warning(sig: Signature, numbers: dict[str, Any], ctx: AdviceCont
 # ("with --cuda-malloc parameter the face-swap extension not works", "cudaMallocAsync breaks
 # the upscaler"); not the option that turns it off, nor a condition or advice to the reader.
 ASYNC_FAILS_TOLD = (
-    unless_words("if|whether|unless|you|your|should|try|make sure") +
+    unless_words("if|whether|unless|you|your|should|try|make sure") + r"(?:"
     r"(?:(?<!disable-)(?<!disable )(?<!disabling )(?<!no-)\bcuda-malloc\b|\bcudaMallocAsync\b)"
     r"[^\n]{0,100}?\b(?i:not work(?:s|ing)?|(?:does|do|did)(?: not|n'?t) work|won'?t work|"
-    r"stop(?:s|ped)? working|no longer works?|breaks?|broke|crash(?:es|ed)?|fails?|failed)\b")
+    r"stop(?:s|ped)? working|no longer works?|breaks?|broke|crash(?:es|ed)?|fails?|failed)\b"
+    # ... and the same told from the other side: the program ran only once the option that
+    # turns the backend off was there ("Did not work until I added --disable-cuda-malloc",
+    # "passing --disable-cuda-malloc fixed it")
+    r"|\b(?i:(?:did|does|would|could)(?: not|n'?t) (?:work|run|start|load)|(?:was|kept) "
+    r"(?:failing|crashing)|failed|crashed)\b[^\n]{0,60}?\b(?i:until|till|unless) [^\n]{0,40}?"
+    r"(?:--|\b)disable-cuda-malloc\b"
+    r"|(?:--|\b)disable-cuda-malloc\b`?(?: (?:flag|option|argument|parameter))?"
+    r"[^\n.?]{0,30}?\b(?i:fixed|solved|resolved|fixes|solves) (?:it|this|that|the (?:issue|"
+    r"problem|errors?|crash(?:es)?))\b)")
 
 
 fixed("alloc-conf/async-fails-told", ASYNC_FAILS_TOLD, ("cuda-malloc", "cudaMallocAsync"),

@@ -135,6 +135,7 @@ ORDER = (
     "gpu-hardware/power-supply-told",
     "gpu-hardware/card-swap-told",
     "gpu-hardware/board-swap-told",
+    "gpu-hardware/slot-told",
     "gpu-hardware/overclock-told",
     "gpu-hardware/card-dead-told",
     "gpu-hardware/overheat-told",

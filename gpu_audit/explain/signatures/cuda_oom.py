@@ -843,6 +843,10 @@ _FRAMEWORK_OOM = (
     rf"|(?:{LINE_HEAD}|\bencountered: ?|\bwhat\(\): +|Error: )CUDA allocation failed\.?\s*$"
     r"(?P<dali_>)"
     r"|\bNVJPEG_STATUS_ALLOCATOR_FAILURE\b(?P<nvjpeg>)"
+    # Jittor's memory check, fatal, with its advice and the sizes on the next line ("GPU memory
+    # is overflow, please reduce your batch_size or data size!" then "Total: 23.65GB Used:
+    # 47.36GB"); the CUDA errors its other threads print after it are the fallout
+    r"|\bGPU memory is overflow\b(?P<jittor>)"
     # faiss's GPU resources, with the size in bytes, in each version's words: "failed to
     # cudaMalloc N bytes (error 2 out of memory)", "Failed to cudaMalloc N bytes on device 1
     # (error 2 out of memory" (its outstanding allocations listed below), the oldest "details:
@@ -867,7 +871,8 @@ _FRAMEWORK_OOM = (
 _FRAMEWORK_NAMES = {"mxnet": "MXNet", "paddle": "PaddlePaddle", "onnxruntime": "ONNX Runtime",
                     "catboost": "CatBoost", "theano": "Theano", "hashcat": "hashcat",
                     "opencl": "OpenCL", "cufft": "cuFFT", "dali": "DALI", "nvjpeg": "nvJPEG",
-                    "relion": "RELION", "dag": "the miner", "faiss": "faiss"}
+                    "relion": "RELION", "dag": "the miner", "faiss": "faiss",
+                    "jittor": "Jittor"}
 _PADDLE_FIELDS = (("free_bytes", re.compile(rf"available memory is only ({_PADDLE_SIZE})")),
                   ("allocated_bytes", re.compile(rf"({_PADDLE_SIZE}) memory has been allocated")))
 
@@ -1010,6 +1015,9 @@ _FRAMEWORK_REMEDIES = {
              "PyTorch's cache first (torch.cuda.empty_cache()) when both share the GPU.",
     "opencl": "The OpenCL device could not hold a buffer the program created: lower the "
               "program's batch, work size or intensity, and close other programs using the GPU.",
+    "jittor": "Jittor counts what its variables hold against the GPU's memory: lower the "
+              "batch size, or set jt.flags.use_cuda_managed_allocator=1 so that it may spill "
+              "to host memory, and call jt.sync_all(); jt.gc() between steps.",
     "onnxruntime": "Cap ONNX Runtime's arena on the CUDA execution provider (gpu_mem_limit) and "
                    "let it grow only by what is requested "
                    "(arena_extend_strategy=kSameAsRequested), or run fewer sessions per GPU.",
@@ -1026,9 +1034,9 @@ _FRAMEWORK_REMEDIES = {
             "CL_MEM_OBJECT_ALLOCATION_FAILURE", "Can't allocate", "CUDA allocation failed",
             "NVJPEG_STATUS_ALLOCATOR_FAILURE", "DAG", "dag", "to cudaMalloc",
             "cudaMalloc error out of memory", "cudaMallocManaged error out of memory",
-            "allocating <= available"),
+            "allocating <= available", "GPU memory is overflow"),
            "GPU out of memory (MXNet, PaddlePaddle, ONNX Runtime, CatBoost, Theano, hashcat, "
-           "OpenCL, cuFFT, DALI, nvJPEG, RELION, faiss or a miner's DAG)",
+           "OpenCL, cuFFT, DALI, nvJPEG, RELION, faiss, Jittor or a miner's DAG)",
            extract=_framework_oom,
            group="cuda-oom-framework",
            example="Out of memory error on GPU 0. Cannot allocate 1.500000GB memory on GPU 0, "
@@ -1418,6 +1426,8 @@ _GPU_MEMORY_GONE = (
     r"(?:видеопамяти|памяти (?:на |в |у )?(?:GPU|видеокарт\w*|гпу))|"
     r"видеопамять (?:кончилась|закончилась|кончается|заканчивается|переполн\w*|забивается)|"
     r"(?:显存(?:不足|不够|溢出|爆了?|炸了?|占满|满了|耗尽|用完|用尽|爆满)|爆显存|"
+    # (its use too large for the run to go on: "显存占用过大无法训练")
+    r"显存(?:占用|使用|消耗)(?:过大|过高|太大|太高)[，,]?(?:导致|以致)?(?:无法|不能|没法)|"
     r"(?:GPU|gpu)(?:的)?内存(?:不足|不够|溢出|爆了?))"
     r"(?![^\n，。,]{0,4}?(?:时|的时候|的话|会|吗|怎么办|呢|可以|可通过|需要))|"
     r"(?:(?:GPU|VRAM|ビデオ|グラフィック)(?:の)?メモリー?(?:が|は)?(?:不足|足りな|足らな|溢れ|あふれ)|"

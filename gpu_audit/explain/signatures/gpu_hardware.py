@@ -230,7 +230,9 @@ _GOES_OFF = (r"(?:shuts? ?down|shutdowns|turns? off|powers? (?:off|down)|reboots
 _UNDER_LOAD = (r"[^\n]{0,40}?\b(?:during|while|in the middle of)\b|[^\n]{0,40}?\b(?:when|"
                r"whenever|after|under)\b[^\n]{0,40}?\b(?:train\w*|epochs?|iterations?|steps?|running|run|inference|generat\w*|"
                r"render\w*|load\w*|GPU|CUDA|TensorFlow|PyTorch|model|example|batch\w*|sampl\w*|"
-               r"benchmark\w*)")
+               # (a heavier mode switched on: "when I activate Hires.fix", "when I enable
+               # the upscaler")
+               r"benchmark\w*|activat\w*|enabl\w*|upscal\w*)")
 POWER_LOSS_TOLD = (
     # (not in a condition, a possibility or advice: "if your PC restarts when ...")
     unless_words(r"if|whether|you|your|may|might|can|could|should|would|avoid\w*|prevent\w*") +
@@ -760,6 +762,47 @@ fixed("gpu-hardware/board-swap-told",
       "`sudo lspci -vv` for its LnkSta), reseat the card in another slot, drop a riser or "
       "extension cable, and look for corrected PCIe errors and Xids in `sudo dmesg -T`.")
 
+
+# The card's slot or riser found at fault, told: the failures stop once the cards sit in other
+# slots ("after I moved all the GPUs to the x16 slots it's working fine"), or the writer names
+# the slot or the riser as the cause ("it was an issue of GPU 3 on a slower PCIe slot", "the
+# culprit was a bad riser"). Not a condition, a guess or advice ("one of your risers may be
+# bad", "try another slot").
+_SLOT = (r"(?:(?:PCI[- ]?[Ee](?:xpress)?|pci[- ]?e(?:xpress)?|pci[- ]express|PCI[- ]Express|"
+         r"x16|x8|x4|x1|other|another|different|faster|black|white|lower|upper|top|bottom|"
+         r"first|second)[- ]){0,2}slots?")
+SLOT_TOLD = (
+    unless_words(r"if|whether|you|your|may|might|maybe|should|would|could|try\w*|perhaps|"
+                 r"possibly|often|usually|check\w*", stop=r"\n?") + r"(?i:"
+    # the cards moved, then the failures gone
+    r"\b(?:moved|moving|switched|switching|swapped|put|plugged|reseated|reinstalled|"
+    r"connected) (?:all |both |the |my |our |each )?(?:(?:\w+ )?(?:GPU|card)['’]?s?|"
+    r"them|it|\d+)?[^\n.?]{0,30}?\b(?:to|into|in|on) (?:the |a |an |all |other |another |"
+    r"different )?" + _SLOT + r"\b[^\n?]{0,60}?\b(?:fixed|solved|resolved|(?:it['’]?s |is |"
+    r"everything (?:is )?)?working (?:fine|again|now|well|perfectly)|works (?:fine|again|now|"
+    r"well|perfectly)|(?:is|are) gone|went away|no (?:more )?(?:errors?|crash\w*|problems?|"
+    r"issues?))\b|"
+    # the slot or the riser named as the cause
+    r"\b(?:(?:was|turned out to be) an? (?:issue|problem) (?:of|with)|(?:issue|problem|cause|"
+    r"culprit) (?:was|turned out to be)|caused by|because of|due to)\b[^\n.?]{0,50}?"
+    r"\b(?:(?:bad|faulty|broken|cheap|defective|loose|slow(?:er)?) (?:PCI[- ]?e(?:xpress)?|"
+    r"pci[- ]express) (?:slots?|ports?|risers?)|(?:bad|faulty|broken|cheap|defective|loose|"
+    r"the|a|my|our) risers?(?: cards?| cables?)?|(?:bad|faulty|broken|defective|loose|"
+    r"slow(?:er)?) slots?)\b)")
+fixed("gpu-hardware/slot-told", SLOT_TOLD,
+      ("slot", "Slot", "riser", "Riser", "PCI express", "pci express", "PCI Express",
+       "pci-express", "PCI-Express"),
+      "The card's slot or riser was at fault (told in the writer's words)", tier=0.0,
+      example="After I moved all the GPUs to the x16 slots it's working fine with four cards.",
+      explanation="The writer found the slot or the riser under a card at fault: with the "
+      "cards moved to other slots (or the riser removed) the same job runs. A link that is "
+      "slow, narrow or flaky (a mining riser, a x1 or chipset slot) makes transfers and "
+      "collectives stall or fail on that card, and kernels crash as the hardware's fault, not "
+      "the program's.",
+      remedy="Run each card in a slot wired to the CPU without risers or extension cables; "
+      "check the link each card trained at (`nvidia-smi -q | grep -A2 'Link Width'`, `sudo "
+      "lspci -vv` for its LnkSta) and look for corrected PCIe errors and Xids in `sudo dmesg "
+      "-T`.")
 
 # The card's overclock found to be the cause ("it turns out that Blender doesn't play well with
 # the default OC mode for my GPU", "the crashes were caused by my overclock", "disabling the

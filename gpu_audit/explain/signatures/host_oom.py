@@ -482,9 +482,20 @@ fixed("host-oom/killed-for-memory-told",
       # during offload because it is consuming too much CPU memory")
       r"[^\n.;]{0,40}?\b(?:because|as|since|due to)\b[^\n.;]{0,30}?\b(?:consum\w*|us(?:es|ed|"
       r"ing)|tak(?:es|ing)|took|need(?:s|ed)|allocat\w*|exhaust\w*) (?:too much|to much|all"
-      r"(?: the)?|most of the|more) (?:CPU|host|system|machine) (?:memory|RAM)\b))",
+      r"(?: the)?|most of the|more) (?:CPU|host|system|machine) (?:memory|RAM)\b)|"
+      # (... or told by its cure: the job given more memory, and then it ran: "I allocated
+      # more memory and it worked", "we requested more RAM for the job and it finished"; not
+      # the GPU's)
+      r"\b(?:I|we)(?: \w+)? (?:allocated|requested|asked for|assigned|reserved|gave (?:it|the "
+      r"(?:job|run|process|container|VM))) (?:more|extra|additional) (?:host |system )?"
+      r"(?:memory|RAM|mem)\b(?! (?:to|for|on) (?:the )?(?:GPU|VRAM|CUDA))(?: (?:to|for) "
+      r"(?:the |my |our |this )?(?:jobs?|runs?|containers?|VMs?|pods?|nodes?|process(?:es)?|"
+      r"docker|WSL))? ?(?:and|,|then) (?:now )?(?:it|that|this|the (?:job|run|process)) "
+      r"(?:now )?(?:worked|works|ran|runs|finished|completed|succeeded|went through)\b)",
       ("OOM", "out of memory", "out-of-memory", "Out of memory", "CPU memory", "host memory",
-       "system memory", "machine memory", "CPU RAM", "host RAM", "system RAM", "machine RAM"),
+       "system memory", "machine memory", "CPU RAM", "host RAM", "system RAM", "machine RAM",
+       "more memory", "more RAM", "more mem", "extra memory", "extra RAM", "additional memory",
+       "additional RAM", "more host memory", "more system memory"),
       "A job was killed for memory (told in the writer's words)", tier=1.5,
       example="Our long jobs on the gpu nodes are kicked out with `out of memory` after a day.",
       explanation="The writer says a job, pod or process was killed for an out-of-memory. A "
@@ -510,6 +521,9 @@ _RAM_FULL = (r"(?:(?:completely |almost |nearly |totally )?full\b|fill(?:s|ed|in
              r"(?:is |was |gets |got )?used up\b|"
              r"exhausted\b|r[au]n(?:s|ning)? out\b|max(?:es|ed)? out\b|(?:nearly|almost) at \d|"
              r"at 100 ?%|(?:reach(?:es|ed)?|hit(?:s|ting)?) (?:its |the )?(?:max\w*|limit|100 ?%)|"
+             # (a figure passed: "the RAM reaches over 12GB and it crashes")
+             r"(?:reach(?:es|ed)?|go(?:es)?|went|climb(?:s|ed)?|get(?:s)?|got) (?:over|above|"
+             r"past|beyond) \d|"
              r"occup(?:y|ies|ied) (?:the |all )(?:\w+ ){0,2}?(?:available|entire|whole))")
 _RUN_ENDED = (r"(?:crash(?:es|ed|ing)?|killed|kills|terminated|dies|died|froze|freezes|fails|"
               r"(?:system |host )?OOM)\b")
@@ -783,11 +797,14 @@ fixed("host-oom/shared-memory",
 # (also without its allocator's name, as a title or a retold line keeps it: "can't allocate
 # memory: you tried to allocate 655360000 bytes. Error code 12 (Cannot allocate memory)"; the
 # words "you tried to allocate N bytes" are c10's CPU allocator's, the GPU's say "Tried to
-# allocate 2.00 GiB")
+# allocate 2.00 GiB"; and its name and words without the size: "DefaultCPUAllocator: Can't
+# allocate memory when finetuning", a title)
 fixed("host-oom/cpu-allocator",
       r"(?:DefaultCPUAllocator: |(?<![A-Za-z]))(?:can't allocate memory|not enough memory): "
       r"you tried to allocate (?P<requested_bytes>\d+) bytes|"
-      r"Torch: not enough memory: you tried to allocate",
+      r"Torch: not enough memory: you tried to allocate|"
+      # (its name and words without the size, as a title keeps them)
+      r"\bDefaultCPUAllocator: (?:[Cc]an't allocate|[Nn]ot enough) memory\b",
       ("DefaultCPUAllocator", "not enough memory", "can't allocate memory"),
       "PyTorch could not allocate host memory",
       example="RuntimeError: [enforce fail at alloc_cpu.cpp:114] data. DefaultCPUAllocator: not "
