@@ -266,7 +266,9 @@ KEYS: tuple[Key, ...] = (
          *(b"GPU" + plural + b" " + link + end for plural in (b"", b"s")
            for link in (b"", b"is ", b"was ", b"just ")
            for end in (b"toast", b"dead", b"died", b"fried", b"burn")))),
-    Key(rb"K(?:ill|ILL)", (b"Kill", b"KILL")),
+    # (and Jupyter's server restarting a kernel that died: "KernelRestarter: restarting kernel")
+    Key(rb"K(?:ill|ILL|ernelRestarter: restarting kernel)",
+        (b"Kill", b"KILL", b"KernelRestarter: restarting kernel")),
     # a kill told in the writer's words, wherever it is ("my process gets killed in the pod")
     # (and in Chinese with the English verb: "程序在加载模型中被kill了")
     Key(rb"kill(?:ed\b|(?<=\xe8\xa2\xabkill))", (b"killed", "被kill".encode())),

@@ -71,3 +71,15 @@ def test_more_memory_in_a_condition_is_no_telling() -> None:
 def test_the_ram_told_climbing_past_a_figure_then_crashing() -> None:
     found = root("thread_ram_climbs_past_figure_crash.log")
     assert (found.cls, found.signature) == ("host-oom", "host-oom/ram-full-told")
+
+
+# --- a notebook's kernel that died -----------------------------------------------------------
+
+def test_a_notebook_kernel_restarted_by_its_server_is_read_as_host_memory() -> None:
+    found = root("notebook_runtime_kernel_restarted.log")
+    assert (found.cls, found.signature) == ("host-oom", "host-oom/notebook-kernel-restarted")
+
+
+def test_an_error_printed_before_the_kernel_restart_stays_the_root() -> None:
+    found = root("notebook_cuda_oom_then_kernel_restarted.log")
+    assert found.cls == "cuda-oom"

@@ -577,6 +577,8 @@ SINGLE_LINES = [
      "device-assert/told"),
     ("Once I put both cards in the x16 slots it works fine, no more hangs.", "gpu-hardware",
      "gpu-hardware/slot-told"),
+    ("[I 10:14:07.212 NotebookApp] KernelRestarter: restarting kernel (2/5), keep random ports",
+     "host-oom", "host-oom/notebook-kernel-restarted"),
 ]
 
 

@@ -227,6 +227,7 @@ ORDER = (
     "host-oom/slurm-memory-limit",
     "host-oom/batch-memory-limit",
     "host-oom/notebook-session-ram",
+    "host-oom/notebook-kernel-restarted",
     "host-oom/kubernetes-oomkilled",
     "host-oom/kubernetes-evicted",
     "host-oom/memory-limit-told",

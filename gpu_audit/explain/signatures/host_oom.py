@@ -554,6 +554,26 @@ fixed("host-oom/ram-full-told",
       "append `loss.item()`, not `loss`); otherwise: " + _HOST_MEMORY)
 
 
+# Jupyter's server restarting a kernel that died under it ("KernelRestarter: restarting kernel
+# (1/5), keep random ports", Colab's runtime log): the kernel process ended without a Python
+# error of its own, which in a notebook is most often the host's OOM killer (a native crash the
+# other cause). Weaker than any message printed (a Python error in the cell is the cause then).
+fixed("host-oom/notebook-kernel-restarted",
+      r"\bKernelRestarter: restarting kernel\b",
+      ("KernelRestarter: restarting kernel",),
+      "The notebook's kernel died and was restarted (most often for host RAM)", tier=3.0,
+      example="[I 2024-05-02 10:14:07.212 ServerApp] KernelRestarter: restarting kernel (1/5), "
+      "keep random ports",
+      explanation="The notebook server restarted a kernel that had died: the kernel process "
+      "ended without a Python error, which is what the kernel's OOM killer does when the "
+      "notebook's host RAM runs out (a runtime's log often shows a large allocation just "
+      "before, such as tcmalloc's 'large alloc' of a few GB); a crash in native code (a "
+      "segmentation fault) is the other cause. Host memory, not GPU memory.",
+      remedy="Watch the runtime's RAM while the cell runs (`free -h`, the notebook's resource "
+      "monitor); load the data in pieces rather than whole arrays, free copies (del, "
+      "gc.collect()), or use a runtime with more RAM. If RAM stays low, run the cell as a "
+      "script in a terminal to see the native crash: " + _HOST_MEMORY)
+
 # A dataset cache in RAM told filling the host's memory and ending the run, in one line of the
 # writer's: detectors that keep every decoded image in RAM (YOLOv5's --cache, Ultralytics'
 # cache=ram) do it for the training and the validation set ("after the cache is turned on, the
