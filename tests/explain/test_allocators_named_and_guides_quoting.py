@@ -83,3 +83,14 @@ def test_a_notebook_kernel_restarted_by_its_server_is_read_as_host_memory() -> N
 def test_an_error_printed_before_the_kernel_restart_stays_the_root() -> None:
     found = root("notebook_cuda_oom_then_kernel_restarted.log")
     assert found.cls == "cuda-oom"
+
+
+# --- a kernel fault shortened ----------------------------------------------------------------
+
+def test_an_illegal_cuda_error_named_in_a_title_is_a_kernel_fault() -> None:
+    found = root("thread_title_illegal_cuda_error_cut.log")
+    assert (found.cls, found.signature) == ("illegal-memory-access", "illegal-memory-access/told")
+
+
+def test_an_illegal_cuda_error_in_a_condition_is_no_telling() -> None:
+    assert not [i for i in incidents("advice_illegal_cuda_error_condition.log") if i.is_failure]

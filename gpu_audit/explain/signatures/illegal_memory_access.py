@@ -175,8 +175,13 @@ fixed("illegal-memory-access/told",
       r"不正な?メモリアクセス(?:が|エラーが)?(?:発生|起き|出)|"
       r"(?i:illegal memory access)[^\n]{0,12}?(?:에러|오류)가? (?:나|발생|떠)|"
       r"(?i:(?:пада\w*|упал\w*|вылета\w*|stürzt|bricht|falla|fall[óo]|plante|planta|falha|"
-      r"falhou|crasht)\b[^\n]{0,30}?illegal memory access))",
-      ("emory access", "非法内存访问", "非法的内存访问", "メモリアクセス"),
+      r"falhou|crasht)\b[^\n]{0,30}?illegal memory access))|"
+      # (the fault shortened to "an illegal CUDA error", as a title names whichever of CUDA's
+      # "illegal" faults it was: an illegal address, memory access or instruction)
+      + unless_words("if|whether|you|your|can|could|may|might|would|avoid|prevent")
+      + r"(?i:\billegal (?:CUDA|GPU) errors?\b|\bCUDA illegal errors?\b)",
+      ("emory access", "非法内存访问", "非法的内存访问", "メモリアクセス", "llegal CUDA",
+       "llegal Cuda", "llegal cuda", "llegal GPU", "UDA illegal", "uda illegal", "UDA Illegal"),
       "Illegal memory access in a CUDA kernel (told in the writer's words)",
       tier=1.5,
       example="Running the new kernel on an H100 I am getting various memory access faults.",
