@@ -517,7 +517,8 @@ _RAM_FULL = (r"(?:(?:completely |almost |nearly |totally )?full\b|fill(?:s|ed|in
              r"occup(?:y|ies|ied) (?:the |all )(?:\w+ ){0,2}?(?:available|entire|whole)|"
              # (or growing until the run ends: "the RAM use increases every epoch until it
              # crashes")
-             r"(?:keeps? )?(?:increas|grow|climb|ris)\w*\b(?=[^.!?\n]{0,60}?\buntil\b))")
+             r"(?:keeps? )?(?:(?:increas|grow|climb|ris)\w*|go(?:es)? up|going up|went up)\b"
+             r"(?=[^.!?\n]{0,60}?\buntil\b))")
 _RUN_ENDED = (r"(?:crash(?:es|ed|ing)?|killed|kills|terminated|dies|died|froze|freezes|fails|"
               r"(?:system |host )?OOM)\b")
 fixed("host-oom/ram-full-told",
