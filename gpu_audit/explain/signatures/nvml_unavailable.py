@@ -669,7 +669,7 @@ fixed("nvml-unavailable/smi-fails-told",
       # (or the writer unable to use it in a guest, told in its own sentence: "... after the
       # update. i can not use nvidia-smi in wsl2")
       + unless_words("if|whether|you|your|should|make sure|check|when|how|why",
-                     start=r"(?:^|(?<=[.!;:] ))")
+                     start=r"(?:^|(?<=[.!;:] ))", stop=r"\n.!?;:")
       + r"(?i:\b(?:I|we) (?:still |just )?(?:can'?t|can ?not|could ?n[o']t|(?:am|was|were) "
       r"unable to) (?:use|run|start|launch) `?nvidia-smi`? (?:in|inside|within|under|from) "
       r"(?:the |a |my |our |any )?(?:pods?|containers?|docker|WSL ?2?|VMs?|virtual machines?|"
