@@ -248,6 +248,9 @@ _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         # "Indexing Assertion Errors" (PyTorch's indexing kernels check their indices on the GPU)
         ("device-assert/triggered", r"\bdevice[- ]side assert(?:ion)?s?\b|"
                                     r"\bindex(?:ing)? assert(?:ion)?s?\b|"
+                                    # (and a GPU kernel's assertion: "kernel assertion with
+                                    # torch 1.10", "CUDA kernel assert in embedding")
+                                    r"(?<!linux )(?<!os )\bkernel assert(?:ion)?s?\b|"
                                     # ("CUDA Index error on certain models": the same
                                     # check, named by what it checks)
                                     r"\bCUDA index(?:ing)? errors?\b"),
@@ -255,7 +258,10 @@ _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                                                   r"(?:es)?\b|"
                                                   r"\billegal memory errors?\b|"
                                                   # ("accessing memory illegally")
-                                                  r"\baccess(?:es|ed|ing)? memory illegally\b"),
+                                                  r"\baccess(?:es|ed|ing)? memory illegally\b|"
+                                                  # (in Chinese: "kernel 非法内存访问")
+                                                  r"非法(?:内存|显存)?访(?:问|存)|(?:内存|显存)"
+                                                  r"非法访问"),
         # CUDA's status 716 in a title's words ("... - CUDA Misaligned Address Error")
         ("illegal-memory-access/misaligned-address", r"\bmisaligned (?:memory )?address(?:es)?\b"),
         ("nccl/watchdog-timeout", r"(?:\b|ProcessGroup)NCCL\b[^\n]{0,80}?\b(?:tim(?:ed|es|ing) ?"
@@ -317,7 +323,10 @@ _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                                          r"can't|could ?n[o']t|error)\b[^\n]{0,20}?\binitiali[sz]e"
                                          r"\b[^\n]{0,20}?\bNVML\b|\bNVML\b[^\n]{0,40}?"
                                          r"\b(?:not found|LibraryNotFound|driver/library version "
-                                         r"mismatch)\b"),
+                                         r"mismatch)\b|"
+                                         # (NVML's reason, shortened: "GPU access blocked by
+                                         # the operating system", as "GPU access blocked in WSL")
+                                         r"\bGPU access (?:is |was )?blocked\b"),
         # the driver that does not load ("NVIDIA driver don't load on startup", "Nvidia driver
         # not loading"), and nvidia-smi's words for it without its name
         ("nvml-unavailable/kernel-module", DRIVER_NOT_LOADING_TITLE),

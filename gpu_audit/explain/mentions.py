@@ -308,7 +308,9 @@ _RESULT_BEFORE = re.compile(
     r"\b(?:returns|returned|results in|resulted in|produces|produced|leads to|led to|throws|"
     r"threw|gives|gave|raises|raised|ends with|ended with|"
     # ("rank 1 on node 7 logged the first `X`": a log of the writer's run held it)
-    r"logged|printed)\b[^.`!?]{0,60}?:?\s*$")
+    r"logged|printed|"
+    # ("a single-card rig on WSL2 hits `X` right after the weights load": the run met it)
+    r"hits|hit|encounters|encountered|runs into|ran into)\b[^.`!?]{0,60}?:?\s*$")
 # (a status's name, then its description: "CUDA_ERROR_CONTAINED: Invalid access of ...")
 _PRINTED = re.compile(r"`{1,2}[^`\n]{0,40}?(?:(?:error|Error|ERROR|Exception)\b[^`\n:]{0,40}?|"
                       r"\b[A-Z][A-Z0-9]*_(?:ERROR|STATUS)_[A-Z0-9_]+): ")

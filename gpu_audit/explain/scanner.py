@@ -357,6 +357,8 @@ KEYS: tuple[Key, ...] = (
         # (and the host's RAM named: a notebook's "Your session crashed after using all
         # available RAM", a writer's "the RAM is full and the process is killed"; not VRAM)
         rb"|(?<![A-Za-z]R)AM\b"
+        # (and capitalised as a word: "the Ram use grows every epoch")
+        rb"|(?<![A-Za-z]R)am\b"
         # (and the GPU's memory as a writer names it: "runs out of VRAM")
         rb"|(?<=VR)AM\b"
         # (and an RDMA library's "MR registration failed: Bad address")
@@ -364,7 +366,7 @@ KEYS: tuple[Key, ...] = (
         # (and nvidia-smi's "ERR!" in a table's field NVML could not read)
         rb"|!(?<=ERR!))",
         (b"Resource exhausted", b"Resource Exhausted", b"Resourceexhausted", b"ResourceExhausted",
-         b"RESOURCE_EXHAUSTED", b"Requested ", b"RAM", b"MR registration", b"ERR!")),
+         b"RESOURCE_EXHAUSTED", b"Requested ", b"RAM", b"Ram", b"MR registration", b"ERR!")),
     # the shell's word for Killed in another language, alone at the start of a line (after
     # a job number): the hit is the line after the newline (group "at")
     # (the look-ahead turns most lines away at their first byte: half this pass's cost)

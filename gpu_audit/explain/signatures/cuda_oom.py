@@ -159,8 +159,11 @@ _TOLD_OOM_DONE = (
     # "if you are out of memory")
     rf"(?i:^(?=[^\n]*?{_GPU_WORD})"
     r"(?![^\n]*?\b(?:(?<!GPU )RAM|CPU|host memory|swap|oom[- ]?kill\w*)\b)"
-    r"[^\n]*?\b(?:seems?|looks? like|appears?|(?:problem|issue) is)(?: to be)?(?: that)? "
-    r"(?P<told______>you)(?:'re| are)(?: simply| just)? (?:running |run )?out of "
+    r"[^\n]*?\b(?:seems?|looks? like|appears?|(?:problem|issue) is|(?:it's|it is|that's|"
+    r"this is) because)(?: to be)?(?: that)? "
+    r"(?P<told______>you)(?:(?:'re| are)(?: simply| just)? (?:running |run )?out of "
+    # ("It's because you have not enough VRAM and it crashes": a reply's reading)
+    r"|(?: (?:have|had) not| (?:don't|do not|didn't) have) enough )"
     r"(?:GPU |CUDA |video )?(?:memory|VRAM)\b)")
 
 
@@ -1166,10 +1169,14 @@ _TF_SHAPE = (r"(?: (?:with|of) shape ?\[(?P<shape>[\d, ]{0,200})\])?"
            r"ResourceExhaustedError(?P<bare>)"
            r"[:\s]*$|"
            # (a copy to the GPU whose destination the allocator could not create)
-           r"\bDst tensor is not initialized",
+           r"\bDst tensor is not initialized|"
+           # (the status as a writer keeps it, cut after its code: "get tensorflow error:
+           # Resource exhausted: OOM." - not the host's, which names the CPU)
+           r"\bResource ?[Ee]xhausted: OOM\b(?! when)(?!.{0,300}?(?i:device:CPU|\bCPU\b))",
            ("OOM when allocating", "oom when allocating", "_bfc) ran out of memory",
             "See logs for memory state", "failed to allocate memory", "ResourceExhaustedError",
-            "ran out of memory trying to allocate", "Dst tensor is not initialized"),
+            "ran out of memory trying to allocate", "Dst tensor is not initialized",
+            "exhausted: OOM", "Exhausted: OOM"),
            "GPU out of memory (TensorFlow)", extract=_tensorflow_oom, group="tensorflow",
            example="tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when "
            "allocating tensor with shape[256,64,224,224] and type float on "
@@ -1437,7 +1444,10 @@ _GPU_MEMORY_GONE = (
 # ... and one that leaves the memory unnamed, on a line that names the GPU: run out of it, not
 # enough of it, an OOM met ("OOM at step 500 on 4x V100").
 _MEMORY_GONE_GPU_NAMED = (
-    r"\b(?:runs?|running|ran|gone|going|went|goes) out of memory\b|"
+    # (also of all of it or of its size: "ran out of all 4GB memory", "runs out of the 11 GB of
+    # memory")
+    r"\b(?:runs?|running|ran|gone|going|went|goes) out of (?:all (?:of )?)?(?:(?:the|its|my) )?"
+    r"(?:\d{1,3}(?:\.\d)? ?[GM]i?B (?:of )?)?memory\b|"
     r"\b(?:not enough|insufficient) memory\b|"
     r"\b(?:get|gets|got|getting|hit|hits|hitting|see|seeing|saw|having|had|cause[sd]?|"
     r"trigger(?:s|ed)?|throws?|threw|raise[sd]?)(?: an?| the| this| that| same| constant)?"

@@ -238,9 +238,12 @@ POWER_LOSS_TOLD = (
     unless_words(r"if|whether|you|your|may|might|can|could|should|would|avoid\w*|prevent\w*") +
     r"(?i:"
     # (and the operating system named for the machine: "Windows 10 shuts down when ...")
+    # (and the whole OS, its release run on: "Ubuntu18 crashes and reboots while training",
+    # "the O/S freezes and restarts during an epoch")
     r"\b(?:PC|computer|machine|desktop|system|workstation|laptop|rig|monitor|screen|display|"
-    r"server|Windows(?: \d{1,2})?|Ubuntu|Linux)s? (?:just |suddenly |randomly |always |then |"
-    r"keeps? |hard )?" + _GOES_OFF
+    r"server|Windows(?: \d{1,2})?|Ubuntu(?: ?\d{2}(?:\.\d{2})?)?|Linux|OS|O/S)s? (?:just |"
+    r"suddenly |randomly |always |then |keeps? |hard )?(?:(?:crash(?:es|ed)?|freez(?:es|ed)|"
+    r"hangs|hung) and )?" + _GOES_OFF
     + r"(?: automatically| by itself)?\b(?:"
     + _UNDER_LOAD + r")|"
     r"\b(?:shuts? ?down|shutdowns?|reboots|restarts|turns? off) (?:my |the |our )?(?:PC|"

@@ -318,8 +318,12 @@ def _slurm_memory_limit(sig: Signature, numbers: dict[str, Any], ctx: AdviceCont
            r"(?P<limit_kib>\d+)kb|(?P<used_b>\d+)b? exceeded limit (?P<limit_b>\d+)b?\b)|"
            r"\b[Jj]ob (?P<job>\d+) exceeded MEM usage hard limit "
            r"\((?P<used_mib>\d+) > (?P<limit_mib>\d+)\)|TERM_MEMLIMIT: job killed after reaching "
-           r"LSF memory usage limit",
-           ("PBS: job killed", "exceeded MEM usage", "TERM_MEMLIMIT"),
+           r"LSF memory usage limit|"
+           # (Torque's server, aborting the job in its mail and its job log, sizes apart in the
+           # "resources_used.vmem=" lines under it)
+           r"\b[Jj]ob exceeded a memory resource limit\b",
+           ("PBS: job killed", "exceeded MEM usage", "TERM_MEMLIMIT",
+            "exceeded a memory resource limit"),
            "The batch scheduler killed the job for exceeding its memory limit",
            extract=_slurm_limit,
            example="=>> PBS: job killed: mem 9437184kb exceeded limit 8388608kb")
@@ -524,7 +528,11 @@ _RAM_FULL = (r"(?:(?:completely |almost |nearly |totally )?full\b|fill(?:s|ed|in
              # (a figure passed: "the RAM reaches over 12GB and it crashes")
              r"(?:reach(?:es|ed)?|go(?:es)?|went|climb(?:s|ed)?|get(?:s)?|got) (?:over|above|"
              r"past|beyond) \d|"
-             r"occup(?:y|ies|ied) (?:the |all )(?:\w+ ){0,2}?(?:available|entire|whole))")
+             r"occup(?:y|ies|ied) (?:the |all )(?:\w+ ){0,2}?(?:available|entire|whole)|"
+             # (or growing until the run ends: "the RAM use increases every epoch until it
+             # crashes")
+             r"(?:keeps? )?(?:(?:increas|grow|climb|ris)\w*|go(?:es)? up|going up|went up)\b"
+             r"(?=[^.!?\n]{0,60}?\buntil\b))")
 _RUN_ENDED = (r"(?:crash(?:es|ed|ing)?|killed|kills|terminated|dies|died|froze|freezes|fails|"
               r"(?:system |host )?OOM)\b")
 fixed("host-oom/ram-full-told",
@@ -542,7 +550,7 @@ fixed("host-oom/ram-full-told",
       r"[^\n]*?(?<!\bif )\b(?:the|my|our) (?:\w+ )?(?:session|runtime|kernel)s? (?:always |"
       r"keeps? |kept |then |just |suddenly |eventually )?(?:crash(?:es|ed|ing)?|dies|died)\b)"
       r"(?![^.!?\n]{0,120}\b(?:GPU|VRAM|CUDA)\b)",
-      ("RAM", "ram", "memory"),
+      ("RAM", "ram", "Ram", "memory"),
       "The host ran out of RAM and the run ended (told in the writer's words)", tier=1.5,
       example="After 12 epochs the system RAM is full and the training process is killed.",
       explanation="The writer says the machine's RAM (host memory, not the GPU's) filled up and "

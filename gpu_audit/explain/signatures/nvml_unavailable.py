@@ -666,6 +666,14 @@ fixed("nvml-unavailable/smi-fails-told",
       r"\bnvidia-smi`? (?:still |just )?(?:(?:does|did)(?: not|n'?t) work|won'?t work|(?:is |was )?"
       r"not working|stopped working|fails|failed) (?:in|inside|within) (?:the|a|my|our|any) "
       r"(?:pod|container|docker container)s?\b)|"
+      # (or the writer unable to use it in a guest, told in its own sentence: "... after the
+      # update. i can not use nvidia-smi in wsl2")
+      + unless_words("if|whether|you|your|should|make sure|check|when|how|why",
+                     start=r"(?:^|(?<=[.!;:] ))", stop=r"\n.!?;:")
+      + r"(?i:\b(?:I|we) (?:still |just )?(?:can'?t|can ?not|could ?n[o']t|(?:am|was|were) "
+      r"unable to) (?:use|run|start|launch) `?nvidia-smi`? (?:in|inside|within|under|from) "
+      r"(?:the |a |my |our |any )?(?:pods?|containers?|docker|WSL ?2?|VMs?|virtual machines?|"
+      r"guests?)\b)|"
       # (NVML or nvidia-smi told failing in other words: "NVML fails to initialize inside the
       # container", "nvidia-smi can't talk to the driver after the kernel update", 'nvidia-smi
       # fails with "Failed to initialize NVML"'; not a rule: "... when the module is not loaded")
