@@ -740,7 +740,7 @@ _ALONE_ROOT = {"gpu-hardware": "this GPU fault, recorded by the driver, is what 
 _TOLD_UNDER_TITLE = frozenset({
     "nccl/hang-told", "gpu-hardware/vanished-told", "nvml-unavailable/smi-fails-told",
     "driver-mismatch/driver-too-old-told", "host-oom/out-of-ram-told",
-    "illegal-memory-access/told", "device-assert/told"})
+    "illegal-memory-access/told", "device-assert/told", "cuda-oom/memory-told"})
 
 
 def _told_under_titles(built: list[tuple[Incident, tuple[int, int]]],
