@@ -736,11 +736,8 @@ _ALONE_ROOT = {"gpu-hardware": "this GPU fault, recorded by the driver, is what 
 # job hangs in NCCL"): a thread's title may name the same failure by its message ("GPU has
 # fallen off the bus", "Failed to initialize NVML: ...") or what a hang echoes ("uncorrectable
 # ECC error and NCCL timeout"), so they leave the title to be read, and a title of their class
-# takes their place.
-_TOLD_UNDER_TITLE = frozenset({
-    "nccl/hang-told", "gpu-hardware/vanished-told", "nvml-unavailable/smi-fails-told",
-    "driver-mismatch/driver-too-old-told", "host-oom/out-of-ram-told",
-    "illegal-memory-access/told", "device-assert/told", "cuda-oom/memory-told"})
+# takes their place (Signature.yields_to_titles).
+_TOLD_UNDER_TITLE = frozenset(sig.id for sig in SIGNATURES if sig.yields_to_titles)
 
 
 def _told_under_titles(built: list[tuple[Incident, tuple[int, int]]],

@@ -31,6 +31,7 @@ import re
 from typing import Any
 
 from gpu_audit.explain.prefixes import LINE_HEAD
+from gpu_audit.explain.signatures.guards import unless_words
 from gpu_audit.explain.signatures.registry import (
     Advice,
     AdviceContext,
@@ -1393,11 +1394,12 @@ def masked_oom_explanation(status: str, library: str = "cuDNN") -> str:
 # a question, advice to the reader or a guide's sentence ("if the GPU runs out of memory",
 # "when your VRAM is full", "to avoid OOM", "当显存不足时"), which the words before it say; "when
 # I ..." is the writer's own run. Not the host's memory (RAM, swap, the OOM killer).
-_TOLD_GUARD = (
-    r"\b(?:if|whether|unless|whenever|in case|avoid\w*|prevent\w*|how|why|might|may|could|"
+_TOLD_GUARD_WORDS = (
+    r"if|whether|unless|whenever|in case|avoid\w*|prevent\w*|how|why|might|may|could|"
     r"would|will|can|should|does|without|you|your|you're|tips?|guide|FAQ|reduce|reducing|"
     r"wenn|falls|vermeiden|wie|si|quand|éviter|comment|cuando|quando|evitar|cómo|como|para|"
-    r"если|чтобы|как|fix(?:ed|es)|bug where|before|possible|such as|e\.g|errors? like)\b|"
+    r"если|чтобы|как|fix(?:ed|es)|bug where|before|possible|such as|e\.g|errors? like")
+_TOLD_GUARD_ALSO = (
     r"\bwhen(?! (?:I|we|i)\b)|"
     # (a negation just before it: "we did not get OOM", "never runs out of VRAM")
     r"\b(?:not|never|didn't|don't|doesn't|wasn't|isn't|won't|no)\b"
@@ -1469,7 +1471,7 @@ _OVER_NOW = (r"\b(?:(?:works?|working|runs?|running)(?: fine| well| again)? now\
              r"(?: now)?[.!]?$)")
 # The guard runs over the words before the telling only (a tempered token: linear time), so
 # "runs out of VRAM when I generate" is read and "if it runs out of VRAM" is not.
-_BEFORE_TELLING = rf"(?:(?!{_TOLD_GUARD})[^\n])*?"
+_BEFORE_TELLING = unless_words(_TOLD_GUARD_WORDS, _TOLD_GUARD_ALSO, start="")
 # ... nor one its sentence asks ("Is it because of insufficient GPU memory?", "是我的显存不够吗？");
 # a plea for help after the telling asks nothing of it ("OOM at step 500, any suggestions?")
 _NOT_ASKED = (r"(?:(?![^\n.!。！]{0,60}?[?？])|(?=[^\n.!。！?？]{0,60}?\b(?:any|what|how)\b"
@@ -1484,6 +1486,7 @@ fixed("cuda-oom/memory-told", MEMORY_TOLD,
       # (below any other failure the text shows or tells: a telling of a GPU's memory running
       # out is the weakest evidence, often a remark on another run or another card)
       "The GPU ran out of memory (told in the writer's words)", tier=3.5, reads_titles=False,
+      yields_to_titles=True,
       example="My RTX 3060 runs out of VRAM at 1024x1024 and the program crashes.",
       explanation="The writer says the GPU's memory ran out; no message of the program's was "
       "kept, so its sizes are unknown. The job (and what else holds the GPU) needed more memory "

@@ -101,6 +101,7 @@ _FULL_WIDTH = str.maketrans({"\uff1c": "<", "\uff1e": ">", "\uff1d": "="})
             "Device side assert", "out of bounds assert", "out of range assert"),
            "A device-side assertion failed in a CUDA kernel (told in the writer's words)",
            group="device-assert",
+           yields_to_titles=True,
            example="I get a device-side assertion when the labels contain -1.")
 @signature("device-assert/triggered",
            r"device-side assert(?:ion)? triggered|CUDA_ERROR_ASSERT\b|cudaErrorAssert\b",

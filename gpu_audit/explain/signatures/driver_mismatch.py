@@ -490,6 +490,7 @@ fixed("driver-mismatch/driver-too-old-told",
       ("river", "驱动", "ドライバ", "드라이버", "драйвер", "Treiber", "pilote", "controlador"),
       "The NVIDIA driver is too old for the CUDA the program needs (told in the writer's words)",
       tier=0.0,
+      yields_to_titles=True,
       example="The error says my driver is too old for CUDA 12.1; I have 470 installed.",
       explanation="The writer says the installed NVIDIA driver is too old for the CUDA the "
       "program (or its container) was built with, without pasting the message: each CUDA "

@@ -209,6 +209,7 @@ fixed("gpu-hardware/vanished-told",
        "A10", "L40", "T4", "RTX"),
       "A GPU vanished from the machine (told in the writer's words)",
       tier=0.0, group="off-the-bus",
+      yields_to_titles=True,
       example="After a few hours the GPU disappears from nvidia-smi and only a reboot brings "
       "it back.",
       explanation="The writer says a GPU disappeared from the machine (nvidia-smi no longer "

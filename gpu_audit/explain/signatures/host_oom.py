@@ -727,6 +727,7 @@ fixed("host-oom/out-of-ram-told",
       ("RAM", "memory", "OOM", "メモリ", "램", "ОЗУ", "памят", "Arbeitsspeicher",
        "Hauptspeicher", "mémoire"),
       "The host ran out of RAM (told in the writer's words)", tier=1.5,
+      yields_to_titles=True,
       example="The job runs out of RAM during tokenization and the node kills it.",
       explanation="The writer says the machine's memory (RAM, the host's; not the GPU's) ran "
       "out under the run, or that the kernel's OOM killer ended it: a process killed that way "

@@ -184,6 +184,7 @@ fixed("illegal-memory-access/told",
        "llegal Cuda", "llegal cuda", "llegal GPU", "UDA illegal", "uda illegal", "UDA Illegal"),
       "Illegal memory access in a CUDA kernel (told in the writer's words)",
       tier=1.5,
+      yields_to_titles=True,
       example="Running the new kernel on an H100 I am getting various memory access faults.",
       explanation="The writer says a kernel faulted on memory, without pasting the message: "
       "what CUDA reports as \"an illegal memory access was encountered\". A library call after "

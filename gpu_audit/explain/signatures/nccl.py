@@ -182,6 +182,7 @@ _NCCL_TOLD_OTHER = (
 fixed("nccl/hang-told",
       f"{_NCCL_TOLD_EN}|{_NCCL_TOLD_ZH}|{_NCCL_TOLD_OTHER}",
       ("NCCL",), "A run hung or failed in NCCL (told in the writer's words)", tier=3.0,
+      yields_to_titles=True,
       example="Multi-node training hangs at NCCL init and then times out after 30 minutes.",
       explanation="The writer says the job hung, timed out or failed inside NCCL, without "
       "pasting NCCL's or the watchdog's message. A hang at initialisation is most often the "

@@ -702,6 +702,7 @@ fixed("nvml-unavailable/smi-fails-told",
       r"(?:\w+ ){0,3}?nicht\b|no (?:funciona|arranca)\b|ne (?:fonctionne|marche) (?:pas|plus)\b|"
       r"não (?:funciona|roda)\b))",
       ("nvidia-smi", "NVML"), "nvidia-smi fails (told in the writer's words)", tier=0.5,
+      yields_to_titles=True,
       example="I can't get nvidia-smi to work in the pod, the same image works with docker.",
       explanation="The writer says nvidia-smi does not work, without its message. The usual "
       "causes: in a container or a Kubernetes pod, the NVIDIA runtime did not give it the GPUs "

@@ -112,6 +112,9 @@ class Signature:
     # False: not read on a thread's title (a heading), which the title's reading judges (a
     # question, an FAQ, a request, a text that says nothing happened)
     reads_titles: bool = True
+    # True: a failure told in general words ("the card disappears", "the job hangs in NCCL"):
+    # where a thread's title or a message names a failure of its class, that takes its place
+    yields_to_titles: bool = False
 
     def advise(self, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
         """What these numbers, read from a line of this shape, mean and what to do."""
