@@ -490,6 +490,12 @@ _AHEAD_TITLE = re.compile(
     r"^\s*(?:does|do|will|would|can|could|should)(?!['’]|n['’]?t\b)\b"
     r"(?![^?\n]*\b(?:anyone|anybody|someone|else|others|everyone|normal|expected|a bug)\b)"
     r"[^?\n]*\?\s*$", re.IGNORECASE)
+# A title that sets a condition and gives no run of the writer's ("If training runs out of GPU
+# memory, try these steps", "如果训练时显存不足，可以尝试以下方法"): a guide's advice. ("If I use
+# batch 64, training OOMs" is the writer's run.)
+_CONDITION_TITLE = re.compile(r"^\s*(?:(?:if|wenn|falls|если|si)\b|如果|假如|要是|もし|만약)"
+                              r"(?![^\n]*(?:\b(?:I|we|my|our|me)\b|我|私|저는|제가))",
+                              re.IGNORECASE)
 # A title that asks what a term is, in Korean, Japanese or Chinese, after the term ("OOM-killer
 # 란?", "OOM Killerとは", "device-side assert是什么"): an explainer's subject, not a report.
 _DEFINITION_TITLE = re.compile(r"[A-Za-z0-9)]\s?(?:이?란\s*[?？]|とは|是什么|是什麼|是啥)")
@@ -689,6 +695,7 @@ def title_failure(head: Head, logged: bool = False, gpu_oom: str | None = None) 
     title = _spelled(_CJK_LATIN.sub(" ", head.title.lstrip("#").strip()))
     if (not title or head.pull_request or head.change_thread or head.about_message
             or _QUESTION_TITLE.match(title) or _DEFINITION_TITLE.search(title)
+            or _CONDITION_TITLE.match(title)
             or _REQUEST_TITLE.match(title)
             or _LOG_LINE.search(title) or _faq_answered(head, title, logged)
             or (_AHEAD_TITLE.match(title) and not (logged or head.own_run or head.fenced))):

@@ -40,6 +40,7 @@ _OWN_REPORT = re.compile(r"\W*(?:errors?|exceptions?|messages?|crash(?:es)?)\b",
 # "... an error reason called `OOMKilled`, may I know how to fix it?": the writer asks about
 # the message they quote, in the first person; it is theirs.
 _FIRST_PERSON = re.compile(r"\b(?:I|me|my|we|us|our)\b")
+_FIRST_PERSON_ANY_CASE = re.compile(_FIRST_PERSON.pattern, re.IGNORECASE)
 # "I get `X` after a few hundred steps", "training crashed with `X` when ...": the words before an
 # inline quote say the writer met the message, so prose after it does not make it an example.
 _BY_WRITER = (
@@ -136,6 +137,29 @@ _THREADS_ERROR = re.compile(r"\b(?:this|that|your|the same) (?:error|exception)(
                             r"\s*[:,]?\s*$", re.IGNORECASE)
 
 
+# "A CUDA out of memory error means the GPU ...", "NCCL timeout usually indicates ...": a message
+# named as the subject of its definition, no quotes around it (not "... happens when I ...", nor
+# "my ... error means I cannot train": the writer's own).
+_DEFINED_AFTER = re.compile(
+    r"[\W_]{0,3}(?:errors?|exceptions?|messages?|warnings?)?\s*(?:usually |typically |simply |"
+    r"generally |often |basically |just )?(?:means|indicates|signifies|is (?:raised|thrown) when|"
+    r"(?:occurs|happens|appears) when (?!(?:I|we)\b))", re.IGNORECASE)
+
+
+_SENTENCE_END_AT = re.compile(r"[.!?。！？](?:\s|$)")
+
+
+def _defined(text: str, match: re.Match[str]) -> bool:
+    """Is the message matched in ``text`` the subject of a sentence that defines it? (In an
+    issue's thread a reply's "the `X` error indicates ..." reads the thread's own failure.)"""
+    defined = _DEFINED_AFTER.match(text, match.end())
+    return (defined is not None
+            and _FIRST_PERSON_ANY_CASE.search(text, 0, match.start()) is None
+            # ("... means we don't find the nodes": what it did to the writer's run)
+            and _FIRST_PERSON_ANY_CASE.search(_SENTENCE_END_AT.split(
+                text[defined.end():], 1)[0]) is None)
+
+
 def is_mention(candidate: Candidate, text: str, match: re.Match[str],
                change: bool = False, issue: bool = False) -> bool:
     """Is the message matched in ``text`` quoted as an example rather than reported?
@@ -158,7 +182,8 @@ def is_mention(candidate: Candidate, text: str, match: re.Match[str],
                 or _CODE_VERB.search(before)):
             return True
     if (_PLACEHOLDER.search(text, match.start()) or _compared(text, match)
-            or _in_code_literal(text, match)):
+            or _in_code_literal(text, match)
+            or (quoted is None and not issue and _defined(text, match))):
         return True
     if in_diff([line for _, line in candidate.before], text):
         return True

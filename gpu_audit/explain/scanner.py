@@ -40,6 +40,7 @@ from operator import methodcaller
 
 from gpu_audit.bounds import MAX_PROCESSES
 from gpu_audit.explain.prefixes import LOG_PREFIXES
+from gpu_audit.explain.signatures.guards import CURED_NEEDLES
 from gpu_audit.knowledge.signals import KILLED_WORDS
 
 BLOCK_SIZE = 4 << 20
@@ -68,6 +69,10 @@ _OTHER_KILLED_WORDS = b"|".join(re.escape(word.encode()) for word in _OTHER_KILL
 _KILLED_FIRST_BYTES = b"".join(sorted({re.escape(word.encode()[:1]) for word in _OTHER_KILLED}))
 
 
+# the lines that tell a cure ("fixed it", "solved the issue", "did the trick")
+CURED_ANCHORS = tuple(needle.encode() for needle in CURED_NEEDLES)
+
+
 @dataclass(frozen=True)
 class Key:
     """One prefilter pass: its pattern, and the anchors that find its lines without it."""
@@ -94,8 +99,13 @@ KEYS: tuple[Key, ...] = (
     # out of memory, Out Of Memory, MemoryError, illegal memory access (and the words a writer
     # tells a GPU's memory running out in Spanish, Portuguese, German and French: "memoria",
     # "memória", "Grafikspeicher", "mémoire", the last by its final "e")
-    Key(rb"e(?:mo(?:ry|ria)|m\xc3\xb3ria|icher|(?<=moire))",
-        (b"emory", b"emoria", "emória".encode(), b"eicher", b"moire")),
+    # (and a cure told, in this pass: "setting NCCL_P2P_DISABLE=1 fixed it", "adding swap solved
+    # the issue", "--medvram did the trick", "--lowvram worked"; the "e" of "fixed", "solved",
+    # "the", "worked", "made")
+    Key(rb"e(?:mo(?:ry|ria)|m\xc3\xb3ria|icher|(?<=moire)"
+        rb"|d(?:(?<=ixed|lved) (?:it|this|that|the (?:issue|problem|crash|error|hang))\b"
+        rb"|\b(?<=worked))| trick(?<=the trick)| it work(?<=made it work))",
+        (b"emory", b"emoria", "emória".encode(), b"eicher", b"moire", *CURED_ANCHORS)),
     # a launcher's exit status for a process killed with SIGKILL (137, -9)
     # (also when a terminal or logger wrapped the line before the number)
     # (and Moab's "job 4242 exceeded MEM usage hard limit", in this pass: one pass fewer)

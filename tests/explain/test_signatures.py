@@ -579,6 +579,12 @@ SINGLE_LINES = [
      "gpu-hardware/slot-told"),
     ("[I 10:14:07.212 NotebookApp] KernelRestarter: restarting kernel (2/5), keep random ports",
      "host-oom", "host-oom/notebook-kernel-restarted"),
+    ("The four cards froze at the first step; setting NCCL_P2P_DISABLE=1 fixed it.", "nccl",
+     "nccl/cure-told"),
+    ("The merge died at 60% with no message; adding 32 GB of swap fixed it.", "host-oom",
+     "host-oom/cure-told"),
+    ("The decode step crashed on the 6 GB card; --medvram did the trick.", "cuda-oom",
+     "cuda-oom/cure-told"),
 ]
 
 

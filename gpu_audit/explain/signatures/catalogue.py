@@ -64,6 +64,7 @@ ORDER = (
     "cuda-oom/told-cause",
     # (a GPU's memory told running out in words: after every printed message of it)
     "cuda-oom/memory-told",
+    "cuda-oom/cure-told",
     "nvml-unavailable/init-failed",
     "nvml-unavailable/library-version",
     # (the module that would not load, before nvidia-smi's complaint that follows from it)
@@ -217,6 +218,7 @@ ORDER = (
     "nccl/watchdog-terminated",
     "nccl/watchdog-timeout-frame",
     "nccl/hang-told",
+    "nccl/cure-told",
     # host memory, last: its needles ("Killed", "MemoryError") are the most general
     "host-oom/kernel-oom-killer",
     "host-oom/killed-process",
@@ -236,6 +238,7 @@ ORDER = (
     "host-oom/dataset-cache-told",
     "host-oom/host-memory-told",
     "host-oom/out-of-ram-told",
+    "host-oom/cure-told",
     "host-oom/container-exit-137",
     "host-oom/ray-oom-killer",
     "host-oom/dask-nanny-restart",

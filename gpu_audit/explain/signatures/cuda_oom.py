@@ -31,7 +31,7 @@ import re
 from typing import Any
 
 from gpu_audit.explain.prefixes import LINE_HEAD
-from gpu_audit.explain.signatures.guards import unless_words
+from gpu_audit.explain.signatures.guards import CURED_NEEDLES, cure_told, unless_words
 from gpu_audit.explain.signatures.registry import (
     Advice,
     AdviceContext,
@@ -1408,7 +1408,9 @@ _TOLD_GUARD_ALSO = (
     r"場合|なら|ように|경우|려면")
 # ... a telling that says the memory is the GPU's ...
 _GPU_MEMORY_GONE = (
-    r"\bout of (?:GPU|CUDA|video|graphics) memory\b|\bout of VRAM\b|"
+    # (also of all of it or of its size: "ran out of all 8GB of VRAM")
+    r"\bout of (?:all (?:of )?)?(?:(?:the|its|my) )?(?:\d{1,3}(?:\.\d)? ?[GM]i?B (?:of )?)?"
+    r"(?:(?:GPU|CUDA|video|graphics) memory|VRAM)\b|"
     r"\b(?:GPU|CUDA|video|graphics|VRAM)(?:'s)?(?: card)?(?: memory| RAM)?(?: usage)? "
     r"(?:(?:fill|fills|filled) up|(?:gets|got|becomes|became|is|was|runs|ran)"
     r"(?: completely| totally)? (?:full|exhausted|maxed out|out)\b|overflow(?:s|ed)?\b|"
@@ -1416,6 +1418,8 @@ _GPU_MEMORY_GONE = (
     r"(?:is|was) insufficient\b)|"
     r"\b(?:not enough|insufficient) (?:GPU|video|graphics) memory\b|"
     r"\b(?:not enough|insufficient) VRAM\b|"
+    # (a reply's reading: "6GB isn't enough VRAM for the full-size decode")
+    r"\b(?:isn't|wasn't|is not|was not) enough (?:VRAM|GPU memory|video memory)\b|"
     r"\b(?:memory|OOM) errors? on (?:the |my |a |an |our )?(?:GPU|CUDA|VRAM)\b|"
     # German, French, Spanish, Portuguese
     r"\b(?:Grafikspeicher|Videospeicher|GPU-Speicher|VRAM)\w* (?:läuft|lief|ist|war) "
@@ -1423,8 +1427,10 @@ _GPU_MEMORY_GONE = (
     r"GPU-Speicher|VRAM)|\b(?:läuft|lief) (?:der |mein |dann )?(?:Grafikspeicher|Videospeicher|"
     r"GPU-Speicher|VRAM) (?:voll|über)|"
     r"\b(?:Grafikspeicher|Videospeicher|GPU-Speicher|VRAM) reichte? nicht|"
-    r"\bmémoire (?:GPU|vidéo|graphique)(?: est| était| a été)? (?:saturée|pleine|insuffisante|"
-    r"épuisée)|\b(?:manque|plus) de (?:mémoire (?:GPU|vidéo|graphique)|VRAM)\b|"
+    r"\bmémoire (?:GPU|vidéo|graphique|de (?:la |ma |notre )?(?:carte (?:graphique|vidéo)|GPU))"
+    r"(?: est| était| a été)? (?:saturée|pleine|insuffisante|épuisée)|"
+    r"\bmémoire insuffisante (?:sur|dans|de) (?:le |la |ma )?(?:GPU|carte graphique)\b|"
+    r"\b(?:manque|plus) de (?:mémoire (?:GPU|vidéo|graphique)|VRAM)\b|"
     r"\bsin (?:memoria (?:en|de) (?:la )?(?:GPU|gráfica|tarjeta gráfica)|VRAM)\b|"
     r"\bfalta de (?:memoria (?:en|de) (?:la )?(?:GPU|gráfica)|memória (?:na|da) (?:GPU|placa)|"
     r"VRAM)\b|\bsem memória (?:na|da) (?:GPU|placa)|"
@@ -1434,6 +1440,9 @@ _GPU_MEMORY_GONE = (
     r"(?:не хватает|не хватило|нехватка|недостаточно|закончилась|кончилась|кончается) "
     r"(?:видеопамяти|памяти (?:на |в |у )?(?:GPU|видеокарт\w*|гпу))|"
     r"видеопамять (?:кончилась|закончилась|кончается|заканчивается|переполн\w*|забивается)|"
+    # (the verb first, as a sentence often runs: "на второй эпохе заканчивается видеопамять")
+    r"(?:кончилась|закончилась|кончается|заканчивается|переполняется|забивается) "
+    r"(?:вся )?видеопамять|"
     r"(?:显存(?:不足|不够|溢出|爆了?|炸了?|占满|满了|耗尽|用完|用尽|爆满)|爆显存|"
     # (its use too large for the run to go on: "显存占用过大无法训练")
     r"显存(?:占用|使用|消耗)(?:过大|过高|太大|太高)[，,]?(?:导致|以致)?(?:无法|不能|没法)|"
@@ -1492,3 +1501,21 @@ fixed("cuda-oom/memory-told", MEMORY_TOLD,
       "kept, so its sizes are unknown. The job (and what else holds the GPU) needed more memory "
       "than the card has free.",
       remedy=f"{SCAN_OTHERS}\nThen reduce memory use:\n{REDUCE_MEMORY}")
+
+
+# A run told fixed by using less of the GPU's memory: a smaller batch, an application's low-VRAM
+# mode, a tiled VAE decode, gradient checkpointing ("--medvram did the trick", "lowering the
+# batch size to 4 fixed it"): it had run out of the GPU's memory.
+GPU_MEMORY_CURES = (r"--(?:low|med)vram\b|"
+                    r"(?i:\b(?:lower\w*|reduc\w*|decreas\w*|smaller|halv\w*)\b[^\n]{0,15}?"
+                    r"\bbatch[ _-]?sizes?\b|\btiled (?:VAE|decod\w*)\b|"
+                    r"\bgradient[ _]checkpointing\b)")
+fixed("cuda-oom/cure-told", cure_told(GPU_MEMORY_CURES), CURED_NEEDLES,
+      "A run was fixed by using less GPU memory (told in the writer's words)", tier=3.5,
+      reads_titles=False, yields_to_titles=True,
+      example="It crashed at the VAE decode on the 6 GB card; --medvram did the trick.",
+      explanation="The writer says the run went through once it used less of the GPU's memory "
+      "(a smaller batch, a low-VRAM mode, a tiled decode, gradient checkpointing): it had run "
+      "out of the GPU's memory, and no message of it was kept, so its sizes are unknown.",
+      remedy=f"{SCAN_OTHERS}\nThen keep the memory down:\n{REDUCE_MEMORY}")
+

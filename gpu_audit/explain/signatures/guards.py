@@ -31,3 +31,32 @@ def unless_marks(marks: str, *, start: str = "^", stop: str = r"\n") -> str:
     word boundaries, ``"如果|若|是否"``), from ``start`` and without the characters of ``stop``
     as in :func:`unless_words`."""
     return rf"{start}(?:(?!{marks})[^{stop}])*?"
+
+
+# The words that say a change fixed the writer's run, in the past: the change was made and the
+# run went through ("fixed it", "solved the issue", "did the trick"). Not the present tense ("X
+# fixes this"): a guide's or a release note's sentence says that.
+_CURED_WHAT = ("it", "this", "that", "the issue", "the problem", "the crash", "the error",
+               "the hang")
+CURED = (r"(?i:\b(?:fixed|solved|resolved) (?:" + "|".join(_CURED_WHAT) + r")\b|"
+         r"\bdid the trick\b)")
+# ... or, right after the change, that the run worked ("--medvram worked", "NCCL_IB_DISABLE=1 made
+# it work")
+_WORKED = r"(?i:\b(?:worked|made it work)\b)"
+# ... the literals one of which a line that tells a cure holds (the signatures' needles)
+CURED_NEEDLES = (*(stem + what for stem in ("ixed ", "olved ") for what in _CURED_WHAT),
+                 "the trick", "worked", "made it work")
+# The words before a cure that make it a condition, a guess, advice or a cure that did not work.
+_NOT_CURED = (r"if|whether|unless|should|might|may|could|would|maybe|perhaps|hope\w*|not|never|"
+              r"didn't|hasn't|haven't|doesn't|wasn't|won't|without")
+
+
+def cure_told(cures: str) -> str:
+    """A pattern for a change told as what fixed the writer's run: one of ``cures`` (an
+    alternation: "NCCL_P2P_DISABLE=1", "more swap") then :data:`CURED` within the same stretch
+    of text ("Setting NCCL_P2P_DISABLE=1 fixed it"), or the other way round ("solved it by adding
+    swap"); none of the words of a condition, advice or a negation before either."""
+    guarded = unless_words(_NOT_CURED, stop=r"\n?")
+    return (rf"(?:{guarded}(?:{cures})(?:(?i:(?!\b(?:{_NOT_CURED})\b))[^\n?]){{0,80}}?(?:{CURED})"
+            rf"|{guarded}(?:{CURED}) (?:by|with|after|using) [^\n?]{{0,40}}?(?:{cures})"
+            rf"|{guarded}(?:{cures})(?:(?i:(?!\b(?:{_NOT_CURED})\b))[^\n?.]){{0,20}}?{_WORKED})")

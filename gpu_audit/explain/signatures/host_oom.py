@@ -27,7 +27,7 @@ import re
 from typing import Any
 
 from gpu_audit.explain.prefixes import LINE_HEAD
-from gpu_audit.explain.signatures.guards import unless_words
+from gpu_audit.explain.signatures.guards import CURED_NEEDLES, cure_told, unless_words
 from gpu_audit.explain.signatures.registry import (
     Advice,
     AdviceContext,
@@ -103,7 +103,11 @@ def _no_numbers(_match: re.Match[str], _line: str) -> dict[str, Any]:
 
 _OOM_KILLER = r"oom[- ]?killer"
 _TOLD_OOM_KILL = (
-    r"(?i:\b(?:I|we|my|our|me|us)\b(?:(?!\b(?:if|whether)\b)[^.?!\n]){0,60}?"
+    # (not avoided or asked: "How do I avoid being OOM-killed when ...", "How can we prevent
+    # our pods from being OOM killed")
+    r"(?i:" + unless_words(r"how|avoid\w*|prevent\w*") +
+    r"\b(?:I|we|my|our|me|us)\b(?:(?!\b(?:if|whether|avoid\w*|prevent\w*|without)\b)"
+    r"[^.?!\n]){0,60}?"
     rf"(?:\b(?:killed|terminated) by (?:the )?(?:(?:linux|kernel|system)(?:'s)? )?{_OOM_KILLER}"
     rf"|\boom[- ]?killed|\bthe {_OOM_KILLER} (?:killed|terminated))\b"
     # (the clause before "被" says no "if" (如果, 若, 假如) and no "whether" (是否))
@@ -683,7 +687,11 @@ fixed("host-oom/host-memory-told",
 # memory named the system's, the host's, the CPU's): a line that names the GPU, VRAM or CUDA is
 # the GPU's; not a condition, advice or a rule ("if the process is killed by the OOM killer",
 # "to avoid running out of RAM", "si el proceso se queda sin RAM", "もし ... 場合").
-_NOT_GPU_LINE = r"^(?![^\n]*(?:\b(?:GPU|VRAM|CUDA|vram)\b|显存|顯存|显卡|ビデオ|그래픽))"
+_GPU_WORDS = r"(?:\b(?:GPU|VRAM|CUDA|vram)\b|显存|顯存|显卡|ビデオ|그래픽)"
+# (the GPU named before the telling, or in its own sentence after it; a later sentence may
+# set the GPU apart: "der Arbeitsspeicher ist voll ... Die GPU hat noch genug Speicher frei")
+_NOT_GPU_BEFORE = rf"(?:(?!{_GPU_WORDS})[^\n])*?"
+_NOT_GPU_AFTER = rf"(?![^\n.。!！?？]*{_GPU_WORDS})"
 _HOST_RAM = (r"(?:RAM|(?:system|host|CPU|main|physical) memory|memory \((?:RAM|host)\))")
 _RAM_TOLD_EN = (
     unless_words(r"if|whether|unless|avoid\w*|prevent\w*|you|your|should|would|could|might|"
@@ -693,6 +701,11 @@ _RAM_TOLD_EN = (
     r"running|went|goes) out of " + _HOST_RAM + r"\b|"
     r"\bOOM[- ]?killer\b[^\n.]{0,20}?\b(?:killed|terminated|took out|reaped|stopped|shot down)"
     r" (?:my|our|the)\b|"
+    # (the run told OOM-killed: "then the job gets OOM killed", "the pod was killed by the OOM
+    # killer")
+    r"\b(?:job|process|training|script|program|run|container|pod|worker|notebook|it)s? "
+    r"(?:\w+ )?(?:gets?|got|was|were|is|being) (?:\w+ )?(?:OOM[- ]?killed|killed by (?:the )?"
+    r"(?:Linux |kernel(?:'s)? |system(?:'s)? )?OOM[- ]?killer)\b|"
     # (the kernel as the killer: "the kernel killed my python process")
     r"\bthe (?:Linux )?kernel (?:\w+ )?killed (?:my|our|the) (?:\w+ )?(?:process|job|training|"
     r"script|program|run)\b)")
@@ -712,18 +725,27 @@ _RAM_TOLD_OTHER = (
     # (German: the RAM running full, the process killed by the OOM killer)
     r"(?i:\b(?:Arbeitsspeicher|RAM|Hauptspeicher)\b[^\n.]{0,20}?\b(?:läuft|lief) "
     r"(?:\w+ ){0,4}?voll\b|"
+    # (full, told in a main clause: "dann ist der Arbeitsspeicher voll", "der RAM war voll";
+    # a condition puts its verb last: "wenn der Arbeitsspeicher voll ist")
+    r"\b(?:ist|war) (?:der |mein |dann |auch )?(?:Arbeitsspeicher|RAM|Hauptspeicher) "
+    r"(?:\w+ ){0,4}?voll\b|\b(?:Arbeitsspeicher|RAM|Hauptspeicher) (?:ist|war) (?:\w+ ){0,4}?"
+    r"voll\b|"
     r"\bvom OOM[- ]?Killer (?:\w+ )?(?:beendet|gekillt|abgeschossen)\b)|"
     # (French, Spanish, Portuguese: killed by the OOM killer, out of RAM)
     r"(?i:\b(?:tué|tuée|arrêté|arrêtée) par (?:le |l')?OOM[- ]?killer\b|\bmémoire (?:vive|RAM) "
     r"(?:est |était )?(?:saturée|pleine)\b|"
     r"\b(?:se queda|se quedó|me quedo|me quedé|nos quedamos) sin (?:memoria )?RAM\b|"
+    # (the RAM told filling up: "la memoria RAM se llena por completo", "a memória RAM enche")
+    r"\bmemoria RAM (?:se (?:llena|llenó|agota|agotó)|(?:está|estaba) (?:llena|agotada))\b|"
+    r"\bse (?:llena|llenó|agota|agotó) (?:toda )?la memoria RAM\b|"
+    r"\bmemória RAM (?:enche|encheu|acaba|acabou|esgota|esgotou|fica cheia|ficou cheia)\b|"
     r"\bmatado por (?:el )?OOM[- ]?killer\b|"
     r"\bmort[oa] (?:pelo OOM[- ]?killer|por (?:falta de )?(?:memória )?RAM)\b|"
     r"\b(?:fica|ficou) sem (?:memória )?RAM\b)")
 fixed("host-oom/out-of-ram-told",
-      rf"(?:{_RAM_TOLD_EN})|{_NOT_GPU_LINE}(?!(?i:[^\n]*(?:\b(?:if|when|avoid|prevent|falls|"
+      rf"(?:{_RAM_TOLD_EN})|^(?!(?i:[^\n]*(?:\b(?:if|when|avoid|prevent|falls|"
       r"wenn|si|pour éviter|para evitar|caso|если|чтобы|como|comment)\b|もし|場合|만약|경우)))"
-      rf"[^\n]*?(?:{_RAM_TOLD_OTHER})",
+      rf"{_NOT_GPU_BEFORE}(?:{_RAM_TOLD_OTHER}){_NOT_GPU_AFTER}",
       ("RAM", "memory", "OOM", "メモリ", "램", "ОЗУ", "памят", "Arbeitsspeicher",
        "Hauptspeicher", "mémoire"),
       "The host ran out of RAM (told in the writer's words)", tier=1.5,
@@ -734,6 +756,28 @@ fixed("host-oom/out-of-ram-told",
       "gets SIGKILL and prints nothing of its own (the shell's \"Killed\", exit status 137).",
       remedy="Confirm with `sudo dmesg -T | grep -i 'killed process'` and watch the process's "
       "memory as it runs (`free -h`, `top`, `gpu-audit scan`); then " + _HOST_MEMORY)
+
+
+# A run told fixed by giving the host more memory or by using less of it: swap added, a larger
+# memory request for the job, the model loaded with low_cpu_mem_usage ("Adding 32 GB of swap
+# fixed it", "solved it by requesting --mem=64G"): it had run out of the host's memory, most
+# often killed without a word of its own.
+HOST_MEMORY_CURES = (r"(?i:\b(?:add\w*|increas\w*|enlarg\w*|more|bigger|larger|extra|creat\w*)\b"
+                     r"[^\n]{0,20}?\bswap(?:file| file| space| partition)?\b|"
+                     r"--mem(?:-per-cpu|-per-gpu)?[= ]\s?\d+|"
+                     r"\b(?:more|extra|additional) (?:host |system |CPU )?RAM\b|"
+                     r"\blow_cpu_mem_usage\b)")
+fixed("host-oom/cure-told", cure_told(HOST_MEMORY_CURES), CURED_NEEDLES,
+      "A run was fixed by more host memory (told in the writer's words)", tier=3.5,
+      yields_to_titles=True,
+      example="The merge died at 60% with no message; adding 32 GB of swap fixed it.",
+      explanation="The writer says the run went through once the host had more memory (swap "
+      "added, a larger memory request for the job) or the program used less of it (loading the "
+      "weights with low_cpu_mem_usage): it had run out of the host's RAM, and a process out of "
+      "RAM is most often killed from outside without a message of its own (the shell's "
+      "\"Killed\", exit status 137).",
+      remedy="Check what the run needs against what the host has (`free -h`, the scheduler's "
+      "`sacct -j JOB -o MaxRSS,ReqMem`), and " + _HOST_MEMORY)
 
 
 _DATALOADER = (r"(?i:DataLoader) (?:worker|process)"

@@ -27,7 +27,12 @@ import re
 from typing import Any
 
 from gpu_audit.explain.prefixes import LINE_HEAD
-from gpu_audit.explain.signatures.guards import unless_marks, unless_words
+from gpu_audit.explain.signatures.guards import (
+    CURED_NEEDLES,
+    cure_told,
+    unless_marks,
+    unless_words,
+)
 from gpu_audit.explain.signatures.registry import (
     Advice,
     AdviceContext,
@@ -193,6 +198,29 @@ fixed("nccl/hang-told",
       "messages and see where it stops; at initialisation, set NCCL_SOCKET_IFNAME to the "
       "interface the nodes share and try NCCL_IB_DISABLE=1 or NCCL_P2P_DISABLE=1 to rule out a "
       "transport. " + _COLLECTIVE_REMEDY)
+
+
+# A run told fixed by turning one of NCCL's transports off or pointing it at the right network
+# ("Setting NCCL_P2P_DISABLE=1 fixed it", "solved the hang by disabling ACS"): the job had
+# hung or failed in NCCL, whatever words it was told in.
+NCCL_CURES = (r"\bNCCL_(?:P2P_DISABLE|IB_DISABLE|P2P_LEVEL|SHM_DISABLE|SOCKET_IFNAME|NET_GDR_LEVEL|"
+              r"IB_HCA|IB_GID_INDEX|CUMEM_ENABLE|NVLS_ENABLE)\b|"
+              r"(?i:\b(?:disabl\w*|turn\w* off) (?:the )?(?:P2P|peer[- ]to[- ]peer|ACS|IOMMU)\b|"
+              r"\biommu=(?:pt|off)\b)")
+fixed("nccl/cure-told", cure_told(NCCL_CURES), CURED_NEEDLES,
+      "A run that hung or failed in NCCL was fixed by a transport setting (told in the "
+      "writer's words)", tier=3.5, yields_to_titles=True,
+      example="The four cards froze at the first step; setting NCCL_P2P_DISABLE=1 fixed it.",
+      explanation="The writer says the run went through once one of NCCL's transports was "
+      "turned off or pointed elsewhere (peer-to-peer between the GPUs, InfiniBand, shared "
+      "memory, the network interface), or once the PCIe switch's access control (ACS) or the "
+      "IOMMU was turned off: the job had hung or failed in NCCL on that path. Peer-to-peer over "
+      "PCIe is often broken between consumer cards and behind ACS or an IOMMU, which redirect "
+      "the GPUs' direct traffic through the root complex. " + _COLLECTIVE_ECHO,
+      remedy="Keep the setting for this machine, and check the path it turned off: "
+      "`nvidia-smi topo -m` (how the GPUs connect), `sudo lspci -vvv | grep -i acsctl` (ACS on "
+      "the switches), and NCCL's own tests (`all_reduce_perf -b 8 -e 256M -g N`) with and "
+      "without it. " + _COLLECTIVE_REMEDY)
 
 
 # NCCL's all-reduce told failing by the writer, the message not pasted: "NCCLAllReduce in
