@@ -338,12 +338,22 @@ _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("nvml-unavailable/smi-fails-told", SMI_FAILS_TITLE),
         ("driver-mismatch/driver-too-old", r"\b(?:NVIDIA|CUDA|GPU) driver(?: version)? (?:is )?"
                                            r"too old\b|"
+                                           # (the driver alone opening the title: "Driver too
+                                           # old for CUDA 12.1")
+                                           r"^\W*(?:my |the )?driver(?: version)? (?:is )?too "
+                                           r"old\b|"
                                            # (CUDA's status cut after its first words: "CUDA
                                            # driver version is insufficient after upgrading")
                                            r"\bCUDA driver version is insufficient\b"),
         # a new GPU's architecture the installed build has no kernels for, told ("CUDA error on
         # an RTX 5050 (sm_120 not supported)", "SM_120 is unsupported", "no support for sm_120")
         ("driver-mismatch/arch-not-compiled", _TITLE_ARCH),
+        # ... or the card named instead of its architecture ("RTX 5090 not supported by current
+        # PyTorch", "GTX 760 is not supported in the latest torch build")
+        ("driver-mismatch/arch-not-compiled",
+         r"\b(?:RTX|GTX|Quadro|Tesla|[AHLBV]\d{2,3}|\d{4}(?: ?Ti)?)\b[^\n]{0,20}?\b(?:is |are )?"
+         r"(?:not (?:yet )?supported|unsupported) (?:by|in|with|on) (?:the )?(?:current |latest "
+         r"|new(?:est)? |this )?(?:PyTorch|torch|build|release|version|wheels?|binar(?:y|ies))\b"),
         # PTX newer than the driver, named by CUDA's status in words ("Cant start the cracker
         # because of unsupported PTX version", "PTX compiled with an unsupported toolchain")
         ("driver-mismatch/unsupported-ptx", r"\bunsupported PTX(?: version)?\b|"
@@ -374,6 +384,8 @@ _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         # ... or by the option applications turn it on with: "with --cuda-malloc parameter
         # not works reactor" (not their option to turn it off)
         ("alloc-conf/async-fails-told", ASYNC_FAILS_TOLD),
+        # cuDNN's failure named in general words ("cuDNN error on RTX 4090 with conv3d")
+        ("cudnn-failure/status", r"\bcuDNN (?:error|failure|exception)s?\b"),
         # no cuDNN convolution algorithm could run (PyTorch's words, XLA's autotuner's)
         ("cudnn-failure/no-engine", r"\bUnable to find a valid cuDNN algorithm\b|"
                                     r"\bFailed to determine best cudnn convolution algorithm\b"),

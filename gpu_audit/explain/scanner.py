@@ -103,9 +103,12 @@ KEYS: tuple[Key, ...] = (
     # the issue", "--medvram did the trick", "--lowvram worked"; the "e" of "fixed", "solved",
     # "the", "worked", "made")
     Key(rb"e(?:mo(?:ry|ria)|m\xc3\xb3ria|icher|(?<=moire)"
+        # (and a notebook's kernel told dead: "The kernel appears to have died.")
+        rb"|ars to have died\b(?<=appears to have died)"
         rb"|d(?:(?<=ixed|lved) (?:it|this|that|the (?:issue|problem|crash|error|hang))\b"
         rb"|\b(?<=worked))| trick(?<=the trick)| it work(?<=made it work))",
-        (b"emory", b"emoria", "emória".encode(), b"eicher", b"moire", *CURED_ANCHORS)),
+        (b"emory", b"emoria", "emória".encode(), b"eicher", b"moire", b"appears to have died",
+         *CURED_ANCHORS)),
     # a launcher's exit status for a process killed with SIGKILL (137, -9)
     # (also when a terminal or logger wrapped the line before the number)
     # (and Moab's "job 4242 exceeded MEM usage hard limit", in this pass: one pass fewer)
@@ -116,7 +119,8 @@ KEYS: tuple[Key, ...] = (
         rb"(?:\r?\n[ \t]*)?"
         rb"(?:137|-9)\b|it(?:ed|ing|s)?(?: with| due to)? \(?137\b|ceeded MEM usage)",
         (b"xit", b"xceeded MEM usage"), next_line=True),
-    Key(rb"eturn(?:ed)?[ _]?code[ :=]*(?:\r?\n[ \t]*)?(?:137|-9)\b",  # returncode -9
+    # (and docker build's "returned a non-zero code: 137")
+    Key(rb"eturn(?:ed)?(?:[ _]?code| a non-zero code)[ :=]*(?:\r?\n[ \t]*)?(?:137|-9)\b",
         (b"eturn",), next_line=True),
     # (cudaMallocAsync's missing operations, also in a sentence or a title without "Error")
     # (and a kernel's indexing assertion without its quotes: "Assertion srcIndex < ...")
@@ -276,9 +280,11 @@ KEYS: tuple[Key, ...] = (
          *(b"GPU" + plural + b" " + link + end for plural in (b"", b"s")
            for link in (b"", b"is ", b"was ", b"just ")
            for end in (b"toast", b"dead", b"died", b"fried", b"burn")))),
-    # (and Jupyter's server restarting a kernel that died: "KernelRestarter: restarting kernel")
-    Key(rb"K(?:ill|ILL|ernelRestarter: restarting kernel)",
-        (b"Kill", b"KILL", b"KernelRestarter: restarting kernel")),
+    # (and Jupyter's server restarting a kernel that died: "KernelRestarter: restarting kernel";
+    # VS Code's "The Kernel crashed while executing code in the current cell")
+    Key(rb"K(?:ill|ILL|ernelRestarter: restarting kernel|ernel crashed while executing)",
+        (b"Kill", b"KILL", b"KernelRestarter: restarting kernel",
+         b"Kernel crashed while executing")),
     # a kill told in the writer's words, wherever it is ("my process gets killed in the pod")
     # (and in Chinese with the English verb: "程序在加载模型中被kill了")
     Key(rb"kill(?:ed\b|(?<=\xe8\xa2\xabkill))", (b"killed", "被kill".encode())),
@@ -387,12 +393,14 @@ KEYS: tuple[Key, ...] = (
     # the kernel's OOM killer at work: "invoked oom-killer"; a writer's "oom killer"
     # (and a GPU's out-of-memory told in lower case: "the node3 failed with cuda oom")
     # (and a writer's driver told too old, in this pass: "my driver is too old for CUDA 12.1")
+    # (and a model told too big for the card, in this pass: "the model is too big for my GPU")
     Key(rb"oo(?:m(?:[- ]?kill|_reaper|(?<=[Cc]uda oom)\b)|(?: old| low)(?:(?<=driver is too old)"
         rb"|(?<=driver was too old)|(?<=driver version is too old)|(?<=driver is too low)"
-        rb"|(?<=driver version is too low)))",
+        rb"|(?<=driver version is too low))|(?<=too) (?:big|large) (?:for|to fit)\b)",
         (b"oom-kill", b"oom kill", b"oomkill", b"oom_reaper", b"cuda oom", b"Cuda oom",
          b"driver is too old", b"driver was too old", b"driver version is too old",
-         b"driver is too low", b"driver version is too low")),
+         b"driver is too low", b"driver version is too low", b"too big for", b"too large for",
+         b"too big to fit", b"too large to fit")),
     # ... and in capitals, mid-log or in prose ("killed by the OOM killer", "OOM-killed"), on a
     # line with no other key ("Out of memory: Killed process" has "emory" and "Kill")
     # (and TensorFlow's out-of-memory without its status, "OOM when allocating tensor ...": a
@@ -400,13 +408,16 @@ KEYS: tuple[Key, ...] = (
     # (and the kubelet's event for a kill on its node: "System OOM encountered, victim ...")
     # (and the host's memory named before OOM: "a CPU OOM", "the host OOM came back")
     # (and an out-of-memory told in capitals as a word of its own: "getting OOM on an A100",
-    # "OOMs at step 500"; the signatures tell the GPU's from the host's)
-    Key(rb"O(?:(?:OM|om)[- _]?(?:kill|Kill|KILL)|OM when allocating|OM encountered|OMs?\b"
+    # "OOMs at step 500", "it's OOMing on my 4090"; the signatures tell the GPU's from the
+    # host's)
+    # (and Slurm's job state after an OOM kill: "JobState=OUT_OF_MEMORY", sacct's "OUT_OF_ME+")
+    Key(rb"O(?:(?:OM|om)[- _]?(?:kill|Kill|KILL)|OM when allocating|OM encountered"
+        rb"|OM(?:s|ing|ed|'d)?\b|UT_OF_ME(?:MORY|\+)"
         rb"|(?:(?<=CPU O)|(?<=host O)|(?<=Host O)|(?<=system O)|(?<=System O))OM)",
         (*(first + sep + kill for first in (b"OOM", b"Oom") for sep in (b"", b" ", b"-", b"_")
            for kill in (b"kill", b"Kill", b"KILL")), b"OOM when allocating",
          b"OOM encountered", b"CPU OOM", b"host OOM", b"Host OOM", b"system OOM",
-         b"System OOM", b"OOM")),
+         b"System OOM", b"OOM", b"OUT_OF_ME")),
     # a GPU's memory told running out in Chinese, the language most such reports not in
     # English are in ("显存不足", "爆显存"): no other pass starts with its first byte
     Key("显存".encode(), ("显存".encode(),)),

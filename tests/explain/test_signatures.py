@@ -585,6 +585,11 @@ SINGLE_LINES = [
      "host-oom/cure-told"),
     ("The decode step crashed on the 6 GB card; --medvram did the trick.", "cuda-oom",
      "cuda-oom/cure-told"),
+    ("RuntimeError: cuDNN Frontend error: [cudnn_frontend] Error: No execution plans support "
+     "the graph.", "cudnn-failure", "cudnn-failure/frontend-no-plan"),
+    ("Container [pid=4242,containerID=container_1_0001_01_000002] is running beyond physical "
+     "memory limits. Current usage: 8.1 GB of 8 GB physical memory used. Killing container.",
+     "host-oom", "host-oom/yarn-memory-limit"),
 ]
 
 

@@ -630,7 +630,12 @@ EXPANDABLE_FAILS_TOLD = (
     # models with `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`"
     r"\b(?:(?i:segfaults?|segmentation faults?|crash(?:es)?|core dumps?)|SIGSEGV)\b[^\n]{0,60}?"
     r"\b(?:with|when using|when enabling|while using|under) [`\"']?(?:PYTORCH_(?:CUDA_)?ALLOC_CONF="
-    r")?(?P<option______>expandable_segments)\s*[:=]\s*True\b")
+    r")?(?P<option______>expandable_segments)\s*[:=]\s*True\b|"
+    # ... and the setting as the cause of a failure: "expandable_segments causes crash on
+    # startup", "expandable_segments:True leads to a segfault"
+    r"\b(?P<option_______>expandable_segments)(?:\s*[:=]\s*True)?[`\"']? (?:causes?|caused|"
+    r"leads? to|led to|triggers?|triggered|results? in) (?:an? |the )?(?:crash\w*|segfaults?|"
+    r"segmentation faults?|errors?|failures?|hangs?|illegal memory access)\b")
 
 
 @signature("alloc-conf/expandable-told",

@@ -851,6 +851,18 @@ _FRAMEWORK_OOM = (
     # is overflow, please reduce your batch_size or data size!" then "Total: 23.65GB Used:
     # 47.36GB"); the CUDA errors its other threads print after it are the fallout
     r"|\bGPU memory is overflow\b(?P<jittor>)"
+    # PyTorch's MPS backend on an Apple GPU, its sizes in units of 1024 written MB and GB ("MPS
+    # backend out of memory (MPS allocated: 17.02 GB, other allocations: 1.35 GB, max allowed:
+    # 18.13 GB). Tried to allocate 256.00 MB on private pool.")
+    r"|\bMPS backend out of memory\b(?P<mps>)(?:[^\n]{0,300}?\bTried to allocate "
+    r"(?P<size___>\d{1,9}(?:\.\d{1,4})? ?[KMGT]i?B)\b)?"
+    # MindSpore's device memory pool: "Device(id:0) memory isn't enough and alloc failed, kernel
+    # name: ..., alloc size: 1073741824B.", and its kernel launch's "Malloc for kernel output
+    # failed, Memory isn't enough, node:..."
+    r"|\bmemory isn't enough and alloc failed\b[^\n]{0,400}?\balloc size: ?"
+    r"(?P<bytes___________>\d{1,20}) ?B\b(?P<mindspore>)"
+    r"|\bMalloc for kernel (?:output|input|workspace) failed, Memory isn't enough\b"
+    r"(?P<mindspore_>)|\bmemory isn't enough and alloc failed\b(?P<mindspore__>)"
     # faiss's GPU resources, with the size in bytes, in each version's words: "failed to
     # cudaMalloc N bytes (error 2 out of memory)", "Failed to cudaMalloc N bytes on device 1
     # (error 2 out of memory" (its outstanding allocations listed below), the oldest "details:
@@ -876,7 +888,7 @@ _FRAMEWORK_NAMES = {"mxnet": "MXNet", "paddle": "PaddlePaddle", "onnxruntime": "
                     "catboost": "CatBoost", "theano": "Theano", "hashcat": "hashcat",
                     "opencl": "OpenCL", "cufft": "cuFFT", "dali": "DALI", "nvjpeg": "nvJPEG",
                     "relion": "RELION", "dag": "the miner", "faiss": "faiss",
-                    "jittor": "Jittor"}
+                    "jittor": "Jittor", "mindspore": "MindSpore", "mps": "PyTorch on MPS"}
 _PADDLE_FIELDS = (("free_bytes", re.compile(rf"available memory is only ({_PADDLE_SIZE})")),
                   ("allocated_bytes", re.compile(rf"({_PADDLE_SIZE}) memory has been allocated")))
 
@@ -1022,6 +1034,14 @@ _FRAMEWORK_REMEDIES = {
     "jittor": "Jittor counts what its variables hold against the GPU's memory: lower the "
               "batch size, or set jt.flags.use_cuda_managed_allocator=1 so that it may spill "
               "to host memory, and call jt.sync_all(); jt.gc() between steps.",
+    "mps": "An Apple GPU shares the machine's memory, and PyTorch's MPS backend stops at its "
+           "high watermark (PYTORCH_MPS_HIGH_WATERMARK_RATIO, a share of the recommended "
+           "maximum): lower the batch size or the resolution, close other programs, and call "
+           "torch.mps.empty_cache() between stages; raising the ratio lets the system swap.",
+    "mindspore": "MindSpore takes a share of the device's memory for its pool when it starts: "
+                 "lower the batch size, or give the pool more of the device "
+                 "(context.set_context(max_device_memory=\"30GB\")) when other programs do "
+                 "not need it.",
     "onnxruntime": "Cap ONNX Runtime's arena on the CUDA execution provider (gpu_mem_limit) and "
                    "let it grow only by what is requested "
                    "(arena_extend_strategy=kSameAsRequested), or run fewer sessions per GPU.",
@@ -1038,9 +1058,10 @@ _FRAMEWORK_REMEDIES = {
             "CL_MEM_OBJECT_ALLOCATION_FAILURE", "Can't allocate", "CUDA allocation failed",
             "NVJPEG_STATUS_ALLOCATOR_FAILURE", "DAG", "dag", "to cudaMalloc",
             "cudaMalloc error out of memory", "cudaMallocManaged error out of memory",
-            "allocating <= available", "GPU memory is overflow"),
+            "allocating <= available", "GPU memory is overflow", "Memory isn't enough",
+            "memory isn't enough", "MPS backend out of memory"),
            "GPU out of memory (MXNet, PaddlePaddle, ONNX Runtime, CatBoost, Theano, hashcat, "
-           "OpenCL, cuFFT, DALI, nvJPEG, RELION, faiss, Jittor or a miner's DAG)",
+           "OpenCL, cuFFT, DALI, nvJPEG, RELION, faiss, Jittor, MindSpore, MPS or a miner's DAG)",
            extract=_framework_oom,
            group="cuda-oom-framework",
            example="Out of memory error on GPU 0. Cannot allocate 1.500000GB memory on GPU 0, "
@@ -1060,7 +1081,9 @@ def _framework_allocator(sig: Signature, numbers: dict[str, Any], ctx: AdviceCon
         f"{name}'s GPU allocator could not get{size}"
         f"{f' on GPU {gpu}' if gpu is not None else ''}{free}. Either the job's step is too "
         "big for the GPU or another process holds part of it.")
-    remedy = (f"{SCAN_OTHERS}\nThen lower the batch size (or the input size).\n"
+    # (an Apple GPU: no NVIDIA driver for gpu-audit scan to ask which processes hold it)
+    others = "" if framework == "mps" else f"{SCAN_OTHERS}\nThen l"
+    remedy = (f"{others or 'L'}ower the batch size (or the input size).\n"
               f"{_FRAMEWORK_REMEDIES.get(framework, '')}").rstrip()
     return advice(sig, numbers, explanation, remedy,
                   title=f"GPU out of memory ({name})", diagnosis="unknown")
@@ -1394,9 +1417,12 @@ def masked_oom_explanation(status: str, library: str = "cuDNN") -> str:
 # a question, advice to the reader or a guide's sentence ("if the GPU runs out of memory",
 # "when your VRAM is full", "to avoid OOM", "当显存不足时"), which the words before it say; "when
 # I ..." is the writer's own run. Not the host's memory (RAM, swap, the OOM killer).
+# (the reader's words: in a reply's reading of the writer's run, "you ran out of VRAM", they
+# are the writer's; elsewhere advice)
+_TOLD_GUARD_READER = r"you|your|you're"
 _TOLD_GUARD_WORDS = (
     r"if|whether|unless|whenever|in case|avoid\w*|prevent\w*|how|why|might|may|could|"
-    r"would|will|can|should|does|without|you|your|you're|tips?|guide|FAQ|reduce|reducing|"
+    rf"would|will|can|should|does|without|{_TOLD_GUARD_READER}|tips?|guide|FAQ|reduc\w*|"
     r"wenn|falls|vermeiden|wie|si|quand|éviter|comment|cuando|quando|evitar|cómo|como|para|"
     r"если|чтобы|как|fix(?:ed|es)|bug where|before|possible|such as|e\.g|errors? like")
 _TOLD_GUARD_ALSO = (
@@ -1418,8 +1444,18 @@ _GPU_MEMORY_GONE = (
     r"(?:is|was) insufficient\b)|"
     r"\b(?:not enough|insufficient) (?:GPU|video|graphics) memory\b|"
     r"\b(?:not enough|insufficient) VRAM\b|"
+    # (its use told growing until the run ends: "GPU memory keeps increasing until crash")
+    r"\b(?:GPU|CUDA|video|VRAM)(?: memory)?(?: usage| use)? (?:keeps |kept )?(?:increas|grow|ris|"
+    r"climb)\w* (?:\w+ ){0,3}?until (?:it |the (?:\w+ )?)?(?:crash\w*|OOMs?\b|runs? out|"
+    r"dies|fails|is full)|"
     # (a reply's reading: "6GB isn't enough VRAM for the full-size decode")
     r"\b(?:isn't|wasn't|is not|was not) enough (?:VRAM|GPU memory|video memory)\b|"
+    # (a model that does not fit the card's memory: "the 13B model doesn't fit in 12GB of
+    # VRAM", "needs more VRAM than my 8GB card has")
+    r"\b(?:doesn't|does not|didn't|did not|won't|will not|can't|cannot) fit (?:in|into|on) "
+    r"(?:the |my |our |your |a |an )?(?:\d{1,3}(?:\.\d)? ?[GM]i?B (?:of )?)?(?:VRAM|GPU memory|"
+    r"video memory)\b|"
+    r"\bneeds? (?:more|much more) (?:VRAM|GPU memory|video memory) than (?:my|our|your|the|this)\b|"
     r"\b(?:memory|OOM) errors? on (?:the |my |a |an |our )?(?:GPU|CUDA|VRAM)\b|"
     # German, French, Spanish, Portuguese
     r"\b(?:Grafikspeicher|Videospeicher|GPU-Speicher|VRAM)\w* (?:läuft|lief|ist|war) "
@@ -1446,10 +1482,15 @@ _GPU_MEMORY_GONE = (
     r"(?:显存(?:不足|不够|溢出|爆了?|炸了?|占满|满了|耗尽|用完|用尽|爆满)|爆显存|"
     # (its use too large for the run to go on: "显存占用过大无法训练")
     r"显存(?:占用|使用|消耗)(?:过大|过高|太大|太高)[，,]?(?:导致|以致)?(?:无法|不能|没法)|"
-    r"(?:GPU|gpu)(?:的)?内存(?:不足|不够|溢出|爆了?))"
+    r"(?:GPU|gpu) ?(?:的)?内存(?:不足|不够|溢出|爆了?))"
     r"(?![^\n，。,]{0,4}?(?:时|的时候|的话|会|吗|怎么办|呢|可以|可通过|需要))|"
-    r"(?:(?:GPU|VRAM|ビデオ|グラフィック)(?:の)?メモリー?(?:が|は)?(?:不足|足りな|足らな|溢れ|あふれ)|"
-    r"VRAM(?:が|は)?(?:不足|足りな))(?![^\n]{0,6}?(?:場合|なら|時|とき))|"
+    # (a space may stand between the Latin and the Japanese word: a title's reading puts one
+    # there, "GPU メモリ不足")
+    r"(?:(?:GPU|VRAM|ビデオ|グラフィック) ?(?:の)?メモリー?(?:が|は)?"
+    r"(?:不足|足りな|足らな|溢れ|あふれ)|VRAM ?(?:が|は)?(?:不足|足りな))"
+    # (not a condition, nor a guide's topic: "足りなくなると、", "GPUメモリ不足について",
+    # "... の対処法")
+    r"(?![^\n]{0,6}?(?:場合|なら|時|とき|について|とは|対処|対策|解決|の原因|を防|と[、，,]))|"
     r"(?:GPU|그래픽|그래픽 ?카드|VRAM) ?메모리(?:가|는)? ?(?:부족|모자라|초과)"
     r"(?![^\n]{0,3}?(?:경우|면|때))")
 # ... and one that leaves the memory unnamed, on a line that names the GPU: run out of it, not
@@ -1460,6 +1501,14 @@ _MEMORY_GONE_GPU_NAMED = (
     r"\b(?:runs?|running|ran|gone|going|went|goes) out of (?:all (?:of )?)?(?:(?:the|its|my) )?"
     r"(?:\d{1,3}(?:\.\d)? ?[GM]i?B (?:of )?)?memory\b|"
     r"\b(?:not enough|insufficient) memory\b|"
+    # (the card told short of it: "my GPU doesn't have enough memory for the 70B model"; the
+    # model too big for it: "the model is too big for my GPU")
+    r"\b(?:doesn't|does not|didn't|did not|don't|do not) have enough (?:\w+ )?(?:memory|VRAM)\b|"
+    r"\b(?:is|was|are|were) (?:just |simply |way )?too (?:big|large) (?:for|to fit (?:in|on|into)) "
+    r"(?:(?:my|our|your|the|this) (?:\d{1,3} ?GB )?|(?:a|an|one) \d{1,3} ?GB )"
+    r"(?:GPU|card|graphics card|VRAM)s?\b|"
+    # (an out-of-memory as a verb: "it's OOMing on my 4090", "it OOMed at step 40")
+    r"\bOOM(?:ing|ed|'d|'ing)\b|"
     r"\b(?:get|gets|got|getting|hit|hits|hitting|see|seeing|saw|having|had|cause[sd]?|"
     r"trigger(?:s|ed)?|throws?|threw|raise[sd]?)(?: an?| the| this| that| same| constant)?"
     r" (?:CUDA |GPU )?OOMs?\b|"
@@ -1485,13 +1534,24 @@ _BEFORE_TELLING = unless_words(_TOLD_GUARD_WORDS, _TOLD_GUARD_ALSO, start="")
 # a plea for help after the telling asks nothing of it ("OOM at step 500, any suggestions?")
 _NOT_ASKED = (r"(?:(?![^\n.!。！]{0,60}?[?？])|(?=[^\n.!。！?？]{0,60}?\b(?:any|what|how)\b"
               r"[^\n.!。！?？]{0,30}[?？]))")
+# A reply's reading of the writer's run, to them: "Looks like you ran out of GPU memory",
+# "you're running out of VRAM", "your GPU is out of memory" (not "you will", "if you").
+_BEFORE_READING = unless_words(_TOLD_GUARD_WORDS.replace(f"|{_TOLD_GUARD_READER}|", "|"),
+                               _TOLD_GUARD_ALSO, start="")
+_READER_RAN_OUT = (
+    r"\b(?:you(?:'re| are)(?: just| simply)? (?:running|run) out of|you(?: just| simply)? ran "
+    r"out of|you(?:'re| are) out of|your (?:GPU|card|graphics card)(?:'s memory)? (?:is|was) "
+    r"(?:running )?out of) (?:all (?:of )?)?(?:(?:the|your) )?"
+    r"(?:\d{1,3}(?:\.\d)? ?[GM]i?B (?:of )?)?(?:(?:GPU|CUDA|video|graphics) memory|VRAM|"
+    r"memory(?=[^\n]*?" + _GPU_WORD + r"))")
 MEMORY_TOLD = (rf"(?i:^(?![^\n]*?{_HOST_MEMORY_WORDS})(?![^\n]*?{_OVER_NOW})"
-               rf"(?:{_BEFORE_TELLING}(?:{_GPU_MEMORY_GONE})|"
+               rf"(?:{_BEFORE_TELLING}(?:{_GPU_MEMORY_GONE})|{_BEFORE_READING}{_READER_RAN_OUT}|"
                rf"(?=[^\n]*?{_GPU_NAMED}){_BEFORE_TELLING}(?:{_MEMORY_GONE_GPU_NAMED})){_NOT_ASKED})")
 
 fixed("cuda-oom/memory-told", MEMORY_TOLD,
       ("memory", "Memory", "MEMORY", "VRAM", "vram", "OOM", "显存", "内存", "メモリ", "메모리",
-       "памяти", "видеопамять", "speicher", "Speicher", "mémoire", "memoria", "memória"),
+       "памяти", "видеопамять", "speicher", "Speicher", "mémoire", "memoria", "memória",
+       "too big for", "too large for", "too big to fit", "too large to fit"),
       # (below any other failure the text shows or tells: a telling of a GPU's memory running
       # out is the weakest evidence, often a remark on another run or another card)
       "The GPU ran out of memory (told in the writer's words)", tier=3.5, reads_titles=False,

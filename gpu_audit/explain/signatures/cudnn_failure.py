@@ -194,6 +194,30 @@ fixed("cudnn-failure/plan-rejected",
       "read.")
 
 
+# cuDNN's frontend (PyTorch's cuDNN attention and its v9 convolutions) turning down the whole
+# graph PyTorch built: "RuntimeError: cuDNN Frontend error: [cudnn_frontend] Error: No execution
+# plans support the graph." No plan of any engine takes that shape, data type or GPU; unlike the
+# warning above, nothing is left to try and the call fails.
+fixed("cudnn-failure/frontend-no-plan",
+      r"\[cudnn_frontend\] Error: \w"
+      r"|\bNo execution plans? supports? the graph\b",
+      ("cudnn_frontend] Error", "execution plans support", "execution plan supports"),
+      "cuDNN's frontend found no execution plan for the operation",
+      tier=1.0,
+      example="RuntimeError: cuDNN Frontend error: [cudnn_frontend] Error: No execution plans "
+      "support the graph.",
+      explanation="cuDNN's frontend, which PyTorch uses for its cuDNN attention (scaled dot "
+      "product attention's cuDNN backend) and newer convolution paths, found no engine that "
+      "runs the graph it was given: a head size, sequence layout, data type or mask this cuDNN "
+      "does not support, or this GPU's architecture. Not a memory problem.",
+      remedy="Take the cuDNN path out of the failing call: for attention, "
+      "`torch.backends.cuda.enable_cudnn_sdp(False)` (or run it under "
+      "`torch.nn.attention.sdpa_kernel([SDPBackend.FLASH_ATTENTION, "
+      "SDPBackend.EFFICIENT_ATTENTION])`); for a convolution, "
+      "`torch.backends.cudnn.enabled = False` to confirm. Then install a PyTorch build with a "
+      "newer cuDNN (`python -c 'import torch; print(torch.backends.cudnn.version())'`).")
+
+
 # TensorFlow and JAX checking the cuDNN they load against the one they were built with
 # ("Loaded runtime CuDNN library: 8.1.0 but source was compiled with: 8.6.0", "Found cuDNN
 # version 8600, but JAX was built against version 8900"), and their words when cuDNN would not

@@ -265,8 +265,13 @@ def _systemd_oom_kill(sig: Signature, numbers: dict[str, Any], ctx: AdviceContex
 fixed("host-oom/slurm-oom-kill",
       # (also cut after "event(s)", as a title keeps it)
       r"Detected (?P<events>\d+) oom[-_]kill events?(?:\(s\))?(?: in (?:StepId=|step )?"
-      r"(?P<step>[\w.]+))?|task (?P<task>\d+): Out Of Memory",
-      ("oom-kill", "oom_kill", "Out Of Memory"), "Slurm's cgroup OOM handler killed the job",
+      r"(?P<step>[\w.]+))?|task (?P<task>\d+): Out Of Memory|"
+      # (the job's state after it, as scontrol, sacct (cut to ten columns) and Slurm's mail
+      # show it: "JobState=OUT_OF_MEMORY Reason=OutOfMemory", "OUT_OF_ME+", "Failed, Run time
+      # 00:10:12, OUT_OF_MEMORY"; not a library's status, "CUDA_ERROR_OUT_OF_MEMORY")
+      r"(?<![A-Za-z0-9_])OUT_OF_ME(?:MORY(?![A-Za-z0-9_])|\+)",
+      ("oom-kill", "oom_kill", "Out Of Memory", "OUT_OF_ME"),
+      "Slurm's cgroup OOM handler killed the job",
       example="slurmstepd: error: Detected 1 oom-kill event(s) in StepId=4242.0. Some of your "
       "processes may have been killed by the cgroup out-of-memory handler.",
       explanation="Slurm's cgroup memory enforcement killed a task of the job: the job's --mem or "
@@ -341,6 +346,30 @@ def _batch_memory_limit(sig: Signature, numbers: dict[str, Any],
               "-R 'rusage[mem=...]'), within what a node has, or use less host memory: "
               + _HOST_MEMORY)
     return advice(sig, numbers, explanation, remedy)
+
+
+# YARN's node manager (Spark and Hadoop jobs, TensorFlow or PyTorch on YARN) killing a container
+# over its memory: "Container [pid=4242,containerID=...] is running beyond physical memory
+# limits. Current usage: 8.1 GB of 8 GB physical memory used; ... Killing container." (or beyond
+# its virtual memory limit, which YARN enforces on its own setting)
+fixed("host-oom/yarn-memory-limit",
+      r"\bis running (?:\d+B )?beyond (?:the '[A-Z]+' )?(?P<memory_kind>physical|virtual) memory "
+      r"limits?\b",
+      ("beyond physical memory", "beyond virtual memory", "beyond the '"),
+      "YARN killed the container for exceeding its memory limit",
+      example="Container [pid=4242,containerID=container_1_0001_01_000002] is running beyond "
+      "physical memory limits. Current usage: 8.1 GB of 8 GB physical memory used; 10.2 GB of "
+      "16.8 GB virtual memory used. Killing container.",
+      explanation="YARN's node manager saw the container's processes use more host memory than "
+      "the container was given and killed it (exit code 137 or 143): host memory, not GPU "
+      "memory. Beyond its virtual memory limit is YARN's own check of the address space "
+      "(yarn.nodemanager.vmem-check-enabled), which native libraries such as CUDA's exceed "
+      "without using the memory.",
+      remedy="Give the container more memory (Spark: spark.executor.memory and "
+      "spark.executor.memoryOverhead; MapReduce: mapreduce.map.memory.mb and "
+      "mapreduce.reduce.memory.mb), or use less host memory; for the virtual limit, raise "
+      "yarn.nodemanager.vmem-pmem-ratio or turn yarn.nodemanager.vmem-check-enabled off. "
+      + _HOST_MEMORY)
 
 
 fixed("host-oom/notebook-session-ram",
@@ -567,12 +596,17 @@ fixed("host-oom/ram-full-told",
 
 
 # Jupyter's server restarting a kernel that died under it ("KernelRestarter: restarting kernel
-# (1/5), keep random ports", Colab's runtime log): the kernel process ended without a Python
-# error of its own, which in a notebook is most often the host's OOM killer (a native crash the
-# other cause). Weaker than any message printed (a Python error in the cell is the cause then).
+# (1/5), keep random ports", Colab's runtime log), and the notebook's own notice of it (Jupyter's
+# "The kernel for train.ipynb appears to have died. It will restart automatically.", VS Code's
+# "The Kernel crashed while executing code in the current cell or a previous cell."): the kernel
+# process ended without a Python error of its own, which in a notebook is most often the host's
+# OOM killer (a native crash the other cause). Weaker than any message printed (a Python error in
+# the cell is the cause then).
 fixed("host-oom/notebook-kernel-restarted",
-      r"\bKernelRestarter: restarting kernel\b",
-      ("KernelRestarter: restarting kernel",),
+      r"\bKernelRestarter: restarting kernel\b|\b[Kk]ernel (?:for \S{1,200} )?appears to have "
+      r"died\b|\bKernel crashed while executing code in the (?:current|executing) cell\b",
+      ("KernelRestarter: restarting kernel", "appears to have died",
+       "Kernel crashed while executing"),
       "The notebook's kernel died and was restarted (most often for host RAM)", tier=3.0,
       example="[I 2024-05-02 10:14:07.212 ServerApp] KernelRestarter: restarting kernel (1/5), "
       "keep random ports",
@@ -693,9 +727,22 @@ _GPU_WORDS = r"(?:\b(?:GPU|VRAM|CUDA|vram)\b|显存|顯存|显卡|ビデオ|그�
 _NOT_GPU_BEFORE = rf"(?:(?!{_GPU_WORDS})[^\n])*?"
 _NOT_GPU_AFTER = rf"(?![^\n.。!！?？]*{_GPU_WORDS})"
 _HOST_RAM = (r"(?:RAM|(?:system|host|CPU|main|physical) memory|memory \((?:RAM|host)\))")
+_RAM_GUARD = (r"if|whether|unless|avoid\w*|prevent\w*|should|would|could|might|may|how|when|"
+              r"once|to fix")
 _RAM_TOLD_EN = (
-    unless_words(r"if|whether|unless|avoid\w*|prevent\w*|you|your|should|would|could|might|"
-                 r"may|how|when|once|to fix")
+    # (a reply's reading of the writer's run: "You're running out of RAM", "your machine is
+    # running out of memory"; and the RAM told too little: "Colab's 12GB of RAM is not enough
+    # for the fp32 weights", "not enough system RAM")
+    # (the guard runs from a sentence's start to its end: linear in the line)
+    unless_words(_RAM_GUARD, start=r"(?:^|(?<=[.!;:] ))", stop=r"\n.!?;")
+    + r"(?i:\b(?:you(?:'re| are)(?: just| simply)? (?:running|run) out of|you(?: just| simply)? "
+    r"ran out of|your (?:machine|system|PC|computer|server|node|VM|container|Colab|instance)"
+    r"(?: \w+)? (?:is|was) (?:running )?out of) (?:all (?:of )?)?(?:(?:the|your) )?"
+    r"(?:\d{1,4} ?[GM]i?B (?:of )?)?" + _HOST_RAM + r"\b|"
+    r"(?<!GPU )(?<!GPU's )(?<!video )\b(?:RAM|system memory|host memory)\b[^\n.]{0,30}?\b(?:(?:is "
+    r"not|isn't|was not|wasn't) (?:enough|sufficient)|(?:is|was) insufficient)\b|"
+    r"\b(?:not enough|insufficient) (?:host |system |CPU )?RAM\b)|"
+    + unless_words(_RAM_GUARD + r"|you|your")
     + r"(?i:\b(?:job|process|training|script|program|run|notebook|container|machine|node|"
     r"server|system|computer|PC|laptop|workstation|kernel|it)s? (?:\w+ ){0,2}?(?:r[au]ns?|"
     r"running|went|goes) out of " + _HOST_RAM + r"\b|"
@@ -1108,7 +1155,8 @@ _TOLD_KILLED = (
            r"failed \(exitcode: -9\) local_rank: (?P<local_rank>\d+) \(pid: (?P<pid_>\d+)\)|"
            r"exitcode\s*: -9 \(pid: (?P<pid__>\d+)\)|"
            r"(?:exit(?:ed|s)?(?: with)?(?: a)? (?:status|code)(?: code)?|returned non-zero exit "
-           r"status|return ?code|"
+           # (docker build's "The command '/bin/sh -c ...' returned a non-zero code: 137")
+           r"status|returned a non-zero code|return ?code|"
            # (SageMaker's "ExitCode 137" of the user's script)
            r"exit_code|error code|ExitCode|"
            # (YARN's "Container killed on request. Exit code is 137")
