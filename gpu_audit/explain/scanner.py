@@ -413,6 +413,8 @@ KEYS: tuple[Key, ...] = (
     # (and Slurm's job state after an OOM kill: "JobState=OUT_OF_MEMORY", sacct's "OUT_OF_ME+")
     Key(rb"O(?:(?:OM|om)[- _]?(?:kill|Kill|KILL)|OM when allocating|OM encountered"
         rb"|OM(?:s|ing|ed|'d)?\b|UT_OF_ME(?:MORY|\+)"
+        # (and in Chinese right after it: "就OOM了", "OOM啦", "OOM掉了")
+        + "|OM ?(?:了|啦|掉了)".encode() +
         rb"|(?:(?<=CPU O)|(?<=host O)|(?<=Host O)|(?<=system O)|(?<=System O))OM)",
         (*(first + sep + kill for first in (b"OOM", b"Oom") for sep in (b"", b" ", b"-", b"_")
            for kill in (b"kill", b"Kill", b"KILL")), b"OOM when allocating",

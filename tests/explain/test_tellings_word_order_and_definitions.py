@@ -57,3 +57,10 @@ def test_conditions_avoidance_and_definitions_raise_nothing(name: str) -> None:
 def test_a_condition_title_with_the_writers_run_is_a_report() -> None:
     found = root("condition_title_own_run.log")
     assert found.cls == "cuda-oom"
+
+
+def test_chinese_tellings_with_a_word_between_or_oom_as_a_verb() -> None:
+    # "就OOM了" on a line that names the card (keyed mid-text), "显存直接被占满"
+    found = root("gpu_memory_told_zh_more.log")
+    assert (found.cls, found.signature) == ("cuda-oom", "cuda-oom/memory-told")
+    assert found.line_numbers == [6, 9]

@@ -1430,7 +1430,7 @@ _TOLD_GUARD_ALSO = (
     # (a negation just before it: "we did not get OOM", "never runs out of VRAM")
     r"\b(?:not|never|didn't|don't|doesn't|wasn't|isn't|won't|no)\b"
     r"(?=[^\n.,;]{0,30}?(?:OOM|out of|memory|VRAM))|"
-    r"如果|假如|要是|若|当|避免|防止|怎么|如何|为什么|可以|推测|猜测|可能|是不是|是否|估计|怀疑|"
+    r"如果|假如|要是|若|当|避免|防止|怎么|如何|为什么|可以|推测|猜测|可能|是不是|是否|估计|怀疑|你|您|场景|"
     r"場合|なら|ように|경우|려면")
 # ... a telling that says the memory is the GPU's ...
 _GPU_MEMORY_GONE = (
@@ -1480,6 +1480,8 @@ _GPU_MEMORY_GONE = (
     r"(?:кончилась|закончилась|кончается|заканчивается|переполняется|забивается) "
     r"(?:вся )?видеопамять|"
     r"(?:显存(?:不足|不够|溢出|爆了?|炸了?|占满|满了|耗尽|用完|用尽|爆满)|爆显存|"
+    # (with a word between: "显存直接被占满", "显存很快就爆了")
+    r"显存(?:直接|都|全|已经|很快|一下子?|马上)?就?(?:被)?(?:占满|用完|耗尽|吃满|撑爆|爆了|爆掉|满了)|"
     # (its use too large for the run to go on: "显存占用过大无法训练")
     r"显存(?:占用|使用|消耗)(?:过大|过高|太大|太高)[，,]?(?:导致|以致)?(?:无法|不能|没法)|"
     r"(?:GPU|gpu) ?(?:的)?内存(?:不足|不够|溢出|爆了?))"
@@ -1507,8 +1509,9 @@ _MEMORY_GONE_GPU_NAMED = (
     r"\b(?:is|was|are|were) (?:just |simply |way )?too (?:big|large) (?:for|to fit (?:in|on|into)) "
     r"(?:(?:my|our|your|the|this) (?:\d{1,3} ?GB )?|(?:a|an|one) \d{1,3} ?GB )"
     r"(?:GPU|card|graphics card|VRAM)s?\b|"
-    # (an out-of-memory as a verb: "it's OOMing on my 4090", "it OOMed at step 40")
-    r"\bOOM(?:ing|ed|'d|'ing)\b|"
+    # (an out-of-memory as a verb: "it's OOMing on my 4090", "it OOMed at step 40"; in
+    # Chinese, "就OOM了")
+    r"\bOOM(?:ing|ed|'d|'ing)\b|(?<![A-Za-z])OOM ?(?:了|啦|掉了)|"
     r"\b(?:get|gets|got|getting|hit|hits|hitting|see|seeing|saw|having|had|cause[sd]?|"
     r"trigger(?:s|ed)?|throws?|threw|raise[sd]?)(?: an?| the| this| that| same| constant)?"
     r" (?:CUDA |GPU )?OOMs?\b|"
