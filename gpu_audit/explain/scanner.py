@@ -94,8 +94,19 @@ KEYS: tuple[Key, ...] = (
     # out of memory, Out Of Memory, MemoryError, illegal memory access (and the words a writer
     # tells a GPU's memory running out in Spanish, Portuguese, German and French: "memoria",
     # "memória", "Grafikspeicher", "mémoire", the last by its final "e")
-    Key(rb"e(?:mo(?:ry|ria)|m\xc3\xb3ria|icher|(?<=moire))",
-        (b"emory", b"emoria", "emória".encode(), b"eicher", b"moire")),
+    # (and a build told to have dropped the writer's card: "dropped support for my GTX 760")
+    Key(rb"e(?:mo(?:ry|ria)|m\xc3\xb3ria|icher|(?<=moire)|d support(?<=dropped support)"
+        rb"|d support(?<=removed support)"
+        # (and a kernel's assertion told in lower case: "it was a device-side assert")
+        rb"|vice[- ]side assert"
+        # (and a machine told rebooting, restarting or powering off under load: "the computer
+        # restarts by itself", "the PC reboots", "it powered off")
+        rb"|start(?<=[Rr]estart)|boot(?<=[Rr]eboot)|rs off(?<=owers off)|red off(?<=owered off)"
+        # (and a card told falling off the bus: "our 4090 keeps falling off the bus")
+        rb"| bus(?<=off the bus)| bus(?<=off the PCIe bus)| bus(?<=off the PCI bus))",
+        (b"emory", b"emoria", "emória".encode(), b"eicher", b"moire", b"dropped support",
+         b"removed support", b"evice-side assert", b"evice side assert", b"estart", b"eboot",
+         b"owers off", b"owered off", b"off the bus", b"off the PCIe bus", b"off the PCI bus")),
     # a launcher's exit status for a process killed with SIGKILL (137, -9)
     # (also when a terminal or logger wrapped the line before the number)
     # (and Moab's "job 4242 exceeded MEM usage hard limit", in this pass: one pass fewer)
@@ -271,7 +282,13 @@ KEYS: tuple[Key, ...] = (
         (b"Kill", b"KILL", b"KernelRestarter: restarting kernel")),
     # a kill told in the writer's words, wherever it is ("my process gets killed in the pod")
     # (and in Chinese with the English verb: "程序在加载模型中被kill了")
-    Key(rb"kill(?:ed\b|(?<=\xe8\xa2\xabkill))", (b"killed", "被kill".encode())),
+    # (and screens told going black under load: "the monitors go black", "the screen went
+    # blank"; a GPU that stopped answering)
+    Key(rb"k(?:ill(?:ed\b|(?<=\xe8\xa2\xabkill))|(?<=[nst] black)|(?<=go black)"
+        rb"|(?<=[nst] blank)|(?<=go blank))",
+        (b"killed", "被kill".encode(),
+         *(end + b" " + word for end in (b"n", b"s", b"t", b"go") for word in (b"black",
+                                                                          b"blank")))),
     # ("ProcessGroupNCCL'" at a line's end: a terminal cut "ProcessGroupNCCL's" there)
     # (and lspci's line for a GPU that no longer answers on the bus: "NVIDIA Corporation ...
     # (rev ff)")
@@ -303,6 +320,10 @@ KEYS: tuple[Key, ...] = (
         # "stuck in NCCL", "NCCL-Initialisierung", "de NCCL", "do NCCL")
         rb"|CCL[ -](?:[Ii]nit|[Hh]ang|[Dd]eadlock|[Ss]tuck|[Ff]reez|[Cc]rash|[Ff]ail)"
         rb"|CCL\b(?<=in NCCL|at NCCL|on NCCL|de NCCL|do NCCL)"
+        # (and NCCL named as the run's backend after a stall: "... with NCCL", "using NCCL",
+        # "the NCCL backend")
+        rb"|CCL\b(?<=with NCCL)|CCL\b(?<=using NCCL)|CCL\b(?<=the NCCL|mit NCCL|com NCCL)"
+        rb"|CCL backend"
         # (a writer's "NCCLAllReduce ... causes a crash", "the NCCL all-reduce fails")
         rb"|(?:CCL|ccl)[ -]?[Aa]ll[ -]?[Rr]educe"
         # (DCGM's "Detected fatal errors on NvSwitch 2 link 17", "Detected fatal NvSwitch SXID
@@ -327,6 +348,7 @@ KEYS: tuple[Key, ...] = (
            for word in (b"Init", b"init", b"Hang", b"hang", b"Deadlock", b"deadlock", b"Stuck",
                         b"stuck", b"Freez", b"freez", b"Crash", b"crash", b"Fail", b"fail")),
          b"in NCCL", b"at NCCL", b"on NCCL", b"de NCCL", b"do NCCL",
+         b"with NCCL", b"using NCCL", b"the NCCL", b"mit NCCL", b"com NCCL", b"NCCL backend",
          b"NCCL timeout", b"NCCL Timeout", b"NCCL time out", b"NCCL Time out",
          *(first + sep + all_ + sep_ + reduce for first in (b"NCCL", b"Nccl")
            for sep in (b"", b" ", b"-") for all_ in (b"All", b"all")
@@ -379,10 +401,15 @@ KEYS: tuple[Key, ...] = (
     # (and a writer's driver told too old, in this pass: "my driver is too old for CUDA 12.1")
     Key(rb"oo(?:m(?:[- ]?kill|_reaper|(?<=[Cc]uda oom)\b)|(?: old| low)(?:(?<=driver is too old)"
         rb"|(?<=driver was too old)|(?<=driver version is too old)|(?<=driver is too low)"
-        rb"|(?<=driver version is too low)))",
+        rb"|(?<=driver version is too low)"
+        # (... and with its version between: "my driver is 470 which is too old", "the 470
+        # driver was too old")
+        rb"|(?<=\d is too old)|(?<=\d was too old)|(?<=which is too old)|(?<=which was too old)"
+        rb"|(?<=\d is too low)|(?<=which is too low)))",
         (b"oom-kill", b"oom kill", b"oomkill", b"oom_reaper", b"cuda oom", b"Cuda oom",
          b"driver is too old", b"driver was too old", b"driver version is too old",
-         b"driver is too low", b"driver version is too low")),
+         b"driver is too low", b"driver version is too low", b"is too old", b"was too old",
+         b"is too low")),
     # ... and in capitals, mid-log or in prose ("killed by the OOM killer", "OOM-killed"), on a
     # line with no other key ("Out of memory: Killed process" has "emory" and "Kill")
     # (and TensorFlow's out-of-memory without its status, "OOM when allocating tensor ...": a
@@ -460,7 +487,18 @@ KEYS: tuple[Key, ...] = (
         rb"|nsufficient(?:(?<=driver version is insufficient)|(?<=driver is insufficient))"
         rb"|nly supports(?<=driver only supports)|ewer driver(?<=newer driver)"
         # (and go-nvml's failed start as a Go program prints it: "nvml.Init() failed: ...")
-        rb"|vml\.(?:Init|Shutdown)\(\) failed)",
+        rb"|vml\.(?:Init|Shutdown)\(\) failed"
+        # (and NCCL as a run's backend in lower case, told beside a stall: "the nccl backend",
+        # "backend='nccl'")
+        rb"|ccl backend|ccl['\"](?<=backend=['\"]nccl['\"])"
+        # (and a build told to no longer support the writer's card: "no longer supports my K80")
+        rb"|o longer support"
+        # (and NVML's mismatch told without its message: "got a driver/library version mismatch")
+        rb"| mismatch(?<=ibrary version mismatch)"
+        # (and a machine told shutting down or turning off under load: "the PC shuts down",
+        # "the whole rig turned off")
+        rb"|(?<=shut down)|(?<=shuts down)|(?<=shutdown)|s off(?<=turns off)"
+        rb"|ed off(?<=turned off))",
         (b"nvidia-smi", b"nvidia-ml", b"no kernel image", b"nvidia.ko: ", b"nvidia driver",
          b"driver version is insufficient", b"driver is insufficient", b"driver only supports",
          b"newer driver",
@@ -473,7 +511,10 @@ KEYS: tuple[Key, ...] = (
          b"invalid device function", b"is older than ", b"no NVIDIA GPU device is present",
          b"/dev/nvidia", b"hermal shutdown.", b"hermal shutdown!", b"hermal shut down.",
          b"hermal shut down!", b"nstance of 'std::bad_alloc'", b"ncclShmOpen",
-         b"allocating <= available", b"nvml.Init() failed", b"nvml.Shutdown() failed")),
+         b"allocating <= available", b"nvml.Init() failed", b"nvml.Shutdown() failed",
+         b"nccl backend", b"backend='nccl'", b'backend="nccl"', b"no longer support",
+         b"ibrary version mismatch", b"shut down", b"shuts down", b"shutdown", b"turns off",
+         b"turned off")),
 )
 PREFILTER: tuple[re.Pattern[bytes], ...] = tuple(re.compile(key.pattern) for key in KEYS)
 

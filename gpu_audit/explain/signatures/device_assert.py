@@ -86,8 +86,13 @@ _FULL_WIDTH = str.maketrans({"\uff1c": "<", "\uff1e": ">", "\uff1d": "="})
            unless_words("if|whether|when|how|why|what|you|your|can|could|may|might|would|"
                         "should|usually|often|typically|avoid|prevent")
            + r"(?i:\b(?:get|gets|got|getting|hit|hits|hitting|see|saw|seeing|encounter(?:s|ed|"
-           r"ing)?|throws?|threw|raises?|raised|triggers?|triggered|(?:fails?|failed|crash(?:es|"
-           r"ed)?|dies|died|aborts?|aborted|errors? out|errored out)(?: \w+){0,2}? with) (?:an? "
+           r"ing)?|throws?|threw|raises?|raised|triggers?|triggered|ran into|run into|running "
+           r"into|(?:fails?|failed|crash(?:es|ed)?|dies|died|aborts?|aborted|errors? out|errored "
+           r"out)(?: \w+){0,2}? (?:with|on)|"
+           # (the writer's failure named as one: "it was a device-side assert: my labels ...",
+           # "the crash turned out to be a device-side assertion")
+           r"(?:it|this|that|the (?:error|crash|problem|issue|failure|cause))(?: really| actually)?"
+           r" (?:was|turned out to be)(?: just)?) (?:an? "
            r"|the |random |this )?(?:CUDA )?(?:device[- ]side assert(?:ion)?s?|index(?:ing)? out "
            r"of (?:bounds|range) assert(?:ion)?s?)\b)|"
            r"^(?![^\n]*(?:如果|若|是否|为什么|怎么|如何|もし|場合|만약|경우|[？?]))"
