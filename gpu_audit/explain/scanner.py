@@ -95,15 +95,16 @@ KEYS: tuple[Key, ...] = (
     # tells a GPU's memory running out in Spanish, Portuguese, German and French: "memoria",
     # "memória", "Grafikspeicher", "mémoire", the last by its final "e")
     # (and a build told to have dropped the writer's card: "dropped support for my GTX 760")
-    Key(rb"e(?:mo(?:ry|ria)|m\xc3\xb3ria|icher|(?<=moire)|d support(?<=dropped support)"
-        rb"|d support(?<=removed support)"
+    # (each added word behind one literal: a pass tries every branch at every "e")
+    Key(rb"e(?:mo(?:ry|ria)|m\xc3\xb3ria|icher|(?<=moire)"
+        rb"|d support(?:(?<=dropped support)|(?<=removed support))"
         # (and a kernel's assertion told in lower case: "it was a device-side assert")
         rb"|vice[- ]side assert"
         # (and a machine told rebooting, restarting or powering off under load: "the computer
         # restarts by itself", "the PC reboots", "it powered off")
-        rb"|start(?<=[Rr]estart)|boot(?<=[Rr]eboot)|rs off(?<=owers off)|red off(?<=owered off)"
+        rb"|start(?<=[Rr]estart)|boot(?<=[Rr]eboot)|r(?:s off(?<=owers off)|ed off(?<=owered off))"
         # (and a card told falling off the bus: "our 4090 keeps falling off the bus")
-        rb"| bus(?<=off the bus)| bus(?<=off the PCIe bus)| bus(?<=off the PCI bus))",
+        rb"| bus(?:(?<=off the bus)|(?<=off the PCIe bus)|(?<=off the PCI bus)))",
         (b"emory", b"emoria", "emória".encode(), b"eicher", b"moire", b"dropped support",
          b"removed support", b"evice-side assert", b"evice side assert", b"estart", b"eboot",
          b"owers off", b"owered off", b"off the bus", b"off the PCIe bus", b"off the PCI bus")),
@@ -284,8 +285,8 @@ KEYS: tuple[Key, ...] = (
     # (and in Chinese with the English verb: "程序在加载模型中被kill了")
     # (and screens told going black under load: "the monitors go black", "the screen went
     # blank"; a GPU that stopped answering)
-    Key(rb"k(?:ill(?:ed\b|(?<=\xe8\xa2\xabkill))|(?<=[nst] black)|(?<=go black)"
-        rb"|(?<=[nst] blank)|(?<=go blank))",
+    Key(rb"k(?:ill(?:ed\b|(?<=\xe8\xa2\xabkill))|(?<=bla[cn]k)(?:(?<=[nst] black)|(?<=go black)"
+        rb"|(?<=[nst] blank)|(?<=go blank)))",
         (b"killed", "被kill".encode(),
          *(end + b" " + word for end in (b"n", b"s", b"t", b"go") for word in (b"black",
                                                                           b"blank")))),
@@ -490,15 +491,16 @@ KEYS: tuple[Key, ...] = (
         rb"|vml\.(?:Init|Shutdown)\(\) failed"
         # (and NCCL as a run's backend in lower case, told beside a stall: "the nccl backend",
         # "backend='nccl'")
-        rb"|ccl backend|ccl['\"](?<=backend=['\"]nccl['\"])"
+        rb"|ccl(?: backend|['\"](?<=backend=['\"]nccl['\"]))"
         # (and a build told to no longer support the writer's card: "no longer supports my K80")
         rb"|o longer support"
         # (and NVML's mismatch told without its message: "got a driver/library version mismatch")
         rb"| mismatch(?<=ibrary version mismatch)"
-        # (and a machine told shutting down or turning off under load: "the PC shuts down",
-        # "the whole rig turned off")
-        rb"|(?<=shut down)|(?<=shuts down)|(?<=shutdown)|s off(?<=turns off)"
-        rb"|ed off(?<=turned off))",
+        # (and a machine told turning off or shutting down under load: "the whole rig turned
+        # off", "the workstation shuts down"; the last behind one check of "own": a branch with
+        # no literal after the "n" costs every "n"; not the noun "shutdown", a log's word)
+        rb"|(?:s|ed) off(?:(?<=turns off)|(?<=turned off))"
+        rb"|(?<=own)(?:(?<=shut down)|(?<=shuts down)))",
         (b"nvidia-smi", b"nvidia-ml", b"no kernel image", b"nvidia.ko: ", b"nvidia driver",
          b"driver version is insufficient", b"driver is insufficient", b"driver only supports",
          b"newer driver",
@@ -513,8 +515,8 @@ KEYS: tuple[Key, ...] = (
          b"hermal shut down!", b"nstance of 'std::bad_alloc'", b"ncclShmOpen",
          b"allocating <= available", b"nvml.Init() failed", b"nvml.Shutdown() failed",
          b"nccl backend", b"backend='nccl'", b'backend="nccl"', b"no longer support",
-         b"ibrary version mismatch", b"shut down", b"shuts down", b"shutdown", b"turns off",
-         b"turned off")),
+         b"ibrary version mismatch", b"turns off", b"turned off", b"shut down",
+         b"shuts down")),
 )
 PREFILTER: tuple[re.Pattern[bytes], ...] = tuple(re.compile(key.pattern) for key in KEYS)
 
