@@ -320,10 +320,11 @@ KEYS: tuple[Key, ...] = (
         # (a writer's hang or failure in NCCL: "hangs at NCCL init", "NCCL hangs on two nodes",
         # "stuck in NCCL", "NCCL-Initialisierung", "de NCCL", "do NCCL")
         rb"|CCL[ -](?:[Ii]nit|[Hh]ang|[Dd]eadlock|[Ss]tuck|[Ff]reez|[Cc]rash|[Ff]ail)"
-        rb"|CCL\b(?<=in NCCL|at NCCL|on NCCL|de NCCL|do NCCL)"
+        rb"|CCL\b(?<=in NCCL|at NCCL|on NCCL|de NCCL|do NCCL|\xd1\x81 NCCL)"
         # (and NCCL named as the run's backend after a stall: "... with NCCL", "using NCCL",
         # "the NCCL backend")
-        rb"|CCL\b(?<=with NCCL)|CCL\b(?<=using NCCL)|CCL\b(?<=the NCCL|mit NCCL|com NCCL)"
+        rb"|CCL\b(?<=with NCCL)|CCL\b(?<=using NCCL)"
+        rb"|CCL\b(?<=the NCCL|mit NCCL|com NCCL|Com NCCL|vec NCCL)"
         rb"|CCL backend"
         # (a writer's "NCCLAllReduce ... causes a crash", "the NCCL all-reduce fails")
         rb"|(?:CCL|ccl)[ -]?[Aa]ll[ -]?[Rr]educe"
@@ -349,7 +350,8 @@ KEYS: tuple[Key, ...] = (
            for word in (b"Init", b"init", b"Hang", b"hang", b"Deadlock", b"deadlock", b"Stuck",
                         b"stuck", b"Freez", b"freez", b"Crash", b"crash", b"Fail", b"fail")),
          b"in NCCL", b"at NCCL", b"on NCCL", b"de NCCL", b"do NCCL",
-         b"with NCCL", b"using NCCL", b"the NCCL", b"mit NCCL", b"com NCCL", b"NCCL backend",
+         b"with NCCL", b"using NCCL", b"the NCCL", b"mit NCCL", b"com NCCL",
+         b"Com NCCL", b"vec NCCL", "с NCCL".encode(), b"NCCL backend",
          b"NCCL timeout", b"NCCL Timeout", b"NCCL time out", b"NCCL Time out",
          *(first + sep + all_ + sep_ + reduce for first in (b"NCCL", b"Nccl")
            for sep in (b"", b" ", b"-") for all_ in (b"All", b"all")

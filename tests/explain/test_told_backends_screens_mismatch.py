@@ -51,12 +51,18 @@ def _root_class(text: str) -> str | None:
     ("Rank 5 times out in the NCCL all_reduce after ten minutes.", "nccl"),
     ("Training hung at the first barrier with NCCL; fixed now with NCCL_SOCKET_IFNAME.", "nccl"),
     ("两台机器用NCCL训练，一直卡在第一次all_reduce，单机没问题。", "nccl"),
+    ("NCCLバックエンドで2ノード学習すると、最初のall_reduceで止まってしまいます。", "nccl"),
+    ("Con NCCL en dos nodos el entrenamiento se queda colgado en el primer all_reduce.", "nccl"),
+    ("При обучении на двух узлах с NCCL всё зависает на первом all_reduce.", "nccl"),
     # the driver's version between it and "too old"
     ("My driver is 470 which is too old for the CUDA 12.1 build of PyTorch.",
      "driver-mismatch"),
     ("The host driver 450.80 was too old for the cu121 image.", "driver-mismatch"),
     ("Turns out the 470 driver on my laptop is too old for CUDA 12.", "driver-mismatch"),
     ("Mein Treiber 470 ist zu alt für CUDA 12.1.", "driver-mismatch"),
+    ("我的驱动是470，版本太低，不支持CUDA 12.1。", "driver-mismatch"),
+    ("ドライバーが470で古すぎて、CUDA 12.1が使えませんでした。", "driver-mismatch"),
+    ("Mon pilote 470 est trop ancien pour CUDA 12.1.", "driver-mismatch"),
     # a build told to have dropped the writer's card
     ("The new PyTorch wheels dropped support for my card's compute capability 3.0.",
      "driver-mismatch"),
@@ -68,6 +74,7 @@ def _root_class(text: str) -> str | None:
     ("We got the driver/library version mismatch on node 7 after the upgrade.",
      "nvml-unavailable"),
     ("驱动自动更新以后，nvidia-smi报Driver/library version mismatch", "nvml-unavailable"),
+    ("nvidia-smiを実行するとDriver/library version mismatchと出ます。", "nvml-unavailable"),
     ("Since the upgrade nvidia-smi complains that it can't communicate with the NVIDIA driver.",
      "nvml-unavailable"),
     # the error named as a device-side assert
@@ -75,6 +82,8 @@ def _root_class(text: str) -> str | None:
     ("The crash turned out to be a device-side assertion from a padding index.",
      "device-assert"),
     ("We ran into a device-side assert because the masks had the value 255.", "device-assert"),
+    ("Es war ein device-side assert, weil die Labels bis 10 gingen.", "device-assert"),
+    ("原来是device-side assert，标签超出了类别数。", "device-assert"),
     # the screens black and the fans at full speed, a machine that restarts, a card off the bus
     ("After a few minutes of training the monitors go black and the GPU fans go to 100%.",
      "gpu-hardware"),
@@ -107,6 +116,10 @@ def test_a_failure_told_in_words_is_read(text: str, cls: str) -> None:
     "The fans go to 100% when training starts, it is loud but everything works.",
     "What makes a card fall off the bus, is it always the riser?",
     "The scheduler restarts the worker every hour to pick up the new config.",
+    "NCCLバックエンドで最初のall_reduceで止まる場合は、NCCL_DEBUG=INFOを設定してください。",
+    "Si con NCCL el entrenamiento se queda colgado, revise la interfaz de red.",
+    "如果驱动是470，版本太低，请先升级驱动。",
+    "もしDriver/library version mismatchと出たら、再起動してください。",
 ])
 def test_a_question_a_condition_advice_or_a_rule_names_nothing(text: str) -> None:
     assert _root_class(text) is None

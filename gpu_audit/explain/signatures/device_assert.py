@@ -97,11 +97,11 @@ _FULL_WIDTH = str.maketrans({"\uff1c": "<", "\uff1e": ">", "\uff1d": "="})
            r"of (?:bounds|range) assert(?:ion)?s?)\b)|"
            r"^(?![^\n]*(?:如果|若|是否|为什么|怎么|如何|もし|場合|만약|경우|[？?]))"
            r"(?!(?i:[^\n]*\b(?:if|если|wenn|falls|si|se (?:o|a)|caso)\b))[^\n]*?"
-           r"(?:(?:触发|出现|发生|报|遇到|碰到)了?\s?(?i:device[- ]side assert)|"
+           r"(?:(?:触发|出现|发生|报|遇到|碰到|原来是|原因是)了?\s?(?i:device[- ]side assert)|"
            r"(?i:device[- ]side assert(?:ion)?)\s?(?:(?:が|エラーが)(?:発生|起き|出)|(?:가|이)? "
            r"?(?:발생|나|떠))|"
            r"(?i:(?:пада\w*|упал\w*|вылета\w*|kommt|stürzt|tritt|falla|fall[óo]|aparece|plante|"
-           r"planta|falha|falhou)\b[^\n]{0,30}?device[- ]side assert))",
+           r"planta|falha|falhou|war|était|era|foi)\b[^\n]{0,30}?device[- ]side assert))",
            ("device-side assert", "device side assert", "Device-side assert",
             "Device side assert", "out of bounds assert", "out of range assert"),
            "A device-side assertion failed in a CUDA kernel (told in the writer's words)",

@@ -488,8 +488,11 @@ _OLD_DRIVER_EN = (
     r"driver\b)")
 _OLD_DRIVER_OTHER = (
     unless_marks("如何|怎么|怎样|如果|若|是否|为什么|可能|会不会|もし|場合|方法|만약|경우|방법")
-    + r"(?:驱动(?:程序)?(?:版本)?(?:太低|过低|太旧|过旧|太老|不够新)|"
-    r"ドライ(?:バー|バ)(?:の|のバージョン)?(?:が|は)?(?:古すぎ|古い|低すぎ)|"
+    # (also with its version between: "驱动是470，版本太低", "ドライバーが470で古すぎて")
+    + r"(?:驱动(?:程序)?(?:版本)?(?:(?:是|为)?\s?\d{3}(?:\.\d{1,3}){0,2}[，,]?\s?(?:版本)?)?"
+    r"(?:太低|过低|太旧|过旧|太老|不够新)|"
+    r"ドライ(?:バー|バ)(?:の|のバージョン)?(?:が|は)?(?:\s?\d{3}(?:\.\d{1,3}){0,2}\s?(?:で|と)?)?"
+    r"(?:古すぎ|古い|低すぎ)|"
     r"드라이버(?: 버전)?(?:이|가)? (?:너무 )?(?:낮아|낮습|낮다|오래되|오래돼))"
     r"(?![^\n]*?(?:怎么办|怎么解决|吗|ですか|나요|까요|[？?]))"
     # (not a rule: "驱动版本过低会导致 ... 错误", a version that would cause an error)
@@ -499,9 +502,10 @@ _OLD_DRIVER_OTHER = (
     r"\bдрайвер\w*(?: NVIDIA| nvidia)? (?:\w+ )?(?:слишком )?(?:старый|устарел\w*)|"
     r"Treiber(?:version)?(?: \d{3}(?:\.\d{1,3}){0,2})? (?:ist|war) (?:\w+ )?(?:zu alt|"
     r"veraltet)\b|"
-    r"\b(?:driver|controlador)(?: de NVIDIA| NVIDIA)? (?:es|está) (?:demasiado )?(?:antiguo|"
-    r"viejo|desactualizado)\b|"
-    r"\bpilote(?: NVIDIA)? (?:est )?(?:trop )?(?:ancien|vieux|obsolète)\b|"
+    r"\b(?:driver|controlador)(?: de NVIDIA| NVIDIA)?(?: \d{3}(?:\.\d{1,3}){0,2})? (?:es|está) "
+    r"(?:demasiado )?(?:antiguo|viejo|desactualizado)\b|"
+    r"\bpilote(?: NVIDIA)?(?: \d{3}(?:\.\d{1,3}){0,2})? (?:est )?(?:trop )?(?:ancien|vieux|"
+    r"obsolète)\b|"
     r"\bdriver(?: da NVIDIA| NVIDIA)? (?:é|está) (?:muito )?(?:antigo|velho|desatualizado)\b))")
 fixed("driver-mismatch/driver-too-old-told",
       f"{_OLD_DRIVER_EN}|{_OLD_DRIVER_OTHER}",

@@ -188,7 +188,9 @@ _NCCL_TOLD_ZH = (
 _NCCL_TOLD_OTHER = (
     # (Japanese and Korean: NCCL, its phase, then where, then stopping or timing out)
     r"^(?![^\n]*(?:もし|場合|方法|避け|ですか|만약|경우|방법|나요|까요))[^\n]*?"
-    r"NCCL\s?(?:の)?\s?(?:初期化|通信|초기화|통신)?\s?(?:단계)?(?:で|中に|時に|에서|중에|중)?\s?"
+    # (or NCCL as the backend, the stall later: "NCCLバックエンドで...最初のall_reduceで止まる")
+    r"(?:NCCL\s?(?:バックエンド|백엔드)[^\n。.]{0,40}?|"
+    r"NCCL\s?(?:の)?\s?(?:初期化|通信|초기화|통신)?\s?(?:단계)?(?:で|中に|時に|에서|중에|중)?\s?)"
     r"(?:止ま|固ま|フリーズ|ハング|タイムアウト|멈추|멈춥|멈췄|멈춰|타임아웃|행이 걸)|"
     # (Russian, German, Spanish, French, Portuguese: the run's stalling verb, then NCCL)
     r"^(?!(?i:[^\n]*\b(?:если|как|чтобы|почему|wenn|falls|wie|sollten?|si|cómo|para evitar|"
@@ -197,6 +199,13 @@ _NCCL_TOLD_OTHER = (
     r"hing|bleibt hängen|blieb hängen|se cuelga|se colgó|se queda (?:colgado|bloqueado|trabado)|"
     r"se bloquea|reste bloquée?|se bloque|bloque|trava|travou|fica travado|congela)\b)"
     r"[^\n.]{0,40}?\bNCCL\b|"
+    # (... or NCCL as what the run uses, then the stall: "con NCCL en dos nodos ... se queda
+    # colgado", "avec NCCL ... reste bloqué", "с NCCL всё зависает")
+    r"^(?!(?i:[^\n]*\b(?:если|как|чтобы|почему|wenn|falls|wie|sollten?|si|cómo|para evitar|"
+    r"comment|pour éviter|vous|se (?:o|a|os|as|você|eu)|caso|como|você)\b))"
+    r"(?i:[^\n]*?\b(?:с|со|mit|con|avec|com) (?-i:NCCL)\b[^\n.]{0,60}?\b(?:завис\w*|висн\w*|"
+    r"hängt|se cuelga|se colgó|se queda (?:colgado|bloqueado|trabado)|se bloquea|"
+    r"reste bloquée?|se bloque|trava|travou|fica travado|congela)\b)|"
     # (German's verb split around NCCL: "das Training bleibt in NCCL hängen")
     r"^(?!(?i:[^\n]*\b(?:wenn|falls|wie|sollten?)\b))[^\n]*?\b(?:bleibt|blieb)\b[^\n.]{0,40}?"
     r"\bNCCL\b[^\n.]{0,20}?\bhängen\b")

@@ -655,7 +655,7 @@ fixed("nvml-unavailable/smi-cannot-execute",
 # fails in a container, ..."); as a thread's title, any "nvidia-smi error", "nvidia-smi not
 # working", "Unable to start nvidia-smi" (documents.py)
 # (NVML's mismatch in the writer's words: "a driver/library version mismatch")
-_MISMATCH_TOLD = r"(?:an? |the )?(?:NVIDIA )?driver[/ -]library version mismatch\b"
+_MISMATCH_TOLD = r"(?:an? |the )?(?:NVIDIA )?driver[/ -]library version mismatch(?![A-Za-z])"
 SMI_FAILS_TITLE = (
     r"\bnvidia-smi`?\b[^\n]{0,40}?\b(?:errors?\b|fail(?:s|ed|ing|ure)?\b|(?:is |are )?not "
     r"working\b|(?:does|do|did|will|would)(?: not|n'?t) work\b|won'?t work\b|stop(?:s|ped)? "
@@ -702,6 +702,11 @@ fixed("nvml-unavailable/smi-fails-told",
       # version mismatch")
       + unless_marks("如何|怎么|怎样|如果|若|是否|为什么|可能")
       + r"(?:报|出现|提示|显示|遇到)了?\s?[\"'`]?(?i:" + _MISMATCH_TOLD + r")|"
+      # (... and in Japanese and Korean, the message then its appearing: "... mismatchと出ます",
+      # "... mismatch가 뜹니다")
+      + unless_marks("もし|場合|方法|ですか|만약|경우|방법|나요|까요")
+      + r"(?i:" + _MISMATCH_TOLD + r")[\"'`]?\s?(?:と(?:出|表示|言われ)|が(?:出|表示)|(?:가|이) "
+      r"?(?:뜹|떠|뜨|나옵|나와))|"
       # (and in the languages such reports are written in: "容器里nvidia-smi用不了",
       # "nvidia-smi无法和驱动通信", "nvidia-smiが動きません", "nvidia-smi가 작동하지 않습니다",
       # "nvidia-smi не видит драйвер", "nvidia-smi funktioniert nicht", "nvidia-smi no funciona",
