@@ -102,13 +102,25 @@ KEYS: tuple[Key, ...] = (
     # (and a cure told, in this pass: "setting NCCL_P2P_DISABLE=1 fixed it", "adding swap solved
     # the issue", "--medvram did the trick", "--lowvram worked"; the "e" of "fixed", "solved",
     # "the", "worked", "made")
+    # (and a build told to have dropped the writer's card: "dropped support for my GTX 760")
+    # (each added word behind one literal: a pass tries every branch at every "e")
     Key(rb"e(?:mo(?:ry|ria)|m\xc3\xb3ria|icher|(?<=moire)"
         # (and a notebook's kernel told dead: "The kernel appears to have died.")
         rb"|ars to have died\b(?<=appears to have died)"
         rb"|d(?:(?<=ixed|lved) (?:it|this|that|the (?:issue|problem|crash|error|hang))\b"
-        rb"|\b(?<=worked))| trick(?<=the trick)| it work(?<=made it work))",
+        rb"|\b(?<=worked)| support(?:(?<=dropped support)|(?<=removed support)))"
+        rb"| trick(?<=the trick)| it work(?<=made it work)"
+        # (and a kernel's assertion told in lower case: "it was a device-side assert")
+        rb"|vice[- ]side assert"
+        # (and a machine told rebooting, restarting or powering off under load: "the computer
+        # restarts by itself", "the PC reboots", "it powered off")
+        rb"|start(?<=[Rr]estart)|boot(?<=[Rr]eboot)|r(?:s off(?<=owers off)|ed off(?<=owered off))"
+        # (and a card told falling off the bus: "our 4090 keeps falling off the bus")
+        rb"| bus(?:(?<=off the bus)|(?<=off the PCIe bus)|(?<=off the PCI bus)))",
         (b"emory", b"emoria", "emória".encode(), b"eicher", b"moire", b"appears to have died",
-         *CURED_ANCHORS)),
+         *CURED_ANCHORS, b"dropped support", b"removed support", b"evice-side assert",
+         b"evice side assert", b"estart", b"eboot", b"owers off", b"owered off", b"off the bus",
+         b"off the PCIe bus", b"off the PCI bus")),
     # a launcher's exit status for a process killed with SIGKILL (137, -9)
     # (also when a terminal or logger wrapped the line before the number)
     # (and Moab's "job 4242 exceeded MEM usage hard limit", in this pass: one pass fewer)
@@ -287,7 +299,13 @@ KEYS: tuple[Key, ...] = (
          b"Kernel crashed while executing")),
     # a kill told in the writer's words, wherever it is ("my process gets killed in the pod")
     # (and in Chinese with the English verb: "程序在加载模型中被kill了")
-    Key(rb"kill(?:ed\b|(?<=\xe8\xa2\xabkill))", (b"killed", "被kill".encode())),
+    # (and screens told going black under load: "the monitors go black", "the screen went
+    # blank"; a GPU that stopped answering)
+    Key(rb"k(?:ill(?:ed\b|(?<=\xe8\xa2\xabkill))|(?<=bla[cn]k)(?:(?<=[nst] black)|(?<=go black)"
+        rb"|(?<=[nst] blank)|(?<=go blank)))",
+        (b"killed", "被kill".encode(),
+         *(end + b" " + word for end in (b"n", b"s", b"t", b"go") for word in (b"black",
+                                                                          b"blank")))),
     # ("ProcessGroupNCCL'" at a line's end: a terminal cut "ProcessGroupNCCL's" there)
     # (and lspci's line for a GPU that no longer answers on the bus: "NVIDIA Corporation ...
     # (rev ff)")
@@ -318,7 +336,12 @@ KEYS: tuple[Key, ...] = (
         # (a writer's hang or failure in NCCL: "hangs at NCCL init", "NCCL hangs on two nodes",
         # "stuck in NCCL", "NCCL-Initialisierung", "de NCCL", "do NCCL")
         rb"|CCL[ -](?:[Ii]nit|[Hh]ang|[Dd]eadlock|[Ss]tuck|[Ff]reez|[Cc]rash|[Ff]ail)"
-        rb"|CCL\b(?<=in NCCL|at NCCL|on NCCL|de NCCL|do NCCL)"
+        rb"|CCL\b(?<=in NCCL|at NCCL|on NCCL|de NCCL|do NCCL|\xd1\x81 NCCL)"
+        # (and NCCL named as the run's backend after a stall: "... with NCCL", "using NCCL",
+        # "the NCCL backend")
+        rb"|CCL\b(?<=with NCCL)|CCL\b(?<=using NCCL)"
+        rb"|CCL\b(?<=the NCCL|mit NCCL|com NCCL|Com NCCL|vec NCCL)"
+        rb"|CCL backend"
         # (a writer's "NCCLAllReduce ... causes a crash", "the NCCL all-reduce fails")
         rb"|(?:CCL|ccl)[ -]?[Aa]ll[ -]?[Rr]educe"
         # (DCGM's "Detected fatal errors on NvSwitch 2 link 17", "Detected fatal NvSwitch SXID
@@ -343,6 +366,8 @@ KEYS: tuple[Key, ...] = (
            for word in (b"Init", b"init", b"Hang", b"hang", b"Deadlock", b"deadlock", b"Stuck",
                         b"stuck", b"Freez", b"freez", b"Crash", b"crash", b"Fail", b"fail")),
          b"in NCCL", b"at NCCL", b"on NCCL", b"de NCCL", b"do NCCL",
+         b"with NCCL", b"using NCCL", b"the NCCL", b"mit NCCL", b"com NCCL",
+         b"Com NCCL", b"vec NCCL", "с NCCL".encode(), b"NCCL backend",
          b"NCCL timeout", b"NCCL Timeout", b"NCCL time out", b"NCCL Time out",
          *(first + sep + all_ + sep_ + reduce for first in (b"NCCL", b"Nccl")
            for sep in (b"", b" ", b"-") for all_ in (b"All", b"all")
@@ -396,11 +421,16 @@ KEYS: tuple[Key, ...] = (
     # (and a model told too big for the card, in this pass: "the model is too big for my GPU")
     Key(rb"oo(?:m(?:[- ]?kill|_reaper|(?<=[Cc]uda oom)\b)|(?: old| low)(?:(?<=driver is too old)"
         rb"|(?<=driver was too old)|(?<=driver version is too old)|(?<=driver is too low)"
-        rb"|(?<=driver version is too low))|(?<=too) (?:big|large) (?:for|to fit)\b)",
+        rb"|(?<=driver version is too low)"
+        # (... and with its version between: "my driver is 470 which is too old", "the 470
+        # driver was too old")
+        rb"|(?<=\d is too old)|(?<=\d was too old)|(?<=which is too old)|(?<=which was too old)"
+        rb"|(?<=\d is too low)|(?<=which is too low))|(?<=too) (?:big|large) (?:for|to fit)\b)",
         (b"oom-kill", b"oom kill", b"oomkill", b"oom_reaper", b"cuda oom", b"Cuda oom",
          b"driver is too old", b"driver was too old", b"driver version is too old",
-         b"driver is too low", b"driver version is too low", b"too big for", b"too large for",
-         b"too big to fit", b"too large to fit")),
+         b"driver is too low", b"driver version is too low", b"is too old", b"was too old",
+         b"is too low", b"too big for", b"too large for", b"too big to fit",
+         b"too large to fit")),
     # ... and in capitals, mid-log or in prose ("killed by the OOM killer", "OOM-killed"), on a
     # line with no other key ("Out of memory: Killed process" has "emory" and "Kill")
     # (and TensorFlow's out-of-memory without its status, "OOM when allocating tensor ...": a
@@ -483,7 +513,19 @@ KEYS: tuple[Key, ...] = (
         rb"|nsufficient(?:(?<=driver version is insufficient)|(?<=driver is insufficient))"
         rb"|nly supports(?<=driver only supports)|ewer driver(?<=newer driver)"
         # (and go-nvml's failed start as a Go program prints it: "nvml.Init() failed: ...")
-        rb"|vml\.(?:Init|Shutdown)\(\) failed)",
+        rb"|vml\.(?:Init|Shutdown)\(\) failed"
+        # (and NCCL as a run's backend in lower case, told beside a stall: "the nccl backend",
+        # "backend='nccl'")
+        rb"|ccl(?: backend|['\"](?<=backend=['\"]nccl['\"]))"
+        # (and a build told to no longer support the writer's card: "no longer supports my K80")
+        rb"|o longer support"
+        # (and NVML's mismatch told without its message: "got a driver/library version mismatch")
+        rb"| mismatch(?<=ibrary version mismatch)"
+        # (and a machine told turning off or shutting down under load: "the whole rig turned
+        # off", "the workstation shuts down"; the last behind one check of "own": a branch with
+        # no literal after the "n" costs every "n"; not the noun "shutdown", a log's word)
+        rb"|(?:s|ed) off(?:(?<=turns off)|(?<=turned off))"
+        rb"|(?<=own)(?:(?<=shut down)|(?<=shuts down)))",
         (b"nvidia-smi", b"nvidia-ml", b"no kernel image", b"nvidia.ko: ", b"nvidia driver",
          b"driver version is insufficient", b"driver is insufficient", b"driver only supports",
          b"newer driver",
@@ -496,7 +538,10 @@ KEYS: tuple[Key, ...] = (
          b"invalid device function", b"is older than ", b"no NVIDIA GPU device is present",
          b"/dev/nvidia", b"hermal shutdown.", b"hermal shutdown!", b"hermal shut down.",
          b"hermal shut down!", b"nstance of 'std::bad_alloc'", b"ncclShmOpen",
-         b"allocating <= available", b"nvml.Init() failed", b"nvml.Shutdown() failed")),
+         b"allocating <= available", b"nvml.Init() failed", b"nvml.Shutdown() failed",
+         b"nccl backend", b"backend='nccl'", b'backend="nccl"', b"no longer support",
+         b"ibrary version mismatch", b"turns off", b"turned off", b"shut down",
+         b"shuts down")),
 )
 PREFILTER: tuple[re.Pattern[bytes], ...] = tuple(re.compile(key.pattern) for key in KEYS)
 

@@ -86,17 +86,22 @@ _FULL_WIDTH = str.maketrans({"\uff1c": "<", "\uff1e": ">", "\uff1d": "="})
            unless_words("if|whether|when|how|why|what|you|your|can|could|may|might|would|"
                         "should|usually|often|typically|avoid|prevent")
            + r"(?i:\b(?:get|gets|got|getting|hit|hits|hitting|see|saw|seeing|encounter(?:s|ed|"
-           r"ing)?|throws?|threw|raises?|raised|triggers?|triggered|(?:fails?|failed|crash(?:es|"
-           r"ed)?|dies|died|aborts?|aborted|errors? out|errored out)(?: \w+){0,2}? with) (?:an? "
+           r"ing)?|throws?|threw|raises?|raised|triggers?|triggered|ran into|run into|running "
+           r"into|(?:fails?|failed|crash(?:es|ed)?|dies|died|aborts?|aborted|errors? out|errored "
+           r"out)(?: \w+){0,2}? (?:with|on)|"
+           # (the writer's failure named as one: "it was a device-side assert: my labels ...",
+           # "the crash turned out to be a device-side assertion")
+           r"(?:it|this|that|the (?:error|crash|problem|issue|failure|cause))(?: really| actually)?"
+           r" (?:was|turned out to be)(?: just)?) (?:an? "
            r"|the |random |this )?(?:CUDA )?(?:device[- ]side assert(?:ion)?s?|index(?:ing)? out "
            r"of (?:bounds|range) assert(?:ion)?s?)\b)|"
            r"^(?![^\n]*(?:如果|若|是否|为什么|怎么|如何|もし|場合|만약|경우|[？?]))"
            r"(?!(?i:[^\n]*\b(?:if|если|wenn|falls|si|se (?:o|a)|caso)\b))[^\n]*?"
-           r"(?:(?:触发|出现|发生|报|遇到|碰到)了?\s?(?i:device[- ]side assert)|"
+           r"(?:(?:触发|出现|发生|报|遇到|碰到|原来是|原因是)了?\s?(?i:device[- ]side assert)|"
            r"(?i:device[- ]side assert(?:ion)?)\s?(?:(?:が|エラーが)(?:発生|起き|出)|(?:가|이)? "
            r"?(?:발생|나|떠))|"
            r"(?i:(?:пада\w*|упал\w*|вылета\w*|kommt|stürzt|tritt|falla|fall[óo]|aparece|plante|"
-           r"planta|falha|falhou)\b[^\n]{0,30}?device[- ]side assert))",
+           r"planta|falha|falhou|war|était|era|foi)\b[^\n]{0,30}?device[- ]side assert))",
            ("device-side assert", "device side assert", "Device-side assert",
             "Device side assert", "out of bounds assert", "out of range assert"),
            "A device-side assertion failed in a CUDA kernel (told in the writer's words)",

@@ -421,16 +421,30 @@ fixed("driver-mismatch/gpu-needs-newer-cuda-told",
 # built for another architecture do not load, and the first CUDA call fails as whatever the
 # library reports (OpenCV's "Gpu API call (unknown error)", "invalid device function"). Not a
 # condition, a guess or advice ("check that CUDA_ARCH_BIN matches", "if the arch is wrong ...").
+# (the writer's card, by its kind, its architecture or its name)
+_MY_CARD = (r"(?:[\w'().-]+ ){0,3}?(?:cards?|GPUs?|graphics cards?|compute capabilit(?:y|ies)|"
+            r"arch(?:itecture)?s?|sm_\d{2,3}|(?:GTX|GT|Quadro|Tesla) ?\w+|K\d{2}s?|Kepler|"
+            r"Maxwell)\b")
 fixed("driver-mismatch/wrong-arch-told",
-      unless_words(r"if|whether|you|your|may|might|maybe|should|could|check|make sure|possibly") +
+      # (nor a question: "has PyTorch dropped support for my K40 yet?")
+      unless_words(r"if|whether|you|your|may|might|maybe|should|could|check|make sure|possibly|"
+                   r"(?:has|have|did|does|do|will) (?:pytorch|torch|tensorflow|nvidia|cuda|the|"
+                   r"it|they)") +
       r"(?i:\b(?:error|problem|issue|cause|crash|failure|it)\b[^\n.?]{0,20}?\b(?:was|is|were)"
       r"\b (?:(?:the|a|an|because of|due to|caused by) )?(?:the |a |an )?(?:mismatch\w*|wrong|"
       r"incorrect|bad)\b[^\n.?]{0,30}?(?:\bcuda[_ ]arch(?:_bin|_ptx|_list|itecture)?\b|"
       r"\bcompute capabilit(?:y|ies)\b|\bTORCH_CUDA_ARCH_LIST\b|\bsm_\d{2,3}\b|"
       r"\b(?:GPU )?arch(?:itecture)? (?:flags?|settings?|index|numbers?|values?)\b)|"
       r"\b(?:I|we) (?:had |have )?(?:compiled|built)\b[^\n.?]{0,40}?\bfor (?:the |a )?"
-      r"(?:wrong|incorrect) (?:CUDA |GPU )?(?:arch(?:itecture)?|compute capability|sm)\b)",
-      ("arch", "ARCH", "Arch", "capabilit", "sm_"),
+      r"(?:wrong|incorrect) (?:CUDA |GPU )?(?:arch(?:itecture)?|compute capability|sm)\b|"
+      # (or the build told to have dropped the writer's card: "the new wheels dropped support
+      # for my card's compute capability 3.0", "PyTorch no longer supports our K80s", "my GTX
+      # 760 is no longer supported"; the writer's own card, not a release note's "support for
+      # compute capability 3.5 was dropped")
+      r"\b(?:dropped|drops|removed|ended) (?:the )?support for (?:my|our) " + _MY_CARD + r"|"
+      r"\bno longer supports? (?:my|our) " + _MY_CARD + r"|"
+      r"\b(?:my|our) " + _MY_CARD + r"[^\n.?]{0,40}?\b(?:is|are|was|were) no longer supported\b)",
+      ("arch", "ARCH", "Arch", "capabilit", "sm_", "support"),
       "The program was built for another GPU architecture (told in the writer's words)",
       tier=0.0, group="no-kernel-image",
       example="The error was the mismatch of the CUDA_ARCH_BIN index: for this Jetson the "
@@ -457,8 +471,11 @@ _OLD_DRIVER_EN = (
     unless_words(r"if|whether|you|your|may|might|maybe|perhaps|possibly|should|could|would|"
                  r"check|make sure|ensure|is it|when|unless|or|either")
     + r"(?i:\b(?:my|our|the|this|host'?s?) (?:(?:nvidia|GPU|CUDA|graphics|display|host|"
-    r"installed|current) ){0,2}driver(?: version)?(?: on (?:the|this|our|my|each|every) \w+)? "
-    r"(?:is|was|seems|seemed|appears) (?:to be )?"
+    r"installed|current|v?\d{3}(?:\.\d{1,3}){0,2}) ){0,2}driver(?: version)?"
+    r"(?: on (?:the|this|our|my|each|every) \w+)? "
+    # (its version between: "my driver is 470 which is too old", "the driver (470.82) was")
+    r"(?:(?:is |was )?(?:only )?\(?v?\d{3}(?:\.\d{1,3}){0,2}\)?,? (?:which |that |and it )?)?"
+    r"(?:is|was|'s|seems|seemed|appears) (?:to be )?"
     r"(?:too old|too low|outdated|out of date|insufficient|not new enough)\b"
     r"(?![^\n]{0,40}\?)|"
     r"\bdriver(?: version)? is (?:insufficient|too old|too low) for (?:the )?(?:CUDA|PyTorch|"
@@ -471,8 +488,11 @@ _OLD_DRIVER_EN = (
     r"driver\b)")
 _OLD_DRIVER_OTHER = (
     unless_marks("如何|怎么|怎样|如果|若|是否|为什么|可能|会不会|もし|場合|方法|만약|경우|방법")
-    + r"(?:驱动(?:程序)?(?:版本)?(?:太低|过低|太旧|过旧|太老|不够新)|"
-    r"ドライ(?:バー|バ)(?:の|のバージョン)?(?:が|は)?(?:古すぎ|古い|低すぎ)|"
+    # (also with its version between: "驱动是470，版本太低", "ドライバーが470で古すぎて")
+    + r"(?:驱动(?:程序)?(?:版本)?(?:(?:是|为)?\s?\d{3}(?:\.\d{1,3}){0,2}[，,]?\s?(?:版本)?)?"
+    r"(?:太低|过低|太旧|过旧|太老|不够新)|"
+    r"ドライ(?:バー|バ)(?:の|のバージョン)?(?:が|は)?(?:\s?\d{3}(?:\.\d{1,3}){0,2}\s?(?:で|と)?)?"
+    r"(?:古すぎ|古い|低すぎ)|"
     r"드라이버(?: 버전)?(?:이|가)? (?:너무 )?(?:낮아|낮습|낮다|오래되|오래돼))"
     r"(?![^\n]*?(?:怎么办|怎么解决|吗|ですか|나요|까요|[？?]))"
     # (not a rule: "驱动版本过低会导致 ... 错误", a version that would cause an error)
@@ -480,10 +500,12 @@ _OLD_DRIVER_OTHER = (
     r"^(?!(?i:[^\n]*\b(?:если|как|чтобы|wenn|falls|wie|si|cómo|para evitar|comment|"
     r"pour éviter|se (?:a|o|seu|o seu)|caso|como)\b))(?i:[^\n]*?(?:"
     r"\bдрайвер\w*(?: NVIDIA| nvidia)? (?:\w+ )?(?:слишком )?(?:старый|устарел\w*)|"
-    r"Treiber(?:version)? (?:ist|war) (?:\w+ )?(?:zu alt|veraltet)\b|"
-    r"\b(?:driver|controlador)(?: de NVIDIA| NVIDIA)? (?:es|está) (?:demasiado )?(?:antiguo|"
-    r"viejo|desactualizado)\b|"
-    r"\bpilote(?: NVIDIA)? (?:est )?(?:trop )?(?:ancien|vieux|obsolète)\b|"
+    r"Treiber(?:version)?(?: \d{3}(?:\.\d{1,3}){0,2})? (?:ist|war) (?:\w+ )?(?:zu alt|"
+    r"veraltet)\b|"
+    r"\b(?:driver|controlador)(?: de NVIDIA| NVIDIA)?(?: \d{3}(?:\.\d{1,3}){0,2})? (?:es|está) "
+    r"(?:demasiado )?(?:antiguo|viejo|desactualizado)\b|"
+    r"\bpilote(?: NVIDIA)?(?: \d{3}(?:\.\d{1,3}){0,2})? (?:est )?(?:trop )?(?:ancien|vieux|"
+    r"obsolète)\b|"
     r"\bdriver(?: da NVIDIA| NVIDIA)? (?:é|está) (?:muito )?(?:antigo|velho|desatualizado)\b))")
 fixed("driver-mismatch/driver-too-old-told",
       f"{_OLD_DRIVER_EN}|{_OLD_DRIVER_OTHER}",

@@ -157,12 +157,19 @@ fixed("gpu-hardware/lost-told",
       r"\b(?:(?:the|my|our|one|a) (?:[\w-]+ )?)?GPUs? (?:(?:was|were|got|has|had|have|just|"
       r"suddenly|randomly|keeps?|kept) ){0,2}disconnect(?:ed|s|ing)?\b(?! from (?:the )?(?:"
       r"display|monitor|session))|\bGPU disconnections?\b|"
+      # (or told falling off the bus: "our 4090 keeps falling off the bus mid-training", "GPU 3
+      # fell off the bus again"; the writer's card, not a card in general: "a GPU that falls
+      # off the bus ...")
+      r"(?i:\b(?:(?:the|my|our|one|a|this) (?:[\w-]+ )?)?(?:GPUs?|cards?|[1-5]0[5-9]0(?: ?Ti)?|"
+      r"[AHL]\d{2,3}s?|V100s?)(?: #?\d{1,2})?\b(?: (?!(?:that|which|when|if)\b)[\w-]+){0,4}? "
+      r"(?:keeps |kept )?(?:fell|falls|falling|dropped|drops|"
+      r"dropping) off the (?:PCIe? )?bus\b)|"
       # (a node that came back from a reboot with a GPU fewer: "gpu-3 came up short a GPU")
       # (or will be put back into service so: "gpu-2-4 will be added back short a GPU")
       r"(?i:\b(?:(?:came|comes|come|booted|boots) up|(?:added|brought|put|came|comes) back) "
       r"(?:short|missing) (?:a |one |\d )?GPUs?\b))",
       ("lost", "Lost", "losing", "GPU is loss", "up short", "up missing", "back short",
-       "back missing", "disconnect"),
+       "back missing", "disconnect", "off the bus", "off the PCI"),
       "A GPU was lost (told in the writer's words)",
       tier=0.0, group="off-the-bus",
       example="After the reboot we lost 1 GPU on node7, and slurmd does not start.",
@@ -224,8 +231,10 @@ fixed("gpu-hardware/vanished-told",
 # going off, then when (or the going off, then the machine); read in a thread's title, where the
 # writer says what happened to their own machine.
 # (the going off as a verb, not "a system reboot is required"; then when: under a load)
-_GOES_OFF = (r"(?:shuts? ?down|shutdowns|turns? off|powers? (?:off|down)|reboots|rebooted|"
-             r"restarts|restarted|cold[- ]boots|goes (?:black|blank|off|dark)|(?:just|will|"
+_GOES_OFF = (r"(?:shuts? ?down|shutdowns|shuts off|turns? off|powers? (?:off|down)|reboots|"
+             r"rebooted|"
+             r"restarts|restarted|cold[- ]boots|go(?:es)? (?:black|blank|off|dark)|"
+             r"(?:went|turns?|turned) (?:black|blank|dark)|(?:just|will|"
              r"would|then|suddenly|randomly) (?:shut ?down|shutdown|reboot|restart|turn off|"
              r"power off))")
 _UNDER_LOAD = (r"[^\n]{0,40}?\b(?:during|while|in the middle of)\b|[^\n]{0,40}?\b(?:when|"
@@ -236,7 +245,12 @@ _UNDER_LOAD = (r"[^\n]{0,40}?\b(?:during|while|in the middle of)\b|[^\n]{0,40}?\
                r"benchmark\w*|activat\w*|enabl\w*|upscal\w*)")
 POWER_LOSS_TOLD = (
     # (not in a condition, a possibility or advice: "if your PC restarts when ...")
-    unless_words(r"if|whether|you|your|may|might|can|could|should|would|avoid\w*|prevent\w*") +
+    # (nor a screen that sleeps while the run goes on: "the screen goes black after 10 minutes
+    # of idle, training keeps running")
+    r"^(?!(?i:[^\n]*\b(?:idle|screen ?savers?|sleep mode|power[- ]sav\w+|keeps? running|"
+    r"still running)\b))"
+    + unless_words(r"if|whether|you|your|may|might|can|could|should|would|avoid\w*|prevent\w*",
+                   start="") +
     r"(?i:"
     # (and the operating system named for the machine: "Windows 10 shuts down when ...")
     # (and the whole OS, its release run on: "Ubuntu18 crashes and reboots while training",
@@ -262,17 +276,27 @@ POWER_LOSS_TOLD = (
     r"computer|machine|desktop|workstation|server|system)\b|"
     # (when first, then the machine going off: "every time I run train.py, my computer
     # restarts"; not a program that restarts something: "the server restarts the job")
-    r"\b(?:every ?time|whenever|each time|as soon as|when|while)\b[^\n]{0,60}?\b(?:run|start|"
+    r"\b(?:every ?time|whenever|each time|as soon as|when|while|after)\b[^\n]{0,60}?\b(?:run|"
     # (and the power itself: "when I train it on my laptop, after a while the power goes off")
-    r"launch|train)\w*\b[^\n]{0,60}?\b(?:my|the|our) (?:PC|computer|machine|desktop|"
-    r"workstation|laptop|system|server|power)s? (?:just |suddenly |randomly |always |then |"
-    r"immediately )?" + _GOES_OFF + r"(?! (?:the|a|an|my|its?|from|training|jobs?|process\w*|"
-    r"services?)\b)|"
+    # (and the screens: "after a few minutes of training the monitors go black")
+    r"start|launch|train)\w*\b[^\n]{0,60}?\b(?:my|the|our|both|all) (?:whole |entire )?(?:PC|"
+    r"computer|machine|"
+    r"desktop|workstation|laptop|system|server|power|monitor|screen|display)s? (?:just |"
+    r"suddenly |randomly |always |then |immediately )?" + _GOES_OFF + r"(?! (?:the|a|an|my|"
+    r"its?|from|training|jobs?|process\w*|services?)\b)|"
+    # (the screens going black beside the card's fans at full speed, a GPU that stopped
+    # answering: "the monitors go black and the GPU fans go to 100%")
+    r"\b(?:screens?|monitors?|displays?) (?:just |suddenly |then )?(?:go|goes|went|turns?|"
+    r"turned) (?:black|blank|dark)\b[^\n]{0,60}?\bfans?\b[^\n]{0,30}?\b(?:100 ?%|max\w*|"
+    r"full(?: speed| blast)?)|"
+    r"\bfans?\b[^\n]{0,30}?\b(?:100 ?%|max\w*|full(?: speed| blast)?)[^\n]{0,60}?\b(?:screens?|"
+    r"monitors?|displays?) (?:just |suddenly |then )?(?:go|goes|went|turns?|turned) (?:black|"
+    r"blank|dark)\b|"
     r"(?:训练|跑|运行|推理)[^\n]{0,15}?(?:电脑|主机|机器|系统)?(?:会|就|直接|突然|自动)*"
     r"(?:重启|关机|断电|黑屏))")
 fixed("gpu-hardware/power-loss-told", POWER_LOSS_TOLD,
       ("shut", "reboot", "restart", "turns off", "turn off", "cold boot", "cold-boot", "power",
-       "goes ", "重启", "关机", "断电", "黑屏"),
+       "goes ", "black", "blank", "dark", "重启", "关机", "断电", "黑屏"),
       "The machine powers off or restarts under GPU load (told in the writer's words)",
       tier=3.0, group="power-loss",
       example="PC shuts down during an iteration",

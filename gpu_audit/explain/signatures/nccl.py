@@ -149,8 +149,16 @@ fixed("nccl/timeout-told",
 _STALLS = (r"(?:hangs|hung|is hanging|(?:gets?|got|is|was|are|were|remains?|stays?) stuck|stuck|"
            r"freez(?:es|ing)|froze|deadlock(?:s|ed)?|stall(?:s|ed)|times? out|timed out|"
            r"timing out|crash(?:es|ed)|fails|failed|dies|died|aborts|aborted)")
-_NCCL_PHASE = (r"(?:init\w*|communicat\w*|comm\b|all[- ]?reduce|all[- ]?gather|broadcast|"
+_NCCL_PHASE = (r"(?:init\w*|communicat\w*|comm\b|all[-_ ]?reduce|all[-_ ]?gather|broadcast|"
                r"barrier|setup|bootstrap|collectives?|operations?|calls?)")
+# (torch.distributed's collectives and its start, where a run on NCCL stalls)
+_TORCH_PHASE = (r"(?:all[-_ ]?reduce|all[-_ ]?gather|reduce[-_ ]scatter|broadcast|barrier|"
+                r"init_process_group|(?:process group )?init\w*|rendezvous|collectives?|"
+                r"(?:the )?(?:first |backward )?(?:sync|synchroni[sz]ation|gradient sync))")
+# (NCCL as the run's backend: "with NCCL", "using the nccl backend", "backend='nccl'")
+_NCCL_NAMED = r"(?:(?-i:NCCL)\b(?![=/])|nccl backend\b)"
+_RUN_ON_NCCL = (r"\b(?:(?:with|using|over|under|on) (?:the )?" + _NCCL_NAMED + r"|"
+                r"backend ?= ?['\"]nccl['\"]|(?:the )?nccl backend\b)")
 _NCCL_TOLD_EN = (
     unless_words(r"if|whether|when|how|why|you|your|can|could|may|might|would|should|will|"
                  r"avoid\w*|prevent\w*|to fix|unless|usually|often|typically|common\w*")
@@ -161,18 +169,33 @@ _NCCL_TOLD_EN = (
     r"(?:gets|got) stuck|times out|timed out|crashes|crashed|fails|failed)\b"
     r"(?! (?:are|were|can|may|might|usually|often|typically|happen|occur))|"
     r"\b(?:fails|failed|crash(?:es|ed)|dies|died|aborts|aborted|exits|exited|errors out) with "
-    r"(?:an? |the )?(?-i:NCCL) (?:errors?|failures?|timeouts?|exceptions?)\b)")
+    r"(?:an? |the )?(?-i:NCCL) (?:errors?|failures?|timeouts?|exceptions?)\b|"
+    # (the stall at a collective or the process group's start, the run's NCCL named later in
+    # the sentence: "hangs forever at the first all_reduce when I use 2 nodes with NCCL",
+    # "freezes at init_process_group with the nccl backend")
+    r"(?<!never )(?<!not )(?<!no longer )\b" + _STALLS + r"\b(?: \S+){0,2}? (?:at|in|on|"
+    r"during|inside|within|while) (?:the )?(?:(?:first|very first|second|initial|last) )?"
+    r"(?:dist\.|torch\.distributed\.)?"
+    + _TORCH_PHASE + r"\b[^\n.;!?]{0,60}?" + _RUN_ON_NCCL + r"|"
+    # (... and NCCL named first: "with NCCL on two nodes, training hangs at the first barrier",
+    # "using the nccl backend, init_process_group freezes forever")
+    r"\b(?:with|using) (?:the )?" + _NCCL_NAMED + r"[^\n.;!?]{0,60}?"
+    r"(?<!never )(?<!not )(?<!no longer )\b" + _STALLS + r"\b)")
 _NCCL_TOLD_ZH = (
     unless_marks("如何|怎么|怎样|如果|若是|是否|为什么|避免|防止|可能")
     # (a verb of stalling after NCCL; a timeout or an error only as an event, "NCCL又超时了",
     # not the noun of a title or a topic, "NCCL超时问题")
     + r"(?:(?:卡在|卡住在|停在|挂在|hang在|卡死在)\s?NCCL|NCCL\s?(?:的)?(?:初始化|通信|通讯|"
     r"allreduce|all_reduce)?\s?(?:时|的时候|阶段)?(?:就|一直|总是|又)?(?:卡住|卡死|hang住|挂住|"
-    r"(?:超时|报错|出错|失败)了)|报\s?NCCL\s?(?:的)?(?:错误|错))")
+    r"(?:超时|报错|出错|失败)了)|报\s?NCCL\s?(?:的)?(?:错误|错)|"
+    # (NCCL as what the run uses, then its stall: "用NCCL训练，一直卡在第一次all_reduce")
+    r"(?:用|使用|采用)\s?NCCL[^\n。]{0,30}?(?:卡在|卡住|卡死|hang住|挂住))")
 _NCCL_TOLD_OTHER = (
     # (Japanese and Korean: NCCL, its phase, then where, then stopping or timing out)
     r"^(?![^\n]*(?:もし|場合|方法|避け|ですか|만약|경우|방법|나요|까요))[^\n]*?"
-    r"NCCL\s?(?:の)?\s?(?:初期化|通信|초기화|통신)?\s?(?:단계)?(?:で|中に|時に|에서|중에|중)?\s?"
+    # (or NCCL as the backend, the stall later: "NCCLバックエンドで...最初のall_reduceで止まる")
+    r"(?:NCCL\s?(?:バックエンド|백엔드)[^\n。.]{0,40}?|"
+    r"NCCL\s?(?:の)?\s?(?:初期化|通信|초기화|통신)?\s?(?:단계)?(?:で|中に|時に|에서|중에|중)?\s?)"
     r"(?:止ま|固ま|フリーズ|ハング|タイムアウト|멈추|멈춥|멈췄|멈춰|타임아웃|행이 걸)|"
     # (Russian, German, Spanish, French, Portuguese: the run's stalling verb, then NCCL)
     r"^(?!(?i:[^\n]*\b(?:если|как|чтобы|почему|wenn|falls|wie|sollten?|si|cómo|para evitar|"
@@ -181,12 +204,20 @@ _NCCL_TOLD_OTHER = (
     r"hing|bleibt hängen|blieb hängen|se cuelga|se colgó|se queda (?:colgado|bloqueado|trabado)|"
     r"se bloquea|reste bloquée?|se bloque|bloque|trava|travou|fica travado|congela)\b)"
     r"[^\n.]{0,40}?\bNCCL\b|"
+    # (... or NCCL as what the run uses, then the stall: "con NCCL en dos nodos ... se queda
+    # colgado", "avec NCCL ... reste bloqué", "с NCCL всё зависает")
+    r"^(?!(?i:[^\n]*\b(?:если|как|чтобы|почему|wenn|falls|wie|sollten?|si|cómo|para evitar|"
+    r"comment|pour éviter|vous|se (?:o|a|os|as|você|eu)|caso|como|você)\b))"
+    r"(?i:[^\n]*?\b(?:с|со|mit|con|avec|com) (?-i:NCCL)\b[^\n.]{0,60}?\b(?:завис\w*|висн\w*|"
+    r"hängt|se cuelga|se colgó|se queda (?:colgado|bloqueado|trabado)|se bloquea|"
+    r"reste bloquée?|se bloque|trava|travou|fica travado|congela)\b)|"
     # (German's verb split around NCCL: "das Training bleibt in NCCL hängen")
     r"^(?!(?i:[^\n]*\b(?:wenn|falls|wie|sollten?)\b))[^\n]*?\b(?:bleibt|blieb)\b[^\n.]{0,40}?"
     r"\bNCCL\b[^\n.]{0,20}?\bhängen\b")
 fixed("nccl/hang-told",
       f"{_NCCL_TOLD_EN}|{_NCCL_TOLD_ZH}|{_NCCL_TOLD_OTHER}",
-      ("NCCL",), "A run hung or failed in NCCL (told in the writer's words)", tier=3.0,
+      ("NCCL", "nccl backend", "nccl'", 'nccl"'),
+      "A run hung or failed in NCCL (told in the writer's words)", tier=3.0,
       yields_to_titles=True,
       example="Multi-node training hangs at NCCL init and then times out after 30 minutes.",
       explanation="The writer says the job hung, timed out or failed inside NCCL, without "

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpu_audit.explain.signatures.guards import unless_words
+from gpu_audit.explain.signatures.guards import unless_marks, unless_words
 from gpu_audit.explain.signatures.nvml_assert_oom import NVML_ASSERT, nvml_assert
 from gpu_audit.explain.signatures.registry import (
     Advice,
@@ -654,6 +654,8 @@ fixed("nvml-unavailable/smi-cannot-execute",
 # "nvidia-smi doesn't work inside the container" (not a condition or advice: "if nvidia-smi
 # fails in a container, ..."); as a thread's title, any "nvidia-smi error", "nvidia-smi not
 # working", "Unable to start nvidia-smi" (documents.py)
+# (NVML's mismatch in the writer's words: "a driver/library version mismatch")
+_MISMATCH_TOLD = r"(?:an? |the )?(?:NVIDIA )?driver[/ -]library version mismatch(?![A-Za-z])"
 SMI_FAILS_TITLE = (
     r"\bnvidia-smi`?\b[^\n]{0,40}?\b(?:errors?\b|fail(?:s|ed|ing|ure)?\b|(?:is |are )?not "
     r"working\b|(?:does|do|did|will|would)(?: not|n'?t) work\b|won'?t work\b|stop(?:s|ped)? "
@@ -683,12 +685,28 @@ fixed("nvml-unavailable/smi-fails-told",
       r"(?:does|did)(?: not|n'?t) work any ?more)\b|"
       r"\bNVML (?:still |just )?(?:fails|failed|won'?t|can'?t|cannot|could ?n[o']t) "
       r"(?:to )?(?:initiali[sz]e|init|load|start)\b|"
-      r"\bnvidia-smi`? (?:still |just |now )?(?:can'?t|cannot|could ?n[o']t|is unable to|was "
+      r"\bnvidia-smi`? (?:(?:says|said|reports|reported|complains|complained) (?:that )?it )?"
+      r"(?:still |just |now )?(?:can'?t|cannot|could ?n[o']t|is unable to|was "
       r"unable to|fails to|failed to|no longer) (?:talk|communicate|connect) (?:to|with) (?:the )?"
       r"(?:NVIDIA |nvidia )?driver\b(?![^\n]{0,40}\b(?:when|if|unless|whenever)\b)|"
       r"\bnvidia-smi`? (?:\w+ ){0,2}?(?:fails|failed|says|said|shows|showed|returns|returned|"
       r"gives|gave|prints|printed|reports|reported|errors? out|errored out)(?: with)?:? "
-      r"[\"'`]?Failed to initiali[sz]e NVML\b)|"
+      r"[\"'`]?(?:Failed to initiali[sz]e NVML\b|" + _MISMATCH_TOLD + r")|"
+      # (NVML's mismatch met by the writer, its message not pasted: "after apt upgraded the
+      # driver I got a driver/library version mismatch until I rebooted")
+      r"\b(?:I|we)(?:'ve| have| had| still| keep| kept)? (?:get|got|getting|hit|had|ran into|"
+      r"run into|encounter(?:ed)?|see|saw|am getting|are getting|was getting|were getting|"
+      r"getting) (?:an? |the |this )?(?:(?:NVML|nvidia-smi|nvml)(?:'s)? )?" + _MISMATCH_TOLD
+      + r")|"
+      # (... and in Chinese: "nvidia-smi报Driver/library version mismatch", "出现了driver/library
+      # version mismatch")
+      + unless_marks("如何|怎么|怎样|如果|若|是否|为什么|可能")
+      + r"(?:报|出现|提示|显示|遇到)了?\s?[\"'`]?(?i:" + _MISMATCH_TOLD + r")|"
+      # (... and in Japanese and Korean, the message then its appearing: "... mismatchと出ます",
+      # "... mismatch가 뜹니다")
+      + unless_marks("もし|場合|方法|ですか|만약|경우|방법|나요|까요")
+      + r"(?i:" + _MISMATCH_TOLD + r")[\"'`]?\s?(?:と(?:出|表示|言われ)|が(?:出|表示)|(?:가|이) "
+      r"?(?:뜹|떠|뜨|나옵|나와))|"
       # (and in the languages such reports are written in: "容器里nvidia-smi用不了",
       # "nvidia-smi无法和驱动通信", "nvidia-smiが動きません", "nvidia-smi가 작동하지 않습니다",
       # "nvidia-smi не видит драйвер", "nvidia-smi funktioniert nicht", "nvidia-smi no funciona",
@@ -701,7 +719,8 @@ fixed("nvml-unavailable/smi-fails-told",
       r"(?i:не (?:работает|запускается|видит (?:драйвер|видеокарт\w*))|(?:funktioniert|läuft) "
       r"(?:\w+ ){0,3}?nicht\b|no (?:funciona|arranca)\b|ne (?:fonctionne|marche) (?:pas|plus)\b|"
       r"não (?:funciona|roda)\b))",
-      ("nvidia-smi", "NVML"), "nvidia-smi fails (told in the writer's words)", tier=0.5,
+      ("nvidia-smi", "NVML", "ersion mismatch"), "nvidia-smi fails (told in the writer's words)",
+      tier=0.5,
       yields_to_titles=True,
       example="I can't get nvidia-smi to work in the pod, the same image works with docker.",
       explanation="The writer says nvidia-smi does not work, without its message. The usual "
