@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from gpu_audit.errors import InputError
-from gpu_audit.explain.scanner import KEYS, keyed_on_lines, python_prefilter
+from gpu_audit.explain.scanner import KEYS, Key, keyed_on_lines, python_prefilter
 from gpu_audit.trust import StateDir, file_problem
 
 GREP_PATHS: tuple[str, ...] = ("/usr/bin/grep", "/bin/grep")
@@ -76,11 +76,22 @@ def anchor_masks() -> dict[bytes, int]:
 _ERE_SPECIAL = re.compile(rb"([.\[\]()*+?{}|^$\\])")
 
 
+def searched(key: Key) -> tuple[bytes, ...]:
+    """The anchors of ``key`` a search needs: one that holds another of the key's anchors finds
+    no line the other does not (fewer patterns, a faster grep); all of them where the key takes
+    no byte after an anchor (``then_not``)."""
+    if key.then_not:
+        return key.anchors
+    return tuple(anchor for anchor in key.anchors
+                 if not any(other != anchor and other in anchor for other in key.anchors))
+
+
+@lru_cache(maxsize=1)
 def grep_patterns() -> bytes:
-    """grep's pattern list (``-E -f``): each key's anchors, one a line."""
+    """grep's pattern list (``-E -f``): each key's anchors a search needs, one a line."""
     lines = []
     for key in KEYS:
-        for anchor in key.anchors:
+        for anchor in searched(key):
             ere = _ERE_SPECIAL.sub(rb"\\\1", anchor)
             if key.then_not:  # then a byte that is none of these, or the line's end
                 ere += b"([^" + key.then_not + b"]|$)"

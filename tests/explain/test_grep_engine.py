@@ -303,8 +303,18 @@ def test_stdin_and_compressed_logs_use_the_python_passes(tmp_path: Path) -> None
 
 def test_the_grep_pattern_list_is_derived_from_the_keys() -> None:
     patterns = grepscan.grep_patterns().split(b"\n")[:-1]
-    assert len(patterns) == sum(len(key.anchors) for key in KEYS)
+    assert len(patterns) == sum(len(grepscan.searched(key)) for key in KEYS)
     assert b"rror([^s]|$)" in patterns and b"NCCL\\(" in patterns
+
+
+def test_an_anchor_that_holds_another_of_its_key_is_not_searched() -> None:
+    # "driver is too old" holds "is too old", an anchor of the same key: its lines are found
+    patterns = grepscan.grep_patterns().split(b"\n")[:-1]
+    assert b"is too old" in patterns and b"driver is too old" not in patterns
+    assert len(patterns) < sum(len(key.anchors) for key in KEYS)
+    for key in KEYS:  # every anchor's lines are still found by one searched of its own key
+        kept = grepscan.searched(key)
+        assert all(any(other in anchor for other in kept) for anchor in key.anchors)
 
 
 def test_an_anchor_that_may_hide_another_runs_both_keys() -> None:
