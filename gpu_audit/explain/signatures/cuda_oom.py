@@ -1036,8 +1036,8 @@ _FRAMEWORK_REMEDIES = {
               "to host memory, and call jt.sync_all(); jt.gc() between steps.",
     "mps": "An Apple GPU shares the machine's memory, and PyTorch's MPS backend stops at its "
            "high watermark (PYTORCH_MPS_HIGH_WATERMARK_RATIO, a share of the recommended "
-           "maximum): lower the batch size or the resolution, close other programs, and call "
-           "torch.mps.empty_cache() between stages; raising the ratio lets the system swap.",
+           "maximum): close other programs, and call torch.mps.empty_cache() between stages; "
+           "raising the ratio lets the system swap.",
     "mindspore": "MindSpore takes a share of the device's memory for its pool when it starts: "
                  "lower the batch size, or give the pool more of the device "
                  "(context.set_context(max_device_memory=\"30GB\")) when other programs do "
