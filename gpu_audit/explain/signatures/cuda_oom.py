@@ -62,6 +62,10 @@ CLASS = document_class("cuda-oom", __doc__)
 # An exception's type printed alone on its line, with no message: the message of its class
 # read a few lines below it names the failure instead (an internal number, never shown).
 BARE = "_bare"
+# An out-of-memory told in the writer's words, with no numbers of its own: a program's message
+# of the same failure in the text ranks before it (its numbers are the ones to read).
+_TOLD = "_told"
+_TOLD_LAG = 0.01
 
 
 # PyTorch's message translated (a machine translation pasted into a title or a post, in
@@ -173,7 +177,7 @@ def _oom(match: re.Match[str], line: str) -> dict[str, Any]:
            for key in ("told", "told_", "told__", "told___", "told____", "told_____",
                        "told______")):
         # prose: its sizes are the card's, not the message's
-        return {}
+        return {_TOLD: True}
     if match.groupdict().get("translated"):
         return {**_translated_fields(line), "backend": "CUDA"}
     found = extract_oom_fields(line)
@@ -311,7 +315,8 @@ def _cuda_oom(sig: Signature, raw: dict[str, Any], ctx: AdviceContext) -> Advice
                   f"{fragmentation_remedy(ctx.torch_version)}\n"
                   f"and if it still fails:\n{REDUCE_MEMORY}")
         title = "CUDA out of memory"
-    return advice(sig, numbers, explanation, remedy, title=title, diagnosis=diagnosis)
+    return advice(sig, numbers, explanation, remedy, title=title, diagnosis=diagnosis,
+                  tier=sig.tier + (_TOLD_LAG if raw.get(_TOLD) else 0.0))
 
 
 def _elsewhere(numbers: dict[str, Any], req: str, on_gpu: str, arithmetic: str,
@@ -1369,6 +1374,14 @@ def _told_cause(_match: re.Match[str], line: str) -> dict[str, Any]:
            r"(?:running )?out of (?:GPU |CUDA |video )?(?:memory|VRAM)\b|"
            r"\b(?:occurs?|happens?|appears?) when (?:you(?:'re| are) |the GPU is |it is )?"
            r"(?:running|run|runs) out of (?:GPU |CUDA |video )?(?:memory|VRAM)\b|"
+           # ... or gives the GPU's running out of memory as the failures' cause ("I am hitting
+           # errors due to the GPU running out of memory"; not "can fail due to ...", "if ...")
+           + unless_words(r"if|can|may|might|could|would|often|usually|"
+                          r"typically|common\w*|you|your", start=r"(?:^|(?<=[.!?] ))",
+                          stop=r"\n.?!") +
+           r"\b(?:errors?|failures?|crash(?:es)?|exceptions?) (?:due to|because of|caused by) "
+           r"(?:the |my |our )?(?:GPU|CUDA device|graphics card|card) (?:running|ran|having run) "
+           r"out of (?:its )?(?:GPU |video )?(?:memory|VRAM)\b|"
            # ... or says that giving the framework's memory back fixed it ("the solution is to
            # turn on memory growth", "setting allow_growth=True allows the program to run"):
            # TensorFlow had taken the GPU's memory, and the library found none left
