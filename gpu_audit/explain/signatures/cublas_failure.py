@@ -188,9 +188,8 @@ _SHORT_WORDS = "|".join(re.escape(words) for words in sorted(CUBLAS_STATUS_SHORT
            rf"(?:[^\n]{{0,80}}?\b(?P<status>(?:CUBLAS|CUSOLVER|CUSPARSE)_STATUS_[A-Z_]+|"
            rf"CUFFT_[A-Z_]+))?",
            ("CUBLASError: ", "CUSOLVERError: ", "CUSPARSEError: ", "CUFFTError: "),
-           "A CUDA math library call failed", extract=_julia_error,
-           example="ERROR: CUBLASError: the GPU program failed to execute (code 13, "
-           "CUBLAS_STATUS_EXECUTION_FAILED)")
+           "A CUDA math library call failed", extract=_julia_error, key_field="status",
+           example="ERROR: LoadError: CUBLASError: the GPU program failed to execute")
 @signature("cublas-failure/cublas-status",
            # (a check that the status is CUBLAS_STATUS_SUCCESS: the number after it, below)
            r"(?P<status>(?:CUBLAS|CUSOLVER|CUSPARSE)_STATUS_(?!SUCCESS(?![A-Za-z0-9_]))[A-Z_]+|CUFFT_(?:"

@@ -63,9 +63,8 @@ CLASS = document_class("cuda-oom", __doc__)
 # read a few lines below it names the failure instead (an internal number, never shown).
 BARE = "_bare"
 # An out-of-memory told in the writer's words, with no numbers of its own: a program's message
-# of the same failure in the text ranks before it (its numbers are the ones to read).
-_TOLD = "_told"
-_TOLD_LAG = 0.01
+# of the same failure in the text takes its place as the root cause (classify.py).
+TOLD = "_told"
 
 
 # PyTorch's message translated (a machine translation pasted into a title or a post, in
@@ -177,7 +176,7 @@ def _oom(match: re.Match[str], line: str) -> dict[str, Any]:
            for key in ("told", "told_", "told__", "told___", "told____", "told_____",
                        "told______")):
         # prose: its sizes are the card's, not the message's
-        return {_TOLD: True}
+        return {TOLD: True}
     if match.groupdict().get("translated"):
         return {**_translated_fields(line), "backend": "CUDA"}
     found = extract_oom_fields(line)
@@ -315,8 +314,7 @@ def _cuda_oom(sig: Signature, raw: dict[str, Any], ctx: AdviceContext) -> Advice
                   f"{fragmentation_remedy(ctx.torch_version)}\n"
                   f"and if it still fails:\n{REDUCE_MEMORY}")
         title = "CUDA out of memory"
-    return advice(sig, numbers, explanation, remedy, title=title, diagnosis=diagnosis,
-                  tier=sig.tier + (_TOLD_LAG if raw.get(_TOLD) else 0.0))
+    return advice(sig, numbers, explanation, remedy, title=title, diagnosis=diagnosis)
 
 
 def _elsewhere(numbers: dict[str, Any], req: str, on_gpu: str, arithmetic: str,
