@@ -122,3 +122,18 @@ def test_pcie_link_slowed_cure_told() -> None:
                                   "docs_page_permalink_headings.log"])
 def test_guides_and_documentation_pages_stay_quiet(name: str) -> None:
     assert not [i for i in incidents(name) if i.is_failure]
+
+
+def test_julia_out_of_gpu_memory_with_its_usage_lines() -> None:
+    failure = root("julia_out_of_gpu_memory_pool.log")
+    assert (failure.cls, failure.signature) == ("cuda-oom", "cuda-oom/julia-out-of-gpu-memory")
+    assert failure.numbers["requested_bytes"] == 1610612736
+    assert failure.numbers["capacity_bytes"] == 8 * 1024 ** 3
+    assert failure.numbers["reserved_bytes"] == int(6.5 * 1024 ** 3)
+    assert "CUDA.reclaim()" in failure.remedy
+
+
+def test_julia_memory_status_of_a_healthy_run_is_quiet() -> None:
+    assert classify_text("Effective GPU memory usage: 24.53% (1.962 GiB/8.000 GiB)\n"
+                         "Memory pool usage: 1.200 GiB (1.500 GiB reserved)",
+                         torch_version=None) == []

@@ -598,6 +598,8 @@ SINGLE_LINES = [
      "pool 'binned'.", "alloc-conf", "alloc-conf/julia-memory-pool"),
     ("The rig kept crashing on its riser; setting the slot to gen2 fixed it.", "gpu-hardware",
      "gpu-hardware/pcie-link-cure-told"),
+    ("ERROR: Out of GPU memory trying to allocate 512.000 MiB", "cuda-oom",
+     "cuda-oom/julia-out-of-gpu-memory"),
 ]
 
 

@@ -42,6 +42,8 @@ ORDER = (
     "cuda-oom/array-library",
     "cuda-oom/serving-engine",
     "cuda-oom/quantized-model-offloaded",
+    "cuda-oom/julia-out-of-gpu-memory",
+    "cuda-oom/julia-memory-usage",
     "cuda-oom/cuda-error",
     "cuda-oom/library-allocation",
     "cuda-oom/tensorrt",

@@ -422,6 +422,56 @@ def _xgboost_detail(match: re.Match[str]) -> dict[str, Any]:
     return {key: int(size)}
 
 
+# Julia's CUDA.jl when its memory pool cannot get a buffer (OutOfGPUMemoryError): "Out of GPU
+# memory trying to allocate 1.863 GiB", then "Effective GPU memory usage: 99.80% (7.785 GiB/7.800
+# GiB)" and "Memory pool usage: 5.590 GiB (5.625 GiB reserved)" on lines of their own.
+def _julia_oom(match: re.Match[str], line: str) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    if match.groupdict().get("requested"):
+        found["requested_bytes"] = size_or_none(match["requested"])
+    if match.groupdict().get("used"):
+        found["capacity_bytes"] = size_or_none(match["total"])
+        used = size_or_none(match["used"])
+        if used is not None and found["capacity_bytes"] is not None:
+            found["free_bytes"] = max(found["capacity_bytes"] - used, 0)
+    if match.groupdict().get("pool"):
+        found["allocated_bytes"] = size_or_none(match["pool"])
+        found["reserved_bytes"] = size_or_none(match["reserved"])
+    return found
+
+
+# (the usage lines alone are CUDA.memory_status()'s report of a healthy run: they only add their
+# numbers to the out-of-memory above them)
+@signature("cuda-oom/julia-memory-usage",
+           rf"^\W{{0,4}}Effective GPU memory usage: [\d.]+% \((?P<used>{SIZE}) ?/ ?"
+           rf"(?P<total>{SIZE})\)|"
+           rf"^\W{{0,4}}Memory pool usage: (?P<pool>{SIZE}) \((?P<reserved>{SIZE}) reserved\)",
+           ("Effective GPU memory usage: ", "Memory pool usage: "),
+           "GPU out of memory (Julia's CUDA.jl)", extract=_julia_oom, group="julia-oom",
+           attach="only", window=4,
+           example="Effective GPU memory usage: 99.80% (7.785 GiB/7.800 GiB)")
+@signature("cuda-oom/julia-out-of-gpu-memory",
+           rf"\bOut of GPU memory trying to allocate (?P<requested>{SIZE})",
+           ("Out of GPU memory trying to allocate",),
+           "GPU out of memory (Julia's CUDA.jl)", extract=_julia_oom, group="julia-oom",
+           example="ERROR: Out of GPU memory trying to allocate 1.863 GiB")
+def _julia_out_of_gpu_memory(sig: Signature, numbers: dict[str, Any],
+                             ctx: AdviceContext) -> Advice:
+    req = _stated(numbers, "requested_bytes", " {}")
+    free = _stated(numbers, "free_bytes", "; {} of the GPU was free")
+    pool = _stated(numbers, "reserved_bytes", ", and CUDA.jl's pool held {}")
+    explanation = (
+        f"CUDA.jl could not get{req or ' the memory it asked for'} on the GPU{free}{pool}. "
+        "Its pool frees arrays only when Julia's garbage collector finalises them, so arrays "
+        "the program no longer uses can still hold the GPU's memory; otherwise the work is "
+        "too big for the card, or another process holds part of it.")
+    remedy = (f"{SCAN_OTHERS}\nFree what the program no longer needs before the big step "
+              "(`CUDA.unsafe_free!(x)`, or `GC.gc(); CUDA.reclaim()` every few iterations), "
+              "then make the work smaller (a smaller batch, Float32 instead of Float64, fewer "
+              "arrays alive at once).")
+    return advice(sig, numbers, explanation, remedy, diagnosis="unknown")
+
+
 @signature("cuda-oom/cuda-error",
            # (MXNet's check, "e == cudaSuccess (2 vs. 0)", is its pooled storage's: below)
            DEVICE_OOM_PATTERN + "|(?<!\\be == )(?:" + status_check("cudaErrorMemoryAllocation")
