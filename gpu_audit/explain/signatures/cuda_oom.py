@@ -443,9 +443,9 @@ def _julia_oom(match: re.Match[str], line: str) -> dict[str, Any]:
 # (the usage lines alone are CUDA.memory_status()'s report of a healthy run: they only add their
 # numbers to the out-of-memory above them)
 @signature("cuda-oom/julia-memory-usage",
-           rf"^\W{{0,4}}Effective GPU memory usage: [\d.]+% \((?P<used>{SIZE}) ?/ ?"
+           rf"{LINE_HEAD}\W{{0,4}}Effective GPU memory usage: [\d.]+% \((?P<used>{SIZE}) ?/ ?"
            rf"(?P<total>{SIZE})\)|"
-           rf"^\W{{0,4}}Memory pool usage: (?P<pool>{SIZE}) \((?P<reserved>{SIZE}) reserved\)",
+           rf"{LINE_HEAD}\W{{0,4}}Memory pool usage: (?P<pool>{SIZE}) \((?P<reserved>{SIZE}) reserved\)",
            ("Effective GPU memory usage: ", "Memory pool usage: "),
            "GPU out of memory (Julia's CUDA.jl)", extract=_julia_oom, group="julia-oom",
            attach="only", window=4,
