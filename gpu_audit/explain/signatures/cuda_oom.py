@@ -445,7 +445,8 @@ def _julia_oom(match: re.Match[str], line: str) -> dict[str, Any]:
 @signature("cuda-oom/julia-memory-usage",
            rf"{LINE_HEAD}\W{{0,4}}Effective GPU memory usage: [\d.]+% \((?P<used>{SIZE}) ?/ ?"
            rf"(?P<total>{SIZE})\)|"
-           rf"{LINE_HEAD}\W{{0,4}}Memory pool usage: (?P<pool>{SIZE}) \((?P<reserved>{SIZE}) reserved\)",
+           rf"{LINE_HEAD}\W{{0,4}}Memory pool usage: (?P<pool>{SIZE}) "
+           rf"\((?P<reserved>{SIZE}) reserved\)",
            ("Effective GPU memory usage: ", "Memory pool usage: "),
            "GPU out of memory (Julia's CUDA.jl)", extract=_julia_oom, group="julia-oom",
            attach="only", window=4,
