@@ -40,6 +40,7 @@ from gpu_audit.explain.signatures import SIGNATURE_BY_ID, SIGNATURES, AdviceCont
 from gpu_audit.explain.signatures.cuda_oom import (
     BARE,
     MASKED_OOM_REMEDY,
+    TOLD,
     masked_oom_explanation,
     onnxruntime_arena,
 )
@@ -453,6 +454,8 @@ class Classifier:
                   for group in groups]
         built = [self._build(group, group.source_indexes <= explainers and not why)
                  for group, why in zip(groups, pasted, strict=True)]
+        told = {_where(incident) for (incident, _), group in zip(built, groups, strict=True)
+                if group.primary.numbers.get(TOLD)}
         built = _headings_restating(built, [group.in_body for group in groups])
         built = _warnings_changes_are_about(built, pasted)
         built = _absurd_sizes_after_collectives(
@@ -466,7 +469,7 @@ class Classifier:
         built = _cudnn_statuses_told_oom(built)
         built = _ignored_settings_alone(built, self._reports())
         built.sort(key=lambda item: (item[0].severity < Severity.ERROR, item[0].tier, item[1]))
-        incidents = [incident for incident, _order in built]
+        incidents = _messages_before_tellings([incident for incident, _order in built], told)
         return _with_roles(incidents)
 
     def _warning_pasted_for(self, group: _Group) -> bool:
@@ -845,6 +848,31 @@ def _warnings_changes_are_about(built: list[tuple[Incident, tuple[int, int]]], p
                 explanation=incident.explanation + " The text is a change made because its "
                 "run printed this warning, and nothing else in it is a failure.")
         out.append((incident, order))
+    return out
+
+
+def _where(incident: Incident) -> tuple[str, tuple[int, ...]]:
+    """An incident's signature and lines: the same through the passes that rewrite its texts."""
+    return incident.signature, tuple(incident.line_numbers)
+
+
+def _messages_before_tellings(incidents: list[Incident], told: set[tuple[str, tuple[int, ...]]]
+                              ) -> list[Incident]:
+    """A failure told in the writer's words ("I got cuda out of memory") that ranks first, where
+    the program's message of the same class ranks as high later in the text: the message (with
+    its numbers) takes the telling's place."""
+    first = next((i for i, incident in enumerate(incidents) if incident.is_failure), None)
+    if first is None or _where(incidents[first]) not in told:
+        return incidents
+    head = incidents[first]
+    message = next((i for i in range(first + 1, len(incidents))
+                    if incidents[i].cls == head.cls and incidents[i].is_failure
+                    and incidents[i].tier <= head.tier and _where(incidents[i]) not in told),
+                   None)
+    if message is None:
+        return incidents
+    out = list(incidents)
+    out.insert(first, out.pop(message))
     return out
 
 

@@ -379,6 +379,9 @@ _QUOTED = r"(?:«[^»\n]{1,80}»|\"[^\"\n]{1,80}\"|'[^'\n]{1,80}')"
 _EXPLAINER_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (key, re.compile(pattern, re.IGNORECASE)) for key, pattern in (
         ("this-article", r"\bin this (?:post|article|tutorial|guide|blog|write-?up|video)\b|"
+                         # a documentation site's heading, its permalink sign kept by the copy
+                         # ("What it is¶")
+                         r"^[^\n¶]{1,120}¶\s*$|"
                          # a page of questions and answers, by its heading
                          r"^(?:frequently asked questions|FAQs?)$|"
                          r"\bthis (?:post|article|tutorial|guide) (?:explains|covers|shows|"
@@ -604,6 +607,11 @@ _EXPLAINER_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                        # a plain heading that offers remedies: "Workarounds — try these"
                        r"|^(?:workarounds?|solutions?|fixes)\s*(?:[—–:-]|$)"
                        r"|^fix:"
+                       # a guide's title that promises a way round the failure: "How to Render
+                       # Heavy Scenes Without Crashing", "how to train 70B models without
+                       # running out of memory" (a question ends in its mark, and is the writer's)
+                       r"|\bhow to (?:[\w-]+ ){1,5}without (?:crash\w*|running out\b|"
+                       r"(?:an? |the )?(?:errors?|OOMs?|out[- ]of[- ]memory)\b)"
                        # "To resolve the worker exit error and ...": a remedy offered
                        r"|^to (?:resolve|fix|solve|avoid|prevent) (?:the|this|that|these) "
                        r"[\w -]{0,40}?\b(?:errors?|issues?|problems?|failures?)\b"

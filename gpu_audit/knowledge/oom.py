@@ -118,6 +118,10 @@ DEVICE_OOM_PATTERN = (r"(?:CUDA|HIP|cuda runtime|cuda) error(?: \(\d+\))?\s*:\s*
                       # CUDA device 01:00.0")
                       r"|\b(?:CUDA|Cuda) error in func '?\w{1,80}(?:::\w{1,80}){0,8}'? at line "
                       r"\d+ ?:? out of memory"
+                      # (lolMiner's, which names its source file and line, "CUDA error in
+                      # CudaProgram.cu line 373 : out of memory", also retyped without them)
+                      r"|\b(?:CUDA|Cuda|cuda) error in \w{1,40}(?:\.cuh?)?"
+                      r"(?: (?:at )?line \d+)? ?:? out of memory"
                       r"|implicit initialization on GPU:\d+ failed\. Status: out of memory"
                       # (OpenCV's CUDA modules: "error: (-217:Gpu API call) out of memory in
                       # function 'allocate'")

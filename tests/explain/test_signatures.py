@@ -590,6 +590,16 @@ SINGLE_LINES = [
     ("Container [pid=4242,containerID=container_1_0001_01_000002] is running beyond physical "
      "memory limits. Current usage: 8.1 GB of 8 GB physical memory used. Killing container.",
      "host-oom", "host-oom/yarn-memory-limit"),
+    ("ERROR: a BoundsError was thrown during kernel execution on thread (33, 1, 1) in block "
+     "(4, 1, 1).", "device-assert", "device-assert/julia-kernel-exception"),
+    ("ERROR: LoadError: CUBLASError: the GPU program failed to execute", "cublas-failure",
+     "cublas-failure/julia-error"),
+    ("ERROR: InitError: Cannot use memory pool 'split' when CUDA.jl was precompiled for memory "
+     "pool 'binned'.", "alloc-conf", "alloc-conf/julia-memory-pool"),
+    ("The rig kept crashing on its riser; setting the slot to gen2 fixed it.", "gpu-hardware",
+     "gpu-hardware/pcie-link-cure-told"),
+    ("ERROR: Out of GPU memory trying to allocate 512.000 MiB", "cuda-oom",
+     "cuda-oom/julia-out-of-gpu-memory"),
 ]
 
 

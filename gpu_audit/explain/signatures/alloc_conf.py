@@ -179,6 +179,31 @@ def _async_unsupported(sig: Signature, numbers: dict[str, Any], ctx: AdviceConte
     return advice(sig, numbers, explanation, remedy)
 
 
+# Julia's CUDA.jl picks its memory pool (JULIA_CUDA_MEMORY_POOL) when the package is
+# precompiled, and refuses at start a run whose variable names another: "Cannot use memory pool
+# 'binned' when CUDA.jl was precompiled for memory pool 'split'."
+@signature("alloc-conf/julia-memory-pool",
+           r"\bCannot use memory pool '(?P<pool>\w{1,30})' when CUDA\.jl was precompiled for "
+           r"memory pool '(?P<precompiled_pool>\w{1,30})'",
+           ("when CUDA.jl was precompiled",),
+           "CUDA.jl refused a memory pool other than the one it was precompiled for", tier=0.0,
+           extract=named,
+           example="ERROR: InitError: Cannot use memory pool 'binned' when CUDA.jl was "
+           "precompiled for memory pool 'split'.")
+def _julia_memory_pool(sig: Signature, numbers: dict[str, Any],
+                       ctx: AdviceContext) -> Advice:
+    pool, built = numbers.get("pool", "another pool"), numbers.get("precompiled_pool")
+    explanation = (
+        f"JULIA_CUDA_MEMORY_POOL asks CUDA.jl for the '{pool}' memory pool, but the package was "
+        f"precompiled with {f'the {built!r} pool' if built else 'another pool'} and fixes its "
+        "choice then: the run stops while CUDA.jl loads, before any GPU work.")
+    remedy = (f"Set JULIA_CUDA_MEMORY_POOL={built or '<the precompiled pool>'} (or unset it) to "
+              f"run as precompiled; to use '{pool}', remove CUDA.jl's precompiled cache "
+              "(~/.julia/compiled/v1.*/CUDA) and precompile again with the variable set "
+              "(`julia -e 'using Pkg; Pkg.precompile()'`).")
+    return advice(sig, numbers, explanation, remedy)
+
+
 # PyTorch's refusal of the backend in a build that has none: built with CUDA before 11.4, or for
 # ROCm, whose HIP build says the same in its own source (HIPMallocAsyncAllocator.cpp).
 @signature("alloc-conf/async-backend-missing",

@@ -78,6 +78,15 @@ def _status_sentence(match: re.Match[str], line: str) -> dict[str, Any]:
     return {"status": CUBLAS_STATUS_SHORT_WORDS[match["words"].lower()]}
 
 
+def _julia_error(match: re.Match[str], line: str) -> dict[str, Any]:
+    """CUDA.jl's exception: its library, and its status by name or by sentence."""
+    found = named(match, line)
+    sentence = found.pop("sentence", None)
+    if "status" not in found and sentence in CUBLAS_STATUS_SENTENCES:
+        found["status"] = CUBLAS_STATUS_SENTENCES[sentence]
+    return found
+
+
 _SENTENCES = "|".join(re.escape(sentence) for sentence in CUBLAS_STATUS_SENTENCES)
 _SHORT_WORDS = "|".join(re.escape(words) for words in sorted(CUBLAS_STATUS_SHORT_WORDS,
                                                               key=len, reverse=True))
@@ -168,6 +177,19 @@ _SHORT_WORDS = "|".join(re.escape(words) for words in sorted(CUBLAS_STATUS_SHORT
            ("runtime error :",), "cuBLAS call failed",
            example="RuntimeError: cublas runtime error : resource allocation failed at "
            "/pytorch/aten/src/THC/THCGeneral.cpp:250")
+# Julia's CUDA.jl raises a failed library call as the library's exception type:
+# "CUBLASError: the GPU program failed to execute (code 13, CUBLAS_STATUS_EXECUTION_FAILED)"
+# (its status sentence first; CUSOLVERError, CUSPARSEError and CUFFTError alike). The status is
+# read from its sentence or its name; with its library's debug log turned on, the log's lines
+# come between the type and the sentence, and the status is not kept.
+@signature("cublas-failure/julia-error",
+           rf"(?<![A-Za-z0-9_])(?P<library>CUBLAS|CUSOLVER|CUSPARSE|CUFFT)Error: "
+           rf"(?:(?P<sentence>{_SENTENCES})(?![A-Za-z0-9_]))?"
+           rf"(?:[^\n]{{0,80}}?\b(?P<status>(?:CUBLAS|CUSOLVER|CUSPARSE)_STATUS_[A-Z_]+|"
+           rf"CUFFT_[A-Z_]+))?",
+           ("CUBLASError: ", "CUSOLVERError: ", "CUSPARSEError: ", "CUFFTError: "),
+           "A CUDA math library call failed", extract=_julia_error, key_field="status",
+           example="ERROR: LoadError: CUBLASError: the GPU program failed to execute")
 @signature("cublas-failure/cublas-status",
            # (a check that the status is CUBLAS_STATUS_SUCCESS: the number after it, below)
            r"(?P<status>(?:CUBLAS|CUSOLVER|CUSPARSE)_STATUS_(?!SUCCESS(?![A-Za-z0-9_]))[A-Z_]+|CUFFT_(?:"
@@ -187,6 +209,8 @@ def _cublas(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advi
     call = f" in {numbers['call']}" if numbers.get("call") else ""
     if sig.id == "cublas-failure/tensorflow-blas":
         return _tensorflow_blas(sig, numbers)
+    if not status and sig.id == "cublas-failure/julia-error":
+        return _julia_without_status(sig, numbers)
     if memory:
         explanation = (
             f"The CUDA library could not create its handle or allocate its workspace{call}. "
@@ -228,3 +252,18 @@ def _tensorflow_blas(sig: Signature, numbers: dict[str, Any]) -> Advice:
               "install the CUDA libraries this TensorFlow release was built with "
               "(tensorflow[and-cuda]).")
     return advice(sig, numbers, explanation, remedy, tier=1.0, diagnosis="out-of-memory")
+
+
+def _julia_without_status(sig: Signature, numbers: dict[str, Any]) -> Advice:
+    library = str(numbers.get("library") or "CUBLAS")
+    explanation = (
+        f"A {library} call failed under Julia's CUDA.jl, and the status it returned is not in "
+        "the log (a debug log was printed in its place). Most such failures are an earlier "
+        "kernel's fault that the library's call noticed first, or the library's workspace not "
+        "fitting in the GPU's memory; less often the library release itself.")
+    remedy = (f"Rerun without JULIA_DEBUG for {library} so the error keeps its status; check "
+              "what else holds the GPU's memory (`gpu-audit scan`); run a small reproduction "
+              "under `compute-sanitizer julia script.jl` to find a kernel that faulted first; "
+              "update CUDA.jl and the CUDA toolkit it downloads (a library bug of one release is "
+              "fixed in a later one).")
+    return advice(sig, numbers, explanation, remedy, tier=2.0, diagnosis="execution")

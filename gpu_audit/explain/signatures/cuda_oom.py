@@ -62,6 +62,9 @@ CLASS = document_class("cuda-oom", __doc__)
 # An exception's type printed alone on its line, with no message: the message of its class
 # read a few lines below it names the failure instead (an internal number, never shown).
 BARE = "_bare"
+# An out-of-memory told in the writer's words, with no numbers of its own: a program's message
+# of the same failure in the text takes its place as the root cause (classify.py).
+TOLD = "_told"
 
 
 # PyTorch's message translated (a machine translation pasted into a title or a post, in
@@ -173,7 +176,7 @@ def _oom(match: re.Match[str], line: str) -> dict[str, Any]:
            for key in ("told", "told_", "told__", "told___", "told____", "told_____",
                        "told______")):
         # prose: its sizes are the card's, not the message's
-        return {}
+        return {TOLD: True}
     if match.groupdict().get("translated"):
         return {**_translated_fields(line), "backend": "CUDA"}
     found = extract_oom_fields(line)
@@ -417,6 +420,57 @@ def _xgboost_detail(match: re.Match[str]) -> dict[str, Any]:
     size = float(match["size"]) * 1024 ** _BINARY_POWERS[match["unit"] or ""]
     key = "free_bytes" if match["what"] == "Free" else "requested_bytes"
     return {key: int(size)}
+
+
+# Julia's CUDA.jl when its memory pool cannot get a buffer (OutOfGPUMemoryError): "Out of GPU
+# memory trying to allocate 1.863 GiB", then "Effective GPU memory usage: 99.80% (7.785 GiB/7.800
+# GiB)" and "Memory pool usage: 5.590 GiB (5.625 GiB reserved)" on lines of their own.
+def _julia_oom(match: re.Match[str], line: str) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    if match.groupdict().get("requested"):
+        found["requested_bytes"] = size_or_none(match["requested"])
+    if match.groupdict().get("used"):
+        found["capacity_bytes"] = size_or_none(match["total"])
+        used = size_or_none(match["used"])
+        if used is not None and found["capacity_bytes"] is not None:
+            found["free_bytes"] = max(found["capacity_bytes"] - used, 0)
+    if match.groupdict().get("pool"):
+        found["allocated_bytes"] = size_or_none(match["pool"])
+        found["reserved_bytes"] = size_or_none(match["reserved"])
+    return found
+
+
+# (the usage lines alone are CUDA.memory_status()'s report of a healthy run: they only add their
+# numbers to the out-of-memory above them)
+@signature("cuda-oom/julia-memory-usage",
+           rf"{LINE_HEAD}\W{{0,4}}Effective GPU memory usage: [\d.]+% \((?P<used>{SIZE}) ?/ ?"
+           rf"(?P<total>{SIZE})\)|"
+           rf"{LINE_HEAD}\W{{0,4}}Memory pool usage: (?P<pool>{SIZE}) "
+           rf"\((?P<reserved>{SIZE}) reserved\)",
+           ("Effective GPU memory usage: ", "Memory pool usage: "),
+           "GPU out of memory (Julia's CUDA.jl)", extract=_julia_oom, group="julia-oom",
+           attach="only", window=4,
+           example="Effective GPU memory usage: 99.80% (7.785 GiB/7.800 GiB)")
+@signature("cuda-oom/julia-out-of-gpu-memory",
+           rf"\bOut of GPU memory trying to allocate (?P<requested>{SIZE})",
+           ("Out of GPU memory trying to allocate",),
+           "GPU out of memory (Julia's CUDA.jl)", extract=_julia_oom, group="julia-oom",
+           example="ERROR: Out of GPU memory trying to allocate 1.863 GiB")
+def _julia_out_of_gpu_memory(sig: Signature, numbers: dict[str, Any],
+                             ctx: AdviceContext) -> Advice:
+    req = _stated(numbers, "requested_bytes", " {}")
+    free = _stated(numbers, "free_bytes", "; {} of the GPU was free")
+    pool = _stated(numbers, "reserved_bytes", ", and CUDA.jl's pool held {}")
+    explanation = (
+        f"CUDA.jl could not get{req or ' the memory it asked for'} on the GPU{free}{pool}. "
+        "Its pool frees arrays only when Julia's garbage collector finalises them, so arrays "
+        "the program no longer uses can still hold the GPU's memory; otherwise the work is "
+        "too big for the card, or another process holds part of it.")
+    remedy = (f"{SCAN_OTHERS}\nFree what the program no longer needs before the big step "
+              "(`CUDA.unsafe_free!(x)`, or `GC.gc(); CUDA.reclaim()` every few iterations), "
+              "then make the work smaller (a smaller batch, Float32 instead of Float64, fewer "
+              "arrays alive at once).")
+    return advice(sig, numbers, explanation, remedy, diagnosis="unknown")
 
 
 @signature("cuda-oom/cuda-error",
@@ -1369,6 +1423,14 @@ def _told_cause(_match: re.Match[str], line: str) -> dict[str, Any]:
            r"(?:running )?out of (?:GPU |CUDA |video )?(?:memory|VRAM)\b|"
            r"\b(?:occurs?|happens?|appears?) when (?:you(?:'re| are) |the GPU is |it is )?"
            r"(?:running|run|runs) out of (?:GPU |CUDA |video )?(?:memory|VRAM)\b|"
+           # ... or gives the GPU's running out of memory as the failures' cause ("I am hitting
+           # errors due to the GPU running out of memory"; not "can fail due to ...", "if ...")
+           + unless_words(r"if|can|may|might|could|would|often|usually|"
+                          r"typically|common\w*|you|your", start=r"(?:^|(?<=[.!?] ))",
+                          stop=r"\n.?!") +
+           r"\b(?:errors?|failures?|crash(?:es)?|exceptions?) (?:due to|because of|caused by) "
+           r"(?:the |my |our )?(?:GPU|CUDA device|graphics card|card) (?:running|ran|having run) "
+           r"out of (?:its )?(?:GPU |video )?(?:memory|VRAM)\b|"
            # ... or says that giving the framework's memory back fixed it ("the solution is to
            # turn on memory growth", "setting allow_growth=True allows the program to run"):
            # TensorFlow had taken the GPU's memory, and the library found none left

@@ -152,3 +152,46 @@ def _device_assert(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) 
               "value), or rerun with CUDA_LAUNCH_BLOCKING=1 to get the failing op's Python line; "
               "then fix the data or labels.")
     return advice(sig, numbers, explanation, remedy)
+
+
+def _thrown(match: re.Match[str], line: str) -> dict[str, Any]:
+    found = named(match, line)
+    if found.get("exception") == "exception":  # (the kernel was built without the type's name)
+        del found["exception"]
+    return found
+
+
+@signature("device-assert/julia-kernel-exception",
+           # Julia's CUDA.jl: a kernel that threw prints, from the GPU, "ERROR: a BoundsError was
+           # thrown during kernel execution on thread (513, 1, 1) in block (3, 1, 1)." ("a
+           # exception" where the kernel was compiled without the type's name), and the host then
+           # raises "KernelException: exception thrown during kernel execution on device <name>"
+           r"\ban? (?P<exception>\w{1,60}) was thrown during kernel execution(?: on thread "
+           r"\((?P<thread>\d+, ?\d+, ?\d+)\) in block \((?P<block>\d+, ?\d+, ?\d+)\))?|"
+           r"\bKernelException: exception thrown during kernel execution(?: on device "
+           r"(?P<gpu_name>[^\n]{1,80}?))?\s*$",
+           ("thrown during kernel execution",),
+           "A GPU kernel threw an exception (Julia)", group="device-assert",
+           extract=_thrown,
+           example="ERROR: a BoundsError was thrown during kernel execution on thread (513, 1, 1) "
+           "in block (3, 1, 1).")
+def _julia_kernel_exception(sig: Signature, numbers: dict[str, Any],
+                            ctx: AdviceContext) -> Advice:
+    exception = str(numbers.get("exception") or "")
+    named_type = exception if exception and exception != "exception" else ""
+    what = (f"a {named_type}" if named_type else "an exception")
+    likely = (" A BoundsError is an index outside the array it reads: usually an index computed "
+              "from the thread and block numbers that runs past the array's end, or a launch "
+              "with more threads than elements and no bounds check in the kernel."
+              if named_type == "BoundsError" else "")
+    explanation = (
+        f"Code running on the GPU threw {what}; CUDA.jl stopped the kernel and raised it on the "
+        f"host as a KernelException, Julia's form of a device-side assertion.{likely} The "
+        "kernel ends in a trap, which leaves the process's CUDA context unusable: later GPU "
+        "calls fail too, and the host's stack trace points at the call that waited for the "
+        "kernel, not the line that threw.")
+    remedy = ("Rerun with `julia -g2` to have the kernel print the exception's type and the "
+              "line that threw it; run the same function on CPU arrays (Array instead of "
+              "CuArray) for a readable error with the offending index; then guard the kernel's "
+              "indices against the array's length or fix the launch size.")
+    return advice(sig, numbers, explanation, remedy)

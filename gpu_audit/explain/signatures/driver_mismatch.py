@@ -147,6 +147,13 @@ def _driver_too_old(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext)
            # (the "r." and "_" around the name are that file's; a log may cut the rest)
            r"\br\.(?P<function__>cu[A-Z]\w{2,60}?)_ INTERNAL ASSERT FAILED\b|"
            r"cudaErrorCallRequiresNewerDriver|"
+           # Julia's CUDA.jl, whose toolkits all need a newer driver than the one found: "CUDA
+           # driver 8.0.0 is not compatible with any supported CUDA toolkit (11.4.4, ...)", "CUDA.jl
+           # only supports NVIDIA drivers for CUDA 11.0 or higher (yours is for CUDA 10.2)"
+           r"\bCUDA driver (?P<driver_cuda_version_>\d{1,2}\.\d)(?:\.\d{1,3})? is not "
+           r"compatible with any (?:supported |known |available )?CUDA toolkit|"
+           r"\bonly supports NVIDIA drivers for CUDA (?P<required_cuda_>\d{1,2}\.\d) or "
+           r"higher \(yours is for CUDA (?P<driver_cuda_version__>\d{1,2}\.\d)|"
            # a program's own check of the driver against the CUDA it was built with, naming the
            # newest CUDA the driver supports as cudaDriverGetVersion gives it (ethminer's
            # "Insufficient CUDA driver: 9010": CUDA 9.1)
@@ -156,9 +163,10 @@ def _driver_too_old(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext)
             "is not supported by", "version is too old",
             "API call is not supported in the installed", "cudaErrorCallRequiresNewerDriver",
             "cudaSuccess", 'Function "cu', "undefined symbol: cu", "_ INTERNAL ASSERT",
-            "Insufficient CUDA driver: ", "driver is not", "driver isn't", "driver was not",
-            "driver wasn't", "driver does", "driver doesn't", "driver did", "driver version is",
-            "driver version was", "driver version does", "driver version did"),
+            "Insufficient CUDA driver: ", "is not compatible with any",
+            "only supports NVIDIA drivers for CUDA", "driver is not", "driver isn't",
+            "driver was not", "driver wasn't", "driver does", "driver doesn't", "driver did",
+            "driver version is", "driver version was", "driver version does", "driver version did"),
            "The NVIDIA driver is older than the CUDA the program needs", tier=0.0,
            extract=lambda match, line: _status_numbering(_driver_cuda_version(match, line),
                                                          line),

@@ -22,7 +22,12 @@ import re
 from typing import Any
 
 from gpu_audit.explain.prefixes import LINE_HEAD
-from gpu_audit.explain.signatures.guards import unless_marks, unless_words
+from gpu_audit.explain.signatures.guards import (
+    CURED_NEEDLES,
+    cure_told,
+    unless_marks,
+    unless_words,
+)
 from gpu_audit.explain.signatures.registry import (
     Advice,
     AdviceContext,
@@ -655,6 +660,18 @@ OVERHEAT_TOLD = (
     r"died|dies)\b|"
     r"\b(?:crash\w*|hangs|hung|froze|freezes|shuts? down|died|dies)\b[^\n.]{0,40}?\bat "
     r"(?:about |around )?~?" + _HOT + r"|"
+    # a program that stops itself at its temperature limit, told: "hashcat quits after a few
+    # minutes because the GPU exceeds 90º C", "the temperature limit keeps getting reached",
+    # "my card keeps hitting the temp limit and the miner aborts"
+    r"\b(?:quits?|aborts?|aborted|exits?|exited|stops?|stopped|shuts? down|shut down)\b"
+    r"[^\n.]{0,40}?\b(?:because|once|as soon as|every time) (?:the |my |our |a |each )?"
+    r"(?:GPU|card|graphics card)s? (?:exceeds?|exceeded|reach(?:es|ed)?|hits?|goes over|went "
+    r"over|gets? (?:to|over|above)|got (?:to|over|above)) (?:the |its )?(?:temp(?:erature)? "
+    r"limit\b|(?:8[5-9]|9\d|1[0-2]\d) ?[°º] ?C\b)|"
+    r"\btemp(?:erature)? limits? (?:keeps? |kept )?(?:getting |being |gets |got |is |was )"
+    r"(?:reached|hit|exceeded)\b|"
+    r"\b(?:GPU|card)s? (?:keeps? |kept )?(?:reach(?:es|ed|ing)?|hit(?:s|ting)?|exceed(?:s|ed|ing)?)"
+    r" (?:the |its |hashcat's )?temp(?:erature)? limit\b|"
     # the temperature read just before the machine went off: "Condition just before shutdown:
     # GPU 97°C" (90 °C and up: where consumer cards hold at their limit)
     r"\b(?:just )?(?:before|at the time of) (?:the |a |each |every )?(?:thermal )?(?:shut ?down|"
@@ -674,7 +691,7 @@ OVERHEAT_TOLD = (
     r"(?![^\n.!?]{0,300}?\b(?:if|when|whenever|once|you|your|may|might|can|could|should|would|"
     r"will)\b))")
 fixed("gpu-hardware/overheat-told", OVERHEAT_TOLD,
-      ("heat", "thermal", "Thermal", "°C", "cooling", "temp"),
+      ("heat", "thermal", "Thermal", "°C", "cooling", "temp", "Temp", "º C", "ºC", "° C"),
       "The GPU overheated (told in the writer's words)", tier=3.0, group="overheat",
       example="This was more than likely due to overheating.",
       explanation="The writer says the crash or shutdown came from heat: a GPU (or the machine "
@@ -685,6 +702,25 @@ fixed("gpu-hardware/overheat-told", OVERHEAT_TOLD,
       "the case's air flow or set a firmer fan curve; cap the power (`sudo nvidia-smi -pl "
       "<watts>`) to run cooler; a card that overheats at normal load needs its cooling "
       "serviced.")
+
+# A run told fixed by slowing the PCIe link or changing the riser the card sits on ("the
+# suggestion to downgrade from gen3 to gen2 resolved the error", "forcing the slot to PCIe Gen2
+# fixed it", "swapping the riser did the trick"): the link, not the program, was at fault.
+PCIE_LINK_CURES = (r"(?i:\b(?:downgrad\w*|forc\w*|set\w*|switch\w*|lower\w*|drop\w*|limit\w*|"
+                   r"chang\w*)\b[^\n]{0,30}?\b(?:to|at) (?:PCI-?e? ?)?gen ?[12]\b|"
+                   r"\b(?:replac\w*|swap\w*|chang\w*|new|another|different|powered)\b"
+                   r"[^\n]{0,15}?\brisers?\b)")
+fixed("gpu-hardware/pcie-link-cure-told", cure_told(PCIE_LINK_CURES), CURED_NEEDLES,
+      "A crash was fixed by slowing the PCIe link or changing the riser (told in the writer's "
+      "words)", tier=3.5, reads_titles=False, yields_to_titles=True,
+      example="The card sat on a 1x riser in a gen3 slot; setting the slot to gen2 fixed it.",
+      explanation="The writer says the crashes stopped once the card's PCIe link ran at a lower "
+      "generation or its riser was changed: the link between the card and the board (a riser, "
+      "its cable, the slot) corrupted transfers at full speed, and the program died of it.",
+      remedy="Keep the slot at the generation that is stable (the board's setup, PCIe link "
+      "speed), or replace the riser or cable; check the link for errors during a run "
+      "(`nvidia-smi -q -d PCIE` for the link and its replay counter, `sudo dmesg -T | grep -i "
+      "-e aer -e xid`).")
 
 # A program that stopped itself at its temperature limit: hashcat's watchdog ("Temperature limit on
 # GPU #3 reached, aborting"; its device number counts from 1). The GPU's heat ended the run.
