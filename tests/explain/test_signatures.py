@@ -590,6 +590,8 @@ SINGLE_LINES = [
     ("Container [pid=4242,containerID=container_1_0001_01_000002] is running beyond physical "
      "memory limits. Current usage: 8.1 GB of 8 GB physical memory used. Killing container.",
      "host-oom", "host-oom/yarn-memory-limit"),
+    ("EXCEPTION occurred: cuDNN failure 2: CUDNN_STATUS_ALLOC_FAILED ; GPU=0 ; "
+     "expr=finder(algo, perf)", "cuda-oom", "cuda-oom/cudnn-alloc-failed"),
 ]
 
 

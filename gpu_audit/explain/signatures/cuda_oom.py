@@ -1395,6 +1395,32 @@ def _told_oom_cause(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext)
                   severity=Severity.ERROR, tier=0.9, diagnosis="unknown")
 
 
+def _cudnn_status_name(text: str) -> str:
+    """The status's full name, also where it was printed without its ``STATUS_``."""
+    return text if text.startswith("CUDNN_STATUS_") else "CUDNN_STATUS_" + text[len("CUDNN_"):]
+
+
+# cuDNN's own out-of-memory status: it allocates its workspace and handle outside the
+# framework's cache, so a full GPU reaches the program as CUDNN_STATUS_ALLOC_FAILED (or, from
+# cuDNN 9, the device allocation's sub-status) instead of the framework's out-of-memory message;
+# the threads that report it end on a smaller batch. (A check that printed the status's number,
+# "(0 vs. 2)", is read by cuDNN's signature and classify gives it this one's class.)
+@signature("cuda-oom/cudnn-alloc-failed",
+           r"(?<![A-Za-z0-9_])CUDNN_(?:STATUS_)?(?:ALLOC_FAILED|INTERNAL_ERROR_DEVICE_ALLOCATION_"
+           r"FAILED)(?![A-Za-z0-9_])(?!\s+warnings?\b)",
+           ("CUDNN_STATUS_ALLOC_FAILED", "CUDNN_ALLOC_FAILED", "DEVICE_ALLOCATION_FAILED"),
+           "CUDA out of memory, reported by cuDNN as an allocation failure",
+           extract=lambda match, _line: {"status": _cudnn_status_name(match.group(0))},
+           example="cuDNN failure 2: CUDNN_STATUS_ALLOC_FAILED ; GPU=0 ; expr=finder(algo, perf)")
+def _cudnn_alloc_failed(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    status = numbers.get("status") or "CUDNN_STATUS_ALLOC_FAILED"
+    explanation = (
+        f"cuDNN could not allocate GPU memory ({status}): it allocates its workspace and handle "
+        "outside the framework's cache, so a GPU already full reaches the program as a cuDNN "
+        "status instead of an out-of-memory message.")
+    return advice(sig, numbers, explanation, MASKED_OOM_REMEDY, diagnosis="unknown")
+
+
 MASKED_OOM_REMEDY = f"{SCAN_OTHERS}\nThen reduce memory use:\n{REDUCE_MEMORY}"
 
 
