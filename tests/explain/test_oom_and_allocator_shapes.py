@@ -161,3 +161,27 @@ def test_a_russian_report_asking_why_still_fails() -> None:
             "2023-01-02\nПри обучении на GPU получаю RuntimeError: CUDA out of memory.\n"
             "Почему так?\n")
     assert failures(text) == ["cuda-oom"]
+
+
+def test_nccls_calloc_states_the_size_it_could_not_get() -> None:
+    text = ("node7:2211:2290 [1] include/alloc.h:178 NCCL WARN Cuda failure 'out of memory'\n"
+            "node7:2211:2290 [1] include/alloc.h:185 NCCL WARN Failed to CUDA calloc 4194304 "
+            "bytes\n")
+    failure = [i for i in classify_text(text, torch_version=None) if i.is_failure][0]
+    assert (failure.cls, failure.numbers.get("requested_bytes")) == ("cuda-oom", 4194304)
+    assert "4.00 MiB" in failure.explanation
+
+
+@pytest.mark.parametrize("line", [
+    "/opt/src/kmeans/kernels.cu:88 -> out of memory",
+    "src/solver.cc:1203 -> out of memory",
+])
+def test_a_cpp_check_with_its_file_line_and_an_arrow_is_the_gpus_oom(line: str) -> None:
+    # the check prints the call it made (cudaMalloc), then where, then the runtime's words
+    (failure,) = classify_text(f"cudaMalloc(&ptr, bytes)\n{line}\n", torch_version=None)
+    assert (failure.cls, failure.is_failure) == ("cuda-oom", True)
+
+
+def test_an_arrow_to_out_of_memory_in_prose_is_no_check() -> None:
+    assert [i for i in classify_text("low batch -> out of memory less often",
+                                     torch_version=None) if i.is_failure] == []

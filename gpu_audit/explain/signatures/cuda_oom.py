@@ -393,15 +393,20 @@ def _too_large(sig: Signature, raw: dict[str, Any], numbers: dict[str, Any], req
 
 def _raw_oom(match: re.Match[str], line: str) -> dict[str, Any]:
     """The request's size where the allocator states it (TensorFlow: "failed to allocate 17.79G
-    (19104890880 bytes) from device"), and XGBoost's allocator named where its words are
+    (19104890880 bytes) from device", NCCL: "Failed to CUDA calloc 6291456 bytes"), and XGBoost's allocator named where its words are
     (its sizes follow on the next lines: :data:`_XGBOOST_DETAIL`)."""
     found = named(match, line)
     if size := re.search(r"failed to allocate [^(\n]{0,20}\((\d+) bytes\)", line):
+        found["requested_bytes"] = int(size[1])
+    elif size := _NCCL_CALLOC.search(line):
         found["requested_bytes"] = int(size[1])
     if _XGBOOST_HEAD.search(line):
         found["library"] = "xgboost"
     return found
 
+
+# NCCL's buffers: "Failed to CUDA calloc 6291456 bytes" (after its "Cuda failure 'out of memory'")
+_NCCL_CALLOC = re.compile(r"\bFailed to CUDA calloc(?: async)? (\d{1,20}) bytes")
 
 # XGBoost's device allocator: "Memory allocation error on worker 0: std::bad_alloc:
 # cudaErrorMemoryAllocation: out of memory", then "- Free memory: N" and "- Requested memory: N"
@@ -434,13 +439,20 @@ def _cuda_oom_raw(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -
         return _xgboost_oom(sig, numbers)
     explanation = (
         "A CUDA allocation outside PyTorch's caching allocator failed: creating the CUDA "
-        "context, a cuBLAS/cuDNN/NCCL workspace, or a library's own cudaMalloc. The message "
-        "has no numbers. At start-up it usually means the GPU was already full (another "
+        "context, a cuBLAS/cuDNN/NCCL workspace, or a library's own cudaMalloc. "
+        f"{_request_said(numbers)}At start-up it usually means the GPU was already full (another "
         "process, or several jobs sharing one GPU); later in a run it is an ordinary "
         "out-of-memory.")
     remedy = (f"{SCAN_OTHERS}\nIf the memory is this job's own:\n{REDUCE_MEMORY}\n"
               "If NCCL's buffers are the last straw, NCCL_BUFFSIZE (e.g. 2097152) shrinks them.")
     return advice(sig, numbers, explanation, remedy, diagnosis="unknown")
+
+
+def _request_said(numbers: dict[str, Any]) -> str:
+    size = numbers.get("requested_bytes")
+    if isinstance(size, int):
+        return f"It asked for {size_text(size)}. "
+    return "The message has no numbers. "
 
 
 def _xgboost_oom(sig: Signature, numbers: dict[str, Any]) -> Advice:
