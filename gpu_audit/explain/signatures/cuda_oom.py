@@ -394,7 +394,8 @@ def _too_large(sig: Signature, raw: dict[str, Any], numbers: dict[str, Any], req
 def _raw_oom(match: re.Match[str], line: str) -> dict[str, Any]:
     """The request's size where the allocator states it (TensorFlow: "failed to allocate 17.79G
     (19104890880 bytes) from device", NCCL: "Failed to CUDA calloc 6291456 bytes"), and
-    XGBoost's allocator named where its words are (its sizes follow on the next lines: :data:`_XGBOOST_DETAIL`)."""
+    XGBoost's allocator named where its words are (its sizes follow on the next lines:
+    :data:`_XGBOOST_DETAIL`)."""
     found = named(match, line)
     size = (re.search(r"failed to allocate [^(\n]{0,20}\((\d+) bytes\)", line)
             or _NCCL_CALLOC.search(line))
