@@ -167,7 +167,7 @@ def test_nccls_calloc_states_the_size_it_could_not_get() -> None:
     text = ("node7:2211:2290 [1] include/alloc.h:178 NCCL WARN Cuda failure 'out of memory'\n"
             "node7:2211:2290 [1] include/alloc.h:185 NCCL WARN Failed to CUDA calloc 4194304 "
             "bytes\n")
-    failure = [i for i in classify_text(text, torch_version=None) if i.is_failure][0]
+    failure = next(i for i in classify_text(text, torch_version=None) if i.is_failure)
     assert (failure.cls, failure.numbers.get("requested_bytes")) == ("cuda-oom", 4194304)
     assert "4.00 MiB" in failure.explanation
 
