@@ -185,3 +185,19 @@ def test_a_cpp_check_with_its_file_line_and_an_arrow_is_the_gpus_oom(line: str) 
 def test_an_arrow_to_out_of_memory_in_prose_is_no_check() -> None:
     assert [i for i in classify_text("low batch -> out of memory less often",
                                      torch_version=None) if i.is_failure] == []
+
+
+def test_onnx_runtimes_arena_growing_at_info_level_is_no_oom() -> None:
+    text = ("2024-05-02 10:00:01.100 [I:onnxruntime:Env, bfc_arena.cc:317 onnxruntime::BFCArena::"
+            "AllocateRawInternal] Extending BFCArena for Cuda. bin_num:18 (requested) num_bytes: "
+            "268435456 (actual) rounded_bytes:268435456\n"
+            "2024-05-02 10:00:01.101 [I:onnxruntime:Env, bfc_arena.cc:197 onnxruntime::BFCArena::"
+            "Extend] Extended allocation by 268435456 bytes.\n")
+    assert [i for i in classify_text(text, torch_version=None) if i.is_failure] == []
+
+
+def test_onnx_runtimes_arena_failing_is_still_the_oom() -> None:
+    line = ("[E:onnxruntime:, bfc_arena.cc:342 onnxruntime::BFCArena::AllocateRawInternal] "
+            "Failed to allocate memory for requested buffer of size 268435456")
+    (failure,) = classify_text(line, torch_version=None)
+    assert (failure.cls, failure.is_failure) == ("cuda-oom", True)

@@ -816,7 +816,9 @@ _FRAMEWORK_OOM = (
     r"(?P<avail>\d{1,20})(?P<paddle____>)"
     r"|\bExpected allocating <= available, but received allocating:(?P<bytes__________>\d{1,20})"
     r" > available:(?P<avail_>\d{1,20})(?P<paddle_____>)"
-    r"|\bBFCArena::AllocateRawInternal\b(?P<onnxruntime>)"
+    # (not the source of its info lines as the arena grows: "[I:onnxruntime:, bfc_arena.cc:317
+    # onnxruntime::BFCArena::AllocateRawInternal] Extending BFCArena for Cuda. ...")
+    r"|\bBFCArena::AllocateRawInternal\b(?!\] Extend)(?P<onnxruntime>)"
     r"(?:[^\n]{0,200}?requested buffer of size (?P<bytes>\d+))?"
     r"|\bFailed to allocate memory for requested buffer of size (?P<bytes_>\d+)(?P<onnxruntime_>)"
     # CatBoost's GPU memory pool ("Error: Out of memory. Requested 8880 MB; Free 5902.06 MB",
