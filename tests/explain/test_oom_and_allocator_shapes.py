@@ -201,3 +201,15 @@ def test_onnx_runtimes_arena_failing_is_still_the_oom() -> None:
             "Failed to allocate memory for requested buffer of size 268435456")
     (failure,) = classify_text(line, torch_version=None)
     assert (failure.cls, failure.is_failure) == ("cuda-oom", True)
+
+
+def test_a_codes_gloss_in_parentheses_is_no_telling() -> None:
+    line = ("- the check records `HEALTH_ERR_MEM_ALLOC` (insufficient GPU memory could be "
+            "allocated for the test) and still passes")
+    assert [i for i in classify_text(line, torch_version=None) if i.is_failure] == []
+
+
+def test_a_telling_after_a_function_call_is_still_read() -> None:
+    line = "Even after torch.cuda.empty_cache() (twice) my 3060 runs out of VRAM at step 10."
+    (failure,) = classify_text(line, torch_version=None)
+    assert failure.signature == "cuda-oom/memory-told"

@@ -1471,6 +1471,9 @@ _TOLD_GUARD_ALSO = (
     # (a negation just before it: "we did not get OOM", "never runs out of VRAM")
     r"\b(?:not|never|didn't|don't|doesn't|wasn't|isn't|won't|no)\b"
     r"(?=[^\n.,;]{0,30}?(?:OOM|out of|memory|VRAM))|"
+    # (a code's gloss in parentheses: "`DCGM_FR_MEMORY_ALLOC` (insufficient GPU memory could be
+    # allocated ...)" says what the code means)
+    r"(?-i:\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+`? ?\()|"
     r"如果|假如|要是|若|当|避免|防止|怎么|如何|为什么|可以|推测|猜测|可能|是不是|是否|估计|怀疑|你|您|场景|"
     r"場合|なら|ように|경우|려면")
 # ... a telling that says the memory is the GPU's ...
