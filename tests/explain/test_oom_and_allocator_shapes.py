@@ -213,3 +213,13 @@ def test_a_telling_after_a_function_call_is_still_read() -> None:
     line = "Even after torch.cuda.empty_cache() (twice) my 3060 runs out of VRAM at step 10."
     (failure,) = classify_text(line, torch_version=None)
     assert failure.signature == "cuda-oom/memory-told"
+
+
+def test_nvccs_passes_out_of_host_memory_in_a_build_are_the_hosts() -> None:
+    # ptxas's and the front end's own words, inside a parallel build of CUDA sources
+    failures = [i for i in shape_incidents("cuda_build_compiler_out_of_host_memory.log")
+                if i.is_failure]
+    assert [(i.cls, i.signature) for i in failures] == [
+        ("host-oom", "host-oom/native-allocation")]
+    assert failures[0].line_numbers[:2] == [7, 8]
+    assert "parallel" in failures[0].remedy
