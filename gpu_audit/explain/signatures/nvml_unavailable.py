@@ -753,8 +753,9 @@ fixed("nvml-unavailable/smi-missing",
       # is no nvidia-smi for WSL2")
       + unless_words("if|whether|you|your|should|make sure|check",
                      start=r"(?:^|(?<=[.!;:] ))", stop=r"\n.!?;:")
+      # (not on macOS, which has no NVIDIA driver to fail: "there is no nvidia-smi for macOS")
       + r"(?i:\bthere(?: is|'s) no [\"'`]?nvidia-smi[\"'`]? (?:for|in|on|inside|under|"
-      r"within)\b)|"
+      r"within)\b(?! (?:mac ?OS|OS ?X|Macs?)\b))|"
       + unless_words("if|whether|you|your|should|make sure|check") + r"(?:"
       r"\bnvidia-smi`? (?:is |was )?(?:not found|missing)\b|"
       # (or the shell's answer retold: "nvidia-smi shows command not found", "running
