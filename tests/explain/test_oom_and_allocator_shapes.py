@@ -182,6 +182,12 @@ def test_a_cpp_check_with_its_file_line_and_an_arrow_is_the_gpus_oom(line: str) 
     assert (failure.cls, failure.is_failure) == ("cuda-oom", True)
 
 
+def test_a_programs_own_words_give_the_size_it_could_not_get() -> None:
+    line = "Error: failed to allocate 6442450944 bytes for centroids: cudaErrorMemoryAllocation"
+    (failure,) = classify_text(line, torch_version=None)
+    assert (failure.cls, failure.numbers.get("requested_bytes")) == ("cuda-oom", 6442450944)
+
+
 def test_an_arrow_to_out_of_memory_in_prose_is_no_check() -> None:
     assert [i for i in classify_text("low batch -> out of memory less often",
                                      torch_version=None) if i.is_failure] == []

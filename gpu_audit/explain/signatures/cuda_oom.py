@@ -400,14 +400,16 @@ def _raw_oom(match: re.Match[str], line: str) -> dict[str, Any]:
     size = (re.search(r"failed to allocate [^(\n]{0,20}\((\d+) bytes\)", line)
             or _NCCL_CALLOC.search(line))
     if size:
-        found["requested_bytes"] = int(size[1])
+        found["requested_bytes"] = int(next(group for group in size.groups() if group))
     if _XGBOOST_HEAD.search(line):
         found["library"] = "xgboost"
     return found
 
 
-# NCCL's buffers: "Failed to CUDA calloc 6291456 bytes" (after its "Cuda failure 'out of memory'")
-_NCCL_CALLOC = re.compile(r"\bFailed to CUDA calloc(?: async)? (\d{1,20}) bytes")
+# NCCL's buffers: "Failed to CUDA calloc 6291456 bytes" (after its "Cuda failure 'out of memory'"),
+# and a program's own line after its check: "failed to allocate 9453759777 bytes for centroids"
+_NCCL_CALLOC = re.compile(r"\bFailed to CUDA calloc(?: async)? (\d{1,20}) bytes|"
+                          r"\bfailed to allocate (\d{1,20}) bytes\b")
 
 # XGBoost's device allocator: "Memory allocation error on worker 0: std::bad_alloc:
 # cudaErrorMemoryAllocation: out of memory", then "- Free memory: N" and "- Requested memory: N"
