@@ -466,6 +466,7 @@ class Classifier:
         built = _told_under_titles(built, titled) + titled
         built = self._guest_device_handles(built)
         built = self._host_arenas(built)
+        built = _cudnn_alloc_failures(built, self._ctx)
         built = _cudnn_statuses_told_oom(built)
         built = _ignored_settings_alone(built, self._reports())
         built.sort(key=lambda item: (item[0].severity < Severity.ERROR, item[0].tier, item[1]))
@@ -693,6 +694,24 @@ def _library_faults_under_xids(built: list[tuple[Incident, tuple[int, int]]]
                 incident, severity=Severity.ERROR, tier=min(incident.tier, tier - 0.1),
                 explanation=incident.explanation + " The same log's cuDNN/cuBLAS failure is "
                 "how this GPU fault reached the program; check the GPU before the library.")
+        out.append((incident, order))
+    return out
+
+
+def _cudnn_alloc_failures(built: list[tuple[Incident, tuple[int, int]]], ctx: AdviceContext
+                          ) -> list[tuple[Incident, tuple[int, int]]]:
+    """cuDNN's allocation failure printed as its number ("status == CUDNN_STATUS_SUCCESS (0 vs.
+    2)", "cuDNN failure 2"): the same out-of-memory as the status's name, and its class."""
+    oom = SIGNATURE_BY_ID["cuda-oom/cudnn-alloc-failed"]
+    out = []
+    for incident, order in built:
+        if incident.cls == "cudnn-failure" and oom.regex.fullmatch(
+                str(incident.numbers.get("status", ""))):
+            advice = oom.advise(dict(incident.numbers), ctx)
+            incident = replace(
+                incident, cls=oom.cls, signature=oom.id, title=advice.title,
+                tier=advice.tier, explanation=advice.explanation, remedy=advice.remedy,
+                diagnosis=advice.diagnosis)
         out.append((incident, order))
     return out
 

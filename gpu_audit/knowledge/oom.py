@@ -129,6 +129,9 @@ DEVICE_OOM_PATTERN = (r"(?:CUDA|HIP|cuda runtime|cuda) error(?: \(\d+\))?\s*:\s*
                       # (ONNX Runtime's CUDA provider: "CUDA failure 2: out of memory ; GPU=0";
                       # LightGBM's CUDA build: "[LightGBM] [Fatal] [CUDA] out of memory")
                       r"|\bCUDA failure 2: out of memory|\[CUDA\] out of memory"
+                      # (a C++ check that prints the call, then its source file and line and the
+                      # runtime's words after an arrow: "kmcuda.cc:456 -> out of memory")
+                      r"|\b\w{1,80}\.(?:cu|cuh|cc|cpp|cxx|h|hpp):\d{1,6} -> out of memory\b"
                       r"|\bFailed to CUDA calloc(?: async)? \d+ bytes"
                       # (jaxlib's GPU kernels: "operation gpuGetLastError() failed: out of memory")
                       r"|\boperation gpu\w{1,40}\([^)\n]{0,80}\) failed: out of memory"

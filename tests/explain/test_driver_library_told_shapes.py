@@ -95,3 +95,26 @@ def test_async_backend_told(line: str, found: bool) -> None:
 def test_definition_title_in_korean_is_no_report() -> None:
     assert not [i for i in shape_incidents("title_cjk_definition_question_ko.log")
                 if i.role == "root-cause"]
+
+
+@pytest.mark.parametrize(("line", "signature"), [
+    ("WARNING: GPU acceleration is off; make sure the NVIDIA driver is installed: nvidia-smi "
+     "command failed", "nvml-unavailable/smi-fails-told"),
+    ("Thanks for the pointers. Looks like there is no `nvidia-smi` inside WSL2 on my box.",
+     "nvml-unavailable/smi-missing"),
+    ("CUDA seems fine now. It seems there's no nvidia-smi in this container.",
+     "nvml-unavailable/smi-missing"),
+])
+def test_an_installers_check_and_a_telling_of_nvidia_smi_absent(line: str,
+                                                                 signature: str) -> None:
+    (failure,) = classify_text(line, torch_version=None)
+    assert (failure.signature, failure.is_failure) == (signature, True)
+
+
+@pytest.mark.parametrize("line", [
+    "If there is no nvidia-smi in your container, the runtime did not mount the driver.",
+    "Check whether there is no nvidia-smi in the image.",
+    "Also: there is no `nvidia-smi` for macOS, so the script reads the sensors another way.",
+])
+def test_nvidia_smi_absent_as_a_condition_is_no_telling(line: str) -> None:
+    assert [i for i in classify_text(line, torch_version=None) if i.is_failure] == []

@@ -29,9 +29,10 @@ from tests.explain.helpers import shape_root as root
     # "fails with CUDNN_BAD_PARAM": the status without its STATUS_
     ("cudnn_status_shortened_in_report.log", "cudnn-failure/status", "CUDNN_STATUS_BAD_PARAM",
      "unsupported"),
-    # a glog check with cuDNN 9's number alone: 4004 is a device allocation that failed
-    ("cudnn_glog_check_number_only.log", "cudnn-failure/status",
-     "CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED", "out-of-memory"),
+    # a glog check with cuDNN 9's number alone: 4004 is a device allocation that failed, the
+    # GPU out of memory
+    ("cudnn_glog_check_number_only.log", "cuda-oom/cudnn-alloc-failed",
+     "CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED", "unknown"),
     # "CUBLAS_STATUS_SUCCESS(0 vs 14)": the numbers the other way round, no variable named
     ("cublas_check_numbers_reversed_zh.log", "cublas-failure/status-code",
      "CUBLAS_STATUS_INTERNAL_ERROR", "execution"),
@@ -47,7 +48,6 @@ def test_library_statuses_in_the_shapes_people_post(name: str, signature: str, s
     ("status == CUDNN_STATUS_SUCCESS (4 vs. 0)", "CUDNN_STATUS_INTERNAL_ERROR",
      "memory-or-mismatch"),
     ("status == CUDNN_STATUS_SUCCESS. 9 vs 0.", "CUDNN_STATUS_NOT_SUPPORTED", "unsupported"),
-    ("CUDNN_STATUS_SUCCESS == status (0 vs. 2)", "CUDNN_STATUS_ALLOC_FAILED", "out-of-memory"),
     ("e == CUDNN_STATUS_SUCCESS (3003 vs. 0)", "CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE",
      "unsupported"),
     ("e == CUDNN_STATUS_SUCCESS (5000 vs. 0)", "CUDNN_STATUS_EXECUTION_FAILED", "execution"),
@@ -60,6 +60,21 @@ def test_cudnn_checks_read_either_numbering(check: str, status: str, diagnosis: 
                                torch_version=None)
     assert (failure.cls, failure.numbers["status"], failure.diagnosis) == (
         "cudnn-failure", status, diagnosis)
+
+
+@pytest.mark.parametrize("line", [
+    "F0101 00:00:00.000000 7 conv.cu:28] Check failed: CUDNN_STATUS_SUCCESS == status (0 vs. 2)",
+    "Error: cuDNN failure 2: CUDNN_STATUS_ALLOC_FAILED ; GPU=0 ; expr=finder(algo, perf)",
+    "cudnnFindConvolutionForwardAlgorithm: 2: CUDNN_STATUS_ALLOC_FAILED",
+    "RuntimeError: cuDNN error: CUDNN_ALLOC_FAILED",
+])
+def test_cudnn_allocation_failures_are_the_gpu_out_of_memory(line: str) -> None:
+    # cuDNN allocates outside the framework's cache: its allocation failure is a full GPU,
+    # whether the check printed the status's name or its number
+    (failure,) = classify_text(line, torch_version=None)
+    assert (failure.cls, failure.signature, failure.numbers["status"]) == (
+        "cuda-oom", "cuda-oom/cudnn-alloc-failed", "CUDNN_STATUS_ALLOC_FAILED")
+    assert "cuDNN" in failure.explanation and failure.is_failure
 
 
 def test_a_cudnn_check_with_a_number_no_table_knows_keeps_it() -> None:

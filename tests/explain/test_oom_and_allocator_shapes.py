@@ -161,3 +161,71 @@ def test_a_russian_report_asking_why_still_fails() -> None:
             "2023-01-02\nПри обучении на GPU получаю RuntimeError: CUDA out of memory.\n"
             "Почему так?\n")
     assert failures(text) == ["cuda-oom"]
+
+
+def test_nccls_calloc_states_the_size_it_could_not_get() -> None:
+    text = ("node7:2211:2290 [1] include/alloc.h:178 NCCL WARN Cuda failure 'out of memory'\n"
+            "node7:2211:2290 [1] include/alloc.h:185 NCCL WARN Failed to CUDA calloc 4194304 "
+            "bytes\n")
+    failure = next(i for i in classify_text(text, torch_version=None) if i.is_failure)
+    assert (failure.cls, failure.numbers.get("requested_bytes")) == ("cuda-oom", 4194304)
+    assert "4.00 MiB" in failure.explanation
+
+
+@pytest.mark.parametrize("line", [
+    "/opt/src/kmeans/kernels.cu:88 -> out of memory",
+    "src/solver.cc:1203 -> out of memory",
+])
+def test_a_cpp_check_with_its_file_line_and_an_arrow_is_the_gpus_oom(line: str) -> None:
+    # the check prints the call it made (cudaMalloc), then where, then the runtime's words
+    (failure,) = classify_text(f"cudaMalloc(&ptr, bytes)\n{line}\n", torch_version=None)
+    assert (failure.cls, failure.is_failure) == ("cuda-oom", True)
+
+
+def test_a_programs_own_words_give_the_size_it_could_not_get() -> None:
+    line = "Error: failed to allocate 6442450944 bytes for centroids: cudaErrorMemoryAllocation"
+    (failure,) = classify_text(line, torch_version=None)
+    assert (failure.cls, failure.numbers.get("requested_bytes")) == ("cuda-oom", 6442450944)
+
+
+def test_an_arrow_to_out_of_memory_in_prose_is_no_check() -> None:
+    assert [i for i in classify_text("low batch -> out of memory less often",
+                                     torch_version=None) if i.is_failure] == []
+
+
+def test_onnx_runtimes_arena_growing_at_info_level_is_no_oom() -> None:
+    text = ("2024-05-02 10:00:01.100 [I:onnxruntime:Env, bfc_arena.cc:317 onnxruntime::BFCArena::"
+            "AllocateRawInternal] Extending BFCArena for Cuda. bin_num:18 (requested) num_bytes: "
+            "268435456 (actual) rounded_bytes:268435456\n"
+            "2024-05-02 10:00:01.101 [I:onnxruntime:Env, bfc_arena.cc:197 onnxruntime::BFCArena::"
+            "Extend] Extended allocation by 268435456 bytes.\n")
+    assert [i for i in classify_text(text, torch_version=None) if i.is_failure] == []
+
+
+def test_onnx_runtimes_arena_failing_is_still_the_oom() -> None:
+    line = ("[E:onnxruntime:, bfc_arena.cc:342 onnxruntime::BFCArena::AllocateRawInternal] "
+            "Failed to allocate memory for requested buffer of size 268435456")
+    (failure,) = classify_text(line, torch_version=None)
+    assert (failure.cls, failure.is_failure) == ("cuda-oom", True)
+
+
+def test_a_codes_gloss_in_parentheses_is_no_telling() -> None:
+    line = ("- the check records `HEALTH_ERR_MEM_ALLOC` (insufficient GPU memory could be "
+            "allocated for the test) and still passes")
+    assert [i for i in classify_text(line, torch_version=None) if i.is_failure] == []
+
+
+def test_a_telling_after_a_function_call_is_still_read() -> None:
+    line = "Even after torch.cuda.empty_cache() (twice) my 3060 runs out of VRAM at step 10."
+    (failure,) = classify_text(line, torch_version=None)
+    assert failure.signature == "cuda-oom/memory-told"
+
+
+def test_nvccs_passes_out_of_host_memory_in_a_build_are_the_hosts() -> None:
+    # ptxas's and the front end's own words, inside a parallel build of CUDA sources
+    failures = [i for i in shape_incidents("cuda_build_compiler_out_of_host_memory.log")
+                if i.is_failure]
+    assert [(i.cls, i.signature) for i in failures] == [
+        ("host-oom", "host-oom/native-allocation")]
+    assert failures[0].line_numbers[:2] == [7, 8]
+    assert "parallel" in failures[0].remedy

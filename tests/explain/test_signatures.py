@@ -600,6 +600,8 @@ SINGLE_LINES = [
      "gpu-hardware/pcie-link-cure-told"),
     ("ERROR: Out of GPU memory trying to allocate 512.000 MiB", "cuda-oom",
      "cuda-oom/julia-out-of-gpu-memory"),
+    ("EXCEPTION occurred: cuDNN failure 2: CUDNN_STATUS_ALLOC_FAILED ; GPU=0 ; "
+     "expr=finder(algo, perf)", "cuda-oom", "cuda-oom/cudnn-alloc-failed"),
 ]
 
 

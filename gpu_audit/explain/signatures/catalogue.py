@@ -64,6 +64,8 @@ ORDER = (
     "cuda-oom/smi-processes",
     # (before cuDNN's status: a line that names it and says it was an out-of-memory)
     "cuda-oom/told-cause",
+    # (before cuDNN's status: its allocation failure is the GPU's memory)
+    "cuda-oom/cudnn-alloc-failed",
     # (a GPU's memory told running out in words: after every printed message of it)
     "cuda-oom/memory-told",
     "cuda-oom/cure-told",

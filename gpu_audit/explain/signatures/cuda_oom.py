@@ -396,15 +396,23 @@ def _too_large(sig: Signature, raw: dict[str, Any], numbers: dict[str, Any], req
 
 def _raw_oom(match: re.Match[str], line: str) -> dict[str, Any]:
     """The request's size where the allocator states it (TensorFlow: "failed to allocate 17.79G
-    (19104890880 bytes) from device"), and XGBoost's allocator named where its words are
-    (its sizes follow on the next lines: :data:`_XGBOOST_DETAIL`)."""
+    (19104890880 bytes) from device", NCCL: "Failed to CUDA calloc 6291456 bytes"), and
+    XGBoost's allocator named where its words are (its sizes follow on the next lines:
+    :data:`_XGBOOST_DETAIL`)."""
     found = named(match, line)
-    if size := re.search(r"failed to allocate [^(\n]{0,20}\((\d+) bytes\)", line):
-        found["requested_bytes"] = int(size[1])
+    size = (re.search(r"failed to allocate [^(\n]{0,20}\((\d+) bytes\)", line)
+            or _NCCL_CALLOC.search(line))
+    if size:
+        found["requested_bytes"] = int(next(group for group in size.groups() if group))
     if _XGBOOST_HEAD.search(line):
         found["library"] = "xgboost"
     return found
 
+
+# NCCL's buffers: "Failed to CUDA calloc 6291456 bytes" (after its "Cuda failure 'out of memory'"),
+# and a program's own line after its check: "failed to allocate 9453759777 bytes for centroids"
+_NCCL_CALLOC = re.compile(r"\bFailed to CUDA calloc(?: async)? (\d{1,20}) bytes|"
+                          r"\bfailed to allocate (\d{1,20}) bytes\b")
 
 # XGBoost's device allocator: "Memory allocation error on worker 0: std::bad_alloc:
 # cudaErrorMemoryAllocation: out of memory", then "- Free memory: N" and "- Requested memory: N"
@@ -488,13 +496,20 @@ def _cuda_oom_raw(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -
         return _xgboost_oom(sig, numbers)
     explanation = (
         "A CUDA allocation outside PyTorch's caching allocator failed: creating the CUDA "
-        "context, a cuBLAS/cuDNN/NCCL workspace, or a library's own cudaMalloc. The message "
-        "has no numbers. At start-up it usually means the GPU was already full (another "
+        "context, a cuBLAS/cuDNN/NCCL workspace, or a library's own cudaMalloc. "
+        f"{_request_said(numbers)}At start-up it usually means the GPU was already full (another "
         "process, or several jobs sharing one GPU); later in a run it is an ordinary "
         "out-of-memory.")
     remedy = (f"{SCAN_OTHERS}\nIf the memory is this job's own:\n{REDUCE_MEMORY}\n"
               "If NCCL's buffers are the last straw, NCCL_BUFFSIZE (e.g. 2097152) shrinks them.")
     return advice(sig, numbers, explanation, remedy, diagnosis="unknown")
+
+
+def _request_said(numbers: dict[str, Any]) -> str:
+    size = numbers.get("requested_bytes")
+    if isinstance(size, int):
+        return f"It asked for {size_text(size)}. "
+    return "The message has no numbers. "
 
 
 def _xgboost_oom(sig: Signature, numbers: dict[str, Any]) -> Advice:
@@ -857,7 +872,9 @@ _FRAMEWORK_OOM = (
     r"(?P<avail>\d{1,20})(?P<paddle____>)"
     r"|\bExpected allocating <= available, but received allocating:(?P<bytes__________>\d{1,20})"
     r" > available:(?P<avail_>\d{1,20})(?P<paddle_____>)"
-    r"|\bBFCArena::AllocateRawInternal\b(?P<onnxruntime>)"
+    # (not the source of its info lines as the arena grows: "[I:onnxruntime:, bfc_arena.cc:317
+    # onnxruntime::BFCArena::AllocateRawInternal] Extending BFCArena for Cuda. ...")
+    r"|\bBFCArena::AllocateRawInternal\b(?!\] Extend)(?P<onnxruntime>)"
     r"(?:[^\n]{0,200}?requested buffer of size (?P<bytes>\d+))?"
     r"|\bFailed to allocate memory for requested buffer of size (?P<bytes_>\d+)(?P<onnxruntime_>)"
     # CatBoost's GPU memory pool ("Error: Out of memory. Requested 8880 MB; Free 5902.06 MB",
@@ -1457,6 +1474,32 @@ def _told_oom_cause(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext)
                   severity=Severity.ERROR, tier=0.9, diagnosis="unknown")
 
 
+def _cudnn_status_name(text: str) -> str:
+    """The status's full name, also where it was printed without its ``STATUS_``."""
+    return text if text.startswith("CUDNN_STATUS_") else "CUDNN_STATUS_" + text[len("CUDNN_"):]
+
+
+# cuDNN's own out-of-memory status: it allocates its workspace and handle outside the
+# framework's cache, so a full GPU reaches the program as CUDNN_STATUS_ALLOC_FAILED (or, from
+# cuDNN 9, the device allocation's sub-status) instead of the framework's out-of-memory message;
+# the threads that report it end on a smaller batch. (A check that printed the status's number,
+# "(0 vs. 2)", is read by cuDNN's signature and classify gives it this one's class.)
+@signature("cuda-oom/cudnn-alloc-failed",
+           r"(?<![A-Za-z0-9_])CUDNN_(?:STATUS_)?(?:ALLOC_FAILED|INTERNAL_ERROR_DEVICE_ALLOCATION_"
+           r"FAILED)(?![A-Za-z0-9_])(?!\s+warnings?\b)",
+           ("CUDNN_STATUS_ALLOC_FAILED", "CUDNN_ALLOC_FAILED", "DEVICE_ALLOCATION_FAILED"),
+           "CUDA out of memory, reported by cuDNN as an allocation failure",
+           extract=lambda match, _line: {"status": _cudnn_status_name(match.group(0))},
+           example="cuDNN failure 2: CUDNN_STATUS_ALLOC_FAILED ; GPU=0 ; expr=finder(algo, perf)")
+def _cudnn_alloc_failed(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    status = numbers.get("status") or "CUDNN_STATUS_ALLOC_FAILED"
+    explanation = (
+        f"cuDNN could not allocate GPU memory ({status}): it allocates its workspace and handle "
+        "outside the framework's cache, so a GPU already full reaches the program as a cuDNN "
+        "status instead of an out-of-memory message.")
+    return advice(sig, numbers, explanation, MASKED_OOM_REMEDY, diagnosis="unknown")
+
+
 MASKED_OOM_REMEDY = f"{SCAN_OTHERS}\nThen reduce memory use:\n{REDUCE_MEMORY}"
 
 
@@ -1492,6 +1535,9 @@ _TOLD_GUARD_ALSO = (
     # (a negation just before it: "we did not get OOM", "never runs out of VRAM")
     r"\b(?:not|never|didn't|don't|doesn't|wasn't|isn't|won't|no)\b"
     r"(?=[^\n.,;]{0,30}?(?:OOM|out of|memory|VRAM))|"
+    # (a code's gloss in parentheses: "`DCGM_FR_MEMORY_ALLOC` (insufficient GPU memory could be
+    # allocated ...)" says what the code means)
+    r"(?-i:\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+`? ?\()|"
     r"如果|假如|要是|若|当|避免|防止|怎么|如何|为什么|可以|推测|猜测|可能|是不是|是否|估计|怀疑|你|您|场景|"
     r"場合|なら|ように|경우|려면")
 # ... a telling that says the memory is the GPU's ...

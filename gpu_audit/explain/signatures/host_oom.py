@@ -1076,21 +1076,27 @@ fixed("host-oom/memory-error", rf"(?:{LINE_HEAD}|[\]>]\s*|:\s)MemoryError(?::\s|
 # thrust's or RAPIDS' device allocators, which throw their own types or add the CUDA status.
 # (And OpenCL's status for the runtime's own host memory, as hashcat prints a call's result:
 # "clCreateBuffer(): CL_OUT_OF_HOST_MEMORY"; the device's is CL_MEM_OBJECT_ALLOCATION_FAILURE.)
+# (And nvcc's own passes building a CUDA project: its front end's "catastrophic error: out of
+# memory" after the header it was in, and "ptxas fatal : Memory allocation failure".)
 fixed("host-oom/native-allocation",
       r"\bterminate called after throwing an instance of 'std::bad_alloc'|"
-      r"\bLLVM ERROR: out of memory\b|\bCL_OUT_OF_HOST_MEMORY\b",
-      ("instance of 'std::bad_alloc'", "LLVM ERROR: out of memory", "CL_OUT_OF_HOST_MEMORY"),
+      r"\bLLVM ERROR: out of memory\b|\bCL_OUT_OF_HOST_MEMORY\b|"
+      r"\bcatastrophic error ?: out of memory\b|\bptxas fatal\s{0,8}: Memory allocation failure\b",
+      ("instance of 'std::bad_alloc'", "LLVM ERROR: out of memory", "CL_OUT_OF_HOST_MEMORY",
+       "catastrophic error", "ptxas fatal"),
       "A native program could not allocate host memory", tier=1.5,
       example="terminate called after throwing an instance of 'std::bad_alloc'",
       explanation="The program's own allocation of host memory (RAM, not the GPU's) failed: C++'s "
       "operator new threw std::bad_alloc and nothing caught it, or LLVM (the compiler a GPU "
-      "runtime builds its kernels with) or the OpenCL runtime could not get host memory. The "
-      "machine's RAM, or the job's memory limit, was too small for what the program holds: "
-      "data loaded into RAM, one process per GPU or MPI rank each with its own copy, kernels "
-      "compiled for several GPUs at once.",
+      "runtime builds its kernels with), nvcc's passes (cicc, ptxas) building CUDA sources, or "
+      "the OpenCL runtime could not get host memory. The machine's RAM, or the job's memory "
+      "limit, was too small for what the program holds: data loaded into RAM, one process per "
+      "GPU or MPI rank each with its own copy, kernels compiled for several GPUs at once, or a "
+      "build compiling many large CUDA files in parallel.",
       remedy="Check `free -h` and the job's memory limit while the program runs; load less into "
       "RAM (read from disk instead of preloading, smaller inputs), run fewer processes or MPI "
-      "ranks per machine, or add RAM. " + _HOST_MEMORY)
+      "ranks per machine, build with fewer parallel jobs (`--parallel 2`, `MAX_JOBS=2`, "
+      "`make -j2`) and for fewer GPU architectures, or add RAM. " + _HOST_MEMORY)
 
 
 _KILLED = killed_words_pattern()

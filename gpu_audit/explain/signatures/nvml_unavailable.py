@@ -662,7 +662,11 @@ SMI_FAILS_TITLE = (
     r"working\b)|\b(?:can'?t|cannot|could ?n[o']t|unable to|impossible to) (?:get|make|run|"
     r"start|use) `?nvidia-smi`?(?: to)?(?: work)?\b")
 fixed("nvml-unavailable/smi-fails-told",
-      unless_words("if|whether|you|your|should|make sure|check|when") + r"(?i:"
+      # an installer's or a launcher's own check that ran nvidia-smi and got an error back
+      # ("warning: gpu support may not be enabled, check that you have installed GPU drivers:
+      # nvidia-smi command failed"): its message names the program and no cause
+      r"\bnvidia-smi`? command failed\b|"
+      + unless_words("if|whether|you|your|should|make sure|check|when") + r"(?i:"
       r"\b(?:I|we) (?:still )?(?:can'?t|cannot|could ?n[o']t|am unable to|was unable to|were "
       r"unable to) (?:get|make) `?nvidia-smi`? (?:to )?work\b|"
       r"\bnvidia-smi`? (?:still |just )?(?:(?:does|did)(?: not|n'?t) work|won'?t work|(?:is |was )?"
@@ -745,6 +749,13 @@ fixed("nvml-unavailable/smi-missing",
       r"failed to run command .nvidia-smi.: No such file|"
       r"No such file or directory: .nvidia-smi.|"
       r"'?nvidia-smi'? is not recognized as an internal or external command|"
+      # (or told absent where the writer runs, in a sentence of its own: "It sounds like there
+      # is no nvidia-smi for WSL2")
+      + unless_words("if|whether|you|your|should|make sure|check",
+                     start=r"(?:^|(?<=[.!;:] ))", stop=r"\n.!?;:")
+      # (not on macOS, which has no NVIDIA driver to fail: "there is no nvidia-smi for macOS")
+      + r"(?i:\bthere(?: is|'s) no [\"'`]?nvidia-smi[\"'`]? (?:for|in|on|inside|under|"
+      r"within)\b(?! (?:mac ?OS|OS ?X|Macs?)\b))|"
       + unless_words("if|whether|you|your|should|make sure|check") + r"(?:"
       r"\bnvidia-smi`? (?:is |was )?(?:not found|missing)\b|"
       # (or the shell's answer retold: "nvidia-smi shows command not found", "running
