@@ -72,8 +72,10 @@ def test_julia_memory_pool_fixed_at_precompile_time() -> None:
     assert "JULIA_CUDA_MEMORY_POOL=simple" in failure.remedy
 
 
-def test_errors_told_due_to_the_gpu_running_out_of_memory_explain_alloc_failed() -> None:
-    failure = root("julia_cudnn_alloc_failed_told_oom.log")
+def test_errors_told_due_to_the_gpu_running_out_of_memory_explain_a_causeless_status() -> None:
+    # (CUDNN_STATUS_ALLOC_FAILED is an out-of-memory on its own; a status that names no cause
+    # is one only when the text says so)
+    failure = root("julia_cudnn_status_told_oom.log")
     assert (failure.cls, failure.signature) == ("cuda-oom", "cuda-oom/told-cause")
 
 
