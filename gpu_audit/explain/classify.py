@@ -165,18 +165,49 @@ def _rank(text: str) -> int | None:
 
 
 _FACT_SIGNATURES = tuple(sig for sig in SIGNATURES if sig.fact)
-_NEEDLES = tuple(sorted({needle for sig in SIGNATURES for needle in sig.needles}))
-_SIGNATURE_NEEDLES = tuple((sig, frozenset(sig.needles)) for sig in SIGNATURES)
+_GRAM = 3
+
+
+def _needle_index() -> tuple[dict[str, tuple[str, ...]], tuple[str, ...],
+                             dict[str, tuple[int, ...]]]:
+    """Needles by their first three characters, the shorter needles, and the signatures (by
+    position in SIGNATURES) each needle belongs to.
+
+    A needle in a text starts at one of the text's three-character slices, so only the needles
+    filed under those slices are looked for. Every line of a log full of matches comes here:
+    testing each of the ~900 needles, then each signature, cost twice as much per line.
+    """
+    by_gram: dict[str, list[str]] = {}
+    signatures: dict[str, list[int]] = {}
+    for index, sig in enumerate(SIGNATURES):
+        for needle in sig.needles:
+            signatures.setdefault(needle, []).append(index)
+    for needle in sorted(signatures):
+        if len(needle) >= _GRAM:
+            by_gram.setdefault(needle[:_GRAM], []).append(needle)
+    short = tuple(needle for needle in sorted(signatures) if len(needle) < _GRAM)
+    return ({gram: tuple(needles) for gram, needles in by_gram.items()}, short,
+            {needle: tuple(indexes) for needle, indexes in signatures.items()})
+
+
+_NEEDLES_BY_GRAM, _SHORT_NEEDLES, _NEEDLE_SIGNATURES = _needle_index()
+
+
+def _present_needles(text: str) -> set[str]:
+    """The needles that occur in ``text``."""
+    present = {needle for needle in _SHORT_NEEDLES if needle in text}
+    grams = {text[i:i + _GRAM] for i in range(len(text) - _GRAM + 1)}
+    for gram in grams.intersection(_NEEDLES_BY_GRAM):
+        present.update(needle for needle in _NEEDLES_BY_GRAM[gram] if needle in text)
+    return present
 
 
 def match_signature(text: str) -> tuple[Signature, re.Match[str]] | None:
-    """The first signature whose needle and regex match ``text``."""
-    present = {needle for needle in _NEEDLES if needle in text}
-    if not present:
-        return None
-    for sig, needles in _SIGNATURE_NEEDLES:
-        if needles.isdisjoint(present):
-            continue
+    """The first signature (in SIGNATURES' order) whose needle and regex match ``text``."""
+    present = _present_needles(text)
+    indexes = {index for needle in present for index in _NEEDLE_SIGNATURES[needle]}
+    for index in sorted(indexes):
+        sig = SIGNATURES[index]
         match = sig.regex.search(text)
         if match is not None:
             return sig, match
