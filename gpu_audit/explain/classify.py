@@ -491,6 +491,7 @@ class Classifier:
         built = _warnings_changes_are_about(built, pasted)
         built = _absurd_sizes_after_collectives(
             built, [bool(group.primary.numbers.get("requested_over_1eb")) for group in groups])
+        built = _kills_after_collectives(built)
         built = _library_faults_under_xids(built)
         built = self._titles_after_text(built)
         titled = self._titles(built, explainers)
@@ -680,6 +681,41 @@ _AFTER_TEXT = 1 << 62  # the reading order of a message seen only in a heading
 _LOG_END_LINES = 4
 _MORE = object()  # the key value of the incident that counts the values past MAX_KEYED
 _LIBRARY_CLASSES = ("cublas-failure", "cudnn-failure")
+# A worker's SIGKILL seen only by its exit (no kernel or scheduler record of memory)
+_BARE_KILLS = ("host-oom/sigkill", "host-oom/shell-killed")
+
+
+def _first_line(incident: Incident, source: str) -> int | None:
+    lines = [loc.line for loc in incident.locations if loc.source == source]
+    return min(lines) if lines else None
+
+
+def _kills_after_collectives(built: list[tuple[Incident, tuple[int, int]]]
+                             ) -> list[tuple[Incident, tuple[int, int]]]:
+    """A worker killed with SIGKILL after a collective of the same log had failed or timed out
+    is the job being taken down (the launcher's or the scheduler's kill of the workers left
+    hanging), not what stopped the collective: the NCCL failure comes first. Where the log
+    also holds memory's own record (the kernel's OOM killer, a cgroup's limit), the kill keeps
+    its place: then the memory ran out, and the collective waited on the rank it took."""
+    failures = [incident for incident, _ in built if incident.is_failure]
+    memory = {source for incident in failures if incident.cls == "host-oom"
+              and incident.signature not in _BARE_KILLS for source in incident.sources}
+    out = []
+    for incident, order in built:
+        earlier = [(nccl, line) for nccl in failures if nccl.cls == "nccl"
+                   for source in incident.sources if source not in memory
+                   if (line := _first_line(nccl, source)) is not None
+                   and line < (_first_line(incident, source) or 0)]
+        if incident.signature in _BARE_KILLS and incident.is_failure and earlier:
+            first = min(line for _, line in earlier)
+            incident = replace(
+                incident, tier=max(nccl.tier for nccl, _ in earlier) + 0.5,
+                explanation=incident.explanation + f" Here it came after the collective "
+                f"failure on line {first} and nothing in the log records memory running out: "
+                "the workers left hanging were killed as the job was taken down. Fix the "
+                "collective first.")
+        out.append((incident, order))
+    return out
 
 
 def _absurd_sizes_after_collectives(built: list[tuple[Incident, tuple[int, int]]],

@@ -9,14 +9,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-import msgspec
-
 from gpu_audit.config import Policy
 from gpu_audit.knowledge.allocator.names import CUDA_VAR, NEW_VAR, NO_CACHING_VAR
 from gpu_audit.lazy import regex
-from gpu_audit.model import Finding, Gpu, Scan, Severity
+from gpu_audit.model import Finding, Scan, Severity
 from gpu_audit.rules import rule
 from gpu_audit.units import plural
+from gpu_audit.visible_devices import interpret_visible_devices
 
 
 def _env(scan: Scan) -> dict[str, str]:
@@ -131,57 +130,6 @@ def launch_blocking(scan: Scan, policy: Policy) -> Iterator[Finding]:
         remedy="unset CUDA_LAUNCH_BLOCKING",
         evidence={"CUDA_LAUNCH_BLOCKING": value},
     )
-
-
-class Visible(msgspec.Struct, frozen=True):
-    """How CUDA reads ``CUDA_VISIBLE_DEVICES`` against the GPUs present."""
-
-    visible: list[int]  # indices (NVML numbering for UUIDs, CUDA's for integers)
-    dropped: list[str]  # entries CUDA will not use, from the first bad one on
-    reason: str | None  # why the list stops early, or is empty
-    by_uuid: bool
-    checkable: bool = True
-
-
-def interpret_visible_devices(value: str, gpus: list[Gpu], count: int) -> Visible:
-    """CUDA's reading of the variable: the list stops at the first entry that names no device.
-
-    Integers are read like C's ``strtoul`` (``1gpu`` is 1); a negative number or a non-number
-    ends the list; an index at or above the device count ends it too; a repeated device empties
-    it. ``GPU-`` entries may be unique prefixes of a UUID. MIG UUIDs cannot be checked here.
-    """
-    entries = [e.strip() for e in value.split(",")]
-    if value.strip() == "":
-        return Visible([], [], "the variable is empty, which hides every GPU", False)
-    if entries[0].startswith("MIG-"):
-        return Visible([], [], None, True, checkable=False)
-    by_uuid = entries[0].startswith("GPU-")
-    visible: list[int] = []
-    uuids = [g.uuid or "" for g in gpus]
-    for position, entry in enumerate(entries):
-        if by_uuid:
-            matches = [i for i, u in enumerate(uuids) if entry.startswith("GPU-") and
-                       u.lower().startswith(entry.lower())]
-            index = matches[0] if len(matches) == 1 else None
-            problem = ("names no GPU on this host" if not matches else
-                       "matches more than one GPU") if index is None else None
-        else:
-            match = re.match(r"[+-]?[0-9]{1,20}(?![0-9])", entry)
-            index = int(match[0]) if match else None
-            problem = None
-            if index is None:
-                problem = "is not a device index"
-            elif index < 0:
-                problem, index = "is negative, which hides every GPU from there on", None
-            elif index >= count:
-                problem, index = f"is beyond the {plural(count, 'GPU')} present", None
-        if index is None:
-            return Visible(visible, entries[position:], f"{entry!r} {problem}", by_uuid)
-        if index in visible:
-            return Visible([], entries, f"{entry!r} is listed twice, which makes CUDA see no GPU "
-                           "at all", by_uuid)
-        visible.append(index)
-    return Visible(visible, [], None, by_uuid)
 
 
 @rule("visible-devices-missing")

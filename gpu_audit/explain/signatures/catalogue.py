@@ -197,6 +197,7 @@ ORDER = (
     "driver-mismatch/unsupported-ptx",
     "driver-mismatch/cuda-init",
     "driver-mismatch/no-nvidia-gpu-told",
+    "driver-mismatch/visible-devices-set",
     # collectives: mostly echoes of a failure named above
     "nccl/watchdog-timeout",
     "nccl/timeout-told",

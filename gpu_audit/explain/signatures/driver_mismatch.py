@@ -43,6 +43,7 @@ from gpu_audit.knowledge.cuda_errors import (
 )
 from gpu_audit.knowledge.torch_builds import build_for_driver, install_command
 from gpu_audit.model import Severity
+from gpu_audit.visible_devices import hides_every_gpu
 
 CLASS = document_class("driver-mismatch", __doc__)
 
@@ -243,6 +244,27 @@ def _status_before_10_1(sig: Signature, numbers: dict[str, Any]) -> Advice:
               "cudaGetLastError()); since CUDA 10.1 the same failure is status 708.")
     return advice(sig, numbers, explanation, remedy, tier=1.0,
                   title="CUDA status 36 before CUDA 10.1: cannot set while the device is active")
+
+
+# CUDA_VISIBLE_DEVICES set in the log: a shell's assignment or export, a notebook's %env, a
+# Python script's os.environ (a fact: read with CUDA's "No CUDA GPUs are available").
+@signature("driver-mismatch/visible-devices-set",
+           r"(?:(?<![\w$])(?:export\s+|%env\s+|-e\s+|--env[ =])?CUDA_VISIBLE_DEVICES\s?=|"
+           r"\bos\.environ\[\s?[\"']CUDA_VISIBLE_DEVICES[\"']\s?\]\s?=|"
+           r"\bos\.environ\.setdefault\(\s?[\"']CUDA_VISIBLE_DEVICES[\"'],)"
+           # (a shell's value follows the sign: "CUDA_VISIBLE_DEVICES= python" sets it empty)
+           r"(?:\s?\"(?P<double>[^\"\n]{0,60})\"|\s?'(?P<single>[^'\n]{0,60})'|"
+           r"(?P<bare>[^\s\"';&|)$`]{0,60})(?![^\s;&|)]))",
+           ("CUDA_VISIBLE_DEVICES",),
+           "CUDA_VISIBLE_DEVICES as the log sets it", severity=Severity.INFO, tier=5.0,
+           fact=True, extract=lambda match, _line: {"visible_devices": [
+               next(value for value in match.group("double", "single", "bare")
+                    if value is not None)]},
+           example='os.environ["CUDA_VISIBLE_DEVICES"] = "1"')
+def _visible_devices_set(sig: Signature, numbers: dict[str, Any],
+                         ctx: AdviceContext) -> Advice:
+    return advice(sig, numbers, "The log sets CUDA_VISIBLE_DEVICES: the GPUs CUDA may use.",
+                  "Nothing to do by itself.")
 
 
 # The CUDA a log states: nvcc's version, PyTorch's build, CMake's search, the toolkit's
@@ -712,6 +734,9 @@ def _cuda_init(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> A
         return _no_nvidia_gpu(sig, numbers)
     if numbers.get("visible_devices_named") and _code(numbers, text) == "100":
         return _hidden_by_visible_devices(sig, numbers)
+    hidden = _hiding_setting(ctx.facts.get("visible_devices"))
+    if hidden is not None and _code(numbers, text) == "100":
+        return _hidden_by_visible_devices(sig, numbers, hidden)
     code = _code(numbers, text)
     if sig.id == "driver-mismatch/no-driver":
         explanation = ("No NVIDIA driver was found: the kernel module is not loaded, or the "
@@ -726,12 +751,32 @@ def _cuda_init(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> A
     return advice(sig, numbers, explanation, remedy, tier=tier)
 
 
-def _hidden_by_visible_devices(sig: Signature, numbers: dict[str, Any]) -> Advice:
-    """No device, told on one line with the CUDA_VISIBLE_DEVICES setting that hid them: the
-    job's configuration, not the driver or the GPU (a warning: nothing on the machine failed)."""
-    explanation = ("CUDA found no GPU because CUDA_VISIBLE_DEVICES, named with the error, hides "
-                   "them: it lists an index this machine (or this job) does not have, or none. "
-                   "The driver and the GPUs are not at fault.")
+def _hiding_setting(values: Any) -> tuple[str, str] | None:
+    """The CUDA_VISIBLE_DEVICES value the log sets and why it hides every GPU, where every
+    value it sets would (one that may name a GPU leaves the cause open)."""
+    if not values:
+        return None
+    reasons = [(value, hides_every_gpu(value)) for value in values]
+    if any(reason is None for _, reason in reasons):
+        return None
+    value, reason = reasons[-1]
+    return value, str(reason)
+
+
+def _hidden_by_visible_devices(sig: Signature, numbers: dict[str, Any],
+                               setting: tuple[str, str] | None = None) -> Advice:
+    """No device, told with the CUDA_VISIBLE_DEVICES setting that hid them (on the error's
+    line, or set in the log to a value that hides every GPU): the job's configuration, not the
+    driver or the GPU (a warning: nothing on the machine failed)."""
+    if setting is None:
+        explanation = ("CUDA found no GPU because CUDA_VISIBLE_DEVICES, named with the error, "
+                       "hides them: it lists an index this machine (or this job) does not have, "
+                       "or none. The driver and the GPUs are not at fault.")
+    else:
+        value, reason = setting
+        explanation = (f"CUDA found no GPU, and the log sets CUDA_VISIBLE_DEVICES={value!r}: "
+                       f"{reason}. The driver and the GPUs are not at fault unless the job "
+                       "had GPUs that setting names (`nvidia-smi -L` in the job lists them).")
     remedy = ("Remove the hard-coded CUDA_VISIBLE_DEVICES from the script (or set it to GPUs "
               "that exist: `nvidia-smi -L` lists them); under a scheduler, let it set the "
               "variable (Slurm --gpus, Kubernetes nvidia.com/gpu).")
