@@ -205,6 +205,7 @@ ORDER = (
     "nccl/timeout-progress",
     "nccl/heartbeat",
     "nccl/duplicate-gpu",
+    "nccl/version-mismatch",
     "nccl/no-gpus",
     "nccl/communicator-aborted",
     "nccl/error",

@@ -1565,6 +1565,18 @@ _GPU_MEMORY_GONE = (
     r"video memory)\b|"
     r"\bneeds? (?:more|much more) (?:VRAM|GPU memory|video memory) than (?:my|our|your|the|this)\b|"
     r"\b(?:memory|OOM) errors? on (?:the |my |a |an |our )?(?:GPU|CUDA|VRAM)\b|"
+    # (its memory told taken by someone else's work: "another user's training is taking all
+    # the GPU memory", "the GPU memory is occupied by another process")
+    r"(?<!\bno )(?<!\bany )\b(?:another|other|someone else's|a different) (?:users?'?s? )?"
+    r"(?:\w+ )?(?:training|process|job|program|model|run|application|container|user)s? "
+    r"(?:\w+ )?(?:is |was |are |"
+    r"were )?(?:taking|took|takes|occupying|occupies|occupied|holding|holds|held|hogging|hogs|"
+    r"hogged|eating|eats|ate) (?:up )?(?:all|most|nearly all|almost all|the whole|the entire)"
+    r"(?: of)? (?:the |my |our )?(?:GPU|VRAM|video|CUDA)(?:'s)?(?: memory)?\b|"
+    r"\b(?:GPU|VRAM|video|CUDA)(?:'s)? memory (?:is|was|gets|got|are|were) (?:already |all |"
+    r"fully |completely )?(?:taken|occupied|held|hogged|eaten|used) (?:up )?by (?:another|other|"
+    r"someone else's|a different) (?:users?'?s? )?(?:\w+ )?(?:training|process|job|program|"
+    r"model|run|application|container|user)s?\b|"
     # German, French, Spanish, Portuguese
     r"\b(?:Grafikspeicher|Videospeicher|GPU-Speicher|VRAM)\w* (?:läuft|lief|ist|war) "
     r"(?:voll|über)|\b(?:nicht genug|zu wenig|nicht genügend) (?:Grafikspeicher|Videospeicher|"

@@ -746,6 +746,13 @@ _RAM_TOLD_EN = (
     + r"(?i:\b(?:job|process|training|script|program|run|notebook|container|machine|node|"
     r"server|system|computer|PC|laptop|workstation|kernel|it)s? (?:\w+ ){0,2}?(?:r[au]ns?|"
     r"running|went|goes) out of " + _HOST_RAM + r"\b|"
+    # (the run told taking all of it: "loading the 7B model uses up all my system memory",
+    # "the process eats all 32GB of RAM")
+    r"\b(?:job|process|training|script|program|run|notebook|model|loader|loading|load|it)s? "
+    r"(?:\w+ ){0,2}?(?:(?:uses?|used|using|takes?|took|taking|fills?|filled|filling) up|"
+    r"eats?|ate|eating|consumes?|consumed|consuming|devours?|devoured|hogs?|hogged) "
+    r"(?:up )?(?:all|every bit|the whole|the entire)(?: of)? (?:the |my |our )?"
+    r"(?:\d{1,4} ?[GM]i?B (?:of )?)?(?:available )?" + _HOST_RAM + r"\b|"
     r"\bOOM[- ]?killer\b[^\n.]{0,20}?\b(?:killed|terminated|took out|reaped|stopped|shot down)"
     r" (?:my|our|the)\b|"
     # (the run told OOM-killed: "then the job gets OOM killed", "the pod was killed by the OOM

@@ -277,6 +277,72 @@ fixed("nccl/allreduce-fails-told",
       "confirm it is the cause.")
 
 
+def _nccl_release(code: str | None) -> str | None:
+    """NCCL's version code as its release ("21903" is 2.19.3; before 2.9, "2708" is 2.7.8)."""
+    if not code or not code.isdigit():
+        return None
+    number = int(code)
+    if number >= 20900:
+        return f"{number // 10000}.{number // 100 % 100}.{number % 100}"
+    return f"{number // 1000}.{number // 100 % 10}.{number % 100}"
+
+
+def _version_pair(match: re.Match[str], _line: str) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for key in ("rank_a", "rank_b"):
+        if match.group(key) is not None:
+            found[key] = int(match.group(key))
+    for key in ("version_a", "version_b"):
+        if (release := _nccl_release(match.group(key))) is not None:
+            found[key] = release
+    return found
+
+
+# NCCL's check at communicator start-up that every rank runs the same NCCL ("Mismatched NCCL
+# version detected : rank 0 version 21903 rank 8 version 21805", then ncclInvalidUsage), and the
+# same told by the writer ("the NCCL versions differ between the nodes", "our two servers had
+# different NCCL versions"; not a condition, advice or a question: "hangs if NCCL versions
+# differ", "make sure the NCCL versions match")
+_VERSIONS_TOLD = (
+    unless_words(r"if|whether|when|unless|make sure|ensure|check|should|must|can|could|may|"
+                 r"might|would|avoid\w*|prevent\w*|you|your|pitfall\w*|common\w*",
+                 start=r"(?:^|(?<=[.!?;:] ))", stop=r"\n.!?;")
+    + r"(?i:\bNCCL(?: library)? versions? (?:differ(?:s|ed)?|(?:is|are|was|were) (?:not the "
+    r"same|different)|(?:did not|didn't|do not|don't) match|mismatch(?:ed)?)\b[^\n.]{0,30}?"
+    r"\b(?:between|across|on|of) (?:the |our |my |both |two |all |these )?(?:\w+ )?(?:nodes|"
+    r"machines|servers|hosts|ranks)\b|"
+    r"\b(?:the |our |my |both |two |these )?(?:nodes|machines|servers|hosts) (?:have|had|run|ran|"
+    r"use|used|were using|are using) (?:a )?different NCCL(?: library)? versions?\b)")
+
+
+@signature("nccl/version-mismatch",
+           r"\bMismatched NCCL version detected ?: ?rank (?P<rank_a>\d+) version "
+           r"(?P<version_a>\d+) rank (?P<rank_b>\d+) version (?P<version_b>\d+)|"
+           + _VERSIONS_TOLD,
+           ("Mismatched NCCL version", "NCCL version", "NCCL library version", "different NCCL"),
+           "Ranks run different NCCL versions", tier=1.0, extract=_version_pair,
+           example="NCCL WARN Mismatched NCCL version detected : rank 0 version 21903 rank 8 "
+           "version 21805")
+def _nccl_version_mismatch(sig: Signature, numbers: dict[str, Any],
+                           ctx: AdviceContext) -> Advice:
+    if "version_a" in numbers and "version_b" in numbers:
+        which = (f"Rank {numbers.get('rank_a')} runs NCCL {numbers['version_a']} and rank "
+                 f"{numbers.get('rank_b')} NCCL {numbers['version_b']}: ")
+    else:
+        which = "The writer says the nodes run different NCCL versions: "
+    explanation = (which + "NCCL refuses a communicator whose ranks run different versions "
+                   "(invalid usage), and where the check does not run the ranks hang or fail at "
+                   "their first collective. Each node loads the NCCL of its own environment: "
+                   "the one PyTorch's wheel bundles (nvidia-nccl-cu12) or a system libnccl "
+                   "that LD_LIBRARY_PATH or LD_PRELOAD puts first.")
+    remedy = ("Give every node the same environment: compare `python -c \"import torch; "
+              "print(torch.__version__, torch.cuda.nccl.version())\"` and `pip show "
+              "nvidia-nccl-cu12` on each node, and remove a system libnccl from LD_LIBRARY_PATH "
+              "or LD_PRELOAD where one node loads it; a shared virtual environment or one "
+              "container image on all nodes keeps them equal.")
+    return advice(sig, numbers, explanation, remedy)
+
+
 @signature("nccl/heartbeat",
            # from the class name on: a line cut inside "ProcessGroupNCCL's" is read from its
            # first part, the one the prefilter finds
