@@ -300,7 +300,12 @@ class Classifier:
         if (not sig.reads_titles and head is not None and head.heading
                 and first == head.title_line):
             return  # the title's reading (_titles) judges it
-        occ = _Occurrence(source_index, first, last, text, match.start(), numbers, _rank(text),
+        # (the rank a message names in its own words, "communicator was aborted on rank 1",
+        # where no launcher's prefix gives it)
+        rank = _rank(text)
+        if rank is None and isinstance(numbers.get("rank"), int):
+            rank = numbers["rank"]
+        occ = _Occurrence(source_index, first, last, text, match.start(), numbers, rank,
                           sig, heading=_heading_only(text, match))
         if sig.attach and self._attach(occ):
             return
@@ -361,8 +366,10 @@ class Classifier:
         """Sources that quote failures: pull requests; requests about a message's wording, and
         texts with explainer phrases of one kind, where nothing says the writer met the failure;
         texts with explainer phrases of several kinds."""
-        # (a request about a message's wording that pastes the writer's own run reports it)
+        # (a request about a message's wording that pastes the writer's own run reports it; a
+        # pull request that changes a message pastes what the program will print)
         quoting = {i for i, head in self._heads.items() if head.pull_request or (
+            head.about_message and head.change_thread) or (
             head.about_message and not head.fenced and i not in self._own_run)}
         issues = {i for i, head in self._heads.items() if head.issue_thread}
         # (a web page that shows a log without a word of the writer's own run illustrates)

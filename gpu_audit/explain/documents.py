@@ -99,7 +99,12 @@ _ABOUT_A_MESSAGE = re.compile(
     r"^(?:\W*(?:\[?(?:feature(?: request)?|enhancement|RFE)\]?\W+))?(?:an? )?(?:proper|better|"
     r"clearer|improved?|more (?:helpful|informative|useful|specific|descriptive)|friendlier|"
     r"nicer|meaningful|descriptive|(?:improve|clarify|reword|rephrase) the)\b[^\n]{0,40}?"
-    r"\b(?:error |warning )?messages?\b",
+    r"\b(?:error |warning )?messages?\b|"
+    # (a change to a message, titled as a commit is: "Refine err msg of out of gpu memory",
+    # "Improve the error message for NCCL timeouts", "Polish OOM error info")
+    r"^(?:\W*\[[\w. -]{1,30}\]\s*)?(?:refine|improve|polish|enhance|clarify|reword|rephrase|"
+    r"beautify|simplify|unify)[sd]?\b[^\n]{0,30}?\b(?:err(?:or)?|warning|exception)s? ?"
+    r"(?:msg|message|info|hint|text)s?\b",
     re.IGNORECASE)
 # Where a diff starts, in the lines above a match: its lines quote code, they did not run.
 DIFF_START = re.compile(r"^(?:`{3,}\s*(?:diff|patch)\s*$|diff --git |@@ -\d+(?:,\d+)? \+\d+)")
@@ -622,7 +627,8 @@ _CHANGE_TITLE = re.compile(
     r"^(?:\[[\w. -]{1,30}\]\s*)?(?:add|fix|dump|find|remove|support|use|make|allow|enable|"
     r"disable|handle|avoid|catch|skip|update|move|refactor|improve|implement|introduce|expose|"
     r"rename|separate|detect|report|log|raise|retry|reduce|decrease|increase|set|bump|revert|"
-    r"auto[- ]?detect|document|clarify|replace|ignore|guard|check|free|release|limit)"
+    r"auto[- ]?detect|document|clarify|replace|ignore|guard|check|free|release|limit|refine|"
+    r"polish|enhance|simplify|unify|beautify|tweak)"
     # (a scope as a commit writes it, "Fix(loader): ..."; not the noun or a failure told:
     # "Check failed: ...", "Log shows ...", "Use of ...")
     r"(?:\([^)\n]{1,60}\)!?: | (?!(?:error|errors|failed|fails|of|is|was|shows|says|file|"
@@ -636,8 +642,11 @@ _WEB_PAGE_SOURCE = re.compile(r"^[\w-]+(?:\.[\w-]+)+ · (?:web page\b|https?://[
 
 def _after_source_line(numbered: list[tuple[int, str]]) -> list[tuple[int, str]]:
     """``numbered`` from the title on: without a thread's source line and labels above it."""
-    # (the labels line names no failure even where the source line above it was left off)
-    rest = numbered[1:] if numbered and _SOURCE_LINE.match(numbered[0][1]) else numbered
+    # (the labels line names no failure even where the source line above it was left off;
+    # a source line said twice, once with the repository's language after it, is one)
+    rest = numbered
+    while rest and len(numbered) - len(rest) < 2 and _SOURCE_LINE.match(rest[0][1]):
+        rest = rest[1:]
     return rest[1:] if rest and _LABELS_LINE.match(rest[0][1]) else rest
 
 

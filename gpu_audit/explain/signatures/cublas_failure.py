@@ -31,6 +31,7 @@ from gpu_audit.explain.signatures.registry import (
     document_class,
     named,
     signature,
+    with_gpu_field,
 )
 from gpu_audit.explain.signatures.texts import FIND_FAULTING_KERNEL, REDUCE_MEMORY, SCAN_OTHERS
 from gpu_audit.knowledge.cublas import (
@@ -54,9 +55,7 @@ def _library_call(match: re.Match[str], line: str) -> dict[str, Any]:
     found = named(match, line)
     if isinstance(found.get("call"), str):  # `cublasGemmEx( handle, opa, ...)` -> cublasGemmEx
         found["call"] = found["call"].split("(", 1)[0].strip()
-    if gpu := re.search(r"\bGPU ?[=:] ?(\d+)\b", line):  # CNTK: "... ; GPU=1 ; hostname=..."
-        found["gpu_index"] = int(gpu[1])
-    return found
+    return with_gpu_field(found, line)
 
 
 def _status_code(match: re.Match[str], line: str) -> dict[str, Any]:

@@ -542,6 +542,10 @@ _GGML_OOM = (
     rf"\bggml_backend_cuda_buffer_type_alloc_buffer: allocating (?P<size>{SIZE}) on device "
     r"(?P<gpu>\d+): cudaMalloc failed(?:: out of memory)?"
     r"|\b(?:failed|unable) to allocate CUDA(?P<gpu_>\d+) buffer(?: of size (?P<bytes>\d+))?"
+    # (the loader before it named the buffer's device: "llama_model_load: error loading model:
+    # unable to allocate backend buffer", a device buffer in every report read: a host buffer's
+    # malloc does not fail under Linux's overcommit)
+    r"|\bunable to allocate backend buffer(?P<backend>)"
     # (Ollama before 0.1.33: "llama runner process no longer running: -1 cudaMalloc failed")
     r"|\bllama runner process (?:has terminated|no longer running):(?: -?\d{1,4})? cudaMalloc "
     r"failed: out of memory")
@@ -551,6 +555,8 @@ def _ggml_oom(match: re.Match[str], line: str) -> dict[str, Any]:
     found = named(match, line)
     if "gpu" in found:
         found["gpu_index"] = found.pop("gpu")
+    if found.pop("backend", None) is not None:
+        found["_device_unnamed"] = True
     size = found.pop("size", None)
     raw = found.pop("bytes", None)
     requested = raw if isinstance(raw, int) else size_or_none(size)
@@ -559,7 +565,8 @@ def _ggml_oom(match: re.Match[str], line: str) -> dict[str, Any]:
     return found
 
 
-@signature("cuda-oom/ggml", _GGML_OOM, ("cudaMalloc failed", "to allocate CUDA"),
+@signature("cuda-oom/ggml", _GGML_OOM, ("cudaMalloc failed", "to allocate CUDA",
+                                        "to allocate backend buffer"),
            "GPU out of memory (llama.cpp)", extract=_ggml_oom, group="cuda-oom-ggml",
            example="ggml_backend_cuda_buffer_type_alloc_buffer: allocating 9216.00 MiB on "
            "device 0: cudaMalloc failed: out of memory")
@@ -572,6 +579,9 @@ def _ggml(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice
         f"not allocate{size}{f' on GPU {gpu}' if gpu is not None else ''}: the layers offloaded "
         "to the GPU, the KV cache (which grows with the context length) and the compute buffer "
         "together need more than the GPU had free.")
+    if numbers.get("_device_unnamed"):
+        explanation += (" (This loader's message does not name the buffer's device: where no "
+                        "layer is offloaded, it is the host's memory.)")
     remedy = (f"{SCAN_OTHERS}\nThen offload fewer layers (llama.cpp: --n-gpu-layers; Ollama: the "
               "num_gpu option), shorten the context (--ctx-size; Ollama: num_ctx or "
               "OLLAMA_CONTEXT_LENGTH), quantise the KV cache (--cache-type-k q8_0 --cache-type-v "

@@ -44,6 +44,7 @@ from gpu_audit.explain.signatures.registry import (
     fixed,
     named,
     signature,
+    with_gpu_field,
 )
 from gpu_audit.explain.signatures.texts import FIND_FAULTING_KERNEL, REDUCE_MEMORY, SCAN_OTHERS
 from gpu_audit.knowledge.cudnn import (
@@ -71,7 +72,7 @@ def _status(match: re.Match[str], line: str) -> dict[str, Any]:
             found["status"] = name
         else:
             found["status_code"] = code
-    return found
+    return with_gpu_field(found, line)
 
 _HOW_TO_TELL = (
     "To tell which: run the same step with a batch of 1. If it passes, or the run got through "

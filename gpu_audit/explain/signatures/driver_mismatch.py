@@ -700,6 +700,9 @@ _INIT_WORDS = (
            # (100 by name, as Numba's driver binding reports cuInit: "Call to cuInit results in
            # CUDA_ERROR_NO_DEVICE (100)")
            r"CUDA_ERROR_NO_DEVICE|cudaErrorNoDevice|"
+           # (and 999 when cuInit returns it: the driver could not start, most often its UVM
+           # module after a suspend, not a fault of a running GPU)
+           r"cuInit results in CUDA_ERROR_UNKNOWN \((?P<code_>999)\)|"
            # TensorFlow's diagnosis of libcuda against the kernel module (what 803 says)
            r"kernel version (?P<kernel_version>[\d.]+) does not match DSO version "
            r"(?P<dso_version>[\d.]+))|"
@@ -713,6 +716,7 @@ _INIT_WORDS = (
             "SYSTEM_NOT_READY", "SystemNotReady", "SYSTEM_DRIVER_MISMATCH", "SystemDriverMismatch",
             "COMPAT_NOT_SUPPORTED", "CompatNotSupported", "CUDA unknown error",
             "does not match DSO version", "CUDA_ERROR_NO_DEVICE", "cudaErrorNoDevice",
+            "cuInit results in",
             "busy or unavailable", "DevicesUnavailable", "No visible GPU devices"),
            "CUDA could not initialise", tier=0.0, extract=_visible_devices_named,
            example="RuntimeError: No CUDA GPUs are available")

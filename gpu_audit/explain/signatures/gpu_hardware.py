@@ -473,7 +473,7 @@ fixed("gpu-hardware/launch-timeout",
 
 fixed("gpu-hardware/unknown-error",
       r"CUDA error: unknown error|(?:cuda runtime error \(\d+\)|\berror=\d+) : unknown error|"
-      r"CUDA_ERROR_UNKNOWN\b|cudaErrorUnknown\b",
+      r"(?<!cuInit results in )CUDA_ERROR_UNKNOWN\b|cudaErrorUnknown\b",
       ("unknown error", "CUDA_ERROR_UNKNOWN", "cudaErrorUnknown"),
       "CUDA reported an unknown error", tier=2.0,
       example="RuntimeError: CUDA error: unknown error",
@@ -647,7 +647,7 @@ OVERHEAT_TOLD = (
     r"sounds like| looks like| turned out to be)(?: (?:more than |very )?likely| probably)? "
     r"(?:an? |the )?(?:GPU )?cooling (?:issue|problem|failure)\b|"
     r"\b(?:my|our|the) (?:[\w-]+ )?(?:GPU|graphics card|video card|card)s? (?:(?:is|was|were|are|"
-    r"keeps|kept|started|starts) )?over-?heat(?:s|ed|ing)\b|"
+    r"keeps|kept|started|starts|gets|got|get|became|becomes) )?over-?heat(?:s|ed|ing)\b|"
     # (the card's temperature told too high: "The graphics card temperature is too high", "my
     # GPU's temps get way too high")
     r"\b(?:my|our|the) (?:[\w-]+ )?(?:GPU|graphics card|video card|card)(?:s|'s|s')? "

@@ -741,7 +741,10 @@ _RAM_TOLD_EN = (
     r"(?:\d{1,4} ?[GM]i?B (?:of )?)?" + _HOST_RAM + r"\b|"
     r"(?<!GPU )(?<!GPU's )(?<!video )\b(?:RAM|system memory|host memory)\b[^\n.]{0,30}?\b(?:(?:is "
     r"not|isn't|was not|wasn't) (?:enough|sufficient)|(?:is|was) insufficient)\b|"
-    r"\b(?:not enough|insufficient) (?:host |system |CPU )?RAM\b)|"
+    r"\b(?:not enough|insufficient) (?:host |system |CPU )?RAM\b|"
+    # (a reply's reading put the other way: "it's mainly due to you don't have enough RAM")
+    r"\byou (?:don't|do not|didn't|did not) have enough (?:(?:host |system |CPU )?RAM|"
+    r"(?:host|system|CPU) memory)\b(?! on (?:the |your )?(?:GPU|card)))|"
     + unless_words(_RAM_GUARD + r"|you|your")
     + r"(?i:\b(?:job|process|training|script|program|run|notebook|container|machine|node|"
     r"server|system|computer|PC|laptop|workstation|kernel|it)s? (?:\w+ ){0,2}?(?:r[au]ns?|"

@@ -81,6 +81,18 @@ def named(match: re.Match[str], _line: str) -> dict[str, Any]:
     return out
 
 
+# The GPU a call's failure names in the field list ONNX Runtime's and CNTK's CUDA checks print
+# after the status: "CUDNN failure 4: CUDNN_STATUS_INTERNAL_ERROR ; GPU=0 ; hostname=...".
+_GPU_FIELD = re.compile(r"\bGPU ?[=:] ?(\d+)\b")
+
+
+def with_gpu_field(found: dict[str, Any], line: str) -> dict[str, Any]:
+    """``found`` with the GPU index a call's field list names on ``line``, where it does."""
+    if gpu := _GPU_FIELD.search(line):
+        found["gpu_index"] = int(gpu[1])
+    return found
+
+
 @dataclass(frozen=True)
 class Signature:
     id: str  # stable: "<class>/<message kind>"
