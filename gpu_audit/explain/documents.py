@@ -536,6 +536,9 @@ class Head:
     # failure it handles (its text may still paste a failing run: CI, a reviewer's test)
     change_thread: bool = False
     issue_thread: bool = False  # ... an issue: a report, where a reply's one phrase explains it
+    # its labels call it a request (an enhancement, a feature) and not a bug: its title names
+    # what to build ("[core] oom killer: kill task more aggressively"), not a failure met
+    requested: bool = False
     # ... a web page (an article, a guide, a post): a log it shows illustrates its words unless
     # the writer says they met the failure
     web_page: bool = False
@@ -565,6 +568,8 @@ def read_head(data: bytes, whole: bool) -> Head:
     # (a thread whose labels line comes first, its source line left off, may be an issue or a
     # pull request: its title shaped like a commit does not say which)
     labelled = bool(numbered and _LABELS_LINE.match(numbered[0][1]))
+    labels = next((line for _, line in numbered[:3] if _LABELS_LINE.match(line)), "")
+    head.requested = bool(_REQUEST_LABEL.search(labels) and not _BUG_LABEL.search(labels))
     numbered = _after_source_line(numbered)
     if not numbered:
         return head
@@ -614,6 +619,9 @@ VIRTUAL_GPU = re.compile(r"\bv-?GPUs?\b|\bGRID (?:vGPU|drivers?|K\d)|\bvfio(?:-p
 # Python") and its labels ("labels: bug") above its title: the title is the line after them.
 _SOURCE_LINE = re.compile(r"^[\w.-]+/[\w.-]+ · (?:issue|pull request|discussion) #\d+\b")
 _LABELS_LINE = re.compile(r"^labels: ")
+_REQUEST_LABEL = re.compile(r"\b(?:enhancement|feature(?:[ -]request)?|type: ?feature|proposal|"
+                            r"RFC|RFE|improvement)\b", re.IGNORECASE)
+_BUG_LABEL = re.compile(r"\b(?:bug|crash|regression|error)\b", re.IGNORECASE)
 # A thread's post under the line naming its writer, what the post is and its date: "alice ·
 # description · 2024-05-01" opens the first post, "bob · comment · 2024-05-02" a reply.
 # (or a numbered turn with its writer: "[turn 0 by alice, continued]")
@@ -715,6 +723,7 @@ def title_failure(head: Head, logged: bool = False, gpu_oom: str | None = None) 
     whose memory ran out)."""
     title = _spelled(_CJK_LATIN.sub(" ", head.title.lstrip("#").strip()))
     if (not title or head.pull_request or head.change_thread or head.about_message
+            or head.requested
             or _QUESTION_TITLE.match(title) or _DEFINITION_TITLE.search(title)
             or _CONDITION_TITLE.match(title)
             or _REQUEST_TITLE.match(title)

@@ -117,11 +117,17 @@ KEYS: tuple[Key, ...] = (
         # restarts by itself", "the PC reboots", "it powered off")
         rb"|start(?<=[Rr]estart)|boot(?<=[Rr]eboot)|r(?:s off(?<=owers off)|ed off(?<=owered off))"
         # (and a card told falling off the bus: "our 4090 keeps falling off the bus")
-        rb"| bus(?:(?<=off the bus)|(?<=off the PCIe bus)|(?<=off the PCI bus)))",
+        rb"| bus(?:(?<=off the bus)|(?<=off the PCIe bus)|(?<=off the PCI bus))"
+        # (and a card told overheating or overclocked, or the board swapped, anywhere in a
+        # thread: "it was more than likely due to overheating", "the factory overclock")
+        rb"|r(?:heat(?<=verheat)|clock(?<=verclock)|board(?<=otherboard))"
+        # (and torch's CUDA told unavailable: "torch.cuda.is_available() is false")
+        rb"|\(\)(?<=is_available\(\)))",
         (b"emory", b"emoria", "emória".encode(), b"eicher", b"moire", b"appears to have died",
          *CURED_ANCHORS, b"dropped support", b"removed support", b"evice-side assert",
          b"evice side assert", b"estart", b"eboot", b"owers off", b"owered off", b"off the bus",
-         b"off the PCIe bus", b"off the PCI bus")),
+         b"off the PCIe bus", b"off the PCI bus", b"verheat", b"verclock", b"otherboard",
+         b"is_available()")),
     # a launcher's exit status for a process killed with SIGKILL (137, -9)
     # (also when a terminal or logger wrapped the line before the number)
     # (and Moab's "job 4242 exceeded MEM usage hard limit", in this pass: one pass fewer)
@@ -343,6 +349,10 @@ KEYS: tuple[Key, ...] = (
         rb"|CCL\b(?<=with NCCL)|CCL\b(?<=using NCCL)"
         rb"|CCL\b(?<=the NCCL|mit NCCL|com NCCL|Com NCCL|vec NCCL)"
         rb"|CCL backend"
+        # (and the ranks' NCCL told differing: "the NCCL versions differed between the nodes",
+        # "our servers had different NCCL versions")
+        rb"|CCL versions? (?:differ|mismatch|(?:are|were|was|is) (?:not the same|different)"
+        rb"|(?:did|do)(?: not|n't) match)|CCL(?<=different NCCL)"
         # (a writer's "NCCLAllReduce ... causes a crash", "the NCCL all-reduce fails")
         rb"|(?:CCL|ccl)[ -]?[Aa]ll[ -]?[Rr]educe"
         # (DCGM's "Detected fatal errors on NvSwitch 2 link 17", "Detected fatal NvSwitch SXID
@@ -368,7 +378,8 @@ KEYS: tuple[Key, ...] = (
                         b"stuck", b"Freez", b"freez", b"Crash", b"crash", b"Fail", b"fail")),
          b"in NCCL", b"at NCCL", b"on NCCL", b"de NCCL", b"do NCCL",
          b"with NCCL", b"using NCCL", b"the NCCL", b"mit NCCL", b"com NCCL",
-         b"Com NCCL", b"vec NCCL", "с NCCL".encode(), b"NCCL backend",
+         b"Com NCCL", b"vec NCCL", "с NCCL".encode(), b"NCCL backend", b"NCCL version",
+         b"different NCCL",
          b"NCCL timeout", b"NCCL Timeout", b"NCCL time out", b"NCCL Time out",
          *(first + sep + all_ + sep_ + reduce for first in (b"NCCL", b"Nccl")
            for sep in (b"", b" ", b"-") for all_ in (b"All", b"all")
@@ -381,7 +392,9 @@ KEYS: tuple[Key, ...] = (
     # PSU kept tripping")
     # (and DCGM's "Pending page retirements together with a DBE were detected on GPU 1")
     Key(rb"P(?:yTorch|YTORCH_|rocess(?:(?P<table>es:)| \d+ has)|TX|BS: job killed"
-        rb"|SU(?:s|'s?)? (?:OCP|OPP|UVP|OVP|SCP|[Oo]ver|[Uu]nder|(?:keeps |kept |was |is )?trip)"
+        rb"|SU(?:s|'s?)? (?:OCP|OPP|UVP|OVP|SCP|[Oo]ver|[Uu]nder|(?:keeps |kept |was |is )?trip"
+        # (and the supply named with its fault: "a hardware PSU issue", "the PSU was dying")
+        rb"|(?:issue|problem|fault|failure|was|is|died|dying|was dying))"
         rb"|ending page retirements together"
         # (and GPU peer-to-peer told unavailable or failing: "P2P access is not supported",
         # "NCCL P2P issue")
@@ -452,7 +465,9 @@ KEYS: tuple[Key, ...] = (
          b"System OOM", b"OOM", b"OUT_OF_ME")),
     # a GPU's memory told running out in Chinese, the language most such reports not in
     # English are in ("显存不足", "爆显存"): no other pass starts with its first byte
-    Key("显存".encode(), ("显存".encode(),)),
+    # (and the card's memory in longer words, "显卡内存一直上涨 ... 最终内存溢出": 显 leads both)
+    Key("显(?:存|卡的?内存)".encode(),
+        ("显存".encode(), "显卡内存".encode(), "显卡的内存".encode())),
     # the numbers of the cudaMallocAsync backend's OOM message, one per line
     # ("Requested" and "(according to CUDA)": in the R and C passes)
     # (and TensorFlow's "kernel version 470.57.2 does not match DSO version 510.47.3", in this
@@ -510,8 +525,15 @@ KEYS: tuple[Key, ...] = (
         rb"|g <= available(?<=allocating <= available)"
         # (and a writer's driver told short of the CUDA the program needs: "the driver version
         # is insufficient for ...", "the driver only supports CUDA 11.4", "needs a newer driver")
-        rb"|nsufficient(?:(?<=driver version is insufficient)|(?<=driver is insufficient))"
-        rb"|nly supports(?<=driver only supports)|ewer driver(?<=newer driver)"
+        rb"|sufficient(?:(?<=driver version is insufficient)|(?<=driver is insufficient))"
+        rb"|ly supports(?<=driver only supports)|ewer driver(?<=newer driver)"
+        # (and a card told needing a newer CUDA: "the 3090 only supports cuda 11.0 or newer")
+        rb"|ly supports (?:cuda|CUDA)"
+        # (and llama.cpp's loader and NumPy's allocation, on lines without "error" or "memory":
+        # "unable to allocate backend buffer", 'it prompts "Unable to allocate 58.0 GiB for an
+        # array with shape ..."')
+        rb"|able to allocate (?:backend buffer|[^\n]{1,40}? for an array with shape"
+        rb"|array with shape)"
         # (and go-nvml's failed start as a Go program prints it: "nvml.Init() failed: ...")
         rb"|vml\.(?:Init|Shutdown)\(\) failed"
         # (and NCCL as a run's backend in lower case, told beside a stall: "the nccl backend",
@@ -528,6 +550,8 @@ KEYS: tuple[Key, ...] = (
         rb"|(?<=own)(?:(?<=shut down)|(?<=shuts down)))",
         (b"nvidia-smi", b"nvidia-ml", b"no kernel image", b"nvidia.ko: ", b"nvidia driver",
          b"driver version is insufficient", b"driver is insufficient", b"driver only supports",
+         b"nly supports cuda", b"nly supports CUDA", b"nable to allocate backend buffer",
+         b"for an array with shape", b"nable to allocate array with shape",
          b"newer driver",
          b"nvidia Driver", *(b"nvidia " + kernel + b"ernel " + module + b"odule"
                              for kernel in (b"k", b"K") for module in (b"m", b"M")),

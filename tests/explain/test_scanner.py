@@ -19,6 +19,8 @@ from hypothesis import strategies as st
 from gpu_audit.errors import InputError
 from gpu_audit.explain import classify_text, explain_sources, parallel
 from gpu_audit.explain.scanner import MAX_CARRY, PREFILTER, BlockScanner, scan_chunks
+from gpu_audit.explain.signatures import SIGNATURES
+from tests.explain.test_signatures import SINGLE_LINES
 
 OOM = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
        "capacity of 23.69 GiB of which 1.56 GiB is free. Of the allocated memory 12.32 GiB is "
@@ -298,3 +300,34 @@ def test_the_prefilter_is_few_passes_each_with_a_literal_first_byte() -> None:
     # told in lower case on any line, "my process gets killed in the pod", neither; 19: a GPU's
     # memory told in Chinese, "显存不足", neither)
     assert len(PREFILTER) <= 19
+
+
+# Read only beside the lines they belong with (a connect retry ends in a failure or is nothing;
+# a row of the OOM killer's task table under its header), or told in words so general that
+# keying them would take most lines of a log ("OC mode", "x16 slots", "mainboard", "ignores",
+# "--cuda-malloc"): these are read in a thread's title and in a text's last lines.
+_NOT_KEYED_ALONE = {"nccl/connect-retrying", "host-oom/task-row", "alloc-conf/async-fails-told",
+                    "alloc-conf/option-ignored-told", "gpu-hardware/overclock-told",
+                    "gpu-hardware/slot-told", "gpu-hardware/board-swap-told"}
+
+
+def _mid_log_lines() -> list[tuple[str, str, str]]:
+    examples = [(sig.example.strip().splitlines()[0], sig.cls, sig.id) for sig in SIGNATURES
+                if sig.example and not sig.fact and not sig.handles
+                and sig.attach not in ("only", "latest")]
+    return [(line, cls, sig) for line, cls, sig in [*SINGLE_LINES, *examples]
+            if sig not in _NOT_KEYED_ALONE and "\n" not in line]
+
+
+def test_every_message_and_telling_is_keyed_in_the_middle_of_a_long_log(tmp_path: Path) -> None:
+    # A short fixture is all tail (its last lines are candidates whatever the prefilter says):
+    # the same line between 40 lines of progress on each side is read only if a key finds it.
+    noise = "".join(f"step {i} loss 0.5\n" for i in range(40))
+    log = tmp_path / "mid.log"
+    unread = []
+    for line, cls, sig in _mid_log_lines():
+        log.write_text(noise + line + "\n" + noise)
+        found = explain_sources([str(log)], torch_version=None, workers=1).incidents
+        if not any(i.signature == sig or i.cls == cls for i in found):
+            unread.append(f"{sig}: {line[:80]}")
+    assert unread == []

@@ -102,6 +102,10 @@ def test_every_fixture_log_is_covered_and_every_class_has_one() -> None:
 
 # One line each, in the formats of different releases: (log text, class, signature).
 SINGLE_LINES = [
+    ("Mismatch in versions between nvidia-smi and NVML.", "nvml-unavailable",
+     "nvml-unavailable/smi-nvml-mismatch"),
+    ("After the reinstall torch.cuda.is_available() still returns False.", "driver-mismatch",
+     "driver-mismatch/cuda-unavailable-told"),
     ("gpu-b2:4410:4490 [0] init.cc:640 NCCL WARN Mismatched NCCL version detected : rank 0 "
      "version 21903 rank 8 version 21805", "nccl", "nccl/version-mismatch"),
     # out of memory in the other frameworks people run on the same GPUs

@@ -89,6 +89,7 @@ ORDER = (
     "nvml-unavailable/library-missing",
     "nvml-unavailable/smi-cannot-execute",
     "nvml-unavailable/smi-missing",
+    "nvml-unavailable/smi-nvml-mismatch",
     "nvml-unavailable/smi-fails-told",
     "nvml-unavailable/nvrm-api-mismatch",
     "nvml-unavailable/nvrm-kernel-version",
@@ -197,6 +198,7 @@ ORDER = (
     "driver-mismatch/unsupported-ptx",
     "driver-mismatch/cuda-init",
     "driver-mismatch/no-nvidia-gpu-told",
+    "driver-mismatch/cuda-unavailable-told",
     "driver-mismatch/visible-devices-set",
     # collectives: mostly echoes of a failure named above
     "nccl/watchdog-timeout",

@@ -1575,6 +1575,10 @@ _GPU_MEMORY_GONE = (
     r"video memory)\b|"
     r"\bneeds? (?:more|much more) (?:VRAM|GPU memory|video memory) than (?:my|our|your|the|this)\b|"
     r"\b(?:memory|OOM) errors? on (?:the |my |a |an |our )?(?:GPU|CUDA|VRAM)\b|"
+    # (a GPU framework told out of memory: "I always get an error saying tensorflow ran out of
+    # memory")
+    r"\b(?:TensorFlow|tensorflow|Tensorflow|TF|PyTorch|pytorch|Pytorch|torch|CUDA|cuda) "
+    r"(?:ran|runs|is running|was running|keeps running|kept running) out of memory\b|"
     # (its memory told taken by someone else's work: "another user's training is taking all
     # the GPU memory", "the GPU memory is occupied by another process")
     r"(?<!\bno )(?<!\bany )\b(?:another|other|someone else's|a different) (?:users?'?s? )?"
@@ -1614,7 +1618,10 @@ _GPU_MEMORY_GONE = (
     r"显存(?:直接|都|全|已经|很快|一下子?|马上)?就?(?:被)?(?:占满|用完|耗尽|吃满|撑爆|爆了|爆掉|满了)|"
     # (its use too large for the run to go on: "显存占用过大无法训练")
     r"显存(?:占用|使用|消耗)(?:过大|过高|太大|太高)[，,]?(?:导致|以致)?(?:无法|不能|没法)|"
-    r"(?:GPU|gpu) ?(?:的)?内存(?:不足|不够|溢出|爆了?))"
+    r"(?:GPU|gpu) ?(?:的)?内存(?:不足|不够|溢出|爆了?)|"
+    # (the card's memory, then its overflow later in the sentence: "显卡内存一直上涨，大概训练
+    # 几十轮后，最终内存溢出")
+    r"显卡(?:的)?内存[^\n。？?]{0,40}?(?:溢出|爆了?|不足|不够|耗尽|占满))"
     r"(?![^\n，。,]{0,4}?(?:时|的时候|的话|会|吗|怎么办|呢|可以|可通过|需要))|"
     # (a space may stand between the Latin and the Japanese word: a title's reading puts one
     # there, "GPU メモリ不足")

@@ -246,6 +246,34 @@ def _status_before_10_1(sig: Signature, numbers: dict[str, Any]) -> Advice:
                   title="CUDA status 36 before CUDA 10.1: cannot set while the device is active")
 
 
+# torch told finding no CUDA ("torch.cuda.is_available() is false", "is_available() returns
+# False even after installing the driver"; not a condition, a check to run or advice: "if
+# torch.cuda.is_available() is False, ...", "check that torch.cuda.is_available() returns True")
+fixed("driver-mismatch/cuda-unavailable-told",
+      unless_words(r"if|whether|when|unless|you|your|should|check|make sure|to see|ensure|"
+                   r"verify|test|assert", start=r"(?:^|(?<=[.!?;:] ))", stop=r"\n.!?;")
+      + r"(?i:\b(?:torch\.)?cuda\.is_available\(\)\)?[`'\"]?:? ?(?:(?:still|always|only|just) )?"
+      r"(?:is|was|returns?|returned|"
+      r"gives?|gave|prints?|printed|shows?|showed|outputs?|=|==|->|:)? ?(?:always |still |only |"
+      r"just )?[`'\"]?false\b"
+      # (not a rule about machines in general: "... returns False when no GPU is present")
+      r"(?![^\n.]{0,40}?\b(?:if|when|whenever|unless|on (?:a |any |machines?|systems?|hosts?|"
+      r"CPU))\b))",
+      ("is_available",),
+      # (the weakest reading: a symptom of every cause a text may name beside it)
+      "PyTorch finds no CUDA (told in the writer's words)", tier=4.0, yields_to_titles=True,
+      example="After installing the drivers torch.cuda.is_available() is still False.",
+      explanation="The writer says torch.cuda.is_available() returns False: this PyTorch cannot "
+      "use a GPU. Most often the wheel is a CPU-only build (torch.version.cuda is None; pip picked "
+      "it from PyPI or a CPU index), the driver is older than the CUDA the wheel was built for, "
+      "no driver or device is visible (a container started without GPUs, a hiding "
+      "CUDA_VISIBLE_DEVICES), or the machine has no NVIDIA GPU.",
+      remedy="`python -c \"import torch; print(torch.__version__, torch.version.cuda)\"` (None: a "
+      "CPU-only wheel: install the CUDA build from https://pytorch.org/get-started/locally/), "
+      "`nvidia-smi` (the driver, and the newest CUDA it supports), `echo $CUDA_VISIBLE_DEVICES`; "
+      "in a container, start it with `--gpus all`.")
+
+
 # CUDA_VISIBLE_DEVICES set in the log: a shell's assignment or export, a notebook's %env, a
 # Python script's os.environ (a fact: read with CUDA's "No CUDA GPUs are available").
 @signature("driver-mismatch/visible-devices-set",

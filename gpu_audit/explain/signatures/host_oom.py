@@ -1020,7 +1020,10 @@ fixed("host-oom/opencv-allocator",
       + _HOST_MEMORY)
 
 fixed("host-oom/numpy",
-      rf"Unable to allocate (?P<requested>{SIZE}) for an array with shape (?P<shape>\([^)]*\))",
+      # (NumPy before 1.17 named no size: "Unable to allocate array with shape (24012, 10716)
+      # and data type float32")
+      rf"Unable to allocate (?:(?P<requested>{SIZE}) for an )?array with shape "
+      r"(?P<shape>\([^)]*\))",
       ("Unable to allocate",), "NumPy could not allocate host memory",
       extract=_sizes_to_bytes("requested"),
       example="numpy.core._exceptions._ArrayMemoryError: Unable to allocate 3.20 GiB for an "

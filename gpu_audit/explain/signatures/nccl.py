@@ -421,8 +421,9 @@ _NCCL_KINDS = {
            "failed or device error.")
 @signature("nccl/error",
            r"NCCL [Ee]rror(?: in: (?P<location>[^,]{1,300}),| (?P<code>\d+):|:) "
+           # (its kind ends the line: the line's end, also where more lines follow it)
            r"(?P<kind>[a-z][a-z /]*?[a-z])(?=\s*\(run with|,|"
-           r"\.|\s*$)(?:[^\n]{0,1000}?NCCL version "
+           r"\.|[ \t]*(?:\r?\n|$))(?:[^\n]{0,1000}?NCCL version "
            r"(?P<nccl_version>\d+(?:\.\d+)+(?:\+\w+(?:\.\d+)*)?))?",
            ("NCCL error", "NCCL Error"), "NCCL call failed", tier=3.0, key_field="kind",
            example="RuntimeError: NCCL error in: /pytorch/torch/lib/c10d/ProcessGroupNCCL.cpp:514, "

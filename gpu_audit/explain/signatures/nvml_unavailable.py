@@ -444,6 +444,9 @@ KERNEL_MODULE = (
     rf"\bUnable to load the (?:kernel module '(?P<module__>{_MODULE})\.ko'|"
     rf"'(?P<module___>{_MODULE})' kernel module)|"
     r"\bFailed to load the NVIDIA kernel module\b|"
+    # (nvidia-modprobe's for the unified memory module, as nvidia-smi or CUDA print it in a
+    # container: "Error: Could not load UVM kernel module")
+    r"\b(?P<reason____>Could not load (?:the )?UVM kernel module)\b|"
     # the driver's own words when it found no GPU to take ("NVRM: No NVIDIA GPU found.", "The
     # NVIDIA probe routine was not called for 3 device(s)": another driver holds them)
     r"\bNVRM: (?P<reason___>No NVIDIA (?:graphics adapter|GPU|devices?) (?:probed|found)|The "
@@ -503,12 +506,12 @@ _MODULE_UNKNOWN = (
 @signature("nvml-unavailable/kernel-module", KERNEL_MODULE,
            ("could not insert", "FATAL: Module", "kernel module missing", "Kernel Module Missing",
             "kernel module is missing", "Unable to load the", "Failed to load the NVIDIA",
-            "NVRM: No NVIDIA", "probe routine"),
+            "NVRM: No NVIDIA", "probe routine", "UVM kernel module"),
            "The NVIDIA kernel module could not be loaded", tier=0.0,
            example="modprobe: ERROR: could not insert 'nvidia': Key was rejected by service")
 def _kernel_module(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
     reason = str(numbers.get("reason") or "").lower()
-    module = numbers.get("module") or "nvidia"
+    module = numbers.get("module") or ("nvidia_uvm" if "uvm" in reason else "nvidia")
     explanation, remedy = next(
         ((explanation, remedy) for words, explanation, remedy in _MODULE_REASONS
          if any(word in reason for word in words)), _MODULE_UNKNOWN)
@@ -693,6 +696,11 @@ fixed("nvml-unavailable/smi-fails-told",
       r"(?:still |just |now )?(?:can'?t|cannot|could ?n[o']t|is unable to|was "
       r"unable to|fails to|failed to|no longer) (?:talk|communicate|connect) (?:to|with) (?:the )?"
       r"(?:NVIDIA |nvidia )?driver\b(?![^\n]{0,40}\b(?:when|if|unless|whenever)\b)|"
+      # (its message retold: "ran nvidia-smi and got a message saying that it cannot
+      # communicate to the driver")
+      r"\bnvidia-smi`?\b[^\n.]{0,40}?\b(?:message|error|output)s? (?:saying|that says|stating) "
+      r"(?:that )?(?:it )?(?:can'?t|cannot|could ?n[o']t|is unable to) (?:talk|communicate|"
+      r"connect) (?:to|with) (?:the )?(?:NVIDIA |nvidia )?driver\b|"
       r"\bnvidia-smi`? (?:\w+ ){0,2}?(?:fails|failed|says|said|shows|showed|returns|returned|"
       r"gives|gave|prints|printed|reports|reported|errors? out|errored out)(?: with)?:? "
       r"[\"'`]?(?:Failed to initiali[sz]e NVML\b|" + _MISMATCH_TOLD + r")|"
@@ -740,9 +748,33 @@ fixed("nvml-unavailable/smi-fails-told",
       "driver update: " + REBOOT_MISMATCH + " If the module is not loaded (`lsmod | grep "
       "nvidia`), reinstall the driver for the running kernel.")
 
+# nvidia-smi's own check that the NVML it loaded is its driver's ("Mismatch in versions between
+# nvidia-smi and NVML. Are you sure you are using nvidia-smi provided with the driver?"): another
+# libnvidia-ml.so.1 came first (LD_LIBRARY_PATH, LD_PRELOAD, a hook library, a container's stale
+# copy), or nvidia-smi is not the driver's.
+fixed("nvml-unavailable/smi-nvml-mismatch",
+      r"\bMismatch in versions between nvidia-smi and NVML\b",
+      ("Mismatch in versions between nvidia-smi",),
+      "nvidia-smi loaded an NVML library of another driver version", tier=0.5,
+      example="Mismatch in versions between nvidia-smi and NVML. Are you sure you are using "
+      "nvidia-smi provided with the driver?",
+      explanation="nvidia-smi checks that the NVML library it loaded (libnvidia-ml.so.1) comes "
+      "from its own driver, and this one does not: a copy of another driver version comes first "
+      "in the library path (LD_LIBRARY_PATH or LD_PRELOAD, a library that hooks NVML, a stale copy "
+      "baked into a container image), or the nvidia-smi run is not the driver's. Tools and "
+      "programs that load that library read the GPUs through the wrong NVML too.",
+      remedy="See which library is loaded: `ldd $(command -v nvidia-smi)`, `ldconfig -p | grep "
+      "libnvidia-ml` and `echo $LD_LIBRARY_PATH $LD_PRELOAD`; remove the other copy from the path "
+      "(in a container, do not copy the driver's libraries into the image: the NVIDIA Container "
+      "Toolkit mounts the host's), and run the nvidia-smi that came with the driver.")
+
 fixed("nvml-unavailable/smi-missing",
       r"\bnvidia-smi: (?:command )?not found|command not found: nvidia-smi\b|"
-      r"exec: \\?\"nvidia-smi\\?\": executable file not\b|"
+      # (also with its quotes escaped again by each daemon that logged it: exec: \\\"nvidia-smi)
+      r"exec: \\{0,7}\"nvidia-smi\\{0,7}\": executable file not\b|"
+      # (Docker's words before the OCI runtime's: "Container command 'nvidia-smi' not found or
+      # does not exist")
+      r"\bContainer command '?nvidia-smi'? not found\b|"
       # (the same, retyped without the runtime's words: "nvidia-smi executable file not found
       # in $PATH", a thread's title)
       r"\bnvidia-smi[\"'`]?:? executable file not found\b|"
