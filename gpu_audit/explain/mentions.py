@@ -650,6 +650,11 @@ _EXPLAINER_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                        # a reference page's steps: "How to diagnose it", "What to do" as a
                        # heading (not the writer's "I don't know what to do")
                        r"|\bhow to (?:diagnose|troubleshoot|investigate) (?:it|this|that|the)\b"
+                       # a guide's title that promises the way out, or asks what sets it off
+                       # for every reader: "(And How to Prevent It)", "What triggers the
+                       # OOM-Killer during AI training?"
+                       r"|\(?\band how to (?:prevent|avoid|fix|stop|solve) (?:it|them|this|that)\b"
+                       r"|^\W{0,4}what (?:triggers|causes) (?:the |an? )?[\w-]+"
                        r"|^\W{0,4}what to do(?: (?:about it|next|when it happens))?\W{0,4}$"),
         # a documentation page that shows what a log line looks like: "These logs are in the
         # following format:", "The event log looks like this:", "Typical kernel-log signature";

@@ -121,12 +121,16 @@ KEYS: tuple[Key, ...] = (
         # (and a card told overheating or overclocked, or the board swapped, anywhere in a
         # thread: "it was more than likely due to overheating", "the factory overclock")
         rb"|r(?:heat(?<=verheat)|clock(?<=verclock)|board(?<=otherboard))"
+        # (and Horovod's stall inspector by its source file, early on a line a terminal may
+        # wrap before its words: "W horovod/common/stall_inspector.cc:105] One or more ...")
+        rb"|ctor\.cc(?<=stall_inspector\.cc)"
         # (and torch's CUDA told unavailable: "torch.cuda.is_available() is false")
         rb"|\(\)(?<=is_available\(\)))",
         (b"emory", b"emoria", "emória".encode(), b"eicher", b"moire", b"appears to have died",
          *CURED_ANCHORS, b"dropped support", b"removed support", b"evice-side assert",
          b"evice side assert", b"estart", b"eboot", b"owers off", b"owered off", b"off the bus",
          b"off the PCIe bus", b"off the PCI bus", b"verheat", b"verclock", b"otherboard",
+         b"stall_inspector.cc",
          b"is_available()")),
     # a launcher's exit status for a process killed with SIGKILL (137, -9)
     # (also when a terminal or logger wrapped the line before the number)
@@ -458,11 +462,14 @@ KEYS: tuple[Key, ...] = (
         rb"|OM(?:s|ing|ed|'d)?\b|UT_OF_ME(?:MORY|\+)"
         # (and in Chinese right after it: "就OOM了", "OOM啦", "OOM掉了")
         + "|OM ?(?:了|啦|掉了)".encode() +
-        rb"|(?:(?<=CPU O)|(?<=host O)|(?<=Host O)|(?<=system O)|(?<=System O))OM)",
+        rb"|(?:(?<=CPU O)|(?<=host O)|(?<=Host O)|(?<=system O)|(?<=System O))OM"
+        # (and Horovod's stall inspector: "One or more tensors were submitted to be reduced,
+        # gathered or broadcasted by subset of ranks and are waiting ...")
+        rb"|ne or more tensors were submitted)",
         (*(first + sep + kill for first in (b"OOM", b"Oom") for sep in (b"", b" ", b"-", b"_")
            for kill in (b"kill", b"Kill", b"KILL")), b"OOM when allocating",
          b"OOM encountered", b"CPU OOM", b"host OOM", b"Host OOM", b"system OOM",
-         b"System OOM", b"OOM", b"OUT_OF_ME")),
+         b"System OOM", b"OOM", b"OUT_OF_ME", b"One or more tensors were submitted")),
     # a GPU's memory told running out in Chinese, the language most such reports not in
     # English are in ("显存不足", "爆显存"): no other pass starts with its first byte
     # (and the card's memory in longer words, "显卡内存一直上涨 ... 最终内存溢出": 显 leads both)
@@ -541,6 +548,8 @@ KEYS: tuple[Key, ...] = (
         rb"|ccl(?: backend|['\"](?<=backend=['\"]nccl['\"]))"
         # (and a build told to no longer support the writer's card: "no longer supports my K80")
         rb"|o longer support"
+        # (and Horovod's stalled ops, one per line: "HorovodAllreduce_grads_0 [missing ranks: 7]")
+        rb"|ks: (?<=missing ranks: )"
         # (and NVML's mismatch told without its message: "got a driver/library version mismatch")
         rb"| mismatch(?<=ibrary version mismatch)"
         # (and a machine told turning off or shutting down under load: "the whole rig turned
@@ -564,6 +573,7 @@ KEYS: tuple[Key, ...] = (
          b"hermal shut down!", b"nstance of 'std::bad_alloc'", b"ncclShmOpen",
          b"allocating <= available", b"nvml.Init() failed", b"nvml.Shutdown() failed",
          b"nccl backend", b"backend='nccl'", b'backend="nccl"', b"no longer support",
+         b"missing ranks: ",
          b"ibrary version mismatch", b"turns off", b"turned off", b"shut down",
          b"shuts down")),
 )

@@ -91,6 +91,9 @@ DEVICE_OOM_PATTERN = (r"(?:CUDA|HIP|cuda runtime|cuda) error(?: \(\d+\))?\s*:\s*
                       # CUDA_ERROR_OUT_OF_MEMORY", a warning it falls back from)
                       r"|\berror=2 : out of memory|(?<!bytes on host: )CUDA_ERROR_OUT_OF_MEMORY"
                       r"|cudaErrorMemoryAllocation"
+                      # ROCm's spellings of the same status (TensorFlow's rocm_driver: "failed
+                      # to allocate 890.06M (933298432 bytes) from device: HIP_ERROR_OutOfMemory")
+                      r"|HIP_ERROR_OutOfMemory|hipErrorOutOfMemory|hipErrorMemoryAllocation"
                       # a driver API call as PyCUDA names its failure ("cuMemAlloc failed: out
                       # of memory"); page-locked host memory (cuMemHostAlloc) is the host's
                       r"|\bcu(?!MemHost)[A-Z]\w{1,40} failed: out of memory"

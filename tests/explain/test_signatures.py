@@ -102,6 +102,8 @@ def test_every_fixture_log_is_covered_and_every_class_has_one() -> None:
 
 # One line each, in the formats of different releases: (log text, class, signature).
 SINGLE_LINES = [
+    ("[1,3]<stderr>:HorovodAllreduce_grads_dense_1_0 [missing ranks: 7]", "nccl",
+     "nccl/horovod-stall"),
     ("Mismatch in versions between nvidia-smi and NVML.", "nvml-unavailable",
      "nvml-unavailable/smi-nvml-mismatch"),
     ("After the reinstall torch.cuda.is_available() still returns False.", "driver-mismatch",

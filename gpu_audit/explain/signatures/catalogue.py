@@ -208,6 +208,7 @@ ORDER = (
     "nccl/heartbeat",
     "nccl/duplicate-gpu",
     "nccl/version-mismatch",
+    "nccl/horovod-stall",
     "nccl/no-gpus",
     "nccl/communicator-aborted",
     "nccl/error",

@@ -486,7 +486,7 @@ def _julia_out_of_gpu_memory(sig: Signature, numbers: dict[str, Any],
            DEVICE_OOM_PATTERN + "|(?<!\\be == )(?:" + status_check("cudaErrorMemoryAllocation")
            # (XGBoost's device allocator's own head, whatever error text it carries)
            + ")|" + _XGBOOST_HEAD.pattern,
-           ("out of memory", "OUT_OF_MEMORY", "MemoryAllocation", "cudaSuccess",
+           ("out of memory", "OUT_OF_MEMORY", "MemoryAllocation", "cudaSuccess", "OutOfMemory",
             "CUDA calloc", "Memory allocation error on worker"),
            "CUDA out of memory (outside PyTorch's allocator)", group="cuda-oom-raw",
            extract=_raw_oom,

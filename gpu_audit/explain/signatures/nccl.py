@@ -343,6 +343,56 @@ def _nccl_version_mismatch(sig: Signature, numbers: dict[str, Any],
     return advice(sig, numbers, explanation, remedy)
 
 
+def _horovod_stall(match: re.Match[str], _line: str) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    if match.group("stall_s") is not None:
+        found["stall_s"] = int(match.group("stall_s"))
+    if match.group("missing") is not None:
+        ranks = [int(rank) for rank in re.findall(r"\d+", match.group("missing"))]
+        found["missing_ranks"] = ranks[:MAX_MISSING_RANKS]
+        if ranks:
+            found["rank"] = ranks[0]  # the rank to look at: the one the others wait for
+    return found
+
+
+MAX_MISSING_RANKS = 64  # a stalled op on a thousand nodes lists its missing ranks one by one
+
+
+# Horovod's stall inspector: some ranks submitted a collective and have waited longer than its
+# check time for the others ("One or more tensors were submitted to be reduced, gathered or
+# broadcasted by subset of ranks and are waiting for remainder of ranks for more than 60
+# seconds"), then each stalled op with the ranks it waits for ("... [missing ranks: 815]").
+@signature("nccl/horovod-stall",
+           r"\bOne or more tensors were submitted to be reduced, gathered or broadcasted by "
+           # (the rest may be cut, or wrapped mid-word by the terminal that printed it)
+           r"subset of ranks(?: and are waiting for remainder of ranks for more than "
+           r"(?P<stall_s>\d{1,9}) seconds)?|\[missing ranks: (?P<missing>[\d, ]{1,600})\]",
+           ("One or more tensors were submitted", "[missing ranks: "),
+           "Horovod's collectives stalled waiting for some ranks", tier=3.0,
+           extract=_horovod_stall, group="horovod-stall",
+           example="[2026-06-04 16:49:19.737850: W horovod/common/stall_inspector.cc:105] One or "
+           "more tensors were submitted to be reduced, gathered or broadcasted by subset of ranks "
+           "and are waiting for remainder of ranks for more than 60 seconds.")
+def _horovod_stall_advice(sig: Signature, numbers: dict[str, Any],
+                          ctx: AdviceContext) -> Advice:
+    waited = f" for more than {numbers['stall_s']} s" if numbers.get("stall_s") else ""
+    missing = numbers.get("missing_ranks")
+    who = (f": rank{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))} never "
+           "joined" if missing else "")
+    explanation = (f"Horovod's stall inspector found collectives that some ranks submitted and "
+                   f"have waited{waited} for the rest{who}. A rank that never joins crashed or "
+                   "hung earlier (look for its own error), is far behind (data loading, a "
+                   "checkpoint written by one rank), or runs other collectives than the others "
+                   "(a condition that differs between ranks, tensors named or ordered "
+                   "differently): the job hangs until Horovod or the scheduler ends it. "
+                   + _COLLECTIVE_ECHO)
+    remedy = ("Read the missing ranks' own logs first; make every rank submit the same tensors "
+              "in the same order; set HOROVOD_STALL_SHUTDOWN_TIME_SECONDS so a stall ends the "
+              "job instead of hanging it, and record a timeline (horovodrun "
+              "--timeline-filename) to see which op each rank is in.")
+    return advice(sig, numbers, explanation, remedy)
+
+
 @signature("nccl/heartbeat",
            # from the class name on: a line cut inside "ProcessGroupNCCL's" is read from its
            # first part, the one the prefilter finds
