@@ -103,7 +103,10 @@ def test_every_fixture_log_is_covered_and_every_class_has_one() -> None:
 # One line each, in the formats of different releases: (log text, class, signature).
 SINGLE_LINES = [
     ("[1,3]<stderr>:HorovodAllreduce_grads_dense_1_0 [missing ranks: 7]", "nccl",
-     "nccl/horovod-stall"),
+     "nccl/horovod-missing-ranks"),
+    ("[2026-06-04 16:49:19.737850: W horovod/common/stall_inspector.cc:105] One or more tensors "
+     "were submitted to be reduced, gathered or broadcasted by subset of ranks and are waiting "
+     "for remainder of ranks for more than 60 seconds.", "nccl", "nccl/horovod-stall"),
     ("Mismatch in versions between nvidia-smi and NVML.", "nvml-unavailable",
      "nvml-unavailable/smi-nvml-mismatch"),
     ("After the reinstall torch.cuda.is_available() still returns False.", "driver-mismatch",

@@ -209,6 +209,7 @@ ORDER = (
     "nccl/duplicate-gpu",
     "nccl/version-mismatch",
     "nccl/horovod-stall",
+    "nccl/horovod-missing-ranks",
     "nccl/no-gpus",
     "nccl/communicator-aborted",
     "nccl/error",

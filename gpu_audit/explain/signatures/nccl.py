@@ -343,16 +343,9 @@ def _nccl_version_mismatch(sig: Signature, numbers: dict[str, Any],
     return advice(sig, numbers, explanation, remedy)
 
 
-def _horovod_stall(match: re.Match[str], _line: str) -> dict[str, Any]:
-    found: dict[str, Any] = {}
-    if match.group("stall_s") is not None:
-        found["stall_s"] = int(match.group("stall_s"))
-    if match.group("missing") is not None:
-        ranks = [int(rank) for rank in re.findall(r"\d+", match.group("missing"))]
-        found["missing_ranks"] = ranks[:MAX_MISSING_RANKS]
-        if ranks:
-            found["rank"] = ranks[0]  # the rank to look at: the one the others wait for
-    return found
+def _missing_ranks(match: re.Match[str], _line: str) -> dict[str, Any]:
+    ranks = [int(rank) for rank in re.findall(r"\d+", match.group("missing"))]
+    return {"missing_ranks": ranks[:MAX_MISSING_RANKS]}
 
 
 MAX_MISSING_RANKS = 64  # a stalled op on a thousand nodes lists its missing ranks one by one
@@ -361,15 +354,20 @@ MAX_MISSING_RANKS = 64  # a stalled op on a thousand nodes lists its missing ran
 # Horovod's stall inspector: some ranks submitted a collective and have waited longer than its
 # check time for the others ("One or more tensors were submitted to be reduced, gathered or
 # broadcasted by subset of ranks and are waiting for remainder of ranks for more than 60
-# seconds"), then each stalled op with the ranks it waits for ("... [missing ranks: 815]").
+# seconds"), then each stalled op with the ranks it waits for ("... [missing ranks: 815]": the
+# first such line joins the warning above it, or stands for it where the warning was cut off).
+@signature("nccl/horovod-missing-ranks", r"\[missing ranks: (?P<missing>[\d, ]{1,600})\]",
+           ("[missing ranks: ",), "Horovod's collectives stalled waiting for some ranks",
+           tier=3.0, extract=_missing_ranks, group="horovod-stall", attach="prefer", window=40,
+           example="HorovodAllreduce_grads_dense_1_0 [missing ranks: 7]")
 @signature("nccl/horovod-stall",
            r"\bOne or more tensors were submitted to be reduced, gathered or broadcasted by "
            # (the rest may be cut, or wrapped mid-word by the terminal that printed it)
            r"subset of ranks(?: and are waiting for remainder of ranks for more than "
-           r"(?P<stall_s>\d{1,9}) seconds)?|\[missing ranks: (?P<missing>[\d, ]{1,600})\]",
-           ("One or more tensors were submitted", "[missing ranks: "),
+           r"(?P<stall_s>\d{1,9}) seconds)?",
+           ("One or more tensors were submitted",),
            "Horovod's collectives stalled waiting for some ranks", tier=3.0,
-           extract=_horovod_stall, group="horovod-stall",
+           group="horovod-stall",
            example="[2026-06-04 16:49:19.737850: W horovod/common/stall_inspector.cc:105] One or "
            "more tensors were submitted to be reduced, gathered or broadcasted by subset of ranks "
            "and are waiting for remainder of ranks for more than 60 seconds.")
@@ -384,8 +382,7 @@ def _horovod_stall_advice(sig: Signature, numbers: dict[str, Any],
                    "hung earlier (look for its own error), is far behind (data loading, a "
                    "checkpoint written by one rank), or runs other collectives than the others "
                    "(a condition that differs between ranks, tensors named or ordered "
-                   "differently): the job hangs until Horovod or the scheduler ends it. "
-                   + _COLLECTIVE_ECHO)
+                   "differently): the job hangs until Horovod or the scheduler ends it.")
     remedy = ("Read the missing ranks' own logs first; make every rank submit the same tensors "
               "in the same order; set HOROVOD_STALL_SHUTDOWN_TIME_SECONDS so a stall ends the "
               "job instead of hanging it, and record a timeline (horovodrun "
