@@ -65,6 +65,9 @@ def interpret_visible_devices(value: str, gpus: list[Gpu], count: int) -> Visibl
     return Visible(visible, [], None, by_uuid)
 
 
+MAX_GPUS = 1024  # more than any machine has: an index past it is no machine's GPU
+
+
 def hides_every_gpu(value: str) -> str | None:
     """Why ``value`` leaves CUDA no GPU even on a machine that has one, or None where it may
     not: a list that starts with 0 (the first GPU of any machine), or with UUIDs, which only
@@ -73,6 +76,8 @@ def hides_every_gpu(value: str) -> str | None:
     if seen.visible or seen.by_uuid or not seen.checkable:
         return None
     first = re.match(r"\s*\+?([0-9]{1,20})(?![0-9])", value)
+    if first is not None and int(first[1]) > MAX_GPUS:
+        return f"it starts at index {first[1]}, beyond the GPUs any machine has"
     if first is not None and int(first[1]) > 0:  # beyond a one-GPU machine's only index
         index = int(first[1])
         return (f"it starts at index {index}, and CUDA numbers the GPUs a job is given from 0: "

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from gpu_audit.explain import classify_text
 from gpu_audit.explain.signatures.nccl import _nccl_release
 from tests.explain.helpers import shape_incidents as incidents
 from tests.explain.helpers import shape_root as root
@@ -39,3 +40,10 @@ def test_told_in_words(name: str, signature: str) -> None:
     "nccl_version_advice_guide.log", "gpu_memory_check_other_users_advice.log"])
 def test_guides_naming_the_conditions_raise_nothing(name: str) -> None:
     assert not [i for i in incidents(name) if i.is_failure]
+
+
+def test_nccl_s_check_with_absurd_numbers_reads_no_release() -> None:
+    line = ("NCCL WARN Mismatched NCCL version detected : rank 0 version " + "9" * 40
+            + " rank 1 version 21805")
+    assert not [i for i in classify_text(line, torch_version=None)
+                if i.signature == "nccl/version-mismatch" and "version_a" in i.numbers]

@@ -55,3 +55,8 @@ def test_the_kernel_oom_killer_before_the_timeout_stays_the_root() -> None:
     assert found[0].signature == "host-oom/kernel-oom-killer"
     kill = next(i for i in found if i.signature == "host-oom/sigkill")
     assert "after the collective failure" not in kill.explanation
+
+
+def test_an_absurd_index_is_named_beyond_any_machine() -> None:
+    assert hides_every_gpu("99999999999999999999") == (
+        "it starts at index 99999999999999999999, beyond the GPUs any machine has")

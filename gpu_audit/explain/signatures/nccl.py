@@ -316,8 +316,8 @@ _VERSIONS_TOLD = (
 
 
 @signature("nccl/version-mismatch",
-           r"\bMismatched NCCL version detected ?: ?rank (?P<rank_a>\d+) version "
-           r"(?P<version_a>\d+) rank (?P<rank_b>\d+) version (?P<version_b>\d+)|"
+           r"\bMismatched NCCL version detected ?: ?rank (?P<rank_a>\d{1,9}) version "
+           r"(?P<version_a>\d{1,9}) rank (?P<rank_b>\d{1,9}) version (?P<version_b>\d{1,9})|"
            + _VERSIONS_TOLD,
            ("Mismatched NCCL version", "NCCL version", "NCCL library version", "different NCCL"),
            "Ranks run different NCCL versions", tier=1.0, extract=_version_pair,
