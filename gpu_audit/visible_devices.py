@@ -47,8 +47,7 @@ def interpret_visible_devices(value: str, gpus: list[Gpu], count: int) -> Visibl
             problem = ("names no GPU on this host" if not matches else
                        "matches more than one GPU") if index is None else None
         else:
-            match = re.match(r"[+-]?[0-9]{1,20}(?![0-9])", entry)
-            index = int(match[0]) if match else None
+            index = _entry_index(entry)
             problem = None
             if index is None:
                 problem = "is not a device index"
@@ -68,6 +67,15 @@ def interpret_visible_devices(value: str, gpus: list[Gpu], count: int) -> Visibl
 MAX_GPUS = 1024  # more than any machine has: an index past it is no machine's GPU
 
 
+def _entry_index(entry: str) -> int | None:
+    """An entry's index as CUDA reads it (strtoul's way: "1gpu" is 1), or None."""
+    match = _INDEX.match(entry.strip())
+    return int(match[0]) if match else None
+
+
+_INDEX = re.compile(r"[+-]?[0-9]{1,20}(?![0-9])")
+
+
 def hides_every_gpu(value: str) -> str | None:
     """Why ``value`` leaves CUDA no GPU even on a machine that has one, or None where it may
     not: a list that starts with 0 (the first GPU of any machine), or with UUIDs, which only
@@ -75,11 +83,10 @@ def hides_every_gpu(value: str) -> str | None:
     seen = interpret_visible_devices(value, [], 1)
     if seen.visible or seen.by_uuid or not seen.checkable:
         return None
-    first = re.match(r"\s*\+?([0-9]{1,20})(?![0-9])", value)
-    if first is not None and int(first[1]) > MAX_GPUS:
-        return f"it starts at index {first[1]}, beyond the GPUs any machine has"
-    if first is not None and int(first[1]) > 0:  # beyond a one-GPU machine's only index
-        index = int(first[1])
+    index = _entry_index(value.split(",", 1)[0])
+    if index is not None and index > MAX_GPUS:
+        return f"it starts at index {index}, beyond the GPUs any machine has"
+    if index is not None and index > 0:  # beyond a one-GPU machine's only index
         return (f"it starts at index {index}, and CUDA numbers the GPUs a job is given from 0: "
                 f"a job given {plural(index, 'GPU')} or fewer sees none")
     return seen.reason or "it names no GPU"

@@ -712,8 +712,9 @@ def _kills_after_collectives(built: list[tuple[Incident, tuple[int, int]]]
         earlier = [(nccl, line) for nccl in failures if nccl.cls == "nccl"
                    for source in incident.sources if source not in memory
                    if (line := _first_line(nccl, source)) is not None
-                   and line < (_first_line(incident, source) or 0)]
-        if incident.signature in _BARE_KILLS and incident.is_failure and earlier:
+                   and line < (_first_line(incident, source) or 0)
+                   ] if incident.signature in _BARE_KILLS and incident.is_failure else []
+        if earlier:
             first = min(line for _, line in earlier)
             incident = replace(
                 incident, tier=max(nccl.tier for nccl, _ in earlier) + 0.5,
