@@ -709,18 +709,21 @@ def _kills_after_collectives(built: list[tuple[Incident, tuple[int, int]]]
               and incident.signature not in _BARE_KILLS for source in incident.sources}
     out = []
     for incident, order in built:
-        earlier = [(nccl, line) for nccl in failures if nccl.cls == "nccl"
-                   for source in incident.sources if source not in memory
+        # (a kill seen in several logs keeps its place if any of them records memory)
+        bare = (incident.signature in _BARE_KILLS and incident.is_failure
+                and not memory.intersection(incident.sources))
+        earlier = [(nccl, source, line) for nccl in failures if nccl.cls == "nccl"
+                   for source in incident.sources
                    if (line := _first_line(nccl, source)) is not None
-                   and line < (_first_line(incident, source) or 0)
-                   ] if incident.signature in _BARE_KILLS and incident.is_failure else []
+                   and line < (_first_line(incident, source) or 0)] if bare else []
         if earlier:
-            first = min(line for _, line in earlier)
+            _, source, first = min(earlier, key=lambda found: (found[1], found[2]))
+            where = f"line {first}" + (f" of {source}" if len(incident.sources) > 1 else "")
             incident = replace(
-                incident, tier=max(nccl.tier for nccl, _ in earlier) + 0.5,
+                incident, tier=max(nccl.tier for nccl, _, _ in earlier) + 0.5,
                 explanation=incident.explanation + f" Here it came after the collective "
-                f"failure on line {first} and nothing in the log records memory running out: "
-                "the workers left hanging were killed as the job was taken down. Fix the "
+                f"failure on {where} and nothing in the log records memory running out: the "
+                "workers left hanging were killed as the job was taken down. Fix the "
                 "collective first.")
         out.append((incident, order))
     return out

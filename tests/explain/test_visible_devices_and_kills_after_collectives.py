@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from gpu_audit.explain import explain_sources
 from gpu_audit.visible_devices import hides_every_gpu
+from tests.explain.helpers import SHAPES
 from tests.explain.helpers import shape_incidents as incidents
 from tests.explain.helpers import shape_root as root
 
@@ -60,3 +62,11 @@ def test_the_kernel_oom_killer_before_the_timeout_stays_the_root() -> None:
 def test_an_absurd_index_is_named_beyond_any_machine() -> None:
     assert hides_every_gpu("99999999999999999999") == (
         "it starts at index 99999999999999999999, beyond the GPUs any machine has")
+
+
+def test_a_kill_seen_in_two_logs_keeps_its_place_where_one_records_memory() -> None:
+    found = [i for i in explain_sources([str(SHAPES / "nccl_timeout_then_workers_killed.log"),
+                                         str(SHAPES / "oom_killer_then_nccl_timeout.log")],
+                                        torch_version=None, workers=1).incidents
+             if i.signature == "host-oom/sigkill"]
+    assert found and "after the collective failure" not in found[0].explanation
