@@ -300,6 +300,8 @@ class Classifier:
         if (not sig.reads_titles and head is not None and head.heading
                 and first == head.title_line):
             return  # the title's reading (_titles) judges it
+        if sig.needs_gpu_subject and (head is None or not head.gpu_subject):
+            return  # whose memory, the text does not say
         # (the rank a message names in its own words, "communicator was aborted on rank 1",
         # where no launcher's prefix gives it)
         rank = _rank(text)

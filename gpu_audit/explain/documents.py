@@ -210,6 +210,11 @@ _TITLE_XID = r"\bXid\W{0,3}(?P<xid>\d{1,3})\b"
 _TITLE_ARCH = (r"\b(?P<capability>sm_\d{2,3}a?)\)? (?:is |are )?(?:not (?:yet )?supported|"
                r"unsupported)\b|\b(?:no|missing|lacks?|without) (?:support|kernels?) for "
                r"(?P<capability_>sm_\d{2,3}a?)\b")
+# A distributed run's collectives and frameworks, and its hang, in a title (a typing slip in the
+# collective's name is read too: "Allredue").
+_DISTRIBUTED = (r"\b(?:all[-_ ]?red\w*|all[-_ ]?gather|reduce[-_ ]scatter|DeepSpeed|ZeRO[- ]?[123]|"
+                r"FSDP|Horovod|Megatron|DDP|multi[- ]?(?:node|machine)s?|distributed)\b")
+_HANGS = r"\b(?:hang\w*|hung|stuck|freez\w*|froze|deadlock\w*)\b"
 # A failure named in a thread's title, by class: the signature whose advice it gets.
 _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (sig_id, re.compile(pattern, re.IGNORECASE)) for sig_id, pattern in (
@@ -433,6 +438,12 @@ _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                                    r")?RAM\b|\bout of (?:system|host|"
                                    r"CPU|main) memory\b|(?<!GPU )(?<!video )\bRAM (?:is |gets |"
                                    r"got |getting )?(?:full|exhausted)\b"),
+        # a distributed run told hanging, by its collective or its framework ("Allreduce hang
+        # in yolo3 train using multi machine", "deepspeed zero2 training hangon and timeout",
+        # "from_pretrained hangs when using zero-3"): a rank that never joined the collective
+        # (after the titles that name a failure of their own, such as an out-of-memory)
+        ("nccl/hang-told", rf"{_DISTRIBUTED}[^\n]{{0,60}}?{_HANGS}|{_HANGS}[^\n]{{0,40}}?"
+                           rf"{_DISTRIBUTED}"),
         # the GPU's memory told run out, in any of the words and languages explain reads in a
         # text (last: a title's other words for an out-of-memory come first)
         ("cuda-oom/memory-told", MEMORY_TOLD),
@@ -544,6 +555,9 @@ class Head:
     web_page: bool = False
     fenced: bool = False  # a pasted block (``` or a table) below the title
     virtual_gpu: bool = False  # the first lines put the GPU behind a hypervisor (vGPU, VFIO)
+    # the first lines name a GPU (a card, its memory, CUDA) and not the host's memory: an
+    # out-of-memory told there without saying whose is the GPU's
+    gpu_subject: bool = False
     lines: list[str] = field(default_factory=list)
 
     def subject(self) -> list[str]:
@@ -561,6 +575,8 @@ def read_head(data: bytes, whole: bool) -> Head:
         lines = lines[:-1]  # the last one may be cut
     head = Head(lines=lines)
     head.virtual_gpu = any(VIRTUAL_GPU.search(line) for line in lines)
+    head.gpu_subject = (any(_NAMES_GPU.search(line) for line in lines)
+                        and not any(_NAMES_HOST_MEMORY.search(line) for line in lines))
     numbered = [(n, line.strip()) for n, line in enumerate(lines, 1) if line.strip()]
     head.change_thread = bool(numbered and _PULL_SOURCE.match(numbered[0][1]))
     head.issue_thread = bool(numbered and _ISSUE_SOURCE.match(numbered[0][1]))
@@ -610,6 +626,13 @@ def _thread_by_shape(head: Head, numbered: list[tuple[int, str]]) -> None:
 
 # A GPU behind a hypervisor: a virtual GPU's driver (vGPU, GRID, a mediated device), or a GPU
 # passed through to a virtual machine (VFIO, a hypervisor named).
+# A GPU named in a text's first lines, and the host's memory named there (Head.gpu_subject).
+_NAMES_GPU = re.compile(r"\b(?:GPUs?|VRAM|CUDA|RTX|GTX|Tesla|Quadro|[AHLV]\d{2,3}|T4|"
+                        r"[1-5]0[5-9]0(?: ?Ti)?)\b|显存|顯存|显卡|顯卡|ビデオメモリ")
+_NAMES_HOST_MEMORY = re.compile(r"\b(?:(?<!GPU )(?<!V)RAM|CPU memory|host memory|system memory|"
+                                r"swap|oom[- ]?kill\w*|MemoryError|exit code 137)\b|"
+                                r"(?<![显卡U])内存",
+                                re.IGNORECASE)
 VIRTUAL_GPU = re.compile(r"\bv-?GPUs?\b|\bGRID (?:vGPU|drivers?|K\d)|\bvfio(?:-pci)?\b|\bmdev\b|"
                          r"\bhypervisors?\b|\bGPU pass-?through\b|\bProxmox\b|\bESXi\b|"
                          r"\bKubeVirt\b", re.IGNORECASE)

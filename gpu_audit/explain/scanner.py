@@ -230,8 +230,12 @@ KEYS: tuple[Key, ...] = (
         # (and NVIDIA DALI's device allocator: "Can't allocate 129499136 bytes on device 0.")
         rb"|an't allocate \d{1,20} bytes on device"
         # (and NCCL's socket connect named by its function: "socketStartConnect: Connect to")
-        rb"|onnect: (?<=StartConnect: )|onnect: (?<=PollConnect: )|onnect: (?<=SocketConnect: ))",
-        (b"CUDA ", b"CUDA_", b"CUDACachingAllocator", b"CUDAAllocatorConfig",
+        rb"|onnect: (?<=StartConnect: )|onnect: (?<=PollConnect: )|onnect: (?<=SocketConnect: )"
+        # (and a CUDA library that does not load, on a line without "error": "Could not locate
+        # cudnn_ops_infer64_8.dll", ONNX Runtime's "Failed to create CUDAExecutionProvider")
+        rb"|ould not locate|UDAExecutionProvider(?!['\"]))",
+        (b"Could not locate", b"CUDAExecutionProvider", b"CUDA ", b"CUDA_",
+         b"CUDACachingAllocator", b"CUDAAllocatorConfig",
          *(b"CUDA" + bytes([lead]) for lead in range(0xE3, 0xEE)), b"CUBLAS_STATUS",
          b"CUSOLVER_STATUS", b"CUSPARSE_STATUS", b"CUFFT_", b"CUDNN_STATUS", b"CUDNN_BACKEND",
          *(b"CUDNN_" + short for short in (b"NOT_SUPPORTED", b"NOT_INITIALIZED", b"BAD_PARAM",

@@ -100,8 +100,9 @@ def test_a_distributed_hang_then_timeout_named_in_a_title() -> None:
     # the title says the failure is still there after the writer's change
     ("增加 nccl 超时时间设置后，仍然报错", "谢谢。", "nccl"),
     ("NCCL timeout raised to 2 hours, still times out", "Thanks.", "nccl"),
-    # a hang with no timeout, and a question: no failure named
-    ("Distributed training across machines hangs with no error", "```\nlog\n```", None),
+    # a distributed run's hang, even with no error: a rank that never joined a collective
+    ("Distributed training across machines hangs with no error", "```\nlog\n```", "nccl"),
+    # a question: no failure named
     ("为什么多卡训练卡住，超时后报错", "```\nlog\n```", None),
 ])
 def test_title_told_nccl_wordings(title: str, body: str, expected: str | None) -> None:

@@ -16,6 +16,7 @@ import pytest
 from gpu_audit.explain.classify import match_signature
 from gpu_audit.explain.prefixes import LINE_HEAD
 from gpu_audit.explain.signatures import SIGNATURES
+from gpu_audit.explain.signatures.guards import SKIP_SENTENCES
 from tests.explain.helpers import shape_incidents, text_incidents
 from tests.explain.test_grep_engine import assert_same, needs_grep
 
@@ -69,8 +70,8 @@ _IDS = [f"{sig}:{line[:24]}" for sig, line in PROGRAM_LINES]
 
 # What may follow a "^" in a signature that does not open with LINE_HEAD: a guard over the whole
 # line (a look-ahead, words that must not come before the message: prose that tells a failure)
-# or a sentence's start, never a program's text.
-_WHOLE_LINE_GUARDS = ("(?i:(?:(?!", "(?:(?!", "(?=", "(?!", ")(?=", "|(?<=")
+# or a sentence's start (or whole sentences skipped to reach one), never a program's text.
+_WHOLE_LINE_GUARDS = ("(?i:(?:(?!", "(?:(?!", "(?=", "(?!", ")(?=", "|(?<=", SKIP_SENTENCES)
 
 
 def test_no_signature_reads_a_program_line_from_a_bare_line_start() -> None:

@@ -325,8 +325,11 @@ def test_every_message_and_telling_is_keyed_in_the_middle_of_a_long_log(tmp_path
     noise = "".join(f"step {i} loss 0.5\n" for i in range(40))
     log = tmp_path / "mid.log"
     unread = []
+    gpus = {sig.id for sig in SIGNATURES if sig.needs_gpu_subject}
     for line, cls, sig in _mid_log_lines():
-        log.write_text(noise + line + "\n" + noise)
+        # (a telling that leaves whose memory open is read in a text about a GPU)
+        head = "run on GPU 0 (RTX 3090)\n" if sig in gpus else ""
+        log.write_text(head + noise + line + "\n" + noise)
         found = explain_sources([str(log)], torch_version=None, workers=1).incidents
         if not any(i.signature == sig or i.cls == cls for i in found):
             unread.append(f"{sig}: {line[:80]}")

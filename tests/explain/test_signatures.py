@@ -85,6 +85,8 @@ FIXTURE_INCIDENTS = {
     "torchrun_worker_sigkill.log": [("host-oom", "host-oom/sigkill")],
     "k8s_pod_oomkilled.log": [("host-oom", "host-oom/kubernetes-oomkilled")],
     "healthy_run_with_alarming_lines.log": [],
+    # an out-of-memory told without saying whose, in a thread about a GPU
+    "oom_told_unnamed_gpu_thread.log": [("cuda-oom", "cuda-oom/oom-told-unnamed")],
 }
 
 
@@ -102,6 +104,17 @@ def test_every_fixture_log_is_covered_and_every_class_has_one() -> None:
 
 # One line each, in the formats of different releases: (log text, class, signature).
 SINGLE_LINES = [
+    ("[rank2]:[E1103 11:02:17.402211 ProcessGroupNCCL.cpp:1772] [PG ID 0 PG GUID 0(default_pg) "
+     "Rank 2] Received a dump signal due to a collective timeout from this local rank and we "
+     "will try our best to dump the debug info. Last enqueued NCCL work: 812, last completed "
+     "NCCL work: 811.", "nccl", "nccl/dump-signal"),
+    ("OSError: libcublasLt.so.12: cannot open shared object file: No such file or directory",
+     "driver-mismatch", "driver-mismatch/cuda-library-missing"),
+    ("Could not locate cudnn_ops_infer64_8.dll. Please make sure it is in your library path!",
+     "driver-mismatch", "driver-mismatch/cuda-library-missing"),
+    ("[W:onnxruntime:Default, onnxruntime_pybind_state.cc:965 CreateExecutionProviderInstance] "
+     "Failed to create CUDAExecutionProvider. Please reference the requirements page.",
+     "driver-mismatch", "driver-mismatch/cuda-library-missing"),
     ("[1,3]<stderr>:HorovodAllreduce_grads_dense_1_0 [missing ranks: 7]", "nccl",
      "nccl/horovod-missing-ranks"),
     ("[2026-06-04 16:49:19.737850: W horovod/common/stall_inspector.cc:105] One or more tensors "

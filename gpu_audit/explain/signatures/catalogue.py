@@ -192,6 +192,7 @@ ORDER = (
     "driver-mismatch/invalid-device-function",
     "driver-mismatch/gpu-too-old",
     "driver-mismatch/gpu-too-old-for-library",
+    "driver-mismatch/cuda-library-missing",
     "driver-mismatch/capability-range",
     "driver-mismatch/gpu-not-supported-by-driver",
     "driver-mismatch/no-driver",
@@ -231,6 +232,7 @@ ORDER = (
     "nccl/store-connection",
     "nccl/return-code",
     "nccl/watchdog-terminated",
+    "nccl/dump-signal",
     "nccl/watchdog-timeout-frame",
     "nccl/hang-told",
     "nccl/cure-told",
@@ -278,6 +280,9 @@ ORDER = (
     "alloc-conf/async-default-app",
     # ONNX Runtime's arenas and providers: which device an arena's failure was on
     "cuda-oom/onnxruntime-arena",
+    # an out-of-memory told without saying whose, read only where the text is about a GPU:
+    # last, so that any other reading of its line (the host's, a framework's) comes first
+    "cuda-oom/oom-told-unnamed",
 )
 
 SIGNATURES: tuple[Signature, ...] = in_order(ORDER)

@@ -31,7 +31,13 @@ import re
 from typing import Any
 
 from gpu_audit.explain.prefixes import LINE_HEAD
-from gpu_audit.explain.signatures.guards import CURED_NEEDLES, cure_told, unless_words
+from gpu_audit.explain.signatures.guards import (
+    CURED_NEEDLES,
+    SENTENCE_BREAK,
+    SKIP_SENTENCES,
+    cure_told,
+    unless_words,
+)
 from gpu_audit.explain.signatures.registry import (
     Advice,
     AdviceContext,
@@ -1667,9 +1673,10 @@ _OVER_NOW = (r"\b(?:(?:works?|working|runs?|running)(?: fine| well| again)? now\
              r"still (?:runs|trains|works)\b|expected\b|preallocat\w*|"
              r"(?:not|n't)\b[^\n]{0,30}?\bany ?more\b|(?:now )?(?:fixed|solved|resolved)"
              r"(?: now)?[.!]?$)")
-# The guard runs over the words before the telling only (a tempered token: linear time), so
-# "runs out of VRAM when I generate" is read and "if it runs out of VRAM" is not.
-_BEFORE_TELLING = unless_words(_TOLD_GUARD_WORDS, _TOLD_GUARD_ALSO, start="")
+# The guard runs over the words before the telling in its sentence only (a tempered token:
+# linear time), so "runs out of VRAM when I generate" is read and "if it runs out of VRAM" is
+# not, whatever an earlier sentence of the line asked.
+_BEFORE_TELLING = unless_words(_TOLD_GUARD_WORDS, f"{_TOLD_GUARD_ALSO}|{SENTENCE_BREAK}", start="")
 # ... nor one its sentence asks ("Is it because of insufficient GPU memory?", "是我的显存不够吗？");
 # a plea for help after the telling asks nothing of it ("OOM at step 500, any suggestions?")
 _NOT_ASKED = (r"(?:(?![^\n.!。！]{0,60}?[?？])|(?=[^\n.!。！?？]{0,60}?\b(?:any|what|how)\b"
@@ -1677,14 +1684,14 @@ _NOT_ASKED = (r"(?:(?![^\n.!。！]{0,60}?[?？])|(?=[^\n.!。！?？]{0,60}?\b(
 # A reply's reading of the writer's run, to them: "Looks like you ran out of GPU memory",
 # "you're running out of VRAM", "your GPU is out of memory" (not "you will", "if you").
 _BEFORE_READING = unless_words(_TOLD_GUARD_WORDS.replace(f"|{_TOLD_GUARD_READER}|", "|"),
-                               _TOLD_GUARD_ALSO, start="")
+                               f"{_TOLD_GUARD_ALSO}|{SENTENCE_BREAK}", start="")
 _READER_RAN_OUT = (
     r"\b(?:you(?:'re| are)(?: just| simply)? (?:running|run) out of|you(?: just| simply)? ran "
     r"out of|you(?:'re| are) out of|your (?:GPU|card|graphics card)(?:'s memory)? (?:is|was) "
     r"(?:running )?out of) (?:all (?:of )?)?(?:(?:the|your) )?"
     r"(?:\d{1,3}(?:\.\d)? ?[GM]i?B (?:of )?)?(?:(?:GPU|CUDA|video|graphics) memory|VRAM|"
     r"memory(?=[^\n]*?" + _GPU_WORD + r"))")
-MEMORY_TOLD = (rf"(?i:^(?![^\n]*?{_HOST_MEMORY_WORDS})(?![^\n]*?{_OVER_NOW})"
+MEMORY_TOLD = (rf"(?i:^(?![^\n]*?{_HOST_MEMORY_WORDS})(?![^\n]*?{_OVER_NOW}){SKIP_SENTENCES}"
                rf"(?:{_BEFORE_TELLING}(?:{_GPU_MEMORY_GONE})|{_BEFORE_READING}{_READER_RAN_OUT}|"
                rf"(?=[^\n]*?{_GPU_NAMED}){_BEFORE_TELLING}(?:{_MEMORY_GONE_GPU_NAMED})){_NOT_ASKED})")
 
@@ -1700,6 +1707,38 @@ fixed("cuda-oom/memory-told", MEMORY_TOLD,
       explanation="The writer says the GPU's memory ran out; no message of the program's was "
       "kept, so its sizes are unknown. The job (and what else holds the GPU) needed more memory "
       "than the card has free.",
+      remedy=f"{SCAN_OTHERS}\nThen reduce memory use:\n{REDUCE_MEMORY}")
+
+
+# An out-of-memory the writer met, told without saying whose memory ("I always encounter an
+# out-of-memory issue", "so i have the OutOfMemory problem", "OOM happened when I trained a
+# bigger model", "I keep running out of memory"): the GPU's where the text is about a GPU (its
+# first lines name one, and not the host's memory: Head.gpu_subject), on a line that does not
+# name the host's memory either. Told as a fact in its own sentence only, as memory-told is.
+_BARE_OOM_WORDS = r"(?:out[- ]of[- ]memory|OutOfMemory(?:Error)?|OOM)"
+_OOM_MET = (
+    r"\b(?:[Ii]|[Ww]e)(?:'ve|'m| have| had| am| was| were| keep| always| still| also| now| "
+    r"constantly| sometimes| often| just){0,2} (?:get|got|getting|gets|hit|hitting|"
+    r"encounter(?:ed|ing)?|fac(?:e|ed|ing)|ran into|run into|running into|have|had|having|see|"
+    r"saw|seeing|receiv(?:e|ed|ing)|met|meet)(?: (?:an?|the|this|that|same|constant|frequent|"
+    rf"an? constant))? (?:CUDA |GPU )?{_BARE_OOM_WORDS}(?:[- ](?:errors?|issues?|problems?|"
+    r"exceptions?|crash(?:es)?))?\b(?![- ]?kill)|"
+    rf"\b{_BARE_OOM_WORDS}(?: (?:errors?|issues?|problems?))? (?:happened|happens|occurred|occurs|"
+    r"appeared|appears|came|comes)\b|"
+    r"\b(?:[Ii]|[Ww]e)(?:'m| am| was| were| keep| kept| always| still){0,2} "
+    r"(?:ran|run|running|runs) out of memory\b")
+fixed("cuda-oom/oom-told-unnamed",
+      # (nor "the host OOM came back": the host named without its memory's words)
+      rf"(?i:^(?![^\n]*?{_HOST_MEMORY_WORDS})(?![^\n]*?\bhost\b)(?![^\n]*?{_OVER_NOW})"
+      rf"{SKIP_SENTENCES}{_BEFORE_TELLING}(?-i:{_OOM_MET}){_NOT_ASKED})",
+      ("OOM", "ut of memory", "ut-of-memory", "ut of Memory", "utOfMemory", "ut Of Memory"),
+      "The GPU ran out of memory (told in the writer's words, on a GPU the text names)",
+      tier=3.5, reads_titles=False, yields_to_titles=True, needs_gpu_subject=True,
+      example="I followed the inference instructions, but I always encounter an out-of-memory "
+      "issue.",
+      explanation="The writer says the run ran out of memory without saying whose; the text is "
+      "about a GPU and names no host memory, so it was the GPU's. No message of the program's "
+      "was kept, so its sizes are unknown.",
       remedy=f"{SCAN_OTHERS}\nThen reduce memory use:\n{REDUCE_MEMORY}")
 
 

@@ -958,3 +958,67 @@ def _gpu_too_old_for_library(sig: Signature, numbers: dict[str, Any],
                   "Triton (torch.compile(model, backend=\"aot_eager\")); or use a GPU of compute "
                   "capability 7.0 or newer.")
     return advice(sig, numbers, explanation, remedy)
+
+
+# A CUDA library the program needs could not be found or loaded: the CUDA runtime, cuBLAS,
+# cuDNN, cuFFT... of the version the program (or ONNX Runtime's CUDA provider) was built for is
+# not installed where the loader looks, or another version is. "ImportError: libcudart.so.11.0:
+# cannot open shared object file", faster-whisper's "Could not locate cudnn_ops_infer64_8.dll",
+# ONNX Runtime's "CUDA_PATH is set but CUDA wasn't able to be loaded", its "LoadLibrary failed
+# with error 126 ... onnxruntime_providers_cuda.dll" and "Failed to create
+# CUDAExecutionProvider". (Not NVML's library, nvml-unavailable; not TensorFlow's "Could not
+# load dynamic library" warning, which a CPU-only machine prints at every start.)
+_CUDA_LIBRARY = (r"(?:lib)?(?:cudart|cublas(?:Lt)?|cufft|curand|cusolver|cusparse|"
+                 r"cudnn(?:_\w{1,30})?|nvrtc|nvJitLink|cupti)")
+
+
+def _cuda_library_file(group: str) -> str:
+    """A CUDA library's file name, Linux's or Windows', as the named group ``group``."""
+    return (rf"(?P<{group}>{_CUDA_LIBRARY}(?:\.so(?:\.\d+){{0,3}}|64_\d{{1,3}}\.dll|"
+            r"\d{0,3}\.dll))")
+
+
+@signature("driver-mismatch/cuda-library-missing",
+           # (not after TensorFlow's "dlerror: ", its warning's own reason)
+           rf"(?<!dlerror: )\b{_cuda_library_file('library')}: cannot open shared object file|"
+           rf"\bCould not (?:locate|load|find) (?:library )?{_cuda_library_file('library_')}|"
+           r"\bCUDA_PATH is set but CUDA wasn'?t able to be loaded(?P<onnxruntime>)|"
+           r"\bLoadLibrary failed with error \d{1,6}[^\n]{0,40}? when trying to load [\"']?"
+           r"[^\"'\n]{0,200}?(?P<provider>onnxruntime_providers_(?:cuda|tensorrt))\.dll|"
+           r"\bFailed to (?:create|load) (?P<provider_>CUDA|TensorRT)ExecutionProvider\b",
+           ("cannot open shared object file", "Could not locate", "Could not load",
+            "Could not find", "CUDA wasnt able", "CUDA wasn't able", "LoadLibrary failed",
+            "ExecutionProvider"),
+           "A CUDA library could not be loaded", tier=0.2,
+           example="ImportError: libcudart.so.11.0: cannot open shared object file: No such file "
+           "or directory")
+def _cuda_library_missing(sig: Signature, numbers: dict[str, Any],
+                          ctx: AdviceContext) -> Advice:
+    library = numbers.get("library")
+    onnxruntime = "onnxruntime" in numbers or "provider" in numbers
+    numbers = {key: value for key, value in numbers.items()
+               if value != "" and key not in ("onnxruntime",)}
+    if onnxruntime:
+        numbers.setdefault("provider", "CUDA")
+        explanation = ("ONNX Runtime could not load its CUDA execution provider: the CUDA and "
+                       "cuDNN libraries of the major versions this onnxruntime-gpu release was "
+                       "built for are not installed where it looks (PATH or CUDA_PATH on "
+                       "Windows, the loader's path on Linux), or other versions are. It falls "
+                       "back to the CPU, so the job runs there, many times slower.")
+        remedy = ("Install the CUDA and cuDNN versions the onnxruntime-gpu release lists "
+                  "(https://onnxruntime.ai/docs/execution-providers/CUDA-ExecutionProvider.html"
+                  "#requirements), or the onnxruntime-gpu build for the CUDA you have; `pip "
+                  "install nvidia-cudnn-cu12 nvidia-cublas-cu12` puts them beside it, and "
+                  "`import torch` before onnxruntime loads torch's copies.")
+    else:
+        named_lib = f"{library}" if library else "A CUDA library"
+        explanation = (f"{named_lib} could not be found or loaded: the program (or a library it "
+                       "uses) was built against a CUDA or cuDNN version that is not installed "
+                       "where the loader looks, or a different version is. No GPU work runs "
+                       "until it loads.")
+        remedy = ("Install the CUDA runtime and cuDNN versions the package was built for (its "
+                  "name says which: cu118, cu121...), e.g. `pip install nvidia-cudnn-cu12 "
+                  "nvidia-cublas-cu12`, or install the package's build for the CUDA you have; "
+                  "`ldconfig -p | grep -E 'cudart|cudnn|cublas'` lists the versions the loader "
+                  "finds, and LD_LIBRARY_PATH (PATH on Windows) must include their folder.")
+    return advice(sig, numbers, explanation, remedy)

@@ -12,6 +12,15 @@ start after a sentence break or behind a check of the whole line: those pass ``s
 
 from __future__ import annotations
 
+# Whole sentences skipped before a guard, from a line's start (after its own checks of the
+# whole line), and the break a guard then does not cross (pass it in ``also``): the guard covers
+# only the telling's own sentence, so an earlier sentence's question or condition ("is there
+# any way I can change the batch size? I always get an error saying tensorflow ran out of
+# memory") does not keep a later telling from being read. Every sentence break is tried, and
+# each sentence is read once (the guard stops at the next break): linear in the line.
+SENTENCE_BREAK = r"[.!?;] |[。！？；]"
+SKIP_SENTENCES = r"(?:[^\n]*?(?:(?<=[.!?;] )|(?<=[。！？；])))??"
+
 
 def unless_words(words: str, also: str = "", *, start: str = "^", stop: str = r"\n") -> str:
     """A pattern for the text before a telling that holds none of ``words`` (an alternation,

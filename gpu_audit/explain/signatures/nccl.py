@@ -29,6 +29,8 @@ from typing import Any
 from gpu_audit.explain.prefixes import LINE_HEAD
 from gpu_audit.explain.signatures.guards import (
     CURED_NEEDLES,
+    SENTENCE_BREAK,
+    SKIP_SENTENCES,
     cure_told,
     unless_marks,
     unless_words,
@@ -84,6 +86,19 @@ def _nccl_work(_match: re.Match[str], line: str) -> dict[str, Any]:
         if match:
             found[key] = int(match[1]) if match[1].isdigit() else match[1]
     return found
+
+
+_PROGRESS = re.compile(r"\bLast enqueued NCCL work: (\d{1,12}), last completed NCCL work: "
+                       r"(\d{1,12})", re.IGNORECASE)
+
+
+def _progress(line: str) -> dict[str, Any]:
+    """How far a rank got: its last enqueued and last completed NCCL work, where the line
+    says."""
+    match = _PROGRESS.search(line)
+    if match is None:
+        return {}
+    return {"last_enqueued_seq": int(match[1]), "last_completed_seq": int(match[2])}
 
 
 @signature("nccl/timeout-progress",
@@ -161,14 +176,17 @@ _RUN_ON_NCCL = (r"\b(?:(?:with|using|over|under|on) (?:the )?" + _NCCL_NAMED + r
                 r"backend ?= ?['\"]nccl['\"]|(?:the )?nccl backend\b)")
 _NCCL_TOLD_EN = (
     unless_words(r"if|whether|when|how|why|you|your|can|could|may|might|would|should|will|"
-                 r"avoid\w*|prevent\w*|to fix|unless|usually|often|typically|common\w*")
+                 r"avoid\w*|prevent\w*|to fix|unless|usually|often|typically|common\w*",
+                 SENTENCE_BREAK, start="^" + SKIP_SENTENCES)
     + r"(?i:\b" + _STALLS + r"\b(?: \S+){0,3}? (?:at|in|on|during|inside|within|while) (?:the )?"
     r"(?-i:NCCL)\b(?:[ -]" + _NCCL_PHASE + r")?|"
     r"(?<![\w-])(?-i:NCCL)(?: " + _NCCL_PHASE + r"){0,2} (?:always |then |just |sometimes |"
     r"randomly |still |also )?(?:hangs|hung|is hanging|deadlocks|deadlocked|freezes|froze|"
     r"(?:gets|got) stuck|times out|timed out|crashes|crashed|fails|failed)\b"
     r"(?! (?:are|were|can|may|might|usually|often|typically|happen|occur))|"
-    r"\b(?:fails|failed|crash(?:es|ed)|dies|died|aborts|aborted|exits|exited|errors out) with "
+    # (also the hang it ends in: "caused the training script to hang with NCCL timeout")
+    r"\b(?:fails|failed|crash(?:es|ed)|dies|died|aborts|aborted|exits|exited|errors out|"
+    r"hang|hangs|hung|(?:gets |got )?stuck|freez(?:e|es)|froze) with "
     r"(?:an? |the )?(?-i:NCCL) (?:errors?|failures?|timeouts?|exceptions?)\b|"
     # (the stall at a collective or the process group's start, the run's NCCL named later in
     # the sentence: "hangs forever at the first all_reduce when I use 2 nodes with NCCL",
@@ -771,6 +789,26 @@ fixed("nccl/watchdog-terminated", r"watchdog thread terminated with exception",
       explanation="The process group's watchdog thread raised, which ends the job: a collective "
       "timed out or NCCL reported an error; the message after it (or the rank's lines above it) "
       "says which. " + _COLLECTIVE_ECHO,
+      remedy=_COLLECTIVE_REMEDY)
+
+
+# A rank told by another to dump its state because a collective timed out (PyTorch 2.3 on: the
+# rank whose watchdog caught the timeout signals the others through the store, "Received a dump
+# signal due to a collective timeout from this local rank" / "... from rank 3", and each then
+# writes its flight recorder): the timeout's own message may be in another rank's log only.
+fixed("nccl/dump-signal",
+      r"\bReceived a dump signal due to a collective timeout\b|"
+      r"\b(?:Observed|Received) flight recorder dump signal from another rank\b",
+      ("dump signal",), "NCCL collective timed out (a rank told to dump its state)",
+      tier=3.0, group="nccl-timeout", extract=lambda match, line: _progress(line),
+      example="[rank6]:[E1022 03:18:42.578589335 ProcessGroupNCCL.cpp:1772] [PG ID 0 PG GUID "
+      "0(default_pg) Rank 6] Received a dump signal due to a collective timeout from this "
+      "local rank and we will try our best to dump the debug info. Last enqueued NCCL work: "
+      "34, last completed NCCL work: 34.",
+      explanation="A collective timed out: the rank whose watchdog caught it told every rank to "
+      "dump its debug information (the flight recorder), and this rank received that signal. "
+      "Its last enqueued and last completed work say how far it got; the rank whose last "
+      "completed work is behind the others is the one that stalled. " + _COLLECTIVE_ECHO,
       remedy=_COLLECTIVE_REMEDY)
 
 

@@ -127,6 +127,10 @@ class Signature:
     # True: a failure told in general words ("the card disappears", "the job hangs in NCCL"):
     # where a thread's title or a message names a failure of its class, that takes its place
     yields_to_titles: bool = False
+    # True: a telling that does not say whose memory ran out ("I always encounter an
+    # out-of-memory issue"), read as the GPU's only where the text's first lines name a GPU and
+    # not the host's memory (Head.gpu_subject)
+    needs_gpu_subject: bool = False
 
     def advise(self, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
         """What these numbers, read from a line of this shape, mean and what to do."""
