@@ -377,7 +377,11 @@ class Classifier:
         # (a web page that shows a log without a word of the writer's own run illustrates)
         quoting |= {i for i, head in self._heads.items()
                     if head.web_page and not head.own_run and i not in self._own_run}
+        # (a reply that reads the writer's paste explains the writer's run)
+        reading = {i for i, head in self._heads.items() if head.reads_paste}
         for i, cues in self._cues.items():
+            if i in reading:
+                continue
             if len(cues) >= EXPLAINER_MIN_CUES or (cues and i not in self._own_run | issues):
                 quoting.add(i)
         return quoting
@@ -559,8 +563,12 @@ class Classifier:
         # a message of the run itself (a warning, not a quotation) says the text reports a run
         logged = {name for incident, _ in built if incident.severity >= Severity.WARNING
                   for name in incident.sources}
-        # a first line that is itself a message read above is no title to read again
+        # a first line that is itself a message read above is no title to read again (a
+        # heading read only as context, "# ... causes out of memory error on device" as a cause
+        # told, is)
         read = {(loc.source, loc.line) for incident, _ in built for loc in incident.locations}
+        read_failing = {(loc.source, loc.line) for incident, _ in built
+                        if incident.severity >= Severity.WARNING for loc in incident.locations}
         # the GPU's out-of-memory the text's messages show, even as notes (TensorFlow's retries)
         gpu_oom = {name: ("cuda-oom/tensorflow" if incident.signature.startswith(
                           "cuda-oom/tensorflow") else "cuda-oom/caching-allocator")
@@ -570,7 +578,7 @@ class Classifier:
         for index, head in sorted(self._heads.items()):
             name = self.sources[index]
             if (name in failing or index in explainers or index in self._catalogues
-                    or (name, head.title_line) in read):
+                    or (name, head.title_line) in (read_failing if head.heading else read)):
                 continue
             sig_id = title_failure(head, name in logged, gpu_oom.get(name))
             if sig_id is None:

@@ -190,11 +190,21 @@ OWN_RUN = re.compile(
     r"problem)\b",
     re.IGNORECASE | re.MULTILINE)
 
+# A reply reading the writer's own paste ("The error log you've provided indicates a CUDA out of
+# memory error"): the run it then explains, however many explaining phrases it uses, is the
+# writer's (Head.reads_paste).
+READS_PASTE = re.compile(
+    r"\b(?:the |your )?(?:error |crash )?(?:log|logs|traceback|output|error message|error)"
+    r" (?:that )?you(?:'ve| have)? (?:provided|posted|shared|attached|pasted|sent)\b",
+    re.IGNORECASE)
+
 # Words beside "OOM" in a title that make it the GPU's memory, not the host's.
 # (and a model's fine-tuning: "OOM while running LoRA", "OOM for 7B ... 8xA100(40G)")
 # (and the caching allocator's own setting, "max_split_size_mb"; Unsloth, a GPU-only fine-tuning
 # library; a fine-tuning, a graphics card or its memory in Chinese: "微调", "显卡", "显存")
-_GPU_MEMORY = (r"(?:CUDA|GPU|VRAM|reserved|(?:un)?allocated|RTX|GTX|Tesla|Quadro|A-?\d{2,4}|H\d{3}|"
+# (and the device's: "initialization causes out of memory error on device")
+_GPU_MEMORY = (r"(?:CUDA|GPU|VRAM|reserved|(?:un)?allocated|on (?:the )?device|device memory|"
+               r"RTX|GTX|Tesla|Quadro|A-?\d{2,4}|H\d{3}|"
                r"V100|T4|L4|L40S?|\d{1,2} ?[x*×] ?[AHLV]-?\d{2,4}|Q?LoRA|fine-?tun\w*|"
                r"\d{1,3}(?:\.\d)?B|max_split_size_mb|Unsloth|微调|显卡|显存|顯卡|顯存)")
 # A GPU's memory running short, in Chinese: "显存不足", "显存溢出", "爆显存" ("video memory": the
@@ -558,6 +568,7 @@ class Head:
     # the first lines name a GPU (a card, its memory, CUDA) and not the host's memory: an
     # out-of-memory told there without saying whose is the GPU's
     gpu_subject: bool = False
+    reads_paste: bool = False  # a reply there reads the writer's paste (READS_PASTE)
     lines: list[str] = field(default_factory=list)
 
     def subject(self) -> list[str]:
@@ -575,6 +586,7 @@ def read_head(data: bytes, whole: bool) -> Head:
         lines = lines[:-1]  # the last one may be cut
     head = Head(lines=lines)
     head.virtual_gpu = any(VIRTUAL_GPU.search(line) for line in lines)
+    head.reads_paste = any(READS_PASTE.search(line) for line in lines)
     head.gpu_subject = (any(_NAMES_GPU.search(line) for line in lines)
                         and not any(_NAMES_HOST_MEMORY.search(line) for line in lines))
     numbered = [(n, line.strip()) for n, line in enumerate(lines, 1) if line.strip()]

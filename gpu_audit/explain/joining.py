@@ -99,6 +99,11 @@ _APOSTROPHE_REST = re.compile(r"^(?:s|t|ll|re|ve|d|m)\b")
 # "[requestedSpace: 44135424 B]").
 _OOM_HEAD_END = re.compile(r"\bout of memory\.?$")
 _OOM_REQUEST = re.compile(r"^(?:Tried to allocate \d|\[requestedSpace: *\d)")
+# ... and messages printed over two lines by their program, each line ending where the program
+# broke it: torch's check of the CUDA toolkit that builds an extension ("The detected CUDA
+# version (11.8) mismatches the version that was used to compile" over "PyTorch (12.4). ...").
+_SPLIT_BY_PROGRAM = ((re.compile(r"\bthe version that was used to compile$"),
+                      re.compile(r"^PyTorch \(\d")),)
 
 
 @dataclass(frozen=True)
@@ -188,6 +193,8 @@ def continues(a: _Piece, b: _Piece, widths: dict[int, bool], so_far: str) -> str
     if not end:
         return None
     if _OOM_HEAD_END.search(end) and _OOM_REQUEST.match(stripped):
+        return " "
+    if any(head.search(end) and rest.match(stripped) for head, rest in _SPLIT_BY_PROGRAM):
         return " "
     word = _LAST_WORD.search(end)
     if (_DANGLING_END.search(end) or (word is not None and word.group(1) in _DANGLING_WORDS)

@@ -83,7 +83,10 @@ HYPOTHETICAL = re.compile(
     r"notice|observe|find)\b|\bsomething like (?:this|the following)\b|"
     r"\b(?:fails?|failing|crash(?:es)?|errors? out) with either\b|"
     r"\bwith either\b|\b(?:for example|for instance|e\.g\.|such as)[,:]?\s*$|"
-    r"\b(?:looks|look) like this:?\s*$|可能(?:有|会|出现|报)|場合があります",
+    r"\b(?:looks|look) like this:?\s*$|可能(?:有|会|出现|报)|場合があります|"
+    # a condition in Chinese opening a quoted message: "如果出现类似“The detected CUDA version
+    # ...”，请 ..." (if something like "..." appears, do ...)
+    r"(?:如果|若是?|假如|要是|万一)[^。！？\n]{0,12}?[“\"「『‘'`]\s*$",
     re.IGNORECASE)
 # A row of a markdown table (a list of errors and their meanings), not a log line.
 _TABLE_ROW = re.compile(r"^\|(?:[^|\n]*\|){2,}\s*$")

@@ -63,7 +63,8 @@ def reported_number(*codes: int) -> str:
     its number alone (the same in CUDA's driver and runtime APIs): "CUDA error 700", "CUDA error
     (700)", OpenMM's "Error invoking kernel: CUDA error (700)", and a program's check of one CUDA
     call that names the call, not the status: "cuEventRecord failed with error 700",
-    "cudaMemcpyAsync failed with error code 700". :func:`number_needles` are its words."""
+    "cudaMemcpyAsync failed with error code 700", and the OpenACC runtime's "call to
+    cuStreamSynchronize returned error 700: ...". :func:`number_needles` are its words."""
     unknown = [code for code in codes if code not in CUDA_RUNTIME_STATUSES]
     if unknown or not codes:
         raise ValueError(f"no CUDA runtime status numbered {unknown or codes}")
@@ -71,7 +72,8 @@ def reported_number(*codes: int) -> str:
     return (rf"\b(?:CUDA|Cuda|cuda) error:? \(?(?:{numbers})\b(?!\.\d)|"
             rf"\bError invoking kernel\b[^\n]{{0,80}}?\((?:{numbers})\)|"
             rf"\bcu(?:da)?[A-Z]\w{{1,40}}(?:\(\))? failed with (?:CUDA )?error(?: code)?:? "
-            rf"\(?(?:{numbers})\b(?!\.\d)")
+            rf"\(?(?:{numbers})\b(?!\.\d)|"
+            rf"\bcall to cu(?:da)?[A-Z]\w{{1,40}} returned error (?:{numbers})\b(?!\.\d)")
 
 
 def number_needles(*codes: int) -> tuple[str, ...]:
@@ -79,7 +81,7 @@ def number_needles(*codes: int) -> tuple[str, ...]:
     firsts = sorted({str(code)[0] for code in codes})
     return (*(f"rror{sep}{digit}" for digit in firsts
                  for sep in (" ", " (", ": ", " code ", " code: ", " code (")),
-            "Error invoking kernel")
+            "Error invoking kernel", *(f"returned error {digit}" for digit in firsts))
 
 
 def status_check(*names: str, group: str | None = None) -> str:

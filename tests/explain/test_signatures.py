@@ -104,6 +104,17 @@ def test_every_fixture_log_is_covered_and_every_class_has_one() -> None:
 
 # One line each, in the formats of different releases: (log text, class, signature).
 SINGLE_LINES = [
+    ("RuntimeError: The detected CUDA version (11.8) mismatches the version that was used to "
+     "compile PyTorch (12.4). Please make sure to use the same CUDA versions.",
+     "driver-mismatch", "driver-mismatch/extension-cuda-mismatch"),
+    ("ERROR: Insufficient memory on accelerator (src/GPU/gpu_extra.h:38)", "cuda-oom",
+     "cuda-oom/application-message"),
+    ("node07:2231:2290 [0] bootstrap.cc:279 NCCL WARN [Rem Allocator] Allocation failed "
+     "(segment 0, fd 130)", "nccl", "nccl/remote-allocation"),
+    ("call to cuStreamSynchronize returned error 700: Illegal address during kernel execution",
+     "illegal-memory-access", "illegal-memory-access/illegal-address"),
+    ("simtk.openmm.OpenMMException: Error loading CUDA module: CUDA_ERROR_INVALID_PTX (218)",
+     "driver-mismatch", "driver-mismatch/unsupported-ptx"),
     ("[rank2]:[E1103 11:02:17.402211 ProcessGroupNCCL.cpp:1772] [PG ID 0 PG GUID 0(default_pg) "
      "Rank 2] Received a dump signal due to a collective timeout from this local rank and we "
      "will try our best to dump the debug info. Last enqueued NCCL work: 812, last completed "

@@ -164,6 +164,10 @@ _TOLD_OOM_DONE = (
     # condition, "如果还是...")
     r"(?<!如果)(?<!假如)(?<!要是)(?<!若)(?P<told_____>还是|仍然|依然|依旧|一直|总是|老是)(?:会|在)?(?:报错?|出现|提示|显示)?[:：]?\s?"
     r"(?i:cuda|gpu) ?out of memory\b|"
+    # ... or that it appears, reported ("文件数量过多就会出现cuda out of memory"; not a condition, a
+    # guess or advice: "如果出现...", "可能出现...", "避免出现...")
+    r"(?<!如果)(?<!假如)(?<!要是)(?<!若)(?<!可能)(?<!避免)(?<!防止)(?<!可能会)(?<!以免)"
+    r"(?P<told_______>出现|报错?)了?[:：]?\s?(?i:cuda|gpu) ?out of memory\b|"
     # ... or a reply telling the writer that they ran out of it, the GPU named on the line
     # ("The main problem seems that you are out of memory ... your card has 4Gb of VRAM"; not
     # "if you are out of memory")
@@ -180,7 +184,7 @@ _TOLD_OOM_DONE = (
 def _oom(match: re.Match[str], line: str) -> dict[str, Any]:
     if any(match.groupdict().get(key)
            for key in ("told", "told_", "told__", "told___", "told____", "told_____",
-                       "told______")):
+                       "told______", "told_______")):
         # prose: its sizes are the card's, not the message's
         return {TOLD: True}
     if match.groupdict().get("translated"):
@@ -713,6 +717,9 @@ _ARRAY_OOM = (
     r"|\bstd::bad_alloc: CUDA error \(failed to allocate (?P<req____>\d{1,20}) bytes\) at: "
     r"[^\n]{0,300}?cudaErrorMemoryAllocation(?P<rmm___>)"
     r"|\bstd::bad_alloc: CUDA error at: [^\s:]{0,300}?/rmm/[^\s:]{0,200}/\s*$(?P<rmm____>)"
+    # (RMM's own out_of_memory, its type naming the status, cut before it: "MemoryError:
+    # std::bad_alloc: out_of_memory: CUDA error at: .../rmm/mr/device/cuda_memory_resource.hpp")
+    r"|\bout_of_memory: CUDA error at: [^\s:]{0,300}?/rmm/(?P<rmm_____>)"
     # thrust's CUDA back end (in XGBoost, cuDF, cuML and CUDA C++ programs): an algorithm's
     # temporary storage or launch failed with the CUDA status's text ("parallel_for failed: out
     # of memory", "radix_sort: failed on 1st step: out of memory")
@@ -800,6 +807,24 @@ def _library_allocation(sig: Signature, numbers: dict[str, Any], ctx: AdviceCont
               "sim_params.physx.max_gpu_contact_pairs), fewer points or voxels per batch, or a "
               f"smaller batch:\n{REDUCE_MEMORY}")
     return advice(sig, numbers, explanation, remedy, diagnosis="unknown")
+
+
+# Applications' own words for the GPU's memory running out, with no size: LAMMPS' GPU package
+# ("ERROR: Insufficient memory on accelerator (src/GPU/gpu_extra.h:38)") and faceswap's trainer
+# ("You do not have enough GPU memory available to train the selected model at the selected
+# settings.").
+fixed("cuda-oom/application-message",
+      r"\bInsufficient memory on accelerator\b|"
+      r"\bYou do not have enough GPU memory available to (?:train|run|convert|extract)\b",
+      ("Insufficient memory on accelerator", "enough GPU memory available to"),
+      "CUDA out of memory (the application's own message)", group="cuda-oom-raw",
+      example="ERROR: Insufficient memory on accelerator (src/GPU/gpu_extra.h:38)",
+      explanation="The application could not get the GPU memory it needed for its data (LAMMPS's "
+      "GPU package for its atoms and neighbour lists, faceswap for its model at the chosen "
+      "settings): the GPU was full, with this job's own data or another process's.",
+      remedy=f"{SCAN_OTHERS}\nThen give the GPU less at once: fewer atoms or particles per GPU "
+      "(more GPUs or MPI ranks, LAMMPS' `-sf gpu -pk gpu N neigh no` to keep neighbour lists on "
+      f"the host), a lighter model or its low-memory option, or a smaller batch:\n{REDUCE_MEMORY}")
 
 
 @signature("cuda-oom/tensorrt-request",
@@ -1636,7 +1661,7 @@ _GPU_MEMORY_GONE = (
     # (not a condition, nor a guide's topic: "足りなくなると、", "GPUメモリ不足について",
     # "... の対処法")
     r"(?![^\n]{0,6}?(?:場合|なら|時|とき|について|とは|対処|対策|解決|の原因|を防|と[、，,]))|"
-    r"(?:GPU|그래픽|그래픽 ?카드|VRAM) ?메모리(?:가|는)? ?(?:부족|모자라|초과)"
+    r"(?:GPU|그래픽|그래픽 ?카드|VRAM) ?(?:의 ?)?메모리(?:가|는)? ?(?:부족|모자라|초과)"
     r"(?![^\n]{0,3}?(?:경우|면|때))")
 # ... and one that leaves the memory unnamed, on a line that names the GPU: run out of it, not
 # enough of it, an OOM met ("OOM at step 500 on 4x V100").
@@ -1678,9 +1703,10 @@ _OVER_NOW = (r"\b(?:(?:works?|working|runs?|running)(?: fine| well| again)? now\
 # not, whatever an earlier sentence of the line asked.
 _BEFORE_TELLING = unless_words(_TOLD_GUARD_WORDS, f"{_TOLD_GUARD_ALSO}|{SENTENCE_BREAK}", start="")
 # ... nor one its sentence asks ("Is it because of insufficient GPU memory?", "是我的显存不够吗？");
-# a plea for help after the telling asks nothing of it ("OOM at step 500, any suggestions?")
-_NOT_ASKED = (r"(?:(?![^\n.!。！]{0,60}?[?？])|(?=[^\n.!。！?？]{0,60}?\b(?:any|what|how)\b"
-              r"[^\n.!。！?？]{0,30}[?？]))")
+# a plea for help after the telling asks nothing of it ("OOM at step 500, any suggestions?",
+# "是显存溢出了，有什么解决办法么？")
+_NOT_ASKED = (r"(?:(?![^\n.!。！]{0,60}?[?？])|(?=[^\n.!。！?？]{0,60}?(?:\b(?:any|what|how)\b|"
+              r"解决办法|解决方法|怎么解决|如何解决|怎么办|有什么办法)[^\n.!。！?？]{0,30}[?？]))")
 # A reply's reading of the writer's run, to them: "Looks like you ran out of GPU memory",
 # "you're running out of VRAM", "your GPU is out of memory" (not "you will", "if you").
 _BEFORE_READING = unless_words(_TOLD_GUARD_WORDS.replace(f"|{_TOLD_GUARD_READER}|", "|"),

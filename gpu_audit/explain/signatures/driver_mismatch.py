@@ -640,8 +640,13 @@ def _gpu_not_supported(sig: Signature, numbers: dict[str, Any], ctx: AdviceConte
            r"(?:\b[Tt]he )?\b[Pp]rovided PTX was comp(?:iled|lied) with an unsupported "
            r"toolchain|"
            r"CUDA_ERROR_UNSUPPORTED_PTX_VERSION|cudaErrorUnsupportedPtxVersion|"
+           # (and 218, the driver's JIT failing on the PTX, as OpenMM names the status loading
+           # its kernels: "Error loading CUDA module: CUDA_ERROR_INVALID_PTX (218)"; a driver
+           # older than the toolkit that generated it, most often)
+           r"CUDA_ERROR_INVALID_PTX\b|cudaErrorInvalidPtx\b|"
            + status_check("cudaErrorUnsupportedPtxVersion") + "|" + reported_number(222),
-           ("unsupported toolchain", "UNSUPPORTED_PTX", "UnsupportedPtx", "cudaSuccess",
+           ("unsupported toolchain", "UNSUPPORTED_PTX", "UnsupportedPtx", "INVALID_PTX",
+            "InvalidPtx", "cudaSuccess",
             *number_needles(222)),
            "Code was compiled for a newer CUDA than the driver supports", tier=0.0,
            example="RuntimeError: CUDA error: the provided PTX was compiled with an unsupported "
@@ -1021,4 +1026,47 @@ def _cuda_library_missing(sig: Signature, numbers: dict[str, Any],
                   "nvidia-cublas-cu12`, or install the package's build for the CUDA you have; "
                   "`ldconfig -p | grep -E 'cudart|cudnn|cublas'` lists the versions the loader "
                   "finds, and LD_LIBRARY_PATH (PATH on Windows) must include their folder.")
+    return advice(sig, numbers, explanation, remedy)
+
+
+# torch.utils.cpp_extension, building a CUDA extension (a project's own kernels, apex,
+# flash-attn, pytorch3d...), compares the CUDA toolkit it found (nvcc, CUDA_HOME) with the one
+# torch was built with: "RuntimeError: The detected CUDA version (11.8) mismatches the version
+# that was used to compile PyTorch (12.4). Please make sure to use the same CUDA versions."
+# The major versions differ: the build stops. Only the minor one ("has a minor version mismatch
+# ... Most likely this shouldn't be a problem."): a warning, and the build goes on.
+@signature("driver-mismatch/extension-cuda-mismatch",
+           r"\bThe detected CUDA version \((?P<detected_cuda>\d{1,3}\.\d{1,3})\) (?:(?P<minor>has "
+           r"a minor version mismatch with)|mismatches) the version that was used to compile"
+           r"(?:\s+PyTorch \((?P<torch_cuda>\d{1,3}\.\d{1,3})\))?",
+           ("The detected CUDA version",),
+           "The CUDA toolkit does not match the CUDA torch was built with", tier=0.2,
+           example="RuntimeError: The detected CUDA version (11.8) mismatches the version that "
+           "was used to compile PyTorch (12.4). Please make sure to use the same CUDA versions.")
+def _extension_cuda_mismatch(sig: Signature, numbers: dict[str, Any],
+                             ctx: AdviceContext) -> Advice:
+    minor = "minor" in numbers
+    numbers = {key: value for key, value in numbers.items() if key != "minor"}
+    found = numbers.get("detected_cuda", "another version")
+    built = numbers.get("torch_cuda")
+    torch_cuda = f"CUDA {built}" if built else "another CUDA"
+    if minor:
+        explanation = (f"Building a CUDA extension, torch found the CUDA toolkit {found} where "
+                       f"it was built with {torch_cuda}: only the minor versions differ, so the "
+                       "build goes on and usually works.")
+        return advice(sig, numbers, explanation, "Nothing to do unless the extension fails to "
+                      "load; then build it with the toolkit torch was built with.",
+                      severity=Severity.WARNING, title="The CUDA toolkit's minor version differs "
+                      "from torch's")
+    explanation = (f"Building a CUDA extension (the project's own kernels, or a package such as "
+                   f"apex, flash-attn or pytorch3d compiled from source), torch found the CUDA "
+                   f"toolkit {found} (nvcc, CUDA_HOME) but was itself built with {torch_cuda}: "
+                   "an extension must be compiled with the same major CUDA version as torch, so "
+                   "the build stops. The driver and the GPU are not at fault.")
+    remedy = ("Make the two match: install the torch build for the toolkit you have (e.g. `pip "
+              "install torch --index-url https://download.pytorch.org/whl/cu118` for CUDA 11.8), "
+              "or install the toolkit torch was built with and point the build at it "
+              "(`export CUDA_HOME=/usr/local/cuda-12.4` and its bin/ first on PATH); "
+              "`python -c 'import torch; print(torch.version.cuda)'` and `nvcc --version` show "
+              "the two.")
     return advice(sig, numbers, explanation, remedy)

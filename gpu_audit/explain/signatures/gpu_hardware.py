@@ -653,6 +653,10 @@ OVERHEAT_TOLD = (
     r"\b(?:my|our|the) (?:[\w-]+ )?(?:GPU|graphics card|video card|card)(?:s|'s|s')? "
     r"temp(?:erature)?s? (?:(?:is|was|were|are|gets?|got|goes|went|runs?|ran|keeps?|kept) )?"
     r"(?:(?:way|much|far) )?(?:too|very|extremely|dangerously) high\b|"
+    # the card at its critical temperature, told ("Approaching critical junction temp (>107)
+    # when running torch"): its hottest point, where it throttles and then shuts down
+    r"\b(?:reach\w*|approach\w*|hit(?:s|ting)?|exceed\w*|at) (?:the |its )?critical "
+    r"(?:junction |hotspot |hot spot |GPU |edge )?temp(?:erature)?s?\b|"
     # the temperature the crashes come at, told: "temps around 110°C, which is the range where
     # the crashes occur", "it crashed at 96°C" (95 °C and above: where GPUs throttle or shut down)
     r"\btemp(?:erature)?s? (?:[\w-]+ ){0,3}?(?:around|of|at|reach\w*|hit\w*|to|over|above) ~?"

@@ -688,11 +688,13 @@ fixed("host-oom/host-memory-told",
       r"\b(?:kills|killed) (?:the|my|our) (?:python )?(?:process|training|job|script|program|run)"
       r"\b)|"
       # (the writer's machine told running out of memory: "after 20 epochs my system runs out
-      # of memory", "the server ran out of RAM"; not the GPU's, not a condition)
-      r"^(?![^\n]*\b(?:GPU|VRAM|CUDA|device)\b)(?i:[^\n]*?(?<!\bif )(?<!\bwhen )(?:\b(?:my|our) "
+      # of memory", "the server ran out of RAM", "the machine go out of memory"; not the GPU's,
+      # unless the line names the RAM too, not a condition)
+      r"^(?:(?![^\n]*\b(?:GPU|VRAM|CUDA|device)\b)|(?=[^\n]*(?<![\w-])RAM\b))"
+      r"(?i:[^\n]*?(?<!\bif )(?<!\bwhen )(?:\b(?:my|our) "
       r"(?:system|machine|computer|PC|laptop|server|host|workstation)s? (?:\w+ )?(?:r[au]ns?|"
       r"running)|\bthe (?:system|machine|computer|PC|laptop|server|host|workstation) (?:\w+ )?"
-      r"ran) out of (?:memory|RAM)\b)|"
+      r"(?:ran|go|goes|went)) out of (?:memory|RAM)\b)|"
       rf"{_NOT_ZH_CONDITION}(?:系统|机器|主机|物理|运行|CPU ?)内存{_HOST_SHORT_ZH}|"
       r"^(?![^\n]*(?:显存|顯存|显卡|CUDA|VRAM|如果|若|避免|防止|一般|通常))"
       r"(?=[^\n]*(?:[Kk]ill|杀死|杀掉|被杀|退出|崩溃|挂掉|挂了|闪退|被终止))"
@@ -1075,7 +1077,8 @@ def _os_refused(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> 
                   title="The system could not allocate host memory (errno 12)")
 
 
-fixed("host-oom/memory-error", rf"(?:{LINE_HEAD}|[\]>]\s*|:\s)MemoryError(?::\s|\s*$)",
+# (also told in a sentence: "it often come error : MemoryError , finally it quit")
+fixed("host-oom/memory-error", rf"(?:{LINE_HEAD}|[\]>]\s*|:\s)MemoryError(?::\s|\s*$|\s?,)",
       ("MemoryError",),
       "Python ran out of host memory", example="MemoryError",
       explanation="Python raised MemoryError: a host memory allocation failed.",

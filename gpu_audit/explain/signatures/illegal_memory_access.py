@@ -171,7 +171,8 @@ fixed("illegal-memory-access/told",
       r"^(?![^\n]*(?:如果|若|是否|为什么|怎么|如何|可能|もし|場合|만약|경우|[？?]))"
       r"(?!(?i:[^\n]*\b(?:if|если|wenn|falls|si|se (?:o|a)|caso)\b))[^\n]*?"
       r"(?:(?:出现|发生|报|遇到|碰到)了?\s?"
-      r"(?:非法内存访问|非法的内存访问|(?i:illegal memory access))|"
+      # (and CUDA's words shortened as retyped: "出现illegal memory encounter")
+      r"(?:非法内存访问|非法的内存访问|(?i:illegal memory (?:access|encounter(?:ed)?)))|"
       r"不正な?メモリアクセス(?:が|エラーが)?(?:発生|起き|出)|"
       r"(?i:illegal memory access)[^\n]{0,12}?(?:에러|오류)가? (?:나|발생|떠)|"
       r"(?i:(?:пада\w*|упал\w*|вылета\w*|stürzt|bricht|falla|fall[óo]|plante|planta|falha|"
@@ -180,8 +181,9 @@ fixed("illegal-memory-access/told",
       # "illegal" faults it was: an illegal address, memory access or instruction)
       + unless_words("if|whether|you|your|can|could|may|might|would|avoid|prevent")
       + r"(?i:\billegal (?:CUDA|GPU) errors?\b|\bCUDA illegal errors?\b)",
-      ("emory access", "非法内存访问", "非法的内存访问", "メモリアクセス", "llegal CUDA",
-       "llegal Cuda", "llegal cuda", "llegal GPU", "UDA illegal", "uda illegal", "UDA Illegal"),
+      ("emory access", "emory encounter", "非法内存访问", "非法的内存访问", "メモリアクセス",
+       "llegal CUDA", "llegal Cuda", "llegal cuda", "llegal GPU", "UDA illegal", "uda illegal",
+       "UDA Illegal"),
       "Illegal memory access in a CUDA kernel (told in the writer's words)",
       tier=1.5,
       yields_to_titles=True,

@@ -792,6 +792,25 @@ fixed("nccl/watchdog-terminated", r"watchdog thread terminated with exception",
       remedy=_COLLECTIVE_REMEDY)
 
 
+# NCCL's proxy could not allocate the buffer a remote rank asked it for, over the bootstrap
+# network ("bootstrap.cc:279 NCCL WARN [Rem Allocator] Allocation failed (segment 0, fd 130)"):
+# the shared memory or file descriptors NCCL maps for its connections ran short, in a
+# container most often (a small /dev/shm, a low open-files limit).
+fixed("nccl/remote-allocation",
+      r"\[Rem Allocator\] Allocation failed",
+      ("Rem Allocator",), "NCCL could not allocate a buffer a remote rank asked for",
+      tier=1.5,
+      example="node01:2231:2290 [0] bootstrap.cc:279 NCCL WARN [Rem Allocator] Allocation "
+      "failed (segment 0, fd 130)",
+      explanation="NCCL's proxy thread could not allocate (or map) the buffer another rank "
+      "asked for when the ranks connected: the shared memory or file descriptors it maps for "
+      "each connection ran short. The collectives of the job then fail or hang at their setup.",
+      remedy="Give the job more shared memory and file descriptors: `docker run --shm-size=16g "
+      "--ulimit nofile=1048576:1048576` (or `ipc: host`), a larger /dev/shm in Kubernetes (an "
+      "emptyDir with medium: Memory), and `ulimit -n` raised where the job starts; rerun with "
+      "NCCL_DEBUG=INFO to see which transport it set up. " + _COLLECTIVE_REMEDY)
+
+
 # A rank told by another to dump its state because a collective timed out (PyTorch 2.3 on: the
 # rank whose watchdog caught the timeout signals the others through the store, "Received a dump
 # signal due to a collective timeout from this local rank" / "... from rank 3", and each then
