@@ -377,8 +377,11 @@ class Classifier:
         # (a web page that shows a log without a word of the writer's own run illustrates)
         quoting |= {i for i, head in self._heads.items()
                     if head.web_page and not head.own_run and i not in self._own_run}
-        # (a reply that reads the writer's paste explains the writer's run)
-        reading = {i for i, head in self._heads.items() if head.reads_paste}
+        # (a reply that reads the writer's paste explains the writer's run; so do a
+        # maintainer's explaining replies in an issue whose first post says its writer met the
+        # failure)
+        reading = {i for i, head in self._heads.items()
+                   if head.reads_paste or (head.issue_thread and head.own_run)}
         for i, cues in self._cues.items():
             if i in reading:
                 continue

@@ -104,7 +104,7 @@ _ABOUT_A_MESSAGE = re.compile(
     # "Improve the error message for NCCL timeouts", "Polish OOM error info")
     r"^(?:\W*\[[\w. -]{1,30}\]\s*)?(?:refine|improve|polish|enhance|clarify|reword|rephrase|"
     r"beautify|simplify|unify)[sd]?\b[^\n]{0,30}?\b(?:err(?:or)?|warning|exception)s? ?"
-    r"(?:msg|message|info|hint|text)s?\b",
+    r"(?:msg|message|info|hint|text|reporting)s?\b",
     re.IGNORECASE)
 # Where a diff starts, in the lines above a match: its lines quote code, they did not run.
 DIFF_START = re.compile(r"^(?:`{3,}\s*(?:diff|patch)\s*$|diff --git |@@ -\d+(?:,\d+)? \+\d+)")
@@ -310,6 +310,9 @@ _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                                        rf"{_EDGE_BEFORE}{_OOM_WORDS}{_EDGE_AFTER}[^\n]{{0,60}}?"
                                        rf"{_EDGE_BEFORE}{_GPU_MEMORY}{_EDGE_AFTER}|"
                                        r"\bOutOfMemoryError\b|\bCUDA_ERROR_OUT_OF_MEMORY\b|"
+                                       # (its memory errors: "CUDA Memory Errors at first
+                                       # epoch")
+                                       r"\b(?:CUDA|GPU) memory errors?\b|"
                                        + _GPU_MEMORY_SHORT_ZH),
         # (also the kernel's and cgroups' own noun, "oom-kill while using two MPI ranks per node";
         # not docker's --oom-kill-disable or the kernel's oom_score_adj)
@@ -318,7 +321,11 @@ _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("host-oom/shell-killed", r"^\W*killed\W*(?:error\W*)?$"),
         # SIGKILL's number in a title, as people write it: "sigkill 9", "segkill 9", "killing
         # process -9 error", "killed with signal 9"
+        # (and the shell's status for it: "Error code 137 when loading the model"; not a
+        # question of what it means)
         ("host-oom/sigkill", r"\bs[ie]g[- ]?kill[- ]?\(?-?9\b|\bsignal[- ]9\b|"
+                             r"\b(?:error|exit|return) ?(?:code|status):? ?137\b"
+                             r"(?![^\n?]{0,30}\bmean)|"
                              r"\bkill(?:ed|ing|s)?[- ](?:the[- ])?(?:sub)?process(?:es)?"
                              r"[- ]\(?-?9\b"),
         # (a segmentation fault is the dataset's own crash, not memory)
@@ -410,7 +417,8 @@ _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("cudnn-failure/no-engine", r"\bUnable to find a valid cuDNN algorithm\b|"
                                     r"\bFailed to determine best cudnn convolution algorithm\b"),
         # TensorFlow's status for its out-of-memory, without its "OOM when allocating"
-        ("cuda-oom/tensorflow", r"\bResource ?exhausted\b"),
+        # (also its exception's name: "ResourceExhaustedError: OOM")
+        ("cuda-oom/tensorflow", r"\bResource ?exhausted(?:Error)?\b"),
         # the job killed, in Chinese ("进程被杀死", "加载时被kill"; not "如果 ...")
         ("host-oom/shell-killed", r"(?<!如果)(?<!若)(?:程序|进程|训练|任务|加载|模型)"
                                   r"[^\n，,。]{0,8}?(?:被\s*)?(?:kill(?:ed)?|杀死|杀掉)|"

@@ -112,9 +112,12 @@ _GPU_OOM = (r"(?:(?:CUDA |GPU )?out of memory\b|(?:CUDA|GPU) (?:OOM|OutOfMemoryE
 # condition ("if I get out of memory"); "GPU RAM" is the GPU's.
 _GPU_WORD = (r"\b(?:GPU|CUDA|VRAM|RTX|GTX|Tesla|A\d{2,4}|H\d{3}|V100|T4|L4|L40S?|"
              r"[1-5]0[5-9]0(?: ?Ti)?)s?\b")
+# The CPU named as the host's memory (not a device to run on: "the next module will run on CPU
+# instead", "falls back to the CPU")
+_CPU_MEMORY = r"(?<!\bon )(?<!\bto )(?<!\bon the )(?<!\bto the )CPU"
 _TOLD_OOM = (
     rf"(?i:^(?=[^\n]*?{_GPU_WORD})"
-    r"(?![^\n]*?\b(?:(?<!GPU )RAM|CPU|host memory|swap|oom[- ]?kill\w*)\b)"
+    r"(?![^\n]*?\b(?:(?<!GPU )RAM|" + _CPU_MEMORY + r"|host memory|swap|oom[- ]?kill\w*)\b)"
     r"[^\n]*?(?<!\bif )(?<!\bwhether )(?<!\bwhen )\b(?P<told>I|we)(?:(?:'m| am|'ve| have| had|"
     r" was| were| keep| still| always)?(?: (?:still|always|also|again|now|constantly|"
     r"consistently|repeatedly|sometimes|often))? (?:get|"
@@ -149,7 +152,7 @@ _TOLD_OOM_DONE = (
     # ... or that it ran out of the GPU's memory or resources, with the GPU named on the line
     # and no host memory ("mine is a 4 GB GPU ... it ran out of resource every time")
     rf"(?i:^(?=[^\n]*?{_GPU_WORD})"
-    r"(?![^\n]*?\b(?:(?<!GPU )RAM|CPU|host memory|swap|oom[- ]?kill\w*)\b)"
+    r"(?![^\n]*?\b(?:(?<!GPU )RAM|" + _CPU_MEMORY + r"|host memory|swap|oom[- ]?kill\w*)\b)"
     r"[^\n]*?(?<!\bif )(?<!\bwhether )(?<!\bwhen )\b(?P<told___>it|training|the (?:training|"
     r"model|job|run|script|program|process))(?: (?:always|still|then|just|also|now))? "
     r"(?:ran|runs|run|running) out of (?:GPU |CUDA |video )?(?:memory|resources?|VRAM)\b)|"
@@ -172,7 +175,7 @@ _TOLD_OOM_DONE = (
     # ("The main problem seems that you are out of memory ... your card has 4Gb of VRAM"; not
     # "if you are out of memory")
     rf"(?i:^(?=[^\n]*?{_GPU_WORD})"
-    r"(?![^\n]*?\b(?:(?<!GPU )RAM|CPU|host memory|swap|oom[- ]?kill\w*)\b)"
+    r"(?![^\n]*?\b(?:(?<!GPU )RAM|" + _CPU_MEMORY + r"|host memory|swap|oom[- ]?kill\w*)\b)"
     r"[^\n]*?\b(?:seems?|looks? like|appears?|(?:problem|issue) is|(?:it's|it is|that's|"
     r"this is) because)(?: to be)?(?: that)? "
     r"(?P<told______>you)(?:(?:'re| are)(?: simply| just)? (?:running |run )?out of "

@@ -254,8 +254,8 @@ fixed("driver-mismatch/cuda-unavailable-told",
                    r"verify|test|assert", start=r"(?:^|(?<=[.!?;:] ))", stop=r"\n.!?;")
       + r"(?i:\b(?:torch\.)?cuda\.is_available\(\)\)?[`'\"]?:? ?(?:(?:still|always|only|just) )?"
       r"(?:is|was|returns?|returned|"
-      r"gives?|gave|prints?|printed|shows?|showed|outputs?|=|==|->|:)? ?(?:always |still |only |"
-      r"just )?[`'\"]?false\b"
+      r"gives?|gave|prints?|printed|shows?|showed|outputs?|=|==|-+>|=+>|→|:)? ?"
+      r"(?:always |still |only |just )?[`'\"]?false\b"
       # (not a rule about machines in general: "... returns False when no GPU is present")
       r"(?![^\n.]{0,40}?\b(?:if|when|whenever|unless|on (?:a |any |machines?|systems?|hosts?|"
       r"CPU))\b))",

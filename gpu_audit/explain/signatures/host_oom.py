@@ -1174,7 +1174,8 @@ _TOLD_KILLED = (
            r"Signal 9 \(SIGKILL\) received by PID (?P<pid>\d+)|"
            # (torch.distributed.elastic's error record, cut after the signal: a title)
            r"\btraceback ?: ?Signal 9 \(SIGKILL\)(?! received by PID)|"
-           r"failed \(exitcode: -9\) local_rank: (?P<local_rank>\d+) \(pid: (?P<pid_>\d+)\)|"
+           # (its pid cut off, as a title copies it: "... failed (exitcode: -9) local_rank: 0")
+           r"failed \(exitcode: -9\) local_rank: (?P<local_rank>\d+)(?: \(pid: (?P<pid_>\d+)\))?|"
            r"exitcode\s*: -9 \(pid: (?P<pid__>\d+)\)|"
            r"(?:exit(?:ed|s)?(?: with)?(?: a)? (?:status|code)(?: code)?|returned non-zero exit "
            # (docker build's "The command '/bin/sh -c ...' returned a non-zero code: 137")

@@ -662,8 +662,10 @@ _MISMATCH_TOLD = r"(?:an? |the )?(?:NVIDIA )?driver[/ -]library version mismatch
 SMI_FAILS_TITLE = (
     r"\bnvidia-smi`?\b[^\n]{0,40}?\b(?:errors?\b|fail(?:s|ed|ing|ure)?\b|(?:is |are )?not "
     r"working\b|(?:does|do|did|will|would)(?: not|n'?t) work\b|won'?t work\b|stop(?:s|ped)? "
-    r"working\b)|\b(?:can'?t|cannot|could ?n[o']t|unable to|impossible to) (?:get|make|run|"
-    r"start|use) `?nvidia-smi`?(?: to)?(?: work)?\b")
+    # (or hangs: "nvidia-smi hangs on hopper", the driver not answering it)
+    r"working\b|hangs\b|hung\b|(?:is |gets )?stuck\b|freezes\b)|"
+    r"\b(?:can'?t|cannot|could ?n[o']t|unable to|impossible to) (?:get|make|run|start|use) "
+    r"`?nvidia-smi`?(?: to)?(?: work)?\b")
 fixed("nvml-unavailable/smi-fails-told",
       # an installer's or a launcher's own check that ran nvidia-smi and got an error back
       # ("warning: gpu support may not be enabled, check that you have installed GPU drivers:

@@ -1,0 +1,55 @@
+"""Shapes read since the 57th and 58th held-out sets: a pull request that improves how an error
+is reported quotes it; an issue whose writer met the failure stays a report when a maintainer
+explains it; the CPU named as the device a module falls back to is not the host's memory; and
+titles: TensorFlow's exception by its name, an exit status 137, "CUDA memory errors",
+nvidia-smi hanging, torchrun's -9 without its pid, torch.cuda.is_available() "---> false".
+Synthetic fixtures in fixtures/shapes/."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.explain.helpers import shape_incidents as incidents
+from tests.explain.helpers import shape_root as root
+from tests.explain.helpers import text_incidents
+
+
+def test_a_pull_request_that_improves_error_reporting_quotes_the_error() -> None:
+    assert not [i for i in incidents("pull_request_improves_error_reporting.log")
+                if i.is_failure]
+
+
+def test_an_issue_whose_writer_met_it_stays_a_report_when_a_maintainer_explains() -> None:
+    found = root("issue_own_run_maintainer_explains.log")
+    assert found.cls == "cuda-oom" and not found.title.startswith("Quoted")
+
+
+def test_a_module_that_falls_back_to_the_cpu_leaves_the_gpu_s_memory_told() -> None:
+    assert root("oom_told_module_falls_back_to_cpu.log").cls == "cuda-oom"
+
+
+def test_tensorflow_s_exception_by_its_name_in_a_title() -> None:
+    found = root("title_resource_exhausted_error_bfc_chunks.log")
+    assert (found.cls, found.signature) == ("cuda-oom", "cuda-oom/tensorflow")
+
+
+_REPORT = "\n\nalex · description · 2026-01-02\nIt happens every time I start it.\n"
+
+
+@pytest.mark.parametrize(("title", "expected"), [
+    ("# Error code 137 when loading the 13B model", "host-oom"),
+    ("# CUDA Memory Errors at first epoch at default batch size", "cuda-oom"),
+    ("# nvidia-smi hangs on the new node", "nvml-unavailable"),
+    ("# torch.cuda.is_available() ---> false", "driver-mismatch"),
+    ("# error of multi-GPU: torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) "
+     "local_rank: 0", "host-oom"),
+    # a question of what a status means names no failure
+    ("# What does exit code 137 mean for a container?", None),
+])
+def test_titles_read_since_the_57th_and_58th_sets(tmp_path: Path, title: str,
+                                                  expected: str | None) -> None:
+    text = "example-lab/trainer · issue #12 · open · Python\n" + title + _REPORT
+    found = [i.cls for i in text_incidents(tmp_path, text) if i.is_failure]
+    assert found[:1] == ([expected] if expected else [])
