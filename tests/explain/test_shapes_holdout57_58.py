@@ -53,3 +53,10 @@ def test_titles_read_since_the_57th_and_58th_sets(tmp_path: Path, title: str,
     text = "example-lab/trainer · issue #12 · open · Python\n" + title + _REPORT
     found = [i.cls for i in text_incidents(tmp_path, text) if i.is_failure]
     assert found[:1] == ([expected] if expected else [])
+
+
+def test_a_gpu_off_the_bus_gives_the_xid_its_line_names(tmp_path: Path) -> None:
+    text = ("example-lab/device-plugin · issue #38 · open · Go\n"
+            "# [Bug]: A GPU that has fallen off the bus (Xid 79) makes every allocation fail\n")
+    found = [i for i in text_incidents(tmp_path, text) if i.is_failure]
+    assert (found[0].signature, found[0].numbers.get("xid")) == ("gpu-hardware/fallen-off-bus", 79)

@@ -1005,6 +1005,7 @@ def _cuda_library_missing(sig: Signature, numbers: dict[str, Any],
                if value != "" and key not in ("onnxruntime",)}
     if onnxruntime:
         numbers.setdefault("provider", "CUDA")
+        title = "ONNX Runtime could not load its CUDA execution provider"
         explanation = ("ONNX Runtime could not load its CUDA execution provider: the CUDA and "
                        "cuDNN libraries of the major versions this onnxruntime-gpu release was "
                        "built for are not installed where it looks (PATH or CUDA_PATH on "
@@ -1017,6 +1018,7 @@ def _cuda_library_missing(sig: Signature, numbers: dict[str, Any],
                   "`import torch` before onnxruntime loads torch's copies.")
     else:
         named_lib = f"{library}" if library else "A CUDA library"
+        title = f"{named_lib} could not be loaded"
         explanation = (f"{named_lib} could not be found or loaded: the program (or a library it "
                        "uses) was built against a CUDA or cuDNN version that is not installed "
                        "where the loader looks, or a different version is. No GPU work runs "
@@ -1026,7 +1028,7 @@ def _cuda_library_missing(sig: Signature, numbers: dict[str, Any],
                   "nvidia-cublas-cu12`, or install the package's build for the CUDA you have; "
                   "`ldconfig -p | grep -E 'cudart|cudnn|cublas'` lists the versions the loader "
                   "finds, and LD_LIBRARY_PATH (PATH on Windows) must include their folder.")
-    return advice(sig, numbers, explanation, remedy)
+    return advice(sig, numbers, explanation, remedy, title=title)
 
 
 # torch.utils.cpp_extension, building a CUDA extension (a project's own kernels, apex,

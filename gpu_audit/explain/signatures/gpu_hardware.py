@@ -133,6 +133,18 @@ def _xid_event(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> A
                   tier=_XID_TIER.get(info.origin, 0.0))
 
 
+_XID_ON_LINE = re.compile(r"\bXid\W{0,3}(79)\b", re.IGNORECASE)
+
+
+def _off_the_bus(match: re.Match[str], line: str) -> dict[str, Any]:
+    """The GPU's bus id, and the Xid where the same line names it ("A GPU that has fallen off
+    the bus (Xid 79) ...")."""
+    found = named(match, line)
+    if xid := _XID_ON_LINE.search(line):
+        found["xid"] = int(xid[1])
+    return found
+
+
 fixed("gpu-hardware/fallen-off-bus",
       # "GPU 0000:3b:00.0: GPU has fallen off the bus", and the kernel's longer "The NVIDIA GPU
       # 0000:b3:00.0 (PCI ID: ...) installed in this system has fallen off the bus"
@@ -142,7 +154,7 @@ fixed("gpu-hardware/fallen-off-bus",
       r"GPUIsLost|GPU lost from the bus|NV_ERR_GPU_IS_LOST",
       ("fallen off the bus", "GPU is lost", "IsLost", "lost from the bus", "GPU_IS_LOST"),
       "GPU has fallen off the bus",
-      severity=Severity.CRITICAL, tier=0.0, group="off-the-bus",
+      severity=Severity.CRITICAL, tier=0.0, group="off-the-bus", extract=_off_the_bus,
       example="pynvml.NVMLError_GpuIsLost: GPU is lost",
       explanation="The driver can no longer reach the GPU over PCIe (Xid 79): a PCIe link "
       "failure, a power or thermal event, or a failing GPU. Everything running on it died, and "
