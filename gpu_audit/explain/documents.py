@@ -268,6 +268,13 @@ _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         # "Indexing Assertion Errors" (PyTorch's indexing kernels check their indices on the GPU)
         ("device-assert/triggered", r"\bdevice[- ]side assert(?:ion)?s?\b|"
                                     r"\bindex(?:ing)? assert(?:ion)?s?\b|"
+                                    # (the condition of one of PyTorch's kernel assertions,
+                                    # named without "Assertion `": "Assertion error with
+                                    # class labels (t >= 0 && t < n_classes)")
+                                    r"\bt >= 0 && t < n_classes\b|"
+                                    r"\bsrcIndex < srcSelectDimSize\b|"
+                                    r"\bidx_dim >= 0 && idx_dim < index_size\b|"
+                                    r"\binput_val >= zero && input_val <= one\b|"
                                     # (and a GPU kernel's assertion: "kernel assertion with
                                     # torch 1.10", "CUDA kernel assert in embedding")
                                     r"(?<!linux )(?<!os )\bkernel assert(?:ion)?s?\b|"

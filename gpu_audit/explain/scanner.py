@@ -476,9 +476,10 @@ KEYS: tuple[Key, ...] = (
          b"System OOM", b"OOM", b"OUT_OF_ME", b"One or more tensors were submitted")),
     # a GPU's memory told running out in Chinese, the language most such reports not in
     # English are in ("显存不足", "爆显存"): no other pass starts with its first byte
-    # (and the card's memory in longer words, "显卡内存一直上涨 ... 最终内存溢出": 显 leads both)
-    Key("显(?:存|卡的?内存)".encode(),
-        ("显存".encode(), "显卡内存".encode(), "显卡的内存".encode())),
+    # (and the card's memory in longer words, "显卡内存一直上涨 ... 最终内存溢出": 显 leads both;
+    # and the card told lost, "发现显卡丢失")
+    Key("显(?:存|卡的?内存|卡丢失)".encode(),
+        ("显存".encode(), "显卡内存".encode(), "显卡的内存".encode(), "显卡丢失".encode())),
     # the numbers of the cudaMallocAsync backend's OOM message, one per line
     # ("Requested" and "(according to CUDA)": in the R and C passes)
     # (and TensorFlow's "kernel version 470.57.2 does not match DSO version 510.47.3", in this

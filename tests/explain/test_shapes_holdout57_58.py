@@ -60,3 +60,18 @@ def test_a_gpu_off_the_bus_gives_the_xid_its_line_names(tmp_path: Path) -> None:
             "# [Bug]: A GPU that has fallen off the bus (Xid 79) makes every allocation fail\n")
     found = [i for i in text_incidents(tmp_path, text) if i.is_failure]
     assert (found[0].signature, found[0].numbers.get("xid")) == ("gpu-hardware/fallen-off-bus", 79)
+
+
+@pytest.mark.parametrize(("title", "expected"), [
+    ("# Assertion error with class labels (t >= 0 && t < n_classes).", "device-assert"),
+    ("# 训练时经常掉卡，重启后恢复", "gpu-hardware"),
+])
+def test_a_kernel_assertion_s_condition_and_a_card_lost_in_chinese(
+        tmp_path: Path, title: str, expected: str) -> None:
+    text = "example-lab/seg · issue #2 · closed · Python\n" + title + "\n"
+    assert [i.cls for i in text_incidents(tmp_path, text) if i.is_failure][:1] == [expected]
+
+
+def test_a_card_lost_in_a_condition_in_chinese_is_no_telling(tmp_path: Path) -> None:
+    text = "# 说明\n如果训练时掉卡，先检查电源和PCIe插槽。\n"
+    assert [i for i in text_incidents(tmp_path, text) if i.is_failure] == []

@@ -184,9 +184,14 @@ fixed("gpu-hardware/lost-told",
       # (a node that came back from a reboot with a GPU fewer: "gpu-3 came up short a GPU")
       # (or will be put back into service so: "gpu-2-4 will be added back short a GPU")
       r"(?i:\b(?:(?:came|comes|come|booted|boots) up|(?:added|brought|put|came|comes) back) "
-      r"(?:short|missing) (?:a |one |\d )?GPUs?\b))",
+      r"(?:short|missing) (?:a |one |\d )?GPUs?\b))|"
+      # (in Chinese: the card lost, "发现显卡丢失", "训练时经常掉卡"; not in a clause that sets a
+      # condition or guesses: "如果训练时掉卡，...")
+      + unless_marks("如果|若|假如|要是|万一|可能|避免|防止|是否|会不会",
+                     start=r"(?:^|(?<=[。！？；;!?，,]))", stop=r"\n。！？；;!?，,")
+      + r"(?:(?:显卡|GPU|卡)丢失|掉卡)",
       ("lost", "Lost", "losing", "GPU is loss", "up short", "up missing", "back short",
-       "back missing", "disconnect", "off the bus", "off the PCI"),
+       "back missing", "disconnect", "off the bus", "off the PCI", "丢失", "掉卡"),
       "A GPU was lost (told in the writer's words)",
       tier=0.0, group="off-the-bus",
       example="After the reboot we lost 1 GPU on node7, and slurmd does not start.",
