@@ -316,9 +316,10 @@ KEYS: tuple[Key, ...] = (
     # (and in Chinese with the English verb: "程序在加载模型中被kill了")
     # (and screens told going black under load: "the monitors go black", "the screen went
     # blank"; a GPU that stopped answering)
+    # (and a run told stuck: "the ranks get stuck at step 300"; its hang in the "n" pass)
     Key(rb"k(?:ill(?:ed\b|(?<=\xe8\xa2\xabkill))|(?<=bla[cn]k)(?:(?<=[nst] black)|(?<=go black)"
-        rb"|(?<=[nst] blank)|(?<=go blank)))",
-        (b"killed", "被kill".encode(),
+        rb"|(?<=[nst] blank)|(?<=go blank))|\b(?<=stuck))",
+        (b"stuck", b"killed", "被kill".encode(),
          *(end + b" " + word for end in (b"n", b"s", b"t", b"go") for word in (b"black",
                                                                           b"blank")))),
     # ("ProcessGroupNCCL'" at a line's end: a terminal cut "ProcessGroupNCCL's" there)
@@ -495,7 +496,10 @@ KEYS: tuple[Key, ...] = (
     # installer name it: "could not insert 'nvidia'", "Module nvidia not found", "nvidia.ko: Key
     # was rejected", "Unable to load the kernel module 'nvidia.ko'", "nvidia kernel module
     # missing"; and "the nvidia driver" in lower case)
-    Key(rb"n(?:vidia-(?:smi|ml)|o kernel image|vidia\.ko: |vidia [Dd]river"
+    # (and a run told hanging, in lower case: "the script hangs during the backward pass on
+    # rank 0", "it hung at the barrier", "training is hanging")
+    Key(rb"n(?:gs\b(?<=hangs)|g\b(?<=hung)|ging\b(?<=hanging)"
+        rb"|vidia-(?:smi|ml)|o kernel image|vidia\.ko: |vidia [Dd]river"
         rb"|vidia [Kk]ernel [Mm]odule|(?<=insert 'n)vidia|(?<=Module n)vidia"
         rb"|(?<=kernel module 'n)vidia|(?<=the 'n)vidia"
         # (llama.cpp's "  current device: 1, in function ..." under a CUDA error; Docker's
@@ -562,7 +566,8 @@ KEYS: tuple[Key, ...] = (
         # no literal after the "n" costs every "n"; not the noun "shutdown", a log's word)
         rb"|(?:s|ed) off(?:(?<=turns off)|(?<=turned off))"
         rb"|(?<=own)(?:(?<=shut down)|(?<=shuts down)))",
-        (b"nvidia-smi", b"nvidia-ml", b"no kernel image", b"nvidia.ko: ", b"nvidia driver",
+        (b"hangs", b"hung", b"hanging", b"nvidia-smi", b"nvidia-ml", b"no kernel image",
+         b"nvidia.ko: ", b"nvidia driver",
          b"driver version is insufficient", b"driver is insufficient", b"driver only supports",
          b"nly supports cuda", b"nly supports CUDA", b"nable to allocate backend buffer",
          b"for an array with shape", b"nable to allocate array with shape",

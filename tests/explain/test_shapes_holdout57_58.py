@@ -75,3 +75,21 @@ def test_a_kernel_assertion_s_condition_and_a_card_lost_in_chinese(
 def test_a_card_lost_in_a_condition_in_chinese_is_no_telling(tmp_path: Path) -> None:
     text = "# 说明\n如果训练时掉卡，先检查电源和PCIe插槽。\n"
     assert [i for i in text_incidents(tmp_path, text) if i.is_failure] == []
+
+
+def test_a_distributed_run_told_hanging_in_a_thread_s_body() -> None:
+    # keyed by its verb in the middle of the thread (not among its last lines)
+    found = root("distributed_hang_told_mid_thread.log")
+    assert (found.cls, found.signature) == ("nccl", "nccl/hang-told")
+
+
+@pytest.mark.parametrize(("line", "expected"), [
+    ("With DeepSpeed ZeRO-3 the training hangs after a few steps.\n", ["nccl"]),
+    ("多卡训练时卡住不动，没有报错。\n", ["nccl"]),
+    # a condition, a rule, and a run with one GPU
+    ("# Notes\nIf DDP training hangs, set NCCL_DEBUG=INFO.\n", []),
+    ("# Notes\nDDP training usually hangs when one rank crashes.\n", []),
+    ("# Notes\nThe single-GPU training hangs at epoch 3.\n", []),
+])
+def test_distributed_hang_wordings(tmp_path: Path, line: str, expected: list[str]) -> None:
+    assert [i.cls for i in text_incidents(tmp_path, line) if i.is_failure] == expected

@@ -232,9 +232,29 @@ _NCCL_TOLD_OTHER = (
     # (German's verb split around NCCL: "das Training bleibt in NCCL hängen")
     r"^(?!(?i:[^\n]*\b(?:wenn|falls|wie|sollten?)\b))[^\n]*?\b(?:bleibt|blieb)\b[^\n.]{0,40}?"
     r"\bNCCL\b[^\n.]{0,20}?\bhängen\b")
+# ... and a distributed run told hanging without naming NCCL, on a line that says it is
+# distributed ("the script hangs during the backward pass on rank 0", "with DeepSpeed ZeRO-3 the
+# training hangs after a few steps", "多卡训练时卡住不动"): its ranks wait in a collective for one
+# that never joins. (Not a condition, a question or advice, as above.)
+_DISTRIBUTED_RUN = (r"(?i:\b(?:DDP|DeepSpeed|ZeRO-?[123]|FSDP|Horovod|Megatron|torchrun|"
+                    r"multi[- ]?(?:node|GPU|machine)s?|distributed|rank ?\d{1,5}|all (?:the )?"
+                    r"ranks|(?:\d{1,3}|two|four|eight) (?:GPUs|nodes))\b)")
+_DISTRIBUTED_HANG = (
+    rf"^(?=[^\n]*{_DISTRIBUTED_RUN})"
+    + unless_words(r"if|whether|when|how|why|you|your|can|could|may|might|would|should|will|"
+                   r"avoid\w*|prevent\w*|to fix|unless|usually|often|typically|common\w*|"
+                   r"never|not|no longer", SENTENCE_BREAK, start=SKIP_SENTENCES)
+    + r"(?i:\b(?:training|the (?:training|script|job|run|process|program|model)|it|rank ?\d{1,5}|"
+    r"all (?:the )?ranks|the ranks|every rank) (?:always |then |just |sometimes |randomly |still |"
+    r"also |consistently |simply )?(?:hangs|hung|is hanging|(?:gets|got) stuck|is stuck|"
+    r"freezes|froze|deadlocks|deadlocked)\b)|"
+    + unless_marks("如何|怎么|怎样|如果|若是|是否|为什么|避免|防止|可能|吗")
+    + r"(?:多卡|多机|分布式|DDP|deepspeed|DeepSpeed)[^\n，,。]{0,12}?(?:训练|推理|运行)?"
+    r"[^\n，,。]{0,6}?(?:卡住|卡死|hang住|挂住)")
 fixed("nccl/hang-told",
-      f"{_NCCL_TOLD_EN}|{_NCCL_TOLD_ZH}|{_NCCL_TOLD_OTHER}",
-      ("NCCL", "nccl backend", "nccl'", 'nccl"'),
+      f"{_NCCL_TOLD_EN}|{_NCCL_TOLD_ZH}|{_NCCL_TOLD_OTHER}|{_DISTRIBUTED_HANG}",
+      ("NCCL", "nccl backend", "nccl'", 'nccl"', "hangs", "hung", "hanging", "stuck", "freezes",
+       "froze", "deadlock", "卡住", "卡死", "hang住", "挂住"),
       "A run hung or failed in NCCL (told in the writer's words)", tier=3.0,
       yields_to_titles=True,
       example="Multi-node training hangs at NCCL init and then times out after 30 minutes.",
