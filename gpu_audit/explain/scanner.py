@@ -497,8 +497,9 @@ KEYS: tuple[Key, ...] = (
     # was rejected", "Unable to load the kernel module 'nvidia.ko'", "nvidia kernel module
     # missing"; and "the nvidia driver" in lower case)
     # (and a run told hanging, in lower case: "the script hangs during the backward pass on
-    # rank 0", "it hung at the barrier", "training is hanging")
-    Key(rb"n(?:gs\b(?<=hangs)|g\b(?<=hung)|ging\b(?<=hanging)"
+    # rank 0", "it hung at the barrier", "training is hanging"; "hang" alone where a terminal cut
+    # "hangs" at its width)
+    Key(rb"n(?:gs\b(?<=hangs)|g\b(?<=hung)|ging\b(?<=hanging)|g\b(?<=hang)"
         rb"|vidia-(?:smi|ml)|o kernel image|vidia\.ko: |vidia [Dd]river"
         rb"|vidia [Kk]ernel [Mm]odule|(?<=insert 'n)vidia|(?<=Module n)vidia"
         rb"|(?<=kernel module 'n)vidia|(?<=the 'n)vidia"
@@ -566,7 +567,7 @@ KEYS: tuple[Key, ...] = (
         # no literal after the "n" costs every "n"; not the noun "shutdown", a log's word)
         rb"|(?:s|ed) off(?:(?<=turns off)|(?<=turned off))"
         rb"|(?<=own)(?:(?<=shut down)|(?<=shuts down)))",
-        (b"hangs", b"hung", b"hanging", b"nvidia-smi", b"nvidia-ml", b"no kernel image",
+        (b"hangs", b"hung", b"hanging", b"hang", b"nvidia-smi", b"nvidia-ml", b"no kernel image",
          b"nvidia.ko: ", b"nvidia driver",
          b"driver version is insufficient", b"driver is insufficient", b"driver only supports",
          b"nly supports cuda", b"nly supports CUDA", b"nable to allocate backend buffer",
