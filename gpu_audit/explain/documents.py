@@ -317,6 +317,9 @@ _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                                        rf"{_EDGE_BEFORE}{_OOM_WORDS}{_EDGE_AFTER}[^\n]{{0,60}}?"
                                        rf"{_EDGE_BEFORE}{_GPU_MEMORY}{_EDGE_AFTER}|"
                                        r"\bOutOfMemoryError\b|\bCUDA_ERROR_OUT_OF_MEMORY\b|"
+                                       # (CUDA.jl's exception: "OutOfGPUMemoryError With
+                                       # Available Memory")
+                                       r"\bOutOfGPUMemoryError\b|"
                                        # (its memory errors: "CUDA Memory Errors at first
                                        # epoch")
                                        r"\b(?:CUDA|GPU) memory errors?\b|"
@@ -419,7 +422,7 @@ _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         # not works reactor" (not their option to turn it off)
         ("alloc-conf/async-fails-told", ASYNC_FAILS_TOLD),
         # cuDNN's failure named in general words ("cuDNN error on RTX 4090 with conv3d")
-        ("cudnn-failure/status", r"\bcuDNN (?:error|failure|exception)s?\b"),
+        ("cudnn-failure/status", r"\bcuDNN (?:status )?(?:error|failure|exception)s?\b"),
         # no cuDNN convolution algorithm could run (PyTorch's words, XLA's autotuner's)
         ("cudnn-failure/no-engine", r"\bUnable to find a valid cuDNN algorithm\b|"
                                     r"\bFailed to determine best cudnn convolution algorithm\b"),
@@ -789,6 +792,11 @@ def title_failure(head: Head, logged: bool = False, gpu_oom: str | None = None) 
                   and not (sig_id.startswith("host-oom/") and _NOT_MEMORY.search(title))), None)
     if named is None and gpu_oom and _BARE_OOM.search(title):
         return gpu_oom
+    # (an out-of-memory the title leaves unnamed, in a text about a GPU that names no host
+    # memory: "Out of memory when running run.sh" over "I use one V100 with 32G memory")
+    if (named is None and head.gpu_subject and _BARE_OOM.search(title)
+            and not _HOST_MEMORY_WORDS.search(title)):
+        return "cuda-oom/caching-allocator"
     if named is None and not _NOT_MEMORY.search(title):
         if _HOST_MEMORY_FAILURE_TITLE.search(title):
             return "host-oom/ram-full-told"

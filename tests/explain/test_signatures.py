@@ -104,6 +104,21 @@ def test_every_fixture_log_is_covered_and_every_class_has_one() -> None:
 
 # One line each, in the formats of different releases: (log text, class, signature).
 SINGLE_LINES = [
+    ("ERROR (nnet3-train[5.5]:AllocateNewRegion():cu-allocator.cc:519) Failed to allocate a "
+     "memory region of 8088715264 bytes.  Possibly this is due to sharing the GPU.", "cuda-oom",
+     "cuda-oom/kaldi-region"),
+    ("RuntimeError: Distributed package doesn't have NCCL built in", "nccl",
+     "nccl/not-built-in"),
+    ("AssertionError: Torch not compiled with CUDA enabled", "driver-mismatch",
+     "driver-mismatch/cpu-only-build"),
+    ("RuntimeError: Not compiled with GPU support", "driver-mismatch",
+     "driver-mismatch/cpu-only-build"),
+    ("OSError: libcuda.so.1: cannot open shared object file: No such file or directory",
+     "driver-mismatch", "driver-mismatch/no-driver"),
+    ("System is out of GPU and shared host memory", "cuda-oom", "cuda-oom/application-message"),
+    ("cuDNN status Error in: file: ./src/convolutional_kernels.cu : "
+     "backward_convolutional_layer_gpu() : line: 854 : build time: Jan  6 2026 - 10:11:12",
+     "cudnn-failure", "cudnn-failure/status"),
     ("RuntimeError: The detected CUDA version (11.8) mismatches the version that was used to "
      "compile PyTorch (12.4). Please make sure to use the same CUDA versions.",
      "driver-mismatch", "driver-mismatch/extension-cuda-mismatch"),

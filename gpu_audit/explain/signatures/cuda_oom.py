@@ -812,14 +812,42 @@ def _library_allocation(sig: Signature, numbers: dict[str, Any], ctx: AdviceCont
     return advice(sig, numbers, explanation, remedy, diagnosis="unknown")
 
 
+# Kaldi's CUDA allocator (cu-allocator.cc) failing to grow its pool: "ERROR (nnet3-train[5.5]:
+# AllocateNewRegion():cu-allocator.cc:519) Failed to allocate a memory region of 8088715264
+# bytes. Possibly this is due to sharing the GPU."
+@signature("cuda-oom/kaldi-region",
+           r"\bFailed to allocate a memory region(?: of (?P<requested_bytes>\d{1,20}) bytes)?",
+           ("Failed to allocate a memory region",), "GPU out of memory (Kaldi's CUDA allocator)",
+           group="cuda-oom-raw",
+           example="ERROR (nnet3-train[5.5]:AllocateNewRegion():cu-allocator.cc:519) Failed to "
+           "allocate a memory region of 8088715264 bytes.  Possibly this is due to sharing the "
+           "GPU.")
+def _kaldi_region(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    size = _stated(numbers, "requested_bytes", " of {}")
+    explanation = (
+        f"Kaldi's CUDA allocator could not get a new memory region{size} for its pool: the GPU "
+        "was full, with this job's own matrices or another process's (Kaldi's message names "
+        "sharing the GPU first).")
+    remedy = (f"{SCAN_OTHERS}\nThen run one Kaldi job per GPU (put the GPUs in exclusive mode, "
+              "`sudo nvidia-smi -c 3`, so a second job cannot start on a busy one), lower the "
+              "minibatch size or the number of parallel jobs (--num-jobs-initial, "
+              "--num-jobs-final), or give the allocator less up front "
+              "(--cuda-memory-proportion).")
+    return advice(sig, numbers, explanation, remedy, diagnosis="unknown")
+
+
 # Applications' own words for the GPU's memory running out, with no size: LAMMPS' GPU package
 # ("ERROR: Insufficient memory on accelerator (src/GPU/gpu_extra.h:38)") and faceswap's trainer
 # ("You do not have enough GPU memory available to train the selected model at the selected
 # settings.").
 fixed("cuda-oom/application-message",
       r"\bInsufficient memory on accelerator\b|"
+      # (Blender Cycles' "System is out of GPU and shared host memory", "System is out of GPU
+      # memory")
+      r"\bSystem is out of GPU(?: and shared host)? memory\b|"
       r"\bYou do not have enough GPU memory available to (?:train|run|convert|extract)\b",
-      ("Insufficient memory on accelerator", "enough GPU memory available to"),
+      ("Insufficient memory on accelerator", "enough GPU memory available to",
+       "out of GPU memory", "out of GPU and shared host memory"),
       "CUDA out of memory (the application's own message)", group="cuda-oom-raw",
       example="ERROR: Insufficient memory on accelerator (src/GPU/gpu_extra.h:38)",
       explanation="The application could not get the GPU memory it needed for its data (LAMMPS's "
@@ -1600,6 +1628,11 @@ _GPU_MEMORY_GONE = (
     r"\b(?:GPU|CUDA|video|VRAM)(?: memory)?(?: usage| use)? (?:keeps |kept )?(?:increas|grow|ris|"
     r"climb)\w* (?:\w+ ){0,3}?until (?:it |the (?:\w+ )?)?(?:crash\w*|OOMs?\b|runs? out|"
     r"dies|fails|is full)|"
+    # (a program told asking for more than the card has: "ollama tried to alloca more memory
+    # than the GPU has"; the card's space: "Running out of GPU space when inferencing")
+    r"\b(?:tried|tries|trying|attempt(?:s|ed|ing)?) to alloc\w* more (?:memory|VRAM) than (?:the |"
+    r"my |its |this |our )?(?:GPU|card|graphics card) has\b|"
+    r"\bout of (?:GPU|VRAM|video memory) space\b|"
     # (a reply's reading: "6GB isn't enough VRAM for the full-size decode")
     r"\b(?:isn't|wasn't|is not|was not) enough (?:VRAM|GPU memory|video memory)\b|"
     # (a model that does not fit the card's memory: "the 13B model doesn't fit in 12GB of

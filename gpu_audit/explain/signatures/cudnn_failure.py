@@ -131,9 +131,13 @@ _HOW_TO_TELL = (
            # it; and ONNX Runtime's kernels' "CUDNN error executing cudnnConvolutionForward(...)",
            # which names the call and no status
            r"(?<![A-Za-z0-9_])(?:CUDNN|cuDNN) failure (?P<code__>[1-9]\d{0,3})(?![\d.])|"
-           r"(?<![A-Za-z0-9_])CUDNN2? error executing (?P<call>cudnn\w{1,60})\(",
+           r"(?<![A-Za-z0-9_])CUDNN2? error executing (?P<call>cudnn\w{1,60})\(|"
+           # darknet's check, the status on the line after it ("cuDNN status Error in: file:
+           # ...convolutional_kernels.cu : backward_convolutional_layer_gpu() : line: 854")
+           r"\bcuDNN status Error in: file:",
            ("CUDNN_", "CUDNN failure ", "cuDNN failure ", "CUDNN error executing ",
-            "CUDNN2 error executing "), "cuDNN call failed", key_field="status", extract=_status,
+            "CUDNN2 error executing ", "cuDNN status Error"), "cuDNN call failed",
+           key_field="status", extract=_status,
            example="RuntimeError: cuDNN error: CUDNN_STATUS_NOT_INITIALIZED")
 def _cudnn(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
     status = str(numbers.get("status") or "")

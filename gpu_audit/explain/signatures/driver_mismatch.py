@@ -256,6 +256,10 @@ fixed("driver-mismatch/cuda-unavailable-told",
       r"(?:is|was|returns?|returned|"
       r"gives?|gave|prints?|printed|shows?|showed|outputs?|=|==|-+>|=+>|→|:)? ?"
       r"(?:always |still |only |just )?[`'\"]?false\b"
+      # (or told turning False, in Chinese: "之前print(torch.cuda.is_available())为True 安装之后
+      # 变成了False")
+      r"|\b(?:torch\.)?cuda\.is_available\(\)\)?[^\n]{0,40}?(?:变成了?|变为|又变成了?)\s?[`'\"]?"
+      r"false\b"
       # (not a rule about machines in general: "... returns False when no GPU is present")
       r"(?![^\n.]{0,40}?\b(?:if|when|whenever|unless|on (?:a |any |machines?|systems?|hosts?|"
       r"CPU))\b))",
@@ -758,8 +762,12 @@ _INIT_WORDS = (
            # be found."; not its system report's "... cannot be found or no CUDA enabled devices
            # are present", printed on any machine without a GPU)
            r"Found no NVIDIA driver on your system|"
-           r"\bCUDA driver library cannot be found(?! or no CUDA)",
-           ("Found no NVIDIA driver", "CUDA driver library cannot be found"),
+           r"\bCUDA driver library cannot be found(?! or no CUDA)|"
+           # (the driver's own library, libcuda, missing where a program loads it: "OSError:
+           # libcuda.so.1: cannot open shared object file", "`libcuda.so.1` is not found")
+           r"\blibcuda\.so(?:\.1)?[`'\"]?:? (?:cannot open shared object file|(?:is |was )?not "
+           r"found)",
+           ("Found no NVIDIA driver", "CUDA driver library cannot be found", "libcuda.so"),
            "No NVIDIA driver is loaded", tier=0.0,
            example="RuntimeError: Found no NVIDIA driver on your system. Please check that you "
            "have an NVIDIA GPU and installed a driver from "
@@ -1029,6 +1037,27 @@ def _cuda_library_missing(sig: Signature, numbers: dict[str, Any],
                   "`ldconfig -p | grep -E 'cudart|cudnn|cublas'` lists the versions the loader "
                   "finds, and LD_LIBRARY_PATH (PATH on Windows) must include their folder.")
     return advice(sig, numbers, explanation, remedy, title=title)
+
+
+# A build of the framework (or of an extension) without CUDA, asked to use the GPU: PyTorch's
+# CPU-only wheel ("AssertionError: Torch not compiled with CUDA enabled"), an extension built
+# without its CUDA kernels ("RuntimeError: Not compiled with GPU support", detectron2's and
+# torchvision's ops), PaddlePaddle's CPU package.
+fixed("driver-mismatch/cpu-only-build",
+      r"\b(?:Torch|PyTorch|Paddle(?:Paddle)?|MXNet|This (?:build|binary)) (?:is )?not compiled "
+      r"with (?:CUDA|GPU)\b|\bNot compiled with (?:GPU|CUDA) support\b",
+      ("not compiled with", "Not compiled with"),
+      "The framework (or an extension) was built without CUDA", tier=0.0,
+      example="AssertionError: Torch not compiled with CUDA enabled",
+      explanation="The program asked for the GPU, but the framework it runs (or one of its "
+      "compiled extensions) was built for the CPU only: pip installed PyTorch's CPU wheel (the "
+      "default on Windows and macOS from PyPI, or a CPU index), or an extension was compiled "
+      "where no CUDA toolkit was found. The driver and the GPU are not at fault.",
+      remedy="Check the build: `python -c \"import torch; print(torch.__version__, "
+      "torch.version.cuda)\"` (None, or a version ending in +cpu: a CPU wheel). Install the "
+      "CUDA build for your driver from https://pytorch.org/get-started/locally/ (e.g. `pip "
+      "install torch --index-url https://download.pytorch.org/whl/cu121`), and rebuild an "
+      "extension where nvcc and CUDA_HOME are set.")
 
 
 # torch.utils.cpp_extension, building a CUDA extension (a project's own kernels, apex,

@@ -285,6 +285,10 @@ POWER_LOSS_TOLD = (
     + _UNDER_LOAD + r")|"
     r"\b(?:shuts? ?down|shutdowns?|reboots|restarts|turns? off) (?:my |the |our )?(?:PC|"
     r"computer|machine|desktop|workstation)\b(?:" + _UNDER_LOAD + r")|"
+    # (the system's crash and reboot as nouns: "repeating system crash/reboot when using the
+    # imagenet examples")
+    r"\bsystem (?:crash(?:es)?(?:/| and | or ))?(?:reboots?|restarts?|shutdowns?)\b(?:"
+    + _UNDER_LOAD + r")|"
     # (the going off alone, told sudden: "Immediate reboot (hard crash) when training"; not a
     # general statement: "sudden power-offs under load are often caused by ...")
     r"\b(?:immediate|sudden|instant|random|hard) (?:reboot|restart|shutdown|power[- ]off)s?\b"

@@ -812,6 +812,19 @@ fixed("nccl/watchdog-terminated", r"watchdog thread terminated with exception",
       remedy=_COLLECTIVE_REMEDY)
 
 
+# torch built without NCCL (its Windows and macOS wheels), asked for the NCCL backend:
+# "RuntimeError: Distributed package doesn't have NCCL built in".
+fixed("nccl/not-built-in",
+      r"\bDistributed package doesn'?t have NCCL(?:\W{1,6})? built in\b",
+      ("have NCCL",), "This PyTorch has no NCCL (built without it)", tier=0.2,
+      example="RuntimeError: Distributed package doesn't have NCCL built in",
+      explanation="The job asked torch.distributed for the NCCL backend, but this PyTorch was "
+      "built without NCCL: the Windows and macOS wheels have none (NCCL runs on Linux only).",
+      remedy="On Windows, use the gloo backend (`init_process_group(backend=\"gloo\")`, or the "
+      "launcher's option for it; accelerate and LLaMA-Factory pick it where NCCL is missing), "
+      "or run the job under Linux or WSL2 with a CUDA build of PyTorch.")
+
+
 # NCCL's proxy could not allocate the buffer a remote rank asked it for, over the bootstrap
 # network ("bootstrap.cc:279 NCCL WARN [Rem Allocator] Allocation failed (segment 0, fd 130)"):
 # the shared memory or file descriptors NCCL maps for its connections ran short, in a
