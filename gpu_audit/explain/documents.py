@@ -150,7 +150,9 @@ OWN_RUN = re.compile(
     # ... or a glog line, with its process id and source position ("I1019 09:20:42.064462 82681
     # Util.cpp:166] ..."): a program's own log
     r"^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d{6} +\d+ [\w.-]+\.(?:cc|cpp|cu|h|py):\d+\]|"
-    r"(?:environment|环境)\s*[:：]|我(?:的|在|用|运行|训练|遇到|跑)|私の|実行すると|"
+    # (a report's "Environment:" label, at its line's start; not a guide's "set this in the
+    # environment:")
+    r"^\W{0,6}(?:environment|环境)\W{0,4}[:：]|我(?:的|在|用|运行|训练|遇到|跑)|私の|実行すると|"
     # the same in Spanish, Portuguese and French: "me sale este error", "estoy entrenando",
     # "mi modelo", "estou treinando", "meu código", "j'ai cette erreur", "mon modèle"
     r"\bme (?:sale|salen|sali[oó]|aparece|aparecen|apareci[oó]|da|dio) (?:el|este|ese|un|una|"

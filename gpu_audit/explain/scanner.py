@@ -124,13 +124,16 @@ KEYS: tuple[Key, ...] = (
         # (and Horovod's stall inspector by its source file, early on a line a terminal may
         # wrap before its words: "W horovod/common/stall_inspector.cc:105] One or more ...")
         rb"|ctor\.cc(?<=stall_inspector\.cc)"
+        # (and a TensorRT engine built on another GPU: "The engine plan file is generated on an
+        # incompatible device")
+        rb"|ngine plan file is generated(?<=engine plan file is generated)"
         # (and torch's CUDA told unavailable: "torch.cuda.is_available() is false")
         rb"|\(\)(?<=is_available\(\)))",
         (b"emory", b"emoria", "emória".encode(), b"eicher", b"moire", b"appears to have died",
          *CURED_ANCHORS, b"dropped support", b"removed support", b"evice-side assert",
          b"evice side assert", b"estart", b"eboot", b"owers off", b"owered off", b"off the bus",
          b"off the PCIe bus", b"off the PCI bus", b"verheat", b"verclock", b"otherboard",
-         b"stall_inspector.cc",
+         b"stall_inspector.cc", b"engine plan file is generated",
          b"is_available()")),
     # a launcher's exit status for a process killed with SIGKILL (137, -9)
     # (also when a terminal or logger wrapped the line before the number)
@@ -232,9 +235,13 @@ KEYS: tuple[Key, ...] = (
         # (and NCCL's socket connect named by its function: "socketStartConnect: Connect to")
         rb"|onnect: (?<=StartConnect: )|onnect: (?<=PollConnect: )|onnect: (?<=SocketConnect: )"
         # (and a CUDA library that does not load, on a line without "error": "Could not locate
-        # cudnn_ops_infer64_8.dll", ONNX Runtime's "Failed to create CUDAExecutionProvider")
-        rb"|ould not locate|UDAExecutionProvider(?!['\"]))",
-        (b"Could not locate", b"CUDAExecutionProvider", b"CUDA ", b"CUDA_",
+        # cudnn_ops_infer64_8.dll", ONNX Runtime's "Failed to create CUDAExecutionProvider";
+        # and XLA finding no ptxas, "Couldn't get ptxas version string", as a title copies it)
+        rb"|ould not locate|UDAExecutionProvider(?!['\"])"
+        rb"|ouldn'?t (?:get|invoke) ptxas)",
+        (b"Could not locate", b"CUDAExecutionProvider", b"Couldn't get ptxas",
+         b"Couldnt get ptxas", b"Couldn't invoke ptxas", b"Couldnt invoke ptxas", b"CUDA ",
+         b"CUDA_",
          b"CUDACachingAllocator", b"CUDAAllocatorConfig",
          *(b"CUDA" + bytes([lead]) for lead in range(0xE3, 0xEE)), b"CUBLAS_STATUS",
          b"CUSOLVER_STATUS", b"CUSPARSE_STATUS", b"CUFFT_", b"CUDNN_STATUS", b"CUDNN_BACKEND",
@@ -428,9 +435,12 @@ KEYS: tuple[Key, ...] = (
         # (and an RDMA library's "MR registration failed: Bad address")
         rb"|(?<=MR) registration"
         # (and nvidia-smi's "ERR!" in a table's field NVML could not read)
-        rb"|!(?<=ERR!))",
+        rb"|!(?<=ERR!)"
+        # (and RAPIDS' error code for its out-of-memory, "RMM_ERROR_OUT_OF_MEMORY")
+        rb"|MM_ERROR_OUT_OF_MEMORY)",
         (b"Resource exhausted", b"Resource Exhausted", b"Resourceexhausted", b"ResourceExhausted",
-         b"RESOURCE_EXHAUSTED", b"Requested ", b"RAM", b"Ram", b"MR registration", b"ERR!")),
+         b"RESOURCE_EXHAUSTED", b"Requested ", b"RAM", b"Ram", b"MR registration", b"ERR!",
+         b"RMM_ERROR_OUT_OF_MEMORY")),
     # the shell's word for Killed in another language, alone at the start of a line (after
     # a job number): the hit is the line after the newline (group "at")
     # (the look-ahead turns most lines away at their first byte: half this pass's cost)

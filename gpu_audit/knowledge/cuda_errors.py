@@ -63,13 +63,16 @@ def reported_number(*codes: int) -> str:
     its number alone (the same in CUDA's driver and runtime APIs): "CUDA error 700", "CUDA error
     (700)", OpenMM's "Error invoking kernel: CUDA error (700)", and a program's check of one CUDA
     call that names the call, not the status: "cuEventRecord failed with error 700",
-    "cudaMemcpyAsync failed with error code 700", and the OpenACC runtime's "call to
+    "cudaMemcpyAsync failed with error code 700", PyTorch's old "cuda runtime error (700)" cut
+    after the number, and the OpenACC runtime's "call to
     cuStreamSynchronize returned error 700: ...". :func:`number_needles` are its words."""
     unknown = [code for code in codes if code not in CUDA_RUNTIME_STATUSES]
     if unknown or not codes:
         raise ValueError(f"no CUDA runtime status numbered {unknown or codes}")
     numbers = "|".join(str(code) for code in codes)
     return (rf"\b(?:CUDA|Cuda|cuda) error:? \(?(?:{numbers})\b(?!\.\d)|"
+            # (PyTorch before 1.0, its words cut after the number: "cuda runtime error (77)")
+            rf"\b(?:CUDA|Cuda|cuda) runtime error \((?:{numbers})\)|"
             rf"\bError invoking kernel\b[^\n]{{0,80}}?\((?:{numbers})\)|"
             rf"\bcu(?:da)?[A-Z]\w{{1,40}}(?:\(\))? failed with (?:CUDA )?error(?: code)?:? "
             rf"\(?(?:{numbers})\b(?!\.\d)|"

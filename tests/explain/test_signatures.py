@@ -104,6 +104,20 @@ def test_every_fixture_log_is_covered_and_every_class_has_one() -> None:
 
 # One line each, in the formats of different releases: (log text, class, signature).
 SINGLE_LINES = [
+    ("CUDA platform error: Error compiling program: nvrtc: error: invalid value for "
+     "--gpu-architecture (-arch)", "driver-mismatch", "driver-mismatch/runtime-compiler"),
+    ("jaxlib.xla_extension.XlaRuntimeError: FAILED_PRECONDITION: Couldn't get ptxas version "
+     "string: INTERNAL: Couldn't invoke ptxas --version", "driver-mismatch",
+     "driver-mismatch/runtime-compiler"),
+    ("CUDA backend failed to initialize: jaxlib/cuda/versions_helpers.cc:90: operation cuInit(0) "
+     "failed: CUDA_ERROR_NOT_INITIALIZED", "driver-mismatch", "driver-mismatch/jax-backend"),
+    ("[NVINFER LOG]: 6: The engine plan file is generated on an incompatible device, expecting "
+     "compute 8.9 got compute 8.6, please rebuild.", "driver-mismatch",
+     "driver-mismatch/tensorrt-engine-device"),
+    ("RuntimeError: cuda runtime error (2)", "cuda-oom", "cuda-oom/cuda-error"),
+    ("RuntimeError: cuda runtime error (100)", "driver-mismatch", "driver-mismatch/cuda-init"),
+    ("After several computations every use of the GPU raises RMM_ERROR_OUT_OF_MEMORY.",
+     "cuda-oom", "cuda-oom/array-library"),
     ("ERROR (nnet3-train[5.5]:AllocateNewRegion():cu-allocator.cc:519) Failed to allocate a "
      "memory region of 8088715264 bytes.  Possibly this is due to sharing the GPU.", "cuda-oom",
      "cuda-oom/kaldi-region"),

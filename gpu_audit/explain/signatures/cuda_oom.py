@@ -498,9 +498,12 @@ def _julia_out_of_gpu_memory(sig: Signature, numbers: dict[str, Any],
            # (MXNet's check, "e == cudaSuccess (2 vs. 0)", is its pooled storage's: below)
            DEVICE_OOM_PATTERN + "|(?<!\\be == )(?:" + status_check("cudaErrorMemoryAllocation")
            # (XGBoost's device allocator's own head, whatever error text it carries)
-           + ")|" + _XGBOOST_HEAD.pattern,
+           + ")|" + _XGBOOST_HEAD.pattern
+           # (PyTorch's THC status 2 with its words cut off, as a title copies it: "RuntimeError:
+           # cuda runtime error (2)"; 2 is cudaErrorMemoryAllocation in every CUDA release)
+           + r"|\b(?:CUDA|Cuda|cuda) runtime error \(2\)(?!\.\d)",
            ("out of memory", "OUT_OF_MEMORY", "MemoryAllocation", "cudaSuccess", "OutOfMemory",
-            "CUDA calloc", "Memory allocation error on worker"),
+            "CUDA calloc", "Memory allocation error on worker", "runtime error (2)"),
            "CUDA out of memory (outside PyTorch's allocator)", group="cuda-oom-raw",
            extract=_raw_oom,
            example="RuntimeError: CUDA error: out of memory")
@@ -723,6 +726,8 @@ _ARRAY_OOM = (
     # (RMM's own out_of_memory, its type naming the status, cut before it: "MemoryError:
     # std::bad_alloc: out_of_memory: CUDA error at: .../rmm/mr/device/cuda_memory_resource.hpp")
     r"|\bout_of_memory: CUDA error at: [^\s:]{0,300}?/rmm/(?P<rmm_____>)"
+    # (and RMM's error code for it, older RMM and its C API: "RMM_ERROR_OUT_OF_MEMORY")
+    r"|\bRMM_ERROR_OUT_OF_MEMORY\b(?P<rmm______>)"
     # thrust's CUDA back end (in XGBoost, cuDF, cuML and CUDA C++ programs): an algorithm's
     # temporary storage or launch failed with the CUDA status's text ("parallel_for failed: out
     # of memory", "radix_sort: failed on 1st step: out of memory")
@@ -748,6 +753,7 @@ def _array_oom(match: re.Match[str], line: str) -> dict[str, Any]:
 
 @signature("cuda-oom/array-library", _ARRAY_OOM,
            ("Out of memory allocating", "RMM failure at", "out_of_memory: CUDA error",
+            "RMM_ERROR_OUT_OF_MEMORY",
             "bad_alloc: CUDA error", "out of memory to allocate", "out of memory"),
            "GPU out of memory (CuPy, RAPIDS or thrust)", extract=_array_oom, group="cuda-oom-array",
            example="cupy.cuda.memory.OutOfMemoryError: Out of memory allocating 1,073,741,824 "

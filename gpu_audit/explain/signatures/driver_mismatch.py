@@ -737,6 +737,8 @@ _INIT_WORDS = (
            # (100 by name, as Numba's driver binding reports cuInit: "Call to cuInit results in
            # CUDA_ERROR_NO_DEVICE (100)")
            r"CUDA_ERROR_NO_DEVICE|cudaErrorNoDevice|"
+           # (PyTorch's THC status 100 with its words cut off: "cuda runtime error (100)")
+           r"\b(?:CUDA|Cuda|cuda) runtime error \((?P<code__>100)\)|"
            # (and 999 when cuInit returns it: the driver could not start, most often its UVM
            # module after a suspend, not a fault of a running GPU)
            r"cuInit results in CUDA_ERROR_UNKNOWN \((?P<code_>999)\)|"
@@ -753,7 +755,7 @@ _INIT_WORDS = (
             "SYSTEM_NOT_READY", "SystemNotReady", "SYSTEM_DRIVER_MISMATCH", "SystemDriverMismatch",
             "COMPAT_NOT_SUPPORTED", "CompatNotSupported", "CUDA unknown error",
             "does not match DSO version", "CUDA_ERROR_NO_DEVICE", "cudaErrorNoDevice",
-            "cuInit results in",
+            "cuInit results in", "runtime error (100)",
             "busy or unavailable", "DevicesUnavailable", "No visible GPU devices"),
            "CUDA could not initialise", tier=0.0, extract=_visible_devices_named,
            example="RuntimeError: No CUDA GPUs are available")
@@ -1058,6 +1060,71 @@ fixed("driver-mismatch/cpu-only-build",
       "CUDA build for your driver from https://pytorch.org/get-started/locally/ (e.g. `pip "
       "install torch --index-url https://download.pytorch.org/whl/cu121`), and rebuild an "
       "extension where nvcc and CUDA_HOME are set.")
+
+
+# A CUDA toolkit older than the GPU, found where code is compiled at run time: NVRTC (OpenMM, CuPy,
+# PyTorch's fusers) given an architecture it does not know ("nvrtc: error: invalid value for
+# --gpu-architecture (-arch)"), and XLA (JAX, TensorFlow) finding no usable ptxas ("Couldn't get
+# ptxas version string: INTERNAL: Couldn't invoke ptxas --version").
+fixed("driver-mismatch/runtime-compiler",
+      r"\bnvrtc: error: invalid value for --gpu-architecture\b|"
+      r"\bCouldn'?t (?:get ptxas version string|invoke ptxas\b)",
+      ("--gpu-architecture", "ptxas version string", "invoke ptxas"),
+      "The CUDA compiler the program runs is missing or too old for this GPU", tier=0.2,
+      example="CUDA platform error: Error compiling program: nvrtc: error: invalid value for "
+      "--gpu-architecture (-arch)",
+      explanation="The program compiles its GPU kernels when it runs, and the CUDA compiler it "
+      "found cannot build them for this GPU: NVRTC from a CUDA toolkit older than the GPU's "
+      "architecture does not know it, and XLA (JAX, TensorFlow) needs ptxas from a CUDA toolkit "
+      "at least as new as the one jaxlib was built for, on PATH. The driver and the GPU are not "
+      "at fault.",
+      remedy="Install a CUDA toolkit that knows this GPU and put it first: for NVRTC, the "
+      "package built for that CUDA (e.g. OpenMM's or CuPy's build for cuda-version=12); for XLA, "
+      "`pip install \"jax[cuda12]\"` (which brings its own ptxas) or a CUDA 12 toolkit's bin/ "
+      "first on PATH; `nvcc --version` and `ptxas --version` show what is found.")
+
+
+# A TensorRT engine built on a GPU of another architecture ("The engine plan file is generated
+# on an incompatible device, expecting compute 8.9 got compute 8.6, please rebuild."): engines
+# are compiled for one compute capability.
+@signature("driver-mismatch/tensorrt-engine-device",
+           r"\bThe engine plan file is generated on an incompatible device, expecting compute "
+           r"(?P<built_for>\d{1,2}\.\d) got compute (?P<capability>\d{1,2}\.\d)",
+           ("engine plan file is generated on an incompatible device",),
+           "The TensorRT engine was built for another GPU", tier=0.2,
+           example="[NVINFER LOG]: 6: The engine plan file is generated on an incompatible "
+           "device, expecting compute 8.9 got compute 8.6, please rebuild.")
+def _tensorrt_engine_device(sig: Signature, numbers: dict[str, Any],
+                            ctx: AdviceContext) -> Advice:
+    explanation = (f"The TensorRT engine was built on a GPU of compute capability "
+                   f"{numbers.get('built_for', 'another')} and this GPU is "
+                   f"{numbers.get('capability', 'different')}: an engine holds kernels for the "
+                   "one architecture it was built on, so it cannot be loaded here.")
+    remedy = ("Rebuild the engine on this GPU (trtexec --onnx=model.onnx --saveEngine="
+              "model.engine, or the project's export step) from the ONNX model, or run it on a "
+              "GPU of the architecture it was built for.")
+    return advice(sig, numbers, explanation, remedy)
+
+
+# JAX could not start its CUDA backend and carries on on the CPU ("CUDA backend failed to
+# initialize: jaxlib/cuda/versions_helpers.cc:90: operation cuInit(0) failed:
+# CUDA_ERROR_NOT_INITIALIZED"): a jaxlib CUDA plugin that does not fit the driver or the CUDA
+# libraries installed, or no GPU visible to the process.
+fixed("driver-mismatch/jax-backend",
+      r"\bCUDA backend failed to initialize\b",
+      ("CUDA backend failed to initialize",),
+      "JAX could not initialise its CUDA backend", tier=0.3,
+      example="An NVIDIA GPU may be present on this machine, but a CUDA-enabled jaxlib is not "
+      "installed. Falling back to cpu. CUDA backend failed to initialize: jaxlib/cuda/"
+      "versions_helpers.cc:90: operation cuInit(0) failed: CUDA_ERROR_NOT_INITIALIZED",
+      explanation="JAX could not start its CUDA backend and runs on the CPU instead: its CUDA "
+      "plugin (jax-cuda12-plugin, jaxlib's CUDA build) does not fit the NVIDIA driver or the "
+      "CUDA and cuDNN libraries it finds, or the process sees no GPU (CUDA_VISIBLE_DEVICES, a "
+      "container without GPUs).",
+      remedy="`python -c \"import jax; print(jax.devices())\"` shows what JAX finds; install the "
+      "CUDA build that matches the driver (`pip install -U \"jax[cuda12]\"`, which pins its "
+      "CUDA libraries; `nvidia-smi` shows the newest CUDA the driver supports), and keep no "
+      "older CUDA libraries first on LD_LIBRARY_PATH.")
 
 
 # torch.utils.cpp_extension, building a CUDA extension (a project's own kernels, apex,

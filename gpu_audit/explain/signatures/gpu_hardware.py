@@ -169,6 +169,8 @@ fixed("gpu-hardware/lost-told",
       r"(?:\b(?:[Ll]ost|losing) (?:a |one |the |\d )?GPUs?\b(?!s? (?:memory|support|"
       r"acceleration|access|util\w*|hours?|time|cycles|compute|days|capacity|resources)\b)|"
       r"\bGPU is loss\b|"
+      # (the GPU told being lost: "there is a message of GPU being lost")
+      r"\bGPUs? (?:being|was|were|got|gets|keeps getting) lost\b|"
       # (or disconnected from the machine: "during training the GPU disconnected", "GPU
       # disconnection leads to training failure"; not a display or a session disconnected)
       r"\b(?:(?:the|my|our|one|a) (?:[\w-]+ )?)?GPUs? (?:(?:was|were|got|has|had|have|just|"
