@@ -58,8 +58,10 @@ _BOX_LEFT = re.compile(r"^\s*[│┃║]\s?")
 _BOX_RIGHT = re.compile(r"\s?[│┃║]\s*$")
 _QUOTE = re.compile(r"^\s*>(?: |$)")
 # A line that opens a record even right after a line cut at a fixed width.
+# (a syslog or journal stamp too: "Nov 03 11:02:17 host ...")
 _HARD_RECORD = re.compile(
     r"(?:Traceback \(most recent call last\)|File \"|\[?[EWIF]\d{4} |\d{4}[-/]\d\d[-/]\d\d\b|"
+    r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) [ \d]\d \d\d:\d\d:\d\d\b|"
     r"\[\s*[+-]?\d+\.\d+\]|\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}\]|"
     r"\$ |>>> |```)")
 

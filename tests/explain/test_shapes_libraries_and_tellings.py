@@ -31,6 +31,9 @@ def test_a_rank_told_to_dump_its_state_is_a_collective_s_timeout() -> None:
     found = root("nccl_dump_signal_zh.log")
     assert (found.cls, found.signature) == ("nccl", "nccl/dump-signal")
     assert found.ranks == [2, 5]
+    # (two lines of the same length are no terminal's cut when the second opens with its own
+    # syslog stamp)
+    assert found.line_numbers == [6, 8]
     assert found.numbers["last_completed_seq"] in (811, 812)
 
 
