@@ -33,7 +33,8 @@ def test_a_rank_told_to_dump_its_state_is_a_collective_s_timeout() -> None:
     assert found.ranks == [2, 5]
     # (two lines of the same length are no terminal's cut when the second opens with its own
     # syslog stamp)
-    assert found.line_numbers == [6, 8]
+    assert [(loc.line, loc.end_line) for loc in found.locations] == [(6, None), (8, None)]
+    assert found.excerpt.endswith("last completed NCCL work: 811.")
     assert found.numbers["last_completed_seq"] in (811, 812)
 
 
