@@ -375,6 +375,8 @@ _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         # nvidia-smi told failing: "nvidia-smi error", "Can't get nvidia-smi to work in a pod"
         # (after the titles that name its message)
         ("nvml-unavailable/smi-fails-told", SMI_FAILS_TITLE),
+        # the driver told missing: "CUDA driver not found", "NVIDIA driver not found"
+        ("driver-mismatch/no-driver", r"\b(?:CUDA|NVIDIA|GPU) driver (?:was |is )?not found\b"),
         ("driver-mismatch/driver-too-old", r"\b(?:NVIDIA|CUDA|GPU) driver(?: version)? (?:is )?"
                                            r"too old\b|"
                                            # (the driver alone opening the title: "Driver too
@@ -674,8 +676,10 @@ VIRTUAL_GPU = re.compile(r"\bv-?GPUs?\b|\bGRID (?:vGPU|drivers?|K\d)|\bvfio(?:-p
 # Python") and its labels ("labels: bug") above its title: the title is the line after them.
 _SOURCE_LINE = re.compile(r"^[\w.-]+/[\w.-]+ · (?:issue|pull request|discussion) #\d+\b")
 _LABELS_LINE = re.compile(r"^labels: ")
+# (and documentation: a thread asking for a guide, "Tutorial on how to reduce memory for GPU
+# training", quotes the errors the guide should cover)
 _REQUEST_LABEL = re.compile(r"\b(?:enhancement|feature(?:[ -]request)?|type: ?feature|proposal|"
-                            r"RFC|RFE|improvement)\b", re.IGNORECASE)
+                            r"RFC|RFE|improvement|documentation|docs)\b", re.IGNORECASE)
 _BUG_LABEL = re.compile(r"\b(?:bug|crash|regression|error)\b", re.IGNORECASE)
 # A thread's post under the line naming its writer, what the post is and its date: "alice ·
 # description · 2024-05-01" opens the first post, "bob · comment · 2024-05-02" a reply.

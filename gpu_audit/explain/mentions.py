@@ -84,6 +84,10 @@ HYPOTHETICAL = re.compile(
     r"\b(?:fails?|failing|crash(?:es)?|errors? out) with either\b|"
     r"\bwith either\b|\b(?:for example|for instance|e\.g\.|such as)[,:]?\s*$|"
     r"\b(?:looks|look) like this:?\s*$|可能(?:有|会|出现|报)|場合があります|"
+    # a condition for the reader right before the message: "What to do if you get error:
+    # \"not enough memory ...\"", "Or if you get NCudaLib::TOutOfMemoryError"
+    r"\bif (?:you|one) (?:get|gets|see|sees|hit|hits|encounter|encounters|receive|run into)\b"
+    r"[^.!?\n]{0,24}$|"
     # a condition in Chinese opening a quoted message: "如果出现类似“The detected CUDA version
     # ...”，请 ..." (if something like "..." appears, do ...)
     r"(?:如果|若是?|假如|要是|万一)[^。！？\n]{0,12}?[“\"「『‘'`]\s*$",

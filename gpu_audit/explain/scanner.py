@@ -496,8 +496,11 @@ KEYS: tuple[Key, ...] = (
     # (and TensorFlow's "kernel version 470.57.2 does not match DSO version 510.47.3", in this
     # pass: one pass fewer)
     # (and a kernel's assertion told with a capital: "Device-side assert in the loss")
-    Key(rb"D(?:evice limit +: |SO version \d|evice[- ]side assert)",
-        (b"Device limit ", b"DSO version ", b"Device-side assert", b"Device side assert")),
+    # (and DCGM's health watch: "Detected clocks event due to thermal violation in GPU 2")
+    Key(rb"D(?:evice limit +: |SO version \d|evice[- ]side assert"
+        rb"|etected clocks? (?:event|throttling) due to thermal)",
+        (b"Device limit ", b"DSO version ", b"Device-side assert", b"Device side assert",
+         b"Detected clock")),
     # the driver's tools and library named in lower case: "bash: nvidia-smi: command not found",
     # the runtime's `exec: "nvidia-smi": executable file not found`, "libnvidia-ml.so.1 missing"
     # (and "no kernel image is available" where a program, a miner or a server, printed it

@@ -44,3 +44,17 @@ def test_a_guide_s_environment_colon_is_no_report(tmp_path: Path) -> None:
             "1800000) ran for 1800431 milliseconds before timing out.``` To force NVLink, set "
             "this in the environment: ```shell export NCCL_P2P_LEVEL=NVL ```\n")
     assert classes(tmp_path, text) == []
+
+
+def test_a_title_naming_the_driver_not_found(tmp_path: Path) -> None:
+    text = (f"{_ISSUE}# CUDA driver not found\n\nana · description · 2026-02-02\nI installed "
+            "the package and started the solver on the GPU node.\n")
+    assert classes(tmp_path, text)[:1] == ["driver-mismatch"]
+
+
+def test_a_documentation_request_quoting_errors_for_the_reader(tmp_path: Path) -> None:
+    text = ("example-lab/boosting · issue #428 · closed · C++\nlabels: documentation\n"
+            "# Tutorial on how to reduce the memory of GPU training\n\nana · description · "
+            "2026-02-02\nWhat to do if you get error: \"CUDA out of memory. Tried to allocate "
+            "20.00 MiB\" when training on GPU?\nOr if you get cudaErrorMemoryAllocation\n")
+    assert classes(tmp_path, text) == []

@@ -104,6 +104,18 @@ def test_every_fixture_log_is_covered_and_every_class_has_one() -> None:
 
 # One line each, in the formats of different releases: (log text, class, signature).
 SINGLE_LINES = [
+    ("ERROR [[Health]] Detected a WARNING in health system Thermal: 'Detected clocks event due "
+     "to thermal violation in GPU 2. Verify that the cooling on this machine is functional.'",
+     "gpu-hardware", "gpu-hardware/thermal-violation"),
+    ("[TRT] [E] 2: [ltWrapper.cpp::setupHeuristic::349] Error Code 2: Internal Error (Assertion "
+     "cublasStatus == CUBLAS_STATUS_SUCCESS failed. )", "cublas-failure",
+     "cublas-failure/cublaslt"),
+    ("[E 04/13/26 14:57:31.839] [cuda_context.cpp:CUDAContext@14] Cuda Error CUDA_ERROR_UNKNOWN: "
+     "unknown error", "driver-mismatch", "driver-mismatch/cuda-init"),
+    ("[E 07/25/26 21:32:02.308 106374] [cuda_driver.h:operator()@92] CUDA Error :  while "
+     "calling init (cuInit)", "driver-mismatch", "driver-mismatch/cuda-init"),
+    ("[1612302] [ThreadPoolExecutor-1_0] [INFO] (app.tasks:83) - Return code: -9", "host-oom",
+     "host-oom/sigkill"),
     ("CUDA platform error: Error compiling program: nvrtc: error: invalid value for "
      "--gpu-architecture (-arch)", "driver-mismatch", "driver-mismatch/runtime-compiler"),
     ("jaxlib.xla_extension.XlaRuntimeError: FAILED_PRECONDITION: Couldn't get ptxas version "

@@ -161,6 +161,7 @@ ORDER = (
     "gpu-hardware/contained",
     "gpu-hardware/rm-init-failed",
     "gpu-hardware/launch-timeout",
+    "gpu-hardware/thermal-violation",
     "gpu-hardware/unknown-error",
     "gpu-hardware/pcie-aer",
     "gpu-hardware/pcie-aer-corrected",

@@ -168,7 +168,12 @@ _SHORT_WORDS = "|".join(re.escape(words) for words in sorted(CUBLAS_STATUS_SHORT
            r"(?<![A-Za-z0-9_])(?:Create cublas handle|CUBLAS initiali[sz]ation) (?:failed|error)",
            ("Create cublas", "CUBLAS initiali"), "cuBLAS could not create its handle",
            example="# Create cublas handle failed")
-@signature("cublas-failure/cublaslt", r"cublasLt ran into an error", ("cublasLt",),
+# (and TensorRT's assertion on a cuBLAS(Lt) call's status, the status itself not printed:
+# "[ltWrapper.cpp::setupHeuristic::349] Error Code 2: Internal Error (Assertion cublasStatus ==
+# CUBLAS_STATUS_SUCCESS failed. )")
+@signature("cublas-failure/cublaslt",
+           r"cublasLt ran into an error|\bAssertion cublasStatus == CUBLAS_STATUS_SUCCESS failed",
+           ("cublasLt", "Assertion cublasStatus"),
            "cuBLASLt matrix multiply failed", tier=2.0,
            example="RuntimeError: cublasLt ran into an error!")
 @signature("cublas-failure/legacy-runtime-error",

@@ -716,7 +716,7 @@ _INIT_WORDS = (
     ("803", ("display driver", "system_driver_mismatch", "systemdrivermismatch",
              "does not match dso version")),
     ("804", ("forward compatibility", "compat_not_supported", "compatnotsupported")),
-    ("999", ("cuda unknown error",)),
+    ("999", ("cuda unknown error", "cuda_error_unknown", "(cuinit)")),
     ("46", ("busy or unavailable", "devicesunavailable")),
 )
 
@@ -737,6 +737,11 @@ _INIT_WORDS = (
            # (100 by name, as Numba's driver binding reports cuInit: "Call to cuInit results in
            # CUDA_ERROR_NO_DEVICE (100)")
            r"CUDA_ERROR_NO_DEVICE|cudaErrorNoDevice|"
+           # (999 where a context is created or the driver initialised, as Taichi reports it:
+           # "[cuda_context.cpp:CUDAContext@14] Cuda Error CUDA_ERROR_UNKNOWN: unknown error",
+           # "CUDA Error : while calling init (cuInit)")
+           r"\bCUDAContext@\d{1,5}\] Cuda Error (?P<text_>CUDA_ERROR_UNKNOWN)|"
+           r"\b(?P<text__>while calling init \(cuInit\))|"
            # (PyTorch's THC status 100 with its words cut off: "cuda runtime error (100)")
            r"\b(?:CUDA|Cuda|cuda) runtime error \((?P<code__>100)\)|"
            # (and 999 when cuInit returns it: the driver could not start, most often its UVM
@@ -755,7 +760,8 @@ _INIT_WORDS = (
             "SYSTEM_NOT_READY", "SystemNotReady", "SYSTEM_DRIVER_MISMATCH", "SystemDriverMismatch",
             "COMPAT_NOT_SUPPORTED", "CompatNotSupported", "CUDA unknown error",
             "does not match DSO version", "CUDA_ERROR_NO_DEVICE", "cudaErrorNoDevice",
-            "cuInit results in", "runtime error (100)",
+            "cuInit results in", "runtime error (100)", "Cuda Error CUDA_ERROR_UNKNOWN",
+            "(cuInit)",
             "busy or unavailable", "DevicesUnavailable", "No visible GPU devices"),
            "CUDA could not initialise", tier=0.0, extract=_visible_devices_named,
            example="RuntimeError: No CUDA GPUs are available")

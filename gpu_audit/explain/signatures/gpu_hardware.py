@@ -496,7 +496,10 @@ fixed("gpu-hardware/launch-timeout",
 
 fixed("gpu-hardware/unknown-error",
       r"CUDA error: unknown error|(?:cuda runtime error \(\d+\)|\berror=\d+) : unknown error|"
-      r"(?<!cuInit results in )CUDA_ERROR_UNKNOWN\b|cudaErrorUnknown\b",
+      # (not where a context is being created: Taichi's "CUDAContext@14] Cuda Error
+      # CUDA_ERROR_UNKNOWN", the driver not starting, read as CUDA's start-up failure)
+      r"(?<!cuInit results in )(?<!CUDAContext@\d\] Cuda Error )"
+      r"(?<!CUDAContext@\d\d\] Cuda Error )CUDA_ERROR_UNKNOWN\b|cudaErrorUnknown\b",
       ("unknown error", "CUDA_ERROR_UNKNOWN", "cudaErrorUnknown"),
       "CUDA reported an unknown error", tier=2.0,
       example="RuntimeError: CUDA error: unknown error",
@@ -717,6 +720,30 @@ OVERHEAT_TOLD = (
     r"(?:(?<![^\n])|(?<=[.!?] ))[>*_ ]{0,4}thermal shut ?down[.!](?=\s|$)"
     r"(?![^\n.!?]{0,300}?\b(?:if|when|whenever|once|you|your|may|might|can|could|should|would|"
     r"will)\b))")
+# DCGM's health watch finding a GPU slowed down for its temperature: "Detected clocks event due
+# to thermal violation in GPU 2. Verify that the cooling on this machine is functional,
+# including ..." (its Thermal health system; older DCGM words it "clocks throttling").
+@signature("gpu-hardware/thermal-violation",
+           r"\bDetected clocks? (?:event|throttling) due to thermal violation in GPU "
+           r"(?P<gpu_index>\d{1,4})",
+           ("due to thermal violation",), "DCGM found a GPU slowed down by its temperature",
+           tier=0.5,
+           example="ERROR [[Health]] Detected a WARNING in health system Thermal: 'Detected clocks "
+           "event due to thermal violation in GPU 2. Verify that the cooling on this machine is "
+           "functional, including aisle and fan configuration.'")
+def _thermal_violation(sig: Signature, numbers: dict[str, Any], ctx: AdviceContext) -> Advice:
+    gpu = f"GPU {numbers['gpu_index']}" if "gpu_index" in numbers else "A GPU"
+    explanation = (f"{gpu} lowered its clocks because it reached its thermal limit (DCGM's "
+                   "health watch records it as a thermal violation): its cooling does not keep "
+                   "up, so jobs on it run slower, and a GPU that stays this hot can fault or "
+                   "shut down.")
+    remedy = ("Check that GPU's temperature and clocks under load (`nvidia-smi -q -d "
+              "TEMPERATURE,PERFORMANCE -i N`: 'HW Thermal Slowdown' or 'SW Thermal Slowdown' "
+              "active), its fans and the airflow through the chassis (blanking panels, a blocked "
+              "inlet, the aisle's temperature); move jobs off it until it is fixed.")
+    return advice(sig, numbers, explanation, remedy)
+
+
 fixed("gpu-hardware/overheat-told", OVERHEAT_TOLD,
       ("heat", "thermal", "Thermal", "°C", "cooling", "temp", "Temp", "º C", "ºC", "° C"),
       "The GPU overheated (told in the writer's words)", tier=3.0, group="overheat",

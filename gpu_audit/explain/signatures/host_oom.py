@@ -1179,7 +1179,8 @@ _TOLD_KILLED = (
            r"exitcode\s*: -9 \(pid: (?P<pid__>\d+)\)|"
            r"(?:exit(?:ed|s)?(?: with)?(?: a)? (?:status|code)(?: code)?|returned non-zero exit "
            # (docker build's "The command '/bin/sh -c ...' returned a non-zero code: 137")
-           r"status|returned a non-zero code|return ?code|"
+           # (and a task runner's log, "Return code: -9")
+           r"status|returned a non-zero code|[Rr]eturn ?code|"
            # (SageMaker's "ExitCode 137" of the user's script)
            r"exit_code|error code|ExitCode|"
            # (YARN's "Container killed on request. Exit code is 137")
