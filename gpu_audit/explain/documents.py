@@ -41,7 +41,7 @@ from gpu_audit.explain.signatures.alloc_conf import (
     EXPANDABLE_FAILS_TOLD,
     OPTION_IGNORED_TOLD,
 )
-from gpu_audit.explain.signatures.cuda_oom import MEMORY_TOLD
+from gpu_audit.explain.signatures.cuda_oom import GPU_WORD, HOST_MEMORY_NAMED, MEMORY_TOLD
 from gpu_audit.explain.signatures.gpu_hardware import (
     CARD_DEAD_TOLD,
     OVERHEAT_TOLD,
@@ -660,13 +660,12 @@ def _thread_by_shape(head: Head, numbered: list[tuple[int, str]]) -> None:
 
 # A GPU behind a hypervisor: a virtual GPU's driver (vGPU, GRID, a mediated device), or a GPU
 # passed through to a virtual machine (VFIO, a hypervisor named).
-# A GPU named in a text's first lines, and the host's memory named there (Head.gpu_subject).
-_NAMES_GPU = re.compile(r"\b(?:GPUs?|VRAM|CUDA|RTX|GTX|Tesla|Quadro|[AHLV]\d{2,3}|T4|"
-                        r"[1-5]0[5-9]0(?: ?Ti)?)\b|显存|顯存|显卡|顯卡|ビデオメモリ")
-_NAMES_HOST_MEMORY = re.compile(r"\b(?:(?<!GPU )(?<!V)RAM|CPU memory|host memory|system memory|"
-                                r"swap|oom[- ]?kill\w*|MemoryError|exit code 137)\b|"
-                                r"(?<![显卡U])内存",
-                                re.IGNORECASE)
+# A GPU named in a text's first lines, and the host's memory named there (Head.gpu_subject):
+# the words a line's telling is read with, and the GPU's and the host's memory in Chinese and
+# Japanese (the CPU alone there is no memory: a report lists its machine's CPU).
+_NAMES_GPU = re.compile(rf"{GPU_WORD}|显存|顯存|显卡|顯卡|ビデオメモリ", re.IGNORECASE)
+_NAMES_HOST_MEMORY = re.compile(rf"\b(?:{HOST_MEMORY_NAMED}|CPU memory|MemoryError|exit code "
+                                r"137)\b|(?<![显卡U])内存", re.IGNORECASE)
 VIRTUAL_GPU = re.compile(r"\bv-?GPUs?\b|\bGRID (?:vGPU|drivers?|K\d)|\bvfio(?:-pci)?\b|\bmdev\b|"
                          r"\bhypervisors?\b|\bGPU pass-?through\b|\bProxmox\b|\bESXi\b|"
                          r"\bKubeVirt\b", re.IGNORECASE)

@@ -110,13 +110,14 @@ _GPU_OOM = (r"(?:(?:CUDA |GPU )?out of memory\b|(?:CUDA|GPU) (?:OOM|OutOfMemoryE
 # ("I am still getting the error Out of memory" on "a single 24G GPU", "I'm running out of
 # memory ... on an A6000"), not the host's (RAM, CPU, swap, the OOM killer) and not in a
 # condition ("if I get out of memory"); "GPU RAM" is the GPU's.
-_GPU_WORD = (r"\b(?:GPU|CUDA|VRAM|RTX|GTX|Tesla|A\d{2,4}|H\d{3}|V100|T4|L4|L40S?|"
-             r"[1-5]0[5-9]0(?: ?Ti)?)s?\b")
+# (a GPU named: also the whole text's subject, documents.Head.gpu_subject)
+GPU_WORD = (r"\b(?:GPU|CUDA|VRAM|RTX|GTX|Tesla|Quadro|A\d{2,4}|H\d{3}|V100|T4|L4|L40S?|"
+            r"[1-5]0[5-9]0(?: ?Ti)?)s?\b")
 # The CPU named as the host's memory (not a device to run on: "the next module will run on CPU
 # instead", "falls back to the CPU")
 _CPU_MEMORY = r"(?<!\bon )(?<!\bto )(?<!\bon the )(?<!\bto the )CPU"
 _TOLD_OOM = (
-    rf"(?i:^(?=[^\n]*?{_GPU_WORD})"
+    rf"(?i:^(?=[^\n]*?{GPU_WORD})"
     r"(?![^\n]*?\b(?:(?<!GPU )RAM|" + _CPU_MEMORY + r"|host memory|swap|oom[- ]?kill\w*)\b)"
     r"[^\n]*?(?<!\bif )(?<!\bwhether )(?<!\bwhen )\b(?P<told>I|we)(?:(?:'m| am|'ve| have| had|"
     r" was| were| keep| still| always)?(?: (?:still|always|also|again|now|constantly|"
@@ -151,7 +152,7 @@ _TOLD_OOM_DONE = (
     r"video) ?memory|VRAM)\b)|"
     # ... or that it ran out of the GPU's memory or resources, with the GPU named on the line
     # and no host memory ("mine is a 4 GB GPU ... it ran out of resource every time")
-    rf"(?i:^(?=[^\n]*?{_GPU_WORD})"
+    rf"(?i:^(?=[^\n]*?{GPU_WORD})"
     r"(?![^\n]*?\b(?:(?<!GPU )RAM|" + _CPU_MEMORY + r"|host memory|swap|oom[- ]?kill\w*)\b)"
     r"[^\n]*?(?<!\bif )(?<!\bwhether )(?<!\bwhen )\b(?P<told___>it|training|the (?:training|"
     r"model|job|run|script|program|process))(?: (?:always|still|then|just|also|now))? "
@@ -174,7 +175,7 @@ _TOLD_OOM_DONE = (
     # ... or a reply telling the writer that they ran out of it, the GPU named on the line
     # ("The main problem seems that you are out of memory ... your card has 4Gb of VRAM"; not
     # "if you are out of memory")
-    rf"(?i:^(?=[^\n]*?{_GPU_WORD})"
+    rf"(?i:^(?=[^\n]*?{GPU_WORD})"
     r"(?![^\n]*?\b(?:(?<!GPU )RAM|" + _CPU_MEMORY + r"|host memory|swap|oom[- ]?kill\w*)\b)"
     r"[^\n]*?\b(?:seems?|looks? like|appears?|(?:problem|issue) is|(?:it's|it is|that's|"
     r"this is) because)(?: to be)?(?: that)? "
@@ -1726,11 +1727,12 @@ _MEMORY_GONE_GPU_NAMED = (
     r"trigger(?:s|ed)?|throws?|threw|raise[sd]?)(?: an?| the| this| that| same| constant)?"
     r" (?:CUDA |GPU )?OOMs?\b|"
     rf"{LINE_HEAD}[\W_]{{0,4}}(?:CUDA |GPU )?OOMs?(?: errors?)? (?:on|at|with|after|during|in)\b")
-# The words that say the host's memory: a line naming them is not read as the GPU's.
-_HOST_MEMORY_WORDS = (r"\b(?:(?<!GPU )(?<!V)RAM|CPU|host memory|system memory|swap|"
-                      r"oom[- ]?kill\w*)\b")
+# The words that say the host's memory: a line naming them is not read as the GPU's (and a
+# text whose first lines name them, with its memory's words, documents.Head.gpu_subject).
+HOST_MEMORY_NAMED = r"(?<!GPU )(?<!V)RAM|host memory|system memory|swap|oom[- ]?kill\w*"
+_HOST_MEMORY_WORDS = rf"\b(?:{HOST_MEMORY_NAMED}|CPU)\b"
 # The GPU named in the writer's words, not a folder of a path ("c10/cuda/CUDACachingAllocator.cpp").
-_GPU_NAMED = rf"(?<![/\\.]){_GPU_WORD}(?![/\\])"
+_GPU_NAMED = rf"(?<![/\\.]){GPU_WORD}(?![/\\])"
 # A line that says the failure is over ("it works fine now") tells of an earlier one.
 # (Not "small sizes work fine": the run told of is another one.)
 _OVER_NOW = (r"\b(?:(?:works?|working|runs?|running)(?: fine| well| again)? now\b|no longer\b|"
@@ -1758,7 +1760,7 @@ _READER_RAN_OUT = (
     r"out of|you(?:'re| are) out of|your (?:GPU|card|graphics card)(?:'s memory)? (?:is|was) "
     r"(?:running )?out of) (?:all (?:of )?)?(?:(?:the|your) )?"
     r"(?:\d{1,3}(?:\.\d)? ?[GM]i?B (?:of )?)?(?:(?:GPU|CUDA|video|graphics) memory|VRAM|"
-    r"memory(?=[^\n]*?" + _GPU_WORD + r"))")
+    r"memory(?=[^\n]*?" + GPU_WORD + r"))")
 MEMORY_TOLD = (rf"(?i:^(?![^\n]*?{_HOST_MEMORY_WORDS})(?![^\n]*?{_OVER_NOW}){SKIP_SENTENCES}"
                rf"(?:{_BEFORE_TELLING}(?:{_GPU_MEMORY_GONE})|{_BEFORE_READING}{_READER_RAN_OUT}|"
                rf"(?=[^\n]*?{_GPU_NAMED}){_BEFORE_TELLING}(?:{_MEMORY_GONE_GPU_NAMED})){_NOT_ASKED})")
