@@ -1761,9 +1761,13 @@ _READER_RAN_OUT = (
     r"(?:running )?out of) (?:all (?:of )?)?(?:(?:the|your) )?"
     r"(?:\d{1,3}(?:\.\d)? ?[GM]i?B (?:of )?)?(?:(?:GPU|CUDA|video|graphics) memory|VRAM|"
     r"memory(?=[^\n]*?" + GPU_WORD + r"))")
-MEMORY_TOLD = (rf"(?i:^(?![^\n]*?{_HOST_MEMORY_WORDS})(?![^\n]*?{_OVER_NOW}){SKIP_SENTENCES}"
+# (whether the line names the GPU is looked up once, at its start, and remembered in an empty
+# group: looked up again from each sentence a telling may start in, a long line of sentences
+# with no GPU named would cost its length once per sentence)
+MEMORY_TOLD = (rf"(?i:^(?![^\n]*?{_HOST_MEMORY_WORDS})(?![^\n]*?{_OVER_NOW})"
+               rf"(?:(?=[^\n]*?{_GPU_NAMED})(?P<gpu_on_line>)|){SKIP_SENTENCES}"
                rf"(?:{_BEFORE_TELLING}(?:{_GPU_MEMORY_GONE})|{_BEFORE_READING}{_READER_RAN_OUT}|"
-               rf"(?=[^\n]*?{_GPU_NAMED}){_BEFORE_TELLING}(?:{_MEMORY_GONE_GPU_NAMED})){_NOT_ASKED})")
+               rf"(?(gpu_on_line){_BEFORE_TELLING}(?:{_MEMORY_GONE_GPU_NAMED})|(?!))){_NOT_ASKED})")
 
 fixed("cuda-oom/memory-told", MEMORY_TOLD,
       ("memory", "Memory", "MEMORY", "VRAM", "vram", "OOM", "显存", "内存", "メモリ", "메모리",
@@ -1773,6 +1777,8 @@ fixed("cuda-oom/memory-told", MEMORY_TOLD,
       # out is the weakest evidence, often a remark on another run or another card)
       "The GPU ran out of memory (told in the writer's words)", tier=3.5, reads_titles=False,
       yields_to_titles=True,
+      # (a telling has no numbers: its group that remembers the GPU named is none)
+      extract=lambda _match, _line: {},
       example="My RTX 3060 runs out of VRAM at 1024x1024 and the program crashes.",
       explanation="The writer says the GPU's memory ran out; no message of the program's was "
       "kept, so its sizes are unknown. The job (and what else holds the GPU) needed more memory "
