@@ -48,7 +48,7 @@ from gpu_audit.explain.signatures.gpu_hardware import (
     POWER_LOSS_TOLD,
 )
 from gpu_audit.explain.signatures.guards import unless_marks
-from gpu_audit.explain.signatures.nccl import P2P_UNSUPPORTED_TOLD
+from gpu_audit.explain.signatures.nccl import DISTRIBUTED_WORDS, P2P_UNSUPPORTED_TOLD
 from gpu_audit.explain.signatures.nvml_unavailable import DRIVER_NOT_LOADING_TITLE, SMI_FAILS_TITLE
 
 HEAD_BYTES = 4096  # the first bytes of a source kept to read its title and its kind
@@ -224,8 +224,7 @@ _TITLE_ARCH = (r"\b(?P<capability>sm_\d{2,3}a?)\)? (?:is |are )?(?:not (?:yet )?
                r"(?P<capability_>sm_\d{2,3}a?)\b")
 # A distributed run's collectives and frameworks, and its hang, in a title (a typing slip in the
 # collective's name is read too: "Allredue").
-_DISTRIBUTED = (r"\b(?:all[-_ ]?red\w*|all[-_ ]?gather|reduce[-_ ]scatter|DeepSpeed|ZeRO[- ]?[123]|"
-                r"FSDP|Horovod|Megatron|DDP|multi[- ]?(?:node|machine)s?|distributed)\b")
+_DISTRIBUTED = (rf"\b(?:all[-_ ]?red\w*|all[-_ ]?gather|reduce[-_ ]scatter|{DISTRIBUTED_WORDS})\b")
 _HANGS = r"\b(?:hang\w*|hung|stuck|freez\w*|froze|deadlock\w*)\b"
 # A failure named in a thread's title, by class: the signature whose advice it gets.
 _TITLES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(

@@ -236,8 +236,10 @@ _NCCL_TOLD_OTHER = (
 # distributed ("the script hangs during the backward pass on rank 0", "with DeepSpeed ZeRO-3 the
 # training hangs after a few steps", "多卡训练时卡住不动"): its ranks wait in a collective for one
 # that never joins. (Not a condition, a question or advice, as above.)
-_DISTRIBUTED_RUN = (r"(?i:\b(?:DDP|DeepSpeed|ZeRO-?[123]|FSDP|Horovod|Megatron|torchrun|"
-                    r"multi[- ]?(?:node|GPU|machine)s?|distributed|rank ?\d{1,5}|all (?:the )?"
+# (the frameworks and words that make a run distributed: also a title's, documents.py)
+DISTRIBUTED_WORDS = (r"DDP|DeepSpeed|ZeRO[- ]?[123]|FSDP|Horovod|Megatron|torchrun|"
+                     r"multi[- ]?(?:node|machine)s?|distributed")
+_DISTRIBUTED_RUN = (rf"(?i:\b(?:{DISTRIBUTED_WORDS}|multi[- ]?GPUs?|rank ?\d{{1,5}}|all (?:the )?"
                     r"ranks|(?:\d{1,3}|two|four|eight) (?:GPUs|nodes))\b)")
 _DISTRIBUTED_HANG = (
     rf"^(?=[^\n]*{_DISTRIBUTED_RUN})"
